@@ -1,0 +1,119 @@
+//! The engine's only door to the disk: a small storage trait, its io_uring
+//! implementation on glommio DMA files (`dma`), and a fault-injecting wrapper (`fault`)
+//! that tests put between the engine and the disk.
+//!
+//! Everything that touches glommio or raw io_uring lives under this module. The rest of
+//! the engine is generic over `Storage`, so the same appender and recovery code runs on
+//! the real disk and on a disk that tears writes or fails with EIO or ENOSPC.
+//!
+//! Files are opened with O_DIRECT: positions and lengths of writes are multiples of
+//! `DMA_ALIGNMENT`, buffers come from `StorageFile::alloc_buf`. Reads may be unaligned;
+//! the implementation widens them.
+
+pub mod dma;
+pub mod fault;
+
+use std::io;
+use std::path::Path;
+
+use bytes::Bytes;
+
+use crate::limits::DMA_ALIGNMENT;
+
+/// An aligned buffer that a `StorageFile` can write without copying.
+pub trait IoBuf {
+    fn as_bytes(&self) -> &[u8];
+    fn as_bytes_mut(&mut self) -> &mut [u8];
+}
+
+/// A directory tree of O_DIRECT files. Implementations are cheap to clone and used from
+/// one thread (one shard).
+#[allow(async_fn_in_trait)]
+pub trait Storage: Clone + 'static {
+    type File: StorageFile;
+
+    /// Opens a file for reading and O_DIRECT writing.
+    ///
+    /// # Errors
+    /// `NotFound` when the file is missing and `create` is false.
+    async fn open_file(&self, path: &Path, create: bool) -> io::Result<Self::File>;
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    async fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory.
+    async fn remove_dir(&self, path: &Path) -> io::Result<()>;
+    async fn rename(&self, source: &Path, target: &Path) -> io::Result<()>;
+    /// Makes creations, renames and removals in a directory durable.
+    async fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Names in a directory. Blocks the reactor: used only while opening logs.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Bytes an unprivileged writer can still allocate on the file system of `path`.
+    fn available_bytes(&self, path: &Path) -> io::Result<u64>;
+}
+
+/// One open file. Clones share the descriptor.
+#[allow(async_fn_in_trait)]
+pub trait StorageFile: Clone + 'static {
+    type Buf: IoBuf;
+
+    /// A zeroed, aligned buffer of `len` bytes, `len` a multiple of `DMA_ALIGNMENT`.
+    fn alloc_buf(&self, len: usize) -> Self::Buf;
+    /// Writes the whole buffer at `pos` (aligned). Returns the bytes written.
+    async fn write_at(&self, buf: Self::Buf, pos: u64) -> io::Result<usize>;
+    /// Reads up to `len` bytes at `pos`; fewer at the end of the file.
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
+    async fn fdatasync(&self) -> io::Result<()>;
+    /// Reserves blocks so that the file is at least `len` bytes long (fallocate without
+    /// KEEP_SIZE: the size grows, so later writes do not extend the file).
+    async fn allocate(&self, len: u64) -> io::Result<()>;
+    async fn truncate(&self, len: u64) -> io::Result<()>;
+    async fn size(&self) -> io::Result<u64>;
+}
+
+/// Rounds `n` up to the DMA alignment.
+pub fn align_up(n: u64) -> u64 {
+    n.div_ceil(DMA_ALIGNMENT as u64) * DMA_ALIGNMENT as u64
+}
+
+/// Rounds `n` down to the DMA alignment.
+pub fn align_down(n: u64) -> u64 {
+    n / DMA_ALIGNMENT as u64 * DMA_ALIGNMENT as u64
+}
+
+/// Reads a whole file, or `None` when it does not exist.
+///
+/// # Errors
+/// Any I/O error other than a missing file.
+pub async fn read_whole<S: Storage>(storage: &S, path: &Path) -> io::Result<Option<Bytes>> {
+    let file = match storage.open_file(path, false).await {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let size = file.size().await?;
+    Ok(Some(file.read_at(0, size as usize).await?))
+}
+
+/// Replaces `path` atomically with `data`: temp file, write, fsync, rename, fsync of
+/// the directory. A crash leaves either the old or the new file, never a mix.
+///
+/// # Errors
+/// The first failing step; the old file is then still in place.
+pub async fn write_whole_atomic<S: Storage>(storage: &S, path: &Path, data: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(".tmp");
+    let temp = std::path::PathBuf::from(temp);
+    let file = storage.open_file(&temp, true).await?;
+    file.truncate(0).await?;
+    let padded = align_up(data.len() as u64) as usize;
+    if padded > 0 {
+        let mut buf = file.alloc_buf(padded);
+        buf.as_bytes_mut()[..data.len()].copy_from_slice(data);
+        file.write_at(buf, 0).await?;
+    }
+    file.truncate(data.len() as u64).await?;
+    file.fdatasync().await?;
+    drop(file);
+    storage.rename(&temp, path).await?;
+    storage.sync_dir(dir).await
+}

@@ -1,0 +1,42 @@
+//! Skein's storage engine: Kafka-format segmented partition logs, appended with
+//! O_DIRECT writes on io_uring, one log manager per shard.
+//!
+//! The engine stores validated RecordBatch v2 bytes by (partition, offset) in Kafka's
+//! on-disk layout (`<topic>-<partition>/<20-digit base offset>.log|.index|.timeindex`).
+//! It knows nothing of Kafka requests, sockets or replication protocols: `net` turns
+//! requests into appends and reads, `replication` drives truncation.
+//!
+//! Map of the crate:
+//! - `batch`: the zero-copy batch view and its validation.
+//! - `records`: record-level decoding and codecs (compaction, timestamp lookups).
+//! - `io`: the storage trait, its glommio implementation, and fault injection.
+//! - `appender`: the O_DIRECT tail buffer with group commit and ordered writes.
+//! - `segment`, `index`: one segment file and its sparse indexes.
+//! - `log`: a partition log (append, read, flush, recovery, truncation, retention,
+//!   compaction). Its module docs state the offsets it keeps and the recovery policy.
+//! - `cache`: the shard's LRU batch cache.
+//! - `manager`: the per-shard log manager.
+//! - `checkpoint`: recovery point, log start and leader epoch files.
+
+pub mod appender;
+pub mod batch;
+pub mod cache;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod index;
+pub mod io;
+pub mod limits;
+pub mod log;
+pub mod manager;
+pub mod metrics;
+pub mod records;
+pub mod segment;
+pub mod types;
+
+pub use batch::{Batch, BatchError};
+pub use config::{CleanupPolicy, LogConfig};
+pub use error::{Error, Result};
+pub use log::{AppendInfo, AppendMode, Log, LogContext};
+pub use manager::LogManager;
+pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
