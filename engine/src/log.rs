@@ -335,6 +335,11 @@ impl<S: Storage> Log<S> {
         &self.dir
     }
 
+    /// The shard's engine metrics, shared by its logs.
+    pub fn metrics(&self) -> &EngineMetrics {
+        &self.ctx.metrics
+    }
+
     pub fn config(&self) -> LogConfig {
         self.state.borrow().config.clone()
     }

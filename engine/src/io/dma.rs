@@ -41,10 +41,38 @@ fn to_io(e: glommio::GlommioError<()>) -> io::Error {
     }
 }
 
+thread_local! {
+    /// Devices whose io_uring poll-ring support this thread has probed correctly.
+    static PROBED_DEVICES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// glommio decides once per thread and device whether O_DIRECT I/O goes to its
+/// IOPOLL ring, by reading the first block of the first file opened there. When that
+/// file is empty the read ends at EOF without reaching the device, the probe passes,
+/// and every later read fails with EOPNOTSUPP on devices without polled I/O (virtio
+/// disks). So before the first open on a device, open a file that holds a block of
+/// data: the probe then exercises the device and answers correctly.
+async fn probe_device(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let device = std::fs::metadata(dir)?.dev();
+    if PROBED_DEVICES.with(|p| p.borrow().contains(&device)) {
+        return Ok(());
+    }
+    let probe = dir.join(format!(".skein-iopoll-probe-{}", std::process::id()));
+    std::fs::write(&probe, [0xa5u8; crate::limits::DMA_ALIGNMENT])?;
+    std::fs::File::open(&probe)?.sync_all()?;
+    let result = OpenOptions::new().read(true).dma_open(&probe).await.map_err(to_io);
+    let _ = std::fs::remove_file(&probe);
+    result?.close().await.map_err(to_io)?;
+    PROBED_DEVICES.with(|p| p.borrow_mut().push(device));
+    Ok(())
+}
+
 impl Storage for DmaStorage {
     type File = DmaStorageFile;
 
     async fn open_file(&self, path: &Path, create: bool) -> io::Result<DmaStorageFile> {
+        probe_device(path.parent().unwrap_or(Path::new("."))).await?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)

@@ -1,0 +1,298 @@
+//! Append, read, roll, restart and maintenance of one partition log on real files.
+
+mod common;
+
+use common::*;
+use skein_engine::{Offset, LogConfig};
+
+// Appends get consecutive offsets and read back byte for byte, from cache and disk.
+#[test]
+fn append_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), LogConfig::default()).await;
+        let mut expected = Vec::new();
+        for tag in 0..20 {
+            let info = log.append(tagged(tag, 3), LEADER).await.unwrap();
+            assert_eq!(info.base_offset, Offset(tag as i64 * 3));
+            assert_eq!(info.last_offset, Offset(tag as i64 * 3 + 2));
+            expected.push(tagged(tag, 3));
+        }
+        assert_eq!(log.log_end_offset(), Offset(60));
+        assert_eq!(log.offset_written_end(), Offset(60));
+        let batches = read_all(&log, Offset(0)).await;
+        assert_eq!(batches.len(), 20);
+        for (got, want) in batches.iter().zip(&expected) {
+            assert_eq!(got.bytes()[61..], want.bytes()[61..]);
+            assert!(got.crc_ok());
+        }
+        // A read inside a batch returns the whole batch holding it.
+        let from_middle = log.read(Offset(31), 1, None).await.unwrap();
+        assert_eq!(from_middle.len(), 1);
+        assert_eq!(from_middle[0].base_offset(), Offset(30));
+        assert!(log.read(Offset(61), 100, None).await.is_err());
+        assert!(log.read(Offset(60), 100, None).await.unwrap().is_empty());
+        // An upper bound (a high watermark) hides batches at and above it.
+        assert_eq!(log.read(Offset(0), 1 << 20, Some(Offset(6))).await.unwrap().len(), 2);
+        log.close().await.unwrap();
+    });
+}
+
+// Concurrent appends are assigned offsets in the order they were issued, and all are
+// written by shared (coalesced) writes.
+#[test]
+fn concurrent_appends_keep_issue_order_and_coalesce() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), LogConfig::default()).await;
+        let tasks: Vec<_> = (0..200u64)
+            .map(|tag| {
+                let log = log.clone();
+                glommio::spawn_local(async move { (tag, log.append(tagged(tag, 2), LEADER).await.unwrap()) })
+            })
+            .collect();
+        for task in tasks {
+            let (tag, info) = task.await;
+            assert_eq!(info.base_offset, Offset(tag as i64 * 2));
+        }
+        let writes = log.metrics().writes.get();
+        assert!(writes < 200, "200 appends took {writes} writes: nothing was coalesced");
+        let batches = read_all(&log, Offset(0)).await;
+        assert_eq!(batches.len(), 200);
+        for (tag, batch) in batches.iter().enumerate() {
+            assert_eq!(batch.base_offset(), Offset(tag as i64 * 2));
+            assert_eq!(batch.bytes()[61..], tagged(tag as u64, 2).bytes()[61..]);
+        }
+    });
+}
+
+// Segments roll at segment.bytes, carry Kafka's names and indexes, and a clean restart
+// reopens them without a recovery scan while lookups still land on the right batch.
+#[test]
+fn roll_and_clean_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_segments(2 << 10);
+    run(async {
+        let log = open_dma(dir.path(), config.clone()).await;
+        for tag in 0..100 {
+            log.append(tagged(tag, 5), LEADER).await.unwrap();
+        }
+        assert!(log.segment_count() > 3, "{} segments", log.segment_count());
+        log.close().await.unwrap();
+        assert!(log.append(tagged(0, 1), LEADER).await.is_err());
+    });
+    let part = dir.path().join("t-0");
+    let mut names: Vec<String> = std::fs::read_dir(&part).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert!(names.contains(&"00000000000000000000.log".to_string()));
+    assert!(names.contains(&"00000000000000000000.index".to_string()));
+    assert!(names.contains(&"00000000000000000000.timeindex".to_string()));
+    assert!(names.contains(&"skein-checkpoint".to_string()));
+    // Closed segments hold exactly their batches: the reservation was trimmed.
+    let first = std::fs::metadata(part.join("00000000000000000000.log")).unwrap().len();
+    assert!(first <= 2 << 10 && first > 0);
+    run(async {
+        let log = open_dma(dir.path(), config).await;
+        assert_eq!(log.metrics().recovery_truncated_bytes.get(), 0);
+        assert_eq!(log.log_end_offset(), Offset(500));
+        for offset in [0, 1, 4, 5, 133, 250, 499] {
+            let batches = log.read(Offset(offset), 1, None).await.unwrap();
+            assert_eq!(batches[0].base_offset(), Offset(offset / 5 * 5), "offset {offset}");
+        }
+        assert_eq!(bases(&log).await, (0..100).map(|i| i * 5).collect::<Vec<_>>());
+        let info = log.append(tagged(100, 1), LEADER).await.unwrap();
+        assert_eq!(info.base_offset, Offset(500));
+    });
+}
+
+// After a crash (no clean close) every written batch is recovered and appends continue.
+#[test]
+fn crash_restart_recovers_written_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_segments(16 << 10);
+    run(async {
+        let log = open_dma(dir.path(), config.clone()).await;
+        for tag in 0..60 {
+            log.append(tagged(tag, 4), LEADER).await.unwrap();
+        }
+        // Dropped without close: the checkpoint still says "not clean".
+    });
+    run(async {
+        let log = open_dma(dir.path(), config).await;
+        assert_eq!(log.log_end_offset(), Offset(240));
+        assert_eq!(bases(&log).await, (0..60).map(|i| i * 4).collect::<Vec<_>>());
+        assert_eq!(log.append(tagged(60, 1), LEADER).await.unwrap().base_offset, Offset(240));
+    });
+}
+
+// With no cache every read goes to disk and still returns the same batches.
+#[test]
+fn cold_reads_match_cached_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = skein_engine::Log::open(context(skein_engine::io::dma::DmaStorage, 0), dir.path().join("t-0"), tp(), 0, small_segments(32 << 10))
+            .await
+            .unwrap();
+        for tag in 0..50 {
+            log.append(tagged(tag, 10), LEADER).await.unwrap();
+        }
+        let batches = read_all(&log, Offset(0)).await;
+        assert_eq!(batches.len(), 50);
+        assert_eq!(log.metrics().cache_reads.get(), 0);
+        assert!(log.metrics().disk_reads.get() > 0);
+        let limited = log.read(Offset(0), 1, None).await.unwrap();
+        assert_eq!(limited.len(), 1, "max_bytes below one batch returns exactly the first batch");
+    });
+}
+
+// Timestamp lookups find the first record at or after a time, and the max timestamp.
+#[test]
+fn timestamp_lookups() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), small_segments(4 << 10)).await;
+        // Batch `tag` has base timestamp 1000 + tag and records at +0..+4.
+        for tag in 0..40 {
+            log.append(tagged(tag * 10, 5), LEADER).await.unwrap();
+        }
+        let check = |t: i64, expected: Option<(i64, i64)>| {
+            let log = log.clone();
+            async move {
+                let got = log.offset_for_timestamp(t).await.unwrap().map(|(o, ts)| (o.0, ts));
+                assert_eq!(got, expected, "timestamp {t}");
+            }
+        };
+        check(0, Some((0, 1000))).await;
+        check(1000, Some((0, 1000))).await;
+        check(1003, Some((3, 1003))).await;
+        check(1005, Some((5, 1010))).await;
+        check(1012, Some((7, 1012))).await;
+        check(1394, Some((199, 1394))).await;
+        check(1395, None).await;
+        let max = log.max_timestamp_offset().await.unwrap();
+        assert_eq!(max, Some((Offset(199), 1394)));
+    });
+}
+
+// Retention deletes whole closed segments by age and by size; DeleteRecords moves the
+// log start offset and reads below it are out of range.
+#[test]
+fn retention_and_delete_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = run(async {
+        let mut config = small_segments(1 << 10);
+        config.retention_ms = 1_000;
+        let log = open_dma(dir.path(), config.clone()).await;
+        // Batch k holds offsets 2k, 2k+1 with timestamps 1000 + 10k (+1).
+        for tag in 0..200 {
+            log.append(tagged(tag * 10, 2), LEADER).await.unwrap();
+        }
+        assert!(log.segment_count() > 4, "{} segments", log.segment_count());
+        // At now=2500, segments whose newest record is older than 1500 go: those hold
+        // only batches k < 50, so the log starts after 0 and at most at offset 100.
+        let deleted = log.apply_retention(2_500).await.unwrap();
+        assert!(deleted > 0);
+        let start = log.log_start_offset();
+        assert!(start > Offset(0) && start <= Offset(100), "start {start}");
+        assert_eq!(log.segment_bases()[0], start);
+        assert!(matches!(log.read(Offset(0), 1, None).await, Err(skein_engine::Error::OffsetOutOfRange { .. })));
+        assert_eq!(log.read(start, 1, None).await.unwrap()[0].base_offset(), start);
+
+        // Size: keep at most 4 KiB, so at most 4 KiB plus the active segment remain.
+        config.retention_ms = -1;
+        config.retention_bytes = 4 << 10;
+        log.set_config(config).unwrap();
+        log.apply_retention(2_500).await.unwrap();
+        assert!(log.size_bytes() <= (4 << 10) + (1 << 10), "{}", log.size_bytes());
+        assert!(log.log_start_offset() > start);
+
+        // DeleteRecords in the middle of a segment.
+        let target = Offset(log.log_end_offset().0 - 3);
+        assert_eq!(log.delete_records_before(target).await.unwrap(), target);
+        assert_eq!(log.log_start_offset(), target);
+        assert!(log.read(Offset(target.0 - 1), 1, None).await.is_err());
+        assert!(log.delete_records_before(Offset(1_000)).await.is_err());
+        target
+    });
+    // The log start offset survives a restart.
+    run(async {
+        let log = open_dma(dir.path(), small_segments(1 << 10)).await;
+        assert_eq!(log.log_start_offset(), target);
+    });
+}
+
+// Truncation removes the batch holding the offset and everything after, across
+// segments; appends continue from there and a restart sees the same log.
+#[test]
+fn truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), small_segments(4 << 10)).await;
+        for tag in 0..60 {
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+        }
+        log.truncate_to(Offset(100)).await.unwrap();
+        // 100 is inside batch 99..=101, which goes too.
+        assert_eq!(log.log_end_offset(), Offset(99));
+        assert_eq!(bases(&log).await.last(), Some(&96));
+        assert_eq!(log.append(tagged(1000, 2), LEADER).await.unwrap().base_offset, Offset(99));
+        log.truncate_to(Offset(30)).await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(30));
+        log.append(tagged(1001, 2), LEADER).await.unwrap();
+    });
+    run(async {
+        let log = open_dma(dir.path(), small_segments(4 << 10)).await;
+        assert_eq!(log.log_end_offset(), Offset(32));
+        let all = bases(&log).await;
+        assert_eq!(all.len(), 11);
+        assert_eq!(all.last(), Some(&30));
+        log.truncate_to(Offset(0)).await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(0));
+        assert_eq!(log.append(tagged(0, 1), LEADER).await.unwrap().base_offset, Offset(0));
+    });
+}
+
+// The leader epoch cache follows appends and truncation, as OffsetForLeaderEpoch needs.
+#[test]
+fn leader_epochs_follow_appends() {
+    use skein_engine::{AppendMode, LeaderEpoch};
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), LogConfig::default()).await;
+        for (epoch, n) in [(1, 3), (2, 2), (5, 4)] {
+            for tag in 0..n {
+                log.append(tagged(tag, 1), AppendMode::Leader { epoch: LeaderEpoch(epoch) }).await.unwrap();
+            }
+        }
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(1)), Some((LeaderEpoch(1), Offset(3))));
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(3)), Some((LeaderEpoch(2), Offset(5))));
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(5)), Some((LeaderEpoch(5), Offset(9))));
+        log.truncate_to(Offset(5)).await.unwrap();
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(5)), Some((LeaderEpoch(2), Offset(5))));
+        // A follower append keeps the leader's offsets and epoch.
+        let batch = tagged(9, 2).with_offset_and_epoch(Offset(5), LeaderEpoch(7));
+        log.append(batch, AppendMode::Replica).await.unwrap();
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(7)), Some((LeaderEpoch(7), Offset(7))));
+        let stale = tagged(9, 2).with_offset_and_epoch(Offset(3), LeaderEpoch(7));
+        assert!(matches!(log.append(stale, AppendMode::Replica).await, Err(skein_engine::Error::OffsetNotMonotonic { .. })));
+    });
+    run(async {
+        let log = open_dma(dir.path(), LogConfig::default()).await;
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(2)), Some((LeaderEpoch(2), Offset(5))));
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(7)), Some((LeaderEpoch(7), Offset(7))));
+    });
+}
+
+// A batch over max.message.bytes is refused and nothing is stored.
+#[test]
+fn oversized_batch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig { max_message_bytes: 200, ..LogConfig::default() };
+        let log = open_dma(dir.path(), config).await;
+        let big = tagged(0, 20);
+        let err = log.append(big, LEADER).await.unwrap_err();
+        assert!(matches!(err, skein_engine::Error::InvalidBatch(skein_engine::BatchError::TooLarge { .. })), "{err}");
+        assert_eq!(log.log_end_offset(), Offset(0));
+    });
+}
