@@ -1,0 +1,402 @@
+//! Fault injection: each fault is followed by a restart that checks exactly which
+//! offsets survive. Faults come from editing files after a simulated crash (the log
+//! dropped without `close`) or from `FaultStorage` between the engine and the disk.
+
+mod common;
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use rand::{Rng, SeedableRng};
+use skein_engine::io::fault::FaultPlan;
+use skein_engine::{Error, LogConfig, Offset};
+
+const EIO: i32 = 5;
+const ENOSPC: i32 = 28;
+
+fn segment_file(dir: &Path, base: i64) -> PathBuf {
+    dir.join("t-0").join(format!("{base:020}.log"))
+}
+
+/// Appends `count` batches of 3 records (tags 0..count) and crashes (drops the log).
+/// Returns the end position of each batch in the first segment.
+fn write_and_crash(dir: &Path, count: u64, flush: bool) -> Vec<u64> {
+    run(async {
+        let log = open_dma(dir, LogConfig::default()).await;
+        let mut ends = Vec::new();
+        let mut end = 0;
+        for tag in 0..count {
+            let batch = tagged(tag, 3);
+            end += batch.size() as u64;
+            log.append(batch, LEADER).await.unwrap();
+            ends.push(end);
+        }
+        if flush {
+            // A flush, then the periodic checkpoint that records the recovery point.
+            log.flush().await.unwrap();
+            log.checkpoint().await.unwrap();
+        }
+        ends
+    })
+}
+
+fn surviving(dir: &Path) -> Vec<i64> {
+    run(async {
+        let log = open_dma(dir, LogConfig::default()).await;
+        let found = bases(&log).await;
+        // The log accepts appends right after the surviving prefix.
+        let next = log.append(tagged(999, 1), LEADER).await.unwrap();
+        assert_eq!(next.base_offset, Offset(found.len() as i64 * 3));
+        found
+    })
+}
+
+fn prefix(n: usize) -> Vec<i64> {
+    (0..n as i64).map(|i| i * 3).collect()
+}
+
+// A tail torn at a random byte (the rest lost or zeroed) keeps exactly the batches
+// that were whole before the tear.
+#[test]
+fn torn_tail_at_random_byte() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for round in 0..8 {
+        let dir = tempfile::tempdir().unwrap();
+        let ends = write_and_crash(dir.path(), 30, false);
+        let total = *ends.last().unwrap();
+        let cut = rng.random_range(ends[10]..total);
+        let path = segment_file(dir.path(), 0);
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        if round % 2 == 0 {
+            file.set_len(cut).unwrap();
+        } else {
+            file.write_all_at(&vec![0u8; (total - cut) as usize], cut).unwrap();
+        }
+        let whole = ends.iter().filter(|&&e| e <= cut).count();
+        assert_eq!(surviving(dir.path()), prefix(whole), "round {round}, cut at {cut}");
+    }
+}
+
+/// Flips one CRC-covered byte of batch `index` (header fields outside the CRC, the
+/// base offset and leader epoch, are left alone: Kafka cannot detect those either).
+fn flip_in_batch(dir: &Path, ends: &[u64], index: usize, rng: &mut impl Rng) {
+    let start = if index == 0 { 0 } else { ends[index - 1] };
+    let at = rng.random_range(start + 17..ends[index]);
+    let path = segment_file(dir, 0);
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, at).unwrap();
+    file.write_all_at(&[byte[0] ^ 0x10], at).unwrap();
+}
+
+// A bit flip in the last batch (not yet flushed) loses that batch only.
+#[test]
+fn bit_flip_in_last_batch() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let ends = write_and_crash(dir.path(), 20, false);
+        flip_in_batch(dir.path(), &ends, 19, &mut rng);
+        assert_eq!(surviving(dir.path()), prefix(19));
+    }
+}
+
+// A bit flip in an older batch above the recovery point cuts the log there: the torn
+// batch and everything after it are gone, nothing before it is.
+#[test]
+fn bit_flip_in_older_unflushed_batch() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+    let dir = tempfile::tempdir().unwrap();
+    let ends = write_and_crash(dir.path(), 20, false);
+    flip_in_batch(dir.path(), &ends, 6, &mut rng);
+    assert_eq!(surviving(dir.path()), prefix(6));
+}
+
+// Below the recovery point a flipped bit is corruption: the log refuses to open and
+// counts it, instead of silently cutting acknowledged, flushed data.
+#[test]
+fn bit_flip_below_recovery_point_is_reported() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    let dir = tempfile::tempdir().unwrap();
+    let ends = write_and_crash(dir.path(), 20, true);
+    flip_in_batch(dir.path(), &ends, 6, &mut rng);
+    run(async {
+        let ctx = context(skein_engine::io::dma::DmaStorage, 1 << 20);
+        let metrics = ctx.metrics.clone();
+        let result = skein_engine::Log::open(ctx, dir.path().join("t-0"), tp(), 0, LogConfig::default()).await;
+        assert!(matches!(result, Err(Error::Corruption { .. })), "{:?}", result.err());
+        assert_eq!(metrics.corruptions.get(), 1);
+    });
+    // The bytes are still there for an operator to inspect.
+    assert!(std::fs::metadata(segment_file(dir.path(), 0)).unwrap().len() >= *ends.last().unwrap());
+}
+
+// After a clean shutdown nothing is scanned, but a batch whose CRC fails is never
+// served: the read reports corruption.
+#[test]
+fn corrupt_batch_is_never_served() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(19);
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_segments(1 << 20);
+    run(async {
+        let log = open_dma(dir.path(), config.clone()).await;
+        for tag in 0..100 {
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+        }
+        log.close().await.unwrap();
+    });
+    let ends: Vec<u64> = (0..100).scan(0, |end, tag| {
+        *end += tagged(tag, 3).size() as u64;
+        Some(*end)
+    }).collect();
+    flip_in_batch(dir.path(), &ends, 4, &mut rng);
+    run(async {
+        let ctx = context(skein_engine::io::dma::DmaStorage, 0);
+        let log = skein_engine::Log::open(ctx, dir.path().join("t-0"), tp(), 0, config).await.unwrap();
+        assert_eq!(log.read(Offset(0), 1, None).await.unwrap()[0].base_offset(), Offset(0));
+        let bad = log.read(Offset(12), 1, None).await;
+        assert!(matches!(bad, Err(Error::Corruption { .. })), "{bad:?}");
+        assert_eq!(log.metrics().corruptions.get(), 1);
+    });
+}
+
+fn rolled_log(dir: &Path) -> Vec<i64> {
+    run(async {
+        let log = open_dma(dir, small_segments(2 << 10)).await;
+        for tag in 0..100 {
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+        }
+        log.close().await.unwrap();
+        bases(&log).await
+    })
+}
+
+fn check_lookups(dir: &Path, expected: &[i64]) {
+    run(async {
+        let log = open_dma(dir, small_segments(2 << 10)).await;
+        assert_eq!(bases(&log).await, expected);
+        for offset in 0..300 {
+            let batch = &log.read(Offset(offset), 1, None).await.unwrap()[0];
+            assert_eq!(batch.base_offset(), Offset(offset / 3 * 3));
+        }
+        log.close().await.unwrap();
+    });
+}
+
+// A missing index is rebuilt from its segment; every offset is still found.
+#[test]
+fn missing_index_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = rolled_log(dir.path());
+    std::fs::remove_file(dir.path().join("t-0/00000000000000000000.index")).unwrap();
+    std::fs::remove_file(dir.path().join("t-0/00000000000000000000.timeindex")).unwrap();
+    check_lookups(dir.path(), &expected);
+    // The rebuilt index was written back by the clean close of the check.
+    assert!(dir.path().join("t-0/00000000000000000000.index").exists());
+}
+
+// A corrupt index, garbage or plausible but wrong, is detected and rebuilt.
+#[test]
+fn corrupt_index_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = rolled_log(dir.path());
+    let index = dir.path().join("t-0/00000000000000000000.index");
+    std::fs::write(&index, b"garbage, not 8-byte entries").unwrap();
+    check_lookups(dir.path(), &expected);
+
+    // Entries that grow but point into the middle of batches.
+    let dir = tempfile::tempdir().unwrap();
+    let expected = rolled_log(dir.path());
+    let index = dir.path().join("t-0/00000000000000000000.index");
+    let mut entries = Vec::new();
+    for (offset, position) in [(5u32, 7u32), (11, 301), (20, 555)] {
+        entries.extend_from_slice(&offset.to_be_bytes());
+        entries.extend_from_slice(&position.to_be_bytes());
+    }
+    std::fs::write(&index, entries).unwrap();
+    check_lookups(dir.path(), &expected);
+}
+
+// A crash at every step of a segment roll loses no acknowledged batch, and the log
+// reopens and accepts appends.
+#[test]
+fn crash_in_the_middle_of_a_roll() {
+    for crash_after in 0..14 {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = FaultPlan::new();
+        let config = small_segments(2 << 10);
+        let (acked, attempted) = run(async {
+            let log = open(faulty(&plan), dir.path(), config.clone()).await.unwrap();
+            let mut acked = Vec::new();
+            let mut tag = 0;
+            while log.segment_count() == 1 {
+                log.append(tagged(tag, 3), LEADER).await.unwrap();
+                acked.push(tag as i64 * 3);
+                tag += 1;
+            }
+            // Fill the new segment up to the next roll, then crash inside it.
+            let first_roll_tags = tag;
+            while log.segment_count() == 2 && tag < first_roll_tags * 3 {
+                log.append(tagged(tag, 3), LEADER).await.unwrap();
+                acked.push(tag as i64 * 3);
+                tag += 1;
+            }
+            plan.crash_after_ops.set(Some(plan.ops() + crash_after));
+            let mut attempted = acked.clone();
+            for _ in 0..first_roll_tags {
+                attempted.push(tag as i64 * 3);
+                match log.append(tagged(tag, 3), LEADER).await {
+                    Ok(_) => acked.push(tag as i64 * 3),
+                    Err(_) => break,
+                }
+                tag += 1;
+            }
+            assert!(plan.crashed() || crash_after > 10, "crash point {crash_after} never reached");
+            (acked, attempted)
+        });
+        let recovered = run(async {
+            let log = open_dma(dir.path(), config.clone()).await;
+            let found = bases(&log).await;
+            log.append(tagged(5000, 1), LEADER).await.unwrap();
+            found
+        });
+        assert!(recovered.len() >= acked.len(), "crash point {crash_after}: lost acknowledged batches");
+        assert_eq!(&recovered[..], &attempted[..recovered.len()], "crash point {crash_after}");
+    }
+}
+
+/// Appends 10 batches, arms a fault, appends until one fails, then disarms it.
+/// Returns (acknowledged, attempted) base offsets and the error seen.
+fn fault_during_appends(dir: &Path, config: LogConfig, arm: impl Fn(&FaultPlan), disarm: impl Fn(&FaultPlan)) -> (Vec<i64>, Vec<i64>, Error) {
+    let plan = FaultPlan::new();
+    run(async {
+        let log = open(faulty(&plan), dir, config).await.unwrap();
+        let mut acked = Vec::new();
+        for tag in 0..10 {
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+            acked.push(tag as i64 * 3);
+        }
+        arm(&plan);
+        let mut attempted = acked.clone();
+        let error = log.append(tagged(10, 3), LEADER).await.unwrap_err();
+        attempted.push(30);
+        disarm(&plan);
+        // Nothing is retried as if it had succeeded: the log stays failed.
+        if matches!(error, Error::LogFailed { .. }) {
+            assert!(log.is_failed());
+            assert!(matches!(log.append(tagged(11, 3), LEADER).await, Err(Error::LogFailed { .. })));
+            assert!(matches!(log.flush().await, Err(Error::LogFailed { .. })));
+        }
+        (acked, attempted, error)
+    })
+}
+
+fn assert_recovered(dir: &Path, acked: &[i64], attempted: &[i64]) {
+    let recovered = run(async {
+        let log = open_dma(dir, LogConfig::default()).await;
+        bases(&log).await
+    });
+    assert!(recovered.starts_with(acked), "lost acknowledged data: {recovered:?}");
+    assert!(attempted.starts_with(&recovered), "{recovered:?} is not a prefix of {attempted:?}");
+}
+
+// EIO or ENOSPC on a data write fails the append and the log; a restart recovers every
+// acknowledged batch and nothing that was not attempted.
+#[test]
+fn write_errors_fail_the_log() {
+    for errno in [EIO, ENOSPC] {
+        let dir = tempfile::tempdir().unwrap();
+        let (acked, attempted, error) = fault_during_appends(
+            dir.path(),
+            LogConfig::default(),
+            |p| p.fail_writes.set(Some(errno)),
+            |p| p.fail_writes.set(None),
+        );
+        assert!(matches!(error, Error::LogFailed { .. }), "{error}");
+        assert_recovered(dir.path(), &acked, &attempted);
+    }
+}
+
+// EIO or ENOSPC on fdatasync with flush.messages=1: the append is not acknowledged,
+// the sync is not retried as if it had worked, and a restart loses nothing acknowledged.
+#[test]
+fn fsync_errors_fail_the_log() {
+    for errno in [EIO, ENOSPC] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { flush_messages: 1, ..LogConfig::default() };
+        let (acked, attempted, error) = fault_during_appends(
+            dir.path(),
+            config,
+            |p| p.fail_syncs.set(Some(errno)),
+            |p| p.fail_syncs.set(None),
+        );
+        assert!(matches!(error, Error::LogFailed { .. }), "{error}");
+        assert_recovered(dir.path(), &acked, &attempted);
+    }
+}
+
+// A torn write (half a write reaches the disk) followed by a crash keeps the
+// acknowledged prefix.
+#[test]
+fn torn_write_then_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let (acked, attempted, error) = fault_during_appends(
+        dir.path(),
+        LogConfig::default(),
+        |p| p.tear_next_write.set(true),
+        |_| {},
+    );
+    assert!(matches!(error, Error::LogFailed { .. }), "{error}");
+    assert_recovered(dir.path(), &acked, &attempted);
+}
+
+// ENOSPC while reserving space is a retriable DiskFull: nothing is stored, the log
+// stays healthy, and the same append succeeds once space is back.
+#[test]
+fn enospc_on_reservation_is_retriable() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    run(async {
+        let log = open(faulty(&plan), dir.path(), LogConfig::default()).await.unwrap();
+        plan.fail_allocates.set(Some(ENOSPC));
+        let error = log.append(tagged(0, 3), LEADER).await.unwrap_err();
+        assert!(matches!(error, Error::DiskFull { .. }) && error.is_retriable(), "{error}");
+        assert!(!log.is_failed());
+        assert_eq!(log.log_end_offset(), Offset(0));
+        plan.fail_allocates.set(None);
+        assert_eq!(log.append(tagged(0, 3), LEADER).await.unwrap().base_offset, Offset(0));
+    });
+}
+
+// On a full disk appends fail with DiskFull while reads, DeleteRecords and retention
+// keep working.
+#[test]
+fn full_disk_keeps_reads_and_deletes_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    run(async {
+        let config = LogConfig { retention_ms: 0, ..small_segments(1 << 10) };
+        let log = open(faulty(&plan), dir.path(), config).await.unwrap();
+        for tag in 0..60 {
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+        }
+        plan.available_bytes.set(Some(0));
+        let mut full = None;
+        for tag in 60..200 {
+            if let Err(e) = log.append(tagged(tag, 3), LEADER).await {
+                full = Some(e);
+                break;
+            }
+        }
+        assert!(matches!(full, Some(Error::DiskFull { .. })), "{full:?}");
+        assert!(!log.is_failed());
+        let end = log.log_end_offset();
+        assert!(!log.read(Offset(0), 1 << 20, None).await.unwrap().is_empty());
+        log.delete_records_before(Offset(9)).await.unwrap();
+        assert_eq!(log.log_start_offset(), Offset(9));
+        assert!(log.apply_retention(i64::MAX / 2).await.unwrap() > 0);
+        plan.available_bytes.set(None);
+        assert_eq!(log.append(tagged(1000, 1), LEADER).await.unwrap().base_offset, end);
+    });
+}
