@@ -974,8 +974,11 @@ impl<S: Storage> Log<S> {
     /// log and restart it at `offset`.
     ///
     /// # Errors
-    /// `Io` or `LogFailed` when the disk fails.
+    /// `OffsetOutOfRange` for a negative offset; `Io` or `LogFailed` when the disk fails.
     pub async fn truncate_to(&self, offset: Offset) -> Result<()> {
+        if offset < Offset::ZERO {
+            return Err(Error::OffsetOutOfRange { offset, start: self.log_start_offset(), end: self.log_end_offset() });
+        }
         let _maintenance = self.maintenance.lock().await;
         let ticket = self.gate.ticket();
         ticket.wait_turn(&self.changed).await;
@@ -1027,6 +1030,8 @@ impl<S: Storage> Log<S> {
             state.appender = crate::appender::Appender::new(&file, cut, &tail, cut);
             state.pending.clear();
             state.log_end_offset = new_end;
+            // The batch holding the log start may be gone with the truncation.
+            state.log_start_offset = state.log_start_offset.min(new_end);
             state.offset_written_end = new_end;
             state.offset_flushed_end = state.offset_flushed_end.min(new_end);
             state.recovery_point = state.recovery_point.min(new_end);
