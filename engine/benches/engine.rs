@@ -1,1 +1,321 @@
-fn main() {}
+//! Engine benchmark: raw O_DIRECT io_uring bandwidth against the engine's appends and
+//! reads, in one run on one file system, so the ratios hold on a noisy machine.
+//!
+//! `cargo bench -p skein-engine` prints, for the file system of `SKEIN_BENCH_DIR`
+//! (default `target/skein-bench`):
+//! (a) raw sequential O_DIRECT write bandwidth through plain io_uring, with the
+//!     appender's write size (`APPEND_CHUNK_BYTES`) and depth (`WRITES_IN_FLIGHT_MAX`);
+//! (b) engine append throughput, 1 KiB records in 16 KiB batches on one shard, with 1
+//!     and 8 partitions appending concurrently (64 appends in flight in total, as a
+//!     broker with many producers has), without a forced flush and with
+//!     `flush.messages=1`;
+//! (c) p50 and p99 append latency of each (b) run;
+//! (d) cold-read (disk, DMA) and cached-read (batch cache) throughput.
+//! It ends with `key=value` lines. `SKEIN_BENCH_BYTES` sets the bytes per run
+//! (default 2 GiB); `SKEIN_BENCH_ROUNDS` repeats (a) and (b) to show the spread.
+
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use skein_engine::io::dma::DmaStorage;
+use skein_engine::limits::{APPEND_CHUNK_BYTES, DMA_ALIGNMENT, WRITES_IN_FLIGHT_MAX};
+use skein_engine::{AppendMode, Batch, LeaderEpoch, LogConfig, LogManager, Offset, TopicPartition};
+
+const RECORD_BYTES: usize = 1024;
+const RECORDS_PER_BATCH: i32 = 16;
+const APPENDS_IN_FLIGHT: usize = 64;
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters nothing here.
+    let dir = std::env::var("SKEIN_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("target/skein-bench"));
+    let total: u64 = std::env::var("SKEIN_BENCH_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(2 << 30);
+    let rounds: usize = std::env::var("SKEIN_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    println!("skein engine benchmark: {} MiB per run, dir {}", total >> 20, dir.display());
+    println!("write size {} KiB, writes in flight {WRITES_IN_FLIGHT_MAX}, {APPENDS_IN_FLIGHT} appends in flight, batches of {RECORDS_PER_BATCH} x {RECORD_BYTES} B", APPEND_CHUNK_BYTES >> 10);
+
+    let mut raw = Vec::new();
+    let mut runs: Vec<(String, Vec<AppendRun>)> = Vec::new();
+    for round in 0..rounds {
+        raw.push(raw_write(&dir.join("raw.data"), total));
+        for (partitions, flush) in [(1, false), (8, false), (1, true), (8, true)] {
+            let name = format!("append_p{partitions}_{}", if flush { "flush" } else { "noflush" });
+            let result = append_run(&dir.join(format!("{name}-{round}")), total, partitions, flush);
+            match runs.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, list)) => list.push(result),
+                None => runs.push((name, vec![result])),
+            }
+        }
+    }
+    let raw_mbps = median(&raw);
+    println!();
+    println!("(a) raw O_DIRECT io_uring write: {:.0} MB/s (rounds: {})", raw_mbps, list(&raw));
+    let mut keys = vec![format!("raw_write_mbps={raw_mbps:.0}")];
+    for (name, results) in &runs {
+        let mbps: Vec<f64> = results.iter().map(|r| r.mbps).collect();
+        let m = median(&mbps);
+        let last = results.last().expect("a run");
+        println!(
+            "(b) {name}: {m:.0} MB/s = {:.2} x raw (rounds: {}); (c) latency p50 {} us, p99 {} us; {} writes of {} KiB avg, {} syncs",
+            m / raw_mbps,
+            list(&mbps),
+            last.p50_us,
+            last.p99_us,
+            last.writes,
+            last.avg_write_kib,
+            last.syncs
+        );
+        keys.push(format!("{name}_mbps={m:.0}"));
+        keys.push(format!("{name}_ratio={:.2}", m / raw_mbps));
+        keys.push(format!("{name}_p50_us={}", last.p50_us));
+        keys.push(format!("{name}_p99_us={}", last.p99_us));
+    }
+    let (cold, cached) = read_run(&dir.join("reads"), total);
+    println!("(d) cold read (DMA, CRC checked): {cold:.0} MB/s = {:.2} x raw write; cached read: {cached:.0} MB/s", cold / raw_mbps);
+    keys.push(format!("cold_read_mbps={cold:.0}"));
+    keys.push(format!("cached_read_mbps={cached:.0}"));
+    let noflush = runs.iter().find(|(n, _)| n == "append_p1_noflush").map(|(_, r)| median(&r.iter().map(|r| r.mbps).collect::<Vec<_>>()));
+    let flush8 = runs.iter().find(|(n, _)| n == "append_p8_flush").map(|(_, r)| median(&r.iter().map(|r| r.mbps).collect::<Vec<_>>()));
+    if let (Some(noflush), Some(flush8)) = (noflush, flush8) {
+        keys.push(format!("append_ratio_noflush={:.2}", noflush / raw_mbps));
+        keys.push(format!("append_ratio_flush8={:.2}", flush8 / raw_mbps));
+    }
+    println!();
+    for key in keys {
+        println!("{key}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    sorted[sorted.len() / 2]
+}
+
+fn list(values: &[f64]) -> String {
+    values.iter().map(|v| format!("{v:.0}")).collect::<Vec<_>>().join(", ")
+}
+
+fn mbps(bytes: u64, elapsed: Duration) -> f64 {
+    bytes as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+/// An aligned heap buffer for the raw io_uring writes.
+struct Aligned {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let layout = std::alloc::Layout::from_size_align(len, DMA_ALIGNMENT).expect("layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null());
+        Aligned { ptr, layout }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with the same layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
+}
+
+/// (a): sequential O_DIRECT writes of `APPEND_CHUNK_BYTES` at depth
+/// `WRITES_IN_FLIGHT_MAX` into space reserved with fallocate, as the appender writes.
+fn raw_write(path: &Path, total: u64) -> f64 {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .expect("open raw file");
+    let fd = file.as_raw_fd();
+    // SAFETY: plain syscall on an open descriptor.
+    let rc = unsafe { libc::fallocate(fd, 0, 0, total as i64) };
+    assert_eq!(rc, 0, "fallocate");
+    let mut ring = io_uring::IoUring::new(64).expect("io_uring (the kernel must allow it)");
+    let buffers: Vec<Aligned> = (0..WRITES_IN_FLIGHT_MAX).map(|_| Aligned::new(APPEND_CHUNK_BYTES)).collect();
+    for (i, b) in buffers.iter().enumerate() {
+        // SAFETY: the buffer is APPEND_CHUNK_BYTES long.
+        unsafe { std::ptr::write_bytes(b.ptr, i as u8 + 1, APPEND_CHUNK_BYTES) };
+    }
+    let started = Instant::now();
+    let mut next: u64 = 0;
+    let mut in_flight = 0;
+    let mut free: Vec<usize> = (0..buffers.len()).collect();
+    while next < total || in_flight > 0 {
+        while next < total && !free.is_empty() {
+            let slot = free.pop().expect("free slot");
+            let entry = io_uring::opcode::Write::new(io_uring::types::Fd(fd), buffers[slot].ptr, APPEND_CHUNK_BYTES as u32)
+                .offset(next)
+                .build()
+                .user_data(slot as u64);
+            // SAFETY: the buffer outlives the operation (it is reused only after its
+            // completion is reaped).
+            unsafe { ring.submission().push(&entry).expect("submission queue") };
+            next += APPEND_CHUNK_BYTES as u64;
+            in_flight += 1;
+        }
+        ring.submit_and_wait(1).expect("submit");
+        let completions: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
+        for (slot, result) in completions {
+            assert_eq!(result, APPEND_CHUNK_BYTES as i32, "raw write failed");
+            free.push(slot as usize);
+            in_flight -= 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    mbps(total, elapsed)
+}
+
+struct AppendRun {
+    mbps: f64,
+    p50_us: u64,
+    p99_us: u64,
+    writes: u64,
+    avg_write_kib: u64,
+    syncs: u64,
+}
+
+fn batch() -> Batch {
+    Batch::validate(skein_engine::batch::testing::batch(RECORDS_PER_BATCH, RECORD_BYTES - 20), usize::MAX).expect("batch")
+}
+
+fn executor() -> glommio::LocalExecutor {
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(0)).make().expect("glommio executor (io_uring must be available)")
+}
+
+/// (b) and (c): `APPENDS_IN_FLIGHT` appender tasks spread over `partitions` logs.
+fn append_run(dir: &Path, total: u64, partitions: usize, flush: bool) -> AppendRun {
+    let result = executor().run(async {
+        let manager = Rc::new(LogManager::new(DmaStorage, dir, 256 << 20));
+        let config = LogConfig { flush_messages: if flush { 1 } else { u64::MAX }, ..LogConfig::default() };
+        let mut logs = Vec::new();
+        for p in 0..partitions {
+            logs.push(manager.create(TopicPartition::new("bench", p as i32), config.clone()).await.expect("create"));
+        }
+        let batch = batch();
+        let per_task = total / batch.size() as u64 / APPENDS_IN_FLIGHT as u64;
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..APPENDS_IN_FLIGHT)
+            .map(|t| {
+                let log = logs[t % partitions].clone();
+                let batch = batch.clone();
+                glommio::spawn_local(async move {
+                    let mut histogram = Histogram::<u64>::new(3).expect("histogram");
+                    for _ in 0..per_task {
+                        let begin = Instant::now();
+                        log.append(batch.clone(), AppendMode::Leader { epoch: LeaderEpoch(0) }).await.expect("append");
+                        histogram.record(begin.elapsed().as_micros() as u64).expect("record");
+                    }
+                    histogram
+                })
+            })
+            .collect();
+        let mut histogram = Histogram::<u64>::new(3).expect("histogram");
+        for task in tasks {
+            histogram.add(task.await).expect("merge");
+        }
+        let elapsed = started.elapsed();
+        let bytes = per_task * APPENDS_IN_FLIGHT as u64 * batch.size() as u64;
+        let metrics = manager.metrics();
+        let writes = metrics.writes.get();
+        let appended = metrics.appended_bytes.get();
+        let run = AppendRun {
+            mbps: mbps(bytes, elapsed),
+            p50_us: histogram.value_at_quantile(0.5),
+            p99_us: histogram.value_at_quantile(0.99),
+            writes,
+            avg_write_kib: appended / writes.max(1) / 1024,
+            syncs: metrics.syncs.get(),
+        };
+        for log in &logs {
+            manager.delete(log.partition()).await.expect("delete");
+        }
+        run
+    });
+    let _ = std::fs::remove_dir_all(dir);
+    result
+}
+
+/// (d): writes `total` bytes to one log, reads it all back from disk (no cache), then
+/// reads the cached tail repeatedly.
+fn read_run(dir: &Path, total: u64) -> (f64, f64) {
+    let result = executor().run(async {
+        let batch = batch();
+        let count = total / batch.size() as u64;
+        {
+            let manager = LogManager::new(DmaStorage, dir, 0);
+            let log = manager.create(TopicPartition::new("bench", 0), LogConfig::default()).await.expect("create");
+            let tasks: Vec<_> = (0..APPENDS_IN_FLIGHT)
+                .map(|_| {
+                    let (log, batch) = (log.clone(), batch.clone());
+                    glommio::spawn_local(async move {
+                        for _ in 0..count / APPENDS_IN_FLIGHT as u64 {
+                            log.append(batch.clone(), AppendMode::Leader { epoch: LeaderEpoch(0) }).await.expect("append");
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await;
+            }
+            manager.close_all().await;
+        }
+        // Cold: a manager without cache reopens the log; every read goes to disk.
+        let manager = LogManager::new(DmaStorage, dir, 0);
+        let log = manager.open(TopicPartition::new("bench", 0), LogConfig::default()).await.expect("open");
+        let end = log.log_end_offset();
+        let started = Instant::now();
+        let mut offset = Offset(0);
+        let mut bytes = 0u64;
+        while offset < end {
+            let batches = log.read(offset, 1 << 20, None).await.expect("cold read");
+            for b in &batches {
+                bytes += b.size() as u64;
+            }
+            offset = batches.last().expect("progress").next_offset();
+        }
+        let cold = mbps(bytes, started.elapsed());
+        // Cached: the last 256 MiB appended into a cache that holds them, read 8 times.
+        let cache_bytes = 256 << 20;
+        let manager = LogManager::new(DmaStorage, dir.join("cached"), cache_bytes + (1 << 20));
+        let log = manager.create(TopicPartition::new("bench", 1), LogConfig::default()).await.expect("create");
+        let cached_count = cache_bytes as u64 / batch.size() as u64;
+        for _ in 0..cached_count {
+            log.append(batch.clone(), AppendMode::Leader { epoch: LeaderEpoch(0) }).await.expect("append");
+        }
+        let end = log.log_end_offset();
+        let reads_before = log.metrics().disk_reads.get();
+        let started = Instant::now();
+        let mut bytes = 0u64;
+        for _ in 0..8 {
+            let mut offset = Offset(0);
+            while offset < end {
+                let batches: Vec<Bytes> = log.read(offset, 1 << 20, None).await.expect("cached read").into_iter().map(Batch::into_bytes).collect();
+                for b in &batches {
+                    bytes += b.len() as u64;
+                }
+                offset = offset.plus(batches.len() as i64 * RECORDS_PER_BATCH as i64);
+            }
+        }
+        let cached = mbps(bytes, started.elapsed());
+        assert_eq!(log.metrics().disk_reads.get(), reads_before, "cached reads touched the disk");
+        (cold, cached)
+    });
+    let _ = std::fs::remove_dir_all(dir);
+    result
+}

@@ -1090,7 +1090,7 @@ impl<S: Storage> Log<S> {
             state.log_start_offset = state.log_start_offset.max(offset);
         }
         let start = self.log_start_offset();
-        self.delete_segments_where(|seg, _| seg.next_offset <= start).await?;
+        self.delete_segments_where(|_, next_base| next_base <= start).await?;
         self.write_checkpoint(false).await?;
         Ok(self.log_start_offset())
     }
@@ -1124,27 +1124,26 @@ impl<S: Storage> Log<S> {
         Ok(deleted)
     }
 
-    /// Deletes the longest prefix of closed segments for which `doomed` holds.
+    /// Deletes the longest prefix of closed segments for which `doomed` holds; it is
+    /// given each segment and the base offset of the segment after it (the segment's
+    /// true end: compaction may have emptied its tail).
     async fn delete_segments_where(&self, mut doomed: impl FnMut(&Segment<S::File>, Offset) -> bool) -> Result<usize> {
         let victims: Vec<(Offset, Offset)> = {
             let mut state = self.state.borrow_mut();
-            let closed: Vec<Offset> = state.segments.keys().copied().collect();
-            let closed = &closed[..closed.len() - 1];
+            let bases: Vec<Offset> = state.segments.keys().copied().collect();
             let mut victims = Vec::new();
-            for &base in closed {
-                let seg = &state.segments[&base];
-                if !doomed(seg, state.log_start_offset) {
+            for pair in bases.windows(2) {
+                let (base, next_base) = (pair[0], pair[1]);
+                if !doomed(&state.segments[&base], next_base) {
                     break;
                 }
-                victims.push((base, seg.next_offset));
+                victims.push((base, next_base));
             }
-            for (base, next) in &victims {
+            for (base, next_base) in &victims {
                 state.segments.remove(base);
-                state.log_start_offset = state.log_start_offset.max(*next);
-                self.ctx.cache.borrow_mut().invalidate(self.key, *base, *next);
+                state.log_start_offset = state.log_start_offset.max(*next_base);
+                self.ctx.cache.borrow_mut().invalidate(self.key, *base, *next_base);
             }
-            let first = *state.segments.keys().next().expect("the active segment stays");
-            state.log_start_offset = state.log_start_offset.max(first).min(state.log_end_offset);
             victims
         };
         for (base, _) in &victims {

@@ -33,6 +33,12 @@ impl IoBuf for DmaBuf {
     }
 }
 
+/// glommio opens directories relative to descriptor -1 rather than the working
+/// directory, so every path handed to it is made absolute first.
+fn absolute(path: &Path) -> io::Result<std::path::PathBuf> {
+    std::path::absolute(path)
+}
+
 fn to_io(e: glommio::GlommioError<()>) -> io::Error {
     match e {
         glommio::GlommioError::IoError(e) => e,
@@ -72,7 +78,8 @@ impl Storage for DmaStorage {
     type File = DmaStorageFile;
 
     async fn open_file(&self, path: &Path, create: bool) -> io::Result<DmaStorageFile> {
-        probe_device(path.parent().unwrap_or(Path::new("."))).await?;
+        let path = &absolute(path)?;
+        probe_device(path.parent().unwrap_or(Path::new("/"))).await?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -89,7 +96,7 @@ impl Storage for DmaStorage {
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
-        glommio::io::remove(path).await.map_err(to_io)
+        glommio::io::remove(absolute(path)?).await.map_err(to_io)
     }
 
     async fn remove_dir(&self, path: &Path) -> io::Result<()> {
@@ -97,11 +104,11 @@ impl Storage for DmaStorage {
     }
 
     async fn rename(&self, source: &Path, target: &Path) -> io::Result<()> {
-        glommio::io::rename(source, target).await.map_err(to_io)
+        glommio::io::rename(absolute(source)?, absolute(target)?).await.map_err(to_io)
     }
 
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        let dir = glommio::io::Directory::open(path).await.map_err(to_io)?;
+        let dir = glommio::io::Directory::open(absolute(path)?).await.map_err(to_io)?;
         dir.sync().await.map_err(to_io)?;
         dir.close().await.map_err(to_io)
     }
