@@ -122,7 +122,15 @@ impl<F: StorageFile> Appender<F> {
         if self.failed.is_some() || self.in_flight >= WRITES_IN_FLIGHT_MAX {
             return None;
         }
-        let chunk = self.chunks.iter_mut().find(|c| !c.in_flight && c.written_len < c.len)?;
+        // Sealed chunks go out whole as soon as a slot is free. The open chunk goes out
+        // only when nothing else is in flight: while the device is busy, appends keep
+        // accumulating and the next write carries them all (group commit), instead of
+        // many small writes that each rewrite the partial tail block.
+        let idle = self.in_flight == 0;
+        let chunk = self
+            .chunks
+            .iter_mut()
+            .find(|c| !c.in_flight && c.written_len < c.len && (c.len == APPEND_CHUNK_BYTES || idle))?;
         let sealed = chunk.len == APPEND_CHUNK_BYTES;
         let write = if sealed && chunk.written_len == 0 {
             // A full chunk never written: hand its memory to the write, no copy.
@@ -134,7 +142,9 @@ impl<F: StorageFile> Appender<F> {
             let to = align_up(chunk.len as u64) as usize;
             let source = chunk.buf.as_ref().expect("a partially written chunk has its buffer");
             let mut buf = file.alloc_buf(to - from);
-            buf.as_bytes_mut()[..chunk.len - from].copy_from_slice(&source.as_bytes()[from..chunk.len]);
+            let bytes = buf.as_bytes_mut();
+            bytes[..chunk.len - from].copy_from_slice(&source.as_bytes()[from..chunk.len]);
+            bytes[chunk.len - from..].fill(0);
             let position = chunk.position + from as u64;
             Write { buf, position, data_end: chunk.position + chunk.len as u64, chunk_position: chunk.position }
         };

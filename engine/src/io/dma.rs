@@ -134,9 +134,7 @@ impl StorageFile for DmaStorageFile {
 
     fn alloc_buf(&self, len: usize) -> DmaBuf {
         debug_assert_eq!(len % crate::limits::DMA_ALIGNMENT, 0);
-        let mut buf = self.file.alloc_dma_buffer(len);
-        buf.as_bytes_mut().fill(0);
-        DmaBuf(buf)
+        DmaBuf(self.file.alloc_dma_buffer(len))
     }
 
     async fn write_at(&self, buf: DmaBuf, pos: u64) -> io::Result<usize> {

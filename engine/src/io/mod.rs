@@ -55,7 +55,8 @@ pub trait Storage: Clone + 'static {
 pub trait StorageFile: Clone + 'static {
     type Buf: IoBuf;
 
-    /// A zeroed, aligned buffer of `len` bytes, `len` a multiple of `DMA_ALIGNMENT`.
+    /// An aligned buffer of `len` bytes, `len` a multiple of `DMA_ALIGNMENT`. Its
+    /// contents are unspecified: callers write every byte they submit (padding too).
     fn alloc_buf(&self, len: usize) -> Self::Buf;
     /// Writes the whole buffer at `pos` (aligned). Returns the bytes written.
     async fn write_at(&self, buf: Self::Buf, pos: u64) -> io::Result<usize>;
@@ -109,6 +110,7 @@ pub async fn write_whole_atomic<S: Storage>(storage: &S, path: &Path, data: &[u8
     if padded > 0 {
         let mut buf = file.alloc_buf(padded);
         buf.as_bytes_mut()[..data.len()].copy_from_slice(data);
+        buf.as_bytes_mut()[data.len()..].fill(0);
         file.write_at(buf, 0).await?;
     }
     file.truncate(data.len() as u64).await?;
