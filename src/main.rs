@@ -1,1 +1,42 @@
-fn main() {}
+//! `skein`: the single binary. `skein start` runs a node; other subcommands are tools.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod config;
+mod shard;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(name = "skein", version, about = "Kafka-compatible streaming platform, thread-per-core on io_uring")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node: one shard per core, each owning its partitions' logs.
+    Start(config::StartArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG").unwrap_or_else(|_| "info".into()))
+        .with_target(true)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Start(args) => config::NodeConfig::load(args).and_then(shard::run_node),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("skein: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -28,8 +28,11 @@ use skein_engine::{AppendMode, Batch, LeaderEpoch, LogConfig, LogManager, Offset
 
 const RECORD_BYTES: usize = 1024;
 const RECORDS_PER_BATCH: i32 = 16;
-/// 256 appends of 16 KiB keep 4 MiB in flight, as the raw run's 4 writes of 1 MiB do.
-const APPENDS_IN_FLIGHT: usize = 256;
+/// Appends in flight (`SKEIN_BENCH_APPENDS_IN_FLIGHT`, default 256: 256 appends of
+/// 16 KiB keep 4 MiB in flight, what the raw run keeps in flight).
+fn appends_in_flight() -> usize {
+    std::env::var("SKEIN_BENCH_APPENDS_IN_FLIGHT").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+}
 
 fn main() {
     // `cargo bench` passes `--bench`; any other argument filters nothing here.
@@ -38,13 +41,28 @@ fn main() {
     let rounds: usize = std::env::var("SKEIN_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("bench dir");
+    if std::env::var("SKEIN_BENCH_RAW_SWEEP").is_ok() {
+        // Raw bandwidth by write size and depth, to choose the appender's limits.
+        for size_kib in [128usize, 256, 512, 1024] {
+            let line: Vec<String> = [1usize, 2, 4, 8, 16]
+                .iter()
+                .map(|&depth| format!("qd{depth} {:.0}", raw_write(&dir.join("sweep"), total, size_kib << 10, depth)))
+                .collect();
+            println!("raw {size_kib:>4} KiB writes, MB/s: {}", line.join(", "));
+        }
+        return;
+    }
     println!("skein engine benchmark: {} MiB per run, dir {}", total >> 20, dir.display());
-    println!("write size {} KiB, writes in flight {WRITES_IN_FLIGHT_MAX}, {APPENDS_IN_FLIGHT} appends in flight, batches of {RECORDS_PER_BATCH} x {RECORD_BYTES} B", APPEND_CHUNK_BYTES >> 10);
+    println!(
+        "write size {} KiB, writes in flight {WRITES_IN_FLIGHT_MAX}, {} appends in flight, batches of {RECORDS_PER_BATCH} x {RECORD_BYTES} B",
+        APPEND_CHUNK_BYTES >> 10,
+        appends_in_flight()
+    );
 
     let mut raw = Vec::new();
     let mut runs: Vec<(String, Vec<AppendRun>)> = Vec::new();
     for round in 0..rounds {
-        raw.push(raw_write(&dir.join("raw.data"), total));
+        raw.push(raw_write(&dir.join("raw.data"), total, APPEND_CHUNK_BYTES, WRITES_IN_FLIGHT_MAX));
         for (partitions, flush) in [(1, false), (8, false), (1, true), (8, true)] {
             let name = format!("append_p{partitions}_{}", if flush { "flush" } else { "noflush" });
             let result = append_run(&dir.join(format!("{name}-{round}")), total, partitions, flush);
@@ -63,14 +81,15 @@ fn main() {
         let m = median(&mbps);
         let last = results.last().expect("a run");
         println!(
-            "(b) {name}: {m:.0} MB/s = {:.2} x raw (rounds: {}); (c) latency p50 {} us, p99 {} us; {} writes of {} KiB avg, {} syncs",
+            "(b) {name}: {m:.0} MB/s = {:.2} x raw (rounds: {}); (c) latency p50 {} us, p99 {} us; {} writes of {} KiB avg, {} syncs, shard cpu {:.0}% busy",
             m / raw_mbps,
             list(&mbps),
             last.p50_us,
             last.p99_us,
             last.writes,
             last.avg_write_kib,
-            last.syncs
+            last.syncs,
+            last.cpu_busy * 100.0
         );
         keys.push(format!("{name}_mbps={m:.0}"));
         keys.push(format!("{name}_ratio={:.2}", m / raw_mbps));
@@ -92,6 +111,22 @@ fn main() {
         println!("{key}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Flushes the file system (untimed) so that one run's write-back does not slow the
+/// next: the device caches what the previous run wrote.
+fn settle(file: &std::fs::File) {
+    // SAFETY: plain syscall on an open descriptor.
+    unsafe { libc::syncfs(file.as_raw_fd()) };
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+/// CPU time consumed by the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn median(values: &[f64]) -> f64 {
@@ -131,9 +166,9 @@ impl Drop for Aligned {
     }
 }
 
-/// (a): sequential O_DIRECT writes of `APPEND_CHUNK_BYTES` at depth
-/// `WRITES_IN_FLIGHT_MAX` into space reserved with fallocate, as the appender writes.
-fn raw_write(path: &Path, total: u64) -> f64 {
+/// (a): sequential O_DIRECT writes of `write_bytes` at `depth` into space reserved
+/// with fallocate, as the appender writes.
+fn raw_write(path: &Path, total: u64, write_bytes: usize, depth: usize) -> f64 {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -146,10 +181,10 @@ fn raw_write(path: &Path, total: u64) -> f64 {
     let rc = unsafe { libc::fallocate(fd, 0, 0, total as i64) };
     assert_eq!(rc, 0, "fallocate");
     let mut ring = io_uring::IoUring::new(64).expect("io_uring (the kernel must allow it)");
-    let buffers: Vec<Aligned> = (0..WRITES_IN_FLIGHT_MAX).map(|_| Aligned::new(APPEND_CHUNK_BYTES)).collect();
+    let buffers: Vec<Aligned> = (0..depth).map(|_| Aligned::new(write_bytes)).collect();
     for (i, b) in buffers.iter().enumerate() {
-        // SAFETY: the buffer is APPEND_CHUNK_BYTES long.
-        unsafe { std::ptr::write_bytes(b.ptr, i as u8 + 1, APPEND_CHUNK_BYTES) };
+        // SAFETY: the buffer is `write_bytes` long.
+        unsafe { std::ptr::write_bytes(b.ptr, i as u8 + 1, write_bytes) };
     }
     let started = Instant::now();
     let mut next: u64 = 0;
@@ -158,25 +193,26 @@ fn raw_write(path: &Path, total: u64) -> f64 {
     while next < total || in_flight > 0 {
         while next < total && !free.is_empty() {
             let slot = free.pop().expect("free slot");
-            let entry = io_uring::opcode::Write::new(io_uring::types::Fd(fd), buffers[slot].ptr, APPEND_CHUNK_BYTES as u32)
+            let entry = io_uring::opcode::Write::new(io_uring::types::Fd(fd), buffers[slot].ptr, write_bytes as u32)
                 .offset(next)
                 .build()
                 .user_data(slot as u64);
             // SAFETY: the buffer outlives the operation (it is reused only after its
             // completion is reaped).
             unsafe { ring.submission().push(&entry).expect("submission queue") };
-            next += APPEND_CHUNK_BYTES as u64;
+            next += write_bytes as u64;
             in_flight += 1;
         }
         ring.submit_and_wait(1).expect("submit");
         let completions: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
         for (slot, result) in completions {
-            assert_eq!(result, APPEND_CHUNK_BYTES as i32, "raw write failed");
+            assert_eq!(result, write_bytes as i32, "raw write failed");
             free.push(slot as usize);
             in_flight -= 1;
         }
     }
     let elapsed = started.elapsed();
+    settle(&file);
     drop(file);
     let _ = std::fs::remove_file(path);
     mbps(total, elapsed)
@@ -184,6 +220,8 @@ fn raw_write(path: &Path, total: u64) -> f64 {
 
 struct AppendRun {
     mbps: f64,
+    /// CPU time of this thread per wall second of the run.
+    cpu_busy: f64,
     p50_us: u64,
     p99_us: u64,
     writes: u64,
@@ -209,9 +247,10 @@ fn append_run(dir: &Path, total: u64, partitions: usize, flush: bool) -> AppendR
             logs.push(manager.create(TopicPartition::new("bench", p as i32), config.clone()).await.expect("create"));
         }
         let batch = batch();
-        let per_task = total / batch.size() as u64 / APPENDS_IN_FLIGHT as u64;
+        let per_task = total / batch.size() as u64 / appends_in_flight() as u64;
         let started = Instant::now();
-        let tasks: Vec<_> = (0..APPENDS_IN_FLIGHT)
+        let cpu_started = thread_cpu();
+        let tasks: Vec<_> = (0..appends_in_flight())
             .map(|t| {
                 let log = logs[t % partitions].clone();
                 let batch = batch.clone();
@@ -231,12 +270,14 @@ fn append_run(dir: &Path, total: u64, partitions: usize, flush: bool) -> AppendR
             histogram.add(task.await).expect("merge");
         }
         let elapsed = started.elapsed();
-        let bytes = per_task * APPENDS_IN_FLIGHT as u64 * batch.size() as u64;
+        let cpu_busy = (thread_cpu() - cpu_started).as_secs_f64() / elapsed.as_secs_f64();
+        let bytes = per_task * appends_in_flight() as u64 * batch.size() as u64;
         let metrics = manager.metrics();
         let writes = metrics.writes.get();
         let appended = metrics.appended_bytes.get();
         let run = AppendRun {
             mbps: mbps(bytes, elapsed),
+            cpu_busy,
             p50_us: histogram.value_at_quantile(0.5),
             p99_us: histogram.value_at_quantile(0.99),
             writes,
@@ -248,6 +289,7 @@ fn append_run(dir: &Path, total: u64, partitions: usize, flush: bool) -> AppendR
         }
         run
     });
+    settle(&std::fs::File::open(dir.parent().expect("bench dir")).expect("bench dir"));
     let _ = std::fs::remove_dir_all(dir);
     result
 }
@@ -261,11 +303,11 @@ fn read_run(dir: &Path, total: u64) -> (f64, f64) {
         {
             let manager = LogManager::new(DmaStorage, dir, 0);
             let log = manager.create(TopicPartition::new("bench", 0), LogConfig::default()).await.expect("create");
-            let tasks: Vec<_> = (0..APPENDS_IN_FLIGHT)
+            let tasks: Vec<_> = (0..appends_in_flight())
                 .map(|_| {
                     let (log, batch) = (log.clone(), batch.clone());
                     glommio::spawn_local(async move {
-                        for _ in 0..count / APPENDS_IN_FLIGHT as u64 {
+                        for _ in 0..count / appends_in_flight() as u64 {
                             log.append(batch.clone(), AppendMode::Leader { epoch: LeaderEpoch(0) }).await.expect("append");
                         }
                     })

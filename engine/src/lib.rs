@@ -33,6 +33,7 @@ pub mod metrics;
 pub mod records;
 pub mod segment;
 pub mod types;
+mod waiters;
 
 pub use batch::{Batch, BatchError};
 pub use config::{CleanupPolicy, LogConfig};

@@ -7,14 +7,14 @@ pub const DMA_ALIGNMENT: usize = 4096;
 /// Size of one appender chunk: the unit of a full-block write and of the tail buffer.
 /// A log holds at most `APPEND_CHUNKS_MAX` of them in memory: 4 MiB per active log.
 /// 1 MiB writes keep an NVMe device near its sequential bandwidth at modest depth.
-pub const APPEND_CHUNK_BYTES: usize = 1 << 20;
+pub const APPEND_CHUNK_BYTES: usize = 512 << 10;
 
 /// Chunks buffered per log before appends wait for writes to complete (backpressure).
-pub const APPEND_CHUNKS_MAX: usize = 4;
+pub const APPEND_CHUNKS_MAX: usize = 8;
 
 /// Writes in flight per log file. Writes cover disjoint block ranges, except a partial
 /// tail block, which is never rewritten while an earlier write of it is in flight.
-pub const WRITES_IN_FLIGHT_MAX: usize = 4;
+pub const WRITES_IN_FLIGHT_MAX: usize = 8;
 
 /// Space reserved ahead of the writes with fallocate. Writes into reserved space avoid
 /// the file-extending O_DIRECT path, measured 6-9x slower on these machines.

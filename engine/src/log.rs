@@ -47,8 +47,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use event_listener::Event;
-
 use crate::batch::Batch;
 use crate::cache::{BatchCache, LogKey};
 use crate::checkpoint::{Checkpoint, LeaderEpochCache, CHECKPOINT_FILE, LEADER_EPOCH_FILE};
@@ -60,6 +58,7 @@ use crate::limits::{DECOMPRESSED_BATCH_BYTES_MAX, RESERVATION_STEP_BYTES};
 use crate::metrics::EngineMetrics;
 use crate::segment::{self, BatchMeta, Segment};
 use crate::types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
+use crate::waiters::Waiters;
 
 /// Free space kept back when reserving, so that checkpoints and indexes can still be
 /// written on a disk that appends have filled.
@@ -120,8 +119,11 @@ pub struct Log<S: Storage> {
     ctx: LogContext<S>,
     state: RefCell<LogState<S::File>>,
     gate: Gate,
-    /// Notified on any progress: a write or sync completing, a failure, the gate moving.
-    changed: Event,
+    /// Tasks waiting for `offset_written_end` (keyed by the offset they need), or for
+    /// room in the tail buffer or drained writes (keyed `i64::MIN`: any progress).
+    written_waiters: Waiters,
+    /// Tasks waiting for `offset_flushed_end`, keyed by the offset they need.
+    sync_waiters: Waiters,
     /// Serialises whole-segment maintenance (retention, compaction, truncation).
     maintenance: async_lock::Mutex<()>,
 }
@@ -145,6 +147,8 @@ struct LogState<F: StorageFile> {
     unflushed_records: u64,
     last_flush_ms: i64,
     sync_in_flight: bool,
+    /// A reservation ahead of need is in flight.
+    reserving: bool,
     epochs: LeaderEpochCache,
     failed: Option<String>,
     closed: bool,
@@ -165,7 +169,8 @@ impl<F: StorageFile> LogState<F> {
 }
 
 enum Admission {
-    Admitted(AppendInfo, bool),
+    /// In the tail buffer; whether to flush, and a reservation to extend ahead of need.
+    Admitted(AppendInfo, bool, Option<u64>),
     Roll,
     Reserve(u64),
     WaitForRoom(usize),
@@ -313,12 +318,14 @@ impl<S: Storage> Log<S> {
                 unflushed_records: 0,
                 last_flush_ms: now_ms(),
                 sync_in_flight: false,
+                reserving: false,
                 epochs,
                 failed: None,
                 closed: false,
             }),
             gate: Gate::default(),
-            changed: Event::new(),
+            written_waiters: Waiters::default(),
+            sync_waiters: Waiters::default(),
             maintenance: async_lock::Mutex::new(()),
         });
         // From here on a crash is not a clean shutdown.
@@ -398,6 +405,13 @@ impl<S: Storage> Log<S> {
         self.state.borrow().failed.is_some()
     }
 
+    /// Wakes every waiting task: on failure, close, truncation.
+    fn wake_all(&self) {
+        self.written_waiters.wake_all();
+        self.sync_waiters.wake_all();
+        self.gate.waiters.wake_all();
+    }
+
     fn failed_error(&self, reason: &str) -> Error {
         Error::LogFailed { partition: self.partition.clone(), reason: reason.to_owned() }
     }
@@ -405,7 +419,7 @@ impl<S: Storage> Log<S> {
     fn fail(&self, reason: String) {
         tracing::error!(target: "skein::engine", partition = %self.partition, reason, "log failed");
         self.state.borrow_mut().failed.get_or_insert(reason);
-        self.changed.notify(usize::MAX);
+        self.wake_all();
     }
 
     /// Appends one validated batch and completes once it is written (and fdatasynced
@@ -421,19 +435,27 @@ impl<S: Storage> Log<S> {
             return Err(crate::batch::BatchError::TooLarge { size: batch.size(), max }.into());
         }
         let ticket = self.gate.ticket();
-        let (info, flush) = loop {
-            ticket.wait_turn(&self.changed).await;
+        let (info, flush, reserve_ahead) = loop {
+            ticket.wait_turn().await;
             let admission = self.admit(&batch, mode)?;
             match admission {
-                Admission::Admitted(info, flush) => break (info, flush),
+                Admission::Admitted(info, flush, reserve_ahead) => break (info, flush, reserve_ahead),
                 Admission::Roll => self.roll_locked().await?,
                 Admission::Reserve(target) => self.reserve(target).await?,
-                Admission::WaitForRoom(len) => self.drive_until(|s| s.appender.has_room(len)).await?,
+                Admission::WaitForRoom(len) => self.drive_until(i64::MIN, |s| s.appender.has_room(len)).await?,
             }
         };
         drop(ticket);
-        self.changed.notify(usize::MAX);
-        self.drive_until(|s| s.offset_written_end > info.last_offset).await?;
+        if let Some(target) = reserve_ahead {
+            // Outside the gate: later appends keep filling the current reservation.
+            let reserved = self.reserve(target).await;
+            self.state.borrow_mut().reserving = false;
+            if let Err(e) = reserved {
+                tracing::debug!(target: "skein::engine", partition = %self.partition, error = %e, "reservation ahead failed");
+            }
+        }
+        let target = info.last_offset.plus(1);
+        self.drive_until(target.0, |s| s.offset_written_end >= target).await?;
         if flush {
             self.flush_to(info.last_offset.plus(1)).await?;
         }
@@ -498,6 +520,14 @@ impl<S: Storage> Log<S> {
         if flush {
             state.unflushed_records = 0;
         }
+        // Extend the reservation before it runs out, so that appends rarely wait for it.
+        let segment_cap = align_up(state.config.segment_bytes);
+        let reserved = state.appender.reserved;
+        let reserve_ahead = (!state.reserving
+            && reserved < segment_cap
+            && reserved - state.appender.end() < RESERVATION_STEP_BYTES / 2)
+            .then(|| (reserved + RESERVATION_STEP_BYTES).min(segment_cap));
+        state.reserving |= reserve_ahead.is_some();
         let info = AppendInfo {
             base_offset,
             last_offset,
@@ -508,32 +538,33 @@ impl<S: Storage> Log<S> {
         metrics.appended_batches.set(metrics.appended_batches.get() + 1);
         metrics.appended_bytes.set(metrics.appended_bytes.get() + size as u64);
         state.pending.push_back(Pending { end_position: position + size as u64, batch });
-        Ok(Admission::Admitted(info, flush))
+        Ok(Admission::Admitted(info, flush, reserve_ahead))
     }
 
-    /// Submits writes of the active segment until `done` holds. Whoever waits drives.
-    async fn drive_until(&self, done: impl Fn(&LogState<S::File>) -> bool) -> Result<()> {
+    /// Submits writes of the active segment until `done` holds. Whoever waits drives:
+    /// a task whose write completes keeps submitting while its own condition is unmet,
+    /// and on leaving hands the work over to the first remaining waiter. `key` is the
+    /// offset the caller waits for (`i64::MIN` to be woken on any progress).
+    async fn drive_until(&self, key: i64, done: impl Fn(&LogState<S::File>) -> bool) -> Result<()> {
         loop {
             let (write, file) = {
                 let mut state = self.state.borrow_mut();
-                if done(&state) {
-                    return Ok(());
-                }
                 if let Some(reason) = &state.failed {
                     return Err(self.failed_error(reason));
+                }
+                if done(&state) {
+                    let pending = state.appender.end() > state.appender.written();
+                    drop(state);
+                    if pending {
+                        self.written_waiters.wake_first();
+                    }
+                    return Ok(());
                 }
                 let file = state.active().file.clone();
                 (state.appender.take_write(&file), file)
             };
             let Some(write) = write else {
-                let listener = self.changed.listen();
-                {
-                    let state = self.state.borrow();
-                    if done(&state) || state.failed.is_some() || state.appender.writes_in_flight() == 0 {
-                        continue;
-                    }
-                }
-                listener.await;
+                self.written_waiters.wait(key).await;
                 continue;
             };
             let len = write.buf.as_bytes().len();
@@ -549,7 +580,7 @@ impl<S: Storage> Log<S> {
                 Err(e) => Err(format!("write at {position}: {e}")),
             };
             let failure = result.clone().err();
-            {
+            let written_end = {
                 let mut state = self.state.borrow_mut();
                 let state = &mut *state;
                 if state.appender.complete_write(position, data_end, chunk, result) {
@@ -561,26 +592,28 @@ impl<S: Storage> Log<S> {
                         cache.insert(self.key, pending.batch);
                     }
                 }
-            }
+                state.offset_written_end
+            };
             if let Some(reason) = failure {
                 self.fail(reason);
             }
-            self.changed.notify(usize::MAX);
+            self.written_waiters.wake_upto(written_end.0);
         }
     }
 
     /// Waits until every batch below `target` is written and fdatasynced. Syncs are
-    /// shared: one that starts after a write completed covers every waiter of it.
+    /// shared: one that starts after a write completed covers every waiter of it, and
+    /// its issuer hands the next sync over to the first waiter it did not cover.
     async fn flush_to(&self, target: Offset) -> Result<()> {
         loop {
-            self.drive_until(|s| s.offset_written_end >= target).await?;
+            self.drive_until(target.0, |s| s.offset_written_end >= target).await?;
             let sync = {
                 let mut state = self.state.borrow_mut();
-                if state.offset_flushed_end >= target {
-                    return Ok(());
-                }
                 if let Some(reason) = &state.failed {
                     return Err(self.failed_error(reason));
+                }
+                if state.offset_flushed_end >= target {
+                    return Ok(());
                 }
                 if state.sync_in_flight {
                     None
@@ -590,28 +623,27 @@ impl<S: Storage> Log<S> {
                 }
             };
             let Some((file, covered)) = sync else {
-                let listener = self.changed.listen();
-                if self.state.borrow().sync_in_flight {
-                    listener.await;
-                }
+                self.sync_waiters.wait(target.0).await;
                 continue;
             };
             let metrics = &self.ctx.metrics;
             metrics.syncs.set(metrics.syncs.get() + 1);
             let result = file.fdatasync().await;
-            {
+            let flushed = {
                 let mut state = self.state.borrow_mut();
                 state.sync_in_flight = false;
                 if result.is_ok() {
                     state.offset_flushed_end = state.offset_flushed_end.max(covered);
                     state.last_flush_ms = now_ms();
                 }
-            }
+                state.offset_flushed_end
+            };
             if let Err(e) = result {
                 // Never retried: the kernel may have dropped the dirty state (fsyncgate).
                 self.fail(format!("fdatasync: {e}"));
             }
-            self.changed.notify(usize::MAX);
+            self.sync_waiters.wake_upto(flushed.0);
+            self.sync_waiters.wake_first();
         }
     }
 
@@ -643,9 +675,9 @@ impl<S: Storage> Log<S> {
 
     /// Reserves file space up to `target` bytes, checking free disk space first.
     async fn reserve(&self, target: u64) -> Result<()> {
-        let (file, reserved) = {
+        let (file, reserved, base) = {
             let state = self.state.borrow();
-            (state.active().file.clone(), state.appender.reserved)
+            (state.active().file.clone(), state.appender.reserved, state.active().base_offset)
         };
         if target <= reserved {
             return Ok(());
@@ -660,7 +692,10 @@ impl<S: Storage> Log<S> {
             Err(e) => return Err(Error::io("allocate", &self.dir, e)),
         }
         let mut state = self.state.borrow_mut();
-        state.appender.reserved = state.appender.reserved.max(target);
+        // A roll may have replaced the active segment meanwhile; its file is not this one.
+        if state.active().base_offset == base {
+            state.appender.reserved = state.appender.reserved.max(target);
+        }
         Ok(())
     }
 
@@ -679,7 +714,7 @@ impl<S: Storage> Log<S> {
     /// As a roll during `append`.
     pub async fn roll(&self) -> Result<()> {
         let ticket = self.gate.ticket();
-        ticket.wait_turn(&self.changed).await;
+        ticket.wait_turn().await;
         if self.state.borrow().active().size == 0 {
             return Ok(());
         }
@@ -689,7 +724,7 @@ impl<S: Storage> Log<S> {
     /// Rolls; the caller is at the head of the gate, so no append is admitted meanwhile.
     /// Idempotent up to the creation of the new segment, so a failed roll can be retried.
     async fn roll_locked(&self) -> Result<()> {
-        self.drive_until(|s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0).await?;
+        self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0).await?;
         let (file, base, size, next_offset) = {
             let mut state = self.state.borrow_mut();
             let active = state.active_mut();
@@ -789,7 +824,7 @@ impl<S: Storage> Log<S> {
     pub async fn close(&self) -> Result<()> {
         let _maintenance = self.maintenance.lock().await;
         let ticket = self.gate.ticket();
-        ticket.wait_turn(&self.changed).await;
+        ticket.wait_turn().await;
         if self.state.borrow().closed {
             return Ok(());
         }
@@ -813,7 +848,7 @@ impl<S: Storage> Log<S> {
         }
         self.write_epochs().await?;
         self.write_checkpoint(true).await?;
-        self.changed.notify(usize::MAX);
+        self.wake_all();
         Ok(())
     }
 
@@ -824,11 +859,11 @@ impl<S: Storage> Log<S> {
     pub async fn delete(&self) -> Result<()> {
         let _maintenance = self.maintenance.lock().await;
         let ticket = self.gate.ticket();
-        ticket.wait_turn(&self.changed).await;
-        let _ = self.drive_until(|s| s.appender.writes_in_flight() == 0).await;
+        ticket.wait_turn().await;
+        let _ = self.drive_until(i64::MIN, |s| s.appender.writes_in_flight() == 0).await;
         self.state.borrow_mut().closed = true;
         self.ctx.cache.borrow_mut().invalidate_log(self.key);
-        self.changed.notify(usize::MAX);
+        self.wake_all();
         let storage = &self.ctx.storage;
         for name in storage.list_dir(&self.dir).map_err(|e| Error::io("list", &self.dir, e))? {
             let path = self.dir.join(name);
@@ -981,8 +1016,8 @@ impl<S: Storage> Log<S> {
         }
         let _maintenance = self.maintenance.lock().await;
         let ticket = self.gate.ticket();
-        ticket.wait_turn(&self.changed).await;
-        self.drive_until(|s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0).await?;
+        ticket.wait_turn().await;
+        self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0).await?;
         let (log_end, log_start) = (self.log_end_offset(), self.log_start_offset());
         if offset >= log_end {
             return Ok(());
@@ -1041,7 +1076,7 @@ impl<S: Storage> Log<S> {
         self.write_indexes(base).await?;
         self.write_epochs().await?;
         self.write_checkpoint(false).await?;
-        self.changed.notify(usize::MAX);
+        self.wake_all();
         Ok(())
     }
 
@@ -1071,7 +1106,7 @@ impl<S: Storage> Log<S> {
         }
         self.write_epochs().await?;
         self.write_checkpoint(false).await?;
-        self.changed.notify(usize::MAX);
+        self.wake_all();
         Ok(())
     }
 
@@ -1368,12 +1403,14 @@ pub fn now_ms() -> i64 {
 }
 
 /// A FIFO admission queue. A ticket is taken when an operation first runs and is
-/// served in order; dropping a ticket (done, failed or cancelled) passes the turn on.
+/// served in order; dropping a ticket (done, failed or cancelled) passes the turn on
+/// and wakes only the next holder.
 #[derive(Default)]
 struct Gate {
     next: Cell<u64>,
     serving: Cell<u64>,
     abandoned: RefCell<BTreeSet<u64>>,
+    waiters: Waiters,
 }
 
 struct Ticket<'a> {
@@ -1390,13 +1427,9 @@ impl Gate {
 }
 
 impl Ticket<'_> {
-    async fn wait_turn(&self, changed: &Event) {
+    async fn wait_turn(&self) {
         while self.gate.serving.get() != self.number {
-            let listener = changed.listen();
-            if self.gate.serving.get() == self.number {
-                return;
-            }
-            listener.await;
+            self.gate.waiters.wait(self.number as i64).await;
         }
     }
 }
@@ -1411,6 +1444,8 @@ impl Drop for Ticket<'_> {
                 serving += 1;
             }
             gate.serving.set(serving);
+            drop(abandoned);
+            gate.waiters.wake_upto(serving as i64);
         } else {
             gate.abandoned.borrow_mut().insert(self.number);
         }
