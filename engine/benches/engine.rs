@@ -36,7 +36,8 @@ fn appends_in_flight() -> usize {
 
 fn main() {
     // `cargo bench` passes `--bench`; any other argument filters nothing here.
-    let dir = std::env::var("SKEIN_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("target/skein-bench"));
+    let dir =
+        std::env::var("SKEIN_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("target/skein-bench"));
     let total: u64 = std::env::var("SKEIN_BENCH_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(2 << 30);
     let rounds: usize = std::env::var("SKEIN_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
     let _ = std::fs::remove_dir_all(&dir);
@@ -97,11 +98,20 @@ fn main() {
         keys.push(format!("{name}_p99_us={}", last.p99_us));
     }
     let (cold, cached) = read_run(&dir.join("reads"), total);
-    println!("(d) cold read (DMA, CRC checked): {cold:.0} MB/s = {:.2} x raw write; cached read: {cached:.0} MB/s", cold / raw_mbps);
+    println!(
+        "(d) cold read (DMA, CRC checked): {cold:.0} MB/s = {:.2} x raw write; cached read: {cached:.0} MB/s",
+        cold / raw_mbps
+    );
     keys.push(format!("cold_read_mbps={cold:.0}"));
     keys.push(format!("cached_read_mbps={cached:.0}"));
-    let noflush = runs.iter().find(|(n, _)| n == "append_p1_noflush").map(|(_, r)| median(&r.iter().map(|r| r.mbps).collect::<Vec<_>>()));
-    let flush8 = runs.iter().find(|(n, _)| n == "append_p8_flush").map(|(_, r)| median(&r.iter().map(|r| r.mbps).collect::<Vec<_>>()));
+    let noflush = runs
+        .iter()
+        .find(|(n, _)| n == "append_p1_noflush")
+        .map(|(_, r)| median(&r.iter().map(|r| r.mbps).collect::<Vec<_>>()));
+    let flush8 = runs
+        .iter()
+        .find(|(n, _)| n == "append_p8_flush")
+        .map(|(_, r)| median(&r.iter().map(|r| r.mbps).collect::<Vec<_>>()));
     if let (Some(noflush), Some(flush8)) = (noflush, flush8) {
         keys.push(format!("append_ratio_noflush={:.2}", noflush / raw_mbps));
         keys.push(format!("append_ratio_flush8={:.2}", flush8 / raw_mbps));
@@ -230,11 +240,14 @@ struct AppendRun {
 }
 
 fn batch() -> Batch {
-    Batch::validate(skein_engine::batch::testing::batch(RECORDS_PER_BATCH, RECORD_BYTES - 20), usize::MAX).expect("batch")
+    Batch::validate(skein_engine::batch::testing::batch(RECORDS_PER_BATCH, RECORD_BYTES - 20), usize::MAX)
+        .expect("batch")
 }
 
 fn executor() -> glommio::LocalExecutor {
-    glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(0)).make().expect("glommio executor (io_uring must be available)")
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(0))
+        .make()
+        .expect("glommio executor (io_uring must be available)")
 }
 
 /// (b) and (c): `APPENDS_IN_FLIGHT` appender tasks spread over `partitions` logs.
@@ -308,7 +321,9 @@ fn read_run(dir: &Path, total: u64) -> (f64, f64) {
                     let (log, batch) = (log.clone(), batch.clone());
                     glommio::spawn_local(async move {
                         for _ in 0..count / appends_in_flight() as u64 {
-                            log.append(batch.clone(), AppendMode::Leader { epoch: LeaderEpoch(0) }).await.expect("append");
+                            log.append(batch.clone(), AppendMode::Leader { epoch: LeaderEpoch(0) })
+                                .await
+                                .expect("append");
                         }
                     })
                 })
@@ -348,7 +363,13 @@ fn read_run(dir: &Path, total: u64) -> (f64, f64) {
         for _ in 0..8 {
             let mut offset = Offset(0);
             while offset < end {
-                let batches: Vec<Bytes> = log.read(offset, 1 << 20, None).await.expect("cached read").into_iter().map(Batch::into_bytes).collect();
+                let batches: Vec<Bytes> = log
+                    .read(offset, 1 << 20, None)
+                    .await
+                    .expect("cached read")
+                    .into_iter()
+                    .map(Batch::into_bytes)
+                    .collect();
                 for b in &batches {
                     bytes += b.len() as u64;
                 }

@@ -135,7 +135,12 @@ impl<F: StorageFile> Appender<F> {
         let write = if sealed && chunk.written_len == 0 {
             // A full chunk never written: hand its memory to the write, no copy.
             let buf = chunk.buf.take().expect("an unwritten chunk has its buffer");
-            Write { buf, position: chunk.position, data_end: chunk.position + chunk.len as u64, chunk_position: chunk.position }
+            Write {
+                buf,
+                position: chunk.position,
+                data_end: chunk.position + chunk.len as u64,
+                chunk_position: chunk.position,
+            }
         } else {
             // Copy the unwritten blocks; the first may be a partial block rewritten.
             let from = align_down(chunk.written_len as u64) as usize;
@@ -154,7 +159,13 @@ impl<F: StorageFile> Appender<F> {
     }
 
     /// Records the outcome of a write from `take_write`. Returns whether `written` moved.
-    pub fn complete_write(&mut self, position: u64, data_end: u64, chunk_position: u64, result: Result<(), String>) -> bool {
+    pub fn complete_write(
+        &mut self,
+        position: u64,
+        data_end: u64,
+        chunk_position: u64,
+        result: Result<(), String>,
+    ) -> bool {
         self.in_flight -= 1;
         let chunk = self
             .chunks

@@ -179,8 +179,7 @@ impl Batch {
                 let available = buf.len() - position;
                 return Err((position, BatchError::Truncated { needed: size, available }));
             }
-            let batch = Batch::validate(buf.slice(position..position + size), max_bytes)
-                .map_err(|e| (position, e))?;
+            let batch = Batch::validate(buf.slice(position..position + size), max_bytes).map_err(|e| (position, e))?;
             batches.push(batch);
             position += size;
         }
@@ -374,8 +373,7 @@ pub mod testing {
         out[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
         out[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&(-1i32).to_be_bytes());
         out[MAGIC_AT] = MAGIC_V2 as u8;
-        out[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
-            .copy_from_slice(&(count - 1).to_be_bytes());
+        out[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&(count - 1).to_be_bytes());
         out[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8].copy_from_slice(&base_timestamp.to_be_bytes());
         let max_timestamp = base_timestamp + count as i64 - 1;
         out[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
@@ -443,7 +441,13 @@ mod tests {
         check(edit(|b| b[16] = 1), Err(BatchError::UnsupportedMagic(1)));
         let flipped = edit(|b| b[70] ^= 0x01);
         let actual = crc32c::crc32c(&flipped[21..]);
-        check(flipped.clone(), Err(BatchError::CrcMismatch { expected: batch(3, 10)[17..21].iter().fold(0, |a, b| (a << 8) | *b as u32), actual }));
+        check(
+            flipped.clone(),
+            Err(BatchError::CrcMismatch {
+                expected: batch(3, 10)[17..21].iter().fold(0, |a, b| (a << 8) | *b as u32),
+                actual,
+            }),
+        );
         check(
             edit(|b| {
                 b[57..61].copy_from_slice(&(-2i32).to_be_bytes());
@@ -470,10 +474,7 @@ mod tests {
         two.extend_from_slice(&batch(1, 1));
         check(Bytes::from(two), Err(BatchError::LengthInvalid(batch(1, 1).len() as i32 - 12)));
         check(batch(3, 10), Ok(()));
-        assert_eq!(
-            Batch::validate(batch(3, 10), 50),
-            Err(BatchError::TooLarge { size: batch(3, 10).len(), max: 50 })
-        );
+        assert_eq!(Batch::validate(batch(3, 10), 50), Err(BatchError::TooLarge { size: batch(3, 10).len(), max: 50 }));
     }
 
     // The producer check rejects sparse offsets that compaction may legitimately leave.

@@ -88,9 +88,8 @@ impl LogConfig {
     /// # Errors
     /// `InvalidConfig` naming the first bad setting.
     pub fn validate(&self) -> Result<()> {
-        let bad = |name: &'static str, value: String, reason: &'static str| {
-            Err(Error::InvalidConfig { name, value, reason })
-        };
+        let bad =
+            |name: &'static str, value: String, reason: &'static str| Err(Error::InvalidConfig { name, value, reason });
         if self.segment_bytes < 14 || self.segment_bytes > i32::MAX as u64 {
             return bad("segment.bytes", self.segment_bytes.to_string(), "must be in [14, 2147483647]");
         }

@@ -78,7 +78,7 @@ impl OffsetIndex {
     /// A reason when the size is not a multiple of 8, entries do not grow strictly, or
     /// a position lies beyond the log.
     pub fn decode(bytes: &[u8], log_bytes: u64) -> Result<OffsetIndex, String> {
-        if bytes.len() % OFFSET_ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(OFFSET_ENTRY_BYTES) {
             return Err(format!("size {} is not a multiple of 8", bytes.len()));
         }
         let mut index = OffsetIndex::default();
@@ -157,7 +157,7 @@ impl TimeIndex {
     /// # Errors
     /// A reason when the size is not a multiple of 12 or entries do not grow.
     pub fn decode(bytes: &[u8]) -> Result<TimeIndex, String> {
-        if bytes.len() % TIME_ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(TIME_ENTRY_BYTES) {
             return Err(format!("size {} is not a multiple of 12", bytes.len()));
         }
         let mut index = TimeIndex::default();

@@ -34,5 +34,5 @@ pub const INDEX_BYTES_MAX: usize = 10 << 20;
 /// A batch that inflates beyond this is treated as corrupt rather than allocated.
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 256 << 20;
 
-const _: () = assert!(APPEND_CHUNK_BYTES % DMA_ALIGNMENT == 0);
-const _: () = assert!(RESERVATION_STEP_BYTES % APPEND_CHUNK_BYTES as u64 == 0);
+const _: () = assert!(APPEND_CHUNK_BYTES.is_multiple_of(DMA_ALIGNMENT));
+const _: () = assert!(RESERVATION_STEP_BYTES.is_multiple_of(APPEND_CHUNK_BYTES as u64));

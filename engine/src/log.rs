@@ -183,13 +183,20 @@ impl<S: Storage> Log<S> {
     /// # Errors
     /// `Corruption` for invalid data below the recovery point, `Io` when the disk
     /// fails, `InvalidConfig` for a bad config.
-    pub async fn open(ctx: LogContext<S>, dir: PathBuf, partition: TopicPartition, key: LogKey, config: LogConfig) -> Result<Rc<Log<S>>> {
+    pub async fn open(
+        ctx: LogContext<S>,
+        dir: PathBuf,
+        partition: TopicPartition,
+        key: LogKey,
+        config: LogConfig,
+    ) -> Result<Rc<Log<S>>> {
         config.validate()?;
         let storage = &ctx.storage;
         storage.create_dir_all(&dir).await.map_err(|e| Error::io("create", &dir, e))?;
         finish_interrupted_swaps(storage, &dir).await?;
         let names = storage.list_dir(&dir).map_err(|e| Error::io("list", &dir, e))?;
-        let mut bases: Vec<Offset> = names.iter().filter_map(|n| segment::parse_file_name(n, segment::LOG_SUFFIX)).collect();
+        let mut bases: Vec<Offset> =
+            names.iter().filter_map(|n| segment::parse_file_name(n, segment::LOG_SUFFIX)).collect();
         bases.sort();
 
         let checkpoint = io::read_whole(storage, &dir.join(CHECKPOINT_FILE))
@@ -205,7 +212,7 @@ impl<S: Storage> Log<S> {
         let recovery_point = checkpoint.map_or(Offset::ZERO, |c| c.recovery_point);
         let mut log_start_offset = checkpoint.map_or(Offset::ZERO, |c| c.log_start_offset);
         // Scans start at the segment holding the recovery point.
-        let scan_from = bases.iter().copied().filter(|&b| b <= recovery_point).next_back().unwrap_or(Offset::ZERO);
+        let scan_from = bases.iter().copied().rfind(|&b| b <= recovery_point).unwrap_or(Offset::ZERO);
 
         let started = std::time::Instant::now();
         let mut segments = BTreeMap::new();
@@ -224,7 +231,9 @@ impl<S: Storage> Log<S> {
             if trusted && load_indexes(storage, &dir, &mut seg, file_len).await? {
                 // Indexes loaded; the tail after the last entry is checked below.
                 let (_, position) = seg.offset_index.last().expect("load_indexes wants entries");
-                let tail = segment::scan(&file, position as u64, base, file_len).await.map_err(|e| Error::io("read", &path, e))?;
+                let tail = segment::scan(&file, position as u64, base, file_len)
+                    .await
+                    .map_err(|e| Error::io("read", &path, e))?;
                 let first_ok = tail.batches.first().is_some_and(|m| {
                     Some(m.last_offset) == seg.offset_index.last().map(|(rel, _)| base.plus(rel as i64))
                 });
@@ -480,7 +489,10 @@ impl<S: Storage> Log<S> {
             }
             AppendMode::Replica => {
                 if batch.base_offset() < state.log_end_offset {
-                    return Err(Error::OffsetNotMonotonic { offset: batch.base_offset(), log_end: state.log_end_offset });
+                    return Err(Error::OffsetNotMonotonic {
+                        offset: batch.base_offset(),
+                        log_end: state.log_end_offset,
+                    });
                 }
                 (batch.base_offset(), batch.last_offset())
             }
@@ -724,7 +736,8 @@ impl<S: Storage> Log<S> {
     /// Rolls; the caller is at the head of the gate, so no append is admitted meanwhile.
     /// Idempotent up to the creation of the new segment, so a failed roll can be retried.
     async fn roll_locked(&self) -> Result<()> {
-        self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0).await?;
+        self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0)
+            .await?;
         let (file, base, size, next_offset) = {
             let mut state = self.state.borrow_mut();
             let active = state.active_mut();
@@ -746,7 +759,8 @@ impl<S: Storage> Log<S> {
         self.write_indexes(base).await?;
         self.check_space(RESERVATION_STEP_BYTES.min(align_up(self.state.borrow().config.segment_bytes)))?;
         let new_path = segment::file_path(&self.dir, next_offset, segment::LOG_SUFFIX);
-        let new_file = self.ctx.storage.open_file(&new_path, true).await.map_err(|e| Error::io("create", &new_path, e))?;
+        let new_file =
+            self.ctx.storage.open_file(&new_path, true).await.map_err(|e| Error::io("create", &new_path, e))?;
         // A file left by a crash in an earlier roll holds no acknowledged data.
         new_file.truncate(0).await.map_err(|e| Error::io("truncate", &new_path, e))?;
         self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| Error::io("sync", &self.dir, e))?;
@@ -773,7 +787,9 @@ impl<S: Storage> Log<S> {
         };
         let storage = &self.ctx.storage;
         let index_path = segment::file_path(&self.dir, base, segment::INDEX_SUFFIX);
-        io::write_whole_atomic(storage, &index_path, &encoded.0).await.map_err(|e| Error::io("write", &index_path, e))?;
+        io::write_whole_atomic(storage, &index_path, &encoded.0)
+            .await
+            .map_err(|e| Error::io("write", &index_path, e))?;
         let time_path = segment::file_path(&self.dir, base, segment::TIME_INDEX_SUFFIX);
         io::write_whole_atomic(storage, &time_path, &encoded.1).await.map_err(|e| Error::io("write", &time_path, e))?;
         if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
@@ -792,7 +808,9 @@ impl<S: Storage> Log<S> {
             }
         };
         let path = self.dir.join(CHECKPOINT_FILE);
-        io::write_whole_atomic(&self.ctx.storage, &path, &checkpoint.encode()).await.map_err(|e| Error::io("write", &path, e))
+        io::write_whole_atomic(&self.ctx.storage, &path, &checkpoint.encode())
+            .await
+            .map_err(|e| Error::io("write", &path, e))
     }
 
     async fn write_epochs(&self) -> Result<()> {
@@ -904,14 +922,21 @@ impl<S: Storage> Log<S> {
         let mut from = offset;
         loop {
             let Some(range) = self.locate(from) else { return Ok(Vec::new()) };
-            let (batches, bytes_read) =
-                segment::read_batches(&range.file, &range.path, range.position, range.position + range.len, offset, bound, max_bytes)
-                    .await
-                    .inspect_err(|e| {
-                        if matches!(e, Error::Corruption { .. }) {
-                            metrics.corruptions.set(metrics.corruptions.get() + 1);
-                        }
-                    })?;
+            let (batches, bytes_read) = segment::read_batches(
+                &range.file,
+                &range.path,
+                range.position,
+                range.position + range.len,
+                offset,
+                bound,
+                max_bytes,
+            )
+            .await
+            .inspect_err(|e| {
+                if matches!(e, Error::Corruption { .. }) {
+                    metrics.corruptions.set(metrics.corruptions.get() + 1);
+                }
+            })?;
             metrics.disk_read_bytes.set(metrics.disk_read_bytes.get() + bytes_read);
             if !batches.is_empty() {
                 return Ok(batches);
@@ -1017,7 +1042,8 @@ impl<S: Storage> Log<S> {
         let _maintenance = self.maintenance.lock().await;
         let ticket = self.gate.ticket();
         ticket.wait_turn().await;
-        self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0).await?;
+        self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0)
+            .await?;
         let (log_end, log_start) = (self.log_end_offset(), self.log_start_offset());
         if offset >= log_end {
             return Ok(());
@@ -1052,12 +1078,14 @@ impl<S: Storage> Log<S> {
         seg.offset_index.truncate_to_position(cut as u32);
         seg.time_index = times;
         seg.time_index.truncate_to_offset(seg.relative(offset));
-        restore_bookkeeping(&mut seg, cut, &self.state.borrow().config).await.map_err(|e| Error::io("read", &path, e))?;
+        let config = self.config();
+        restore_bookkeeping(&mut seg, cut, &config).await.map_err(|e| Error::io("read", &path, e))?;
         seg.indexes_dirty = true;
         file.truncate(cut).await.map_err(|e| Error::io("truncate", &path, e))?;
         file.fdatasync().await.map_err(|e| Error::io("sync", &path, e))?;
         let tail_start = align_down(cut);
-        let tail = file.read_at(tail_start, (cut - tail_start) as usize).await.map_err(|e| Error::io("read", &path, e))?;
+        let tail =
+            file.read_at(tail_start, (cut - tail_start) as usize).await.map_err(|e| Error::io("read", &path, e))?;
         {
             let mut state = self.state.borrow_mut();
             let new_end = seg.next_offset;
@@ -1120,7 +1148,11 @@ impl<S: Storage> Log<S> {
         {
             let mut state = self.state.borrow_mut();
             if offset > state.log_end_offset {
-                return Err(Error::OffsetOutOfRange { offset, start: state.log_start_offset, end: state.log_end_offset });
+                return Err(Error::OffsetOutOfRange {
+                    offset,
+                    start: state.log_start_offset,
+                    end: state.log_end_offset,
+                });
             }
             state.log_start_offset = state.log_start_offset.max(offset);
         }
@@ -1244,12 +1276,17 @@ impl<S: Storage> Log<S> {
                     let offset = base_offset.plus(record.offset_delta as i64);
                     let Some(key) = &record.key else { return true };
                     let is_latest = latest.get(key) == Some(&offset);
-                    let expired_tombstone = record.value.is_none() && base_ts + record.timestamp_delta < tombstone_horizon;
+                    let expired_tombstone =
+                        record.value.is_none() && base_ts + record.timestamp_delta < tombstone_horizon;
                     let keep = is_latest && !expired_tombstone;
                     removed += u64::from(!keep);
                     keep
                 })
-                .map_err(|e| Error::Corruption { path: self.dir.clone(), position: 0, reason: format!("compacting offset {base_offset}: {e}") })?;
+                .map_err(|e| Error::Corruption {
+                    path: self.dir.clone(),
+                    position: 0,
+                    reason: format!("compacting offset {base_offset}: {e}"),
+                })?;
                 if let Some(bytes) = filtered {
                     kept.push(Batch::validate(bytes.into(), crate::limits::BATCH_BYTES_MAX)?);
                 }
@@ -1311,7 +1348,11 @@ impl<S: Storage> Log<S> {
 
 /// Recomputes a segment's size, next offset and max timestamp up to `limit`, from its
 /// (already truncated) indexes and a scan of the bytes after the last index entry.
-async fn restore_bookkeeping<F: StorageFile>(seg: &mut Segment<F>, limit: u64, config: &LogConfig) -> std::io::Result<()> {
+async fn restore_bookkeeping<F: StorageFile>(
+    seg: &mut Segment<F>,
+    limit: u64,
+    config: &LogConfig,
+) -> std::io::Result<()> {
     match seg.offset_index.last() {
         Some((_, position)) => {
             let tail = segment::scan(&seg.file, position as u64, seg.base_offset, limit).await?;
@@ -1330,10 +1371,16 @@ async fn restore_bookkeeping<F: StorageFile>(seg: &mut Segment<F>, limit: u64, c
 
 /// Loads a segment's index files. Returns false when either is missing, damaged or
 /// empty, so the caller rebuilds them from the log.
-async fn load_indexes<S: Storage, F: StorageFile>(storage: &S, dir: &Path, seg: &mut Segment<F>, log_bytes: u64) -> Result<bool> {
+async fn load_indexes<S: Storage, F: StorageFile>(
+    storage: &S,
+    dir: &Path,
+    seg: &mut Segment<F>,
+    log_bytes: u64,
+) -> Result<bool> {
     let index_path = segment::file_path(dir, seg.base_offset, segment::INDEX_SUFFIX);
     let time_path = segment::file_path(dir, seg.base_offset, segment::TIME_INDEX_SUFFIX);
-    let read = |path: PathBuf| async move { io::read_whole(storage, &path).await.map_err(|e| Error::io("read", &path, e)) };
+    let read =
+        |path: PathBuf| async move { io::read_whole(storage, &path).await.map_err(|e| Error::io("read", &path, e)) };
     let (Some(index), Some(times)) = (read(index_path).await?, read(time_path).await?) else { return Ok(false) };
     if index.len() > crate::limits::INDEX_BYTES_MAX || times.len() > crate::limits::INDEX_BYTES_MAX {
         return Ok(false);

@@ -15,9 +15,9 @@ use std::rc::Rc;
 use crate::cache::BatchCache;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
+use crate::io::Storage;
 use crate::log::{Log, LogContext};
 use crate::metrics::EngineMetrics;
-use crate::io::Storage;
 use crate::types::{TimestampMs, TopicPartition};
 
 pub struct LogManager<S: Storage> {
@@ -80,7 +80,10 @@ impl<S: Storage> LogManager<S> {
     ///
     /// # Errors
     /// `Io` when the data directory cannot be listed.
-    pub async fn open_existing(&self, config_of: impl Fn(&TopicPartition) -> Option<LogConfig>) -> Result<Vec<(TopicPartition, Error)>> {
+    pub async fn open_existing(
+        &self,
+        config_of: impl Fn(&TopicPartition) -> Option<LogConfig>,
+    ) -> Result<Vec<(TopicPartition, Error)>> {
         let mut failed = Vec::new();
         for partition in self.discover()? {
             let Some(config) = config_of(&partition) else { continue };

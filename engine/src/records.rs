@@ -165,9 +165,7 @@ impl<'a> Reader<'a> {
     fn nullable_bytes(&mut self, data: &Bytes) -> Result<Option<Bytes>, RecordsError> {
         match self.varint()? {
             -1 => Ok(None),
-            n => Ok(Some(
-                data.slice(self.skip(non_negative(n, "negative length")?)?),
-            )),
+            n => Ok(Some(data.slice(self.skip(non_negative(n, "negative length")?)?))),
         }
     }
 }
@@ -251,9 +249,7 @@ fn parse_header(batch: &[u8]) -> Result<BatchHeader, RecordsError> {
         return Err(RecordsError::UnsupportedMagic(magic));
     }
     let batch_length = non_negative(read_i32(batch, LENGTH_OFFSET)?, "negative batch length")?;
-    let end = batch_length
-        .checked_add(LOG_OVERHEAD)
-        .ok_or(RecordsError::Malformed("batch length overflows"))?;
+    let end = batch_length.checked_add(LOG_OVERHEAD).ok_or(RecordsError::Malformed("batch length overflows"))?;
     if end < HEADER_LEN {
         return Err(RecordsError::Malformed("batch length shorter than header"));
     }
@@ -262,11 +258,7 @@ fn parse_header(batch: &[u8]) -> Result<BatchHeader, RecordsError> {
     }
     let compression = Compression::from_attributes(read_i16(batch, ATTRIBUTES_OFFSET)?)?;
     let record_count = non_negative(read_i32(batch, RECORD_COUNT_OFFSET)?, "negative count")?;
-    Ok(BatchHeader {
-        compression,
-        record_count,
-        end,
-    })
+    Ok(BatchHeader { compression, record_count, end })
 }
 
 fn decode_record(r: &mut Reader<'_>, data: &Bytes) -> Result<Record, RecordsError> {
@@ -291,18 +283,9 @@ fn decode_record(r: &mut Reader<'_>, data: &Bytes) -> Result<Record, RecordsErro
         headers.push((key, value));
     }
     if br.remaining() != 0 {
-        return Err(RecordsError::Malformed(
-            "record length does not match its contents",
-        ));
+        return Err(RecordsError::Malformed("record length does not match its contents"));
     }
-    Ok(Record {
-        attributes,
-        timestamp_delta,
-        offset_delta,
-        key,
-        value,
-        headers,
-    })
+    Ok(Record { attributes, timestamp_delta, offset_delta, key, value, headers })
 }
 
 fn decode_section(data: Bytes, expected: usize) -> Result<Vec<Record>, RecordsError> {
@@ -326,21 +309,13 @@ fn decode_section(data: Bytes, expected: usize) -> Result<Vec<Record>, RecordsEr
 ///
 /// The batch extent is taken from its batchLength field; the CRC is not
 /// checked here because the caller has already validated it.
-pub fn decode_records(
-    batch: &[u8],
-    max_decompressed_bytes: usize,
-) -> Result<Vec<Record>, RecordsError> {
+pub fn decode_records(batch: &[u8], max_decompressed_bytes: usize) -> Result<Vec<Record>, RecordsError> {
     decode_with_header(batch, max_decompressed_bytes).map(|(_, records)| records)
 }
 
-fn decode_with_header(
-    batch: &[u8],
-    limit: usize,
-) -> Result<(BatchHeader, Vec<Record>), RecordsError> {
+fn decode_with_header(batch: &[u8], limit: usize) -> Result<(BatchHeader, Vec<Record>), RecordsError> {
     let header = parse_header(batch)?;
-    let section = batch
-        .get(HEADER_LEN..header.end)
-        .ok_or(RecordsError::Truncated)?;
+    let section = batch.get(HEADER_LEN..header.end).ok_or(RecordsError::Truncated)?;
     let data = match header.compression {
         Compression::None => Bytes::copy_from_slice(section),
         c => Bytes::from(decompress(c, section, limit)?),
@@ -422,10 +397,7 @@ fn read_limited(r: impl Read, limit: usize) -> Result<Vec<u8>, RecordsError> {
 /// Decompresses one raw snappy block onto `out`, keeping `out` within `limit`.
 fn snappy_raw_into(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), RecordsError> {
     let n = snap::raw::decompress_len(block).map_err(decompress_err)?;
-    let total = out
-        .len()
-        .checked_add(n)
-        .ok_or(RecordsError::TooLarge { limit })?;
+    let total = out.len().checked_add(n).ok_or(RecordsError::TooLarge { limit })?;
     if total > limit {
         return Err(RecordsError::TooLarge { limit });
     }
@@ -433,16 +405,12 @@ fn snappy_raw_into(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), 
     // claimed length beyond 32x the input is a lie; rejecting it before
     // allocating keeps a tiny block from reserving `limit` bytes.
     if n > block.len().saturating_mul(32) {
-        return Err(decompress_err(
-            "snappy length exceeds what its input can encode",
-        ));
+        return Err(decompress_err("snappy length exceeds what its input can encode"));
     }
     let start = out.len();
     out.resize(total, 0);
     let dst = out.get_mut(start..).ok_or(RecordsError::Truncated)?;
-    let written = snap::raw::Decoder::new()
-        .decompress(block, dst)
-        .map_err(decompress_err)?;
+    let written = snap::raw::Decoder::new().decompress(block, dst).map_err(decompress_err)?;
     out.truncate(start.saturating_add(written));
     Ok(())
 }
@@ -473,11 +441,7 @@ fn ceil_log2(n: usize) -> u32 {
 
 /// Decompresses a records section, failing with `TooLarge` if the output
 /// would exceed `max_decompressed_bytes`.
-pub fn decompress(
-    c: Compression,
-    data: &[u8],
-    max_decompressed_bytes: usize,
-) -> Result<Vec<u8>, RecordsError> {
+pub fn decompress(c: Compression, data: &[u8], max_decompressed_bytes: usize) -> Result<Vec<u8>, RecordsError> {
     let limit = max_decompressed_bytes;
     match c {
         Compression::None => read_limited(data, limit),
@@ -489,8 +453,7 @@ pub fn decompress(
             // A frame without a content size makes zstd allocate its whole
             // declared window up front; capping the window near the limit
             // bounds that, while 2^23 still admits Java's high-level frames.
-            dec.window_log_max(ceil_log2(limit).clamp(23, 27))
-                .map_err(decompress_err)?;
+            dec.window_log_max(ceil_log2(limit).clamp(23, 27)).map_err(decompress_err)?;
             read_limited(dec, limit)
         }
     }
@@ -543,12 +506,7 @@ pub fn filter_batch(
 /// partition leader epoch all -1). If the codec fails, which in-memory
 /// buffers only do on allocation failure, the batch is written uncompressed
 /// so the result is still a valid batch.
-pub fn build_batch(
-    base_offset: i64,
-    base_timestamp: i64,
-    compression: Compression,
-    records: &[Record],
-) -> Vec<u8> {
+pub fn build_batch(base_offset: i64, base_timestamp: i64, compression: Compression, records: &[Record]) -> Vec<u8> {
     let mut raw = Vec::new();
     encode_records(records, &mut raw);
     let (compression, section) = match compress(compression, &raw) {
@@ -582,34 +540,17 @@ mod tests {
     use super::*;
 
     const LIMIT: usize = 16 << 20;
-    const ALL: [Compression; 5] = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
+    const ALL: [Compression; 5] =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
 
     fn rec(offset_delta: i32, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>) -> Record {
-        let (key, value) = (
-            key.map(Bytes::copy_from_slice),
-            value.map(Bytes::copy_from_slice),
-        );
-        Record {
-            timestamp_delta: ts,
-            offset_delta,
-            key,
-            value,
-            ..Record::default()
-        }
+        let (key, value) = (key.map(Bytes::copy_from_slice), value.map(Bytes::copy_from_slice));
+        Record { timestamp_delta: ts, offset_delta, key, value, ..Record::default() }
     }
 
     fn sample() -> Vec<Record> {
         let mut with_headers = rec(2, -5, Some(b"k2"), Some(b"v2"));
-        with_headers.headers = vec![
-            (Bytes::from_static(b"h"), None),
-            (Bytes::new(), Some(Bytes::from_static(b"x"))),
-        ];
+        with_headers.headers = vec![(Bytes::from_static(b"h"), None), (Bytes::new(), Some(Bytes::from_static(b"x")))];
         vec![
             rec(0, 0, Some(b"k0"), Some(b"v0")),
             rec(1, i64::MAX, None, Some(b"")),
@@ -626,14 +567,8 @@ mod tests {
 
     /// Checks the stored CRC and batchLength against the bytes, as a reader would.
     fn assert_framing(batch: &[u8]) {
-        assert_eq!(
-            i32_at(batch, CRC_OFFSET) as u32,
-            crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..])
-        );
-        assert_eq!(
-            i32_at(batch, LENGTH_OFFSET) as usize,
-            batch.len() - LOG_OVERHEAD
-        );
+        assert_eq!(i32_at(batch, CRC_OFFSET) as u32, crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]));
+        assert_eq!(i32_at(batch, LENGTH_OFFSET) as usize, batch.len() - LOG_OVERHEAD);
     }
 
     /// Wraps an arbitrary records section in an otherwise valid batch header.
@@ -655,10 +590,7 @@ mod tests {
             assert_framing(&batch);
             let attributes = read_i16(&batch, ATTRIBUTES_OFFSET).unwrap();
             assert_eq!(Compression::from_attributes(attributes).unwrap(), c);
-            assert_eq!(
-                (i32_at(&batch, 23), i32_at(&batch, RECORD_COUNT_OFFSET)),
-                (9, 5)
-            );
+            assert_eq!((i32_at(&batch, 23), i32_at(&batch, RECORD_COUNT_OFFSET)), (9, 5));
             assert_eq!(decode_records(&batch, LIMIT).unwrap(), records, "{c:?}");
             // Trailing bytes after the batch (the next batch in a log) are ignored.
             let mut padded = batch.clone();
@@ -670,35 +602,22 @@ mod tests {
     #[test]
     fn filter_batch_preserves_offsets_and_crc() {
         // Compaction keeps deltas and lastOffsetDelta, recounts, and writes a valid CRC.
-        let records: Vec<Record> = (0..10)
-            .map(|i| rec(i, i64::from(i) * 10, Some(&[i as u8]), Some(b"v")))
-            .collect();
+        let records: Vec<Record> = (0..10).map(|i| rec(i, i64::from(i) * 10, Some(&[i as u8]), Some(b"v"))).collect();
         for c in ALL {
             let batch = build_batch(500, 77, c, &records);
-            let out = filter_batch(&batch, LIMIT, |r| r.offset_delta % 2 == 0)
-                .unwrap()
-                .unwrap();
+            let out = filter_batch(&batch, LIMIT, |r| r.offset_delta % 2 == 0).unwrap().unwrap();
             assert_framing(&out);
             assert_eq!(i32_at(&out, RECORD_COUNT_OFFSET), 5);
             assert_eq!(i32_at(&out, 23), 9, "lastOffsetDelta must be preserved");
             // Everything but batchLength, CRC and recordCount is copied verbatim.
             assert_eq!(out[..LENGTH_OFFSET], batch[..LENGTH_OFFSET]);
-            assert_eq!(
-                out[LOG_OVERHEAD..CRC_OFFSET],
-                batch[LOG_OVERHEAD..CRC_OFFSET]
-            );
+            assert_eq!(out[LOG_OVERHEAD..CRC_OFFSET], batch[LOG_OVERHEAD..CRC_OFFSET]);
             let copied = ATTRIBUTES_OFFSET..RECORD_COUNT_OFFSET;
             assert_eq!(out[copied.clone()], batch[copied]);
             let kept = decode_records(&out, LIMIT).unwrap();
-            let deltas: Vec<_> = kept
-                .iter()
-                .map(|r| (r.offset_delta, r.timestamp_delta))
-                .collect();
+            let deltas: Vec<_> = kept.iter().map(|r| (r.offset_delta, r.timestamp_delta)).collect();
             assert_eq!(deltas, vec![(0, 0), (2, 20), (4, 40), (6, 60), (8, 80)]);
-            assert_eq!(
-                filter_batch(&batch, LIMIT, |_| true).unwrap().unwrap(),
-                batch
-            );
+            assert_eq!(filter_batch(&batch, LIMIT, |_| true).unwrap().unwrap(), batch);
             assert!(filter_batch(&batch, LIMIT, |_| false).unwrap().is_none());
         }
     }
@@ -709,10 +628,7 @@ mod tests {
         let raw: Vec<u8> = (0..80_000u32).map(|i| (i % 251) as u8).collect();
         let framed = compress(Compression::Snappy, &raw).unwrap();
         assert!(framed.starts_with(&XERIAL_MAGIC));
-        assert_eq!(
-            decompress(Compression::Snappy, &framed, LIMIT).unwrap(),
-            raw
-        );
+        assert_eq!(decompress(Compression::Snappy, &framed, LIMIT).unwrap(), raw);
         let bare = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
         assert_eq!(decompress(Compression::Snappy, &bare, LIMIT).unwrap(), raw);
         // A whole batch whose section is raw snappy decodes too.
@@ -732,34 +648,16 @@ mod tests {
         let mut padded = good.clone();
         padded[0] += 2; // Record length 2 bytes longer than its contents.
         padded.extend_from_slice(&[0, 0]);
-        let long_varlong = [
-            30, 0, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 1, 1, 1, 0,
-        ];
+        let long_varlong = [30, 0, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 1, 1, 1, 0];
         let cases: [(&[u8], usize, &str); 10] = [
             (&good[..good.len() - 2], 1, "Truncated"),
             (&[20, 0, 0, 0, 1, 1, 0], 1, "Truncated"),
-            (
-                &[12, 0, 0, 0, 3, 1, 0],
-                1,
-                r#"Malformed("negative length")"#,
-            ), // key length -2
+            (&[12, 0, 0, 0, 3, 1, 0], 1, r#"Malformed("negative length")"#), // key length -2
             (&[3], 1, r#"Malformed("negative record length")"#),
-            (
-                &[12, 0, 0, 0, 1, 1, 3],
-                1,
-                r#"Malformed("negative header count")"#,
-            ),
-            (
-                &[255, 255, 255, 255, 255, 1],
-                1,
-                r#"Malformed("varint is too long")"#,
-            ),
+            (&[12, 0, 0, 0, 1, 1, 3], 1, r#"Malformed("negative header count")"#),
+            (&[255, 255, 255, 255, 255, 1], 1, r#"Malformed("varint is too long")"#),
             (&long_varlong, 1, r#"Malformed("varint is too long")"#),
-            (
-                &padded,
-                1,
-                r#"Malformed("record length does not match its contents")"#,
-            ),
+            (&padded, 1, r#"Malformed("record length does not match its contents")"#),
             (&good, 2, r#"Malformed("fewer records than recordCount")"#),
             (&good, 0, r#"Malformed("more records than recordCount")"#),
         ];
@@ -771,20 +669,9 @@ mod tests {
         let batch = with_section(Compression::None, 1, &good);
         assert!(decode_records(&batch, LIMIT).is_ok());
         assert_eq!(err(decode_records(&batch[..60], LIMIT)), "Truncated");
-        assert_eq!(
-            err(decode_records(&batch[..batch.len() - 1], LIMIT)),
-            "Truncated"
-        );
-        let damage = [
-            (ATTRIBUTES_OFFSET + 1, 5),
-            (MAGIC_OFFSET, 1),
-            (LENGTH_OFFSET, 0x80),
-        ];
-        let wants = [
-            "UnknownCompression(5)",
-            "UnsupportedMagic(1)",
-            r#"Malformed("negative batch length")"#,
-        ];
+        assert_eq!(err(decode_records(&batch[..batch.len() - 1], LIMIT)), "Truncated");
+        let damage = [(ATTRIBUTES_OFFSET + 1, 5), (MAGIC_OFFSET, 1), (LENGTH_OFFSET, 0x80)];
+        let wants = ["UnknownCompression(5)", "UnsupportedMagic(1)", r#"Malformed("negative batch length")"#];
         for ((at, byte), want) in damage.into_iter().zip(wants) {
             let mut bad = batch.clone();
             bad[at] = byte;
@@ -795,15 +682,10 @@ mod tests {
     #[test]
     fn garbage_compressed_data_is_an_error() {
         // Each codec rejects bytes that are not a valid stream of its format.
-        let garbage: Vec<u8> = (0..200u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
-            .collect();
+        let garbage: Vec<u8> = (0..200u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8).collect();
         for c in ALL.into_iter().skip(1) {
             assert!(decompress(c, &garbage, LIMIT).is_err(), "{c:?}");
-            assert!(
-                decode_records(&with_section(c, 1, &garbage), LIMIT).is_err(),
-                "{c:?}"
-            );
+            assert!(decode_records(&with_section(c, 1, &garbage), LIMIT).is_err(), "{c:?}");
         }
         // A xerial header followed by a negative block length.
         let mut framed = compress(Compression::Snappy, b"").unwrap();
@@ -817,20 +699,11 @@ mod tests {
         let zeros = vec![0u8; 8 << 20];
         for c in ALL {
             let packed = compress(c, &zeros).unwrap();
-            assert_eq!(
-                err(decompress(c, &packed, 1 << 20)),
-                "TooLarge { limit: 1048576 }"
-            );
-            assert_eq!(
-                decompress(c, &packed, zeros.len()).unwrap().len(),
-                zeros.len()
-            );
+            assert_eq!(err(decompress(c, &packed, 1 << 20)), "TooLarge { limit: 1048576 }");
+            assert_eq!(decompress(c, &packed, zeros.len()).unwrap().len(), zeros.len());
             if c != Compression::None {
                 let batch = with_section(c, 1, &packed);
-                assert_eq!(
-                    err(decode_records(&batch, 1 << 20)),
-                    "TooLarge { limit: 1048576 }"
-                );
+                assert_eq!(err(decode_records(&batch, 1 << 20)), "TooLarge { limit: 1048576 }");
             }
         }
         // A raw snappy header claiming far more than the input could produce.

@@ -65,8 +65,8 @@ impl Future for Wait<'_> {
         let mut entries = self.waiters.entries.borrow_mut();
         if self.registered {
             // Woken (the entry was removed by the waker) or polled spuriously.
-            if entries.contains_key(&self.key) {
-                entries.insert(self.key, cx.waker().clone());
+            if let Some(waker) = entries.get_mut(&self.key) {
+                waker.clone_from(cx.waker());
                 return Poll::Pending;
             }
             drop(entries);

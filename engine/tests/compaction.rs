@@ -30,7 +30,8 @@ fn compact_config() -> LogConfig {
 // the active segment is untouched; a restart sees the compacted log.
 #[test]
 fn keeps_latest_per_key_for_every_codec() {
-    for compression in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+    for compression in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
+    {
         let dir = tempfile::tempdir().unwrap();
         let expected = run(async {
             let log = open_dma(dir.path(), compact_config()).await;
@@ -59,8 +60,7 @@ fn keeps_latest_per_key_for_every_codec() {
             for (o, k, _) in all.iter().filter(|(o, _, _)| *o < active) {
                 latest.insert(k.clone(), *o);
             }
-            let expected: Vec<_> =
-                all.iter().filter(|(o, k, _)| *o >= active || latest[k] == *o).cloned().collect();
+            let expected: Vec<_> = all.iter().filter(|(o, k, _)| *o >= active || latest[k] == *o).cloned().collect();
             assert_eq!(records(&log).await, expected, "{compression:?}");
             // Offsets are preserved and appends continue after the old end.
             assert_eq!(log.log_end_offset(), Offset(160));

@@ -146,10 +146,12 @@ fn corrupt_batch_is_never_served() {
         }
         log.close().await.unwrap();
     });
-    let ends: Vec<u64> = (0..100).scan(0, |end, tag| {
-        *end += tagged(tag, 3).size() as u64;
-        Some(*end)
-    }).collect();
+    let ends: Vec<u64> = (0..100)
+        .scan(0, |end, tag| {
+            *end += tagged(tag, 3).size() as u64;
+            Some(*end)
+        })
+        .collect();
     flip_in_batch(dir.path(), &ends, 4, &mut rng);
     run(async {
         let ctx = context(skein_engine::io::dma::DmaStorage, 0);
@@ -268,7 +270,12 @@ fn crash_in_the_middle_of_a_roll() {
 
 /// Appends 10 batches, arms a fault, appends until one fails, then disarms it.
 /// Returns (acknowledged, attempted) base offsets and the error seen.
-fn fault_during_appends(dir: &Path, config: LogConfig, arm: impl Fn(&FaultPlan), disarm: impl Fn(&FaultPlan)) -> (Vec<i64>, Vec<i64>, Error) {
+fn fault_during_appends(
+    dir: &Path,
+    config: LogConfig,
+    arm: impl Fn(&FaultPlan),
+    disarm: impl Fn(&FaultPlan),
+) -> (Vec<i64>, Vec<i64>, Error) {
     let plan = FaultPlan::new();
     run(async {
         let log = open(faulty(&plan), dir, config).await.unwrap();
@@ -325,12 +332,8 @@ fn fsync_errors_fail_the_log() {
     for errno in [EIO, ENOSPC] {
         let dir = tempfile::tempdir().unwrap();
         let config = LogConfig { flush_messages: 1, ..LogConfig::default() };
-        let (acked, attempted, error) = fault_during_appends(
-            dir.path(),
-            config,
-            |p| p.fail_syncs.set(Some(errno)),
-            |p| p.fail_syncs.set(None),
-        );
+        let (acked, attempted, error) =
+            fault_during_appends(dir.path(), config, |p| p.fail_syncs.set(Some(errno)), |p| p.fail_syncs.set(None));
         assert!(matches!(error, Error::LogFailed { .. }), "{error}");
         assert_recovered(dir.path(), &acked, &attempted);
     }
@@ -341,12 +344,8 @@ fn fsync_errors_fail_the_log() {
 #[test]
 fn torn_write_then_crash() {
     let dir = tempfile::tempdir().unwrap();
-    let (acked, attempted, error) = fault_during_appends(
-        dir.path(),
-        LogConfig::default(),
-        |p| p.tear_next_write.set(true),
-        |_| {},
-    );
+    let (acked, attempted, error) =
+        fault_during_appends(dir.path(), LogConfig::default(), |p| p.tear_next_write.set(true), |_| {});
     assert!(matches!(error, Error::LogFailed { .. }), "{error}");
     assert_recovered(dir.path(), &acked, &attempted);
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use skein_engine::{Offset, LogConfig};
+use skein_engine::{LogConfig, Offset};
 
 // Appends get consecutive offsets and read back byte for byte, from cache and disk.
 #[test]
@@ -82,7 +82,8 @@ fn roll_and_clean_restart() {
         assert!(log.append(tagged(0, 1), LEADER).await.is_err());
     });
     let part = dir.path().join("t-0");
-    let mut names: Vec<String> = std::fs::read_dir(&part).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(&part).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     assert!(names.contains(&"00000000000000000000.log".to_string()));
     assert!(names.contains(&"00000000000000000000.index".to_string()));
@@ -130,9 +131,15 @@ fn crash_restart_recovers_written_batches() {
 fn cold_reads_match_cached_reads() {
     let dir = tempfile::tempdir().unwrap();
     run(async {
-        let log = skein_engine::Log::open(context(skein_engine::io::dma::DmaStorage, 0), dir.path().join("t-0"), tp(), 0, small_segments(32 << 10))
-            .await
-            .unwrap();
+        let log = skein_engine::Log::open(
+            context(skein_engine::io::dma::DmaStorage, 0),
+            dir.path().join("t-0"),
+            tp(),
+            0,
+            small_segments(32 << 10),
+        )
+        .await
+        .unwrap();
         for tag in 0..50 {
             log.append(tagged(tag, 10), LEADER).await.unwrap();
         }
@@ -274,7 +281,10 @@ fn leader_epochs_follow_appends() {
         log.append(batch, AppendMode::Replica).await.unwrap();
         assert_eq!(log.end_offset_for_epoch(LeaderEpoch(7)), Some((LeaderEpoch(7), Offset(7))));
         let stale = tagged(9, 2).with_offset_and_epoch(Offset(3), LeaderEpoch(7));
-        assert!(matches!(log.append(stale, AppendMode::Replica).await, Err(skein_engine::Error::OffsetNotMonotonic { .. })));
+        assert!(matches!(
+            log.append(stale, AppendMode::Replica).await,
+            Err(skein_engine::Error::OffsetNotMonotonic { .. })
+        ));
     });
     run(async {
         let log = open_dma(dir.path(), LogConfig::default()).await;

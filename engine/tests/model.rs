@@ -16,7 +16,6 @@ use skein_engine::{CleanupPolicy, LogConfig, Offset};
 
 #[derive(Clone, Debug)]
 struct ModelBatch {
-    base: i64,
     last: i64,
     records: Vec<(i64, String, Option<String>)>,
 }
@@ -92,13 +91,14 @@ fn log_matches_model() {
                         let pairs: Vec<(&str, Option<&str>)> = (0..n)
                             .map(|i| (keys[i].as_str(), if tombstone[i] { None } else { Some(values[i].as_str()) }))
                             .collect();
-                        let compression = [Compression::None, Compression::Lz4, Compression::Zstd][rng.random_range(0..3)];
+                        let compression =
+                            [Compression::None, Compression::Lz4, Compression::Zstd][rng.random_range(0..3)];
                         let info = log.append(keyed(1_000, compression, &pairs), LEADER).await.unwrap();
                         assert_eq!(info.base_offset.0, model.end);
                         let records = (0..n)
                             .map(|i| (model.end + i as i64, keys[i].clone(), pairs[i].1.map(str::to_owned)))
                             .collect();
-                        model.batches.push(ModelBatch { base: model.end, last: model.end + n as i64 - 1, records });
+                        model.batches.push(ModelBatch { last: model.end + n as i64 - 1, records });
                         model.end += n as i64;
                     } else if op < 62 {
                         what = "roll";
@@ -116,7 +116,10 @@ fn log_matches_model() {
                             model.batches.retain(|b| b.last < target);
                             let end = log.log_end_offset().0;
                             let floor = model.batches.last().map_or(0, |b| b.last + 1);
-                            assert!(end >= floor.min(target) && end <= target, "seed {seed}: end {end} floor {floor} target {target}");
+                            assert!(
+                                end >= floor.min(target) && end <= target,
+                                "seed {seed}: end {end} floor {floor} target {target}"
+                            );
                             model.end = end;
                             model.start = model.start.min(end);
                         }
@@ -135,7 +138,10 @@ fn log_matches_model() {
                         log.set_config(config()).unwrap();
                         let start = log.log_start_offset().0;
                         assert!(start >= model.start, "seed {seed}");
-                        assert!(start == model.start || bases_before.contains(&Offset(start)), "seed {seed}: start {start}");
+                        assert!(
+                            start == model.start || bases_before.contains(&Offset(start)),
+                            "seed {seed}: start {start}"
+                        );
                         model.start = start;
                     } else if op < 93 {
                         what = "compact";
@@ -157,9 +163,25 @@ fn log_matches_model() {
                         what = "flush";
                         log.flush().await.unwrap();
                     }
-                    if std::env::var("MODEL_TRACE").is_ok() { eprintln!("step {steps} {what}: bases {:?} start {} end {} batches {:?}", log.segment_bases(), log.log_start_offset(), log.log_end_offset(), read_all(&log, log.log_start_offset()).await.iter().map(|b| (b.base_offset().0, b.last_offset().0)).collect::<Vec<_>>()); }
+                    if std::env::var("MODEL_TRACE").is_ok() {
+                        eprintln!(
+                            "step {steps} {what}: bases {:?} start {} end {} batches {:?}",
+                            log.segment_bases(),
+                            log.log_start_offset(),
+                            log.log_end_offset(),
+                            read_all(&log, log.log_start_offset())
+                                .await
+                                .iter()
+                                .map(|b| (b.base_offset().0, b.last_offset().0))
+                                .collect::<Vec<_>>()
+                        );
+                    }
                     assert_eq!(visible(&log).await, model.visible(), "seed {seed} step {steps} after {what}");
-                    assert_eq!((log.log_start_offset().0, log.log_end_offset().0), (model.start, model.end), "seed {seed} step {steps} after {what}");
+                    assert_eq!(
+                        (log.log_start_offset().0, log.log_end_offset().0),
+                        (model.start, model.end),
+                        "seed {seed} step {steps} after {what}"
+                    );
                 }
                 if !crash {
                     log.close().await.unwrap();

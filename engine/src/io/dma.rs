@@ -80,13 +80,7 @@ impl Storage for DmaStorage {
     async fn open_file(&self, path: &Path, create: bool) -> io::Result<DmaStorageFile> {
         let path = &absolute(path)?;
         probe_device(path.parent().unwrap_or(Path::new("/"))).await?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(create)
-            .dma_open(path)
-            .await
-            .map_err(to_io)?;
+        let file = OpenOptions::new().read(true).write(true).create(create).dma_open(path).await.map_err(to_io)?;
         Ok(DmaStorageFile { file: Rc::new(file) })
     }
 
