@@ -18,6 +18,8 @@
 //! - `manager`: the per-shard log manager.
 //! - `checkpoint`: recovery point, log start and leader epoch files.
 
+#![forbid(unsafe_code)]
+
 pub mod appender;
 pub mod batch;
 pub mod cache;
