@@ -234,6 +234,7 @@ impl<S: Storage> Log<S> {
                 let tail = segment::scan(&file, position as u64, base, file_len)
                     .await
                     .map_err(|e| Error::io("read", &path, e))?;
+                EngineMetrics::add(&ctx.metrics.recovery_scanned_bytes, tail.valid_bytes - position as u64);
                 let first_ok = tail.batches.first().is_some_and(|m| {
                     Some(m.last_offset) == seg.offset_index.last().map(|(rel, _)| base.plus(rel as i64))
                 });
@@ -249,6 +250,7 @@ impl<S: Storage> Log<S> {
             }
             // Full scan: rebuild indexes, and for untrusted segments find the valid end.
             let scan = segment::scan(&file, 0, base, file_len).await.map_err(|e| Error::io("read", &path, e))?;
+            EngineMetrics::add(&ctx.metrics.recovery_scanned_bytes, scan.valid_bytes);
             for meta in &scan.batches {
                 seg.record(*meta, &config);
             }

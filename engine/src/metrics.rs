@@ -19,6 +19,8 @@ pub struct EngineMetrics {
     pub disk_read_bytes: Cell<u64>,
     /// Corruption found where data must be intact (below the recovery point, on read).
     pub corruptions: Cell<u64>,
+    /// Bytes read and validated by recovery scans when logs open.
+    pub recovery_scanned_bytes: Cell<u64>,
     /// Bytes cut from log tails by crash recovery.
     pub recovery_truncated_bytes: Cell<u64>,
     /// Segments deleted by retention and bytes reclaimed by compaction.

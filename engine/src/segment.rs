@@ -90,7 +90,8 @@ impl<F: StorageFile> Segment<F> {
             max_timestamp: -1,
             max_timestamp_offset: Offset(-1),
             first_append_ms: None,
-            indexes_dirty: false,
+            // Index files are written for every segment, empty ones too, as Kafka has them.
+            indexes_dirty: true,
         }
     }
 

@@ -306,3 +306,122 @@ fn oversized_batch_is_refused() {
         assert_eq!(log.log_end_offset(), Offset(0));
     });
 }
+
+// A clean restart reads only the tail after each segment's last index entry; a crash
+// restart scans the unflushed segments in full.
+#[test]
+fn clean_restart_skips_the_recovery_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_segments(64 << 10);
+    let size = run(async {
+        let log = open_dma(dir.path(), config.clone()).await;
+        for tag in 0..400 {
+            log.append(tagged(tag, 5), LEADER).await.unwrap();
+        }
+        log.close().await.unwrap();
+        log.size_bytes()
+    });
+    run(async {
+        let log = open_dma(dir.path(), config.clone()).await;
+        let scanned = log.metrics().recovery_scanned_bytes.get();
+        // At most one index interval (plus one batch) per segment.
+        let segments = log.segment_count() as u64;
+        assert!(scanned <= segments * (256 + 200), "clean restart scanned {scanned} of {size} bytes");
+        log.append(tagged(400, 1), LEADER).await.unwrap();
+        // Dropped without close: a crash.
+    });
+    run(async {
+        let log = open_dma(dir.path(), config).await;
+        assert!(log.metrics().recovery_scanned_bytes.get() > 0);
+        assert_eq!(log.log_end_offset(), Offset(2001));
+    });
+}
+
+// segment.ms rolls a segment whose first append is old enough; a full index rolls too.
+#[test]
+fn time_and_index_rolls() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig { segment_ms: 1, ..LogConfig::default() };
+        let log = open_dma(dir.path(), config).await;
+        log.append(tagged(0, 1), LEADER).await.unwrap();
+        glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+        log.append(tagged(1, 1), LEADER).await.unwrap();
+        assert_eq!(log.segment_bases(), vec![Offset(0), Offset(1)]);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        // Two offset index entries at most; an entry every 64 bytes.
+        let config = LogConfig { segment_index_bytes: 16, index_interval_bytes: 64, ..LogConfig::default() };
+        let log = open_dma(dir.path(), config).await;
+        for tag in 0..10 {
+            log.append(tagged(tag, 1), LEADER).await.unwrap();
+        }
+        assert!(log.segment_count() >= 3, "{:?}", log.segment_bases());
+        assert_eq!(bases(&log).await, (0..10).collect::<Vec<_>>());
+    });
+}
+
+// flush.ms: housekeeping flushes once the interval has passed, not before.
+#[test]
+fn flush_ms_flushes_when_due() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig { flush_ms: 50, ..LogConfig::default() };
+        let log = open_dma(dir.path(), config).await;
+        log.append(tagged(0, 3), LEADER).await.unwrap();
+        assert_eq!(log.offset_flushed_end(), Offset(0));
+        let now = skein_engine::log::now_ms();
+        log.flush_if_due(now).await.unwrap();
+        assert_eq!(log.offset_flushed_end(), Offset(0), "flushed before flush.ms passed");
+        log.flush_if_due(now + 100).await.unwrap();
+        assert_eq!(log.offset_flushed_end(), Offset(3));
+        assert_eq!(log.metrics().syncs.get(), 1);
+    });
+}
+
+// flush.messages=1: every acknowledged append is fdatasynced, and concurrent appends
+// share syncs.
+#[test]
+fn flush_messages_syncs_before_acknowledging() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig { flush_messages: 1, ..LogConfig::default() };
+        let log = open_dma(dir.path(), config).await;
+        let tasks: Vec<_> = (0..100u64)
+            .map(|tag| {
+                let log = log.clone();
+                glommio::spawn_local(async move {
+                    let info = log.append(tagged(tag, 1), LEADER).await.unwrap();
+                    assert!(log.offset_flushed_end() > info.last_offset);
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await;
+        }
+        let syncs = log.metrics().syncs.get();
+        assert!(syncs >= 1 && syncs < 100, "{syncs} syncs for 100 concurrent appends");
+    });
+}
+
+// An append cancelled while queued behind another does not stall the queue, and the
+// ones after it keep their order.
+#[test]
+fn cancelled_append_does_not_stall_the_queue() {
+    use futures_lite::future;
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), LogConfig::default()).await;
+        // The first append must reserve space (fallocate): it waits at the head.
+        let mut first = Box::pin(log.append(tagged(0, 2), LEADER));
+        assert!(future::poll_once(&mut first).await.is_none());
+        let mut second = Box::pin(log.append(tagged(1, 2), LEADER));
+        assert!(future::poll_once(&mut second).await.is_none());
+        drop(second);
+        let third = log.append(tagged(2, 2), LEADER);
+        assert_eq!(first.await.unwrap().base_offset, Offset(0));
+        assert_eq!(third.await.unwrap().base_offset, Offset(2));
+        assert_eq!(log.log_end_offset(), Offset(4));
+    });
+}
