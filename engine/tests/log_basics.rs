@@ -401,7 +401,7 @@ fn flush_messages_syncs_before_acknowledging() {
             task.await;
         }
         let syncs = log.metrics().syncs.get();
-        assert!(syncs >= 1 && syncs < 100, "{syncs} syncs for 100 concurrent appends");
+        assert!((1..100).contains(&syncs), "{syncs} syncs for 100 concurrent appends");
     });
 }
 
