@@ -35,18 +35,18 @@ pub const LOG_OVERHEAD: usize = 12;
 pub const MAGIC_V2: i8 = 2;
 
 const BASE_OFFSET_AT: usize = 0;
-const LENGTH_AT: usize = 8;
+pub(crate) const LENGTH_AT: usize = 8;
 const LEADER_EPOCH_AT: usize = 12;
-const MAGIC_AT: usize = 16;
-const CRC_AT: usize = 17;
-const ATTRIBUTES_AT: usize = 21;
+pub(crate) const MAGIC_AT: usize = 16;
+pub(crate) const CRC_AT: usize = 17;
+pub(crate) const ATTRIBUTES_AT: usize = 21;
 const LAST_OFFSET_DELTA_AT: usize = 23;
 const BASE_TIMESTAMP_AT: usize = 27;
 const MAX_TIMESTAMP_AT: usize = 35;
 const PRODUCER_ID_AT: usize = 43;
 const PRODUCER_EPOCH_AT: usize = 51;
 const BASE_SEQUENCE_AT: usize = 53;
-const RECORD_COUNT_AT: usize = 57;
+pub(crate) const RECORD_COUNT_AT: usize = 57;
 
 const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;

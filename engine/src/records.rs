@@ -23,16 +23,13 @@ use bytes::Bytes;
 use std::io::{Read, Write};
 use std::ops::Range;
 
-/// Size of the fixed v2 batch header; the records section starts here.
-pub const HEADER_LEN: usize = 61;
-const LENGTH_OFFSET: usize = 8;
-const MAGIC_OFFSET: usize = 16;
-const CRC_OFFSET: usize = 17;
-/// The CRC covers everything from the attributes field to the end of the batch.
-const ATTRIBUTES_OFFSET: usize = 21;
-const RECORD_COUNT_OFFSET: usize = 57;
-/// Bytes before the batchLength field ends, which batchLength does not count.
-const LOG_OVERHEAD: usize = 12;
+// The header layout is `batch`'s; the CRC covers everything from the attributes field
+// to the end of the batch, and batchLength does not count the first 12 bytes.
+pub use crate::batch::HEADER_BYTES as HEADER_LEN;
+use crate::batch::{
+    ATTRIBUTES_AT as ATTRIBUTES_OFFSET, CRC_AT as CRC_OFFSET, LENGTH_AT as LENGTH_OFFSET, LOG_OVERHEAD,
+    MAGIC_AT as MAGIC_OFFSET, RECORD_COUNT_AT as RECORD_COUNT_OFFSET,
+};
 /// The smallest possible record: a one-byte varint for each of length,
 /// timestampDelta, offsetDelta, keyLength, valueLength and headerCount, plus
 /// the attributes byte. Used to bound capacity reservations by the input size.
