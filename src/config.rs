@@ -1,55 +1,195 @@
 //! Node configuration: flags, `SKEIN_`-prefixed environment variables and an optional
-//! TOML file, validated at start with clear errors. Node-local settings only (data
-//! directory, cores, memory); topic defaults use Kafka's names.
+//! TOML file (`--config`), validated at start with clear errors. Precedence: flag or
+//! environment variable, then the file, then the default.
+//!
+//! The file mirrors the flags, with `_` for `-`, plus a `[topic_defaults]` table of
+//! Kafka topic configs:
+//!
+//! ```toml
+//! listener = "127.0.0.1:9092"
+//! data_dir = "/var/lib/skein"
+//! cores = "2-5"
+//! [topic_defaults]
+//! "retention.ms" = "86400000"
+//! ```
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
+use serde::Deserialize;
 
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct StartArgs {
-    /// Data directory (partition logs in Kafka's layout).
-    #[arg(long, env = "SKEIN_DATA_DIR", default_value = "./skein-data")]
-    pub data_dir: PathBuf,
-    /// Cores to run shards on: `all`, a count (`4`), or a range (`2-5`).
-    #[arg(long, env = "SKEIN_CORES", default_value = "all")]
-    pub cores: String,
-    /// Batch cache per shard, in MiB.
-    #[arg(long, env = "SKEIN_CACHE_MB_PER_SHARD", default_value_t = 256)]
-    pub cache_mb_per_shard: usize,
-    /// Milliseconds between housekeeping passes (flush.ms, retention, compaction, checkpoints).
-    #[arg(long, env = "SKEIN_HOUSEKEEPING_INTERVAL_MS", default_value_t = 1000)]
-    pub housekeeping_interval_ms: u64,
+    /// TOML config file.
+    #[arg(long, env = "SKEIN_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on for Kafka clients [default: 127.0.0.1:9092].
+    #[arg(long, env = "SKEIN_LISTENER")]
+    pub listener: Option<String>,
+    /// Address advertised to clients in Metadata [default: the listener].
+    #[arg(long, env = "SKEIN_ADVERTISED_LISTENER")]
+    pub advertised_listener: Option<String>,
+    /// Address of the admin HTTP endpoint (/metrics, /v1/placement, /v1/health)
+    /// [default: 127.0.0.1:9644]; `off` disables it.
+    #[arg(long, env = "SKEIN_ADMIN_LISTENER")]
+    pub admin_listener: Option<String>,
+    /// Data directory (partition logs in Kafka's layout) [default: ./skein-data].
+    #[arg(long, env = "SKEIN_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Cores to run shards on: `all`, a count (`4`), or a range (`2-5`) [default: all].
+    #[arg(long, env = "SKEIN_CORES")]
+    pub cores: Option<String>,
+    /// Batch cache per shard, in MiB [default: 256].
+    #[arg(long, env = "SKEIN_CACHE_MB_PER_SHARD")]
+    pub cache_mb_per_shard: Option<usize>,
+    /// Milliseconds between housekeeping passes (flush.ms, retention, compaction,
+    /// checkpoints) [default: 1000].
+    #[arg(long, env = "SKEIN_HOUSEKEEPING_INTERVAL_MS")]
+    pub housekeeping_interval_ms: Option<u64>,
+    /// This node's id [default: 1].
+    #[arg(long, env = "SKEIN_NODE_ID")]
+    pub node_id: Option<i32>,
+    /// Kafka's `auto.create.topics.enable` [default: true].
+    #[arg(long, env = "SKEIN_AUTO_CREATE_TOPICS")]
+    pub auto_create_topics: Option<bool>,
+    /// Kafka's `num.partitions`: partitions of auto-created topics [default: 1].
+    #[arg(long, env = "SKEIN_NUM_PARTITIONS")]
+    pub num_partitions: Option<i32>,
+    /// Kafka's `socket.request.max.bytes` [default: 104857600].
+    #[arg(long, env = "SKEIN_SOCKET_REQUEST_MAX_BYTES")]
+    pub socket_request_max_bytes: Option<usize>,
+    /// A default topic config, `name=value` with Kafka's names; repeatable.
+    #[arg(long = "topic-config", value_name = "NAME=VALUE")]
+    pub topic_configs: Vec<String>,
+}
+
+/// The TOML file's shape.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listener: Option<String>,
+    advertised_listener: Option<String>,
+    admin_listener: Option<String>,
+    data_dir: Option<PathBuf>,
+    cores: Option<String>,
+    cache_mb_per_shard: Option<usize>,
+    housekeeping_interval_ms: Option<u64>,
+    node_id: Option<i32>,
+    auto_create_topics: Option<bool>,
+    num_partitions: Option<i32>,
+    socket_request_max_bytes: Option<usize>,
+    #[serde(default)]
+    topic_defaults: BTreeMap<String, String>,
 }
 
 /// Validated node settings.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
+    pub listener: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub admin_listener: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub cpus: Vec<usize>,
     pub cache_bytes_per_shard: usize,
     pub housekeeping_interval_ms: u64,
+    pub node_id: i32,
+    pub auto_create_topics: bool,
+    pub num_partitions: i32,
+    pub socket_request_max_bytes: usize,
+    pub topic_defaults: BTreeMap<String, String>,
 }
 
 impl NodeConfig {
-    /// Validates the arguments.
+    /// Merges flags, environment and file, and validates the result.
     ///
     /// # Errors
     /// A message naming the bad setting.
     pub fn load(args: StartArgs) -> Result<NodeConfig, String> {
+        let file: FileConfig = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+                toml::from_str(&text).map_err(|e| format!("invalid config file {}: {e}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let listener_text = args.listener.or(file.listener).unwrap_or_else(|| "127.0.0.1:9092".into());
+        let listener: SocketAddr = listener_text
+            .parse()
+            .map_err(|_| format!("invalid listener {listener_text:?}: expected host:port, e.g. 127.0.0.1:9092"))?;
+        let advertised = args.advertised_listener.or(file.advertised_listener).unwrap_or_else(|| listener.to_string());
+        let (host, port) = advertised
+            .rsplit_once(':')
+            .and_then(|(h, p)| {
+                Some((h.trim_start_matches('[').trim_end_matches(']').to_string(), p.parse::<u16>().ok()?))
+            })
+            .filter(|(h, _)| !h.is_empty())
+            .ok_or_else(|| format!("invalid advertised listener {advertised:?}: expected host:port"))?;
+        let admin_text = args.admin_listener.or(file.admin_listener).unwrap_or_else(|| "127.0.0.1:9644".into());
+        let admin_listener = if admin_text == "off" {
+            None
+        } else {
+            Some(
+                admin_text
+                    .parse()
+                    .map_err(|_| format!("invalid admin listener {admin_text:?}: expected host:port or off"))?,
+            )
+        };
         let available = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let cpus = parse_cores(&args.cores, available)?;
-        if args.cache_mb_per_shard == 0 {
+        let cores = args.cores.or(file.cores).unwrap_or_else(|| "all".into());
+        let cpus = parse_cores(&cores, available)?;
+        let cache_mb = args.cache_mb_per_shard.or(file.cache_mb_per_shard).unwrap_or(256);
+        if cache_mb == 0 {
             return Err("--cache-mb-per-shard must be at least 1".into());
         }
-        if args.housekeeping_interval_ms == 0 {
+        let housekeeping_interval_ms = args.housekeeping_interval_ms.or(file.housekeeping_interval_ms).unwrap_or(1000);
+        if housekeeping_interval_ms == 0 {
             return Err("--housekeeping-interval-ms must be at least 1".into());
         }
+        let node_id = args.node_id.or(file.node_id).unwrap_or(1);
+        if node_id < 0 {
+            return Err(format!("invalid --node-id {node_id}: must be 0 or more"));
+        }
+        let num_partitions = args.num_partitions.or(file.num_partitions).unwrap_or(1);
+        if num_partitions < 1 {
+            return Err(format!("invalid --num-partitions {num_partitions}: must be at least 1"));
+        }
+        let socket_request_max_bytes = args
+            .socket_request_max_bytes
+            .or(file.socket_request_max_bytes)
+            .unwrap_or(skein_net::limits::SOCKET_REQUEST_MAX_BYTES_DEFAULT);
+        if socket_request_max_bytes < 1024 || socket_request_max_bytes > i32::MAX as usize {
+            return Err(format!(
+                "invalid --socket-request-max-bytes {socket_request_max_bytes}: must be in [1024, 2147483647]"
+            ));
+        }
+        let mut topic_defaults = file.topic_defaults;
+        for entry in &args.topic_configs {
+            let (k, v) = entry
+                .split_once('=')
+                .ok_or_else(|| format!("invalid --topic-config {entry:?}: expected NAME=VALUE"))?;
+            topic_defaults.insert(k.trim().to_string(), v.trim().to_string());
+        }
+        for (k, v) in &topic_defaults {
+            skein_net::metadata::validate_config(k, v).map_err(|e| format!("invalid topic default: {e}"))?;
+        }
         Ok(NodeConfig {
-            data_dir: args.data_dir,
+            listener,
+            advertised_host: host,
+            advertised_port: port,
+            admin_listener,
+            data_dir: args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./skein-data")),
             cpus,
-            cache_bytes_per_shard: args.cache_mb_per_shard << 20,
-            housekeeping_interval_ms: args.housekeeping_interval_ms,
+            cache_bytes_per_shard: cache_mb << 20,
+            housekeeping_interval_ms,
+            node_id,
+            auto_create_topics: args.auto_create_topics.or(file.auto_create_topics).unwrap_or(true),
+            num_partitions,
+            socket_request_max_bytes,
+            topic_defaults,
         })
     }
 }
@@ -99,5 +239,22 @@ mod tests {
         check("3-1", Err(()));
         check("2-4", Err(()));
         check("x", Err(()));
+    }
+
+    // Defaults need no config; bad values are named in the error.
+    #[test]
+    fn defaults_and_errors() {
+        let config = NodeConfig::load(StartArgs::default()).unwrap();
+        assert_eq!(config.listener.to_string(), "127.0.0.1:9092");
+        assert_eq!((config.advertised_host.as_str(), config.advertised_port), ("127.0.0.1", 9092));
+        assert_eq!(config.data_dir, PathBuf::from("./skein-data"));
+        let bad = |args: StartArgs, needle: &str| {
+            let e = NodeConfig::load(args).unwrap_err();
+            assert!(e.contains(needle), "{e}");
+        };
+        bad(StartArgs { listener: Some("nope".into()), ..Default::default() }, "invalid listener");
+        bad(StartArgs { topic_configs: vec!["retention.ms=-7".into()], ..Default::default() }, "retention.ms");
+        bad(StartArgs { topic_configs: vec!["retention.ms".into()], ..Default::default() }, "NAME=VALUE");
+        bad(StartArgs { num_partitions: Some(0), ..Default::default() }, "--num-partitions");
     }
 }

@@ -1,28 +1,24 @@
-//! Shard bootstrap: one glommio executor per core, pinned, each owning a log manager
-//! for the partitions assigned to it. The default assignment is deterministic: a hash
-//! of the partition over the shards.
+//! Node bootstrap: one glommio executor per configured core, pinned, each running a
+//! shard: its partitions, a Kafka listener on the shared port (SO_REUSEPORT), the
+//! servers of its cross-shard channels, housekeeping, and a clean shutdown on
+//! SIGINT/SIGTERM.
 
-use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use skein_engine::io::dma::DmaStorage;
-use skein_engine::{LogConfig, LogManager, TopicPartition};
+use skein_engine::TopicPartition;
+use skein_net::metadata::default_shard;
+use skein_net::shard::{PartitionOp, TopicSettings};
+use skein_net::{MetadataStore, NodeSettings, Shard};
 
 use crate::config::NodeConfig;
-
-/// The shard that owns `partition` among `shards`.
-pub fn shard_of(partition: &TopicPartition, shards: usize) -> usize {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    partition.topic.hash(&mut hasher);
-    (hasher.finish() as usize).wrapping_add(partition.partition as usize) % shards
-}
 
 /// Runs the node until SIGINT or SIGTERM, then closes every log cleanly.
 ///
 /// # Errors
-/// A message when the data directory cannot be prepared or a shard fails to start.
+/// A message when the data directory, the metadata or a listener cannot be set up.
 pub fn run_node(config: NodeConfig) -> Result<(), String> {
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("cannot create data directory {}: {e}", config.data_dir.display()))?;
@@ -31,16 +27,55 @@ pub fn run_node(config: NodeConfig) -> Result<(), String> {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
     let shards = config.cpus.len();
-    tracing::info!(target: "skein", data_dir = %config.data_dir.display(), shards, "starting");
+    let store = Arc::new(MetadataStore::open(&config.data_dir)?);
+    // Partitions placed on shards this node no longer runs move to the default placement.
+    store
+        .update(|image| {
+            for topic in image.topics.values_mut() {
+                for (p, shard) in topic.shards.iter_mut().enumerate() {
+                    if *shard >= shards {
+                        *shard = default_shard(&topic.name, p as i32, shards);
+                    }
+                }
+            }
+            Ok(())
+        })
+        .map_err(|(_, e)| e)?;
+    let settings = Arc::new(NodeSettings {
+        node_id: config.node_id,
+        cluster_id: cluster_id(&config.data_dir)?,
+        advertised_host: config.advertised_host.clone(),
+        advertised_port: config.advertised_port,
+        auto_create_topics: config.auto_create_topics,
+        num_partitions: config.num_partitions,
+        topic_defaults: config.topic_defaults.clone(),
+        socket_request_max_bytes: config.socket_request_max_bytes,
+        shards,
+        data_dir: config.data_dir.clone(),
+    });
+    // Probe the listener before starting shards, for a clear error when it is taken.
+    std::net::TcpListener::bind(config.listener).map_err(|e| format!("cannot listen on {}: {e}", config.listener))?;
+    let started = std::time::Instant::now();
+    let ready = Arc::new(AtomicUsize::new(0));
+    let wirings = skein_net::router::wire(shards);
     let mut handles = Vec::new();
-    for (shard, &cpu) in config.cpus.iter().enumerate() {
-        let (config, stop) = (config.clone(), stop.clone());
+    for ((shard, &cpu), wiring) in config.cpus.iter().enumerate().zip(wirings) {
+        let (config, stop, store, settings, ready) =
+            (config.clone(), stop.clone(), store.clone(), settings.clone(), ready.clone());
         let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
             .name(&format!("shard-{shard}"))
-            .spawn(move || async move { shard_task(shard, shards, config, stop).await })
+            .spawn(move || async move {
+                let (router, receivers) = wiring.connect().await;
+                let node = Rc::new(Shard::new(shard, settings, store, config.cache_bytes_per_shard, router));
+                run_shard(node, receivers, config, stop, ready, shards).await
+            })
             .map_err(|e| format!("cannot start shard {shard} on cpu {cpu} (io_uring must be available): {e}"))?;
         handles.push(handle);
     }
+    while ready.load(Ordering::Acquire) < shards && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    tracing::info!(target: "skein", listener = %config.listener, shards, startup_ms = started.elapsed().as_millis() as u64, "listening");
     let mut failure = None;
     for handle in handles {
         match handle.join() {
@@ -58,15 +93,66 @@ pub fn run_node(config: NodeConfig) -> Result<(), String> {
     }
 }
 
-async fn shard_task(shard: usize, shards: usize, config: NodeConfig, stop: Arc<AtomicBool>) -> Result<(), String> {
+/// The cluster id, made once and kept in the data directory (Kafka's meta.properties).
+fn cluster_id(data_dir: &std::path::Path) -> Result<String, String> {
+    let path = data_dir.join("meta.properties");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Some(id) = text.lines().find_map(|l| l.strip_prefix("cluster.id=")) {
+            return Ok(id.trim().to_string());
+        }
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string()[..22].to_string();
+    std::fs::write(&path, format!("version=1\ncluster.id={id}\n"))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(id)
+}
+
+async fn run_shard(
+    shard: Rc<Shard>,
+    receivers: Vec<glommio::channels::shared_channel::ConnectedReceiver<skein_net::shard::ShardMessage>>,
+    config: NodeConfig,
+    stop: Arc<AtomicBool>,
+    ready: Arc<AtomicUsize>,
+    shards: usize,
+) -> Result<(), String> {
     let started = std::time::Instant::now();
-    let manager = LogManager::new(DmaStorage, config.data_dir.clone(), config.cache_bytes_per_shard);
-    let offline = manager
-        .open_existing(|p| (shard_of(p, shards) == shard).then(LogConfig::default))
-        .await
-        .map_err(|e| format!("shard {shard}: {e}"))?;
-    tracing::info!(target: "skein", shard, partitions = manager.partitions().len(), offline = offline.len(),
-        recovery_ms = started.elapsed().as_millis() as u64, "shard ready");
+    for receiver in receivers {
+        glommio::spawn_local(skein_net::router::serve_peer(shard.clone(), receiver)).detach();
+    }
+    // Recover the partitions this shard owns.
+    let image = shard.image();
+    let mut opened = 0;
+    for topic in image.topics.values() {
+        let settings = TopicSettings::of(&topic.configs, &shard.settings.topic_defaults);
+        for p in 0..topic.partitions {
+            if topic.shards.get(p as usize).copied().unwrap_or(0) % shards != shard.id {
+                continue;
+            }
+            let partition = TopicPartition::new(topic.name.clone(), p);
+            match shard.execute(&partition, PartitionOp::Open(settings.clone())).await {
+                Ok(_) => opened += 1,
+                Err((code, message)) => {
+                    tracing::error!(target: "skein", shard = shard.id, partition = %partition, code, message, "partition offline")
+                }
+            }
+        }
+    }
+    tracing::info!(target: "skein", shard = shard.id, partitions = opened, recovery_ms = started.elapsed().as_millis() as u64, "shard ready");
+    let listener = glommio::net::TcpListener::bind(config.listener)
+        .map_err(|e| format!("shard {}: cannot listen on {}: {e}", shard.id, config.listener))?;
+    let server = glommio::spawn_local(skein_net::server::serve(shard.clone(), listener));
+    if shard.id == 0 {
+        if let Some(admin) = config.admin_listener {
+            let shard = shard.clone();
+            glommio::spawn_local(async move {
+                if let Err(e) = crate::admin::serve(shard, admin).await {
+                    tracing::error!(target: "skein", error = %e, "admin endpoint failed");
+                }
+            })
+            .detach();
+        }
+    }
+    ready.fetch_add(1, Ordering::Release);
     let tick = Duration::from_millis(config.housekeeping_interval_ms.min(100));
     let mut since_housekeeping = Duration::ZERO;
     while !stop.load(Ordering::Relaxed) {
@@ -74,16 +160,20 @@ async fn shard_task(shard: usize, shards: usize, config: NodeConfig, stop: Arc<A
         since_housekeeping += tick;
         if since_housekeeping >= Duration::from_millis(config.housekeeping_interval_ms) {
             since_housekeeping = Duration::ZERO;
-            manager.housekeeping(skein_engine::log::now_ms()).await;
+            shard.logs.housekeeping(skein_engine::log::now_ms()).await;
+            crate::admin::publish(&shard);
         }
     }
-    let failed = manager.close_all().await;
+    // Stop accepting, give in-flight requests a moment, then close every log.
+    drop(server.cancel());
+    glommio::timer::sleep(Duration::from_millis(100)).await;
+    let failed = shard.logs.close_all().await;
     for (partition, error) in &failed {
-        tracing::error!(target: "skein", shard, partition = %partition, error = %error, "close failed");
+        tracing::error!(target: "skein", shard = shard.id, partition = %partition, error = %error, "close failed");
     }
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("shard {shard}: {} logs failed to close", failed.len()))
+        Err(format!("shard {}: {} logs failed to close", shard.id, failed.len()))
     }
 }

@@ -124,6 +124,10 @@ pub struct Log<S: Storage> {
     written_waiters: Waiters,
     /// Tasks waiting for `offset_flushed_end`, keyed by the offset they need.
     sync_waiters: Waiters,
+    /// Readers waiting for data past an offset (long-polling fetches), keyed by the
+    /// `offset_written_end` they need. Kept apart from `written_waiters`: a reader
+    /// never drives writes, so it must not receive a hand-off.
+    readers: Waiters,
     /// Serialises whole-segment maintenance (retention, compaction, truncation).
     maintenance: async_lock::Mutex<()>,
 }
@@ -337,6 +341,7 @@ impl<S: Storage> Log<S> {
             gate: Gate::default(),
             written_waiters: Waiters::default(),
             sync_waiters: Waiters::default(),
+            readers: Waiters::default(),
             maintenance: async_lock::Mutex::new(()),
         });
         // From here on a crash is not a clean shutdown.
@@ -420,6 +425,7 @@ impl<S: Storage> Log<S> {
     fn wake_all(&self) {
         self.written_waiters.wake_all();
         self.sync_waiters.wake_all();
+        self.readers.wake_all();
         self.gate.waiters.wake_all();
     }
 
@@ -612,6 +618,22 @@ impl<S: Storage> Log<S> {
                 self.fail(reason);
             }
             self.written_waiters.wake_upto(written_end.0);
+            self.readers.wake_upto(written_end.0);
+        }
+    }
+
+    /// Completes once a batch at or after `offset` is readable (`offset_written_end >
+    /// offset`), or the log closes, fails or is truncated. Callers bound the wait with
+    /// their own timeout (a fetch's `max_wait_ms`) and re-read.
+    pub async fn wait_for_data(&self, offset: Offset) {
+        loop {
+            {
+                let state = self.state.borrow();
+                if state.offset_written_end > offset || state.closed || state.failed.is_some() {
+                    return;
+                }
+            }
+            self.readers.wait(offset.0 + 1).await;
         }
     }
 

@@ -1,1 +1,26 @@
+//! Skein's Kafka wire protocol layer.
+//!
+//! A request arrives on the connection's shard (`server`), is parsed with the
+//! `kafka-protocol` codecs (generated from Kafka's JSON specs), checked against the
+//! handler `registry` and handed to its handler (`handlers/`, one module per API). A
+//! handler works on partitions through `Shard::route`, which runs the operation on the
+//! partition's owner shard, here or across a bounded channel (`router`). Metadata has
+//! one writer (`metadata::MetadataStore`) and every shard reads immutable images.
+//!
+//! Architecture invariant: Kafka error codes are produced only here (`errors`), and
+//! this crate owns no storage logic: it calls `skein_engine`.
 
+pub mod errors;
+pub mod handlers;
+pub mod limits;
+pub mod metadata;
+pub mod metrics;
+pub mod producer;
+pub mod registry;
+pub mod router;
+pub mod server;
+pub mod shard;
+pub mod topics;
+
+pub use metadata::MetadataStore;
+pub use shard::{NodeSettings, Shard};

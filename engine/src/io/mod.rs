@@ -70,6 +70,12 @@ pub trait StorageFile: Clone + 'static {
     async fn size(&self) -> io::Result<u64>;
 }
 
+/// (total, available) bytes of the file system holding `path`.
+pub fn free_space(path: &Path) -> Option<(u64, u64)> {
+    let stat = rustix::fs::statvfs(path).ok()?;
+    Some((stat.f_blocks.saturating_mul(stat.f_frsize), stat.f_bavail.saturating_mul(stat.f_frsize)))
+}
+
 /// Rounds `n` up to the DMA alignment.
 pub fn align_up(n: u64) -> u64 {
     n.div_ceil(DMA_ALIGNMENT as u64) * DMA_ALIGNMENT as u64

@@ -1,0 +1,57 @@
+//! Kafka error codes. This is the only place in Skein that produces them: handlers
+//! map engine and routing errors through `code_of`.
+
+use skein_engine::{BatchError, Error};
+
+/// Kafka's error codes (`org.apache.kafka.common.protocol.Errors`), those Skein returns.
+pub mod code {
+    pub const NONE: i16 = 0;
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const INVALID_REQUIRED_ACKS: i16 = 21;
+    pub const INVALID_TIMESTAMP: i16 = 32;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const INVALID_PARTITIONS: i16 = 37;
+    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+    pub const INVALID_CONFIG: i16 = 40;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const LOG_DIR_NOT_FOUND: i16 = 57;
+    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+    pub const POLICY_VIOLATION: i16 = 44;
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+    pub const INVALID_RECORD: i16 = 87;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    pub const INCONSISTENT_TOPIC_ID: i16 = 103;
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+}
+
+/// The Kafka error code for an engine error, as a Java broker would answer.
+pub fn code_of(error: &Error) -> i16 {
+    match error {
+        Error::InvalidBatch(BatchError::TooLarge { .. }) => code::MESSAGE_TOO_LARGE,
+        Error::InvalidBatch(BatchError::UnsupportedMagic(_)) => code::UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        Error::InvalidBatch(_) => code::CORRUPT_MESSAGE,
+        Error::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
+        Error::UnknownPartition(_) | Error::Closed(_) => code::NOT_LEADER_OR_FOLLOWER,
+        Error::Corruption { .. } | Error::Io { .. } | Error::LogFailed { .. } | Error::DiskFull { .. } => {
+            code::KAFKA_STORAGE_ERROR
+        }
+        Error::OffsetNotMonotonic { .. } => code::INVALID_RECORD,
+        Error::PartitionExists(_) => code::TOPIC_ALREADY_EXISTS,
+        Error::InvalidConfig { .. } => code::INVALID_CONFIG,
+    }
+}

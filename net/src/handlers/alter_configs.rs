@@ -1,0 +1,56 @@
+//! AlterConfigs (legacy, whole-set replacement) for topics.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::describe_configs::RESOURCE_TOPIC;
+use super::s;
+use crate::errors::code;
+use crate::shard::Shard;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+
+pub async fn handle(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut response = AlterConfigsResponse::default();
+    for resource in request.resources {
+        let mut result = AlterConfigsResourceResponse::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        let outcome = if resource.resource_type == RESOURCE_TOPIC {
+            let mut configs = BTreeMap::new();
+            let mut bad = None;
+            for c in &resource.configs {
+                match &c.value {
+                    Some(v) => {
+                        configs.insert(c.name.to_string(), v.to_string());
+                    }
+                    None => bad = Some((code::INVALID_CONFIG, format!("Null value for {}", c.name.as_str()))),
+                }
+            }
+            match bad {
+                Some(e) => Err(e),
+                None => {
+                    crate::topics::set_topic_configs(
+                        shard,
+                        resource.resource_name.as_str(),
+                        configs,
+                        request.validate_only,
+                    )
+                    .await
+                }
+            }
+        } else {
+            Err((code::INVALID_REQUEST, "Only topic configs can be altered".to_string()))
+        };
+        if let Err((error, message)) = outcome {
+            result.error_code = error;
+            result.error_message = Some(s(message));
+        }
+        response.responses.push(result);
+    }
+    response
+}

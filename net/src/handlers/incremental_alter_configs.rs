@@ -1,0 +1,88 @@
+//! IncrementalAlterConfigs (KIP-339) for topics: SET, DELETE, APPEND and SUBTRACT
+//! (the last two for list configs: `cleanup.policy`).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::describe_configs::RESOURCE_TOPIC;
+use super::s;
+use crate::errors::code;
+use crate::metadata::{config_def, Refusal};
+use crate::shard::Shard;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+pub async fn handle(shard: &Rc<Shard>, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+    let mut response = IncrementalAlterConfigsResponse::default();
+    for resource in request.resources {
+        let mut result = AlterConfigsResourceResponse::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        let name = resource.resource_name.to_string();
+        let outcome: Result<(), Refusal> = async {
+            if resource.resource_type != RESOURCE_TOPIC {
+                return Err((code::INVALID_REQUEST, "Only topic configs can be altered".to_string()));
+            }
+            let image = shard.image();
+            let meta = image
+                .topic(&name)
+                .ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic {name} does not exist.")))?;
+            let mut configs = meta.configs.clone();
+            for c in &resource.configs {
+                let key = c.name.to_string();
+                let def =
+                    config_def(&key).ok_or((code::INVALID_CONFIG, format!("Unknown topic config name: {key}")))?;
+                let value = c.value.as_ref().map(|v| v.to_string());
+                match c.config_operation {
+                    SET => {
+                        let v = value.ok_or((code::INVALID_REQUEST, format!("Null value for SET of {key}")))?;
+                        configs.insert(key, v);
+                    }
+                    DELETE => {
+                        configs.remove(&key);
+                    }
+                    APPEND | SUBTRACT if key == "cleanup.policy" => {
+                        let current = configs.get(&key).cloned().unwrap_or_else(|| def.default.to_string());
+                        let mut items: Vec<String> =
+                            current.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect();
+                        for item in
+                            value.unwrap_or_default().split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty())
+                        {
+                            if c.config_operation == APPEND {
+                                if !items.contains(&item) {
+                                    items.push(item);
+                                }
+                            } else {
+                                items.retain(|x| *x != item);
+                            }
+                        }
+                        configs.insert(key, items.join(","));
+                    }
+                    APPEND | SUBTRACT => {
+                        return Err((
+                            code::INVALID_CONFIG,
+                            format!("Config value append is not allowed for config key: {key}"),
+                        ))
+                    }
+                    other => return Err((code::INVALID_REQUEST, format!("Unknown config operation {other}"))),
+                }
+            }
+            crate::topics::set_topic_configs(shard, &name, configs, request.validate_only).await
+        }
+        .await;
+        if let Err((error, message)) = outcome {
+            result.error_code = error;
+            result.error_message = Some(s(message));
+        }
+        response.responses.push(result);
+    }
+    response
+}

@@ -1,0 +1,60 @@
+//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4)
+//! and by timestamp, answered by each partition's owner.
+
+use std::rc::Rc;
+
+use futures_util::future::join_all;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, RequestHeader};
+use kafka_protocol::protocol::VersionRange;
+use skein_engine::TopicPartition;
+
+use crate::errors::code;
+use crate::shard::{PartitionOp, PartitionReply, Shard};
+
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 8 };
+
+pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let image = shard.image();
+    let mut response = ListOffsetsResponse::default();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let meta = image.topic(&name);
+        let lookups = topic.partitions.iter().map(|p| {
+            let shard = shard.clone();
+            let known = meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
+            let partition = TopicPartition::new(name.clone(), p.partition_index);
+            let timestamp = p.timestamp;
+            async move {
+                if !known {
+                    return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
+                }
+                shard.route(partition, PartitionOp::ListOffsets { timestamp }).await
+            }
+        });
+        let results = join_all(lookups).await;
+        let mut out = ListOffsetsTopicResponse::default();
+        out.name = topic.name.clone();
+        for (p, result) in topic.partitions.iter().zip(results) {
+            let mut partition = ListOffsetsPartitionResponse::default();
+            partition.partition_index = p.partition_index;
+            match result {
+                Ok(PartitionReply::Offsets { offset, timestamp }) => {
+                    partition.offset = offset;
+                    partition.timestamp = timestamp;
+                    partition.leader_epoch = if offset >= 0 { 0 } else { -1 };
+                }
+                Ok(_) => partition.error_code = code::UNKNOWN_SERVER_ERROR,
+                Err((error, _)) => {
+                    partition.error_code = error;
+                    partition.offset = -1;
+                    partition.timestamp = -1;
+                    partition.leader_epoch = -1;
+                }
+            }
+            out.partitions.push(partition);
+        }
+        response.topics.push(out);
+    }
+    response
+}

@@ -1,0 +1,102 @@
+//! Metadata: brokers (this node), the controller (this node) and topics with their
+//! partitions, led by this node. Unknown topics are created when the client allows it
+//! and `auto.create.topics.enable` is on, with `num.partitions` partitions.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, RequestHeader, TopicName};
+use kafka_protocol::protocol::VersionRange;
+
+use super::s;
+use crate::errors::code;
+use crate::metadata::{validate_topic_name, TopicMeta};
+use crate::shard::Shard;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
+
+/// Authorized operations are not computed: Kafka's "not requested" value.
+const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
+pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: MetadataRequest) -> MetadataResponse {
+    let version = header.request_api_version;
+    let settings = &shard.settings;
+    // Before v4 every Metadata request may create topics.
+    let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
+    let mut topics = Vec::new();
+    match request.topics {
+        // v0: an empty list means all topics; later versions use null for that.
+        None => topics.extend(shard.image().topics.values().map(|t| topic_response(shard, t))),
+        Some(list) if list.is_empty() && version == 0 => {
+            topics.extend(shard.image().topics.values().map(|t| topic_response(shard, t)))
+        }
+        Some(list) => {
+            for wanted in list {
+                let name = wanted.name.as_ref().map(|n| n.0.to_string());
+                let image = shard.image();
+                let found = match &name {
+                    Some(n) => image.topic(n).cloned(),
+                    None => image.topic_by_id(wanted.topic_id).cloned(),
+                };
+                let response = match (found, name) {
+                    (Some(meta), _) => topic_response(shard, &meta),
+                    (None, Some(n)) => match validate_topic_name(&n) {
+                        Err(_) => error_topic(Some(n), wanted.topic_id, code::INVALID_TOPIC_EXCEPTION),
+                        Ok(()) if allow_auto_create && settings.auto_create_topics => {
+                            match crate::topics::auto_create(shard, &n).await {
+                                Ok(meta) => topic_response(shard, &meta),
+                                Err((c, _)) => error_topic(Some(n), wanted.topic_id, c),
+                            }
+                        }
+                        Ok(()) => error_topic(Some(n), wanted.topic_id, code::UNKNOWN_TOPIC_OR_PARTITION),
+                    },
+                    (None, None) => error_topic(None, wanted.topic_id, code::UNKNOWN_TOPIC_ID),
+                };
+                topics.push(response);
+            }
+        }
+    }
+    let mut response = MetadataResponse::default();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = BrokerId(settings.node_id);
+    broker.host = s(settings.advertised_host.clone());
+    broker.port = settings.advertised_port as i32;
+    response.brokers = vec![broker];
+    response.cluster_id = Some(s(settings.cluster_id.clone()));
+    response.controller_id = BrokerId(settings.node_id);
+    response.topics = topics;
+    response.cluster_authorized_operations = OPERATIONS_NOT_REQUESTED;
+    response
+}
+
+fn topic_response(shard: &Shard, meta: &TopicMeta) -> MetadataResponseTopic {
+    let node = BrokerId(shard.settings.node_id);
+    let mut topic = MetadataResponseTopic::default();
+    topic.name = Some(TopicName(s(meta.name.clone())));
+    topic.topic_id = meta.id;
+    topic.is_internal = meta.name.starts_with("__");
+    topic.topic_authorized_operations = OPERATIONS_NOT_REQUESTED;
+    topic.partitions = (0..meta.partitions)
+        .map(|p| {
+            let mut partition = MetadataResponsePartition::default();
+            partition.partition_index = p;
+            partition.leader_id = node;
+            partition.leader_epoch = 0;
+            partition.replica_nodes = vec![node];
+            partition.isr_nodes = vec![node];
+            partition
+        })
+        .collect();
+    topic
+}
+
+fn error_topic(name: Option<String>, id: uuid::Uuid, error_code: i16) -> MetadataResponseTopic {
+    let mut topic = MetadataResponseTopic::default();
+    topic.error_code = error_code;
+    topic.name = name.map(|n| TopicName(s(n)));
+    topic.topic_id = id;
+    topic.topic_authorized_operations = OPERATIONS_NOT_REQUESTED;
+    topic
+}

@@ -1,0 +1,25 @@
+//! One module per Kafka API, each declaring the versions it implements (`VERSIONS`)
+//! and a `handle` function. `registry` maps API keys to them.
+
+pub mod alter_configs;
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod describe_log_dirs;
+pub mod fetch;
+pub mod incremental_alter_configs;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use kafka_protocol::protocol::StrBytes;
+
+/// A `StrBytes` from an owned string.
+pub(crate) fn s(text: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(text.into())
+}

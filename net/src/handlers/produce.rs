@@ -1,0 +1,88 @@
+//! Produce: each partition's batch goes to the shard that owns the partition, all
+//! partitions of a request at once; with acks=0 nothing is answered.
+
+use std::rc::Rc;
+
+use futures_util::future::join_all;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader};
+use kafka_protocol::protocol::VersionRange;
+use skein_engine::TopicPartition;
+
+use super::s;
+use crate::errors::code;
+use crate::shard::{PartitionOp, PartitionReply, Shard};
+
+pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
+
+pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: ProduceRequest) -> Option<ProduceResponse> {
+    let acks = request.acks;
+    let image = shard.image();
+    let mut slots = Vec::new();
+    let mut work = Vec::new();
+    for topic in request.topic_data {
+        let name = topic.name.0.to_string();
+        let meta = image.topic(&name);
+        for data in topic.partition_data {
+            let index = data.index;
+            slots.push((name.clone(), index));
+            let known = meta.is_some_and(|m| index >= 0 && index < m.partitions);
+            let shard = shard.clone();
+            let partition = TopicPartition::new(name.clone(), index);
+            work.push(async move {
+                if !(acks == 0 || acks == 1 || acks == -1) {
+                    return Err((code::INVALID_REQUIRED_ACKS, None));
+                }
+                if !known {
+                    return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
+                }
+                let Some(records) = data.records else {
+                    return Err((code::CORRUPT_MESSAGE, Some("no records".into())));
+                };
+                // v3+: exactly one batch per partition.
+                match skein_engine::batch::peek_size(&records) {
+                    Ok(size) if size < records.len() => {
+                        return Err((code::INVALID_RECORD, Some("more than one record batch".into())))
+                    }
+                    _ => {}
+                }
+                shard.route(partition, PartitionOp::Produce { batch: records, acks }).await
+            });
+        }
+    }
+    let results = join_all(work).await;
+    if acks == 0 {
+        return None;
+    }
+    let mut response = ProduceResponse::default();
+    for ((name, index), result) in slots.into_iter().zip(results) {
+        let mut partition = PartitionProduceResponse::default();
+        partition.index = index;
+        match result {
+            Ok(PartitionReply::Produce { base_offset, log_append_time_ms, log_start_offset }) => {
+                partition.base_offset = base_offset;
+                partition.log_append_time_ms = log_append_time_ms;
+                partition.log_start_offset = log_start_offset;
+            }
+            Ok(_) => partition.error_code = code::UNKNOWN_SERVER_ERROR,
+            Err((error, message)) => {
+                shard.metrics.count_error(0);
+                partition.error_code = error;
+                partition.error_message = message.map(s);
+                partition.base_offset = -1;
+                partition.log_append_time_ms = -1;
+                partition.log_start_offset = -1;
+            }
+        }
+        match response.responses.iter_mut().find(|t| t.name.0.as_str() == name) {
+            Some(topic) => topic.partition_responses.push(partition),
+            None => {
+                let mut topic = TopicProduceResponse::default();
+                topic.name = kafka_protocol::messages::TopicName(s(name));
+                topic.partition_responses.push(partition);
+                response.responses.push(topic);
+            }
+        }
+    }
+    Some(response)
+}

@@ -1,0 +1,23 @@
+//! The bounds of the network layer, with what each costs.
+
+/// Messages queued per ordered pair of shards. A message is small (an op and a
+/// `Bytes` handle); 1024 of them bound what one shard can push at another.
+pub const CROSS_SHARD_CHANNEL_CAPACITY: usize = 1024;
+
+/// Requests read from one connection but not yet answered. Past this the connection
+/// stops reading its socket (backpressure). With produce requests of up to
+/// `socket.request.max.bytes` this is also the bound on buffered request bytes per
+/// connection, together with `CONNECTION_BUFFERED_BYTES_MAX`.
+pub const IN_FLIGHT_REQUESTS_PER_CONNECTION: usize = 32;
+
+/// Request bytes one connection may hold in flight before it stops reading.
+pub const CONNECTION_BUFFERED_BYTES_MAX: usize = 64 << 20;
+
+/// Kafka's `socket.request.max.bytes` default: the largest request frame accepted.
+pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: usize = 100 << 20;
+
+/// Longest `max_wait_ms` honoured for a fetch; Kafka clients send at most a few seconds.
+pub const FETCH_WAIT_MAX_MS: u64 = 30_000;
+
+/// Bytes a single fetch response may carry, whatever the client asks.
+pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;

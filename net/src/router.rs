@@ -1,0 +1,90 @@
+//! Cross-shard routes: a full mesh of bounded glommio shared channels, one per ordered
+//! pair of shards. A full channel makes the sender wait (backpressure), never grow.
+
+use std::rc::Rc;
+
+use glommio::channels::shared_channel::{self, ConnectedReceiver, ConnectedSender, SharedReceiver, SharedSender};
+
+use crate::limits::CROSS_SHARD_CHANNEL_CAPACITY;
+use crate::shard::{Shard, ShardMessage};
+
+/// The ends of the mesh that belong to one shard, created before the executors start.
+pub struct RouterWiring {
+    senders: Vec<Option<SharedSender<ShardMessage>>>,
+    receivers: Vec<SharedReceiver<ShardMessage>>,
+}
+
+/// Creates the mesh for `shards` shards; element `i` goes to shard `i`.
+pub fn wire(shards: usize) -> Vec<RouterWiring> {
+    let mut wirings: Vec<RouterWiring> = (0..shards)
+        .map(|_| RouterWiring { senders: (0..shards).map(|_| None).collect(), receivers: Vec::new() })
+        .collect();
+    for from in 0..shards {
+        for to in 0..shards {
+            if from == to {
+                continue;
+            }
+            let (sender, receiver) = shared_channel::new_bounded(CROSS_SHARD_CHANNEL_CAPACITY);
+            wirings[from].senders[to] = Some(sender);
+            wirings[to].receivers.push(receiver);
+        }
+    }
+    wirings
+}
+
+/// This shard's senders to every other shard.
+pub struct Router {
+    senders: Vec<Option<ConnectedSender<ShardMessage>>>,
+}
+
+impl Router {
+    /// A router for a node of one shard (nothing to route to).
+    pub fn alone() -> Router {
+        Router { senders: vec![None] }
+    }
+
+    /// Sends a message to `shard`, waiting while its channel is full.
+    ///
+    /// # Errors
+    /// Hands the message back when the shard is gone.
+    pub async fn send(&self, shard: usize, message: ShardMessage) -> Result<(), ShardMessage> {
+        match self.senders.get(shard).and_then(Option::as_ref) {
+            Some(sender) => sender.send(message).await.map_err(|e| match e {
+                glommio::GlommioError::Closed(glommio::ResourceType::Channel(message)) => message,
+                glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(message)) => message,
+                other => panic!("unexpected channel error: {other}"),
+            }),
+            None => Err(message),
+        }
+    }
+}
+
+impl RouterWiring {
+    /// Connects this shard's ends; must run on the shard's executor. A sender's
+    /// connect waits for its receiver's, so all ends connect at once (connecting the
+    /// senders first would deadlock two shards waiting on each other).
+    pub async fn connect(self) -> (Router, Vec<ConnectedReceiver<ShardMessage>>) {
+        let senders = futures_util::future::join_all(self.senders.into_iter().map(|sender| async move {
+            match sender {
+                Some(s) => Some(s.connect().await),
+                None => None,
+            }
+        }));
+        let receivers = futures_util::future::join_all(self.receivers.into_iter().map(|r| r.connect()));
+        let (senders, receivers) = futures_util::future::join(senders, receivers).await;
+        (Router { senders }, receivers)
+    }
+}
+
+/// Serves operations sent by one peer shard: each runs as its own task, started in
+/// arrival order.
+pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessage>) {
+    while let Some(message) = receiver.recv().await {
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            let result = shard.execute(&message.partition, message.op).await;
+            let _ = message.reply.send(result);
+        })
+        .detach();
+    }
+}

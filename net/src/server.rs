@@ -1,0 +1,176 @@
+//! The Kafka listener of one shard and its connections.
+//!
+//! Every shard binds the same address with SO_REUSEPORT (glommio's `TcpListener` sets
+//! it), so the kernel spreads connections over the shards. A connection reads frames:
+//! a 4-byte size checked against `socket.request.max.bytes` before anything is
+//! allocated, then the request. Each request runs as its own task; a writer sends the
+//! responses in request order (Kafka clients pipeline and match responses by order).
+//! At most `IN_FLIGHT_REQUESTS_PER_CONNECTION` requests and
+//! `CONNECTION_BUFFERED_BYTES_MAX` bytes are in flight; beyond that the connection stops
+//! reading its socket. Malformed frames close the connection, as a Java broker does.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::limits::{CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION};
+use crate::registry;
+use crate::shard::Shard;
+
+/// Accepts connections until the listener fails; each runs as its own task.
+pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                let shard = shard.clone();
+                glommio::spawn_local(async move {
+                    shard.metrics.connections.set(shard.metrics.connections.get() + 1);
+                    if let Err(reason) = connection(&shard, stream).await {
+                        tracing::debug!(target: "skein::net", shard = shard.id, reason, "connection closed");
+                    }
+                    shard.metrics.connections.set(shard.metrics.connections.get() - 1);
+                })
+                .detach();
+            }
+            Err(e) => {
+                tracing::warn!(target: "skein::net", shard = shard.id, error = %e, "accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// A parsed request, ready for its handler.
+pub struct Request {
+    pub header: RequestHeader,
+    pub body: RequestKind,
+    pub api_key: ApiKey,
+}
+
+/// What reading one frame gave.
+enum Frame {
+    Request(Request),
+    /// An ApiVersions request at a version we do not speak: answered with v0 and
+    /// UNSUPPORTED_VERSION, as clients expect (KIP-511).
+    UnsupportedApiVersions {
+        correlation_id: i32,
+    },
+}
+
+async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> {
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (queue, responses) = glommio::channels::local_channel::new_bounded(IN_FLIGHT_REQUESTS_PER_CONNECTION);
+    let buffered = Rc::new(Cell::new(0usize));
+    let writer_buffered = buffered.clone();
+    let writer_task = glommio::spawn_local(async move {
+        while let Some((task, size)) = responses.recv().await {
+            let task: glommio::Task<Option<Bytes>> = task;
+            let response = task.await;
+            writer_buffered.set(writer_buffered.get() - size);
+            if let Some(bytes) = response {
+                if writer.write_all(&bytes).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let _ = writer.close().await;
+    });
+    let result = read_loop(shard, &mut reader, &queue, &buffered).await;
+    drop(queue);
+    writer_task.await;
+    result
+}
+
+async fn read_loop(
+    shard: &Rc<Shard>,
+    reader: &mut futures_lite::io::ReadHalf<TcpStream>,
+    queue: &glommio::channels::local_channel::LocalSender<(glommio::Task<Option<Bytes>>, usize)>,
+    buffered: &Rc<Cell<usize>>,
+) -> Result<(), String> {
+    let max = shard.settings.socket_request_max_bytes;
+    loop {
+        let mut size = [0u8; 4];
+        if reader.read_exact(&mut size).await.is_err() {
+            return Ok(());
+        }
+        let size = i32::from_be_bytes(size);
+        if size < 8 || size as usize > max {
+            return Err(format!("frame size {size} outside [8, {max}]"));
+        }
+        let size = size as usize;
+        // Backpressure: wait for responses to drain before buffering more.
+        while buffered.get() > 0 && buffered.get() + size > CONNECTION_BUFFERED_BYTES_MAX {
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let mut body = vec![0u8; size];
+        reader.read_exact(&mut body).await.map_err(|e| format!("truncated frame: {e}"))?;
+        let frame = parse(Bytes::from(body))?;
+        buffered.set(buffered.get() + size);
+        let task = match frame {
+            Frame::UnsupportedApiVersions { correlation_id } => {
+                let response = registry::unsupported_api_versions(correlation_id);
+                glommio::spawn_local(async move { Some(response) })
+            }
+            Frame::Request(request) => {
+                let shard = shard.clone();
+                shard.metrics.count_request(request.header.request_api_key);
+                glommio::spawn_local(async move { respond(&shard, request).await })
+            }
+        };
+        if queue.send((task, size)).await.is_err() {
+            return Ok(());
+        }
+    }
+}
+
+/// Parses a frame: header, version check against the registry, body.
+fn parse(mut buf: Bytes) -> Result<Frame, String> {
+    if buf.remaining() < 8 {
+        return Err("frame shorter than a request header".into());
+    }
+    let key = i16::from_be_bytes([buf[0], buf[1]]);
+    let version = i16::from_be_bytes([buf[2], buf[3]]);
+    let correlation_id = i32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
+    let api_key = ApiKey::try_from(key).map_err(|_| format!("unknown api key {key}"))?;
+    let supported = registry::versions(api_key);
+    let in_range = supported.is_some_and(|v| version >= v.min && version <= v.max);
+    if !in_range {
+        if api_key == ApiKey::ApiVersions {
+            return Ok(Frame::UnsupportedApiVersions { correlation_id });
+        }
+        return Err(format!("unsupported version {version} of api key {key}"));
+    }
+    let header_version = api_key.request_header_version(version);
+    let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
+    let body =
+        RequestKind::decode(api_key, &mut buf, version).map_err(|e| format!("bad {api_key:?} v{version} body: {e}"))?;
+    Ok(Frame::Request(Request { header, body, api_key }))
+}
+
+/// Runs the handler and encodes the response frame (`None`: no response, acks=0).
+async fn respond(shard: &Rc<Shard>, request: Request) -> Option<Bytes> {
+    let (api_key, version, correlation_id) =
+        (request.api_key, request.header.request_api_version, request.header.correlation_id);
+    let started = std::time::Instant::now();
+    let response = registry::dispatch(shard, request).await?;
+    shard.metrics.observe_latency(api_key as i16, started.elapsed());
+    let mut out = BytesMut::with_capacity(256);
+    out.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let encoded = header
+        .encode(&mut out, api_key.response_header_version(version))
+        .and_then(|()| response.encode(&mut out, version));
+    if let Err(e) = encoded {
+        tracing::error!(target: "skein::net", ?api_key, version, error = %e, "response encoding failed");
+        return None;
+    }
+    let len = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    Some(out.freeze())
+}

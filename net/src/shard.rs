@@ -1,0 +1,349 @@
+//! One shard's broker state: its partitions (log plus producer state), the metadata
+//! it reads, and the routes to the other shards.
+//!
+//! Every partition operation goes through `Shard::route`: executed here when this
+//! shard owns the partition, otherwise sent to the owner over a bounded cross-shard
+//! channel (record bytes travel as `Bytes`, not copied) and answered on a oneshot.
+//! The owner runs each incoming operation as its own task, in arrival order, so
+//! operations from one connection to one partition keep their order.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_channel::oneshot;
+use skein_engine::io::dma::DmaStorage;
+use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, LogConfig, LogManager, Offset, TopicPartition};
+
+use crate::errors::{code, code_of};
+use crate::metadata::{MetadataImage, MetadataStore};
+use crate::metrics::ShardMetrics;
+use crate::producer::{Check, ProducerStates};
+use crate::router::Router;
+
+/// Node-wide settings the handlers need.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub auto_create_topics: bool,
+    pub num_partitions: i32,
+    /// Broker-level topic config defaults (Kafka names), e.g. from the config file.
+    pub topic_defaults: BTreeMap<String, String>,
+    pub socket_request_max_bytes: usize,
+    pub shards: usize,
+    pub data_dir: std::path::PathBuf,
+}
+
+/// The settings of a topic that its partitions apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicSettings {
+    pub log: LogConfig,
+    pub log_append_time: bool,
+    pub min_insync_replicas: i32,
+}
+
+impl TopicSettings {
+    pub fn of(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> TopicSettings {
+        let min_isr = crate::metadata::effective("min.insync.replicas", overrides, broker)
+            .and_then(|(v, _)| v.parse().ok())
+            .unwrap_or(1);
+        TopicSettings {
+            log: crate::metadata::log_config(overrides, broker),
+            log_append_time: crate::metadata::log_append_time(overrides, broker),
+            min_insync_replicas: min_isr,
+        }
+    }
+}
+
+/// A partition hosted by this shard.
+pub struct Partition {
+    pub log: Rc<Log<DmaStorage>>,
+    pub producers: RefCell<ProducerStates>,
+    pub log_append_time: Cell<bool>,
+    pub min_insync_replicas: Cell<i32>,
+}
+
+impl Partition {
+    fn apply(&self, settings: &TopicSettings) -> Result<(), skein_engine::Error> {
+        self.log.set_config(settings.log.clone())?;
+        self.log_append_time.set(settings.log_append_time);
+        self.min_insync_replicas.set(settings.min_insync_replicas);
+        Ok(())
+    }
+}
+
+/// An operation on one partition, executed by the shard that owns it.
+#[derive(Debug)]
+pub enum PartitionOp {
+    Produce {
+        batch: Bytes,
+        acks: i16,
+    },
+    Fetch {
+        offset: i64,
+        max_bytes: usize,
+        wait_ms: u64,
+    },
+    ListOffsets {
+        timestamp: i64,
+    },
+    DeleteRecords {
+        offset: i64,
+    },
+    /// Opens (creating if needed) the partition's log with these settings.
+    Open(TopicSettings),
+    Reconfigure(TopicSettings),
+    /// Deletes the partition's log and files.
+    Remove,
+    Stats,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PartitionReply {
+    Produce { base_offset: i64, log_append_time_ms: i64, log_start_offset: i64 },
+    Fetch { high_watermark: i64, log_start_offset: i64, records: Vec<Bytes> },
+    Offsets { offset: i64, timestamp: i64 },
+    DeleteRecords { low_watermark: i64 },
+    Stats { size_bytes: u64, log_start_offset: i64, log_end_offset: i64 },
+    Done,
+}
+
+/// A Kafka error code, with a message where Kafka sends one.
+pub type OpResult = Result<PartitionReply, (i16, Option<String>)>;
+
+/// A message between shards.
+pub struct ShardMessage {
+    pub partition: TopicPartition,
+    pub op: PartitionOp,
+    pub reply: oneshot::Sender<OpResult>,
+}
+
+pub struct Shard {
+    pub id: usize,
+    pub settings: Arc<NodeSettings>,
+    pub store: Arc<MetadataStore>,
+    pub logs: LogManager<DmaStorage>,
+    partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
+    router: Router,
+    pub metrics: ShardMetrics,
+}
+
+impl Shard {
+    pub fn new(
+        id: usize,
+        settings: Arc<NodeSettings>,
+        store: Arc<MetadataStore>,
+        cache_bytes: usize,
+        router: Router,
+    ) -> Shard {
+        let logs = LogManager::new(DmaStorage, settings.data_dir.clone(), cache_bytes);
+        Shard {
+            id,
+            settings,
+            store,
+            logs,
+            partitions: RefCell::new(HashMap::new()),
+            router,
+            metrics: ShardMetrics::default(),
+        }
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.store.image()
+    }
+
+    pub fn partition(&self, partition: &TopicPartition) -> Option<Rc<Partition>> {
+        self.partitions.borrow().get(partition).cloned()
+    }
+
+    pub fn hosted(&self) -> Vec<TopicPartition> {
+        self.partitions.borrow().keys().cloned().collect()
+    }
+
+    /// Runs `op` on the shard that owns `partition`.
+    pub async fn route(self: &Rc<Self>, partition: TopicPartition, op: PartitionOp) -> OpResult {
+        let Some(owner) = self.image().shard_of(&partition) else {
+            return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
+        };
+        self.route_to(owner, partition, op).await
+    }
+
+    /// Runs `op` on shard `owner`.
+    pub async fn route_to(self: &Rc<Self>, owner: usize, partition: TopicPartition, op: PartitionOp) -> OpResult {
+        if owner == self.id {
+            return self.execute(&partition, op).await;
+        }
+        self.metrics.cross_shard_messages.set(self.metrics.cross_shard_messages.get() + 1);
+        let (reply, answer) = oneshot::channel();
+        if self.router.send(owner, ShardMessage { partition, op, reply }).await.is_err() {
+            return Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard unavailable".into())));
+        }
+        answer.await.unwrap_or(Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard dropped the request".into()))))
+    }
+
+    /// Executes an operation on a partition this shard owns.
+    pub async fn execute(self: &Rc<Self>, partition: &TopicPartition, op: PartitionOp) -> OpResult {
+        match op {
+            PartitionOp::Open(settings) => {
+                if let Some(existing) = self.partition(partition) {
+                    existing.apply(&settings).map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                    return Ok(PartitionReply::Done);
+                }
+                let log = self
+                    .logs
+                    .open(partition.clone(), settings.log.clone())
+                    .await
+                    .map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                let producers = rebuild_producers(&log).await;
+                self.partitions.borrow_mut().insert(
+                    partition.clone(),
+                    Rc::new(Partition {
+                        log,
+                        producers: RefCell::new(producers),
+                        log_append_time: Cell::new(settings.log_append_time),
+                        min_insync_replicas: Cell::new(settings.min_insync_replicas),
+                    }),
+                );
+                return Ok(PartitionReply::Done);
+            }
+            PartitionOp::Remove => {
+                self.partitions.borrow_mut().remove(partition);
+                return match self.logs.delete(partition).await {
+                    Ok(()) | Err(skein_engine::Error::UnknownPartition(_)) => Ok(PartitionReply::Done),
+                    Err(e) => Err((code_of(&e), Some(e.to_string()))),
+                };
+            }
+            _ => {}
+        }
+        let Some(state) = self.partition(partition) else {
+            return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+        };
+        let log = &state.log;
+        let engine = |e: skein_engine::Error| (code_of(&e), Some(e.to_string()));
+        match op {
+            PartitionOp::Produce { batch, acks } => self.produce(&state, batch, acks).await,
+            PartitionOp::Fetch { offset, max_bytes, wait_ms } => {
+                let offset = Offset(offset);
+                if wait_ms > 0 && offset >= log.offset_written_end() && offset <= log.log_end_offset() {
+                    let timeout = async {
+                        glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
+                    };
+                    futures_lite::future::or(log.wait_for_data(offset), timeout).await;
+                }
+                let batches = log.read(offset, max_bytes, None).await.map_err(engine)?;
+                self.metrics
+                    .bytes_out
+                    .set(self.metrics.bytes_out.get() + batches.iter().map(|b| b.size() as u64).sum::<u64>());
+                Ok(PartitionReply::Fetch {
+                    high_watermark: log.offset_written_end().0,
+                    log_start_offset: log.log_start_offset().0,
+                    records: batches.into_iter().map(Batch::into_bytes).collect(),
+                })
+            }
+            PartitionOp::ListOffsets { timestamp } => {
+                let (offset, ts) = match timestamp {
+                    -2 => (log.log_start_offset().0, -1),
+                    -1 => (log.offset_written_end().0, -1),
+                    -3 => match log.max_timestamp_offset().await.map_err(engine)? {
+                        Some((o, t)) => (o.0, t),
+                        None => (-1, -1),
+                    },
+                    // -4: earliest-local (KIP-405), the same as earliest without tiering.
+                    -4 => (log.log_start_offset().0, -1),
+                    t if t >= 0 => match log.offset_for_timestamp(t).await.map_err(engine)? {
+                        Some((o, t)) => (o.0, t),
+                        None => (-1, -1),
+                    },
+                    _ => return Err((code::INVALID_REQUEST, Some(format!("invalid timestamp {timestamp}")))),
+                };
+                Ok(PartitionReply::Offsets { offset, timestamp: ts })
+            }
+            PartitionOp::DeleteRecords { offset } => {
+                // -1 means the high watermark.
+                let target = if offset == -1 { log.offset_written_end() } else { Offset(offset) };
+                if target > log.offset_written_end() || target < Offset::ZERO {
+                    return Err((code::OFFSET_OUT_OF_RANGE, None));
+                }
+                let low = log.delete_records_before(target).await.map_err(engine)?;
+                Ok(PartitionReply::DeleteRecords { low_watermark: low.0 })
+            }
+            PartitionOp::Reconfigure(settings) => {
+                state.apply(&settings).map_err(engine)?;
+                Ok(PartitionReply::Done)
+            }
+            PartitionOp::Stats => Ok(PartitionReply::Stats {
+                size_bytes: log.size_bytes(),
+                log_start_offset: log.log_start_offset().0,
+                log_end_offset: log.log_end_offset().0,
+            }),
+            PartitionOp::Open { .. } | PartitionOp::Remove => unreachable!("handled above"),
+        }
+    }
+
+    async fn produce(&self, state: &Partition, bytes: Bytes, acks: i16) -> OpResult {
+        let log = &state.log;
+        let max = log.config().max_message_bytes as usize;
+        let batch = Batch::validate_fresh(bytes, max).map_err(|e| {
+            let e = skein_engine::Error::InvalidBatch(e);
+            (code_of(&e), Some(e.to_string()))
+        })?;
+        // One replica: the in-sync set is this broker alone.
+        if acks == -1 && state.min_insync_replicas.get() > 1 {
+            return Err((code::NOT_ENOUGH_REPLICAS, None));
+        }
+        let (pid, first_seq) = (batch.producer_id(), batch.base_sequence());
+        let verdict = state.producers.borrow_mut().check_and_reserve(&batch);
+        match verdict {
+            Check::Append => {}
+            Check::Duplicate(seq) => {
+                return Ok(PartitionReply::Produce {
+                    base_offset: seq.base_offset,
+                    log_append_time_ms: -1,
+                    log_start_offset: log.log_start_offset().0,
+                })
+            }
+            Check::Reject(code) => return Err((code, None)),
+        }
+        let now = skein_engine::log::now_ms();
+        let append_time = state.log_append_time.get();
+        let batch = if append_time { batch.with_log_append_time(now) } else { batch };
+        let size = batch.size() as u64;
+        match log.append(batch, AppendMode::Leader { epoch: LeaderEpoch(0) }).await {
+            Ok(info) => {
+                state.producers.borrow_mut().complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
+                self.metrics.bytes_in.set(self.metrics.bytes_in.get() + size);
+                Ok(PartitionReply::Produce {
+                    base_offset: info.base_offset.0,
+                    log_append_time_ms: if append_time { now } else { -1 },
+                    log_start_offset: info.log_start_offset.0,
+                })
+            }
+            Err(e) => {
+                state.producers.borrow_mut().forget(pid, first_seq);
+                Err((code_of(&e), Some(e.to_string())))
+            }
+        }
+    }
+}
+
+/// Rebuilds producer state from the active segment (bounded: one segment).
+async fn rebuild_producers(log: &Log<DmaStorage>) -> ProducerStates {
+    let mut states = ProducerStates::default();
+    let start = log.segment_bases().last().copied().unwrap_or(Offset::ZERO).max(log.log_start_offset());
+    let mut offset = start;
+    loop {
+        let Ok(batches) = log.read(offset, 1 << 20, None).await else { break };
+        let Some(last) = batches.last() else { break };
+        offset = last.next_offset();
+        for batch in &batches {
+            states.record(batch);
+        }
+    }
+    states
+}

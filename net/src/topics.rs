@@ -1,0 +1,212 @@
+//! Topic lifecycle shared by CreateTopics, auto-creation in Metadata and Produce,
+//! DeleteTopics, CreatePartitions and config changes: change the metadata (one
+//! writer), then open, reconfigure or remove the partitions on the shards that own them.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use futures_util::future::join_all;
+use skein_engine::TopicPartition;
+
+use crate::errors::code;
+use crate::metadata::{default_shard, validate_config, validate_topic_name, Refusal, TopicMeta};
+use crate::shard::{PartitionOp, Shard, TopicSettings};
+
+/// Checks a new topic's name, partition count, replication factor and configs.
+///
+/// # Errors
+/// INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR or
+/// INVALID_CONFIG with Kafka's message.
+pub fn validate_new_topic(
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &BTreeMap<String, String>,
+) -> Result<(), Refusal> {
+    validate_topic_name(name).map_err(|m| (code::INVALID_TOPIC_EXCEPTION, m))?;
+    if partitions < 1 {
+        return Err((code::INVALID_PARTITIONS, "Number of partitions must be larger than 0.".into()));
+    }
+    if partitions > 100_000 {
+        return Err((
+            code::INVALID_PARTITIONS,
+            format!("Number of partitions {partitions} exceeds the limit of 100000."),
+        ));
+    }
+    // One broker: only a replication factor of 1 can be placed.
+    if replication_factor != 1 {
+        return Err((
+            code::INVALID_REPLICATION_FACTOR,
+            format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."),
+        ));
+    }
+    for (name, value) in configs {
+        validate_config(name, value).map_err(|m| (code::INVALID_CONFIG, m))?;
+    }
+    Ok(())
+}
+
+/// Creates a topic and opens its partitions on their shards.
+///
+/// # Errors
+/// As `validate_new_topic`, TOPIC_ALREADY_EXISTS, or the error of opening a partition.
+pub async fn create_topic(
+    shard: &Rc<Shard>,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: BTreeMap<String, String>,
+) -> Result<TopicMeta, Refusal> {
+    validate_new_topic(name, partitions, replication_factor, &configs)?;
+    let shards = shard.settings.shards;
+    let (meta, _) = shard.store.update(|image| {
+        if image.topics.contains_key(name) {
+            return Err((code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
+        }
+        // Kafka refuses names that collide once '.' and '_' are treated alike.
+        let normalized = name.replace('.', "_");
+        if let Some(other) = image.topics.keys().find(|t| t.replace('.', "_") == normalized) {
+            return Err((
+                code::INVALID_TOPIC_EXCEPTION,
+                format!("Topic '{name}' collides with existing topic: {other}"),
+            ));
+        }
+        let meta = TopicMeta {
+            name: name.to_owned(),
+            id: uuid::Uuid::new_v4(),
+            partitions,
+            configs: configs.clone(),
+            shards: (0..partitions).map(|p| default_shard(name, p, shards)).collect(),
+        };
+        image.topics.insert(name.to_owned(), meta.clone());
+        Ok(meta)
+    })?;
+    open_partitions(shard, &meta, 0..partitions).await?;
+    tracing::info!(target: "skein::net", topic = name, partitions, "topic created");
+    Ok(meta)
+}
+
+/// Opens partitions `range` of `meta` on their shards.
+pub async fn open_partitions(shard: &Rc<Shard>, meta: &TopicMeta, range: std::ops::Range<i32>) -> Result<(), Refusal> {
+    let settings = TopicSettings::of(&meta.configs, &shard.settings.topic_defaults);
+    let opens = range.map(|p| {
+        let owner = meta.shards[p as usize];
+        shard.route_to(owner, TopicPartition::new(meta.name.clone(), p), PartitionOp::Open(settings.clone()))
+    });
+    for result in join_all(opens).await {
+        result.map_err(|(c, m)| (c, m.unwrap_or_else(|| "cannot open partition".into())))?;
+    }
+    Ok(())
+}
+
+/// Deletes a topic: metadata first (the topic disappears for clients), then its logs.
+///
+/// # Errors
+/// UNKNOWN_TOPIC_OR_PARTITION.
+pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<TopicMeta, Refusal> {
+    let (meta, _) = shard.store.update(|image| {
+        image
+            .topics
+            .remove(name)
+            .ok_or_else(|| (code::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.".into()))
+    })?;
+    let removals = (0..meta.partitions).map(|p| {
+        shard.route_to(meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p), PartitionOp::Remove)
+    });
+    for result in join_all(removals).await {
+        if let Err((c, m)) = result {
+            tracing::warn!(target: "skein::net", topic = name, code = c, message = m, "partition removal failed");
+        }
+    }
+    tracing::info!(target: "skein::net", topic = name, "topic deleted");
+    Ok(meta)
+}
+
+/// Grows a topic to `count` partitions.
+///
+/// # Errors
+/// UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS.
+pub async fn create_partitions(shard: &Rc<Shard>, name: &str, count: i32, validate_only: bool) -> Result<(), Refusal> {
+    let shards = shard.settings.shards;
+    let check = |meta: &TopicMeta| -> Result<(), Refusal> {
+        if count < meta.partitions {
+            return Err((
+                code::INVALID_PARTITIONS,
+                format!(
+                    "Topic currently has {} partitions, which is higher than the requested {count}.",
+                    meta.partitions
+                ),
+            ));
+        }
+        if count == meta.partitions {
+            return Err((code::INVALID_PARTITIONS, format!("Topic already has {count} partitions.")));
+        }
+        if count > 100_000 {
+            return Err((
+                code::INVALID_PARTITIONS,
+                format!("Number of partitions {count} exceeds the limit of 100000."),
+            ));
+        }
+        Ok(())
+    };
+    let unknown = || (code::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.".to_string());
+    if validate_only {
+        let image = shard.image();
+        return check(image.topic(name).ok_or_else(unknown)?);
+    }
+    let ((old, meta), _) = shard.store.update(|image| {
+        let meta = image.topics.get_mut(name).ok_or_else(unknown)?;
+        check(meta)?;
+        let old = meta.partitions;
+        meta.shards.extend((old..count).map(|p| default_shard(name, p, shards)));
+        meta.partitions = count;
+        Ok((old, meta.clone()))
+    })?;
+    open_partitions(shard, &meta, old..count).await
+}
+
+/// Replaces a topic's config overrides and applies them to its partitions.
+///
+/// # Errors
+/// UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG.
+pub async fn set_topic_configs(
+    shard: &Rc<Shard>,
+    name: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    for (k, v) in &configs {
+        validate_config(k, v).map_err(|m| (code::INVALID_CONFIG, m))?;
+    }
+    let unknown = || (code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic {name} does not exist."));
+    if validate_only {
+        return shard.image().topic(name).map(|_| ()).ok_or_else(unknown);
+    }
+    let (meta, _) = shard.store.update(|image| {
+        let meta = image.topics.get_mut(name).ok_or_else(unknown)?;
+        meta.configs = configs.clone();
+        Ok(meta.clone())
+    })?;
+    let settings = TopicSettings::of(&meta.configs, &shard.settings.topic_defaults);
+    let updates = (0..meta.partitions).map(|p| {
+        shard.route_to(
+            meta.shards[p as usize],
+            TopicPartition::new(meta.name.clone(), p),
+            PartitionOp::Reconfigure(settings.clone()),
+        )
+    });
+    for result in join_all(updates).await {
+        result.map_err(|(c, m)| (c, m.unwrap_or_default()))?;
+    }
+    Ok(())
+}
+
+/// Auto-creates a topic (`auto.create.topics.enable`) with `num.partitions`.
+pub async fn auto_create(shard: &Rc<Shard>, name: &str) -> Result<TopicMeta, Refusal> {
+    match create_topic(shard, name, shard.settings.num_partitions, 1, BTreeMap::new()).await {
+        Err((code::TOPIC_ALREADY_EXISTS, _)) => {
+            shard.image().topic(name).cloned().ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, String::new()))
+        }
+        other => other,
+    }
+}
