@@ -19,7 +19,7 @@ use crate::config::NodeConfig;
 ///
 /// # Errors
 /// A message when the data directory, the metadata or a listener cannot be set up.
-pub fn run_node(config: NodeConfig) -> Result<(), String> {
+pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("cannot create data directory {}: {e}", config.data_dir.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -41,6 +41,15 @@ pub fn run_node(config: NodeConfig) -> Result<(), String> {
             Ok(())
         })
         .map_err(|(_, e)| e)?;
+    // Probe the listener before starting shards, for a clear error when it is taken,
+    // and resolve port 0 to a free port that every shard then binds.
+    config.listener = probe_listener(config.listener)?;
+    if let Some(admin) = config.admin_listener {
+        config.admin_listener = Some(probe_listener(admin)?);
+    }
+    if config.advertised_port == 0 {
+        config.advertised_port = config.listener.port();
+    }
     let settings = Arc::new(NodeSettings {
         node_id: config.node_id,
         cluster_id: cluster_id(&config.data_dir)?,
@@ -53,8 +62,6 @@ pub fn run_node(config: NodeConfig) -> Result<(), String> {
         shards,
         data_dir: config.data_dir.clone(),
     });
-    // Probe the listener before starting shards, for a clear error when it is taken.
-    std::net::TcpListener::bind(config.listener).map_err(|e| format!("cannot listen on {}: {e}", config.listener))?;
     let started = std::time::Instant::now();
     let ready = Arc::new(AtomicUsize::new(0));
     let wirings = skein_net::router::wire(shards);
@@ -91,6 +98,20 @@ pub fn run_node(config: NodeConfig) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Binds `address` as the shards will (SO_REUSEPORT, which also lets a restarted node
+/// take over a port whose old connections are still closing), then releases it.
+/// Returns the bound address, so port 0 becomes a real port.
+fn probe_listener(address: std::net::SocketAddr) -> Result<std::net::SocketAddr, String> {
+    let fail = |e: std::io::Error| format!("cannot listen on {address}: {e}");
+    let socket =
+        socket2::Socket::new(socket2::Domain::for_address(address), socket2::Type::STREAM, None).map_err(fail)?;
+    socket.set_reuse_port(true).map_err(fail)?;
+    socket.bind(&address.into()).map_err(fail)?;
+    socket.listen(1).map_err(fail)?;
+    let bound = socket.local_addr().map_err(fail)?;
+    bound.as_socket().ok_or_else(|| format!("cannot listen on {address}: not an inet address"))
 }
 
 /// The cluster id, made once and kept in the data directory (Kafka's meta.properties).
@@ -157,11 +178,11 @@ async fn run_shard(
     let mut since_housekeeping = Duration::ZERO;
     while !stop.load(Ordering::Relaxed) {
         glommio::timer::sleep(tick).await;
+        crate::admin::publish(&shard);
         since_housekeeping += tick;
         if since_housekeeping >= Duration::from_millis(config.housekeeping_interval_ms) {
             since_housekeeping = Duration::ZERO;
             shard.logs.housekeeping(skein_engine::log::now_ms()).await;
-            crate::admin::publish(&shard);
         }
     }
     // Stop accepting, give in-flight requests a moment, then close every log.

@@ -1,0 +1,252 @@
+//! Helpers for end-to-end tests: a real `skein` process on loopback with its own temp
+//! data directory and free ports, stopped by the test; a raw Kafka client for bad
+//! input; rdkafka clients for everything else.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+
+/// The value of `name=value` in a log line (ANSI colours stripped).
+fn field(line: &str, name: &str) -> String {
+    let plain: String = strip_ansi(line);
+    let start = plain.find(&format!("{name}=")).unwrap_or_else(|| panic!("no {name} in {plain}")) + name.len() + 1;
+    plain[start..].split_whitespace().next().unwrap().to_string()
+}
+
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub struct Broker {
+    pub child: Option<Child>,
+    pub data_dir: PathBuf,
+    pub port: u16,
+    pub admin_port: u16,
+    pub cores: String,
+    pub extra: Vec<String>,
+    log_path: PathBuf,
+}
+
+impl Broker {
+    /// Starts a broker with `cores` shards on a fresh data directory under `dir`.
+    pub fn start(dir: &Path, cores: &str, extra: &[&str]) -> Broker {
+        let mut broker = Broker {
+            child: None,
+            data_dir: dir.join("data"),
+            port: 0,
+            admin_port: 0,
+            cores: cores.to_string(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            log_path: dir.join("broker.log"),
+        };
+        broker.spawn();
+        broker
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        let log_start = self.log().len();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_path).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_skein"))
+            .args(["start", "--cores", &self.cores, "--listener"])
+            .arg(self.bootstrap())
+            // A fresh admin port each start: a freed port may meanwhile serve as some
+            // client's ephemeral port.
+            .arg("--admin-listener")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(&self.extra)
+            .env("SKEIN_LOG", "info")
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start skein");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let log = self.log();
+            let fresh = &log[log_start..];
+            if let Some(line) = fresh.lines().find(|l| l.contains("listening")) {
+                self.port = field(line, "listener").rsplit(':').next().unwrap().parse().unwrap();
+                if let Some(admin) = fresh.lines().find(|l| l.contains("admin endpoint")) {
+                    self.admin_port = field(admin, "address").rsplit(':').next().unwrap().parse().unwrap();
+                }
+                if TcpStream::connect(self.bootstrap()).is_ok() {
+                    return;
+                }
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("skein exited with {status}:\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "skein did not start:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.success(), "skein exited with {status}:\n{}", self.log());
+                return;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("skein did not stop on SIGTERM:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// kill -9: a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none());
+        self.spawn();
+    }
+
+    pub fn metrics(&self) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.admin_port)).unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        stream.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    /// Sum of a metric over its series.
+    pub fn metric_sum(&self, name: &str) -> u64 {
+        self.metrics()
+            .lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A raw Kafka connection: encodes requests with the protocol crate, reads frames.
+pub struct RawClient {
+    pub stream: TcpStream,
+    correlation: i32,
+}
+
+impl RawClient {
+    pub fn connect(addr: &str) -> RawClient {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        RawClient { stream, correlation: 0 }
+    }
+
+    /// Encodes a request frame without sending it.
+    pub fn frame<R: Request>(&mut self, request: &R, version: i16) -> Vec<u8> {
+        self.correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(StrBytes::from_static_str("raw")));
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        header.encode(&mut buf, R::header_version(version)).unwrap();
+        request.encode(&mut buf, version).unwrap();
+        let len = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&len.to_be_bytes());
+        buf.to_vec()
+    }
+
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// Reads one response frame; `None` when the broker closed the connection.
+    pub fn read_frame(&mut self) -> Option<Bytes> {
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).ok()?;
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut body).ok()?;
+        Some(Bytes::from(body))
+    }
+
+    /// Sends a request and decodes its response.
+    pub fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
+        let frame = self.frame(request, version);
+        self.send_bytes(&frame);
+        let mut body = self.read_frame().expect("response");
+        self.decode::<R>(&mut body, version)
+    }
+
+    pub fn decode<R: Request>(&self, body: &mut Bytes, version: i16) -> R::Response {
+        let key = ApiKey::try_from(R::KEY).unwrap();
+        let header = ResponseHeader::decode(body, key.response_header_version(version)).unwrap();
+        assert!(header.correlation_id > 0);
+        R::Response::decode(body, version).unwrap()
+    }
+
+    /// Whether the broker closed the connection (reads EOF within the timeout).
+    pub fn is_closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
+    }
+}
+
+/// The correlation id at the start of a response frame.
+pub fn correlation_of(frame: &Bytes) -> i32 {
+    let mut b = frame.clone();
+    b.get_i32()
+}
+
+/// A listener address for the raw client.
+pub fn addr(broker: &Broker) -> SocketAddr {
+    broker.bootstrap().parse().unwrap()
+}
