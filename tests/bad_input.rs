@@ -1,0 +1,252 @@
+//! Bad input over a raw socket gets the answer a Java broker gives, and the broker
+//! keeps serving: malformed frames, unknown APIs and versions, truncated bodies,
+//! oversized and corrupt batches, bad topic names, missing partitions. Also: pipelined
+//! requests are answered in order, and idempotent produce drops duplicates.
+
+mod common;
+
+use bytes::Bytes;
+use common::{correlation_of, Broker, RawClient};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+const NONE: i16 = 0;
+const CORRUPT_MESSAGE: i16 = 2;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const MESSAGE_TOO_LARGE: i16 = 10;
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
+const UNSUPPORTED_VERSION: i16 = 35;
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+fn create(client: &mut RawClient, name: &str, partitions: i32, configs: &[(&str, &str)]) -> i16 {
+    let mut topic = CreatableTopic::default()
+        .with_name(topic_name(name))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1);
+    for (k, v) in configs {
+        topic.configs.push(
+            kafka_protocol::messages::create_topics_request::CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.to_string()))
+                .with_value(Some(StrBytes::from_string(v.to_string()))),
+        );
+    }
+    let response = client.call(&CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(5000), 7);
+    response.topics[0].error_code
+}
+
+fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default().with_acks(-1).with_timeout_ms(5000).with_topic_data(vec![TopicProduceData::default()
+        .with_name(topic_name(topic))
+        .with_partition_data(vec![PartitionProduceData::default().with_index(partition).with_records(Some(records))])])
+}
+
+/// A valid batch of `count` records, optionally from an idempotent producer.
+fn batch(count: i32, value_bytes: usize, producer: Option<(i64, i16, i32)>) -> Bytes {
+    let mut bytes = skein_engine::batch::testing::batch(count, value_bytes).to_vec();
+    if let Some((pid, epoch, seq)) = producer {
+        bytes[43..51].copy_from_slice(&pid.to_be_bytes());
+        bytes[51..53].copy_from_slice(&epoch.to_be_bytes());
+        bytes[53..57].copy_from_slice(&seq.to_be_bytes());
+        skein_engine::batch::testing::fix_crc(&mut bytes);
+    }
+    Bytes::from(bytes)
+}
+
+fn produce(client: &mut RawClient, topic: &str, partition: i32, records: Bytes) -> (i16, i64) {
+    let response = client.call(&produce_request(topic, partition, records), 9);
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// The broker still answers a new connection.
+fn alive(broker: &Broker) {
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let response = client.call(&ApiVersionsRequest::default(), 3);
+    assert_eq!(response.error_code, NONE);
+}
+
+// Frames with an impossible size close the connection before anything is allocated.
+#[test]
+fn malformed_frames_close_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &["--socket-request-max-bytes", "1048576"]);
+    for size in [-1i32, 0, 3, 1048577, i32::MAX] {
+        let mut client = RawClient::connect(&broker.bootstrap());
+        client.send_bytes(&size.to_be_bytes());
+        client.send_bytes(&[0u8; 16]);
+        assert!(client.is_closed(), "frame size {size}");
+    }
+    alive(&broker);
+}
+
+// An unknown API key and an unsupported version close the connection, as a Java
+// broker does; ApiVersions at an unknown version gets the v0 UNSUPPORTED_VERSION reply.
+#[test]
+fn unknown_apis_and_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    client.send_bytes(&[0, 0, 0, 10, 0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0xff, 0xff]);
+    assert!(client.is_closed(), "unknown api key");
+
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let frame = client.frame(&MetadataRequest::default(), 12);
+    let mut frame = frame.clone();
+    frame[6..8].copy_from_slice(&99i16.to_be_bytes());
+    client.send_bytes(&frame);
+    assert!(client.is_closed(), "unsupported version");
+
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let mut frame = client.frame(&ApiVersionsRequest::default(), 3);
+    frame[6..8].copy_from_slice(&99i16.to_be_bytes());
+    client.send_bytes(&frame);
+    let mut body = client.read_frame().expect("v0 reply");
+    assert_eq!(correlation_of(&body), 1);
+    let _ = bytes::Buf::get_i32(&mut body);
+    let response = <ApiVersionsResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 0).unwrap();
+    assert_eq!(response.error_code, UNSUPPORTED_VERSION);
+    assert!(response.api_keys.iter().any(|k| k.api_key == 18));
+    alive(&broker);
+}
+
+// ApiVersions lists exactly what is implemented, with the required ranges.
+#[test]
+fn api_versions_lists_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let response = client.call(&ApiVersionsRequest::default(), 3);
+    let range = |key: i16| response.api_keys.iter().find(|k| k.api_key == key).map(|k| (k.min_version, k.max_version));
+    assert_eq!(range(0), Some((3, 11)), "Produce");
+    assert_eq!(range(1), Some((4, 16)), "Fetch");
+    assert_eq!(range(2), Some((1, 8)), "ListOffsets");
+    assert_eq!(range(3), Some((0, 12)), "Metadata");
+    assert_eq!(range(22), Some((0, 5)), "InitProducerId");
+    // Nothing unimplemented is advertised: the group coordinator does not exist yet.
+    assert_eq!(range(10), None, "FindCoordinator");
+}
+
+// A body cut short, and an array count far beyond the frame, close the connection
+// without a panic or a large allocation.
+#[test]
+fn truncated_bodies_close_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let frame = client.frame(&produce_request("t", 0, batch(1, 10, None)), 9);
+    let mut cut = frame[..frame.len() - 20].to_vec();
+    let len = (cut.len() - 4) as i32;
+    cut[..4].copy_from_slice(&len.to_be_bytes());
+    client.send_bytes(&cut);
+    assert!(client.is_closed());
+
+    // Produce v3 with a topic array claiming 2^31-1 entries.
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let mut body = vec![0, 0, 0, 3, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, b'x'];
+    body.extend_from_slice(&[0xff, 0xff, 0, 1, 0, 0, 3, 0xe8, 0x7f, 0xff, 0xff, 0xff]);
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    client.send_bytes(&frame);
+    assert!(client.is_closed());
+    alive(&broker);
+}
+
+// Produce errors: oversized batch, corrupt CRC, missing topic or partition.
+#[test]
+fn produce_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(create(&mut client, "small", 2, &[("max.message.bytes", "1000")]), NONE);
+    assert_eq!(produce(&mut client, "small", 0, batch(5, 10, None)), (NONE, 0));
+    assert_eq!(produce(&mut client, "small", 1, batch(50, 100, None)).0, MESSAGE_TOO_LARGE);
+    let mut corrupt = batch(3, 10, None).to_vec();
+    corrupt[70] ^= 0x55;
+    assert_eq!(produce(&mut client, "small", 0, Bytes::from(corrupt)).0, CORRUPT_MESSAGE);
+    assert_eq!(produce(&mut client, "small", 7, batch(1, 10, None)).0, UNKNOWN_TOPIC_OR_PARTITION);
+    assert_eq!(produce(&mut client, "absent", 0, batch(1, 10, None)).0, UNKNOWN_TOPIC_OR_PARTITION);
+    // Nothing bad was stored: the next offset is still 5.
+    assert_eq!(produce(&mut client, "small", 0, batch(1, 10, None)), (NONE, 5));
+    alive(&broker);
+}
+
+// Bad topic names are refused by CreateTopics and Metadata with Kafka's error.
+#[test]
+fn bad_topic_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    for name in ["bad name", "slash/x", "..", &"x".repeat(250)] {
+        assert_eq!(create(&mut client, name, 1, &[]), INVALID_TOPIC_EXCEPTION, "{name}");
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(topic_name(name)))]))
+            .with_allow_auto_topic_creation(true);
+        let response = client.call(&request, 12);
+        assert_eq!(response.topics[0].error_code, INVALID_TOPIC_EXCEPTION, "{name}");
+    }
+    assert_eq!(create(&mut client, "fine.name_1-x", 1, &[]), NONE);
+    assert_eq!(create(&mut client, "fine.name_1-x", 1, &[]), 36);
+}
+
+// Deeply pipelined produce requests on one connection are answered in request order.
+#[test]
+fn pipelined_requests_answer_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(create(&mut client, "pipe", 4, &[]), NONE);
+    let mut frames = Vec::new();
+    for i in 0..200 {
+        frames.extend(client.frame(&produce_request("pipe", i % 4, batch(2, 50, None)), 9));
+    }
+    client.send_bytes(&frames);
+    let mut next_offset = [0i64; 4];
+    for i in 0..200 {
+        let mut body = client.read_frame().expect("response");
+        assert_eq!(correlation_of(&body), i + 2, "responses out of order");
+        let response = client.decode::<ProduceRequest>(&mut body, 9);
+        let p = &response.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, NONE);
+        assert_eq!(p.base_offset, next_offset[(i % 4) as usize], "order kept per partition");
+        next_offset[(i % 4) as usize] += 2;
+    }
+}
+
+// Idempotent produce: a retried batch gets its original offset, a gap and an old
+// epoch are refused; the producer state survives a restart.
+#[test]
+fn idempotent_produce() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(create(&mut client, "idem", 1, &[]), NONE);
+    let init = client
+        .call(&InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60000), 4);
+    assert_eq!(init.error_code, NONE);
+    let pid = init.producer_id.0;
+    assert!(pid >= 0);
+    assert_eq!(produce(&mut client, "idem", 0, batch(3, 10, Some((pid, 0, 0)))), (NONE, 0));
+    assert_eq!(produce(&mut client, "idem", 0, batch(2, 10, Some((pid, 0, 3)))), (NONE, 3));
+    // The retry of the second batch is not stored again.
+    assert_eq!(produce(&mut client, "idem", 0, batch(2, 10, Some((pid, 0, 3)))), (NONE, 3));
+    assert_eq!(produce(&mut client, "idem", 0, batch(1, 10, Some((pid, 0, 9)))).0, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    drop(client);
+    broker.kill();
+    broker.restart();
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(produce(&mut client, "idem", 0, batch(2, 10, Some((pid, 0, 3)))), (NONE, 3), "duplicate after restart");
+    assert_eq!(produce(&mut client, "idem", 0, batch(1, 10, Some((pid, 0, 5)))), (NONE, 5));
+    assert_eq!(produce(&mut client, "idem", 0, batch(1, 10, Some((pid, 1, 0)))), (NONE, 6));
+    assert_eq!(produce(&mut client, "idem", 0, batch(1, 10, Some((pid, 0, 6)))).0, INVALID_PRODUCER_EPOCH);
+    let init2 = client
+        .call(&InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60000), 4);
+    assert!(init2.producer_id.0 > pid, "producer ids are not reused after a restart");
+}
