@@ -102,7 +102,7 @@ pub async fn serve(shard: Rc<Shard>, address: SocketAddr) -> Result<(), String> 
                     _ => return,
                 }
             };
-            let (status, content_type, body) = respond(&shard, &path.0, &path.1);
+            let (status, content_type, body) = respond(&shard, &path.0, &path.1).await;
             let head = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
@@ -115,31 +115,58 @@ pub async fn serve(shard: Rc<Shard>, address: SocketAddr) -> Result<(), String> 
     }
 }
 
-fn respond(shard: &Shard, method: &str, path: &str) -> (&'static str, &'static str, String) {
-    if method != "GET" {
-        return ("405 Method Not Allowed", "text/plain", "only GET\n".into());
-    }
-    match path {
-        "/metrics" => {
+async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str, &'static str, String) {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let param =
+        |name: &str| query.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')).map(str::to_string);
+    match (method, path) {
+        ("GET", "/metrics") => {
             publish(shard);
             let text = board().lock().expect("metrics board").concat();
             ("200 OK", "text/plain; version=0.0.4", text)
         }
-        "/v1/health" => ("200 OK", "application/json", "{\"status\":\"ok\"}\n".into()),
-        "/v1/placement" => {
-            let image = shard.image();
-            let placement: Vec<_> = image
-                .topics
-                .values()
-                .flat_map(|t| {
-                    t.shards
-                        .iter()
-                        .enumerate()
-                        .map(move |(p, s)| serde_json::json!({"topic": t.name, "partition": p, "shard": s}))
-                })
-                .collect();
-            ("200 OK", "application/json", serde_json::to_string_pretty(&placement).unwrap_or_default())
+        ("GET", "/v1/health") => ("200 OK", "application/json", "{\"status\":\"ok\"}\n".into()),
+        ("GET", "/v1/placement") => ("200 OK", "application/json", placement(shard).await),
+        ("POST", "/v1/placement/move") => {
+            let (Some(topic), Some(partition), Some(target)) = (param("topic"), param("partition"), param("shard"))
+            else {
+                return ("400 Bad Request", "text/plain", "need topic, partition and shard\n".into());
+            };
+            let (Ok(partition), Ok(target)) = (partition.parse::<i32>(), target.parse::<usize>()) else {
+                return ("400 Bad Request", "text/plain", "partition and shard must be numbers\n".into());
+            };
+            let tp = skein_engine::TopicPartition::new(topic, partition);
+            match skein_net::topics::move_partition(shard, &tp, target).await {
+                Ok(()) => ("200 OK", "application/json", format!("{{\"moved\":\"{tp}\",\"shard\":{target}}}\n")),
+                Err((code, message)) => {
+                    ("409 Conflict", "text/plain", format!("cannot move {tp}: {message} (error {code})\n"))
+                }
+            }
         }
-        _ => ("404 Not Found", "text/plain", "not found\n".into()),
+        ("GET", _) | ("POST", _) => ("404 Not Found", "text/plain", "not found\n".into()),
+        _ => ("405 Method Not Allowed", "text/plain", "GET or POST\n".into()),
     }
+}
+
+/// Partition -> shard, with each partition's cumulative bytes in and out.
+async fn placement(shard: &Rc<Shard>) -> String {
+    let image = shard.image();
+    let mut rows = Vec::new();
+    for topic in image.topics.values() {
+        for (p, owner) in topic.shards.iter().enumerate() {
+            let tp = skein_engine::TopicPartition::new(topic.name.clone(), p as i32);
+            let stats = shard.route_to(*owner, tp, skein_net::shard::PartitionOp::Stats).await;
+            let (bytes_in, bytes_out, size) = match stats {
+                Ok(skein_net::shard::PartitionReply::Stats { bytes_in, bytes_out, size_bytes, .. }) => {
+                    (bytes_in, bytes_out, size_bytes)
+                }
+                _ => (0, 0, 0),
+            };
+            rows.push(serde_json::json!({
+                "topic": topic.name, "partition": p, "shard": owner,
+                "bytes_in": bytes_in, "bytes_out": bytes_out, "size_bytes": size,
+            }));
+        }
+    }
+    serde_json::to_string_pretty(&rows).unwrap_or_default()
 }

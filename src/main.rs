@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod admin;
+mod cli;
 mod config;
+mod placement;
 mod shard;
 
 #[global_allocator]
@@ -22,6 +24,16 @@ struct Cli {
 enum Command {
     /// Run a node: one shard per core, each owning its partitions' logs.
     Start(config::StartArgs),
+    /// Manage topics.
+    #[command(subcommand)]
+    Topic(cli::TopicCommand),
+    /// Send stdin lines as records.
+    Produce(cli::ProduceArgs),
+    /// Print records.
+    Consume(cli::ConsumeArgs),
+    /// Show or change which shard owns each partition.
+    #[command(subcommand)]
+    Placement(placement::PlacementCommand),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +44,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Start(args) => config::NodeConfig::load(args).and_then(shard::run_node),
+        Command::Topic(command) => cli::topic(command),
+        Command::Produce(args) => cli::produce(args),
+        Command::Consume(args) => cli::consume(args),
+        Command::Placement(command) => placement::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

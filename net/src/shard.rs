@@ -67,6 +67,9 @@ pub struct Partition {
     pub producers: RefCell<ProducerStates>,
     pub log_append_time: Cell<bool>,
     pub min_insync_replicas: Cell<i32>,
+    /// Record bytes produced to and fetched from this partition, for placement.
+    pub bytes_in: Cell<u64>,
+    pub bytes_out: Cell<u64>,
 }
 
 impl Partition {
@@ -101,6 +104,8 @@ pub enum PartitionOp {
     Reconfigure(TopicSettings),
     /// Deletes the partition's log and files.
     Remove,
+    /// Closes the partition's log cleanly and forgets it here (a placement move).
+    Release,
     Stats,
 }
 
@@ -110,7 +115,7 @@ pub enum PartitionReply {
     Fetch { high_watermark: i64, log_start_offset: i64, records: Vec<Bytes> },
     Offsets { offset: i64, timestamp: i64 },
     DeleteRecords { low_watermark: i64 },
-    Stats { size_bytes: u64, log_start_offset: i64, log_end_offset: i64 },
+    Stats { size_bytes: u64, log_start_offset: i64, log_end_offset: i64, bytes_in: u64, bytes_out: u64 },
     Done,
 }
 
@@ -208,9 +213,21 @@ impl Shard {
                         producers: RefCell::new(producers),
                         log_append_time: Cell::new(settings.log_append_time),
                         min_insync_replicas: Cell::new(settings.min_insync_replicas),
+                        bytes_in: Cell::new(0),
+                        bytes_out: Cell::new(0),
                     }),
                 );
                 return Ok(PartitionReply::Done);
+            }
+            PartitionOp::Release => {
+                let removed = self.partitions.borrow_mut().remove(partition);
+                if removed.is_none() {
+                    return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+                }
+                return match self.logs.close(partition).await {
+                    Ok(()) => Ok(PartitionReply::Done),
+                    Err(e) => Err((code_of(&e), Some(e.to_string()))),
+                };
             }
             PartitionOp::Remove => {
                 self.partitions.borrow_mut().remove(partition);
@@ -281,8 +298,10 @@ impl Shard {
                 size_bytes: log.size_bytes(),
                 log_start_offset: log.log_start_offset().0,
                 log_end_offset: log.log_end_offset().0,
+                bytes_in: state.bytes_in.get(),
+                bytes_out: state.bytes_out.get(),
             }),
-            PartitionOp::Open { .. } | PartitionOp::Remove => unreachable!("handled above"),
+            PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Release => unreachable!("handled above"),
         }
     }
 
@@ -318,6 +337,7 @@ impl Shard {
             Ok(info) => {
                 state.producers.borrow_mut().complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
                 self.metrics.bytes_in.set(self.metrics.bytes_in.get() + size);
+                state.bytes_in.set(state.bytes_in.get() + size);
                 Ok(PartitionReply::Produce {
                     base_offset: info.base_offset.0,
                     log_append_time_ms: if append_time { now } else { -1 },

@@ -210,3 +210,47 @@ pub async fn auto_create(shard: &Rc<Shard>, name: &str) -> Result<TopicMeta, Ref
         other => other,
     }
 }
+
+/// Moves a partition to another shard of this node without stopping it: the old shard
+/// closes the log cleanly (appends already admitted are written first), the metadata
+/// points at the new shard, and the new shard opens the log. Meanwhile requests for the
+/// partition get NOT_LEADER_OR_FOLLOWER, which clients retry after a metadata refresh;
+/// nothing acknowledged is lost and idempotent producers' retries are deduplicated.
+///
+/// # Errors
+/// UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST for a shard this node does not run.
+pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, target: usize) -> Result<(), Refusal> {
+    if target >= shard.settings.shards {
+        return Err((
+            code::INVALID_REQUEST,
+            format!("no shard {target}: this node runs {} shards", shard.settings.shards),
+        ));
+    }
+    let image = shard.image();
+    let meta = image
+        .topic(&partition.topic)
+        .cloned()
+        .ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, format!("no topic {}", partition.topic)))?;
+    let source =
+        image.shard_of(partition).ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, format!("no partition {partition}")))?;
+    if source == target {
+        return Ok(());
+    }
+    shard
+        .route_to(source, partition.clone(), PartitionOp::Release)
+        .await
+        .map_err(|(c, m)| (c, m.unwrap_or_default()))?;
+    let index = partition.partition as usize;
+    shard.store.update(|image| {
+        let topic = image.topics.get_mut(&partition.topic).ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, String::new()))?;
+        topic.shards[index] = target;
+        Ok(())
+    })?;
+    let settings = TopicSettings::of(&meta.configs, &shard.settings.topic_defaults);
+    shard
+        .route_to(target, partition.clone(), PartitionOp::Open(settings))
+        .await
+        .map_err(|(c, m)| (c, m.unwrap_or_default()))?;
+    tracing::info!(target: "skein::net", partition = %partition, source, target, "partition moved");
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! The CLI (`skein topic|produce|consume|placement`) against a real broker, and its
+//! errors when the broker is unreachable.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use common::Broker;
+
+fn skein(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skein")).args(args).env("SKEIN_LOG", "warn").output().unwrap()
+}
+
+fn ok(output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+fn produce(bootstrap: &str, topic: &str, lines: &str, extra: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["produce", topic, "--bootstrap-server", bootstrap])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+// Topics are created, listed, described, altered and deleted; records produced from
+// stdin are consumed from the beginning, from an offset and from a time.
+#[test]
+fn topic_produce_consume() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    let b = broker.bootstrap();
+    let b = b.as_str();
+    ok(skein(&[
+        "topic",
+        "create",
+        "cli",
+        "--partitions",
+        "3",
+        "--config",
+        "retention.ms=3600000",
+        "--bootstrap-server",
+        b,
+    ]));
+    assert!(ok(skein(&["topic", "list", "--bootstrap-server", b])).lines().any(|l| l == "cli"));
+    let described = ok(skein(&["topic", "describe", "cli", "--bootstrap-server", b]));
+    assert!(described.contains("3 partitions"), "{described}");
+    assert!(described.contains("retention.ms=3600000"), "{described}");
+
+    let lines: String = (0..30).map(|i| format!("k{}:v{i}\n", i % 5)).collect();
+    ok(produce(b, "cli", &lines, &["--key-separator", ":"]));
+    let all = ok(skein(&[
+        "consume",
+        "cli",
+        "--from-beginning",
+        "--max-messages",
+        "30",
+        "--key-separator",
+        ":",
+        "--bootstrap-server",
+        b,
+    ]));
+    let mut got: Vec<&str> = all.lines().collect();
+    got.sort();
+    let mut want: Vec<String> = (0..30).map(|i| format!("k{}:v{i}", i % 5)).collect();
+    want.sort();
+    assert_eq!(got, want);
+
+    // One partition, from offset 2.
+    ok(produce(b, "cli", "a\nb\nc\nd\n", &["--partition", "0"]));
+    let from_offset = ok(skein(&[
+        "consume",
+        "cli",
+        "--partition",
+        "0",
+        "--offset",
+        "2",
+        "--idle-timeout-ms",
+        "1500",
+        "--bootstrap-server",
+        b,
+    ]));
+    let partition0 = ok(skein(&[
+        "consume",
+        "cli",
+        "--partition",
+        "0",
+        "--from-beginning",
+        "--idle-timeout-ms",
+        "1500",
+        "--bootstrap-server",
+        b,
+    ]));
+    assert_eq!(from_offset.lines().count() + 2, partition0.lines().count());
+    // From a timestamp in the future: nothing; from 0: everything.
+    let future = ok(skein(&[
+        "consume",
+        "cli",
+        "--timestamp",
+        "99999999999999",
+        "--idle-timeout-ms",
+        "1000",
+        "--bootstrap-server",
+        b,
+    ]));
+    assert_eq!(future.lines().count(), 0);
+    let past = ok(skein(&["consume", "cli", "--timestamp", "0", "--max-messages", "34", "--bootstrap-server", b]));
+    assert_eq!(past.lines().count(), 34);
+
+    ok(skein(&[
+        "topic",
+        "alter",
+        "cli",
+        "--config",
+        "retention.bytes=1000000",
+        "--partitions",
+        "4",
+        "--bootstrap-server",
+        b,
+    ]));
+    let described = ok(skein(&["topic", "describe", "cli", "--bootstrap-server", b]));
+    assert!(described.contains("4 partitions") && described.contains("retention.bytes=1000000"), "{described}");
+    assert!(described.contains("retention.ms=3600000"), "alter keeps other overrides: {described}");
+
+    ok(skein(&["topic", "delete", "cli", "--bootstrap-server", b]));
+    assert!(!ok(skein(&["topic", "list", "--bootstrap-server", b])).lines().any(|l| l == "cli"));
+}
+
+// Failures say what failed and exit non-zero.
+#[test]
+fn failures_exit_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let b = broker.bootstrap();
+    let check = |output: Output, needle: &str| {
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{stderr}");
+    };
+    check(skein(&["topic", "create", "bad name", "--bootstrap-server", &b]), "cannot create topic");
+    check(skein(&["topic", "delete", "absent", "--bootstrap-server", &b]), "cannot delete topic");
+    check(skein(&["topic", "describe", "absent", "--bootstrap-server", &b]), "absent");
+    check(skein(&["topic", "create", "x", "--config", "retention.ms", "--bootstrap-server", &b]), "NAME=VALUE");
+    // Nothing listens on this port.
+    let dead = format!("127.0.0.1:{}", common::free_port());
+    check(skein(&["topic", "list", "--bootstrap-server", &dead, "--timeout-ms", "1500"]), "cannot reach");
+    check(produce(&dead, "t", "x\n", &["--timeout-ms", "1500"]), "failed");
+    check(skein(&["placement", "show", "--admin", &dead]), "cannot reach");
+}
