@@ -61,7 +61,16 @@ fn placement_move_under_load() {
             let mut target = 1;
             while !done.load(Ordering::Relaxed) {
                 for p in 0..4 {
-                    let out = skein(&["placement", "move", "moving", &p.to_string(), "--shard", &target.to_string(), "--admin", &admin]);
+                    let out = skein(&[
+                        "placement",
+                        "move",
+                        "moving",
+                        &p.to_string(),
+                        "--shard",
+                        &target.to_string(),
+                        "--admin",
+                        &admin,
+                    ]);
                     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
                     moves += 1;
                 }
@@ -95,8 +104,12 @@ fn placement_move_under_load() {
     assert!(acks.1.lock().unwrap().is_empty(), "delivery failures: {:?}", acks.1.lock().unwrap());
     assert_eq!(acks.0.lock().unwrap().len(), total);
 
-    let consumer: BaseConsumer =
-        ClientConfig::new().set("bootstrap.servers", &b).set("group.id", "check").set("enable.auto.commit", "false").create().unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("group.id", "check")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
     let mut list = TopicPartitionList::new();
     for p in 0..4 {
         list.add_partition_offset("moving", p, Offset::Beginning).unwrap();

@@ -50,7 +50,9 @@ pub fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: DescribeConfig
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
         let name = resource.resource_name.to_string();
-        let keys: Option<Vec<String>> = resource.configuration_keys.map(|k| k.iter().map(|x| x.to_string()).collect());
+        // Null (or an empty list) asks for every config.
+        let keys: Option<Vec<String>> =
+            resource.configuration_keys.filter(|k| !k.is_empty()).map(|k| k.iter().map(|x| x.to_string()).collect());
         let wanted = |config: &str| keys.as_ref().is_none_or(|k| k.iter().any(|x| x == config));
         let entries: Vec<(String, String, ConfigSource, bool)> = match resource.resource_type {
             RESOURCE_TOPIC => match image.topic(&name) {
