@@ -16,10 +16,13 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
+/// (partition, offset, payload) of each acknowledged record.
+type Delivered = Arc<Mutex<Vec<(i32, i64, Vec<u8>)>>>;
+
 /// Collects delivery reports: (partition, offset, payload) of acknowledged records.
 #[derive(Clone, Default)]
 struct Acks {
-    acked: Arc<Mutex<Vec<(i32, i64, Vec<u8>)>>>,
+    acked: Delivered,
     errors: Arc<Mutex<Vec<String>>>,
 }
 

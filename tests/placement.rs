@@ -14,8 +14,10 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
+type Delivered = Arc<Mutex<Vec<(i32, Vec<u8>)>>>;
+
 #[derive(Clone, Default)]
-struct Acks(Arc<Mutex<Vec<(i32, Vec<u8>)>>>, Arc<Mutex<Vec<String>>>);
+struct Acks(Delivered, Arc<Mutex<Vec<String>>>);
 
 impl ClientContext for Acks {}
 impl ProducerContext for Acks {

@@ -54,7 +54,7 @@ pub struct Request {
 
 /// What reading one frame gave.
 enum Frame {
-    Request(Request),
+    Request(Box<Request>),
     /// An ApiVersions request at a version we do not speak: answered with v0 and
     /// UNSUPPORTED_VERSION, as clients expect (KIP-511).
     UnsupportedApiVersions {
@@ -120,7 +120,7 @@ async fn read_loop(
             Frame::Request(request) => {
                 let shard = shard.clone();
                 shard.metrics.count_request(request.header.request_api_key);
-                glommio::spawn_local(async move { respond(&shard, request).await })
+                glommio::spawn_local(async move { respond(&shard, *request).await })
             }
         };
         if queue.send((task, size)).await.is_err() {
@@ -150,7 +150,7 @@ fn parse(mut buf: Bytes) -> Result<Frame, String> {
     let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
     let body =
         RequestKind::decode(api_key, &mut buf, version).map_err(|e| format!("bad {api_key:?} v{version} body: {e}"))?;
-    Ok(Frame::Request(Request { header, body, api_key }))
+    Ok(Frame::Request(Box::new(Request { header, body, api_key })))
 }
 
 /// Runs the handler and encodes the response frame (`None`: no response, acks=0).
