@@ -21,3 +21,8 @@ pub const FETCH_WAIT_MAX_MS: u64 = 30_000;
 
 /// Bytes a single fetch response may carry, whatever the client asks.
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;
+
+/// Request bytes all connections of one shard may hold in flight. Past this every
+/// connection of the shard stops reading until responses drain: memory per shard stays
+/// bounded however many clients connect.
+pub const SHARD_BUFFERED_BYTES_MAX: usize = 512 << 20;

@@ -18,7 +18,7 @@ use glommio::net::{TcpListener, TcpStream};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use crate::limits::{CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION};
+use crate::limits::{CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION, SHARD_BUFFERED_BYTES_MAX};
 use crate::registry;
 use crate::shard::Shard;
 
@@ -68,15 +68,18 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
     let (queue, responses) = glommio::channels::local_channel::new_bounded(IN_FLIGHT_REQUESTS_PER_CONNECTION);
     let buffered = Rc::new(Cell::new(0usize));
     let writer_buffered = buffered.clone();
+    let writer_shard = shard.clone();
     let writer_task = glommio::spawn_local(async move {
+        // After a failed write the rest is still awaited, so every request's bytes are
+        // released from the connection's and the shard's budgets.
+        let mut broken = false;
         while let Some((task, size)) = responses.recv().await {
             let task: glommio::Task<Option<Bytes>> = task;
             let response = task.await;
             writer_buffered.set(writer_buffered.get() - size);
-            if let Some(bytes) = response {
-                if writer.write_all(&bytes).await.is_err() {
-                    return;
-                }
+            writer_shard.buffered_bytes.set(writer_shard.buffered_bytes.get() - size);
+            if let (Some(bytes), false) = (response, broken) {
+                broken = writer.write_all(&bytes).await.is_err();
             }
         }
         let _ = writer.close().await;
@@ -104,14 +107,19 @@ async fn read_loop(
             return Err(format!("frame size {size} outside [8, {max}]"));
         }
         let size = size as usize;
-        // Backpressure: wait for responses to drain before buffering more.
-        while buffered.get() > 0 && buffered.get() + size > CONNECTION_BUFFERED_BYTES_MAX {
+        // Backpressure: wait for responses to drain before buffering more, per
+        // connection and per shard. An empty connection always takes one frame.
+        while buffered.get() > 0
+            && (buffered.get() + size > CONNECTION_BUFFERED_BYTES_MAX
+                || shard.buffered_bytes.get() + size > SHARD_BUFFERED_BYTES_MAX)
+        {
             glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         }
         let mut body = vec![0u8; size];
         reader.read_exact(&mut body).await.map_err(|e| format!("truncated frame: {e}"))?;
         let frame = parse(Bytes::from(body))?;
         buffered.set(buffered.get() + size);
+        shard.buffered_bytes.set(shard.buffered_bytes.get() + size);
         let task = match frame {
             Frame::UnsupportedApiVersions { correlation_id } => {
                 let response = registry::unsupported_api_versions(correlation_id);

@@ -137,6 +137,8 @@ pub struct Shard {
     partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
     router: Router,
     pub metrics: ShardMetrics,
+    /// Request bytes read by this shard's connections and not yet answered.
+    pub buffered_bytes: Cell<usize>,
 }
 
 impl Shard {
@@ -156,6 +158,7 @@ impl Shard {
             partitions: RefCell::new(HashMap::new()),
             router,
             metrics: ShardMetrics::default(),
+            buffered_bytes: Cell::new(0),
         }
     }
 
