@@ -60,6 +60,9 @@ pub struct StartArgs {
     /// Kafka's `socket.request.max.bytes` [default: 104857600].
     #[arg(long, env = "SKEIN_SOCKET_REQUEST_MAX_BYTES")]
     pub socket_request_max_bytes: Option<usize>,
+    /// Kafka's `group.initial.rebalance.delay.ms` [default: 3000].
+    #[arg(long, env = "SKEIN_GROUP_INITIAL_REBALANCE_DELAY_MS")]
+    pub group_initial_rebalance_delay_ms: Option<u64>,
     /// A default topic config, `name=value` with Kafka's names; repeatable.
     #[arg(long = "topic-config", value_name = "NAME=VALUE")]
     pub topic_configs: Vec<String>,
@@ -80,6 +83,7 @@ struct FileConfig {
     auto_create_topics: Option<bool>,
     num_partitions: Option<i32>,
     socket_request_max_bytes: Option<usize>,
+    group_initial_rebalance_delay_ms: Option<u64>,
     #[serde(default)]
     topic_defaults: BTreeMap<String, String>,
 }
@@ -99,6 +103,7 @@ pub struct NodeConfig {
     pub auto_create_topics: bool,
     pub num_partitions: i32,
     pub socket_request_max_bytes: usize,
+    pub group_initial_rebalance_delay_ms: u64,
     pub topic_defaults: BTreeMap<String, String>,
 }
 
@@ -189,6 +194,10 @@ impl NodeConfig {
             auto_create_topics: args.auto_create_topics.or(file.auto_create_topics).unwrap_or(true),
             num_partitions,
             socket_request_max_bytes,
+            group_initial_rebalance_delay_ms: args
+                .group_initial_rebalance_delay_ms
+                .or(file.group_initial_rebalance_delay_ms)
+                .unwrap_or(3000),
             topic_defaults,
         })
     }

@@ -61,6 +61,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         socket_request_max_bytes: config.socket_request_max_bytes,
         shards,
         data_dir: config.data_dir.clone(),
+        group_initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
     });
     let started = std::time::Instant::now();
     let ready = Arc::new(AtomicUsize::new(0));
@@ -140,6 +141,7 @@ async fn run_shard(
     for receiver in receivers {
         glommio::spawn_local(skein_net::router::serve_peer(shard.clone(), receiver)).detach();
     }
+    glommio::spawn_local(skein_net::shard::group_ticker(shard.clone())).detach();
     // Recover the partitions this shard owns.
     let image = shard.image();
     let mut opened = 0;

@@ -250,3 +250,20 @@ fn idempotent_produce() {
         .call(&InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60000), 4);
     assert!(init2.producer_id.0 > pid, "producer ids are not reused after a restart");
 }
+
+// acks=0 gets no response at all, yet the record is stored; acks outside -1/0/1 get
+// INVALID_REQUIRED_ACKS.
+#[test]
+fn acks_zero_and_invalid_acks() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(create(&mut client, "fire", 1, &[]), NONE);
+    let silent = client.frame(&produce_request("fire", 0, batch(3, 10, None)).with_acks(0), 9);
+    client.send_bytes(&silent);
+    // The next response is for the next request: nothing came for acks=0.
+    let (error, offset) = produce(&mut client, "fire", 0, batch(1, 10, None));
+    assert_eq!((error, offset), (NONE, 3));
+    let response = client.call(&produce_request("fire", 0, batch(1, 10, None)).with_acks(2), 9);
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 21);
+}

@@ -11,6 +11,7 @@
 //! this crate owns no storage logic: it calls `skein_engine`.
 
 pub mod errors;
+pub mod group;
 pub mod handlers;
 pub mod limits;
 pub mod metadata;

@@ -29,6 +29,17 @@ pub const APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::CreatePartitions, create_partitions::VERSIONS),
     (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS),
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS),
+    (ApiKey::FindCoordinator, find_coordinator::VERSIONS),
+    (ApiKey::JoinGroup, join_group::VERSIONS),
+    (ApiKey::SyncGroup, sync_group::VERSIONS),
+    (ApiKey::Heartbeat, heartbeat::VERSIONS),
+    (ApiKey::LeaveGroup, leave_group::VERSIONS),
+    (ApiKey::OffsetCommit, offset_commit::VERSIONS),
+    (ApiKey::OffsetFetch, offset_fetch::VERSIONS),
+    (ApiKey::ListGroups, list_groups::VERSIONS),
+    (ApiKey::DescribeGroups, describe_groups::VERSIONS),
+    (ApiKey::DeleteGroups, delete_groups::VERSIONS),
+    (ApiKey::OffsetDelete, offset_delete::VERSIONS),
 ];
 
 /// The versions of `key` Skein serves.
@@ -39,7 +50,9 @@ pub fn versions(key: ApiKey) -> Option<VersionRange> {
 /// Runs the handler of a request whose version was checked against `APIS`.
 pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<ResponseKind> {
     let header = request.header;
-    Some(match request.body {
+    let body = request.body;
+    let request = RequestParts { peer: request.peer };
+    Some(match body {
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(shard, &header, r).await?),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(shard, &header, r).await),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(shard, &header, r).await),
@@ -57,6 +70,17 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<ResponseKin
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(shard, r).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(shard, r)),
+        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(find_coordinator::handle(shard, &header, r).await),
+        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(join_group::handle(shard, &header, r, &request.peer).await),
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(sync_group::handle(shard, r).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(shard, r).await),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(shard, &header, r).await),
+        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(shard, &header, r).await),
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(shard, &header, r).await),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(shard, r).await),
+        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(describe_groups::handle(shard, r).await),
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(shard, r).await),
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(shard, r).await),
         other => {
             // `server::parse` refuses keys missing from `APIS`; reaching here means the
             // table and this match disagree, a programmer error.
@@ -65,6 +89,11 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<ResponseKin
             return None;
         }
     })
+}
+
+/// What a handler may need besides header and body.
+struct RequestParts {
+    peer: String,
 }
 
 /// The v0 ApiVersions response with UNSUPPORTED_VERSION that a client receives when it
@@ -112,6 +141,17 @@ mod tests {
                 ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
                 ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
                 ApiKey::DescribeCluster => DescribeClusterRequest::VERSIONS,
+                ApiKey::FindCoordinator => FindCoordinatorRequest::VERSIONS,
+                ApiKey::JoinGroup => JoinGroupRequest::VERSIONS,
+                ApiKey::SyncGroup => SyncGroupRequest::VERSIONS,
+                ApiKey::Heartbeat => HeartbeatRequest::VERSIONS,
+                ApiKey::LeaveGroup => LeaveGroupRequest::VERSIONS,
+                ApiKey::OffsetCommit => OffsetCommitRequest::VERSIONS,
+                ApiKey::OffsetFetch => OffsetFetchRequest::VERSIONS,
+                ApiKey::ListGroups => ListGroupsRequest::VERSIONS,
+                ApiKey::DescribeGroups => DescribeGroupsRequest::VERSIONS,
+                ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
+                ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
                 other => panic!("{other:?} missing from this test"),
             }
         };

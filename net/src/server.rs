@@ -50,6 +50,8 @@ pub struct Request {
     pub header: RequestHeader,
     pub body: RequestKind,
     pub api_key: ApiKey,
+    /// The client's address, for DescribeGroups' client host.
+    pub peer: String,
 }
 
 /// What reading one frame gave.
@@ -64,6 +66,7 @@ enum Frame {
 
 async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> {
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue, responses) = glommio::channels::local_channel::new_bounded(IN_FLIGHT_REQUESTS_PER_CONNECTION);
     let buffered = Rc::new(Cell::new(0usize));
@@ -84,7 +87,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
         }
         let _ = writer.close().await;
     });
-    let result = read_loop(shard, &mut reader, &queue, &buffered).await;
+    let result = read_loop(shard, &mut reader, &queue, &buffered, &peer).await;
     drop(queue);
     writer_task.await;
     result
@@ -95,6 +98,7 @@ async fn read_loop(
     reader: &mut futures_lite::io::ReadHalf<TcpStream>,
     queue: &glommio::channels::local_channel::LocalSender<(glommio::Task<Option<Bytes>>, usize)>,
     buffered: &Rc<Cell<usize>>,
+    peer: &str,
 ) -> Result<(), String> {
     let max = shard.settings.socket_request_max_bytes;
     loop {
@@ -125,7 +129,8 @@ async fn read_loop(
                 let response = registry::unsupported_api_versions(correlation_id);
                 glommio::spawn_local(async move { Some(response) })
             }
-            Frame::Request(request) => {
+            Frame::Request(mut request) => {
+                request.peer = peer.to_owned();
                 let shard = shard.clone();
                 shard.metrics.count_request(request.header.request_api_key);
                 glommio::spawn_local(async move { respond(&shard, *request).await })
@@ -158,7 +163,7 @@ fn parse(mut buf: Bytes) -> Result<Frame, String> {
     let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
     let body =
         RequestKind::decode(api_key, &mut buf, version).map_err(|e| format!("bad {api_key:?} v{version} body: {e}"))?;
-    Ok(Frame::Request(Box::new(Request { header, body, api_key })))
+    Ok(Frame::Request(Box::new(Request { header, body, api_key, peer: String::new() })))
 }
 
 /// Runs the handler and encodes the response frame (`None`: no response, acks=0).

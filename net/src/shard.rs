@@ -38,6 +38,8 @@ pub struct NodeSettings {
     pub socket_request_max_bytes: usize,
     pub shards: usize,
     pub data_dir: std::path::PathBuf,
+    /// Kafka's `group.initial.rebalance.delay.ms`.
+    pub group_initial_rebalance_delay_ms: u64,
 }
 
 /// The settings of a topic that its partitions apply.
@@ -107,6 +109,8 @@ pub enum PartitionOp {
     /// Closes the partition's log cleanly and forgets it here (a placement move).
     Release,
     Stats,
+    /// A group coordinator operation; the partition is the group's offsets partition.
+    Group(Box<crate::group::GroupCall>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -116,6 +120,7 @@ pub enum PartitionReply {
     Offsets { offset: i64, timestamp: i64 },
     DeleteRecords { low_watermark: i64 },
     Stats { size_bytes: u64, log_start_offset: i64, log_end_offset: i64, bytes_in: u64, bytes_out: u64 },
+    Group(Box<crate::group::GroupAnswer>),
     Done,
 }
 
@@ -139,6 +144,8 @@ pub struct Shard {
     pub metrics: ShardMetrics,
     /// Request bytes read by this shard's connections and not yet answered.
     pub buffered_bytes: Cell<usize>,
+    /// The groups whose offsets partitions this shard owns.
+    pub groups: crate::group::Coordinator,
 }
 
 impl Shard {
@@ -150,7 +157,7 @@ impl Shard {
         router: Router,
     ) -> Shard {
         let logs = LogManager::new(DmaStorage, settings.data_dir.clone(), cache_bytes);
-        Shard {
+        let shard = Shard {
             id,
             settings,
             store,
@@ -159,7 +166,10 @@ impl Shard {
             router,
             metrics: ShardMetrics::default(),
             buffered_bytes: Cell::new(0),
-        }
+            groups: crate::group::Coordinator::default(),
+        };
+        shard.groups.initial_rebalance_delay.set(Duration::from_millis(shard.settings.group_initial_rebalance_delay_ms));
+        shard
     }
 
     pub fn image(&self) -> Arc<MetadataImage> {
@@ -209,6 +219,9 @@ impl Shard {
                     .await
                     .map_err(|e| (code_of(&e), Some(e.to_string())))?;
                 let producers = rebuild_producers(&log).await;
+                if partition.topic == crate::group::OFFSETS_TOPIC {
+                    self.load_groups(&log, partition.partition).await;
+                }
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
                     Rc::new(Partition {
@@ -304,6 +317,15 @@ impl Shard {
                 bytes_in: state.bytes_in.get(),
                 bytes_out: state.bytes_out.get(),
             }),
+            PartitionOp::Group(call) => {
+                if !self.groups.is_loaded(partition.partition) {
+                    return Err((code::COORDINATOR_LOAD_IN_PROGRESS, None));
+                }
+                self.group(&state, partition.partition, *call)
+                    .await
+                    .map(|answer| PartitionReply::Group(Box::new(answer)))
+                    .map_err(|c| (c, None))
+            }
             PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Release => unreachable!("handled above"),
         }
     }
@@ -352,6 +374,115 @@ impl Shard {
                 Err((code_of(&e), Some(e.to_string())))
             }
         }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    skein_engine::log::now_ms()
+}
+
+impl Shard {
+    /// Replays an offsets partition into the group coordinator.
+    async fn load_groups(&self, log: &Log<DmaStorage>, partition: i32) {
+        let started = std::time::Instant::now();
+        let mut offset = log.log_start_offset();
+        let mut records = 0u64;
+        loop {
+            let Ok(batches) = log.read(offset, 1 << 20, None).await else { break };
+            let Some(last) = batches.last() else { break };
+            offset = last.next_offset();
+            for batch in &batches {
+                let Ok(decoded) = skein_engine::records::decode_records(batch.bytes(), skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX) else {
+                    continue;
+                };
+                for record in decoded {
+                    if let Some(key) = &record.key {
+                        if let Some(entry) = crate::group::records::decode(key, record.value.as_ref()) {
+                            self.groups.replay(entry);
+                            records += 1;
+                        }
+                    }
+                }
+            }
+        }
+        self.groups.mark_loaded(partition);
+        tracing::debug!(target: "skein::net", partition, records, load_ms = started.elapsed().as_millis() as u64, "groups loaded");
+    }
+
+    /// Appends coordinator records to the group's offsets partition and waits until
+    /// they are written.
+    async fn persist(&self, state: &Partition, entries: Vec<crate::group::records::Entry>) -> Result<(), i16> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let records: Vec<skein_engine::records::Record> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                let (key, value) = crate::group::records::encode(entry);
+                skein_engine::records::Record { offset_delta: i as i32, key: Some(key), value, ..Default::default() }
+            })
+            .collect();
+        let bytes = skein_engine::records::build_batch(0, now_ms(), skein_engine::records::Compression::None, &records);
+        let batch = Batch::validate(Bytes::from(bytes), usize::MAX).map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
+        state.log.append(batch, AppendMode::Leader { epoch: LeaderEpoch(0) }).await.map(|_| ()).map_err(|e| code_of(&e))
+    }
+
+    async fn group(&self, state: &Partition, _partition: i32, call: crate::group::GroupCall) -> Result<crate::group::GroupAnswer, i16> {
+        use crate::group::{GroupAnswer, GroupCall};
+        let now = std::time::Instant::now();
+        let groups = &self.groups;
+        Ok(match call {
+            GroupCall::Join(join) => match groups.join((*join).into(), now) {
+                Err(response) => GroupAnswer::Join(response),
+                Ok(receiver) => GroupAnswer::Join(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
+            },
+            GroupCall::Sync { group, generation, member_id, assignments } => {
+                let (result, writes) = groups.sync(&group, generation, &member_id, assignments, now);
+                self.persist(state, writes).await?;
+                match result {
+                    Err(response) => GroupAnswer::Sync(response),
+                    Ok(receiver) => GroupAnswer::Sync(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
+                }
+            }
+            GroupCall::Heartbeat { group, generation, member_id } => GroupAnswer::Code(groups.heartbeat(&group, generation, &member_id, now)),
+            GroupCall::Leave { group, members } => GroupAnswer::Codes(groups.leave(&group, &members, now)),
+            GroupCall::Commit { group, generation, member_id, offsets } => {
+                let verdict = groups.check_commit(&group, generation, &member_id);
+                if verdict != code::NONE {
+                    return Ok(GroupAnswer::Codes(vec![verdict; offsets.len()]));
+                }
+                let writes = offsets.iter().map(|(t, p, c)| crate::group::offset_entry(&group, t, *p, c)).collect();
+                match self.persist(state, writes).await {
+                    Ok(()) => {
+                        let n = offsets.len();
+                        groups.commit(&group, offsets);
+                        GroupAnswer::Codes(vec![code::NONE; n])
+                    }
+                    Err(c) => GroupAnswer::Codes(vec![c; offsets.len()]),
+                }
+            }
+            GroupCall::Fetch { group, wanted } => GroupAnswer::Offsets(groups.fetch(&group, wanted)),
+            GroupCall::Describe { group } => GroupAnswer::Described(groups.describe(&group)),
+            GroupCall::List { states } => GroupAnswer::Listed(groups.list(&states)),
+            GroupCall::Delete { group } => match groups.delete(&group) {
+                Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
+                Err(c) => GroupAnswer::Code(c),
+            },
+            GroupCall::DeleteOffsets { group, partitions } => match groups.delete_offsets(&group, &partitions) {
+                Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
+                Err(c) => GroupAnswer::Code(c),
+            },
+        })
+    }
+}
+
+/// Expires group sessions and completes rebalances, every 100 ms.
+pub async fn group_ticker(shard: Rc<Shard>) {
+    loop {
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+        shard.groups.tick(std::time::Instant::now());
     }
 }
 

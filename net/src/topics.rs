@@ -254,3 +254,59 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
     tracing::info!(target: "skein::net", partition = %partition, source, target, "partition moved");
     Ok(())
 }
+
+/// Creates `__consumer_offsets` (compacted, `offsets.topic.num.partitions`) on first use.
+///
+/// # Errors
+/// When the topic cannot be created.
+pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
+    if shard.image().topic(crate::group::OFFSETS_TOPIC).is_some() {
+        return Ok(());
+    }
+    let configs = BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("segment.bytes".to_string(), "104857600".to_string()),
+    ]);
+    match create_topic(shard, crate::group::OFFSETS_TOPIC, crate::group::OFFSETS_TOPIC_PARTITIONS, 1, configs).await {
+        Ok(_) | Err((code::TOPIC_ALREADY_EXISTS, _)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs a group operation on the shard that coordinates `group`.
+///
+/// # Errors
+/// The Kafka error code when the coordinator cannot answer (loading, unavailable).
+pub async fn group_call(shard: &Rc<Shard>, group: &str, call: crate::group::GroupCall) -> Result<crate::group::GroupAnswer, i16> {
+    ensure_offsets_topic(shard).await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
+    let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
+    match shard.route(partition, PartitionOp::Group(Box::new(call))).await {
+        Ok(crate::shard::PartitionReply::Group(answer)) => Ok(*answer),
+        Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
+        Err((c, _)) if c == code::NOT_LEADER_OR_FOLLOWER || c == code::UNKNOWN_TOPIC_OR_PARTITION => Err(code::COORDINATOR_LOAD_IN_PROGRESS),
+        Err((c, _)) => Err(c),
+    }
+}
+
+/// Runs a group operation on every shard that coordinates groups (ListGroups).
+pub async fn group_call_everywhere(shard: &Rc<Shard>, call: impl Fn() -> crate::group::GroupCall) -> Vec<Result<crate::group::GroupAnswer, i16>> {
+    let image = shard.image();
+    let Some(meta) = image.topic(crate::group::OFFSETS_TOPIC) else { return Vec::new() };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut calls = Vec::new();
+    for (p, owner) in meta.shards.iter().enumerate() {
+        if seen.insert(*owner) {
+            let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, p as i32);
+            calls.push(shard.route_to(*owner, partition, PartitionOp::Group(Box::new(call()))));
+        }
+    }
+    join_all(calls)
+        .await
+        .into_iter()
+        .map(|r| match r {
+            Ok(crate::shard::PartitionReply::Group(answer)) => Ok(*answer),
+            Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
+            Err((c, _)) => Err(c),
+        })
+        .collect()
+}

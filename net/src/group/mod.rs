@@ -1,0 +1,803 @@
+//! The group coordinator, classic protocol (KIP-62 heartbeats, KIP-345 static members,
+//! KIP-394 member ids): JoinGroup, SyncGroup, Heartbeat, LeaveGroup, offset commits.
+//!
+//! A group lives on the shard that owns partition `abs(hash(group)) % 50` of
+//! `__consumer_offsets`, as in Kafka; requests reach it through `Shard::route`. Offsets
+//! and group metadata are appended to that partition in Kafka's record format
+//! (`records`) and replayed when the partition is opened; until then requests get
+//! COORDINATOR_LOAD_IN_PROGRESS. A ticker expires sessions and completes rebalances.
+//!
+//! States, as Kafka names them: Empty -> PreparingRebalance (members rejoin, bounded by
+//! the rebalance timeout and `group.initial.rebalance.delay.ms` for a new group) ->
+//! CompletingRebalance (the leader computes assignments) -> Stable. Members that miss
+//! their session timeout are removed and the group rebalances.
+
+pub mod records;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_channel::oneshot;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, JoinGroupResponse, SyncGroupResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::errors::code;
+use records::{Entry, GroupValue, OffsetValue};
+
+/// The offsets topic and its partition count (`offsets.topic.num.partitions`).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub const OFFSETS_TOPIC_PARTITIONS: i32 = 50;
+/// `group.max.size`.
+pub const GROUP_MAX_SIZE: usize = i32::MAX as usize;
+/// Kafka's session timeout bounds (`group.min.session.timeout.ms`, `group.max...`).
+pub const SESSION_TIMEOUT_MIN_MS: i32 = 6_000;
+pub const SESSION_TIMEOUT_MAX_MS: i32 = 1_800_000;
+
+/// The partition of `__consumer_offsets` that holds a group: Kafka's
+/// `Utils.abs(groupId.hashCode) % partitions`, with Java's `String.hashCode`.
+pub fn partition_for(group: &str) -> i32 {
+    let mut hash: i32 = 0;
+    for unit in group.encode_utf16() {
+        hash = hash.wrapping_mul(31).wrapping_add(unit as i32);
+    }
+    (hash & 0x7fff_ffff) % OFFSETS_TOPIC_PARTITIONS
+}
+
+fn s(text: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(text.into())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Empty => "Empty",
+            State::PreparingRebalance => "PreparingRebalance",
+            State::CompletingRebalance => "CompletingRebalance",
+            State::Stable => "Stable",
+        }
+    }
+}
+
+struct Member {
+    id: String,
+    instance_id: Option<String>,
+    client_id: String,
+    client_host: String,
+    session_timeout: Duration,
+    rebalance_timeout: Duration,
+    protocols: Vec<(String, Bytes)>,
+    assignment: Bytes,
+    last_seen: Instant,
+    join: Option<oneshot::Sender<JoinGroupResponse>>,
+    sync: Option<oneshot::Sender<SyncGroupResponse>>,
+}
+
+/// A committed offset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Committed {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+}
+
+pub struct Group {
+    pub id: String,
+    pub state: State,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined.
+    pending: BTreeSet<String>,
+    pub offsets: BTreeMap<(String, i32), Committed>,
+    /// When the current rebalance must complete, joined or not.
+    rebalance_deadline: Option<Instant>,
+}
+
+impl Group {
+    fn new(id: &str) -> Group {
+        Group {
+            id: id.to_owned(),
+            state: State::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending: BTreeSet::new(),
+            offsets: BTreeMap::new(),
+            rebalance_deadline: None,
+        }
+    }
+
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    fn value(&self) -> GroupValue {
+        GroupValue {
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            state_timestamp: crate::shard::now_ms(),
+        }
+    }
+
+    fn prepare_rebalance(&mut self, now: Instant, initial_delay: Duration) {
+        let timeout = self.members.values().map(|m| m.rebalance_timeout).max().unwrap_or(Duration::ZERO);
+        let delay = if self.state == State::Empty { initial_delay.min(timeout) } else { timeout };
+        self.state = State::PreparingRebalance;
+        // Sync waiters of the old generation learn that a rebalance started.
+        for member in self.members.values_mut() {
+            if let Some(sync) = member.sync.take() {
+                let _ = sync.send(SyncGroupResponse::default().with_error_code(code::REBALANCE_IN_PROGRESS));
+            }
+        }
+        self.rebalance_deadline = Some(now + delay);
+    }
+
+    /// Whether every member has rejoined (and no initial delay is pending).
+    fn all_joined(&self) -> bool {
+        !self.members.is_empty() && self.members.values().all(|m| m.join.is_some())
+    }
+
+    /// Ends the join phase: drops members that did not rejoin, picks the protocol and
+    /// leader, bumps the generation and answers every join.
+    fn complete_join(&mut self) {
+        self.members.retain(|_, m| m.join.is_some());
+        self.rebalance_deadline = None;
+        self.generation += 1;
+        if self.members.is_empty() {
+            self.state = State::Empty;
+            self.protocol = None;
+            self.leader = None;
+            return;
+        }
+        self.protocol = self.select_protocol();
+        if self.leader.as_ref().is_none_or(|l| !self.members.contains_key(l)) {
+            self.leader = self.members.keys().next().cloned();
+        }
+        self.state = State::CompletingRebalance;
+        let protocol = self.protocol.clone().unwrap_or_default();
+        let leader = self.leader.clone().unwrap_or_default();
+        let all: Vec<JoinGroupResponseMember> = self
+            .members
+            .values()
+            .map(|m| {
+                JoinGroupResponseMember::default()
+                    .with_member_id(s(m.id.clone()))
+                    .with_group_instance_id(m.instance_id.clone().map(s))
+                    .with_metadata(m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, md)| md.clone()).unwrap_or_default())
+            })
+            .collect();
+        let (generation, protocol_type) = (self.generation, self.protocol_type.clone());
+        for member in self.members.values_mut() {
+            member.last_seen = Instant::now();
+            if let Some(join) = member.join.take() {
+                let response = JoinGroupResponse::default()
+                    .with_generation_id(generation)
+                    .with_protocol_type(protocol_type.clone().map(s))
+                    .with_protocol_name(Some(s(protocol.clone())))
+                    .with_leader(s(leader.clone()))
+                    .with_member_id(s(member.id.clone()))
+                    .with_members(if member.id == leader { all.clone() } else { Vec::new() });
+                let _ = join.send(response);
+            }
+        }
+    }
+
+    /// The protocol every member supports that most members prefer (Kafka's vote).
+    fn select_protocol(&self) -> Option<String> {
+        let first = self.members.values().next()?;
+        let candidates: Vec<&String> = first
+            .protocols
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| self.members.values().all(|m| m.protocols.iter().any(|(p, _)| p == *n)))
+            .collect();
+        let mut votes: HashMap<&String, usize> = HashMap::new();
+        for m in self.members.values() {
+            if let Some((n, _)) = m.protocols.iter().find(|(n, _)| candidates.contains(&n)) {
+                *votes.entry(n).or_default() += 1;
+            }
+        }
+        candidates.into_iter().max_by_key(|n| votes.get(n).copied().unwrap_or(0)).cloned()
+    }
+
+    fn remove_member(&mut self, id: &str, now: Instant, initial_delay: Duration) {
+        if let Some(member) = self.members.remove(id) {
+            if let Some(join) = member.join {
+                let _ = join.send(JoinGroupResponse::default().with_error_code(code::UNKNOWN_MEMBER_ID));
+            }
+            if let Some(sync) = member.sync {
+                let _ = sync.send(SyncGroupResponse::default().with_error_code(code::UNKNOWN_MEMBER_ID));
+            }
+        }
+        match self.state {
+            _ if self.members.is_empty() => {
+                self.state = State::Empty;
+                self.rebalance_deadline = None;
+                self.leader = None;
+                self.generation += 1;
+            }
+            State::Stable | State::CompletingRebalance => self.prepare_rebalance(now, initial_delay),
+            State::PreparingRebalance => {
+                if self.all_joined() {
+                    self.complete_join();
+                }
+            }
+            State::Empty => {}
+        }
+    }
+}
+
+/// Parameters of a join, from a JoinGroup request.
+pub struct Join {
+    pub group: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// v4+: an unknown member must first ask for an id (MEMBER_ID_REQUIRED).
+    pub require_known_member_id: bool,
+}
+
+/// The groups of one shard.
+#[derive(Default)]
+pub struct Coordinator {
+    groups: RefCell<HashMap<String, Group>>,
+    /// Offsets-topic partitions loaded on this shard.
+    loaded: RefCell<BTreeSet<i32>>,
+    pub initial_rebalance_delay: std::cell::Cell<Duration>,
+}
+
+/// What the caller must persist after a state change.
+pub type Writes = Vec<Entry>;
+
+impl Coordinator {
+    pub fn is_loaded(&self, partition: i32) -> bool {
+        self.loaded.borrow().contains(&partition)
+    }
+
+    pub fn mark_loaded(&self, partition: i32) {
+        self.loaded.borrow_mut().insert(partition);
+    }
+
+    /// Applies a record replayed from the offsets topic.
+    pub fn replay(&self, entry: Entry) {
+        let mut groups = self.groups.borrow_mut();
+        match entry {
+            Entry::Offset { group, topic, partition, value } => {
+                let g = groups.entry(group.clone()).or_insert_with(|| Group::new(&group));
+                match value {
+                    Some(v) => {
+                        g.offsets.insert((topic, partition), Committed { offset: v.offset, leader_epoch: v.leader_epoch, metadata: v.metadata });
+                    }
+                    None => {
+                        g.offsets.remove(&(topic, partition));
+                    }
+                }
+            }
+            Entry::Group { group, value: Some(v) } => {
+                let g = groups.entry(group.clone()).or_insert_with(|| Group::new(&group));
+                g.generation = v.generation;
+                g.protocol_type = Some(v.protocol_type).filter(|p| !p.is_empty());
+            }
+            Entry::Group { group, value: None } => {
+                groups.remove(&group);
+            }
+        }
+    }
+
+    /// Starts or continues a join. Returns the immediate answer, or a receiver that
+    /// gets the answer when the rebalance completes.
+    pub fn join(&self, request: Join, now: Instant) -> Result<oneshot::Receiver<JoinGroupResponse>, JoinGroupResponse> {
+        let error = |c: i16| JoinGroupResponse::default().with_error_code(c).with_generation_id(-1);
+        if !(SESSION_TIMEOUT_MIN_MS..=SESSION_TIMEOUT_MAX_MS).contains(&request.session_timeout_ms) {
+            return Err(error(code::INVALID_SESSION_TIMEOUT));
+        }
+        if request.protocols.is_empty() || request.protocol_type.is_empty() {
+            return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
+        }
+        let initial_delay = self.initial_rebalance_delay.get();
+        let mut groups = self.groups.borrow_mut();
+        let group = groups.entry(request.group.clone()).or_insert_with(|| Group::new(&request.group));
+        if let Some(existing) = &group.protocol_type {
+            if !group.members.is_empty() && *existing != request.protocol_type {
+                return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
+            }
+        }
+        if !group.members.is_empty()
+            && !request.protocols.iter().any(|(n, _)| group.members.values().all(|m| m.protocols.iter().any(|(p, _)| p == n)))
+        {
+            return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
+        }
+        // Static members keep their member id across restarts (KIP-345).
+        let static_id = request
+            .instance_id
+            .as_ref()
+            .and_then(|i| group.members.values().find(|m| m.instance_id.as_ref() == Some(i)).map(|m| m.id.clone()));
+        let mut member_id = request.member_id.clone();
+        if member_id.is_empty() {
+            match (&static_id, &request.instance_id) {
+                (Some(id), _) => member_id = id.clone(),
+                (None, Some(instance)) => member_id = format!("{instance}-{}", uuid::Uuid::new_v4()),
+                (None, None) => {
+                    let id = format!("{}-{}", request.client_id, uuid::Uuid::new_v4());
+                    if request.require_known_member_id {
+                        group.pending.insert(id.clone());
+                        return Err(error(code::MEMBER_ID_REQUIRED).with_member_id(s(id)));
+                    }
+                    member_id = id;
+                }
+            }
+        } else if !group.members.contains_key(&member_id) && !group.pending.contains(&member_id) {
+            if let (Some(id), Some(_)) = (&static_id, &request.instance_id) {
+                // A restarted static member presenting a stale id is fenced.
+                if *id != member_id {
+                    return Err(error(code::FENCED_INSTANCE_ID));
+                }
+            }
+            return Err(error(code::UNKNOWN_MEMBER_ID));
+        }
+        group.pending.remove(&member_id);
+        if !group.members.contains_key(&member_id) && group.members.len() >= GROUP_MAX_SIZE {
+            return Err(error(code::GROUP_MAX_SIZE_REACHED));
+        }
+        let (sender, receiver) = oneshot::channel();
+        let session_timeout = Duration::from_millis(request.session_timeout_ms as u64);
+        let rebalance_timeout = Duration::from_millis(request.rebalance_timeout_ms.max(request.session_timeout_ms) as u64);
+        let known = group.members.get(&member_id).map(|m| m.protocols.clone());
+        let unchanged = known.as_ref() == Some(&request.protocols);
+        group.protocol_type = Some(request.protocol_type.clone());
+        let member = group.members.entry(member_id.clone()).or_insert_with(|| Member {
+            id: member_id.clone(),
+            instance_id: request.instance_id.clone(),
+            client_id: request.client_id.clone(),
+            client_host: request.client_host.clone(),
+            session_timeout,
+            rebalance_timeout,
+            protocols: request.protocols.clone(),
+            assignment: Bytes::new(),
+            last_seen: now,
+            join: None,
+            sync: None,
+        });
+        member.protocols = request.protocols;
+        member.session_timeout = session_timeout;
+        member.rebalance_timeout = rebalance_timeout;
+        member.last_seen = now;
+        // A static member that rejoins with unchanged metadata in a stable group gets
+        // the current generation back without a rebalance.
+        if unchanged && group.state == State::Stable && (request.instance_id.is_some() || group.leader.as_deref() != Some(member_id.as_str())) {
+            let protocol = group.protocol.clone().unwrap_or_default();
+            return Err(JoinGroupResponse::default()
+                .with_generation_id(group.generation)
+                .with_protocol_type(group.protocol_type.clone().map(s))
+                .with_protocol_name(Some(s(protocol)))
+                .with_leader(s(group.leader.clone().unwrap_or_default()))
+                .with_member_id(s(member_id)));
+        }
+        if let Some(old) = member.join.replace(sender) {
+            drop(old);
+        }
+        if group.state != State::PreparingRebalance {
+            group.prepare_rebalance(now, initial_delay);
+        }
+        if group.all_joined() && group.rebalance_deadline.is_some_and(|d| d <= now || group.generation > 0) {
+            group.complete_join();
+        }
+        Ok(receiver)
+    }
+
+    /// SyncGroup: the leader's assignments end the rebalance; followers wait for them.
+    pub fn sync(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        assignments: Vec<(String, Bytes)>,
+        now: Instant,
+    ) -> (Result<oneshot::Receiver<SyncGroupResponse>, SyncGroupResponse>, Writes) {
+        let error = |c: i16| SyncGroupResponse::default().with_error_code(c);
+        let mut groups = self.groups.borrow_mut();
+        let Some(group) = groups.get_mut(group_id) else { return (Err(error(code::UNKNOWN_MEMBER_ID)), Vec::new()) };
+        if !group.members.contains_key(member_id) {
+            return (Err(error(code::UNKNOWN_MEMBER_ID)), Vec::new());
+        }
+        if generation != group.generation {
+            return (Err(error(code::ILLEGAL_GENERATION)), Vec::new());
+        }
+        let protocol = group.protocol.clone();
+        let protocol_type = group.protocol_type.clone();
+        match group.state {
+            State::PreparingRebalance | State::Empty => (Err(error(code::REBALANCE_IN_PROGRESS)), Vec::new()),
+            State::Stable => {
+                let member = &group.members[member_id];
+                (
+                    Err(SyncGroupResponse::default()
+                        .with_assignment(member.assignment.clone())
+                        .with_protocol_name(protocol.map(s))
+                        .with_protocol_type(protocol_type.map(s))),
+                    Vec::new(),
+                )
+            }
+            State::CompletingRebalance => {
+                let (sender, receiver) = oneshot::channel();
+                let member = group.members.get_mut(member_id).expect("checked");
+                member.last_seen = now;
+                member.sync = Some(sender);
+                let mut writes = Vec::new();
+                if group.leader.as_deref() == Some(member_id) {
+                    let assigned: HashMap<String, Bytes> = assignments.into_iter().collect();
+                    group.state = State::Stable;
+                    for member in group.members.values_mut() {
+                        member.assignment = assigned.get(&member.id).cloned().unwrap_or_default();
+                        if let Some(sync) = member.sync.take() {
+                            let _ = sync.send(
+                                SyncGroupResponse::default()
+                                    .with_assignment(member.assignment.clone())
+                                    .with_protocol_name(protocol.clone().map(s))
+                                    .with_protocol_type(protocol_type.clone().map(s)),
+                            );
+                        }
+                    }
+                    writes.push(Entry::Group { group: group.id.clone(), value: Some(group.value()) });
+                }
+                (Ok(receiver), writes)
+            }
+        }
+    }
+
+    pub fn heartbeat(&self, group_id: &str, generation: i32, member_id: &str, now: Instant) -> i16 {
+        let mut groups = self.groups.borrow_mut();
+        let Some(group) = groups.get_mut(group_id) else { return code::UNKNOWN_MEMBER_ID };
+        let state = group.state;
+        let current = group.generation;
+        let Some(member) = group.members.get_mut(member_id) else { return code::UNKNOWN_MEMBER_ID };
+        member.last_seen = now;
+        match state {
+            State::PreparingRebalance => code::REBALANCE_IN_PROGRESS,
+            _ if generation != current => code::ILLEGAL_GENERATION,
+            _ => code::NONE,
+        }
+    }
+
+    /// Removes members; returns an error code per member (by id or instance id).
+    pub fn leave(&self, group_id: &str, members: &[(String, Option<String>)], now: Instant) -> Vec<i16> {
+        let delay = self.initial_rebalance_delay.get();
+        let mut groups = self.groups.borrow_mut();
+        let Some(group) = groups.get_mut(group_id) else { return vec![code::UNKNOWN_MEMBER_ID; members.len()] };
+        members
+            .iter()
+            .map(|(id, instance)| {
+                let found = if id.is_empty() {
+                    instance.as_ref().and_then(|i| group.members.values().find(|m| m.instance_id.as_ref() == Some(i)).map(|m| m.id.clone()))
+                } else {
+                    group.members.contains_key(id).then(|| id.clone())
+                };
+                match found {
+                    Some(id) => {
+                        group.remove_member(&id, now, delay);
+                        code::NONE
+                    }
+                    None => code::UNKNOWN_MEMBER_ID,
+                }
+            })
+            .collect()
+    }
+
+    /// Expires sessions and completes rebalances whose time is up.
+    pub fn tick(&self, now: Instant) {
+        let delay = self.initial_rebalance_delay.get();
+        let mut groups = self.groups.borrow_mut();
+        for group in groups.values_mut() {
+            let expired: Vec<String> = group
+                .members
+                .values()
+                .filter(|m| m.join.is_none() && m.sync.is_none() && now.duration_since(m.last_seen) > m.session_timeout)
+                .map(|m| m.id.clone())
+                .collect();
+            for id in expired {
+                tracing::info!(target: "skein::net", group = %group.id, member = %id, "session expired");
+                group.remove_member(&id, now, delay);
+            }
+            if group.state == State::PreparingRebalance && group.rebalance_deadline.is_some_and(|d| d <= now) {
+                group.complete_join();
+            }
+        }
+    }
+
+    /// Validates an offset commit. Simple commits (generation -1, no member) are
+    /// accepted for groups without members, as assign-mode consumers make them.
+    pub fn check_commit(&self, group_id: &str, generation: i32, member_id: &str) -> i16 {
+        let groups = self.groups.borrow();
+        let Some(group) = groups.get(group_id) else {
+            return if generation < 0 { code::NONE } else { code::ILLEGAL_GENERATION };
+        };
+        if generation < 0 && member_id.is_empty() {
+            return if group.members.is_empty() { code::NONE } else { code::UNKNOWN_MEMBER_ID };
+        }
+        if !group.members.contains_key(member_id) {
+            return code::UNKNOWN_MEMBER_ID;
+        }
+        if generation != group.generation {
+            return code::ILLEGAL_GENERATION;
+        }
+        if group.state == State::PreparingRebalance {
+            return code::REBALANCE_IN_PROGRESS;
+        }
+        code::NONE
+    }
+
+    /// Records committed offsets (after they were persisted).
+    pub fn commit(&self, group_id: &str, offsets: Vec<(String, i32, Committed)>) {
+        let mut groups = self.groups.borrow_mut();
+        let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
+        for (topic, partition, committed) in offsets {
+            group.offsets.insert((topic, partition), committed);
+        }
+    }
+
+    /// Committed offsets of a group: all, or those asked for (`None` when absent).
+    pub fn fetch(&self, group_id: &str, wanted: Option<Vec<(String, i32)>>) -> Vec<(String, i32, Option<Committed>)> {
+        let groups = self.groups.borrow();
+        let group = groups.get(group_id);
+        match wanted {
+            Some(list) => list
+                .into_iter()
+                .map(|(t, p)| {
+                    let c = group.and_then(|g| g.offsets.get(&(t.clone(), p)).cloned());
+                    (t, p, c)
+                })
+                .collect(),
+            None => group
+                .map(|g| g.offsets.iter().map(|((t, p), c)| (t.clone(), *p, Some(c.clone()))).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    pub fn describe(&self, group_id: &str) -> DescribedGroup {
+        let groups = self.groups.borrow();
+        let mut described = DescribedGroup::default().with_group_id(GroupId(s(group_id))).with_authorized_operations(i32::MIN);
+        match groups.get(group_id) {
+            None => described.with_group_state(s("Dead")),
+            Some(g) => {
+                described.group_state = s(g.state.name());
+                described.protocol_type = s(g.protocol_type.clone().unwrap_or_default());
+                described.protocol_data = s(g.protocol.clone().unwrap_or_default());
+                described.members = g
+                    .members
+                    .values()
+                    .map(|m| {
+                        let metadata = g
+                            .protocol
+                            .as_ref()
+                            .and_then(|p| m.protocols.iter().find(|(n, _)| n == p))
+                            .map(|(_, md)| md.clone())
+                            .unwrap_or_default();
+                        DescribedGroupMember::default()
+                            .with_member_id(s(m.id.clone()))
+                            .with_group_instance_id(m.instance_id.clone().map(s))
+                            .with_client_id(s(m.client_id.clone()))
+                            .with_client_host(s(m.client_host.clone()))
+                            .with_member_metadata(metadata)
+                            .with_member_assignment(m.assignment.clone())
+                    })
+                    .collect();
+                described
+            }
+        }
+    }
+
+    pub fn list(&self, states: &[String]) -> Vec<ListedGroup> {
+        self.groups
+            .borrow()
+            .values()
+            .filter(|g| states.is_empty() || states.iter().any(|st| st.eq_ignore_ascii_case(g.state.name())))
+            .map(|g| {
+                ListedGroup::default()
+                    .with_group_id(GroupId(s(g.id.clone())))
+                    .with_protocol_type(s(g.protocol_type.clone().unwrap_or_default()))
+                    .with_group_state(s(g.state.name()))
+                    .with_group_type(s("classic"))
+            })
+            .collect()
+    }
+
+    /// Deletes an empty group; returns the tombstones to persist.
+    pub fn delete(&self, group_id: &str) -> Result<Writes, i16> {
+        let mut groups = self.groups.borrow_mut();
+        let Some(group) = groups.get(group_id) else { return Err(code::GROUP_ID_NOT_FOUND) };
+        if !group.members.is_empty() {
+            return Err(code::NON_EMPTY_GROUP);
+        }
+        let mut writes: Writes = group
+            .offsets
+            .keys()
+            .map(|(t, p)| Entry::Offset { group: group_id.to_owned(), topic: t.clone(), partition: *p, value: None })
+            .collect();
+        writes.push(Entry::Group { group: group_id.to_owned(), value: None });
+        groups.remove(group_id);
+        Ok(writes)
+    }
+
+    /// Deletes committed offsets of a group that has no members.
+    pub fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> Result<Writes, i16> {
+        let mut groups = self.groups.borrow_mut();
+        let Some(group) = groups.get_mut(group_id) else { return Err(code::GROUP_ID_NOT_FOUND) };
+        if !group.members.is_empty() {
+            return Err(code::GROUP_SUBSCRIBED_TO_TOPIC);
+        }
+        let mut writes = Vec::new();
+        for (t, p) in partitions {
+            if group.offsets.remove(&(t.clone(), *p)).is_some() {
+                writes.push(Entry::Offset { group: group_id.to_owned(), topic: t.clone(), partition: *p, value: None });
+            }
+        }
+        Ok(writes)
+    }
+}
+
+/// An offset-commit record for persistence.
+pub fn offset_entry(group: &str, topic: &str, partition: i32, committed: &Committed) -> Entry {
+    Entry::Offset {
+        group: group.to_owned(),
+        topic: topic.to_owned(),
+        partition,
+        value: Some(OffsetValue {
+            offset: committed.offset,
+            leader_epoch: committed.leader_epoch,
+            metadata: committed.metadata.clone(),
+            commit_timestamp: crate::shard::now_ms(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Group partitions match Kafka's `abs(hashCode) % 50`.
+    #[test]
+    fn partitions_match_kafka() {
+        // Values computed with Java: Math.abs("...".hashCode()) % 50 (& 0x7fffffff).
+        assert_eq!(partition_for(""), 0);
+        assert_eq!(partition_for("a"), 97 % 50);
+        assert_eq!(partition_for("group"), ("group".chars().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32)) & 0x7fffffff) % 50);
+    }
+
+    fn join(c: &Coordinator, member: &str, now: Instant) -> Result<oneshot::Receiver<JoinGroupResponse>, JoinGroupResponse> {
+        c.join(
+            Join {
+                group: "g".into(),
+                member_id: member.into(),
+                instance_id: None,
+                client_id: "c".into(),
+                client_host: "h".into(),
+                session_timeout_ms: 10_000,
+                rebalance_timeout_ms: 10_000,
+                protocol_type: "consumer".into(),
+                protocols: vec![("range".into(), Bytes::from_static(b"md"))],
+                require_known_member_id: true,
+            },
+            now,
+        )
+    }
+
+    // Two members join, the leader syncs, both get assignments; a missed session
+    // expires a member and the group rebalances.
+    #[test]
+    fn join_sync_expire() {
+        let c = Coordinator::default();
+        c.initial_rebalance_delay.set(Duration::from_millis(5));
+        let now = Instant::now();
+        let first = join(&c, "", now).unwrap_err();
+        assert_eq!(first.error_code, code::MEMBER_ID_REQUIRED);
+        let a = first.member_id.to_string();
+        let mut rx_a = join(&c, &a, now).unwrap();
+        let b = join(&c, "", now).unwrap_err().member_id.to_string();
+        let mut rx_b = join(&c, &b, now).unwrap();
+        // Both joined within the initial delay; it passes on the next tick.
+        c.tick(now + Duration::from_millis(10));
+        let ra = rx_a.try_recv().unwrap().unwrap();
+        let rb = rx_b.try_recv().unwrap().unwrap();
+        assert_eq!(ra.generation_id, 1);
+        assert_eq!(ra.leader, rb.leader);
+        let leader = ra.leader.to_string();
+        let follower = if leader == a { b.clone() } else { a.clone() };
+        let (follower_sync, _) = c.sync("g", 1, &follower, vec![], now);
+        let mut follower_sync = follower_sync.unwrap();
+        let (leader_sync, writes) = c.sync("g", 1, &leader, vec![(follower.clone(), Bytes::from_static(b"f")), (leader.clone(), Bytes::from_static(b"l"))], now);
+        assert_eq!(writes.len(), 1);
+        assert_eq!(leader_sync.unwrap().try_recv().unwrap().unwrap().assignment, Bytes::from_static(b"l"));
+        assert_eq!(follower_sync.try_recv().unwrap().unwrap().assignment, Bytes::from_static(b"f"));
+        assert_eq!(c.heartbeat("g", 1, &leader, now), code::NONE);
+        assert_eq!(c.heartbeat("g", 0, &leader, now), code::ILLEGAL_GENERATION);
+        assert_eq!(c.heartbeat("g", 1, "nobody", now), code::UNKNOWN_MEMBER_ID);
+        // The follower stops heartbeating: after its session it is removed.
+        let later = now + Duration::from_secs(11);
+        assert_eq!(c.heartbeat("g", 1, &leader, later - Duration::from_secs(1)), code::NONE);
+        c.tick(later);
+        assert_eq!(c.heartbeat("g", 1, &leader, later), code::REBALANCE_IN_PROGRESS);
+        assert_eq!(c.describe("g").members.len(), 1);
+        assert_eq!(c.check_commit("g", 1, &leader), code::REBALANCE_IN_PROGRESS);
+    }
+}
+
+/// A group operation, executed on the shard that owns the group's offsets partition.
+#[derive(Debug)]
+pub enum GroupCall {
+    Join(Box<JoinCall>),
+    Sync { group: String, generation: i32, member_id: String, assignments: Vec<(String, Bytes)> },
+    Heartbeat { group: String, generation: i32, member_id: String },
+    Leave { group: String, members: Vec<(String, Option<String>)> },
+    Commit { group: String, generation: i32, member_id: String, offsets: Vec<(String, i32, Committed)> },
+    Fetch { group: String, wanted: Option<Vec<(String, i32)>> },
+    Describe { group: String },
+    List { states: Vec<String> },
+    Delete { group: String },
+    DeleteOffsets { group: String, partitions: Vec<(String, i32)> },
+}
+
+/// `Join` in a form that can cross shards.
+#[derive(Debug)]
+pub struct JoinCall {
+    pub group: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    pub require_known_member_id: bool,
+}
+
+impl From<JoinCall> for Join {
+    fn from(c: JoinCall) -> Join {
+        Join {
+            group: c.group,
+            member_id: c.member_id,
+            instance_id: c.instance_id,
+            client_id: c.client_id,
+            client_host: c.client_host,
+            session_timeout_ms: c.session_timeout_ms,
+            rebalance_timeout_ms: c.rebalance_timeout_ms,
+            protocol_type: c.protocol_type,
+            protocols: c.protocols,
+            require_known_member_id: c.require_known_member_id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum GroupAnswer {
+    Join(JoinGroupResponse),
+    Sync(SyncGroupResponse),
+    Code(i16),
+    Codes(Vec<i16>),
+    Offsets(Vec<(String, i32, Option<Committed>)>),
+    Described(DescribedGroup),
+    Listed(Vec<ListedGroup>),
+}

@@ -1,0 +1,27 @@
+//! DeleteGroups: removes empty groups and their committed offsets (tombstones).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use crate::errors::code;
+use crate::group::{GroupAnswer, GroupCall};
+use crate::shard::Shard;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+
+pub async fn handle(shard: &Rc<Shard>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let mut response = DeleteGroupsResponse::default();
+    for group in request.groups_names {
+        let name = group.0.to_string();
+        let error = match crate::topics::group_call(shard, &name, GroupCall::Delete { group: name.clone() }).await {
+            Ok(GroupAnswer::Code(c)) => c,
+            Ok(_) => code::UNKNOWN_SERVER_ERROR,
+            Err(c) => c,
+        };
+        response.results.push(DeletableGroupResult::default().with_group_id(group).with_error_code(error));
+    }
+    response
+}

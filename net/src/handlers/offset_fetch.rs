@@ -1,0 +1,82 @@
+//! OffsetFetch: committed offsets of one group (v1-7) or several (v8+, KIP-709); all of
+//! a group's offsets when no topics are named. Absent commits are offset -1.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, RequestHeader, TopicName};
+use kafka_protocol::protocol::VersionRange;
+
+use super::s;
+use crate::errors::code;
+use crate::group::{Committed, GroupAnswer, GroupCall};
+use crate::shard::Shard;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
+
+type Fetched = Result<Vec<(String, i32, Option<Committed>)>, i16>;
+
+async fn fetch(shard: &Rc<Shard>, group: &str, wanted: Option<Vec<(String, i32)>>) -> Fetched {
+    match crate::topics::group_call(shard, group, GroupCall::Fetch { group: group.to_owned(), wanted }).await {
+        Ok(GroupAnswer::Offsets(offsets)) => Ok(offsets),
+        Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
+        Err(c) => Err(c),
+    }
+}
+
+pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFetchRequest) -> OffsetFetchResponse {
+    let mut response = OffsetFetchResponse::default();
+    if header.request_api_version >= 8 {
+        for g in request.groups {
+            let wanted = g.topics.map(|ts| ts.into_iter().flat_map(|t| {
+                let name = t.name.0.to_string();
+                t.partition_indexes.into_iter().map(move |p| (name.clone(), p))
+            }).collect());
+            let mut out = OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0.clone()));
+            match fetch(shard, g.group_id.0.as_str(), wanted).await {
+                Err(c) => out.error_code = c,
+                Ok(offsets) => {
+                    for (topic, partition, committed) in offsets {
+                        let c = committed.unwrap_or(Committed { offset: -1, leader_epoch: -1, metadata: String::new() });
+                        let p = OffsetFetchResponsePartitions::default()
+                            .with_partition_index(partition)
+                            .with_committed_offset(c.offset)
+                            .with_committed_leader_epoch(c.leader_epoch)
+                            .with_metadata(Some(s(c.metadata)));
+                        match out.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+                            Some(t) => t.partitions.push(p),
+                            None => out.topics.push(OffsetFetchResponseTopics::default().with_name(TopicName(s(topic))).with_partitions(vec![p])),
+                        }
+                    }
+                }
+            }
+            response.groups.push(out);
+        }
+        return response;
+    }
+    let wanted = request.topics.map(|ts| ts.into_iter().flat_map(|t| {
+        let name = t.name.0.to_string();
+        t.partition_indexes.into_iter().map(move |p| (name.clone(), p))
+    }).collect());
+    match fetch(shard, request.group_id.0.as_str(), wanted).await {
+        Err(c) => response.error_code = c,
+        Ok(offsets) => {
+            for (topic, partition, committed) in offsets {
+                let c = committed.unwrap_or(Committed { offset: -1, leader_epoch: -1, metadata: String::new() });
+                let p = OffsetFetchResponsePartition::default()
+                    .with_partition_index(partition)
+                    .with_committed_offset(c.offset)
+                    .with_committed_leader_epoch(c.leader_epoch)
+                    .with_metadata(Some(s(c.metadata)));
+                match response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+                    Some(t) => t.partitions.push(p),
+                    None => response.topics.push(OffsetFetchResponseTopic::default().with_name(TopicName(s(topic))).with_partitions(vec![p])),
+                }
+            }
+        }
+    }
+    response
+}
