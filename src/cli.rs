@@ -24,12 +24,21 @@ pub struct Connection {
     /// How long to wait for the broker, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
+    /// A librdkafka client property, `name=value` (as kcat's -X); repeatable.
+    #[arg(short = 'X', long = "property", value_name = "NAME=VALUE")]
+    pub properties: Vec<String>,
 }
 
 impl Connection {
-    fn config(&self) -> ClientConfig {
+    pub fn config(&self) -> ClientConfig {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.bootstrap_server).set("log_level", "3");
+        for property in &self.properties {
+            // A property without '=' is passed on as is: librdkafka then names it in
+            // its refusal.
+            let (k, v) = property.split_once('=').unwrap_or((property, ""));
+            config.set(k.trim(), v.trim());
+        }
         config
     }
 
@@ -122,6 +131,14 @@ pub struct ConsumeArgs {
     /// Exit when no record arrived for this long (ms); default: wait forever.
     #[arg(long)]
     pub idle_timeout_ms: Option<u64>,
+    /// Consume as a member of this group (subscribe, partitions assigned by the
+    /// group, offsets committed), starting from committed offsets.
+    #[arg(long, conflicts_with_all = ["offset", "timestamp", "partition"])]
+    pub group: Option<String>,
+    /// With --group: commit each record's offset `after` printing it (at least once:
+    /// a crash may repeat records) or `before` (at most once: a crash may lose them).
+    #[arg(long, default_value = "after", value_parser = ["after", "before"])]
+    pub commit: String,
     #[command(flatten)]
     pub connection: Connection,
 }
@@ -357,6 +374,9 @@ pub fn produce(args: ProduceArgs) -> Result<(), String> {
 
 /// Prints records of a topic, one per line.
 pub fn consume(args: ConsumeArgs) -> Result<(), String> {
+    if args.group.is_some() {
+        return consume_in_group(args);
+    }
     let connection = &args.connection;
     let consumer: BaseConsumer = connection
         .config()
@@ -413,5 +433,53 @@ pub fn consume(args: ConsumeArgs) -> Result<(), String> {
         }
     }
     out.flush().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// `consume --group`: a group member that commits each record before or after
+/// printing it, so its delivery guarantee is the one the flag names.
+fn consume_in_group(args: ConsumeArgs) -> Result<(), String> {
+    let group = args.group.clone().expect("checked by the caller");
+    let consumer: BaseConsumer = args
+        .connection
+        .config()
+        .set("group.id", &group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", if args.from_beginning { "earliest" } else { "latest" })
+        .create()
+        .map_err(|e| format!("cannot create consumer: {e}"))?;
+    consumer.subscribe(&[&args.topic]).map_err(|e| format!("cannot subscribe to {}: {e}", args.topic))?;
+    let stdout = std::io::stdout();
+    let mut count = 0usize;
+    let mut last = Instant::now();
+    let commit = |m: &rdkafka::message::BorrowedMessage<'_>| -> Result<(), String> {
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(m.topic(), m.partition(), Offset::Offset(m.offset() + 1))
+            .map_err(|e| e.to_string())?;
+        consumer.commit(&list, rdkafka::consumer::CommitMode::Sync).map_err(|e| format!("cannot commit: {e}"))
+    };
+    while args.max_messages.is_none_or(|max| count < max) {
+        if args.idle_timeout_ms.is_some_and(|ms| last.elapsed() > Duration::from_millis(ms)) {
+            break;
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Err(e)) => eprintln!("skein consume: {e}"),
+            Some(Ok(m)) => {
+                last = Instant::now();
+                count += 1;
+                if args.commit == "before" {
+                    commit(&m)?;
+                }
+                let value = m.payload().map(String::from_utf8_lossy).unwrap_or_default();
+                let mut out = stdout.lock();
+                writeln!(out, "{value}").and_then(|()| out.flush()).map_err(|e| format!("cannot write stdout: {e}"))?;
+                drop(out);
+                if args.commit == "after" {
+                    commit(&m)?;
+                }
+            }
+        }
+    }
     Ok(())
 }

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod admin;
 mod cli;
 mod config;
+mod group_cli;
 mod placement;
 mod shard;
 
@@ -31,6 +32,9 @@ enum Command {
     Produce(cli::ProduceArgs),
     /// Print records.
     Consume(cli::ConsumeArgs),
+    /// Manage consumer groups.
+    #[command(subcommand)]
+    Group(group_cli::GroupCommand),
     /// Show or change which shard owns each partition.
     #[command(subcommand)]
     Placement(placement::PlacementCommand),
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Command::Produce(args) => cli::produce(args),
         Command::Consume(args) => cli::consume(args),
         Command::Placement(command) => placement::run(command),
+        Command::Group(command) => group_cli::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,7 +18,15 @@ use rdkafka::{Offset, TopicPartitionList};
 
 fn create(broker: &Broker, topic: &str, partitions: i32) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_skein"))
-        .args(["topic", "create", topic, "--partitions", &partitions.to_string(), "--bootstrap-server", &broker.bootstrap()])
+        .args([
+            "topic",
+            "create",
+            topic,
+            "--partitions",
+            &partitions.to_string(),
+            "--bootstrap-server",
+            &broker.bootstrap(),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -28,7 +36,9 @@ fn fill(broker: &Broker, topic: &str, partitions: i32, per_partition: usize) {
     let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap();
     for i in 0..per_partition * partitions as usize {
         let value = format!("r{i}");
-        producer.send(BaseRecord::<(), str>::to(topic).partition((i % partitions as usize) as i32).payload(&value)).unwrap();
+        producer
+            .send(BaseRecord::<(), str>::to(topic).partition((i % partitions as usize) as i32).payload(&value))
+            .unwrap();
         producer.poll(Duration::ZERO);
     }
     producer.flush(Duration::from_secs(30)).unwrap();
@@ -167,4 +177,184 @@ fn committed_offsets_survive_restarts() {
     let first = first.lock().unwrap();
     assert_eq!(first.get(&0), Some(&9));
     assert_eq!(first.get(&2), Some(&7));
+}
+
+fn skein(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_skein")).args(args).output().unwrap()
+}
+
+/// Runs `skein consume --group` until it printed `kill_after` records, then kill -9.
+/// Returns the records it printed.
+fn consume_then_kill(broker: &Broker, group: &str, commit: &str, kill_after: usize) -> Vec<String> {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args([
+            "consume",
+            "delivery",
+            "--group",
+            group,
+            "--from-beginning",
+            "--commit",
+            commit,
+            "-X",
+            "session.timeout.ms=6000",
+        ])
+        .args(["--bootstrap-server", &broker.bootstrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    while printed.len() < kill_after {
+        match lines.next() {
+            Some(Ok(line)) => printed.push(line),
+            _ => break,
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    printed
+}
+
+// The delivery patterns of a consumer killed mid-stream: committing after processing
+// loses nothing (duplicates possible); committing before processing duplicates
+// nothing (losses possible). The dead member leaves at its session timeout.
+#[test]
+fn delivery_patterns_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &["--group-initial-rebalance-delay-ms", "100"]);
+    create(&broker, "delivery", 2);
+    fill(&broker, "delivery", 2, 200);
+    let all: BTreeSet<String> = (0..400).map(|i| format!("r{i}")).collect();
+    for (group, commit) in [("at-least-once", "after"), ("at-most-once", "before")] {
+        let first = consume_then_kill(&broker, group, commit, 150);
+        assert_eq!(first.len(), 150, "{group}");
+        let started = Instant::now();
+        let out = skein(&[
+            "consume",
+            "delivery",
+            "--group",
+            group,
+            "--from-beginning",
+            "--commit",
+            commit,
+            "--idle-timeout-ms",
+            "9000",
+            "-X",
+            "session.timeout.ms=6000",
+            "--bootstrap-server",
+            &broker.bootstrap(),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let second: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+        eprintln!("{group}: the restarted member consumed again after {:?}", started.elapsed());
+        let mut counts: BTreeMap<&String, usize> = BTreeMap::new();
+        for r in first.iter().chain(second.iter()) {
+            *counts.entry(r).or_default() += 1;
+        }
+        if commit == "after" {
+            assert!(all.iter().all(|r| counts.contains_key(r)), "{group}: a record was lost");
+        } else {
+            assert!(counts.values().all(|&n| n == 1), "{group}: a record was delivered twice");
+            assert!(counts.len() >= 398, "{group}: lost more than the in-flight records: {}", counts.len());
+        }
+    }
+}
+
+// A static member (group.instance.id) that restarts within its session keeps its
+// partitions without a rebalance: the generation does not move.
+#[test]
+fn static_member_restart_without_rebalance() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &["--group-initial-rebalance-delay-ms", "100"]);
+    create(&broker, "static", 4);
+    let make = |instance: &str| -> BaseConsumer {
+        ClientConfig::new()
+            .set("bootstrap.servers", broker.bootstrap())
+            .set("group.id", "statics")
+            .set("group.instance.id", instance)
+            .set("session.timeout.ms", "10000")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap()
+    };
+    let members = vec![make("a"), make("b")];
+    for m in &members {
+        m.subscribe(&["static"]).unwrap();
+    }
+    let before = poll_until(&members, |s| disjoint_cover(s, 4));
+    assert!(disjoint_cover(&before, 4), "{before:?}");
+    let describe = || {
+        String::from_utf8_lossy(
+            &skein(&["group", "describe", "statics", "--bootstrap-server", &broker.bootstrap()]).stdout,
+        )
+        .to_string()
+    };
+    let first = describe();
+    // Member b "restarts": a static member's close does not leave the group.
+    let mut members = members;
+    drop(members.pop());
+    members.push(make("b"));
+    members[1].subscribe(&["static"]).unwrap();
+    let after = poll_until(&members, |s| disjoint_cover(s, 4));
+    assert_eq!(after, before, "partitions moved");
+    let second = describe();
+    let gen_of = |text: &str| text.lines().next().unwrap_or_default().to_string();
+    assert_eq!(gen_of(&first), gen_of(&second));
+}
+
+// `skein group list|describe|reset-offsets|delete`.
+#[test]
+fn group_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &["--group-initial-rebalance-delay-ms", "100"]);
+    let b = broker.bootstrap();
+    create(&broker, "tools", 2);
+    fill(&broker, "tools", 2, 50);
+    let member = consumer(&broker, "toolers");
+    member.subscribe(&["tools"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 0;
+    while n < 100 && Instant::now() < deadline {
+        if let Some(Ok(_)) = member.poll(Duration::from_millis(50)) {
+            n += 1;
+        }
+    }
+    member.commit_consumer_state(CommitMode::Sync).unwrap();
+    let list = String::from_utf8_lossy(&skein(&["group", "list", "--bootstrap-server", &b]).stdout).to_string();
+    assert!(list.contains("toolers Stable consumer"), "{list}");
+    let described =
+        String::from_utf8_lossy(&skein(&["group", "describe", "toolers", "--bootstrap-server", &b]).stdout).to_string();
+    assert!(described.contains("members 1") && described.contains("tools"), "{described}");
+    assert!(
+        described
+            .lines()
+            .any(|l| l.contains("tools") && l.contains(" 50 ") && l.trim_end().ends_with(|c: char| c != '-')),
+        "{described}"
+    );
+    // Refused while the member is active.
+    let refused =
+        skein(&["group", "reset-offsets", "toolers", "--topic", "tools", "--to-earliest", "--bootstrap-server", &b]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("active members"));
+    drop(member);
+    std::thread::sleep(Duration::from_millis(500));
+    let reset = |how: &[&str]| {
+        let mut args = vec!["group", "reset-offsets", "toolers", "--topic", "tools"];
+        args.extend_from_slice(how);
+        args.extend_from_slice(&["--bootstrap-server", &b]);
+        let out = skein(&args);
+        assert!(out.status.success(), "{how:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert_eq!(reset(&["--to-earliest"]), "tools 0 0\ntools 1 0\n");
+    assert_eq!(reset(&["--shift-by", "7"]), "tools 0 7\ntools 1 7\n");
+    assert_eq!(reset(&["--shift-by", "-3"]), "tools 0 4\ntools 1 4\n");
+    assert_eq!(reset(&["--to-latest"]), "tools 0 50\ntools 1 50\n");
+    assert_eq!(reset(&["--to-datetime", "1970-01-01T00:00:00Z"]), "tools 0 0\ntools 1 0\n");
+    let out = skein(&["group", "delete", "toolers", "--bootstrap-server", &b]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list = String::from_utf8_lossy(&skein(&["group", "list", "--bootstrap-server", &b]).stdout).to_string();
+    assert!(!list.contains("toolers"), "{list}");
 }

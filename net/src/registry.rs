@@ -70,8 +70,12 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<ResponseKin
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(shard, r).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(shard, r)),
-        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(find_coordinator::handle(shard, &header, r).await),
-        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(join_group::handle(shard, &header, r, &request.peer).await),
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(shard, &header, r).await)
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(join_group::handle(shard, &header, r, &request.peer).await)
+        }
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(sync_group::handle(shard, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(shard, r).await),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(shard, &header, r).await),

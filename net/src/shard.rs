@@ -168,7 +168,10 @@ impl Shard {
             buffered_bytes: Cell::new(0),
             groups: crate::group::Coordinator::default(),
         };
-        shard.groups.initial_rebalance_delay.set(Duration::from_millis(shard.settings.group_initial_rebalance_delay_ms));
+        shard
+            .groups
+            .initial_rebalance_delay
+            .set(Duration::from_millis(shard.settings.group_initial_rebalance_delay_ms));
         shard
     }
 
@@ -393,7 +396,10 @@ impl Shard {
             let Some(last) = batches.last() else { break };
             offset = last.next_offset();
             for batch in &batches {
-                let Ok(decoded) = skein_engine::records::decode_records(batch.bytes(), skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX) else {
+                let Ok(decoded) = skein_engine::records::decode_records(
+                    batch.bytes(),
+                    skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX,
+                ) else {
                     continue;
                 };
                 for record in decoded {
@@ -429,7 +435,12 @@ impl Shard {
         state.log.append(batch, AppendMode::Leader { epoch: LeaderEpoch(0) }).await.map(|_| ()).map_err(|e| code_of(&e))
     }
 
-    async fn group(&self, state: &Partition, _partition: i32, call: crate::group::GroupCall) -> Result<crate::group::GroupAnswer, i16> {
+    async fn group(
+        &self,
+        state: &Partition,
+        _partition: i32,
+        call: crate::group::GroupCall,
+    ) -> Result<crate::group::GroupAnswer, i16> {
         use crate::group::{GroupAnswer, GroupCall};
         let now = std::time::Instant::now();
         let groups = &self.groups;
@@ -446,7 +457,9 @@ impl Shard {
                     Ok(receiver) => GroupAnswer::Sync(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
                 }
             }
-            GroupCall::Heartbeat { group, generation, member_id } => GroupAnswer::Code(groups.heartbeat(&group, generation, &member_id, now)),
+            GroupCall::Heartbeat { group, generation, member_id } => {
+                GroupAnswer::Code(groups.heartbeat(&group, generation, &member_id, now))
+            }
             GroupCall::Leave { group, members } => GroupAnswer::Codes(groups.leave(&group, &members, now)),
             GroupCall::Commit { group, generation, member_id, offsets } => {
                 let verdict = groups.check_commit(&group, generation, &member_id);

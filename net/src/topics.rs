@@ -277,19 +277,28 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
 ///
 /// # Errors
 /// The Kafka error code when the coordinator cannot answer (loading, unavailable).
-pub async fn group_call(shard: &Rc<Shard>, group: &str, call: crate::group::GroupCall) -> Result<crate::group::GroupAnswer, i16> {
+pub async fn group_call(
+    shard: &Rc<Shard>,
+    group: &str,
+    call: crate::group::GroupCall,
+) -> Result<crate::group::GroupAnswer, i16> {
     ensure_offsets_topic(shard).await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
     let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
     match shard.route(partition, PartitionOp::Group(Box::new(call))).await {
         Ok(crate::shard::PartitionReply::Group(answer)) => Ok(*answer),
         Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
-        Err((c, _)) if c == code::NOT_LEADER_OR_FOLLOWER || c == code::UNKNOWN_TOPIC_OR_PARTITION => Err(code::COORDINATOR_LOAD_IN_PROGRESS),
+        Err((c, _)) if c == code::NOT_LEADER_OR_FOLLOWER || c == code::UNKNOWN_TOPIC_OR_PARTITION => {
+            Err(code::COORDINATOR_LOAD_IN_PROGRESS)
+        }
         Err((c, _)) => Err(c),
     }
 }
 
 /// Runs a group operation on every shard that coordinates groups (ListGroups).
-pub async fn group_call_everywhere(shard: &Rc<Shard>, call: impl Fn() -> crate::group::GroupCall) -> Vec<Result<crate::group::GroupAnswer, i16>> {
+pub async fn group_call_everywhere(
+    shard: &Rc<Shard>,
+    call: impl Fn() -> crate::group::GroupCall,
+) -> Vec<Result<crate::group::GroupAnswer, i16>> {
     let image = shard.image();
     let Some(meta) = image.topic(crate::group::OFFSETS_TOPIC) else { return Vec::new() };
     let mut seen = std::collections::BTreeSet::new();

@@ -182,7 +182,9 @@ impl Group {
                 JoinGroupResponseMember::default()
                     .with_member_id(s(m.id.clone()))
                     .with_group_instance_id(m.instance_id.clone().map(s))
-                    .with_metadata(m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, md)| md.clone()).unwrap_or_default())
+                    .with_metadata(
+                        m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, md)| md.clone()).unwrap_or_default(),
+                    )
             })
             .collect();
         let (generation, protocol_type) = (self.generation, self.protocol_type.clone());
@@ -290,7 +292,10 @@ impl Coordinator {
                 let g = groups.entry(group.clone()).or_insert_with(|| Group::new(&group));
                 match value {
                     Some(v) => {
-                        g.offsets.insert((topic, partition), Committed { offset: v.offset, leader_epoch: v.leader_epoch, metadata: v.metadata });
+                        g.offsets.insert(
+                            (topic, partition),
+                            Committed { offset: v.offset, leader_epoch: v.leader_epoch, metadata: v.metadata },
+                        );
                     }
                     None => {
                         g.offsets.remove(&(topic, partition));
@@ -327,7 +332,10 @@ impl Coordinator {
             }
         }
         if !group.members.is_empty()
-            && !request.protocols.iter().any(|(n, _)| group.members.values().all(|m| m.protocols.iter().any(|(p, _)| p == n)))
+            && !request
+                .protocols
+                .iter()
+                .any(|(n, _)| group.members.values().all(|m| m.protocols.iter().any(|(p, _)| p == n)))
         {
             return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
         }
@@ -365,7 +373,8 @@ impl Coordinator {
         }
         let (sender, receiver) = oneshot::channel();
         let session_timeout = Duration::from_millis(request.session_timeout_ms as u64);
-        let rebalance_timeout = Duration::from_millis(request.rebalance_timeout_ms.max(request.session_timeout_ms) as u64);
+        let rebalance_timeout =
+            Duration::from_millis(request.rebalance_timeout_ms.max(request.session_timeout_ms) as u64);
         let known = group.members.get(&member_id).map(|m| m.protocols.clone());
         let unchanged = known.as_ref() == Some(&request.protocols);
         group.protocol_type = Some(request.protocol_type.clone());
@@ -388,7 +397,10 @@ impl Coordinator {
         member.last_seen = now;
         // A static member that rejoins with unchanged metadata in a stable group gets
         // the current generation back without a rebalance.
-        if unchanged && group.state == State::Stable && (request.instance_id.is_some() || group.leader.as_deref() != Some(member_id.as_str())) {
+        if unchanged
+            && group.state == State::Stable
+            && (request.instance_id.is_some() || group.leader.as_deref() != Some(member_id.as_str()))
+        {
             let protocol = group.protocol.clone().unwrap_or_default();
             return Err(JoinGroupResponse::default()
                 .with_generation_id(group.generation)
@@ -491,7 +503,9 @@ impl Coordinator {
             .iter()
             .map(|(id, instance)| {
                 let found = if id.is_empty() {
-                    instance.as_ref().and_then(|i| group.members.values().find(|m| m.instance_id.as_ref() == Some(i)).map(|m| m.id.clone()))
+                    instance.as_ref().and_then(|i| {
+                        group.members.values().find(|m| m.instance_id.as_ref() == Some(i)).map(|m| m.id.clone())
+                    })
                 } else {
                     group.members.contains_key(id).then(|| id.clone())
                 };
@@ -578,7 +592,8 @@ impl Coordinator {
 
     pub fn describe(&self, group_id: &str) -> DescribedGroup {
         let groups = self.groups.borrow();
-        let mut described = DescribedGroup::default().with_group_id(GroupId(s(group_id))).with_authorized_operations(i32::MIN);
+        let mut described =
+            DescribedGroup::default().with_group_id(GroupId(s(group_id))).with_authorized_operations(i32::MIN);
         match groups.get(group_id) {
             None => described.with_group_state(s("Dead")),
             Some(g) => {
@@ -683,10 +698,17 @@ mod tests {
         // Values computed with Java: Math.abs("...".hashCode()) % 50 (& 0x7fffffff).
         assert_eq!(partition_for(""), 0);
         assert_eq!(partition_for("a"), 97 % 50);
-        assert_eq!(partition_for("group"), ("group".chars().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32)) & 0x7fffffff) % 50);
+        assert_eq!(
+            partition_for("group"),
+            ("group".chars().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32)) & 0x7fffffff) % 50
+        );
     }
 
-    fn join(c: &Coordinator, member: &str, now: Instant) -> Result<oneshot::Receiver<JoinGroupResponse>, JoinGroupResponse> {
+    fn join(
+        c: &Coordinator,
+        member: &str,
+        now: Instant,
+    ) -> Result<oneshot::Receiver<JoinGroupResponse>, JoinGroupResponse> {
         c.join(
             Join {
                 group: "g".into(),
@@ -727,7 +749,13 @@ mod tests {
         let follower = if leader == a { b.clone() } else { a.clone() };
         let (follower_sync, _) = c.sync("g", 1, &follower, vec![], now);
         let mut follower_sync = follower_sync.unwrap();
-        let (leader_sync, writes) = c.sync("g", 1, &leader, vec![(follower.clone(), Bytes::from_static(b"f")), (leader.clone(), Bytes::from_static(b"l"))], now);
+        let (leader_sync, writes) = c.sync(
+            "g",
+            1,
+            &leader,
+            vec![(follower.clone(), Bytes::from_static(b"f")), (leader.clone(), Bytes::from_static(b"l"))],
+            now,
+        );
         assert_eq!(writes.len(), 1);
         assert_eq!(leader_sync.unwrap().try_recv().unwrap().unwrap().assignment, Bytes::from_static(b"l"));
         assert_eq!(follower_sync.try_recv().unwrap().unwrap().assignment, Bytes::from_static(b"f"));

@@ -190,7 +190,13 @@ mod tests {
             Entry::Offset { group: "g".into(), topic: "t".into(), partition: 3, value: None },
             Entry::Group {
                 group: "g".into(),
-                value: Some(GroupValue { protocol_type: "consumer".into(), generation: 5, protocol: Some("range".into()), leader: None, state_timestamp: 9 }),
+                value: Some(GroupValue {
+                    protocol_type: "consumer".into(),
+                    generation: 5,
+                    protocol: Some("range".into()),
+                    leader: None,
+                    state_timestamp: 9,
+                }),
             },
         ];
         for entry in entries {

@@ -16,7 +16,8 @@ pub async fn handle(shard: &Rc<Shard>, request: DescribeGroupsRequest) -> Descri
     let mut response = DescribeGroupsResponse::default();
     for group in request.groups {
         let name = group.0.to_string();
-        let described = match crate::topics::group_call(shard, &name, GroupCall::Describe { group: name.clone() }).await {
+        let described = match crate::topics::group_call(shard, &name, GroupCall::Describe { group: name.clone() }).await
+        {
             Ok(GroupAnswer::Described(d)) => d,
             Ok(_) => DescribedGroup::default().with_group_id(group).with_error_code(code::UNKNOWN_SERVER_ERROR),
             Err(c) => DescribedGroup::default().with_group_id(group).with_error_code(c),

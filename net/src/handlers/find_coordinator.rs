@@ -16,7 +16,11 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
 const KEY_TYPE_GROUP: i8 = 0;
 
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: FindCoordinatorRequest) -> FindCoordinatorResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
     let settings = &shard.settings;
     let error = if request.key_type != KEY_TYPE_GROUP {
         code::COORDINATOR_NOT_AVAILABLE
@@ -29,7 +33,10 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: FindCoor
     let node = |key: kafka_protocol::protocol::StrBytes| {
         let mut c = Coordinator::default().with_key(key).with_error_code(error);
         if error == code::NONE {
-            c = c.with_node_id(BrokerId(settings.node_id)).with_host(s(settings.advertised_host.clone())).with_port(settings.advertised_port as i32);
+            c = c
+                .with_node_id(BrokerId(settings.node_id))
+                .with_host(s(settings.advertised_host.clone()))
+                .with_port(settings.advertised_port as i32);
         } else {
             c = c.with_node_id(BrokerId(-1)).with_port(-1);
         }

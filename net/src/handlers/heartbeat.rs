@@ -13,7 +13,11 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 pub async fn handle(shard: &Rc<Shard>, request: HeartbeatRequest) -> HeartbeatResponse {
     let group = request.group_id.0.to_string();
-    let call = GroupCall::Heartbeat { group: group.clone(), generation: request.generation_id, member_id: request.member_id.to_string() };
+    let call = GroupCall::Heartbeat {
+        group: group.clone(),
+        generation: request.generation_id,
+        member_id: request.member_id.to_string(),
+    };
     let error = match crate::topics::group_call(shard, &group, call).await {
         Ok(GroupAnswer::Code(c)) => c,
         Ok(_) => code::UNKNOWN_SERVER_ERROR,

@@ -12,7 +12,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
 
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: JoinGroupRequest, peer: &str) -> JoinGroupResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: JoinGroupRequest,
+    peer: &str,
+) -> JoinGroupResponse {
     let version = header.request_api_version;
     let group = request.group_id.0.to_string();
     if group.is_empty() {

@@ -17,11 +17,21 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: LeaveGro
     let group = request.group_id.0.to_string();
     let batched = header.request_api_version >= 3;
     let members: Vec<(String, Option<String>)> = if batched {
-        request.members.iter().map(|m| (m.member_id.to_string(), m.group_instance_id.as_ref().map(|i| i.to_string()))).collect()
+        request
+            .members
+            .iter()
+            .map(|m| (m.member_id.to_string(), m.group_instance_id.as_ref().map(|i| i.to_string())))
+            .collect()
     } else {
         vec![(request.member_id.to_string(), None)]
     };
-    let codes = match crate::topics::group_call(shard, &group, GroupCall::Leave { group: group.clone(), members: members.clone() }).await {
+    let codes = match crate::topics::group_call(
+        shard,
+        &group,
+        GroupCall::Leave { group: group.clone(), members: members.clone() },
+    )
+    .await
+    {
         Ok(GroupAnswer::Codes(codes)) => Ok(codes),
         Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
         Err(c) => Err(c),

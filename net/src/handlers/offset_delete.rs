@@ -19,18 +19,24 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetDeleteRequest) -> OffsetDe
         .iter()
         .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), p.partition_index)))
         .collect();
-    let error = match crate::topics::group_call(shard, &group, GroupCall::DeleteOffsets { group: group.clone(), partitions }).await {
-        Ok(GroupAnswer::Code(c)) => c,
-        Ok(_) => code::UNKNOWN_SERVER_ERROR,
-        Err(c) => c,
-    };
+    let error =
+        match crate::topics::group_call(shard, &group, GroupCall::DeleteOffsets { group: group.clone(), partitions })
+            .await
+        {
+            Ok(GroupAnswer::Code(c)) => c,
+            Ok(_) => code::UNKNOWN_SERVER_ERROR,
+            Err(c) => c,
+        };
     let mut response = OffsetDeleteResponse::default().with_error_code(error);
     if error == code::NONE {
         for t in request.topics {
             response.topics.push(
-                OffsetDeleteResponseTopic::default()
-                    .with_name(t.name.clone())
-                    .with_partitions(t.partitions.iter().map(|p| OffsetDeleteResponsePartition::default().with_partition_index(p.partition_index)).collect()),
+                OffsetDeleteResponseTopic::default().with_name(t.name.clone()).with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| OffsetDeleteResponsePartition::default().with_partition_index(p.partition_index))
+                        .collect(),
+                ),
             );
         }
     }

@@ -31,16 +31,21 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
     let mut response = OffsetFetchResponse::default();
     if header.request_api_version >= 8 {
         for g in request.groups {
-            let wanted = g.topics.map(|ts| ts.into_iter().flat_map(|t| {
-                let name = t.name.0.to_string();
-                t.partition_indexes.into_iter().map(move |p| (name.clone(), p))
-            }).collect());
+            let wanted = g.topics.map(|ts| {
+                ts.into_iter()
+                    .flat_map(|t| {
+                        let name = t.name.0.to_string();
+                        t.partition_indexes.into_iter().map(move |p| (name.clone(), p))
+                    })
+                    .collect()
+            });
             let mut out = OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0.clone()));
             match fetch(shard, g.group_id.0.as_str(), wanted).await {
                 Err(c) => out.error_code = c,
                 Ok(offsets) => {
                     for (topic, partition, committed) in offsets {
-                        let c = committed.unwrap_or(Committed { offset: -1, leader_epoch: -1, metadata: String::new() });
+                        let c =
+                            committed.unwrap_or(Committed { offset: -1, leader_epoch: -1, metadata: String::new() });
                         let p = OffsetFetchResponsePartitions::default()
                             .with_partition_index(partition)
                             .with_committed_offset(c.offset)
@@ -48,7 +53,11 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
                             .with_metadata(Some(s(c.metadata)));
                         match out.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
                             Some(t) => t.partitions.push(p),
-                            None => out.topics.push(OffsetFetchResponseTopics::default().with_name(TopicName(s(topic))).with_partitions(vec![p])),
+                            None => out.topics.push(
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(TopicName(s(topic)))
+                                    .with_partitions(vec![p]),
+                            ),
                         }
                     }
                 }
@@ -57,10 +66,14 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
         }
         return response;
     }
-    let wanted = request.topics.map(|ts| ts.into_iter().flat_map(|t| {
-        let name = t.name.0.to_string();
-        t.partition_indexes.into_iter().map(move |p| (name.clone(), p))
-    }).collect());
+    let wanted = request.topics.map(|ts| {
+        ts.into_iter()
+            .flat_map(|t| {
+                let name = t.name.0.to_string();
+                t.partition_indexes.into_iter().map(move |p| (name.clone(), p))
+            })
+            .collect()
+    });
     match fetch(shard, request.group_id.0.as_str(), wanted).await {
         Err(c) => response.error_code = c,
         Ok(offsets) => {
@@ -73,7 +86,9 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
                     .with_metadata(Some(s(c.metadata)));
                 match response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
                     Some(t) => t.partitions.push(p),
-                    None => response.topics.push(OffsetFetchResponseTopic::default().with_name(TopicName(s(topic))).with_partitions(vec![p])),
+                    None => response.topics.push(
+                        OffsetFetchResponseTopic::default().with_name(TopicName(s(topic))).with_partitions(vec![p]),
+                    ),
                 }
             }
         }
