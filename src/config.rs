@@ -63,6 +63,12 @@ pub struct StartArgs {
     /// Kafka's `group.initial.rebalance.delay.ms` [default: 3000].
     #[arg(long, env = "SKEIN_GROUP_INITIAL_REBALANCE_DELAY_MS")]
     pub group_initial_rebalance_delay_ms: Option<u64>,
+    /// Kafka's `group.consumer.heartbeat.interval.ms` (KIP-848 groups) [default: 5000].
+    #[arg(long, env = "SKEIN_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS")]
+    pub group_consumer_heartbeat_interval_ms: Option<u64>,
+    /// Kafka's `group.consumer.session.timeout.ms` (KIP-848 groups) [default: 45000].
+    #[arg(long, env = "SKEIN_GROUP_CONSUMER_SESSION_TIMEOUT_MS")]
+    pub group_consumer_session_timeout_ms: Option<u64>,
     /// A default topic config, `name=value` with Kafka's names; repeatable.
     #[arg(long = "topic-config", value_name = "NAME=VALUE")]
     pub topic_configs: Vec<String>,
@@ -84,6 +90,8 @@ struct FileConfig {
     num_partitions: Option<i32>,
     socket_request_max_bytes: Option<usize>,
     group_initial_rebalance_delay_ms: Option<u64>,
+    group_consumer_heartbeat_interval_ms: Option<u64>,
+    group_consumer_session_timeout_ms: Option<u64>,
     #[serde(default)]
     topic_defaults: BTreeMap<String, String>,
 }
@@ -104,6 +112,8 @@ pub struct NodeConfig {
     pub num_partitions: i32,
     pub socket_request_max_bytes: usize,
     pub group_initial_rebalance_delay_ms: u64,
+    pub group_consumer_heartbeat_interval_ms: u64,
+    pub group_consumer_session_timeout_ms: u64,
     pub topic_defaults: BTreeMap<String, String>,
 }
 
@@ -198,6 +208,16 @@ impl NodeConfig {
                 .group_initial_rebalance_delay_ms
                 .or(file.group_initial_rebalance_delay_ms)
                 .unwrap_or(3000),
+            group_consumer_heartbeat_interval_ms: args
+                .group_consumer_heartbeat_interval_ms
+                .or(file.group_consumer_heartbeat_interval_ms)
+                .unwrap_or(5000)
+                .max(1),
+            group_consumer_session_timeout_ms: args
+                .group_consumer_session_timeout_ms
+                .or(file.group_consumer_session_timeout_ms)
+                .unwrap_or(45000)
+                .max(1),
             topic_defaults,
         })
     }

@@ -62,6 +62,8 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         shards,
         data_dir: config.data_dir.clone(),
         group_initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+        group_consumer_heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+        group_consumer_session_timeout_ms: config.group_consumer_session_timeout_ms,
     });
     let started = std::time::Instant::now();
     let ready = Arc::new(AtomicUsize::new(0));

@@ -40,6 +40,8 @@ pub const APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::DescribeGroups, describe_groups::VERSIONS),
     (ApiKey::DeleteGroups, delete_groups::VERSIONS),
     (ApiKey::OffsetDelete, offset_delete::VERSIONS),
+    (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS),
+    (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS),
 ];
 
 /// The versions of `key` Skein serves.
@@ -85,6 +87,12 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<ResponseKin
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(describe_groups::handle(shard, r).await),
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(shard, r).await),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(shard, r).await),
+        RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
+            consumer_group_heartbeat::handle(shard, &header, r, &request.peer).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => {
+            ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(shard, r).await)
+        }
         other => {
             // `server::parse` refuses keys missing from `APIS`; reaching here means the
             // table and this match disagree, a programmer error.
@@ -156,6 +164,8 @@ mod tests {
                 ApiKey::DescribeGroups => DescribeGroupsRequest::VERSIONS,
                 ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
                 ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
+                ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
+                ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
                 other => panic!("{other:?} missing from this test"),
             }
         };

@@ -40,6 +40,9 @@ pub struct NodeSettings {
     pub data_dir: std::path::PathBuf,
     /// Kafka's `group.initial.rebalance.delay.ms`.
     pub group_initial_rebalance_delay_ms: u64,
+    /// Kafka's `group.consumer.heartbeat.interval.ms` and `group.consumer.session.timeout.ms`.
+    pub group_consumer_heartbeat_interval_ms: u64,
+    pub group_consumer_session_timeout_ms: u64,
 }
 
 /// The settings of a topic that its partitions apply.
@@ -172,6 +175,10 @@ impl Shard {
             .groups
             .initial_rebalance_delay
             .set(Duration::from_millis(shard.settings.group_initial_rebalance_delay_ms));
+        shard.groups.consumer_settings.set(crate::group::consumer::ConsumerSettings {
+            heartbeat_interval: Duration::from_millis(shard.settings.group_consumer_heartbeat_interval_ms),
+            session_timeout: Duration::from_millis(shard.settings.group_consumer_session_timeout_ms),
+        });
         shard
     }
 
@@ -483,6 +490,12 @@ impl Shard {
                 Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
                 Err(c) => GroupAnswer::Code(c),
             },
+            GroupCall::ConsumerHeartbeat { request, client_id, client_host } => GroupAnswer::ConsumerHeartbeat(
+                groups.consumer_heartbeat(&request, &client_id, &client_host, &self.image(), now),
+            ),
+            GroupCall::ConsumerDescribe { group } => {
+                GroupAnswer::ConsumerDescribed(groups.consumer_describe(&group, &self.image()))
+            }
             GroupCall::DeleteOffsets { group, partitions } => match groups.delete_offsets(&group, &partitions) {
                 Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
                 Err(c) => GroupAnswer::Code(c),
@@ -495,7 +508,9 @@ impl Shard {
 pub async fn group_ticker(shard: Rc<Shard>) {
     loop {
         glommio::timer::sleep(Duration::from_millis(100)).await;
-        shard.groups.tick(std::time::Instant::now());
+        let now = std::time::Instant::now();
+        shard.groups.tick(now);
+        shard.groups.tick_consumers(&shard.image(), now);
     }
 }
 

@@ -12,6 +12,7 @@
 //! CompletingRebalance (the leader computes assignments) -> Stable. Members that miss
 //! their session timeout are removed and the group rebalances.
 
+pub mod consumer;
 pub mod records;
 
 use std::cell::RefCell;
@@ -264,9 +265,11 @@ pub struct Join {
 }
 
 /// The groups of one shard.
-#[derive(Default)]
 pub struct Coordinator {
     groups: RefCell<HashMap<String, Group>>,
+    /// Groups of the KIP-848 consumer protocol (their offsets live in `groups`).
+    consumer_groups: RefCell<HashMap<String, consumer::ConsumerGroup>>,
+    pub consumer_settings: std::cell::Cell<consumer::ConsumerSettings>,
     /// Offsets-topic partitions loaded on this shard.
     loaded: RefCell<BTreeSet<i32>>,
     pub initial_rebalance_delay: std::cell::Cell<Duration>,
@@ -275,7 +278,71 @@ pub struct Coordinator {
 /// What the caller must persist after a state change.
 pub type Writes = Vec<Entry>;
 
+impl Default for Coordinator {
+    fn default() -> Self {
+        Coordinator {
+            groups: RefCell::default(),
+            consumer_groups: RefCell::default(),
+            consumer_settings: std::cell::Cell::new(consumer::ConsumerSettings {
+                heartbeat_interval: Duration::from_secs(5),
+                session_timeout: Duration::from_secs(45),
+            }),
+            loaded: RefCell::default(),
+            initial_rebalance_delay: std::cell::Cell::new(Duration::from_secs(3)),
+        }
+    }
+}
+
 impl Coordinator {
+    /// ConsumerGroupHeartbeat (KIP-848).
+    pub fn consumer_heartbeat(
+        &self,
+        request: &kafka_protocol::messages::ConsumerGroupHeartbeatRequest,
+        client_id: &str,
+        client_host: &str,
+        image: &crate::metadata::MetadataImage,
+        now: Instant,
+    ) -> kafka_protocol::messages::ConsumerGroupHeartbeatResponse {
+        let id = request.group_id.0.to_string();
+        if id.is_empty() {
+            return kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(code::INVALID_GROUP_ID);
+        }
+        if self.groups.borrow().get(&id).is_some_and(|g| !g.members.is_empty()) {
+            return kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(code::GROUP_ID_NOT_FOUND)
+                .with_error_message(Some(s("the group uses the classic protocol")));
+        }
+        let settings = self.consumer_settings.get();
+        let mut groups = self.consumer_groups.borrow_mut();
+        let group = groups.entry(id.clone()).or_insert_with(|| consumer::ConsumerGroup::new(&id));
+        group.heartbeat(request, client_id, client_host, image, settings, now)
+    }
+
+    pub fn consumer_describe(
+        &self,
+        group: &str,
+        image: &crate::metadata::MetadataImage,
+    ) -> kafka_protocol::messages::consumer_group_describe_response::DescribedGroup {
+        match self.consumer_groups.borrow().get(group) {
+            Some(g) => g.describe(image),
+            None => kafka_protocol::messages::consumer_group_describe_response::DescribedGroup::default()
+                .with_group_id(GroupId(s(group)))
+                .with_error_code(code::GROUP_ID_NOT_FOUND),
+        }
+    }
+
+    /// Expires consumer-protocol members whose session ended.
+    pub fn tick_consumers(&self, image: &crate::metadata::MetadataImage, now: Instant) {
+        let settings = self.consumer_settings.get();
+        for group in self.consumer_groups.borrow_mut().values_mut() {
+            let removed = group.expire(image, settings, now);
+            if removed > 0 {
+                tracing::info!(target: "skein::net", group = %group.id, removed, "consumer sessions expired");
+            }
+        }
+    }
+
     pub fn is_loaded(&self, partition: i32) -> bool {
         self.loaded.borrow().contains(&partition)
     }
@@ -321,6 +388,9 @@ impl Coordinator {
             return Err(error(code::INVALID_SESSION_TIMEOUT));
         }
         if request.protocols.is_empty() || request.protocol_type.is_empty() {
+            return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
+        }
+        if self.consumer_groups.borrow().get(&request.group).is_some_and(|g| !g.is_empty()) {
             return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
         }
         let initial_delay = self.initial_rebalance_delay.get();
@@ -544,6 +614,12 @@ impl Coordinator {
     /// Validates an offset commit. Simple commits (generation -1, no member) are
     /// accepted for groups without members, as assign-mode consumers make them.
     pub fn check_commit(&self, group_id: &str, generation: i32, member_id: &str) -> i16 {
+        if let Some(group) = self.consumer_groups.borrow().get(group_id).filter(|g| !g.is_empty()) {
+            if !member_id.is_empty() {
+                return group.check_commit(member_id, generation);
+            }
+            return code::UNKNOWN_MEMBER_ID;
+        }
         let groups = self.groups.borrow();
         let Some(group) = groups.get(group_id) else {
             return if generation < 0 { code::NONE } else { code::ILLEGAL_GENERATION };
@@ -625,22 +701,44 @@ impl Coordinator {
     }
 
     pub fn list(&self, states: &[String]) -> Vec<ListedGroup> {
-        self.groups
-            .borrow()
+        let wanted = |state: &str| states.is_empty() || states.iter().any(|st| st.eq_ignore_ascii_case(state));
+        let consumer = self.consumer_groups.borrow();
+        let mut out: Vec<ListedGroup> = consumer
             .values()
-            .filter(|g| states.is_empty() || states.iter().any(|st| st.eq_ignore_ascii_case(g.state.name())))
+            .filter(|g| wanted(g.state()))
             .map(|g| {
                 ListedGroup::default()
                     .with_group_id(GroupId(s(g.id.clone())))
-                    .with_protocol_type(s(g.protocol_type.clone().unwrap_or_default()))
-                    .with_group_state(s(g.state.name()))
-                    .with_group_type(s("classic"))
+                    .with_protocol_type(s("consumer"))
+                    .with_group_state(s(g.state()))
+                    .with_group_type(s("consumer"))
             })
-            .collect()
+            .collect();
+        out.extend(
+            self.groups.borrow().values().filter(|g| !consumer.contains_key(&g.id) && wanted(g.state.name())).map(
+                |g| {
+                    ListedGroup::default()
+                        .with_group_id(GroupId(s(g.id.clone())))
+                        .with_protocol_type(s(g.protocol_type.clone().unwrap_or_default()))
+                        .with_group_state(s(g.state.name()))
+                        .with_group_type(s("classic"))
+                },
+            ),
+        );
+        out
     }
 
     /// Deletes an empty group; returns the tombstones to persist.
     pub fn delete(&self, group_id: &str) -> Result<Writes, i16> {
+        {
+            let mut consumer = self.consumer_groups.borrow_mut();
+            if consumer.get(group_id).is_some_and(|g| !g.is_empty()) {
+                return Err(code::NON_EMPTY_GROUP);
+            }
+            if consumer.remove(group_id).is_some() && !self.groups.borrow().contains_key(group_id) {
+                return Ok(vec![Entry::Group { group: group_id.to_owned(), value: None }]);
+            }
+        }
         let mut groups = self.groups.borrow_mut();
         let Some(group) = groups.get(group_id) else { return Err(code::GROUP_ID_NOT_FOUND) };
         if !group.members.is_empty() {
@@ -776,15 +874,52 @@ mod tests {
 #[derive(Debug)]
 pub enum GroupCall {
     Join(Box<JoinCall>),
-    Sync { group: String, generation: i32, member_id: String, assignments: Vec<(String, Bytes)> },
-    Heartbeat { group: String, generation: i32, member_id: String },
-    Leave { group: String, members: Vec<(String, Option<String>)> },
-    Commit { group: String, generation: i32, member_id: String, offsets: Vec<(String, i32, Committed)> },
-    Fetch { group: String, wanted: Option<Vec<(String, i32)>> },
-    Describe { group: String },
-    List { states: Vec<String> },
-    Delete { group: String },
-    DeleteOffsets { group: String, partitions: Vec<(String, i32)> },
+    Sync {
+        group: String,
+        generation: i32,
+        member_id: String,
+        assignments: Vec<(String, Bytes)>,
+    },
+    Heartbeat {
+        group: String,
+        generation: i32,
+        member_id: String,
+    },
+    Leave {
+        group: String,
+        members: Vec<(String, Option<String>)>,
+    },
+    Commit {
+        group: String,
+        generation: i32,
+        member_id: String,
+        offsets: Vec<(String, i32, Committed)>,
+    },
+    Fetch {
+        group: String,
+        wanted: Option<Vec<(String, i32)>>,
+    },
+    Describe {
+        group: String,
+    },
+    List {
+        states: Vec<String>,
+    },
+    Delete {
+        group: String,
+    },
+    DeleteOffsets {
+        group: String,
+        partitions: Vec<(String, i32)>,
+    },
+    ConsumerHeartbeat {
+        request: Box<kafka_protocol::messages::ConsumerGroupHeartbeatRequest>,
+        client_id: String,
+        client_host: String,
+    },
+    ConsumerDescribe {
+        group: String,
+    },
 }
 
 /// `Join` in a form that can cross shards.
@@ -828,4 +963,6 @@ pub enum GroupAnswer {
     Offsets(Vec<(String, i32, Option<Committed>)>),
     Described(DescribedGroup),
     Listed(Vec<ListedGroup>),
+    ConsumerHeartbeat(kafka_protocol::messages::ConsumerGroupHeartbeatResponse),
+    ConsumerDescribed(kafka_protocol::messages::consumer_group_describe_response::DescribedGroup),
 }

@@ -1,0 +1,29 @@
+//! ConsumerGroupDescribe (KIP-848): epochs, assignor, members with their current and
+//! target assignments.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
+use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use crate::errors::code;
+use crate::group::{GroupAnswer, GroupCall};
+use crate::shard::Shard;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+
+pub async fn handle(shard: &Rc<Shard>, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse {
+    let mut response = ConsumerGroupDescribeResponse::default();
+    for group in request.group_ids {
+        let name = group.0.to_string();
+        let described =
+            match crate::topics::group_call(shard, &name, GroupCall::ConsumerDescribe { group: name.clone() }).await {
+                Ok(GroupAnswer::ConsumerDescribed(d)) => d,
+                Ok(_) => DescribedGroup::default().with_group_id(group).with_error_code(code::UNKNOWN_SERVER_ERROR),
+                Err(c) => DescribedGroup::default().with_group_id(group).with_error_code(c),
+            };
+        response.groups.push(described);
+    }
+    response
+}

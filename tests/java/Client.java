@@ -1,0 +1,69 @@
+// The Java Kafka client against Skein, driven by tests/java_clients.rs:
+//   produce BOOTSTRAP TOPIC COUNT
+//   member BOOTSTRAP TOPIC GROUP PROTOCOL EXPECT MAX_SECONDS
+// A member prints "ASSIGNED p,p,..." on every assignment change, "FIRST value" for
+// its first record, commits after each poll, and exits after EXPECT records (0: runs
+// MAX_SECONDS) printing "RECORDS n".
+import java.time.Duration;
+import java.util.*;
+import java.util.stream.Collectors;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.*;
+
+public class Client {
+    public static void main(String[] args) throws Exception {
+        String mode = args[0], bootstrap = args[1], topic = args[2];
+        if (mode.equals("produce")) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", bootstrap);
+            p.put("acks", "all");
+            p.put("key.serializer", StringSerializer.class.getName());
+            p.put("value.serializer", StringSerializer.class.getName());
+            int count = Integer.parseInt(args[3]);
+            int start = args.length > 4 ? Integer.parseInt(args[4]) : 0;
+            try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+                for (int i = start; i < start + count; i++) producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i));
+                producer.flush();
+            }
+            System.out.println("PRODUCED " + count);
+            return;
+        }
+        String group = args[3], protocol = args[4];
+        int expect = Integer.parseInt(args[5]);
+        long deadline = System.currentTimeMillis() + 1000L * Integer.parseInt(args[6]);
+        Properties c = new Properties();
+        c.put("bootstrap.servers", bootstrap);
+        c.put("group.id", group);
+        c.put("group.protocol", protocol);
+        c.put("auto.offset.reset", "earliest");
+        c.put("enable.auto.commit", "false");
+        c.put("key.deserializer", StringDeserializer.class.getName());
+        c.put("value.deserializer", StringDeserializer.class.getName());
+        if (protocol.equals("classic")) {
+            c.put("session.timeout.ms", "6000");
+            c.put("heartbeat.interval.ms", "500");
+        }
+        int records = 0;
+        String last = "";
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+            consumer.subscribe(List.of(topic));
+            while (System.currentTimeMillis() < deadline && (expect == 0 || records < expect)) {
+                ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(100));
+                String now = consumer.assignment().stream().map(TopicPartition::partition).sorted()
+                        .map(String::valueOf).collect(Collectors.joining(","));
+                if (!now.equals(last)) {
+                    System.out.println("ASSIGNED " + now);
+                    last = now;
+                }
+                for (ConsumerRecord<String, String> r : batch) {
+                    if (records == 0) System.out.println("FIRST " + r.value());
+                    records++;
+                }
+                if (!batch.isEmpty()) consumer.commitSync();
+            }
+        }
+        System.out.println("RECORDS " + records);
+    }
+}
