@@ -69,6 +69,13 @@ pub struct StartArgs {
     /// Kafka's `group.consumer.session.timeout.ms` (KIP-848 groups) [default: 45000].
     #[arg(long, env = "SKEIN_GROUP_CONSUMER_SESSION_TIMEOUT_MS")]
     pub group_consumer_session_timeout_ms: Option<u64>,
+    /// Kafka's `group.max.size` [default: 2147483647].
+    #[arg(long, env = "SKEIN_GROUP_MAX_SIZE")]
+    pub group_max_size: Option<usize>,
+    /// Kafka's `offsets.retention.minutes`: offsets of groups empty this long are
+    /// deleted [default: 10080].
+    #[arg(long, env = "SKEIN_OFFSETS_RETENTION_MINUTES")]
+    pub offsets_retention_minutes: Option<u64>,
     /// A default topic config, `name=value` with Kafka's names; repeatable.
     #[arg(long = "topic-config", value_name = "NAME=VALUE")]
     pub topic_configs: Vec<String>,
@@ -92,6 +99,8 @@ struct FileConfig {
     group_initial_rebalance_delay_ms: Option<u64>,
     group_consumer_heartbeat_interval_ms: Option<u64>,
     group_consumer_session_timeout_ms: Option<u64>,
+    group_max_size: Option<usize>,
+    offsets_retention_minutes: Option<u64>,
     #[serde(default)]
     topic_defaults: BTreeMap<String, String>,
 }
@@ -114,6 +123,8 @@ pub struct NodeConfig {
     pub group_initial_rebalance_delay_ms: u64,
     pub group_consumer_heartbeat_interval_ms: u64,
     pub group_consumer_session_timeout_ms: u64,
+    pub group_max_size: usize,
+    pub offsets_retention_minutes: u64,
     pub topic_defaults: BTreeMap<String, String>,
 }
 
@@ -218,6 +229,11 @@ impl NodeConfig {
                 .or(file.group_consumer_session_timeout_ms)
                 .unwrap_or(45000)
                 .max(1),
+            group_max_size: args.group_max_size.or(file.group_max_size).unwrap_or(i32::MAX as usize).max(1),
+            offsets_retention_minutes: args
+                .offsets_retention_minutes
+                .or(file.offsets_retention_minutes)
+                .unwrap_or(10080),
             topic_defaults,
         })
     }

@@ -64,6 +64,8 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         group_initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
         group_consumer_heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
         group_consumer_session_timeout_ms: config.group_consumer_session_timeout_ms,
+        group_max_size: config.group_max_size,
+        offsets_retention_minutes: config.offsets_retention_minutes,
     });
     let started = std::time::Instant::now();
     let ready = Arc::new(AtomicUsize::new(0));

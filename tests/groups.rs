@@ -358,3 +358,140 @@ fn group_cli() {
     let list = String::from_utf8_lossy(&skein(&["group", "list", "--bootstrap-server", &b]).stdout).to_string();
     assert!(!list.contains("toolers"), "{list}");
 }
+
+// Cooperative-sticky (incremental rebalancing) works: a second member joins and the
+// two end up with disjoint halves, the first keeping what it still owns.
+#[test]
+fn cooperative_sticky() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &["--group-initial-rebalance-delay-ms", "100"]);
+    create(&broker, "coop", 4);
+    let make = || -> BaseConsumer {
+        ClientConfig::new()
+            .set("bootstrap.servers", broker.bootstrap())
+            .set("group.id", "coopers")
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("session.timeout.ms", "6000")
+            .set("heartbeat.interval.ms", "300")
+            .create()
+            .unwrap()
+    };
+    let first = vec![make()];
+    first[0].subscribe(&["coop"]).unwrap();
+    let alone = poll_until(&first, |s| s[0].len() == 4);
+    assert_eq!(alone[0].len(), 4);
+    let mut members = first;
+    members.push(make());
+    members[1].subscribe(&["coop"]).unwrap();
+    let both = poll_until(&members, |s| disjoint_cover(s, 4) && s[0].len() == 2);
+    assert!(disjoint_cover(&both, 4), "{both:?}");
+    assert!(both[0].is_subset(&alone[0]));
+}
+
+// Bad group requests get Kafka's errors and leave a live group intact.
+#[test]
+fn bad_group_requests() {
+    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &["--group-initial-rebalance-delay-ms", "100"]);
+    create(&broker, "guarded", 2);
+    let live = consumer(&broker, "live");
+    live.subscribe(&["guarded"]).unwrap();
+    let sets = poll_until(std::slice::from_ref(&live), |s| s[0].len() == 2);
+    assert_eq!(sets[0].len(), 2);
+
+    let mut raw = common::RawClient::connect(&broker.bootstrap());
+    let group = |g: &str| GroupId(StrBytes::from_string(g.to_string()));
+    let hb = raw.call(
+        &HeartbeatRequest::default()
+            .with_group_id(group("no-such-group"))
+            .with_generation_id(1)
+            .with_member_id(StrBytes::from_static_str("m")),
+        4,
+    );
+    assert_eq!(hb.error_code, 25, "UNKNOWN_MEMBER_ID");
+    let hb = raw.call(
+        &HeartbeatRequest::default()
+            .with_group_id(group("live"))
+            .with_generation_id(1)
+            .with_member_id(StrBytes::from_static_str("intruder")),
+        4,
+    );
+    assert_eq!(hb.error_code, 25);
+    let sync = raw.call(
+        &SyncGroupRequest::default()
+            .with_group_id(group("live"))
+            .with_generation_id(99)
+            .with_member_id(StrBytes::from_static_str("intruder")),
+        5,
+    );
+    assert_eq!(sync.error_code, 25);
+    let join = raw.call(
+        &JoinGroupRequest::default()
+            .with_group_id(group("live"))
+            .with_session_timeout_ms(10)
+            .with_protocol_type(StrBytes::from_static_str("consumer"))
+            .with_protocols(vec![
+                join_group_request::JoinGroupRequestProtocol::default().with_name(StrBytes::from_static_str("range"))
+            ]),
+        9,
+    );
+    assert_eq!(join.error_code, 26, "INVALID_SESSION_TIMEOUT");
+    let join = raw.call(
+        &JoinGroupRequest::default()
+            .with_group_id(group("live"))
+            .with_session_timeout_ms(10000)
+            .with_protocol_type(StrBytes::from_static_str("connect"))
+            .with_protocols(vec![
+                join_group_request::JoinGroupRequestProtocol::default().with_name(StrBytes::from_static_str("x"))
+            ]),
+        5,
+    );
+    assert_eq!(join.error_code, 23, "INCONSISTENT_GROUP_PROTOCOL");
+    let commit = |topic: &str, partition: i32, metadata: String| {
+        OffsetCommitRequest::default().with_group_id(group("loose")).with_generation_id_or_member_epoch(-1).with_topics(
+            vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(partition)
+                    .with_committed_offset(1)
+                    .with_committed_metadata(Some(StrBytes::from_string(metadata)))])],
+        )
+    };
+    let r = raw.call(&commit("guarded", 9, String::new()), 8);
+    assert_eq!(r.topics[0].partitions[0].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    let r = raw.call(&commit("guarded", 0, "x".repeat(5000)), 8);
+    assert_eq!(r.topics[0].partitions[0].error_code, 12, "OFFSET_METADATA_TOO_LARGE");
+    let r = raw.call(&commit("guarded", 0, "ok".into()), 8);
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    // The live member still heartbeats normally and keeps its partitions.
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let _ = live.poll(Duration::from_millis(50));
+    }
+    assert_eq!(assignment(&live).len(), 2);
+    let described = String::from_utf8_lossy(
+        &skein(&["group", "describe", "live", "--bootstrap-server", &broker.bootstrap()]).stdout,
+    )
+    .to_string();
+    assert!(described.contains("state Stable") && described.contains("members 1"), "{described}");
+}
+
+// offsets.retention.minutes: offsets of a group that stays empty are deleted.
+#[test]
+fn offsets_retention_for_empty_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &["--offsets-retention-minutes", "0"]);
+    create(&broker, "fleeting", 1);
+    let c = consumer(&broker, "fleeters");
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset("fleeting", 0, Offset::Offset(0)).unwrap();
+    c.commit(&list, CommitMode::Sync).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut wanted = TopicPartitionList::new();
+    wanted.add_partition("fleeting", 0);
+    let got = c.committed_offsets(wanted, Duration::from_secs(10)).unwrap();
+    assert_eq!(got.elements()[0].offset(), Offset::Invalid, "expired offsets are gone");
+}

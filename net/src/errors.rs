@@ -37,6 +37,7 @@ pub mod code {
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
     pub const INCONSISTENT_TOPIC_ID: i16 = 103;
     pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
     pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
     pub const NOT_COORDINATOR: i16 = 16;

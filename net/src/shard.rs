@@ -43,6 +43,9 @@ pub struct NodeSettings {
     /// Kafka's `group.consumer.heartbeat.interval.ms` and `group.consumer.session.timeout.ms`.
     pub group_consumer_heartbeat_interval_ms: u64,
     pub group_consumer_session_timeout_ms: u64,
+    /// Kafka's `group.max.size` and `offsets.retention.minutes`.
+    pub group_max_size: usize,
+    pub offsets_retention_minutes: u64,
 }
 
 /// The settings of a topic that its partitions apply.
@@ -175,6 +178,11 @@ impl Shard {
             .groups
             .initial_rebalance_delay
             .set(Duration::from_millis(shard.settings.group_initial_rebalance_delay_ms));
+        shard.groups.max_size.set(shard.settings.group_max_size);
+        shard
+            .groups
+            .offsets_retention
+            .set(Duration::from_secs(shard.settings.offsets_retention_minutes.saturating_mul(60)));
         shard.groups.consumer_settings.set(crate::group::consumer::ConsumerSettings {
             heartbeat_interval: Duration::from_millis(shard.settings.group_consumer_heartbeat_interval_ms),
             session_timeout: Duration::from_millis(shard.settings.group_consumer_session_timeout_ms),
@@ -423,6 +431,26 @@ impl Shard {
         tracing::debug!(target: "skein::net", partition, records, load_ms = started.elapsed().as_millis() as u64, "groups loaded");
     }
 
+    /// Writes the tombstones of expired offsets to their groups' partitions.
+    async fn persist_expired_offsets(&self, entries: Vec<crate::group::records::Entry>) {
+        let mut by_partition: BTreeMap<i32, Vec<crate::group::records::Entry>> = BTreeMap::new();
+        for entry in entries {
+            let group = match &entry {
+                crate::group::records::Entry::Offset { group, .. }
+                | crate::group::records::Entry::Group { group, .. } => group,
+            };
+            by_partition.entry(crate::group::partition_for(group)).or_default().push(entry);
+        }
+        for (partition, entries) in by_partition {
+            let tp = TopicPartition::new(crate::group::OFFSETS_TOPIC, partition);
+            if let Some(state) = self.partition(&tp) {
+                if let Err(code) = self.persist(&state, entries).await {
+                    tracing::warn!(target: "skein::net", partition, code, "cannot persist expired offsets");
+                }
+            }
+        }
+    }
+
     /// Appends coordinator records to the group's offsets partition and waits until
     /// they are written.
     async fn persist(&self, state: &Partition, entries: Vec<crate::group::records::Entry>) -> Result<(), i16> {
@@ -509,8 +537,11 @@ pub async fn group_ticker(shard: Rc<Shard>) {
     loop {
         glommio::timer::sleep(Duration::from_millis(100)).await;
         let now = std::time::Instant::now();
-        shard.groups.tick(now);
+        let expired = shard.groups.tick(now);
         shard.groups.tick_consumers(&shard.image(), now);
+        if !expired.is_empty() {
+            shard.persist_expired_offsets(expired).await;
+        }
     }
 }
 

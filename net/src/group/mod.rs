@@ -33,8 +33,8 @@ use records::{Entry, GroupValue, OffsetValue};
 /// The offsets topic and its partition count (`offsets.topic.num.partitions`).
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 pub const OFFSETS_TOPIC_PARTITIONS: i32 = 50;
-/// `group.max.size`.
-pub const GROUP_MAX_SIZE: usize = i32::MAX as usize;
+/// Kafka's `offset.metadata.max.bytes`: longer commit metadata is refused.
+pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
 /// Kafka's session timeout bounds (`group.min.session.timeout.ms`, `group.max...`).
 pub const SESSION_TIMEOUT_MIN_MS: i32 = 6_000;
 pub const SESSION_TIMEOUT_MAX_MS: i32 = 1_800_000;
@@ -107,6 +107,8 @@ pub struct Group {
     pub offsets: BTreeMap<(String, i32), Committed>,
     /// When the current rebalance must complete, joined or not.
     rebalance_deadline: Option<Instant>,
+    /// Since when the group has had no members (offset retention).
+    empty_since: Option<Instant>,
 }
 
 impl Group {
@@ -122,6 +124,7 @@ impl Group {
             pending: BTreeSet::new(),
             offsets: BTreeMap::new(),
             rebalance_deadline: None,
+            empty_since: None,
         }
     }
 
@@ -273,6 +276,11 @@ pub struct Coordinator {
     /// Offsets-topic partitions loaded on this shard.
     loaded: RefCell<BTreeSet<i32>>,
     pub initial_rebalance_delay: std::cell::Cell<Duration>,
+    /// Kafka's `group.max.size`.
+    pub max_size: std::cell::Cell<usize>,
+    /// Kafka's `offsets.retention.minutes`: offsets of a group that stayed empty this
+    /// long are deleted.
+    pub offsets_retention: std::cell::Cell<Duration>,
 }
 
 /// What the caller must persist after a state change.
@@ -289,6 +297,8 @@ impl Default for Coordinator {
             }),
             loaded: RefCell::default(),
             initial_rebalance_delay: std::cell::Cell::new(Duration::from_secs(3)),
+            max_size: std::cell::Cell::new(i32::MAX as usize),
+            offsets_retention: std::cell::Cell::new(Duration::from_secs(7 * 24 * 3600)),
         }
     }
 }
@@ -380,8 +390,10 @@ impl Coordinator {
         }
     }
 
-    /// Starts or continues a join. Returns the immediate answer, or a receiver that
-    /// gets the answer when the rebalance completes.
+    /// Starts or continues a join. Returns the immediate answer (`Err`, errors and
+    /// answers without a rebalance alike), or a receiver that gets the answer when the
+    /// rebalance completes.
+    #[allow(clippy::result_large_err)]
     pub fn join(&self, request: Join, now: Instant) -> Result<oneshot::Receiver<JoinGroupResponse>, JoinGroupResponse> {
         let error = |c: i16| JoinGroupResponse::default().with_error_code(c).with_generation_id(-1);
         if !(SESSION_TIMEOUT_MIN_MS..=SESSION_TIMEOUT_MAX_MS).contains(&request.session_timeout_ms) {
@@ -438,7 +450,7 @@ impl Coordinator {
             return Err(error(code::UNKNOWN_MEMBER_ID));
         }
         group.pending.remove(&member_id);
-        if !group.members.contains_key(&member_id) && group.members.len() >= GROUP_MAX_SIZE {
+        if !group.members.contains_key(&member_id) && group.members.len() >= self.max_size.get() {
             return Err(error(code::GROUP_MAX_SIZE_REACHED));
         }
         let (sender, receiver) = oneshot::channel();
@@ -590,11 +602,26 @@ impl Coordinator {
             .collect()
     }
 
-    /// Expires sessions and completes rebalances whose time is up.
-    pub fn tick(&self, now: Instant) {
+    /// Expires sessions and completes rebalances whose time is up. Returns the
+    /// tombstones of offsets that outlived `offsets.retention.minutes` in empty groups.
+    pub fn tick(&self, now: Instant) -> Writes {
         let delay = self.initial_rebalance_delay.get();
+        let retention = self.offsets_retention.get();
+        let mut writes = Vec::new();
         let mut groups = self.groups.borrow_mut();
+        let consumer = self.consumer_groups.borrow();
         for group in groups.values_mut() {
+            if group.members.is_empty() && consumer.get(&group.id).is_none_or(|g| g.is_empty()) {
+                let since = *group.empty_since.get_or_insert(now);
+                if now.duration_since(since) > retention && !group.offsets.is_empty() {
+                    tracing::info!(target: "skein::net", group = %group.id, offsets = group.offsets.len(), "offsets expired");
+                    for ((t, p), _) in std::mem::take(&mut group.offsets) {
+                        writes.push(Entry::Offset { group: group.id.clone(), topic: t, partition: p, value: None });
+                    }
+                }
+            } else {
+                group.empty_since = None;
+            }
             let expired: Vec<String> = group
                 .members
                 .values()
@@ -609,6 +636,7 @@ impl Coordinator {
                 group.complete_join();
             }
         }
+        writes
     }
 
     /// Validates an offset commit. Simple commits (generation -1, no member) are

@@ -29,6 +29,10 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetCo
                 slots.push((name.clone(), p.partition_index, Some(code::UNKNOWN_TOPIC_OR_PARTITION)));
                 continue;
             }
+            if p.committed_metadata.as_ref().is_some_and(|m| m.len() > crate::group::OFFSET_METADATA_MAX_BYTES) {
+                slots.push((name.clone(), p.partition_index, Some(code::OFFSET_METADATA_TOO_LARGE)));
+                continue;
+            }
             slots.push((name.clone(), p.partition_index, None));
             offsets.push((
                 name.clone(),
