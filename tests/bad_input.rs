@@ -130,8 +130,10 @@ fn api_versions_lists_the_registry() {
     assert_eq!(range(2), Some((1, 8)), "ListOffsets");
     assert_eq!(range(3), Some((0, 12)), "Metadata");
     assert_eq!(range(22), Some((0, 5)), "InitProducerId");
-    // Nothing unimplemented is advertised: the group coordinator does not exist yet.
-    assert_eq!(range(10), None, "FindCoordinator");
+    assert_eq!(range(10), Some((0, 6)), "FindCoordinator");
+    assert_eq!(range(68), Some((0, 1)), "ConsumerGroupHeartbeat");
+    // Nothing unimplemented is advertised: transactions do not exist yet.
+    assert_eq!(range(24), None, "AddPartitionsToTxn");
 }
 
 // A body cut short, and an array count far beyond the frame, close the connection
