@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod admin;
+mod bench;
 mod cli;
 mod config;
 mod group_cli;
@@ -35,6 +36,9 @@ enum Command {
     /// Manage consumer groups.
     #[command(subcommand)]
     Group(group_cli::GroupCommand),
+    /// Measure a Kafka-compatible broker: `run` a workload, `compare` results.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Show or change which shard owns each partition.
     #[command(subcommand)]
     Placement(placement::PlacementCommand),
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Command::Consume(args) => cli::consume(args),
         Command::Placement(command) => placement::run(command),
         Command::Group(command) => group_cli::run(command),
+        Command::Bench(command) => bench::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

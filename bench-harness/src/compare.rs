@@ -1,0 +1,170 @@
+//! `skein bench compare`: a side-by-side table of runs and an SVG latency-percentile
+//! plot with a logarithmic percentile axis (50, 90, 99, 99.9, ...), as OMB and
+//! HdrHistogram plot them.
+
+use std::fmt::Write;
+
+use crate::run::RunResult;
+
+/// The table, one column per run.
+pub fn table(runs: &[RunResult]) -> String {
+    let mut out = String::new();
+    let _ = write!(out, "{:<28}", "");
+    for r in runs {
+        let _ = write!(out, " {:>22}", format!("{}/{}", r.broker, short(&r.workload)));
+    }
+    out.push('\n');
+    let row = |out: &mut String, name: &str, f: &dyn Fn(&RunResult) -> String| {
+        let _ = write!(out, "{name:<28}");
+        for r in runs {
+            let _ = write!(out, " {:>22}", f(r));
+        }
+        out.push('\n');
+    };
+    row(&mut out, "published msg/s", &|r| format!("{:.0}", r.published_msgs_per_sec));
+    row(&mut out, "published MB/s", &|r| format!("{:.1}", r.published_mb_per_sec));
+    row(&mut out, "consumed MB/s", &|r| format!("{:.1}", r.consumed_mb_per_sec));
+    for (name, pick) in [
+        ("publish p50 ms", 0usize),
+        ("publish p99 ms", 1),
+        ("publish p99.9 ms", 2),
+        ("publish max ms", 3),
+        ("end-to-end p50 ms", 4),
+        ("end-to-end p99 ms", 5),
+        ("end-to-end p99.9 ms", 6),
+    ] {
+        row(&mut out, name, &|r| {
+            let v = match pick {
+                0 => r.publish_latency.p50_us,
+                1 => r.publish_latency.p99_us,
+                2 => r.publish_latency.p999_us,
+                3 => r.publish_latency.max_us,
+                4 => r.end_to_end_latency.p50_us,
+                5 => r.end_to_end_latency.p99_us,
+                _ => r.end_to_end_latency.p999_us,
+            };
+            format!("{:.2}", v as f64 / 1000.0)
+        });
+    }
+    row(&mut out, "broker CPU s / GB", &|r| r.broker_cpu_secs_per_gb.map_or("-".into(), |v| format!("{v:.2}")));
+    row(&mut out, "broker peak RSS MB", &|r| r.broker_peak_rss_mb.map_or("-".into(), |v| format!("{v:.0}")));
+    row(&mut out, "publish errors", &|r| r.publish_errors.to_string());
+    out
+}
+
+fn short(name: &str) -> String {
+    name.chars().take(12).collect()
+}
+
+/// An SVG plot of publish latency by percentile, x = -log10(1 - p).
+pub fn svg(runs: &[RunResult]) -> String {
+    let (w, h, left, bottom) = (800.0, 480.0, 70.0, 50.0);
+    let x_of = |p: f64| {
+        let nines = -(1.0 - (p / 100.0).min(0.99999)).log10();
+        left + nines / 5.0 * (w - left - 20.0)
+    };
+    let max_us =
+        runs.iter().flat_map(|r| r.publish_latency.distribution.iter().map(|(_, v)| *v)).max().unwrap_or(1).max(1)
+            as f64;
+    let y_of = |us: u64| h - bottom - (us as f64 / max_us) * (h - bottom - 20.0);
+    let colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
+    let mut out = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n");
+    let _ = writeln!(out, "<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>");
+    let _ = writeln!(
+        out,
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>",
+        h - bottom,
+        w - 20.0,
+        h - bottom
+    );
+    let _ = writeln!(out, "<line x1=\"{left}\" y1=\"20\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>", h - bottom);
+    for (label, p) in
+        [("50%", 50.0), ("90%", 90.0), ("99%", 99.0), ("99.9%", 99.9), ("99.99%", 99.99), ("99.999%", 99.999)]
+    {
+        let x = x_of(p);
+        let _ = writeln!(out, "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{label}</text>", h - bottom + 18.0);
+        let _ = writeln!(out, "<line x1=\"{x}\" y1=\"20\" x2=\"{x}\" y2=\"{}\" stroke=\"#ddd\"/>", h - bottom);
+    }
+    for i in 0..=4 {
+        let us = (max_us * i as f64 / 4.0) as u64;
+        let _ = writeln!(
+            out,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.1} ms</text>",
+            left - 6.0,
+            y_of(us) + 4.0,
+            us as f64 / 1000.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">percentile (publish latency)</text>",
+        w / 2.0,
+        h - 8.0
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let points: Vec<String> = r
+            .publish_latency
+            .distribution
+            .iter()
+            .filter(|(p, _)| *p >= 50.0)
+            .map(|(p, v)| format!("{:.1},{:.1}", x_of(*p), y_of(*v)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            points.join(" ")
+        );
+        let _ = writeln!(
+            out,
+            "<text x=\"{}\" y=\"{}\" fill=\"{color}\">{} {}</text>",
+            left + 10.0,
+            36.0 + 16.0 * i as f64,
+            r.broker,
+            r.workload
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::Latency;
+
+    fn run(broker: &str, p99: u64) -> RunResult {
+        RunResult {
+            workload: "w".into(),
+            broker: broker.into(),
+            duration_secs: 1.0,
+            published_msgs: 10,
+            published_msgs_per_sec: 10.0,
+            published_mb_per_sec: 1.0,
+            consumed_msgs: 10,
+            consumed_mb_per_sec: 1.0,
+            publish_errors: 0,
+            publish_latency: Latency {
+                p99_us: p99,
+                distribution: vec![(50.0, 100), (99.0, p99), (100.0, p99 * 2)],
+                ..Latency::default()
+            },
+            end_to_end_latency: Latency::default(),
+            broker_cpu_secs: Some(1.0),
+            broker_cpu_secs_per_gb: Some(2.5),
+            broker_peak_rss_mb: None,
+        }
+    }
+
+    // The table has a column per run; the SVG has a line per run.
+    #[test]
+    fn table_and_plot() {
+        let runs = [run("skein", 2000), run("kafka", 9000)];
+        let t = table(&runs);
+        assert!(t.contains("skein/w") && t.contains("kafka/w"));
+        assert!(t.lines().any(|l| l.starts_with("publish p99 ms") && l.contains("2.00") && l.contains("9.00")));
+        let s = svg(&runs);
+        assert_eq!(s.matches("<polyline").count(), 2);
+        assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
+    }
+}

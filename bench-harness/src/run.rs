@@ -1,0 +1,416 @@
+//! Runs a workload against a Kafka-compatible broker through librdkafka.
+//!
+//! Producers are open-loop: message `i` of a producer is due at `start + i / rate`,
+//! and both latencies are measured from that due time, not from when the send call
+//! happened. A broker that stalls therefore shows its stall in every message that was
+//! due meanwhile (coordinated-omission correction, as in the OpenMessaging Benchmark
+//! and wrk2). Each payload carries its due time, so consumers measure end-to-end
+//! latency from it too. Every worker records into its own HdrHistogram; they are merged
+//! at the end.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+use serde::{Deserialize, Serialize};
+
+use crate::workload::Workload;
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub bootstrap: String,
+    /// The broker's process, sampled for CPU time and peak RSS when on this machine.
+    pub broker_pid: Option<u32>,
+    /// A name for the broker in reports ("skein", "kafka").
+    pub label: String,
+    /// Overrides the workload's producer rate.
+    pub rate: Option<u64>,
+    pub progress: Duration,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    pub count: u64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub p9999_us: u64,
+    pub max_us: u64,
+    /// (percentile, microseconds) points for plots.
+    pub distribution: Vec<(f64, u64)>,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Latency {
+        let distribution = [0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0]
+            .iter()
+            .map(|&p| (p, h.value_at_percentile(p)))
+            .collect();
+        Latency {
+            count: h.len(),
+            p50_us: h.value_at_quantile(0.5),
+            p90_us: h.value_at_quantile(0.9),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            p9999_us: h.value_at_quantile(0.9999),
+            max_us: h.max(),
+            distribution,
+        }
+    }
+}
+
+/// What a run measured (after warm-up).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunResult {
+    pub workload: String,
+    pub broker: String,
+    pub duration_secs: f64,
+    pub published_msgs: u64,
+    pub published_msgs_per_sec: f64,
+    pub published_mb_per_sec: f64,
+    pub consumed_msgs: u64,
+    pub consumed_mb_per_sec: f64,
+    pub publish_errors: u64,
+    pub publish_latency: Latency,
+    pub end_to_end_latency: Latency,
+    /// Broker CPU seconds over the measured window, and per GB produced + consumed.
+    pub broker_cpu_secs: Option<f64>,
+    pub broker_cpu_secs_per_gb: Option<f64>,
+    pub broker_peak_rss_mb: Option<f64>,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("histogram bounds")
+}
+
+fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Shared between workers.
+struct Shared {
+    /// Set when the warm-up ends: only then are latencies and counts recorded.
+    measuring: AtomicBool,
+    stop: AtomicBool,
+    published: AtomicU64,
+    published_bytes: AtomicU64,
+    consumed: AtomicU64,
+    consumed_bytes: AtomicU64,
+    errors: AtomicU64,
+}
+
+struct Delivery {
+    shared: Arc<Shared>,
+    latency: Arc<Mutex<Histogram<u64>>>,
+}
+
+impl ClientContext for Delivery {}
+
+impl ProducerContext for Delivery {
+    /// The message's due time (µs since the epoch) and size.
+    type DeliveryOpaque = Box<(u64, u64)>;
+    fn delivery(&self, result: &DeliveryResult<'_>, due: Box<(u64, u64)>) {
+        let (due_us, size) = *due;
+        if !self.shared.measuring.load(Ordering::Relaxed) {
+            return;
+        }
+        match result {
+            Ok(_) => {
+                let latency = now_us().saturating_sub(due_us).max(1);
+                let _ = self.latency.lock().expect("histogram").record(latency);
+                self.shared.published.fetch_add(1, Ordering::Relaxed);
+                self.shared.published_bytes.fetch_add(size, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// CPU seconds and peak RSS (MB) of a process, from /proc.
+fn sample(pid: u32) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may contain spaces) start after ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hwm_kb: f64 =
+        status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    // Linux reports CPU time in clock ticks of USER_HZ, 100 on every common build.
+    Some((ticks as f64 / 100.0, hwm_kb / 1024.0))
+}
+
+fn payload(size: usize, file: Option<&[u8]>) -> Vec<u8> {
+    use rand::RngCore;
+    let mut out = vec![0u8; size];
+    match file {
+        Some(bytes) if !bytes.is_empty() => {
+            for (i, b) in out.iter_mut().enumerate() {
+                *b = bytes[i % bytes.len()];
+            }
+        }
+        _ => rand::rng().fill_bytes(&mut out),
+    }
+    out
+}
+
+/// Runs `workload`; prints a progress line every `options.progress`.
+///
+/// # Errors
+/// A message when topics cannot be created or clients cannot start.
+pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, String> {
+    workload.check()?;
+    let rate = match options.rate {
+        Some(r) => Some(r),
+        None => workload.producer_rate.per_second()?,
+    };
+    let suffix = format!("{:08x}", rand::random::<u32>());
+    let topics: Vec<String> = (0..workload.topics).map(|i| format!("bench-{}-{suffix}-{i}", workload.name)).collect();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &options.bootstrap)
+        .create()
+        .map_err(|e| format!("admin client: {e}"))?;
+    let new_topics: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|t| {
+            let mut topic = NewTopic::new(t, workload.partitions_per_topic as i32, TopicReplication::Fixed(1));
+            for (k, v) in &workload.topic_config {
+                topic = topic.set(k, v);
+            }
+            topic
+        })
+        .collect();
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(Duration::from_secs(30)))
+        .request_timeout(Some(Duration::from_secs(30)));
+    for result in futures_lite::future::block_on(admin.create_topics(&new_topics, &opts))
+        .map_err(|e| format!("create topics: {e}"))?
+    {
+        result.map_err(|(t, e)| format!("create topic {t}: {e}"))?;
+    }
+    let shared = Arc::new(Shared {
+        measuring: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        published: AtomicU64::new(0),
+        published_bytes: AtomicU64::new(0),
+        consumed: AtomicU64::new(0),
+        consumed_bytes: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+    });
+
+    // Consumers first, and wait until they own partitions.
+    let mut consumers: Vec<JoinHandle<Histogram<u64>>> = Vec::new();
+    let assigned = Arc::new(AtomicU64::new(0));
+    let mut expected_consumers = 0;
+    for topic in &topics {
+        for s in 0..workload.subscriptions_per_topic {
+            for _ in 0..workload.consumers_per_subscription {
+                expected_consumers += 1;
+                let consumer: BaseConsumer = ClientConfig::new()
+                    .set("bootstrap.servers", &options.bootstrap)
+                    .set("group.id", format!("bench-{suffix}-{s}"))
+                    .set("auto.offset.reset", "latest")
+                    .set("enable.auto.commit", "true")
+                    .set("fetch.wait.max.ms", "100")
+                    .create()
+                    .map_err(|e| format!("consumer: {e}"))?;
+                consumer.subscribe(&[topic]).map_err(|e| format!("subscribe: {e}"))?;
+                let (shared, assigned) = (shared.clone(), assigned.clone());
+                consumers.push(std::thread::spawn(move || {
+                    let mut h = histogram();
+                    let mut counted = false;
+                    let mut idle_since: Option<Instant> = None;
+                    loop {
+                        let message = consumer.poll(Duration::from_millis(50));
+                        if !counted && consumer.assignment().is_ok_and(|a| a.count() > 0) {
+                            counted = true;
+                            assigned.fetch_add(1, Ordering::Relaxed);
+                        }
+                        match message {
+                            Some(Ok(m)) => {
+                                idle_since = None;
+                                if !shared.measuring.load(Ordering::Relaxed) {
+                                    continue;
+                                }
+                                let Some(bytes) = m.payload() else { continue };
+                                let due =
+                                    bytes.get(..8).map_or(0, |b| u64::from_be_bytes(b.try_into().unwrap_or([0; 8])));
+                                let _ = h.record(now_us().saturating_sub(due).max(1));
+                                shared.consumed.fetch_add(1, Ordering::Relaxed);
+                                shared.consumed_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                            }
+                            _ if shared.stop.load(Ordering::Relaxed) => {
+                                // Drain for up to 2 s of silence after the producers stop.
+                                let since = *idle_since.get_or_insert_with(Instant::now);
+                                if since.elapsed() > Duration::from_secs(2) {
+                                    return h;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }));
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while assigned.load(Ordering::Relaxed)
+        < expected_consumers.min(workload.partitions_per_topic as u64 * workload.topics as u64)
+    {
+        if Instant::now() > deadline {
+            return Err("consumers got no partitions within 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Producers.
+    let file = match &workload.payload_file {
+        Some(path) => Some(std::fs::read(path).map_err(|e| format!("cannot read payload file {path}: {e}"))?),
+        None => None,
+    };
+    let producer_count = (workload.producers_per_topic * workload.topics) as u64;
+    let per_producer_rate = rate.map(|r| (r as f64 / producer_count as f64).max(0.001));
+    let mut producers: Vec<JoinHandle<()>> = Vec::new();
+    let mut publish_histograms = Vec::new();
+    let started = Instant::now();
+    for topic in &topics {
+        for _ in 0..workload.producers_per_topic {
+            let latency = Arc::new(Mutex::new(histogram()));
+            publish_histograms.push(latency.clone());
+            let context = Delivery { shared: shared.clone(), latency };
+            let producer: BaseProducer<Delivery> = ClientConfig::new()
+                .set("bootstrap.servers", &options.bootstrap)
+                .set("acks", &workload.acks)
+                .set("batch.size", workload.batch_size.to_string())
+                .set("linger.ms", workload.linger_ms.to_string())
+                .set("compression.type", &workload.compression)
+                .set("queue.buffering.max.kbytes", "1048576")
+                .create_with_context(context)
+                .map_err(|e| format!("producer: {e}"))?;
+            let (topic, shared) = (topic.clone(), shared.clone());
+            let template = payload(workload.message_size, file.as_deref());
+            let partitions = workload.partitions_per_topic as i32;
+            producers.push(std::thread::spawn(move || {
+                let mut body = template;
+                let mut i: u64 = 0;
+                let start_us = now_us();
+                while !shared.stop.load(Ordering::Relaxed) {
+                    let due = match per_producer_rate {
+                        Some(r) => {
+                            let due = start_us + (i as f64 * 1e6 / r) as u64;
+                            let now = now_us();
+                            if due > now {
+                                // Wait for the due time, serving delivery reports meanwhile.
+                                producer.poll(Duration::from_micros((due - now).min(1000)));
+                                continue;
+                            }
+                            due
+                        }
+                        None => now_us(),
+                    };
+                    body[..8].copy_from_slice(&due.to_be_bytes());
+                    let partition = (i % partitions as u64) as i32;
+                    let mut opaque = Box::new((due, body.len() as u64));
+                    loop {
+                        let record = BaseRecord::<(), [u8], Box<(u64, u64)>>::with_opaque_to(&topic, opaque)
+                            .partition(partition)
+                            .payload(&body);
+                        match producer.send(record) {
+                            Ok(()) => break,
+                            Err((_, record)) => {
+                                opaque = record.delivery_opaque;
+                                producer.poll(Duration::from_millis(1));
+                                if shared.stop.load(Ordering::Relaxed) {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    producer.poll(Duration::ZERO);
+                    i += 1;
+                }
+                let _ = producer.flush(Duration::from_secs(30));
+            }));
+        }
+    }
+    std::thread::sleep(Duration::from_secs(workload.warmup_secs));
+    shared.measuring.store(true, Ordering::Relaxed);
+    let measure_start = Instant::now();
+    let cpu_start = options.broker_pid.and_then(sample);
+    let mut last = (0u64, measure_start);
+    while measure_start.elapsed() < Duration::from_secs(workload.duration_secs) {
+        std::thread::sleep(
+            options.progress.min(Duration::from_secs(workload.duration_secs).saturating_sub(measure_start.elapsed())),
+        );
+        let published = shared.published.load(Ordering::Relaxed);
+        let rate_now = (published - last.0) as f64 / last.1.elapsed().as_secs_f64().max(1e-9);
+        last = (published, Instant::now());
+        let p99 =
+            publish_histograms.iter().map(|h| h.lock().expect("histogram").value_at_quantile(0.99)).max().unwrap_or(0);
+        eprintln!(
+            "[{:>4.0}s] {} on {}: published {:.0} msg/s, consumed {} msgs, publish p99 {:.2} ms",
+            started.elapsed().as_secs_f64(),
+            workload.name,
+            options.label,
+            rate_now,
+            shared.consumed.load(Ordering::Relaxed),
+            p99 as f64 / 1000.0
+        );
+    }
+    let elapsed = measure_start.elapsed().as_secs_f64();
+    let cpu_end = options.broker_pid.and_then(sample);
+    let published = shared.published.load(Ordering::Relaxed);
+    let published_bytes = shared.published_bytes.load(Ordering::Relaxed);
+    let consumed_at_end = shared.consumed.load(Ordering::Relaxed);
+    let consumed_bytes_at_end = shared.consumed_bytes.load(Ordering::Relaxed);
+    shared.measuring.store(false, Ordering::Relaxed);
+    shared.stop.store(true, Ordering::Relaxed);
+    for p in producers {
+        let _ = p.join();
+    }
+    let mut e2e = histogram();
+    for c in consumers {
+        if let Ok(h) = c.join() {
+            let _ = e2e.add(h);
+        }
+    }
+    let mut publish = histogram();
+    for h in publish_histograms {
+        let _ = publish.add(&*h.lock().expect("histogram"));
+    }
+    let gb = (published_bytes + consumed_bytes_at_end) as f64 / 1e9;
+    let cpu = match (cpu_start, cpu_end) {
+        (Some((a, _)), Some((b, _))) => Some(b - a),
+        _ => None,
+    };
+    Ok(RunResult {
+        workload: workload.name.clone(),
+        broker: options.label.clone(),
+        duration_secs: elapsed,
+        published_msgs: published,
+        published_msgs_per_sec: published as f64 / elapsed,
+        published_mb_per_sec: published_bytes as f64 / elapsed / 1e6,
+        consumed_msgs: consumed_at_end,
+        consumed_mb_per_sec: consumed_bytes_at_end as f64 / elapsed / 1e6,
+        publish_errors: shared.errors.load(Ordering::Relaxed),
+        publish_latency: Latency::of(&publish),
+        end_to_end_latency: Latency::of(&e2e),
+        broker_cpu_secs: cpu,
+        broker_cpu_secs_per_gb: cpu.filter(|_| gb > 0.0).map(|c| c / gb),
+        broker_peak_rss_mb: cpu_end.map(|(_, rss)| rss),
+    })
+}

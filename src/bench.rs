@@ -1,0 +1,83 @@
+//! `skein bench run|compare`: the load generator of `bench-harness`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Subcommand;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Run a workload file against a Kafka-compatible broker; writes JSON results.
+    Run {
+        workload: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap_server: String,
+        /// The broker's pid, to sample its CPU time and peak RSS (same machine only).
+        #[arg(long)]
+        broker_pid: Option<u32>,
+        /// The broker's name in reports.
+        #[arg(long, default_value = "broker")]
+        label: String,
+        /// Override the workload's producer rate (messages per second).
+        #[arg(long)]
+        rate: Option<u64>,
+        /// Override the workload's measured duration (seconds).
+        #[arg(long)]
+        duration_secs: Option<u64>,
+        /// Override the workload's warm-up (seconds).
+        #[arg(long)]
+        warmup_secs: Option<u64>,
+        /// Where to write the JSON results.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Print runs side by side and write an SVG latency-percentile plot.
+    Compare {
+        results: Vec<PathBuf>,
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
+}
+
+pub fn run(command: BenchCommand) -> Result<(), String> {
+    match command {
+        BenchCommand::Run { workload, bootstrap_server, broker_pid, label, rate, duration_secs, warmup_secs, out } => {
+            let mut workload = skein_bench_harness::Workload::load(&workload)?;
+            if let Some(d) = duration_secs {
+                workload.duration_secs = d.max(1);
+            }
+            if let Some(w) = warmup_secs {
+                workload.warmup_secs = w;
+            }
+            let options = skein_bench_harness::RunOptions {
+                bootstrap: bootstrap_server,
+                broker_pid,
+                label,
+                rate,
+                progress: Duration::from_secs(5),
+            };
+            let result = skein_bench_harness::run(&workload, &options)?;
+            print!("{}", skein_bench_harness::compare::table(std::slice::from_ref(&result)));
+            let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
+            if let Some(path) = out {
+                std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+        }
+        BenchCommand::Compare { results, svg } => {
+            if results.is_empty() {
+                return Err("give at least one results file".into());
+            }
+            let mut runs = Vec::new();
+            for path in &results {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                runs.push(serde_json::from_str(&text).map_err(|e| format!("invalid results {}: {e}", path.display()))?);
+            }
+            print!("{}", skein_bench_harness::compare::table(&runs));
+            if let Some(path) = svg {
+                std::fs::write(&path, skein_bench_harness::compare::svg(&runs))
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
