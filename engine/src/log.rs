@@ -130,6 +130,10 @@ pub struct Log<S: Storage> {
     readers: Waiters,
     /// Serialises whole-segment maintenance (retention, compaction, truncation).
     maintenance: async_lock::Mutex<()>,
+    /// What the checkpoint and epoch files hold now, so unchanged state is not
+    /// rewritten (each write is a temp file, two fsyncs and a rename).
+    written_checkpoint: Cell<Option<Checkpoint>>,
+    written_epochs: RefCell<Option<Vec<u8>>>,
 }
 
 struct Pending {
@@ -343,6 +347,8 @@ impl<S: Storage> Log<S> {
             sync_waiters: Waiters::default(),
             readers: Waiters::default(),
             maintenance: async_lock::Mutex::new(()),
+            written_checkpoint: Cell::new(None),
+            written_epochs: RefCell::new(None),
         });
         // From here on a crash is not a clean shutdown.
         log.write_checkpoint(false).await?;
@@ -831,16 +837,27 @@ impl<S: Storage> Log<S> {
                 clean_shutdown,
             }
         };
+        // Each write costs two fsyncs: skip it when nothing changed.
+        if self.written_checkpoint.get() == Some(checkpoint) {
+            return Ok(());
+        }
         let path = self.dir.join(CHECKPOINT_FILE);
         io::write_whole_atomic(&self.ctx.storage, &path, &checkpoint.encode())
             .await
-            .map_err(|e| Error::io("write", &path, e))
+            .map_err(|e| Error::io("write", &path, e))?;
+        self.written_checkpoint.set(Some(checkpoint));
+        Ok(())
     }
 
     async fn write_epochs(&self) -> Result<()> {
         let encoded = self.state.borrow().epochs.encode();
+        if self.written_epochs.borrow().as_deref() == Some(encoded.as_slice()) {
+            return Ok(());
+        }
         let path = self.dir.join(LEADER_EPOCH_FILE);
-        io::write_whole_atomic(&self.ctx.storage, &path, &encoded).await.map_err(|e| Error::io("write", &path, e))
+        io::write_whole_atomic(&self.ctx.storage, &path, &encoded).await.map_err(|e| Error::io("write", &path, e))?;
+        *self.written_epochs.borrow_mut() = Some(encoded);
+        Ok(())
     }
 
     /// Persists the recovery point (the flushed offset), log start and leader epochs.
