@@ -830,6 +830,7 @@ mod tests {
         );
     }
 
+    #[allow(clippy::result_large_err)]
     fn join(
         c: &Coordinator,
         member: &str,
