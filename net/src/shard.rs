@@ -480,7 +480,7 @@ impl Shard {
         let now = std::time::Instant::now();
         let groups = &self.groups;
         Ok(match call {
-            GroupCall::Join(join) => match groups.join((*join).into(), now) {
+            GroupCall::Join(join) => match groups.join(*join, now) {
                 Err(response) => GroupAnswer::Join(response),
                 Ok(receiver) => GroupAnswer::Join(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
             },

@@ -252,7 +252,8 @@ impl Group {
     }
 }
 
-/// Parameters of a join, from a JoinGroup request.
+/// Parameters of a join, from a JoinGroup request; sent to the coordinating shard.
+#[derive(Debug)]
 pub struct Join {
     pub group: String,
     pub member_id: String,
@@ -902,7 +903,7 @@ mod tests {
 /// A group operation, executed on the shard that owns the group's offsets partition.
 #[derive(Debug)]
 pub enum GroupCall {
-    Join(Box<JoinCall>),
+    Join(Box<Join>),
     Sync {
         group: String,
         generation: i32,
@@ -949,38 +950,6 @@ pub enum GroupCall {
     ConsumerDescribe {
         group: String,
     },
-}
-
-/// `Join` in a form that can cross shards.
-#[derive(Debug)]
-pub struct JoinCall {
-    pub group: String,
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub session_timeout_ms: i32,
-    pub rebalance_timeout_ms: i32,
-    pub protocol_type: String,
-    pub protocols: Vec<(String, Bytes)>,
-    pub require_known_member_id: bool,
-}
-
-impl From<JoinCall> for Join {
-    fn from(c: JoinCall) -> Join {
-        Join {
-            group: c.group,
-            member_id: c.member_id,
-            instance_id: c.instance_id,
-            client_id: c.client_id,
-            client_host: c.client_host,
-            session_timeout_ms: c.session_timeout_ms,
-            rebalance_timeout_ms: c.rebalance_timeout_ms,
-            protocol_type: c.protocol_type,
-            protocols: c.protocols,
-            require_known_member_id: c.require_known_member_id,
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

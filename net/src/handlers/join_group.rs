@@ -7,7 +7,7 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, RequestHeade
 use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
-use crate::group::{GroupAnswer, GroupCall, JoinCall};
+use crate::group::{GroupAnswer, GroupCall, Join};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
@@ -23,7 +23,7 @@ pub async fn handle(
     if group.is_empty() {
         return JoinGroupResponse::default().with_error_code(code::INVALID_GROUP_ID).with_generation_id(-1);
     }
-    let call = JoinCall {
+    let call = Join {
         group: group.clone(),
         member_id: request.member_id.to_string(),
         instance_id: request.group_instance_id.map(|i| i.to_string()),
