@@ -73,6 +73,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 runs.push(serde_json::from_str(&text).map_err(|e| format!("invalid results {}: {e}", path.display()))?);
             }
             print!("{}", skein_bench_harness::compare::table(&runs));
+            print!("{}", skein_bench_harness::compare::ratios(&runs));
             if let Some(path) = svg {
                 std::fs::write(&path, skein_bench_harness::compare::svg(&runs))
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -52,6 +52,51 @@ pub fn table(runs: &[RunResult]) -> String {
     out
 }
 
+/// Per workload, when runs of exactly two brokers are present: the ratio of their
+/// medians for the headline figures, with the spread (min..max over rounds) of each.
+pub fn ratios(runs: &[RunResult]) -> String {
+    let mut out = String::new();
+    let mut workloads: Vec<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
+    workloads.sort();
+    workloads.dedup();
+    for workload in workloads {
+        let of: Vec<&RunResult> = runs.iter().filter(|r| r.workload == workload).collect();
+        let mut brokers: Vec<&str> = of.iter().map(|r| r.broker.as_str()).collect();
+        brokers.sort();
+        brokers.dedup();
+        if brokers.len() != 2 {
+            continue;
+        }
+        // The first broker label in reports order is the one being compared.
+        let (a, b) = (of[0].broker.as_str(), if brokers[0] == of[0].broker { brokers[1] } else { brokers[0] });
+        let _ = writeln!(out, "{workload}: {a} / {b} (median ratio; each side's median [min..max])");
+        let figures: [(&str, fn(&RunResult) -> Option<f64>); 4] = [
+            ("published MB/s", |r| Some(r.published_mb_per_sec)),
+            ("publish p99 ms", |r| Some(r.publish_latency.p99_us as f64 / 1000.0)),
+            ("end-to-end p99 ms", |r| Some(r.end_to_end_latency.p99_us as f64 / 1000.0)),
+            ("broker CPU s / GB", |r| r.broker_cpu_secs_per_gb),
+        ];
+        for (name, f) in figures {
+            let stats = |broker: &str| -> Option<(f64, f64, f64)> {
+                let mut v: Vec<f64> = of.iter().filter(|r| r.broker == broker).filter_map(|r| f(r)).collect();
+                if v.is_empty() {
+                    return None;
+                }
+                v.sort_by(|x, y| x.total_cmp(y));
+                Some((v[v.len() / 2], v[0], v[v.len() - 1]))
+            };
+            if let (Some((ma, la, ha)), Some((mb, lb, hb))) = (stats(a), stats(b)) {
+                let ratio = if mb > 0.0 { ma / mb } else { f64::NAN };
+                let _ = writeln!(
+                    out,
+                    "  {name:<20} {ratio:>7.2}   {a} {ma:.2} [{la:.2}..{ha:.2}]   {b} {mb:.2} [{lb:.2}..{hb:.2}]"
+                );
+            }
+        }
+    }
+    out
+}
+
 fn short(name: &str) -> String {
     name.chars().take(12).collect()
 }
@@ -163,6 +208,8 @@ mod tests {
         let t = table(&runs);
         assert!(t.contains("skein/w") && t.contains("kafka/w"));
         assert!(t.lines().any(|l| l.starts_with("publish p99 ms") && l.contains("2.00") && l.contains("9.00")));
+        let r = ratios(&[run("skein", 2000), run("kafka", 8000), run("skein", 4000), run("kafka", 9000)]);
+        assert!(r.lines().any(|l| l.contains("publish p99 ms") && l.contains("0.44")), "{r}");
         let s = svg(&runs);
         assert_eq!(s.matches("<polyline").count(), 2);
         assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
