@@ -67,8 +67,9 @@ pub fn ratios(runs: &[RunResult]) -> String {
         if brokers.len() != 2 {
             continue;
         }
-        // The first broker label in reports order is the one being compared.
-        let (a, b) = (of[0].broker.as_str(), if brokers[0] == of[0].broker { brokers[1] } else { brokers[0] });
+        // Skein, when present, is the numerator; otherwise the first broker listed.
+        let a = if brokers.contains(&"skein") { "skein" } else { of[0].broker.as_str() };
+        let b = if brokers[0] == a { brokers[1] } else { brokers[0] };
         let _ = writeln!(out, "{workload}: {a} / {b} (median ratio; each side's median [min..max])");
         let figures: [(&str, fn(&RunResult) -> Option<f64>); 4] = [
             ("published MB/s", |r| Some(r.published_mb_per_sec)),
