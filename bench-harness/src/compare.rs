@@ -52,6 +52,9 @@ pub fn table(runs: &[RunResult]) -> String {
     out
 }
 
+/// A headline figure of a run, when the run has it.
+type Figure = fn(&RunResult) -> Option<f64>;
+
 /// Per workload, when runs of exactly two brokers are present: the ratio of their
 /// medians for the headline figures, with the spread (min..max over rounds) of each.
 pub fn ratios(runs: &[RunResult]) -> String {
@@ -71,7 +74,7 @@ pub fn ratios(runs: &[RunResult]) -> String {
         let a = if brokers.contains(&"skein") { "skein" } else { of[0].broker.as_str() };
         let b = if brokers[0] == a { brokers[1] } else { brokers[0] };
         let _ = writeln!(out, "{workload}: {a} / {b} (median ratio; each side's median [min..max])");
-        let figures: [(&str, fn(&RunResult) -> Option<f64>); 4] = [
+        let figures: [(&str, Figure); 4] = [
             ("published MB/s", |r| Some(r.published_mb_per_sec)),
             ("publish p99 ms", |r| Some(r.publish_latency.p99_us as f64 / 1000.0)),
             ("end-to-end p99 ms", |r| Some(r.end_to_end_latency.p99_us as f64 / 1000.0)),

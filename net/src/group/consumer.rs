@@ -22,6 +22,7 @@ const STATIC_LEAVE_EPOCH: i32 = -2;
 pub const FENCED_MEMBER_EPOCH: i16 = 110;
 pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
 pub const STALE_MEMBER_EPOCH: i16 = 113;
+pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
 
 fn s(text: impl Into<String>) -> StrBytes {
     StrBytes::from_string(text.into())
@@ -37,8 +38,16 @@ struct ConsumerMember {
     client_host: String,
     epoch: i32,
     previous_epoch: i32,
+    /// Topics named in the subscription.
     subscribed: Vec<String>,
+    /// A pattern subscription (KIP-848 `subscribed_topic_regex`), matched against whole
+    /// topic names, internal topics excluded; `resolved` is what it matched last.
+    regex: Option<(String, regex::Regex)>,
+    resolved: BTreeSet<String>,
+    /// What the member last reported owning, and what it was last told to own: a
+    /// partition is free for another member only once it is in neither.
     owned: BTreeSet<Partition>,
+    sent: BTreeSet<Partition>,
     target: BTreeSet<Partition>,
     last_seen: Instant,
 }
@@ -55,6 +64,12 @@ pub struct ConsumerGroup {
 pub struct ConsumerSettings {
     pub heartbeat_interval: Duration,
     pub session_timeout: Duration,
+}
+
+/// Compiles a subscription pattern as a whole-name match (RE2 syntax, as Kafka's
+/// RE2/J).
+fn compile(pattern: &str) -> Result<(String, regex::Regex), String> {
+    regex::Regex::new(&format!("^(?:{pattern})$")).map(|re| (pattern.to_owned(), re)).map_err(|e| e.to_string())
 }
 
 impl ConsumerGroup {
@@ -81,17 +96,40 @@ impl ConsumerGroup {
         }
     }
 
+    /// Resolves pattern subscriptions against the current topics; returns whether any
+    /// member's resolved set changed.
+    fn resolve(&mut self, image: &MetadataImage) -> bool {
+        let mut changed = false;
+        for m in self.members.values_mut() {
+            if let Some((_, re)) = &m.regex {
+                let now: BTreeSet<String> =
+                    image.topics.keys().filter(|t| !t.starts_with("__") && re.is_match(t)).cloned().collect();
+                if now != m.resolved {
+                    m.resolved = now;
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+
     /// Recomputes every member's target assignment.
     fn assign(&mut self, image: &MetadataImage) {
+        self.resolve(image);
         let ids: Vec<String> = self.members.keys().cloned().collect();
         let mut targets: BTreeMap<String, BTreeSet<Partition>> =
             ids.iter().map(|id| (id.clone(), BTreeSet::new())).collect();
-        let topics: BTreeSet<String> = self.members.values().flat_map(|m| m.subscribed.iter().cloned()).collect();
+        let topics: BTreeSet<String> =
+            self.members.values().flat_map(|m| m.subscribed.iter().chain(m.resolved.iter()).cloned()).collect();
         let mut cursor = 0usize;
         for topic in topics {
             let Some(meta) = image.topic(&topic) else { continue };
-            let subscribers: Vec<&String> =
-                ids.iter().filter(|id| self.members[*id].subscribed.contains(&topic)).collect();
+            let subscribers: Vec<&String> = ids
+                .iter()
+                .filter(|id| {
+                    self.members[*id].subscribed.contains(&topic) || self.members[*id].resolved.contains(&topic)
+                })
+                .collect();
             if subscribers.is_empty() {
                 continue;
             }
@@ -163,8 +201,18 @@ impl ConsumerGroup {
                     .with_member_epoch(request.member_epoch);
             }
             0 => {
-                let Some(subscribed) = &request.subscribed_topic_names else {
-                    return error(code::INVALID_REQUEST, "a joining member must give its subscription");
+                let regex = match &request.subscribed_topic_regex {
+                    Some(p) if !p.is_empty() => match compile(p) {
+                        Ok(r) => Some(r),
+                        Err(e) => return error(INVALID_REGULAR_EXPRESSION, &e),
+                    },
+                    _ => None,
+                };
+                let empty = Vec::new();
+                let subscribed = match (&request.subscribed_topic_names, &regex) {
+                    (Some(names), _) => names,
+                    (None, Some(_)) => &empty,
+                    (None, None) => return error(code::INVALID_REQUEST, "a joining member must give its subscription"),
                 };
                 if member_id.is_empty() {
                     member_id = uuid::Uuid::new_v4().to_string();
@@ -191,7 +239,10 @@ impl ConsumerGroup {
                         epoch: 0,
                         previous_epoch: 0,
                         subscribed: subscribed.iter().map(|t| t.0.to_string()).collect(),
+                        regex,
+                        resolved: BTreeSet::new(),
                         owned: BTreeSet::new(),
+                        sent: BTreeSet::new(),
                         target: BTreeSet::new(),
                         last_seen: now,
                     },
@@ -214,7 +265,22 @@ impl ConsumerGroup {
                         changed = true;
                     }
                 }
-                if changed {
+                if let Some(pattern) = &request.subscribed_topic_regex {
+                    if member.regex.as_ref().map(|(p, _)| p.as_str()) != Some(pattern.as_str()) {
+                        member.regex = if pattern.is_empty() {
+                            None
+                        } else {
+                            match compile(pattern) {
+                                Ok(r) => Some(r),
+                                Err(e) => return error(INVALID_REGULAR_EXPRESSION, &e),
+                            }
+                        };
+                        member.resolved.clear();
+                        changed = true;
+                    }
+                }
+                // Topics created or deleted since change what patterns match.
+                if changed || self.resolve(image) {
                     self.bump(image);
                 }
             }
@@ -227,9 +293,14 @@ impl ConsumerGroup {
                 .flat_map(|(name, ps)| ps.into_iter().map(move |p| (name.clone(), p)))
                 .collect();
         }
-        // Reconcile.
-        let others: BTreeSet<Partition> =
-            self.members.values().filter(|m| m.id != member_id).flat_map(|m| m.owned.iter().cloned()).collect();
+        // Reconcile: a member first gives up what it must (keeping its epoch), then
+        // moves to the group epoch and receives the partitions nobody else holds.
+        let others: BTreeSet<Partition> = self
+            .members
+            .values()
+            .filter(|m| m.id != member_id)
+            .flat_map(|m| m.owned.iter().chain(m.sent.iter()).cloned())
+            .collect();
         let group_epoch = self.epoch;
         let member = self.members.get_mut(&member_id).expect("present");
         let revoking = !member.owned.is_subset(&member.target);
@@ -242,6 +313,7 @@ impl ConsumerGroup {
             }
             member.target.difference(&others).cloned().collect()
         };
+        member.sent = assigned.clone();
         let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
         for (t, p) in assigned {
             by_topic.entry(t).or_default().push(p);
@@ -326,5 +398,76 @@ impl ConsumerGroup {
                     })
                     .collect(),
             )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::TopicMeta;
+    use kafka_protocol::messages::TopicName;
+
+    fn image(topics: &[(&str, i32)]) -> MetadataImage {
+        let mut image = MetadataImage::default();
+        for (name, partitions) in topics {
+            image.topics.insert(
+                name.to_string(),
+                TopicMeta {
+                    name: name.to_string(),
+                    id: uuid::Uuid::new_v4(),
+                    partitions: *partitions,
+                    configs: Default::default(),
+                    shards: vec![0; *partitions as usize],
+                },
+            );
+        }
+        image
+    }
+
+    fn settings() -> ConsumerSettings {
+        ConsumerSettings { heartbeat_interval: Duration::from_millis(500), session_timeout: Duration::from_secs(10) }
+    }
+
+    fn assigned(r: &ConsumerGroupHeartbeatResponse) -> usize {
+        r.assignment.as_ref().map_or(0, |a| a.topic_partitions.iter().map(|t| t.partitions.len()).sum())
+    }
+
+    // Two members split the partitions; a pattern subscription follows new topics.
+    #[test]
+    fn members_split_and_patterns_follow_topics() {
+        let mut img = image(&[("rx-a", 2), ("rx-b", 2), ("other", 3)]);
+        let mut group = ConsumerGroup::new("g");
+        let now = Instant::now();
+        let join = |id: &str, names: Option<Vec<&str>>, regex: Option<&str>| {
+            ConsumerGroupHeartbeatRequest::default()
+                .with_member_id(StrBytes::from_string(id.to_string()))
+                .with_member_epoch(0)
+                .with_subscribed_topic_names(
+                    names.map(|n| n.into_iter().map(|t| TopicName(StrBytes::from_string(t.to_string()))).collect()),
+                )
+                .with_subscribed_topic_regex(regex.map(|r| StrBytes::from_string(r.to_string())))
+        };
+        let a = group.heartbeat(&join("a", None, Some("rx-.*")), "c", "h", &img, settings(), now);
+        assert_eq!(a.error_code, 0);
+        assert_eq!(assigned(&a), 4, "rx-a and rx-b, not other");
+        let b = group.heartbeat(&join("b", None, Some("rx-.*")), "c", "h", &img, settings(), now);
+        // b's partitions are still owned by a (a has not revoked yet): nothing yet.
+        assert_eq!(assigned(&b), 0);
+        let steady = |id: &str, epoch: i32| {
+            ConsumerGroupHeartbeatRequest::default()
+                .with_member_id(StrBytes::from_string(id.to_string()))
+                .with_member_epoch(epoch)
+        };
+        let a2 = group.heartbeat(&steady("a", a.member_epoch), "c", "h", &img, settings(), now);
+        assert_eq!(assigned(&a2), 2, "a is told to keep half");
+        // A new matching topic is picked up by the patterns.
+        img = image(&[("rx-a", 2), ("rx-b", 2), ("other", 3), ("rx-c", 2)]);
+        let epoch_before = group.epoch;
+        group.heartbeat(&steady("b", b.member_epoch), "c", "h", &img, settings(), now);
+        assert!(group.epoch > epoch_before);
+        let targets: usize = group.members.values().map(|m| m.target.len()).sum();
+        assert_eq!(targets, 6);
+        let bad = group.heartbeat(&join("c", None, Some("(")), "c", "h", &img, settings(), now);
+        assert_eq!(bad.error_code, INVALID_REGULAR_EXPRESSION);
     }
 }
