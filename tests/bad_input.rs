@@ -177,6 +177,15 @@ fn produce_errors() {
     assert_eq!(produce(&mut client, "absent", 0, batch(1, 10, None)).0, UNKNOWN_TOPIC_OR_PARTITION);
     // Nothing bad was stored: the next offset is still 5.
     assert_eq!(produce(&mut client, "small", 0, batch(1, 10, None)), (NONE, 5));
+    // The four refusals are counted as produce errors (shards publish every 100 ms).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let metrics = broker.metrics();
+    let produce_errors: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("skein_request_errors_total{") && l.contains("api_key=\"0\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(produce_errors, 4, "{metrics}");
     alive(&broker);
 }
 

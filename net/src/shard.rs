@@ -130,6 +130,19 @@ pub enum PartitionReply {
     Done,
 }
 
+impl PartitionOp {
+    /// The Kafka API an operation serves, for error metrics.
+    pub fn api_key(&self) -> Option<i16> {
+        match self {
+            PartitionOp::Produce { .. } => Some(0),
+            PartitionOp::Fetch { .. } => Some(1),
+            PartitionOp::ListOffsets { .. } => Some(2),
+            PartitionOp::DeleteRecords { .. } => Some(21),
+            _ => None,
+        }
+    }
+}
+
 /// A Kafka error code, with a message where Kafka sends one.
 pub type OpResult = Result<PartitionReply, (i16, Option<String>)>;
 
@@ -212,15 +225,23 @@ impl Shard {
 
     /// Runs `op` on shard `owner`.
     pub async fn route_to(self: &Rc<Self>, owner: usize, partition: TopicPartition, op: PartitionOp) -> OpResult {
-        if owner == self.id {
-            return self.execute(&partition, op).await;
+        let api = op.api_key();
+        let result = if owner == self.id {
+            self.execute(&partition, op).await
+        } else {
+            self.metrics.cross_shard_messages.set(self.metrics.cross_shard_messages.get() + 1);
+            let (reply, answer) = oneshot::channel();
+            if self.router.send(owner, ShardMessage { partition, op, reply }).await.is_err() {
+                Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard unavailable".into())))
+            } else {
+                answer.await.unwrap_or(Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard dropped the request".into()))))
+            }
+        };
+        // Partition-level errors, counted by the API that caused them (`/metrics`).
+        if let (Err(_), Some(api)) = (&result, api) {
+            self.metrics.count_error(api);
         }
-        self.metrics.cross_shard_messages.set(self.metrics.cross_shard_messages.get() + 1);
-        let (reply, answer) = oneshot::channel();
-        if self.router.send(owner, ShardMessage { partition, op, reply }).await.is_err() {
-            return Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard unavailable".into())));
-        }
-        answer.await.unwrap_or(Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard dropped the request".into()))))
+        result
     }
 
     /// Executes an operation on a partition this shard owns.

@@ -30,22 +30,28 @@ pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: Produce
             let shard = shard.clone();
             let partition = TopicPartition::new(name.clone(), index);
             work.push(async move {
-                if !(acks == 0 || acks == 1 || acks == -1) {
-                    return Err((code::INVALID_REQUIRED_ACKS, None));
-                }
-                if !known {
-                    return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
-                }
-                let Some(records) = data.records else {
-                    return Err((code::CORRUPT_MESSAGE, Some("no records".into())));
-                };
-                // v3+: exactly one batch per partition.
-                match skein_engine::batch::peek_size(&records) {
-                    Ok(size) if size < records.len() => {
-                        return Err((code::INVALID_RECORD, Some("more than one record batch".into())))
+                let refused = if !(acks == 0 || acks == 1 || acks == -1) {
+                    Some((code::INVALID_REQUIRED_ACKS, None))
+                } else if !known {
+                    Some((code::UNKNOWN_TOPIC_OR_PARTITION, None))
+                } else {
+                    match &data.records {
+                        None => Some((code::CORRUPT_MESSAGE, Some("no records".into()))),
+                        // v3+: exactly one batch per partition.
+                        Some(records) => match skein_engine::batch::peek_size(records) {
+                            Ok(size) if size < records.len() => {
+                                Some((code::INVALID_RECORD, Some("more than one record batch".to_string())))
+                            }
+                            _ => None,
+                        },
                     }
-                    _ => {}
+                };
+                if let Some(error) = refused {
+                    // Errors found before routing; routed ones are counted by `route`.
+                    shard.metrics.count_error(0);
+                    return Err(error);
                 }
+                let records = data.records.expect("checked above");
                 shard.route(partition, PartitionOp::Produce { batch: records, acks }).await
             });
         }
@@ -66,7 +72,6 @@ pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: Produce
             }
             Ok(_) => partition.error_code = code::UNKNOWN_SERVER_ERROR,
             Err((error, message)) => {
-                shard.metrics.count_error(0);
                 partition.error_code = error;
                 partition.error_message = message.map(s);
                 partition.base_offset = -1;
