@@ -56,17 +56,19 @@ pub(crate) struct Appender<F: StorageFile> {
     pub reserved: u64,
     /// Why a write failed; from then on nothing is written.
     pub failed: Option<String>,
+    /// The open chunk's bytes while its buffer is released (an idle log keeps these few
+    /// bytes of its last partial block instead of a whole chunk).
+    idle_tail: Vec<u8>,
 }
 
 impl<F: StorageFile> Appender<F> {
     /// An appender continuing a file whose data ends at `end`; `tail` holds the bytes
     /// from `align_down(end)` to `end`, so the partial last block can be rewritten.
-    pub fn new(file: &F, end: u64, tail: &[u8], reserved: u64) -> Self {
+    /// No chunk buffer is allocated until the first append.
+    pub fn new(_file: &F, end: u64, tail: &[u8], reserved: u64) -> Self {
         let position = align_down(end);
         assert_eq!(tail.len() as u64, end - position);
-        let mut buf = file.alloc_buf(APPEND_CHUNK_BYTES);
-        buf.as_bytes_mut()[..tail.len()].copy_from_slice(tail);
-        let chunk = Chunk { position, buf: Some(buf), len: tail.len(), written_len: tail.len(), in_flight: false };
+        let chunk = Chunk { position, buf: None, len: tail.len(), written_len: tail.len(), in_flight: false };
         Appender {
             chunks: VecDeque::from([chunk]),
             end,
@@ -75,7 +77,25 @@ impl<F: StorageFile> Appender<F> {
             in_flight: 0,
             reserved,
             failed: None,
+            idle_tail: tail.to_vec(),
         }
+    }
+
+    /// Gives the open chunk's buffer back when everything is written and nothing is in
+    /// flight, keeping only the partial last block: an idle log then costs a few bytes,
+    /// not `APPEND_CHUNK_BYTES`. Returns whether a buffer was released.
+    pub fn release_idle(&mut self) -> bool {
+        if self.chunks.len() != 1 || self.in_flight != 0 || self.written != self.end {
+            return false;
+        }
+        let open = self.chunks.back_mut().expect("an open chunk always exists");
+        let Some(buf) = open.buf.take() else { return false };
+        let keep = align_down(open.len as u64) as usize;
+        self.idle_tail = buf.as_bytes()[keep..open.len].to_vec();
+        open.position += keep as u64;
+        open.len -= keep;
+        open.written_len = open.len;
+        true
     }
 
     pub fn end(&self) -> u64 {
@@ -103,6 +123,15 @@ impl<F: StorageFile> Appender<F> {
         let mut rest = data;
         while !rest.is_empty() {
             let open = self.chunks.back_mut().expect("an open chunk always exists");
+            if open.buf.is_none() {
+                // A released (or never used) open chunk: take a buffer and put back the
+                // bytes of its partial block.
+                let mut buf = file.alloc_buf(APPEND_CHUNK_BYTES);
+                buf.as_bytes_mut()[..self.idle_tail.len()].copy_from_slice(&self.idle_tail);
+                debug_assert_eq!(self.idle_tail.len(), open.len);
+                open.buf = Some(buf);
+                self.idle_tail.clear();
+            }
             let n = (APPEND_CHUNK_BYTES - open.len).min(rest.len());
             let buf = open.buf.as_mut().expect("the open chunk is never moved into a write");
             buf.as_bytes_mut()[open.len..open.len + n].copy_from_slice(&rest[..n]);

@@ -5,8 +5,11 @@
 pub const DMA_ALIGNMENT: usize = 4096;
 
 /// Size of one appender chunk: the unit of a full-block write and of the tail buffer.
-/// A log holds at most `APPEND_CHUNKS_MAX` of them in memory: 4 MiB per active log.
-/// 1 MiB writes keep an NVMe device near its sequential bandwidth at modest depth.
+/// An active log holds at most `APPEND_CHUNKS_MAX` of them in memory (4 MiB); an idle
+/// one holds none (housekeeping releases the open chunk, keeping its last partial
+/// block, under 4 KiB).
+/// 512 KiB writes at depth 4-8 reached the disk's sequential bandwidth in the raw sweep
+/// (`SKEIN_BENCH_RAW_SWEEP=1 cargo bench -p skein-engine`).
 pub const APPEND_CHUNK_BYTES: usize = 512 << 10;
 
 /// Chunks buffered per log before appends wait for writes to complete (backpressure).

@@ -698,6 +698,11 @@ impl<S: Storage> Log<S> {
         self.flush_to(end).await
     }
 
+    /// Releases the tail buffer of an idle log (everything written, nothing in flight).
+    pub fn release_idle_buffers(&self) -> bool {
+        self.state.borrow_mut().appender.release_idle()
+    }
+
     /// Flushes if `flush.ms` has passed since the last flush and data is unflushed.
     ///
     /// # Errors

@@ -148,12 +148,13 @@ impl<S: Storage> LogManager<S> {
         log.close().await
     }
 
-    /// One housekeeping pass over every log: `flush.ms`, retention, compaction and a
-    /// checkpoint. Errors are logged per log and do not stop the pass.
+    /// One housekeeping pass over every log: idle tail buffers released, `flush.ms`,
+    /// retention, compaction and a checkpoint. Errors are logged per log and do not stop the pass.
     pub async fn housekeeping(&self, now: TimestampMs) {
         let logs: Vec<_> = self.logs.borrow().values().cloned().collect();
         for log in logs {
             let partition = log.partition().clone();
+            log.release_idle_buffers();
             let result = async {
                 log.flush_if_due(now).await?;
                 log.apply_retention(now).await?;

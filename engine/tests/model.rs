@@ -160,8 +160,9 @@ fn log_matches_model() {
                         }
                         model.batches.retain(|b| !b.records.is_empty());
                     } else {
-                        what = "flush";
+                        what = "flush and release the idle tail buffer";
                         log.flush().await.unwrap();
+                        log.release_idle_buffers();
                     }
                     if std::env::var("MODEL_TRACE").is_ok() {
                         eprintln!(
