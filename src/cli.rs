@@ -410,6 +410,31 @@ pub fn consume(args: ConsumeArgs) -> Result<(), String> {
     consumer.assign(&list).map_err(|e| format!("cannot assign partitions: {e}"))?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    poll_records(&consumer, &args, |m| {
+        writeln!(out, "{}", format_record(m, args.key_separator.as_deref()))
+            .map_err(|e| format!("cannot write stdout: {e}"))
+    })?;
+    out.flush().map_err(|e| e.to_string())
+}
+
+/// A record as `consume` prints it: the value, preceded by the key and the separator
+/// when one is given.
+fn format_record(m: &rdkafka::message::BorrowedMessage<'_>, key_separator: Option<&str>) -> String {
+    let value = m.payload().map(String::from_utf8_lossy).unwrap_or_default();
+    match (key_separator, m.key()) {
+        (Some(sep), Some(k)) => format!("{}{sep}{value}", String::from_utf8_lossy(k)),
+        (Some(sep), None) => format!("{sep}{value}"),
+        _ => value.to_string(),
+    }
+}
+
+/// Polls until `--max-messages` records or `--idle-timeout-ms` of silence, handing
+/// each record to `each`.
+fn poll_records(
+    consumer: &BaseConsumer,
+    args: &ConsumeArgs,
+    mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>) -> Result<(), String>,
+) -> Result<(), String> {
     let mut count = 0usize;
     let mut last = Instant::now();
     while args.max_messages.is_none_or(|max| count < max) {
@@ -422,17 +447,10 @@ pub fn consume(args: ConsumeArgs) -> Result<(), String> {
             Some(Ok(m)) => {
                 last = Instant::now();
                 count += 1;
-                let value = m.payload().map(String::from_utf8_lossy).unwrap_or_default();
-                let line = match (&args.key_separator, m.key()) {
-                    (Some(sep), Some(k)) => format!("{}{sep}{value}", String::from_utf8_lossy(k)),
-                    (Some(sep), None) => format!("{sep}{value}"),
-                    _ => value.to_string(),
-                };
-                writeln!(out, "{line}").map_err(|e| format!("cannot write stdout: {e}"))?;
+                each(&m)?;
             }
         }
     }
-    out.flush().map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -450,36 +468,25 @@ fn consume_in_group(args: ConsumeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot create consumer: {e}"))?;
     consumer.subscribe(&[&args.topic]).map_err(|e| format!("cannot subscribe to {}: {e}", args.topic))?;
     let stdout = std::io::stdout();
-    let mut count = 0usize;
-    let mut last = Instant::now();
     let commit = |m: &rdkafka::message::BorrowedMessage<'_>| -> Result<(), String> {
         let mut list = TopicPartitionList::new();
         list.add_partition_offset(m.topic(), m.partition(), Offset::Offset(m.offset() + 1))
             .map_err(|e| e.to_string())?;
         consumer.commit(&list, rdkafka::consumer::CommitMode::Sync).map_err(|e| format!("cannot commit: {e}"))
     };
-    while args.max_messages.is_none_or(|max| count < max) {
-        if args.idle_timeout_ms.is_some_and(|ms| last.elapsed() > Duration::from_millis(ms)) {
-            break;
+    poll_records(&consumer, &args, |m| {
+        if args.commit == "before" {
+            commit(m)?;
         }
-        match consumer.poll(Duration::from_millis(100)) {
-            None => {}
-            Some(Err(e)) => eprintln!("skein consume: {e}"),
-            Some(Ok(m)) => {
-                last = Instant::now();
-                count += 1;
-                if args.commit == "before" {
-                    commit(&m)?;
-                }
-                let value = m.payload().map(String::from_utf8_lossy).unwrap_or_default();
-                let mut out = stdout.lock();
-                writeln!(out, "{value}").and_then(|()| out.flush()).map_err(|e| format!("cannot write stdout: {e}"))?;
-                drop(out);
-                if args.commit == "after" {
-                    commit(&m)?;
-                }
-            }
+        // Flushed per record: what was printed has been processed.
+        let mut out = stdout.lock();
+        writeln!(out, "{}", format_record(m, args.key_separator.as_deref()))
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("cannot write stdout: {e}"))?;
+        drop(out);
+        if args.commit == "after" {
+            commit(m)?;
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }

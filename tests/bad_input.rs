@@ -175,9 +175,13 @@ fn produce_errors() {
     assert_eq!(produce(&mut client, "small", 0, Bytes::from(corrupt)).0, CORRUPT_MESSAGE);
     assert_eq!(produce(&mut client, "small", 7, batch(1, 10, None)).0, UNKNOWN_TOPIC_OR_PARTITION);
     assert_eq!(produce(&mut client, "absent", 0, batch(1, 10, None)).0, UNKNOWN_TOPIC_OR_PARTITION);
+    // The coordinator's topic is not writable by clients.
+    let find = FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g"));
+    assert_eq!(client.call(&find, 3).error_code, NONE);
+    assert_eq!(produce(&mut client, "__consumer_offsets", 0, batch(1, 10, None)).0, INVALID_TOPIC_EXCEPTION);
     // Nothing bad was stored: the next offset is still 5.
     assert_eq!(produce(&mut client, "small", 0, batch(1, 10, None)), (NONE, 5));
-    // The four refusals are counted as produce errors (shards publish every 100 ms).
+    // The five refusals are counted as produce errors (shards publish every 100 ms).
     std::thread::sleep(std::time::Duration::from_millis(300));
     let metrics = broker.metrics();
     let produce_errors: u64 = metrics
@@ -185,7 +189,7 @@ fn produce_errors() {
         .filter(|l| l.starts_with("skein_request_errors_total{") && l.contains("api_key=\"0\""))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum();
-    assert_eq!(produce_errors, 4, "{metrics}");
+    assert_eq!(produce_errors, 5, "{metrics}");
     alive(&broker);
 }
 

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-use common::Broker;
+use common::{create_topic as create, Broker};
 
 /// The Java client's classpath: $SKEIN_KAFKA_CLASSPATH, target/kafka-classpath.txt
 /// (written by tests/java/classpath.sh, which .ci/run calls), or resolved now.
@@ -90,22 +90,6 @@ fn produce(broker: &Broker, topic: &str, count: usize, start: usize) {
     let out = java(&["produce", &broker.bootstrap(), topic, &count.to_string(), &start.to_string()]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("PRODUCED {count}")));
-}
-
-fn create(broker: &Broker, topic: &str, partitions: i32) {
-    let out = Command::new(env!("CARGO_BIN_EXE_skein"))
-        .args([
-            "topic",
-            "create",
-            topic,
-            "--partitions",
-            &partitions.to_string(),
-            "--bootstrap-server",
-            &broker.bootstrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
 }
 
 // The Java producer (idempotent by default) and a classic-protocol group consumer.

@@ -257,10 +257,14 @@ impl Shard {
                     .open(partition.clone(), settings.log.clone())
                     .await
                     .map_err(|e| (code_of(&e), Some(e.to_string())))?;
-                let producers = rebuild_producers(&log).await;
-                if partition.topic == crate::group::OFFSETS_TOPIC {
+                // The offsets topic is written only by the coordinator, never by an
+                // idempotent producer: its log is read once, to load the groups.
+                let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
                     self.load_groups(&log, partition.partition).await;
-                }
+                    ProducerStates::default()
+                } else {
+                    rebuild_producers(&log).await
+                };
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
                     Rc::new(Partition {

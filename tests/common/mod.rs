@@ -175,6 +175,23 @@ impl Drop for Broker {
     }
 }
 
+/// Creates a topic with `skein topic create`.
+pub fn create_topic(broker: &Broker, topic: &str, partitions: i32) {
+    let out = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args([
+            "topic",
+            "create",
+            topic,
+            "--partitions",
+            &partitions.to_string(),
+            "--bootstrap-server",
+            &broker.bootstrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// A raw Kafka connection: encodes requests with the protocol crate, reads frames.
 pub struct RawClient {
     pub stream: TcpStream,

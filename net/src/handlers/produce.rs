@@ -27,11 +27,18 @@ pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: Produce
             let index = data.index;
             slots.push((name.clone(), index));
             let known = meta.is_some_and(|m| index >= 0 && index < m.partitions);
+            // Clients may not write the coordinator's topic, as in Kafka.
+            let internal = name == crate::group::OFFSETS_TOPIC;
             let shard = shard.clone();
             let partition = TopicPartition::new(name.clone(), index);
             work.push(async move {
                 let refused = if !(acks == 0 || acks == 1 || acks == -1) {
                     Some((code::INVALID_REQUIRED_ACKS, None))
+                } else if internal {
+                    Some((
+                        code::INVALID_TOPIC_EXCEPTION,
+                        Some("Cannot append to internal topic __consumer_offsets".into()),
+                    ))
                 } else if !known {
                     Some((code::UNKNOWN_TOPIC_OR_PARTITION, None))
                 } else {
