@@ -37,6 +37,9 @@ fn render(shard: &Shard) -> String {
     for (api, count) in m.errors.borrow().iter() {
         let _ = writeln!(out, "skein_request_errors_total{{shard=\"{id}\",api_key=\"{api}\"}} {count}");
     }
+    for (api, count) in m.encode_failures.borrow().iter() {
+        let _ = writeln!(out, "skein_response_encode_failures_total{{shard=\"{id}\",api_key=\"{api}\"}} {count}");
+    }
     for (api, latency) in m.latency.borrow().iter() {
         let mut cumulative = 0;
         for (i, bound) in skein_net::metrics::LATENCY_BUCKETS_US.iter().enumerate() {

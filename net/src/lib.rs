@@ -10,6 +10,7 @@
 //! Architecture invariant: Kafka error codes are produced only here (`errors`), and
 //! this crate owns no storage logic: it calls `skein_engine`.
 
+pub mod error_response;
 pub mod errors;
 pub mod group;
 pub mod handlers;

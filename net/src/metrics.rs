@@ -21,6 +21,9 @@ pub struct ShardMetrics {
     pub latency: RefCell<std::collections::BTreeMap<i16, Latency>>,
     pub requests: RefCell<std::collections::BTreeMap<i16, u64>>,
     pub errors: RefCell<std::collections::BTreeMap<i16, u64>>,
+    /// Responses a handler built that did not encode at the request's version, by API
+    /// key: a handler bug. The client got an error response or a closed connection.
+    pub encode_failures: RefCell<std::collections::BTreeMap<i16, u64>>,
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
     pub cross_shard_messages: Cell<u64>,
@@ -40,6 +43,10 @@ impl ShardMetrics {
         latency.buckets[bucket] += 1;
         latency.count += 1;
         latency.sum_us += us;
+    }
+
+    pub fn count_encode_failure(&self, api_key: i16) {
+        *self.encode_failures.borrow_mut().entry(api_key).or_default() += 1;
     }
 
     pub fn count_error(&self, api_key: i16) {

@@ -77,12 +77,19 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
         // released from the connection's and the shard's budgets.
         let mut broken = false;
         while let Some((task, size)) = responses.recv().await {
-            let task: glommio::Task<Option<Bytes>> = task;
-            let response = task.await;
+            let task: glommio::Task<Reply> = task;
+            let reply = task.await;
             writer_buffered.set(writer_buffered.get() - size);
             writer_shard.buffered_bytes.set(writer_shard.buffered_bytes.get() - size);
-            if let (Some(bytes), false) = (response, broken) {
-                broken = writer.write_all(&bytes).await.is_err();
+            match (reply, broken) {
+                (Reply::Frame(bytes), false) => broken = writer.write_all(&bytes).await.is_err(),
+                // Responses after this one would be matched to the wrong requests: the
+                // client sees the connection end and retries on a new one.
+                (Reply::Close, false) => {
+                    broken = true;
+                    let _ = writer.close().await;
+                }
+                _ => {}
             }
         }
         let _ = writer.close().await;
@@ -96,7 +103,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
 async fn read_loop(
     shard: &Rc<Shard>,
     reader: &mut futures_lite::io::ReadHalf<TcpStream>,
-    queue: &glommio::channels::local_channel::LocalSender<(glommio::Task<Option<Bytes>>, usize)>,
+    queue: &glommio::channels::local_channel::LocalSender<(glommio::Task<Reply>, usize)>,
     buffered: &Rc<Cell<usize>>,
     peer: &str,
 ) -> Result<(), String> {
@@ -127,7 +134,7 @@ async fn read_loop(
         let task = match frame {
             Frame::UnsupportedApiVersions { correlation_id } => {
                 let response = registry::unsupported_api_versions(correlation_id);
-                glommio::spawn_local(async move { Some(response) })
+                glommio::spawn_local(async move { Reply::Frame(response) })
             }
             Frame::Request(mut request) => {
                 request.peer = peer.to_owned();
@@ -166,24 +173,55 @@ fn parse(mut buf: Bytes) -> Result<Frame, String> {
     Ok(Frame::Request(Box::new(Request { header, body, api_key, peer: String::new() })))
 }
 
-/// Runs the handler and encodes the response frame (`None`: no response, acks=0).
-async fn respond(shard: &Rc<Shard>, request: Request) -> Option<Bytes> {
+/// What a request task hands the connection's writer.
+enum Reply {
+    /// A response frame to send.
+    Frame(Bytes),
+    /// No response: a produce with acks=0.
+    Nothing,
+    /// The response could not be built: close the connection.
+    Close,
+}
+
+/// Runs the handler and encodes the response frame. A response that does not encode
+/// at the request's version (a handler bug) is counted and logged, and replaced by the
+/// API's error response, or the connection is closed where the API has none.
+async fn respond(shard: &Rc<Shard>, request: Request) -> Reply {
     let (api_key, version, correlation_id) =
         (request.api_key, request.header.request_api_version, request.header.correlation_id);
     let started = std::time::Instant::now();
-    let response = registry::dispatch(shard, request).await?;
+    let Some(response) = registry::dispatch(shard, request).await else {
+        return Reply::Nothing;
+    };
     shard.metrics.observe_latency(api_key as i16, started.elapsed());
+    let error = match encode(api_key, version, correlation_id, &response) {
+        Ok(frame) => return Reply::Frame(frame),
+        Err(e) => e,
+    };
+    shard.metrics.count_encode_failure(api_key as i16);
+    tracing::error!(target: "skein::net", shard = shard.id, ?api_key, version, correlation_id, error = %error, "response encoding failed");
+    match crate::error_response::error_response(response, version) {
+        Some(fallback) => match encode(api_key, version, correlation_id, &fallback) {
+            Ok(frame) => Reply::Frame(frame),
+            Err(_) => Reply::Close,
+        },
+        None => Reply::Close,
+    }
+}
+
+/// One response frame: size, header, body.
+fn encode(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &kafka_protocol::messages::ResponseKind,
+) -> anyhow::Result<Bytes> {
     let mut out = BytesMut::with_capacity(256);
     out.put_i32(0);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    let encoded = header
-        .encode(&mut out, api_key.response_header_version(version))
-        .and_then(|()| response.encode(&mut out, version));
-    if let Err(e) = encoded {
-        tracing::error!(target: "skein::net", ?api_key, version, error = %e, "response encoding failed");
-        return None;
-    }
+    header.encode(&mut out, api_key.response_header_version(version))?;
+    response.encode(&mut out, version)?;
     let len = (out.len() - 4) as i32;
     out[..4].copy_from_slice(&len.to_be_bytes());
-    Some(out.freeze())
+    Ok(out.freeze())
 }

@@ -14,7 +14,9 @@ use crate::shard::{PartitionOp, PartitionReply, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 8 };
 
-pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    // Leader epochs exist in the response from v4 (KIP-320).
+    let with_epoch = header.request_api_version >= 4;
     let image = shard.image();
     let mut response = ListOffsetsResponse::default();
     for topic in request.topics {
@@ -42,7 +44,7 @@ pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: ListOff
                 Ok(PartitionReply::Offsets { offset, timestamp }) => {
                     partition.offset = offset;
                     partition.timestamp = timestamp;
-                    partition.leader_epoch = if offset >= 0 { 0 } else { -1 };
+                    partition.leader_epoch = if offset >= 0 && with_epoch { 0 } else { -1 };
                 }
                 Ok(_) => partition.error_code = code::UNKNOWN_SERVER_ERROR,
                 Err((error, _)) => {
