@@ -48,6 +48,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG").unwrap_or_else(|_| "info".into()))
         .with_target(true)
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never in files or pipes.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
