@@ -200,7 +200,7 @@ impl NodeConfig {
             topic_defaults.insert(k.trim().to_string(), v.trim().to_string());
         }
         for (k, v) in &topic_defaults {
-            skein_net::metadata::validate_config(k, v).map_err(|e| format!("invalid topic default: {e}"))?;
+            skein_net::configs::validate_config(k, v).map_err(|e| format!("invalid topic default: {e}"))?;
         }
         Ok(NodeConfig {
             listener,

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use skein_engine::TopicPartition;
+use skein_net::append::TopicSettings;
 use skein_net::metadata::default_shard;
-use skein_net::shard::{PartitionOp, TopicSettings};
+use skein_net::shard::PartitionOp;
 use skein_net::{MetadataStore, NodeSettings, Shard};
 
 use crate::config::NodeConfig;

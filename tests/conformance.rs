@@ -488,7 +488,14 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 if v >= 8 {
                     request.include_topic_authorized_operations = true;
                 }
-                c.call(request, v);
+                let Some(response) = c.call(request, v) else { continue };
+                // Asked for, authorized operations are a real set (KIP-430), never "not requested".
+                let unanswered =
+                    response.topics.iter().any(|t| t.error_code == 0 && t.topic_authorized_operations == i32::MIN)
+                        || ((8..=10).contains(&v) && response.cluster_authorized_operations == i32::MIN);
+                if v >= 8 && unanswered {
+                    c.failures.push(format!("Metadata v{v}: authorized operations requested but not answered"));
+                }
             }
         }
         ApiKey::ApiVersions => {
@@ -692,7 +699,11 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
             if v >= 1 {
                 request.endpoint_type = 1;
             }
-            c.call(request, v);
+            if let Some(response) = c.call(request, v) {
+                if response.cluster_authorized_operations == i32::MIN || response.brokers.is_empty() {
+                    c.failures.push(format!("DescribeCluster v{v}: {response:?}"));
+                }
+            }
         }
         ApiKey::FindCoordinator => {
             for key_type in [0i8, 1] {
@@ -853,7 +864,11 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
             if v >= 3 {
                 request.include_authorized_operations = true;
             }
-            c.call(request, v);
+            if let Some(response) = c.call(request, v) {
+                if v >= 3 && response.groups.iter().any(|g| g.authorized_operations == i32::MIN) {
+                    c.failures.push(format!("DescribeGroups v{v}: authorized operations requested but not answered"));
+                }
+            }
         }
         ApiKey::DeleteGroups => {
             let name = format!("conf-deleted-{v}");

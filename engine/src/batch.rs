@@ -75,6 +75,12 @@ pub enum BatchError {
     LastOffsetDeltaInvalid { last_offset_delta: i32, count: i32 },
 }
 
+/// The attributes of the batch that starts at `buf[0]`, read before the batch is
+/// validated (for request-level checks); `buf` must hold at least a batch header.
+pub fn attributes_of(buf: &[u8]) -> i16 {
+    read_i16(buf, ATTRIBUTES_AT)
+}
+
 /// Reads the total size of the batch that starts at `buf[0]`, from its length field.
 ///
 /// # Errors

@@ -43,6 +43,9 @@ pub struct LogConfig {
     pub segment_bytes: u64,
     /// `segment.ms`: roll when the active segment's first append is this old.
     pub segment_ms: u64,
+    /// `segment.jitter.ms`: up to this much is taken off `segment_ms` per segment, so
+    /// that partitions created together do not all roll at once.
+    pub segment_jitter_ms: u64,
     /// `segment.index.bytes`: roll when an index would exceed this size.
     pub segment_index_bytes: u64,
     /// `index.interval.bytes`: bytes of batches between two index entries.
@@ -69,6 +72,7 @@ impl Default for LogConfig {
         LogConfig {
             segment_bytes: 1 << 30,
             segment_ms: 7 * 24 * 3600 * 1000,
+            segment_jitter_ms: 0,
             segment_index_bytes: 10 << 20,
             index_interval_bytes: 4096,
             retention_ms: 7 * 24 * 3600 * 1000,

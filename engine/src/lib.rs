@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod records;
 pub mod segment;
 pub mod types;
+pub mod validate;
 mod waiters;
 
 pub use batch::{Batch, BatchError};

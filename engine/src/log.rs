@@ -513,7 +513,9 @@ impl<S: Storage> Log<S> {
         };
         let now = now_ms();
         let active = state.active();
-        let aged = active.first_append_ms.is_some_and(|t| now - t >= state.config.segment_ms as i64);
+        let roll_ms =
+            state.config.segment_ms.saturating_sub(roll_jitter_ms(&self.partition, active.base_offset, &state.config));
+        let aged = active.first_append_ms.is_some_and(|t| now - t >= roll_ms.min(i64::MAX as u64) as i64);
         if active.is_full(size as u64, last_offset, &state.config) || (aged && active.size > 0) {
             return Ok(Admission::Roll);
         }
@@ -1542,5 +1544,43 @@ impl Drop for Ticket<'_> {
         } else {
             gate.abandoned.borrow_mut().insert(self.number);
         }
+    }
+}
+/// Kafka's `segment.jitter.ms`: how much earlier than `segment.ms` this segment rolls,
+/// in `[0, min(segment.jitter.ms, segment.ms))`. Derived from the partition and the
+/// segment's base offset, so it is stable for one segment and differs between
+/// partitions, which then do not all roll at once.
+fn roll_jitter_ms(partition: &TopicPartition, base_offset: Offset, config: &LogConfig) -> u64 {
+    let bound = config.segment_jitter_ms.min(config.segment_ms);
+    if bound == 0 {
+        return 0;
+    }
+    let mut seed = crc32c::crc32c(partition.topic.as_bytes()) as u64;
+    seed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (partition.partition as u64)
+        ^ (base_offset.0 as u64).rotate_left(32);
+    seed ^= seed >> 29;
+    seed.wrapping_mul(0xBF58_476D_1CE4_E5B9) % bound
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // segment.jitter.ms takes a stable amount below its bound off each segment's
+    // segment.ms, different between partitions.
+    #[test]
+    fn roll_jitter_stays_in_bounds() {
+        let config = LogConfig { segment_ms: 10_000, segment_jitter_ms: 4_000, ..LogConfig::default() };
+        let jitters: Vec<u64> =
+            (0..32).map(|p| roll_jitter_ms(&TopicPartition::new("t", p), Offset(0), &config)).collect();
+        assert!(jitters.iter().all(|&j| j < 4_000));
+        assert!(jitters.iter().collect::<std::collections::BTreeSet<_>>().len() > 16, "{jitters:?}");
+        let p = TopicPartition::new("t", 3);
+        assert_eq!(roll_jitter_ms(&p, Offset(7), &config), roll_jitter_ms(&p, Offset(7), &config));
+        let none = LogConfig { segment_jitter_ms: 0, ..config.clone() };
+        assert_eq!(roll_jitter_ms(&p, Offset(7), &none), 0);
+        let short = LogConfig { segment_ms: 10, ..config };
+        assert!((0..100).all(|o| roll_jitter_ms(&p, Offset(o), &short) < 10));
     }
 }

@@ -102,22 +102,26 @@ pub struct Record {
 
 /// A bounds-checked cursor; every read fails with `Truncated` instead of
 /// panicking when the input runs out.
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
 
-    fn remaining(&self) -> usize {
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
 
     /// Advances over `n` bytes and returns their position in the buffer.
-    fn skip(&mut self, n: usize) -> Result<Range<usize>, RecordsError> {
+    pub(crate) fn skip(&mut self, n: usize) -> Result<Range<usize>, RecordsError> {
         let end = self.pos.checked_add(n).ok_or(RecordsError::Truncated)?;
         if end > self.buf.len() {
             return Err(RecordsError::Truncated);
@@ -127,14 +131,14 @@ impl<'a> Reader<'a> {
         Ok(range)
     }
 
-    fn u8(&mut self) -> Result<u8, RecordsError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, RecordsError> {
         let at = self.skip(1)?.start;
         self.buf.get(at).copied().ok_or(RecordsError::Truncated)
     }
 
     /// Reads an unsigned LEB128 value of at most `max_bytes` bytes, like the
     /// loops in Kafka's `ByteUtils`, which reject longer encodings.
-    fn unsigned_varint(&mut self, max_bytes: u32) -> Result<u64, RecordsError> {
+    pub(crate) fn unsigned_varint(&mut self, max_bytes: u32) -> Result<u64, RecordsError> {
         let mut value = 0u64;
         for i in 0..max_bytes {
             let b = self.u8()?;
@@ -147,13 +151,13 @@ impl<'a> Reader<'a> {
         Err(RecordsError::Malformed("varint is too long"))
     }
 
-    fn varint(&mut self) -> Result<i32, RecordsError> {
+    pub(crate) fn varint(&mut self) -> Result<i32, RecordsError> {
         // Truncation to 32 bits is deliberate: it is what Java's int math does.
         let raw = self.unsigned_varint(5)? as u32;
         Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
     }
 
-    fn varlong(&mut self) -> Result<i64, RecordsError> {
+    pub(crate) fn varlong(&mut self) -> Result<i64, RecordsError> {
         let raw = self.unsigned_varint(10)?;
         Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
     }
@@ -345,10 +349,20 @@ pub fn encode_records(records: &[Record], out: &mut Vec<u8>) {
 
 /// Compresses a records section with the stream format Kafka uses for `c`.
 pub fn compress(c: Compression, raw: &[u8]) -> Result<Vec<u8>, RecordsError> {
+    compress_at(c, raw, None)
+}
+
+/// Compresses like [`compress`], at `level` where the codec has levels (gzip 1-9,
+/// zstd); `None` is the codec's default. Snappy and lz4 (lz4_flex) have one level.
+pub fn compress_at(c: Compression, raw: &[u8], level: Option<i32>) -> Result<Vec<u8>, RecordsError> {
     match c {
         Compression::None => Ok(raw.to_vec()),
         Compression::Gzip => {
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let level = match level {
+                Some(l @ 1..=9) => flate2::Compression::new(l as u32),
+                _ => flate2::Compression::default(),
+            };
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), level);
             enc.write_all(raw).map_err(compress_err)?;
             enc.finish().map_err(compress_err)
         }
@@ -375,8 +389,35 @@ pub fn compress(c: Compression, raw: &[u8]) -> Result<Vec<u8>, RecordsError> {
             enc.write_all(raw).map_err(compress_err)?;
             enc.finish().map_err(compress_err)
         }
-        Compression::Zstd => zstd::bulk::compress(raw, ZSTD_LEVEL).map_err(compress_err),
+        Compression::Zstd => zstd::bulk::compress(raw, level.unwrap_or(ZSTD_LEVEL)).map_err(compress_err),
     }
+}
+
+/// Rewrites a batch's records section with codec `target` (Kafka's topic-level
+/// `compression.type`): the section is decompressed and compressed again, the records
+/// themselves and every other header field (producer id, epoch, sequence, timestamps,
+/// transactional bit) are kept; length and CRC are recomputed.
+///
+/// # Errors
+/// `RecordsError` when the section does not decompress within
+/// `max_decompressed_bytes` or the codec fails.
+pub fn recompress_batch(
+    batch: &[u8],
+    target: Compression,
+    level: Option<i32>,
+    max_decompressed_bytes: usize,
+) -> Result<Vec<u8>, RecordsError> {
+    let header = parse_header(batch)?;
+    let section = batch.get(HEADER_LEN..header.end).ok_or(RecordsError::Truncated)?;
+    let raw = match header.compression {
+        Compression::None => std::borrow::Cow::Borrowed(section),
+        c => std::borrow::Cow::Owned(decompress(c, section, max_decompressed_bytes)?),
+    };
+    let section = compress_at(target, &raw, level)?;
+    let mut template: [u8; HEADER_LEN] = be_bytes(batch, 0)?;
+    let attributes = (read_i16(batch, ATTRIBUTES_OFFSET)? & !0x7) | target.attribute_bits();
+    template[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    Ok(assemble(&template, header.record_count, &section))
 }
 
 /// Reads a decoder to the end, failing once it produces more than `limit` bytes.
@@ -543,6 +584,23 @@ mod tests {
     fn rec(offset_delta: i32, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>) -> Record {
         let (key, value) = (key.map(Bytes::copy_from_slice), value.map(Bytes::copy_from_slice));
         Record { timestamp_delta: ts, offset_delta, key, value, ..Record::default() }
+    }
+
+    // Recompression keeps the records and the header's producer fields, with any codec.
+    #[test]
+    fn recompress_keeps_records() {
+        for from in ALL {
+            for to in ALL {
+                let mut original = build_batch(5, 1_000, from, &sample());
+                original[43..51].copy_from_slice(&77i64.to_be_bytes());
+                let again = recompress_batch(&original, to, Some(1), LIMIT).unwrap();
+                assert_eq!(Compression::from_attributes(read_i16(&again, ATTRIBUTES_OFFSET).unwrap()).unwrap(), to);
+                assert_eq!(&again[43..51], &77i64.to_be_bytes());
+                assert_eq!(decode_records(&again, LIMIT).unwrap(), sample(), "{from:?} -> {to:?}");
+                let crc = u32::from_be_bytes(again[CRC_OFFSET..ATTRIBUTES_OFFSET].try_into().unwrap());
+                assert_eq!(crc, crc32c::crc32c(&again[ATTRIBUTES_OFFSET..]));
+            }
+        }
     }
 
     fn sample() -> Vec<Record> {

@@ -10,6 +10,8 @@
 //! Architecture invariant: Kafka error codes are produced only here (`errors`), and
 //! this crate owns no storage logic: it calls `skein_engine`.
 
+pub mod append;
+pub mod configs;
 pub mod error_response;
 pub mod errors;
 pub mod group;
@@ -17,6 +19,7 @@ pub mod handlers;
 pub mod limits;
 pub mod metadata;
 pub mod metrics;
+pub mod operations;
 pub mod producer;
 pub mod registry;
 pub mod router;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
-use skein_engine::{CleanupPolicy, LogConfig, TopicPartition};
+use skein_engine::TopicPartition;
 
 /// One topic.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,126 +76,6 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// Where a config value comes from, with DescribeConfigs' source codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigSource {
-    DynamicTopic = 1,
-    StaticBroker = 4,
-    Default = 5,
-}
-
-/// A topic config Skein understands: its Kafka name, default and validation.
-pub struct ConfigDef {
-    pub name: &'static str,
-    pub default: &'static str,
-    pub validate: fn(&str) -> Result<(), String>,
-}
-
-fn long_at_least(min: i64) -> impl Fn(&str) -> Result<(), String> {
-    move |v: &str| match v.trim().parse::<i64>() {
-        Ok(n) if n >= min => Ok(()),
-        Ok(_) => Err(format!("value must be at least {min}")),
-        Err(_) => Err("value must be a long".into()),
-    }
-}
-
-fn int_at_least(min: i64) -> impl Fn(&str) -> Result<(), String> {
-    move |v: &str| match v.trim().parse::<i32>() {
-        Ok(n) if n as i64 >= min => Ok(()),
-        Ok(_) => Err(format!("value must be at least {min}")),
-        Err(_) => Err("value must be an int".into()),
-    }
-}
-
-/// Every topic config Skein honours, as Kafka names and defaults them.
-pub const TOPIC_CONFIGS: &[ConfigDef] = &[
-    ConfigDef {
-        name: "cleanup.policy",
-        default: "delete",
-        validate: |v| CleanupPolicy::parse(v).map(|_| ()).map_err(|e| e.to_string()),
-    },
-    ConfigDef { name: "delete.retention.ms", default: "86400000", validate: |v| long_at_least(0)(v) },
-    ConfigDef { name: "flush.messages", default: "9223372036854775807", validate: |v| long_at_least(1)(v) },
-    ConfigDef { name: "flush.ms", default: "9223372036854775807", validate: |v| long_at_least(0)(v) },
-    ConfigDef { name: "index.interval.bytes", default: "4096", validate: |v| int_at_least(0)(v) },
-    ConfigDef { name: "max.message.bytes", default: "1048588", validate: |v| int_at_least(0)(v) },
-    ConfigDef {
-        name: "message.timestamp.type",
-        default: "CreateTime",
-        validate: |v| match v {
-            "CreateTime" | "LogAppendTime" => Ok(()),
-            _ => Err("value must be CreateTime or LogAppendTime".into()),
-        },
-    },
-    ConfigDef { name: "min.insync.replicas", default: "1", validate: |v| int_at_least(1)(v) },
-    ConfigDef { name: "retention.bytes", default: "-1", validate: |v| long_at_least(-1)(v) },
-    ConfigDef { name: "retention.ms", default: "604800000", validate: |v| long_at_least(-1)(v) },
-    ConfigDef { name: "segment.bytes", default: "1073741824", validate: |v| int_at_least(14)(v) },
-    ConfigDef { name: "segment.index.bytes", default: "10485760", validate: |v| int_at_least(8)(v) },
-    ConfigDef { name: "segment.ms", default: "604800000", validate: |v| long_at_least(1)(v) },
-];
-
-pub fn config_def(name: &str) -> Option<&'static ConfigDef> {
-    TOPIC_CONFIGS.iter().find(|d| d.name == name)
-}
-
-/// Validates one topic config entry.
-///
-/// # Errors
-/// A message for INVALID_CONFIG: unknown name or bad value.
-pub fn validate_config(name: &str, value: &str) -> Result<(), String> {
-    let def = config_def(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
-    (def.validate)(value).map_err(|why| format!("Invalid value {value} for configuration {name}: {why}"))
-}
-
-/// The effective value of a topic config and where it comes from.
-pub fn effective(
-    name: &str,
-    overrides: &BTreeMap<String, String>,
-    broker: &BTreeMap<String, String>,
-) -> Option<(String, ConfigSource)> {
-    let def = config_def(name)?;
-    if let Some(v) = overrides.get(name) {
-        return Some((v.clone(), ConfigSource::DynamicTopic));
-    }
-    if let Some(v) = broker.get(name) {
-        return Some((v.clone(), ConfigSource::StaticBroker));
-    }
-    Some((def.default.to_owned(), ConfigSource::Default))
-}
-
-/// The engine's `LogConfig` for a topic: overrides, then broker defaults, then Kafka's.
-pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> LogConfig {
-    let get = |name: &str| effective(name, overrides, broker).map(|(v, _)| v).unwrap_or_default();
-    let long = |name: &str| get(name).trim().parse::<i64>().unwrap_or(0);
-    let capped = |name: &str| {
-        let v = long(name);
-        if v == i64::MAX {
-            u64::MAX
-        } else {
-            v.max(0) as u64
-        }
-    };
-    LogConfig {
-        segment_bytes: long("segment.bytes").max(14) as u64,
-        segment_ms: capped("segment.ms").max(1),
-        segment_index_bytes: long("segment.index.bytes").max(8) as u64,
-        index_interval_bytes: long("index.interval.bytes").max(0) as u64,
-        retention_ms: long("retention.ms"),
-        retention_bytes: long("retention.bytes"),
-        cleanup_policy: CleanupPolicy::parse(&get("cleanup.policy")).unwrap_or(CleanupPolicy::DELETE),
-        delete_retention_ms: long("delete.retention.ms"),
-        max_message_bytes: long("max.message.bytes").clamp(1, i32::MAX as i64) as u32,
-        flush_messages: capped("flush.messages").max(1),
-        flush_ms: capped("flush.ms"),
-    }
-}
-
-/// Whether the topic stamps batches with the broker's time.
-pub fn log_append_time(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> bool {
-    effective("message.timestamp.type", overrides, broker).is_some_and(|(v, _)| v == "LogAppendTime")
 }
 
 /// A refused change: a Kafka error code and its message.
@@ -284,26 +164,5 @@ mod tests {
         check("ünicode", false);
         check(&"x".repeat(249), true);
         check(&"x".repeat(250), false);
-    }
-
-    // Config values are validated with Kafka's names and bounds, and become LogConfig.
-    #[test]
-    fn configs() {
-        assert!(validate_config("retention.ms", "-1").is_ok());
-        assert!(validate_config("retention.ms", "-2").is_err());
-        assert!(validate_config("retention.ms", "soon").is_err());
-        assert!(validate_config("cleanup.policy", "compact,delete").is_ok());
-        assert!(validate_config("cleanup.policy", "shred").is_err());
-        assert!(validate_config("no.such.config", "1").is_err());
-        assert!(validate_config("message.timestamp.type", "LogAppendTime").is_ok());
-        let overrides = BTreeMap::from([("segment.bytes".to_string(), "1024".to_string())]);
-        let broker = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
-        let config = log_config(&overrides, &broker);
-        assert_eq!(config.segment_bytes, 1024);
-        assert_eq!(config.retention_ms, 1000);
-        assert_eq!(config.flush_messages, u64::MAX);
-        assert_eq!(effective("retention.ms", &overrides, &broker), Some(("1000".into(), ConfigSource::StaticBroker)));
-        assert_eq!(effective("segment.bytes", &overrides, &broker), Some(("1024".into(), ConfigSource::DynamicTopic)));
-        assert_eq!(effective("segment.ms", &overrides, &broker).unwrap().1, ConfigSource::Default);
     }
 }

@@ -16,8 +16,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use skein_engine::io::dma::DmaStorage;
-use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, LogConfig, LogManager, Offset, TopicPartition};
+use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, LogManager, Offset, TopicPartition};
 
+use crate::append::{AppendRules, TopicSettings};
 use crate::errors::{code, code_of};
 use crate::metadata::{MetadataImage, MetadataStore};
 use crate::metrics::ShardMetrics;
@@ -48,33 +49,12 @@ pub struct NodeSettings {
     pub offsets_retention_minutes: u64,
 }
 
-/// The settings of a topic that its partitions apply.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TopicSettings {
-    pub log: LogConfig,
-    pub log_append_time: bool,
-    pub min_insync_replicas: i32,
-}
-
-impl TopicSettings {
-    pub fn of(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> TopicSettings {
-        let min_isr = crate::metadata::effective("min.insync.replicas", overrides, broker)
-            .and_then(|(v, _)| v.parse().ok())
-            .unwrap_or(1);
-        TopicSettings {
-            log: crate::metadata::log_config(overrides, broker),
-            log_append_time: crate::metadata::log_append_time(overrides, broker),
-            min_insync_replicas: min_isr,
-        }
-    }
-}
-
 /// A partition hosted by this shard.
 pub struct Partition {
     pub log: Rc<Log<DmaStorage>>,
     pub producers: RefCell<ProducerStates>,
-    pub log_append_time: Cell<bool>,
-    pub min_insync_replicas: Cell<i32>,
+    /// The topic configs that govern appends (`append::admit`).
+    pub rules: Cell<AppendRules>,
     /// Record bytes produced to and fetched from this partition, for placement.
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
@@ -83,8 +63,7 @@ pub struct Partition {
 impl Partition {
     fn apply(&self, settings: &TopicSettings) -> Result<(), skein_engine::Error> {
         self.log.set_config(settings.log.clone())?;
-        self.log_append_time.set(settings.log_append_time);
-        self.min_insync_replicas.set(settings.min_insync_replicas);
+        self.rules.set(settings.append);
         Ok(())
     }
 }
@@ -121,11 +100,32 @@ pub enum PartitionOp {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum PartitionReply {
-    Produce { base_offset: i64, log_append_time_ms: i64, log_start_offset: i64 },
-    Fetch { high_watermark: i64, log_start_offset: i64, records: Vec<Bytes> },
-    Offsets { offset: i64, timestamp: i64 },
-    DeleteRecords { low_watermark: i64 },
-    Stats { size_bytes: u64, log_start_offset: i64, log_end_offset: i64, bytes_in: u64, bytes_out: u64 },
+    Produce {
+        base_offset: i64,
+        log_append_time_ms: i64,
+        log_start_offset: i64,
+    },
+    /// The batch was refused before the log was touched.
+    ProduceRefused(Box<crate::append::Refused>),
+    Fetch {
+        high_watermark: i64,
+        log_start_offset: i64,
+        records: Vec<Bytes>,
+    },
+    Offsets {
+        offset: i64,
+        timestamp: i64,
+    },
+    DeleteRecords {
+        low_watermark: i64,
+    },
+    Stats {
+        size_bytes: u64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+        bytes_in: u64,
+        bytes_out: u64,
+    },
     Group(Box<crate::group::GroupAnswer>),
     Done,
 }
@@ -270,8 +270,7 @@ impl Shard {
                     Rc::new(Partition {
                         log,
                         producers: RefCell::new(producers),
-                        log_append_time: Cell::new(settings.log_append_time),
-                        min_insync_replicas: Cell::new(settings.min_insync_replicas),
+                        rules: Cell::new(settings.append),
                         bytes_in: Cell::new(0),
                         bytes_out: Cell::new(0),
                     }),
@@ -303,7 +302,7 @@ impl Shard {
         let log = &state.log;
         let engine = |e: skein_engine::Error| (code_of(&e), Some(e.to_string()));
         match op {
-            PartitionOp::Produce { batch, acks } => self.produce(&state, batch, acks).await,
+            PartitionOp::Produce { batch, acks } => self.produce(partition, &state, batch, acks).await,
             PartitionOp::Fetch { offset, max_bytes, wait_ms } => {
                 let offset = Offset(offset);
                 if wait_ms > 0 && offset >= log.offset_written_end() && offset <= log.log_end_offset() {
@@ -373,17 +372,26 @@ impl Shard {
         }
     }
 
-    async fn produce(&self, state: &Partition, bytes: Bytes, acks: i16) -> OpResult {
+    async fn produce(&self, partition: &TopicPartition, state: &Partition, bytes: Bytes, acks: i16) -> OpResult {
         let log = &state.log;
         let max = log.config().max_message_bytes as usize;
         let batch = Batch::validate_fresh(bytes, max).map_err(|e| {
             let e = skein_engine::Error::InvalidBatch(e);
             (code_of(&e), Some(e.to_string()))
         })?;
+        let rules = state.rules.get();
         // One replica: the in-sync set is this broker alone.
-        if acks == -1 && state.min_insync_replicas.get() > 1 {
+        if acks == -1 && rules.min_insync_replicas > 1 {
             return Err((code::NOT_ENOUGH_REPLICAS, None));
         }
+        let now = skein_engine::log::now_ms();
+        let batch = match crate::append::admit(batch, &rules, &partition.to_string(), now) {
+            Ok(batch) if batch.size() > max => {
+                return Err((code::MESSAGE_TOO_LARGE, Some(format!("batch of {} bytes exceeds {max}", batch.size()))))
+            }
+            Ok(batch) => batch,
+            Err(refused) => return Ok(PartitionReply::ProduceRefused(Box::new(refused))),
+        };
         let (pid, first_seq) = (batch.producer_id(), batch.base_sequence());
         let verdict = state.producers.borrow_mut().check_and_reserve(&batch);
         match verdict {
@@ -397,9 +405,7 @@ impl Shard {
             }
             Check::Reject(code) => return Err((code, None)),
         }
-        let now = skein_engine::log::now_ms();
-        let append_time = state.log_append_time.get();
-        let batch = if append_time { batch.with_log_append_time(now) } else { batch };
+        let append_time = rules.log_append_time;
         let size = batch.size() as u64;
         match log.append(batch, AppendMode::Leader { epoch: LeaderEpoch(0) }).await {
             Ok(info) => {

@@ -8,9 +8,11 @@ use std::rc::Rc;
 use futures_util::future::join_all;
 use skein_engine::TopicPartition;
 
+use crate::append::TopicSettings;
+use crate::configs::validate_config;
 use crate::errors::code;
-use crate::metadata::{default_shard, validate_config, validate_topic_name, Refusal, TopicMeta};
-use crate::shard::{PartitionOp, Shard, TopicSettings};
+use crate::metadata::{default_shard, validate_topic_name, Refusal, TopicMeta};
+use crate::shard::{PartitionOp, Shard};
 
 /// Checks a new topic's name, partition count, replication factor and configs.
 ///

@@ -14,6 +14,8 @@ use crate::shard::Shard;
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
 pub async fn handle(shard: &Rc<Shard>, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse {
+    let operations =
+        crate::operations::authorized(crate::operations::Resource::Group, request.include_authorized_operations);
     let mut response = ConsumerGroupDescribeResponse::default();
     for group in request.group_ids {
         let name = group.0.to_string();
@@ -23,7 +25,7 @@ pub async fn handle(shard: &Rc<Shard>, request: ConsumerGroupDescribeRequest) ->
                 Ok(_) => DescribedGroup::default().with_group_id(group).with_error_code(code::UNKNOWN_SERVER_ERROR),
                 Err(c) => DescribedGroup::default().with_group_id(group).with_error_code(c),
             };
-        response.groups.push(described);
+        response.groups.push(described.with_authorized_operations(operations));
     }
     response
 }

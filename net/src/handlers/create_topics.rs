@@ -9,8 +9,8 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, Reques
 use kafka_protocol::protocol::VersionRange;
 
 use super::s;
+use crate::configs::{effective, TOPIC_CONFIGS};
 use crate::errors::code;
-use crate::metadata::{effective, TOPIC_CONFIGS};
 use crate::shard::Shard;
 use crate::topics;
 

@@ -22,6 +22,9 @@ pub fn handle(shard: &Rc<Shard>, request: DescribeClusterRequest) -> DescribeClu
     broker.host = s(settings.advertised_host.clone());
     broker.port = settings.advertised_port as i32;
     response.brokers = vec![broker];
-    response.cluster_authorized_operations = i32::MIN;
+    response.cluster_authorized_operations = crate::operations::authorized(
+        crate::operations::Resource::Cluster,
+        request.include_cluster_authorized_operations,
+    );
     response
 }

@@ -1,16 +1,18 @@
-//! DescribeConfigs for topics (every config Skein honours, with its source) and for
-//! this broker (its node settings).
+//! DescribeConfigs for topics (every Kafka 4.x topic config, with its source, type,
+//! synonyms and documentation) and for this broker (its settings under Kafka's names).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 
 use super::s;
+use crate::configs::{broker_value, effective, ConfigSource, ConfigType, TOPIC_CONFIGS};
 use crate::errors::code;
-use crate::metadata::{effective, ConfigSource, TOPIC_CONFIGS};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
@@ -18,27 +20,16 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 
-/// DescribeConfigs' config types (KIP-336).
-pub fn config_type(name: &str) -> i8 {
-    const BOOLEAN: i8 = 1;
-    const STRING: i8 = 2;
-    const INT: i8 = 3;
-    const LONG: i8 = 5;
-    const LIST: i8 = 7;
-    match name {
-        "cleanup.policy" => LIST,
-        "message.timestamp.type" | "advertised.listeners" | "listeners" | "log.dirs" => STRING,
-        "auto.create.topics.enable" => BOOLEAN,
-        "segment.bytes"
-        | "segment.index.bytes"
-        | "index.interval.bytes"
-        | "max.message.bytes"
-        | "min.insync.replicas"
-        | "num.partitions"
-        | "socket.request.max.bytes"
-        | "node.id" => INT,
-        _ => LONG,
-    }
+/// One described config, before it is shaped for the request's version.
+struct Entry {
+    name: String,
+    value: String,
+    source: ConfigSource,
+    read_only: bool,
+    kind: ConfigType,
+    doc: String,
+    /// (name, value, source), most specific first.
+    synonyms: Vec<(String, String, ConfigSource)>,
 }
 
 pub fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
@@ -54,25 +45,16 @@ pub fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: DescribeConfig
         let keys: Option<Vec<String>> =
             resource.configuration_keys.filter(|k| !k.is_empty()).map(|k| k.iter().map(|x| x.to_string()).collect());
         let wanted = |config: &str| keys.as_ref().is_none_or(|k| k.iter().any(|x| x == config));
-        let entries: Vec<(String, String, ConfigSource, bool)> = match resource.resource_type {
+        let entries: Vec<Entry> = match resource.resource_type {
             RESOURCE_TOPIC => match image.topic(&name) {
-                Some(meta) => TOPIC_CONFIGS
-                    .iter()
-                    .filter(|d| wanted(d.name))
-                    .filter_map(|d| {
-                        effective(d.name, &meta.configs, &shard.settings.topic_defaults)
-                            .map(|(v, src)| (d.name.to_string(), v, src, false))
-                    })
-                    .collect(),
+                Some(meta) => topic_configs(&meta.configs, &shard.settings.topic_defaults),
                 None => {
                     result.error_code = code::UNKNOWN_TOPIC_OR_PARTITION;
                     result.error_message = Some(s(format!("Topic {name} does not exist")));
                     Vec::new()
                 }
             },
-            RESOURCE_BROKER if name.is_empty() || name == shard.settings.node_id.to_string() => {
-                broker_configs(shard).into_iter().filter(|(k, ..)| wanted(k)).collect()
-            }
+            RESOURCE_BROKER if name.is_empty() || name == shard.settings.node_id.to_string() => broker_configs(shard),
             RESOURCE_BROKER => {
                 result.error_code = code::INVALID_REQUEST;
                 result.error_message = Some(s(format!("Unexpected broker id, expected {}", shard.settings.node_id)));
@@ -84,52 +66,154 @@ pub fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: DescribeConfig
                 Vec::new()
             }
         };
-        for (key, value, source, read_only) in entries {
-            let mut entry = DescribeConfigsResourceResult::default();
-            entry.name = s(key.clone());
-            entry.value = Some(s(value));
-            entry.read_only = read_only;
-            entry.config_source = source as i8;
-            if version >= 3 {
-                entry.config_type = config_type(&key);
+        for entry in entries.into_iter().filter(|e| wanted(&e.name)) {
+            let mut out = DescribeConfigsResourceResult::default();
+            out.name = s(entry.name);
+            out.value = Some(s(entry.value));
+            out.read_only = entry.read_only;
+            out.config_source = entry.source as i8;
+            if request.include_synonyms {
+                out.synonyms = entry
+                    .synonyms
+                    .into_iter()
+                    .map(|(name, value, source)| {
+                        DescribeConfigsSynonym::default()
+                            .with_name(s(name))
+                            .with_value(Some(s(value)))
+                            .with_source(source as i8)
+                    })
+                    .collect();
             }
-            result.configs.push(entry);
+            if version >= 3 {
+                out.config_type = entry.kind as i8;
+                if request.include_documentation {
+                    out.documentation = Some(s(entry.doc));
+                }
+            }
+            result.configs.push(out);
         }
         response.results.push(result);
     }
     response
 }
 
-fn broker_configs(shard: &Shard) -> Vec<(String, String, ConfigSource, bool)> {
+/// Every topic config with its effective value; synonyms as Kafka lists them: the
+/// topic override, then the broker-level config, then the default.
+fn topic_configs(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> Vec<Entry> {
+    TOPIC_CONFIGS
+        .iter()
+        .filter_map(|def| {
+            let (value, source) = effective(def.name, overrides, broker)?;
+            let broker_name = def.broker_name.unwrap_or(def.name).to_string();
+            let mut synonyms = Vec::new();
+            if let Some(v) = overrides.get(def.name) {
+                synonyms.push((def.name.to_string(), v.clone(), ConfigSource::DynamicTopic));
+            }
+            if let Some(v) = broker.get(def.name) {
+                synonyms.push((broker_name.clone(), v.clone(), ConfigSource::StaticBroker));
+            }
+            synonyms.push((broker_name, def.default.to_string(), ConfigSource::Default));
+            Some(Entry {
+                name: def.name.to_string(),
+                value,
+                source,
+                read_only: false,
+                kind: def.kind,
+                doc: def.documentation(),
+                synonyms,
+            })
+        })
+        .collect()
+}
+
+/// The node's settings under Kafka's broker config names, and the broker-level topic
+/// defaults (`log.retention.ms`, ...). None can be changed without a restart here, so
+/// all are read-only.
+fn broker_configs(shard: &Shard) -> Vec<Entry> {
     let settings = &shard.settings;
+    let node = |name: &str, value: String, kind: ConfigType, doc: &str| Entry {
+        name: name.to_string(),
+        value: value.clone(),
+        source: ConfigSource::StaticBroker,
+        read_only: true,
+        kind,
+        doc: doc.to_string(),
+        synonyms: vec![(name.to_string(), value, ConfigSource::StaticBroker)],
+    };
+    let listener = format!("PLAINTEXT://{}:{}", settings.advertised_host, settings.advertised_port);
     let mut out = vec![
-        ("node.id".to_string(), settings.node_id.to_string(), ConfigSource::StaticBroker, true),
-        (
-            "advertised.listeners".to_string(),
-            format!("PLAINTEXT://{}:{}", settings.advertised_host, settings.advertised_port),
-            ConfigSource::StaticBroker,
-            true,
-        ),
-        (
-            "auto.create.topics.enable".to_string(),
+        node("node.id", settings.node_id.to_string(), ConfigType::Int, "This node's id (--node-id)."),
+        node("broker.id", settings.node_id.to_string(), ConfigType::Int, "The node id, under its pre-KRaft name."),
+        node("advertised.listeners", listener.clone(), ConfigType::List, "The address given to clients."),
+        node("listeners", listener, ConfigType::List, "The Kafka listener (--listener)."),
+        node("process.roles", "broker,controller".into(), ConfigType::List, "One process is broker and controller."),
+        node(
+            "auto.create.topics.enable",
             settings.auto_create_topics.to_string(),
-            ConfigSource::StaticBroker,
-            true,
+            ConfigType::Boolean,
+            "Whether Metadata and Produce create unknown topics.",
         ),
-        ("num.partitions".to_string(), settings.num_partitions.to_string(), ConfigSource::StaticBroker, true),
-        (
-            "socket.request.max.bytes".to_string(),
+        node(
+            "num.partitions",
+            settings.num_partitions.to_string(),
+            ConfigType::Int,
+            "Partitions of auto-created topics.",
+        ),
+        node(
+            "socket.request.max.bytes",
             settings.socket_request_max_bytes.to_string(),
-            ConfigSource::StaticBroker,
-            true,
+            ConfigType::Int,
+            "The largest request frame accepted.",
         ),
-        ("log.dirs".to_string(), settings.data_dir.display().to_string(), ConfigSource::StaticBroker, true),
+        node("log.dirs", settings.data_dir.display().to_string(), ConfigType::List, "The data directory."),
+        node(
+            "group.initial.rebalance.delay.ms",
+            settings.group_initial_rebalance_delay_ms.to_string(),
+            ConfigType::Int,
+            "How long a new classic group waits for more members before its first rebalance.",
+        ),
+        node(
+            "group.consumer.heartbeat.interval.ms",
+            settings.group_consumer_heartbeat_interval_ms.to_string(),
+            ConfigType::Int,
+            "The heartbeat interval of consumer-protocol (KIP-848) members.",
+        ),
+        node(
+            "group.consumer.session.timeout.ms",
+            settings.group_consumer_session_timeout_ms.to_string(),
+            ConfigType::Int,
+            "The session timeout of consumer-protocol (KIP-848) members.",
+        ),
+        node(
+            "group.max.size",
+            settings.group_max_size.to_string(),
+            ConfigType::Int,
+            "Members a classic group may have.",
+        ),
+        node(
+            "offsets.retention.minutes",
+            settings.offsets_retention_minutes.to_string(),
+            ConfigType::Int,
+            "How long the offsets of an empty group are kept.",
+        ),
     ];
-    let none = BTreeMap::new();
     for def in TOPIC_CONFIGS {
-        if let Some((value, source)) = effective(def.name, &none, &settings.topic_defaults) {
-            out.push((def.name.to_string(), value, source, true));
+        let Some(name) = def.broker_name else { continue };
+        let (value, source) = broker_value(def, &settings.topic_defaults);
+        let mut synonyms = Vec::new();
+        if source == ConfigSource::StaticBroker {
+            synonyms.push((name.to_string(), value.clone(), ConfigSource::StaticBroker));
         }
+        synonyms.push((name.to_string(), def.default.to_string(), ConfigSource::Default));
+        out.push(Entry {
+            name: name.to_string(),
+            value,
+            source,
+            read_only: true,
+            kind: def.kind,
+            doc: format!("The default of the topic config {} for every topic. {}", def.name, def.documentation()),
+            synonyms,
+        });
     }
     out
 }

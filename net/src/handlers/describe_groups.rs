@@ -13,6 +13,8 @@ use crate::shard::Shard;
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub async fn handle(shard: &Rc<Shard>, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let operations =
+        crate::operations::authorized(crate::operations::Resource::Group, request.include_authorized_operations);
     let mut response = DescribeGroupsResponse::default();
     for group in request.groups {
         let name = group.0.to_string();
@@ -22,7 +24,7 @@ pub async fn handle(shard: &Rc<Shard>, request: DescribeGroupsRequest) -> Descri
             Ok(_) => DescribedGroup::default().with_group_id(group).with_error_code(code::UNKNOWN_SERVER_ERROR),
             Err(c) => DescribedGroup::default().with_group_id(group).with_error_code(c),
         };
-        response.groups.push(described);
+        response.groups.push(described.with_authorized_operations(operations));
     }
     response
 }

@@ -9,8 +9,9 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::describe_configs::RESOURCE_TOPIC;
 use super::s;
+use crate::configs::config_def;
 use crate::errors::code;
-use crate::metadata::{config_def, Refusal};
+use crate::metadata::Refusal;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };

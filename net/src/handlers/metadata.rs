@@ -13,18 +13,22 @@ use kafka_protocol::protocol::VersionRange;
 use super::s;
 use crate::errors::code;
 use crate::metadata::{validate_topic_name, TopicMeta};
+use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
-
-/// Authorized operations are not computed: Kafka's "not requested" value.
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: MetadataRequest) -> MetadataResponse {
     let version = header.request_api_version;
     let settings = &shard.settings;
     // Before v4 every Metadata request may create topics.
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
+    let topic_operations = authorized(Resource::Topic, request.include_topic_authorized_operations);
+    let topic_response = |shard: &Shard, meta: &TopicMeta| {
+        let mut topic = topic_response(shard, meta);
+        topic.topic_authorized_operations = topic_operations;
+        topic
+    };
     let mut topics = Vec::new();
     match request.topics {
         // v0: an empty list means all topics; later versions use null for that.
@@ -67,7 +71,8 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: Metadata
     response.cluster_id = Some(s(settings.cluster_id.clone()));
     response.controller_id = BrokerId(settings.node_id);
     response.topics = topics;
-    response.cluster_authorized_operations = OPERATIONS_NOT_REQUESTED;
+    response.cluster_authorized_operations =
+        authorized(Resource::Cluster, (8..=10).contains(&version) && request.include_cluster_authorized_operations);
     response
 }
 
@@ -77,7 +82,7 @@ fn topic_response(shard: &Shard, meta: &TopicMeta) -> MetadataResponseTopic {
     topic.name = Some(TopicName(s(meta.name.clone())));
     topic.topic_id = meta.id;
     topic.is_internal = meta.name.starts_with("__");
-    topic.topic_authorized_operations = OPERATIONS_NOT_REQUESTED;
+    topic.topic_authorized_operations = NOT_REQUESTED;
     topic.partitions = (0..meta.partitions)
         .map(|p| {
             let mut partition = MetadataResponsePartition::default();
@@ -97,6 +102,6 @@ fn error_topic(name: Option<String>, id: uuid::Uuid, error_code: i16) -> Metadat
     topic.error_code = error_code;
     topic.name = name.map(|n| TopicName(s(n)));
     topic.topic_id = id;
-    topic.topic_authorized_operations = OPERATIONS_NOT_REQUESTED;
+    topic.topic_authorized_operations = NOT_REQUESTED;
     topic
 }

@@ -4,7 +4,9 @@
 use std::rc::Rc;
 
 use futures_util::future::join_all;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
@@ -15,8 +17,17 @@ use crate::shard::{PartitionOp, PartitionReply, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 
-pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: ProduceRequest) -> Option<ProduceResponse> {
+pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceRequest) -> Option<ProduceResponse> {
+    let version = header.request_api_version;
     let acks = request.acks;
+    // Transactional batches need a transactional id, which Kafka authorizes for the
+    // whole request; Skein has no transaction coordinator yet, so no transaction can
+    // be ongoing and such batches are refused too (KIP-890's verification).
+    let transactional_error = if request.transactional_id.is_some() {
+        code::INVALID_TXN_STATE
+    } else {
+        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    };
     let image = shard.image();
     let mut slots = Vec::new();
     let mut work = Vec::new();
@@ -32,8 +43,13 @@ pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: Produce
             let shard = shard.clone();
             let partition = TopicPartition::new(name.clone(), index);
             work.push(async move {
+                let transactional = data.records.as_ref().is_some_and(|r| {
+                    r.len() > skein_engine::batch::HEADER_BYTES && skein_engine::batch::attributes_of(r) & 0x10 != 0
+                });
                 let refused = if !(acks == 0 || acks == 1 || acks == -1) {
                     Some((code::INVALID_REQUIRED_ACKS, None))
+                } else if transactional {
+                    Some((transactional_error, None))
                 } else if internal {
                     Some((
                         code::INVALID_TOPIC_EXCEPTION,
@@ -76,6 +92,23 @@ pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: Produce
                 partition.base_offset = base_offset;
                 partition.log_append_time_ms = log_append_time_ms;
                 partition.log_start_offset = log_start_offset;
+            }
+            Ok(PartitionReply::ProduceRefused(refused)) => {
+                let crate::append::Refused { error_code, message, record_errors } = *refused;
+                partition.error_code = error_code;
+                partition.error_message = Some(s(message));
+                partition.base_offset = -1;
+                partition.log_start_offset = -1;
+                if version >= 8 {
+                    partition.record_errors = record_errors
+                        .into_iter()
+                        .map(|(index, message)| {
+                            BatchIndexAndErrorMessage::default()
+                                .with_batch_index(index)
+                                .with_batch_index_error_message(Some(s(message)))
+                        })
+                        .collect();
+                }
             }
             Ok(_) => partition.error_code = code::UNKNOWN_SERVER_ERROR,
             Err((error, message)) => {

@@ -66,6 +66,7 @@ class Scenario:
         self.group = prefix + "-g"
         self.tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
         self.admin = None
+        self.meta = None
         self.produced = {}  # key -> (partition, offset)
         self.t0 = None
         self.earliest = None
@@ -116,24 +117,28 @@ class Scenario:
 
     def step_admin_create(self):
         self.admin = KafkaAdminClient(**self.common(client_suffix="admin"))
+        self.meta = KafkaConsumer(**self.common(client_suffix="meta"))  # a plain Metadata view, no group
         self.create_topic(self.topic, PARTITIONS)
-        wait_until("%s in list_topics()" % self.topic, lambda: self.topic in self.list_topics())
-        # the producer and consumers below need the partitions in metadata
-        if MAJOR >= 3:
-            described = self.admin.describe_topics([self.topic])
-            parts = described[0]["partitions"]
-            assert len(parts) == PARTITIONS, "describe_topics: %r" % described
+        wait_until(
+            "%s with %d partitions in metadata" % (self.topic, PARTITIONS),
+            lambda: self.meta.partitions_for_topic(self.topic) == set(range(PARTITIONS)),
+        )
+
+    def step_admin_list(self):
+        topics = self.list_topics()
+        assert self.topic in topics, "admin list_topics(): %s missing from %r" % (self.topic, topics)
 
     def step_admin_delete(self):
         self.create_topic(self.tmp_topic, 1)
-        wait_until("%s in list_topics()" % self.tmp_topic, lambda: self.tmp_topic in self.list_topics())
+        wait_until("%s in metadata" % self.tmp_topic, lambda: self.tmp_topic in self.meta.topics())
         result = self.admin.delete_topics([self.tmp_topic], timeout_ms=REQUEST_TIMEOUT_MS)
         if MAJOR >= 3:
             errors = [(t["name"], t["error_code"]) for t in result["topics"]]
         else:
             errors = [(t[0], t[1]) for t in result.topic_error_codes]
         assert errors == [(self.tmp_topic, 0)], "DeleteTopics: unexpected result %r" % (result,)
-        wait_until("%s gone from list_topics()" % self.tmp_topic, lambda: self.tmp_topic not in self.list_topics())
+        wait_until("%s gone from consumer topics()" % self.tmp_topic, lambda: self.tmp_topic not in self.meta.topics())
+        wait_until("%s gone from admin list_topics()" % self.tmp_topic, lambda: self.tmp_topic not in self.list_topics())
         assert self.topic in self.list_topics(), "%s vanished after deleting %s" % (self.topic, self.tmp_topic)
 
     def describe_topic_configs(self):
@@ -184,7 +189,8 @@ class Scenario:
                 self.produced["k%d" % i] = (md.partition, md.offset)
             if idempotent:
                 pid = producer._transaction_manager.producer_id_and_epoch
-                assert pid.is_valid(), "idempotent producer has no producer id: %r" % pid
+                valid = pid.is_valid() if callable(pid.is_valid) else pid.is_valid
+                assert valid, "idempotent producer has no producer id: %r" % pid
                 log("idempotent producer id %d epoch %d" % (pid.producer_id, pid.epoch))
         finally:
             producer.close(timeout=10)
@@ -368,6 +374,7 @@ class Scenario:
     def run(self):
         steps = [
             ("admin: create topic", self.step_admin_create, []),
+            ("admin: list topics", self.step_admin_list, ["admin: create topic"]),
             ("admin: create and delete topic", self.step_admin_delete, ["admin: create topic"]),
             ("admin: describe configs", self.step_admin_configs, ["admin: create topic"]),
             ("produce", self.step_produce, ["admin: create topic"]),
@@ -388,11 +395,12 @@ class Scenario:
             except Exception as e:
                 failed.append((name, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
                 log("FAILED: %s: %s: %s" % (name, type(e).__name__, e))
-        if self.admin is not None:
-            try:
-                self.admin.close()
-            except Exception:
-                pass
+        for client in (self.admin, self.meta):
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:
+                    pass
         return failed
 
 

@@ -18,7 +18,10 @@ PYTHON="${PYTHON:-python3}"
 command -v "$PYTHON" >/dev/null || { echo "setup.sh: $PYTHON not found" >&2; exit 1; }
 
 # python3 -m venv needs ensurepip, which Debian ships separately (python3-venv).
+VENV_CHECKED=
 ensure_venv_module() {
+    [ -n "$VENV_CHECKED" ] && return
+    VENV_CHECKED=1
     local probe
     probe="$(mktemp -d)"
     if "$PYTHON" -m venv "$probe/v" >/dev/null 2>&1; then
@@ -47,6 +50,7 @@ make_venv() {
         echo "$name: $pkg $version already installed"
         return
     fi
+    ensure_venv_module
     rm -rf "$dir"
     "$PYTHON" -m venv "$dir"
     "$dir/bin/pip" install -q --disable-pip-version-check "$pkg==$version"
@@ -54,7 +58,6 @@ make_venv() {
 }
 
 mkdir -p "$CLIENTS"
-ensure_venv_module
 make_venv kafka-python-2 kafka-python "$KAFKA_PYTHON_2_VERSION"
 make_venv kafka-python-3 kafka-python "$KAFKA_PYTHON_3_VERSION"
 make_venv aiokafka aiokafka "$AIOKAFKA_VERSION"
