@@ -107,6 +107,11 @@ pub struct Group {
     pub offsets: BTreeMap<(String, i32), Committed>,
     /// When the current rebalance must complete, joined or not.
     rebalance_deadline: Option<Instant>,
+    /// The first rebalance of an empty group: when it started and how long it may last
+    /// (the rebalance timeout). Each newcomer during it pushes the deadline to one
+    /// `group.initial.rebalance.delay.ms` later, within that bound, as Kafka's
+    /// `InitialDelayedJoin` does, so members that start together land in one generation.
+    initial_join: Option<(Instant, Duration)>,
     /// Since when the group has had no members (offset retention).
     empty_since: Option<Instant>,
 }
@@ -124,6 +129,7 @@ impl Group {
             pending: BTreeSet::new(),
             offsets: BTreeMap::new(),
             rebalance_deadline: None,
+            initial_join: None,
             empty_since: None,
         }
     }
@@ -145,6 +151,7 @@ impl Group {
     fn prepare_rebalance(&mut self, now: Instant, initial_delay: Duration) {
         let timeout = self.members.values().map(|m| m.rebalance_timeout).max().unwrap_or(Duration::ZERO);
         let delay = if self.state == State::Empty { initial_delay.min(timeout) } else { timeout };
+        self.initial_join = (self.state == State::Empty && !initial_delay.is_zero()).then_some((now, timeout));
         self.state = State::PreparingRebalance;
         // Sync waiters of the old generation learn that a rebalance started.
         for member in self.members.values_mut() {
@@ -165,6 +172,7 @@ impl Group {
     fn complete_join(&mut self) {
         self.members.retain(|_, m| m.join.is_some());
         self.rebalance_deadline = None;
+        self.initial_join = None;
         self.generation += 1;
         if self.members.is_empty() {
             self.state = State::Empty;
@@ -459,6 +467,7 @@ impl Coordinator {
         let rebalance_timeout =
             Duration::from_millis(request.rebalance_timeout_ms.max(request.session_timeout_ms) as u64);
         let known = group.members.get(&member_id).map(|m| m.protocols.clone());
+        let newcomer = known.is_none();
         let unchanged = known.as_ref() == Some(&request.protocols);
         group.protocol_type = Some(request.protocol_type.clone());
         let member = group.members.entry(member_id.clone()).or_insert_with(|| Member {
@@ -497,6 +506,8 @@ impl Coordinator {
         }
         if group.state != State::PreparingRebalance {
             group.prepare_rebalance(now, initial_delay);
+        } else if let (true, Some((started, bound))) = (newcomer, group.initial_join) {
+            group.rebalance_deadline = Some((now + initial_delay).min(started + bound));
         }
         if group.all_joined() && group.rebalance_deadline.is_some_and(|d| d <= now || group.generation > 0) {
             group.complete_join();
@@ -656,14 +667,17 @@ impl Coordinator {
         if generation < 0 && member_id.is_empty() {
             return if group.members.is_empty() { code::NONE } else { code::UNKNOWN_MEMBER_ID };
         }
+        // Kafka's classic-group rule: while assignments are being handed out nobody may
+        // commit; while the group prepares a rebalance, members of the current
+        // generation still may (a consumer commits in its revoke callback then).
+        if group.state == State::CompletingRebalance {
+            return code::REBALANCE_IN_PROGRESS;
+        }
         if !group.members.contains_key(member_id) {
             return code::UNKNOWN_MEMBER_ID;
         }
         if generation != group.generation {
             return code::ILLEGAL_GENERATION;
-        }
-        if group.state == State::PreparingRebalance {
-            return code::REBALANCE_IN_PROGRESS;
         }
         code::NONE
     }
@@ -896,7 +910,35 @@ mod tests {
         c.tick(later);
         assert_eq!(c.heartbeat("g", 1, &leader, later), code::REBALANCE_IN_PROGRESS);
         assert_eq!(c.describe("g").members.len(), 1);
+        // Preparing a rebalance: the current generation may still commit, as in Kafka.
+        assert_eq!(c.check_commit("g", 1, &leader), code::NONE);
+        assert_eq!(c.check_commit("g", 0, &leader), code::ILLEGAL_GENERATION);
+        // The leader rejoins: the join completes and, until the leader syncs, commits
+        // are refused.
+        let _rejoin = join(&c, &leader, later).unwrap();
+        assert_eq!(c.check_commit("g", 2, &leader), code::REBALANCE_IN_PROGRESS);
         assert_eq!(c.check_commit("g", 1, &leader), code::REBALANCE_IN_PROGRESS);
+    }
+
+    // Members that join an empty group one after another within the initial delay of
+    // each other land in one generation: each newcomer extends the delay, up to the
+    // rebalance timeout (Kafka's InitialDelayedJoin).
+    #[test]
+    fn initial_delay_extends_for_newcomers() {
+        let c = Coordinator::default();
+        c.initial_rebalance_delay.set(Duration::from_millis(300));
+        let now = Instant::now();
+        let a = join(&c, "", now).unwrap_err().member_id.to_string();
+        let mut rx_a = join(&c, &a, now).unwrap();
+        let later = now + Duration::from_millis(250);
+        let b = join(&c, "", later).unwrap_err().member_id.to_string();
+        let mut rx_b = join(&c, &b, later).unwrap();
+        c.tick(now + Duration::from_millis(350));
+        assert!(rx_a.try_recv().unwrap().is_none(), "the newcomer extended the delay");
+        c.tick(later + Duration::from_millis(310));
+        let (ra, rb) = (rx_a.try_recv().unwrap().unwrap(), rx_b.try_recv().unwrap().unwrap());
+        assert_eq!((ra.generation_id, rb.generation_id), (1, 1));
+        assert_eq!(ra.members.len() + rb.members.len(), 2, "the leader sees both members");
     }
 }
 

@@ -84,6 +84,7 @@ pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: CreateT
         }
         match outcome {
             Ok(()) => {
+                result.error_message = None;
                 result.num_partitions = partitions;
                 result.replication_factor = replication_factor;
                 result.configs = Some(

@@ -24,6 +24,12 @@ if (!bootstrap || !prefix) {
 }
 
 let step = 'start'
+const started = Date.now()
+// SCENARIO_TRACE=1 prints each step's start time on stderr.
+const setStep = (name) => {
+  step = name
+  if (process.env.SCENARIO_TRACE) process.stderr.write(`[${Date.now() - started} ms] ${name}\n`)
+}
 const fail = (msg) => {
   process.stderr.write(`FAIL kafkajs [${step}]: ${msg}\n`)
   process.exit(1)
@@ -101,11 +107,11 @@ const disconnectQuietly = async (c) => {
 
 async function main() {
   const admin = kafka.admin()
-  step = 'admin connect'
+  setStep('admin connect')
   await withTimeout(admin.connect(), STEP_TIMEOUT_MS, 'admin.connect')
 
   // a. Admin
-  step = 'create topics'
+  setStep('create topics')
   const created = await withTimeout(
     admin.createTopics({
       waitForLeaders: true,
@@ -130,13 +136,13 @@ async function main() {
     assert(p.replicas.length === 1, `partition ${p.partitionId} has replicas ${JSON.stringify(p.replicas)}, want 1`)
   }
 
-  step = 'delete topic'
+  setStep('delete topic')
   await withTimeout(admin.deleteTopics({ topics: [tmpTopic], timeout: 10000 }), STEP_TIMEOUT_MS, 'admin.deleteTopics')
   topics = await withTimeout(admin.listTopics(), STEP_TIMEOUT_MS, 'admin.listTopics')
   assert(!topics.includes(tmpTopic), `listTopics after delete still has ${tmpTopic}: ${JSON.stringify(topics)}`)
   assert(topics.includes(topic), `listTopics after delete lacks ${topic}`)
 
-  step = 'describe configs'
+  setStep('describe configs')
   const dc = await withTimeout(
     admin.describeConfigs({
       includeSynonyms: false,
@@ -154,10 +160,13 @@ async function main() {
   assert(cfg.has('retention.ms'), `retention.ms missing from describeConfigs: ${JSON.stringify([...cfg.keys()])}`)
 
   // b. Idempotent produce, acks=all
-  step = 'produce'
+  setStep('produce')
   const producer = kafka.producer({
     idempotent: true,
     maxInFlightRequests: 1,
+    // kafkajs wants unlimited retries for an idempotent producer; send() is bounded
+    // by withTimeout below.
+    retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 200, maxRetryTime: 2000 },
     createPartitioner: Partitioners.DefaultPartitioner,
   })
   await withTimeout(producer.connect(), STEP_TIMEOUT_MS, 'producer.connect')
@@ -172,7 +181,7 @@ async function main() {
   await disconnectQuietly(producer)
 
   // c. List offsets
-  step = 'list offsets'
+  setStep('list offsets')
   const offsets = await withTimeout(admin.fetchTopicOffsets(topic), STEP_TIMEOUT_MS, 'admin.fetchTopicOffsets')
   assert(offsets.length === 3, `fetchTopicOffsets returned ${offsets.length} partitions, want 3`)
   const low = new Map()
@@ -204,10 +213,10 @@ async function main() {
   }
 
   // d. Consume from the beginning (kafkajs needs a group: a fresh one, fromBeginning)
-  step = 'consume from beginning'
+  setStep('consume from beginning')
   {
     const got = []
-    const consumer = kafka.consumer({ groupId: `${prefix}-all`, sessionTimeout: 10000, heartbeatInterval: 1000 })
+    const consumer = kafka.consumer({ groupId: `${prefix}-all`, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 })
     await withTimeout(consumer.connect(), STEP_TIMEOUT_MS, 'consumer.connect')
     await withTimeout(consumer.subscribe({ topic, fromBeginning: true }), STEP_TIMEOUT_MS, 'consumer.subscribe')
     await consumer.run({
@@ -223,13 +232,13 @@ async function main() {
   }
 
   // d'. Consume from an offset: latest-1 of a partition with >= 2 records
-  step = 'consume from offset'
+  setStep('consume from offset')
   {
     const p = [...high.keys()].find((k) => high.get(k) - low.get(k) >= 2)
     assert(p !== undefined, `no partition has >= 2 records: ${JSON.stringify(offsets)}`)
     const want = high.get(p) - 1
     const got = []
-    const consumer = kafka.consumer({ groupId: `${prefix}-seek`, sessionTimeout: 10000, heartbeatInterval: 1000 })
+    const consumer = kafka.consumer({ groupId: `${prefix}-seek`, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 })
     await withTimeout(consumer.connect(), STEP_TIMEOUT_MS, 'consumer.connect')
     // Not fromBeginning: the other partitions start at the end and give nothing.
     await withTimeout(consumer.subscribe({ topic, fromBeginning: false }), STEP_TIMEOUT_MS, 'consumer.subscribe')
@@ -250,7 +259,7 @@ async function main() {
   }
 
   // e. A 2-member consumer group, explicit commits
-  step = 'consumer group'
+  setStep('consumer group')
   {
     const members = [0, 1].map((i) => ({
       name: `member${i}`,
@@ -259,6 +268,7 @@ async function main() {
         sessionTimeout: 10000,
         rebalanceTimeout: 10000,
         heartbeatInterval: 500,
+        maxWaitTimeInMs: 500,
       }),
       got: [],
       assignment: null,
@@ -317,7 +327,7 @@ async function main() {
       await withTimeout(m.consumer.commitOffsets(toCommit), STEP_TIMEOUT_MS, `${m.name} commitOffsets`)
     }
 
-    step = 'fetch committed offsets'
+    setStep('fetch committed offsets')
     const committed = await withTimeout(admin.fetchOffsets({ groupId, topics: [topic] }), STEP_TIMEOUT_MS, 'admin.fetchOffsets')
     const tc = committed.find((t) => t.topic === topic)
     assert(tc, `fetchOffsets has no entry for ${topic}: ${JSON.stringify(committed)}`)
@@ -327,13 +337,13 @@ async function main() {
       assert(Number(offset) === h, `partition ${partition}: committed offset ${offset}, want latest ${h}`)
     }
 
-    step = 'close group members'
+    setStep('close group members')
     for (const m of members) {
       await withTimeout(m.consumer.disconnect(), STEP_TIMEOUT_MS, `${m.name} disconnect`)
     }
   }
 
-  step = 'admin disconnect'
+  setStep('admin disconnect')
   await withTimeout(admin.disconnect(), STEP_TIMEOUT_MS, 'admin.disconnect')
   process.stdout.write(`OK kafkajs ${KAFKAJS_VERSION}\n`)
   process.exit(0)

@@ -25,8 +25,9 @@ type Scenario struct {
 	Bootstrap string
 	Prefix    string
 
-	mu   sync.Mutex
-	step string
+	mu      sync.Mutex
+	step    string
+	started time.Time
 }
 
 // Start parses `<bootstrap> <prefix>` and arms the watchdog that fails the run
@@ -36,18 +37,22 @@ func Start(client string) *Scenario {
 		fmt.Fprintf(os.Stderr, "usage: %s <bootstrap host:port> <unique prefix>\n", os.Args[0])
 		os.Exit(2)
 	}
-	s := &Scenario{Client: client, Bootstrap: os.Args[1], Prefix: os.Args[2], step: "start"}
+	s := &Scenario{Client: client, Bootstrap: os.Args[1], Prefix: os.Args[2], step: "start", started: time.Now()}
 	time.AfterFunc(TotalTimeout, func() {
 		s.Failf("scenario did not finish within %s", TotalTimeout)
 	})
 	return s
 }
 
-// Step names the step that a later failure is reported under.
+// Step names the step that a later failure is reported under. SCENARIO_TRACE=1
+// prints each step's start time on stderr.
 func (s *Scenario) Step(name string) {
 	s.mu.Lock()
 	s.step = name
 	s.mu.Unlock()
+	if os.Getenv("SCENARIO_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "[%d ms] %s\n", time.Since(s.started).Milliseconds(), name)
+	}
 }
 
 // Failf reports a failure on stderr and exits 1.
