@@ -61,6 +61,13 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_bytes_out_total{{shard=\"{id}\"}} {}", m.bytes_out.get());
     let _ = writeln!(out, "skein_cross_shard_messages_total{{shard=\"{id}\"}} {}", m.cross_shard_messages.get());
     let _ = writeln!(out, "skein_connections{{shard=\"{id}\"}} {}", m.connections.get());
+    let _ = writeln!(
+        out,
+        "skein_fetch_partitions_requested_total{{shard=\"{id}\"}} {}",
+        m.fetch_partitions_requested.get()
+    );
+    let _ = writeln!(out, "skein_fetch_waits_parked{{shard=\"{id}\"}} {}", m.fetch_waits_parked.get());
+    let _ = writeln!(out, "skein_fetch_sessions{{shard=\"{id}\"}} {}", shard.fetch_sessions.borrow().len());
     let _ = writeln!(out, "skein_partitions{{shard=\"{id}\"}} {}", shard.hosted().len());
     let engine = shard.logs.metrics();
     let cache = shard.logs.cache().borrow();

@@ -76,6 +76,10 @@ pub struct StartArgs {
     /// deleted [default: 10080].
     #[arg(long, env = "SKEIN_OFFSETS_RETENTION_MINUTES")]
     pub offsets_retention_minutes: Option<u64>,
+    /// Kafka's `max.incremental.fetch.session.cache.slots`: fetch sessions (KIP-227)
+    /// kept by the node; 0 turns sessions off [default: 1000].
+    #[arg(long, env = "SKEIN_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS")]
+    pub max_incremental_fetch_session_cache_slots: Option<usize>,
     /// A default topic config, `name=value` with Kafka's names; repeatable.
     #[arg(long = "topic-config", value_name = "NAME=VALUE")]
     pub topic_configs: Vec<String>,
@@ -101,6 +105,7 @@ struct FileConfig {
     group_consumer_session_timeout_ms: Option<u64>,
     group_max_size: Option<usize>,
     offsets_retention_minutes: Option<u64>,
+    max_incremental_fetch_session_cache_slots: Option<usize>,
     #[serde(default)]
     topic_defaults: BTreeMap<String, String>,
 }
@@ -125,6 +130,7 @@ pub struct NodeConfig {
     pub group_consumer_session_timeout_ms: u64,
     pub group_max_size: usize,
     pub offsets_retention_minutes: u64,
+    pub max_incremental_fetch_session_cache_slots: usize,
     pub topic_defaults: BTreeMap<String, String>,
 }
 
@@ -234,6 +240,10 @@ impl NodeConfig {
                 .offsets_retention_minutes
                 .or(file.offsets_retention_minutes)
                 .unwrap_or(10080),
+            max_incremental_fetch_session_cache_slots: args
+                .max_incremental_fetch_session_cache_slots
+                .or(file.max_incremental_fetch_session_cache_slots)
+                .unwrap_or(1000),
             topic_defaults,
         })
     }

@@ -67,6 +67,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         group_consumer_session_timeout_ms: config.group_consumer_session_timeout_ms,
         group_max_size: config.group_max_size,
         offsets_retention_minutes: config.offsets_retention_minutes,
+        fetch_session_cache_slots: config.max_incremental_fetch_session_cache_slots,
     });
     let started = std::time::Instant::now();
     let ready = Arc::new(AtomicUsize::new(0));

@@ -156,3 +156,26 @@ fn java_consumer_protocol() {
     assert_eq!(c.wait_for(Duration::from_secs(60), |l| l.starts_with("RECORDS")).as_deref(), Some("RECORDS 40"));
     c.kill();
 }
+
+// A Java consumer of 1,000 partitions uses a fetch session (KIP-227): after the first
+// full fetch it names only the partitions whose position moved, so the partitions per
+// request stay far below 1,000 while it polls.
+#[test]
+fn java_fetch_session_sends_only_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    create(&broker, "wide", 1000);
+    produce(&broker, "wide", 50, 0);
+    let (requests_before, partitions_before) =
+        (broker.metric_api("skein_requests_total", 1), broker.metric_sum("skein_fetch_partitions_requested_total"));
+    let output = java(&["assigned", &broker.bootstrap(), "wide", "1000", "6"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("RECORDS 50"), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    std::thread::sleep(Duration::from_millis(300));
+    let requests = broker.metric_api("skein_requests_total", 1) - requests_before;
+    let partitions = broker.metric_sum("skein_fetch_partitions_requested_total") - partitions_before;
+    println!("{requests} fetch requests named {partitions} partitions in all");
+    assert!(requests >= 10, "the consumer polled: {requests} fetches");
+    assert!(partitions / requests < 100, "{partitions} partitions over {requests} fetches");
+    assert!(broker.metric_sum("skein_fetch_sessions") <= 1);
+}

@@ -75,6 +75,14 @@ pub enum BatchError {
     LastOffsetDeltaInvalid { last_offset_delta: i32, count: i32 },
 }
 
+/// The offset after the last record of the batch that starts at `buf[0]` (base offset
+/// plus last offset delta plus one), read without validating; `None` when `buf` is
+/// shorter than a header.
+pub fn next_offset_of(buf: &[u8]) -> Option<Offset> {
+    (buf.len() >= HEADER_BYTES)
+        .then(|| Offset(read_i64(buf, BASE_OFFSET_AT) + read_i32(buf, LAST_OFFSET_DELTA_AT) as i64 + 1))
+}
+
 /// The attributes of the batch that starts at `buf[0]`, read before the batch is
 /// validated (for request-level checks); `buf` must hold at least a batch header.
 pub fn attributes_of(buf: &[u8]) -> i16 {

@@ -34,6 +34,8 @@ pub mod code {
     pub const POLICY_VIOLATION: i16 = 44;
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
     pub const INVALID_RECORD: i16 = 87;
+    pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+    pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
     pub const INVALID_TXN_STATE: i16 = 48;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
     pub const INCONSISTENT_TOPIC_ID: i16 = 103;

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use glommio::channels::shared_channel::{self, ConnectedReceiver, ConnectedSender, SharedReceiver, SharedSender};
 
 use crate::limits::CROSS_SHARD_CHANNEL_CAPACITY;
-use crate::shard::{Shard, ShardMessage};
+use crate::shard::{PartitionOp, Shard, ShardMessage};
 
 /// The ends of the mesh that belong to one shard, created before the executors start.
 pub struct RouterWiring {
@@ -82,8 +82,23 @@ pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessa
     while let Some(message) = receiver.recv().await {
         let shard = shard.clone();
         glommio::spawn_local(async move {
-            let result = shard.execute(&message.partition, message.op).await;
-            let _ = message.reply.send(result);
+            let ShardMessage { partition, op, mut reply } = message;
+            // A long poll stops as soon as its requester is gone (the request completed
+            // through another partition); every other operation runs to completion.
+            let waits = matches!(op, PartitionOp::Fetch { wait_ms, .. } if wait_ms > 0);
+            let result = if waits {
+                let cancelled = reply.cancellation();
+                futures_lite::future::or(async { Some(shard.execute(&partition, op).await) }, async {
+                    cancelled.await;
+                    None
+                })
+                .await
+            } else {
+                Some(shard.execute(&partition, op).await)
+            };
+            if let Some(result) = result {
+                let _ = reply.send(result);
+            }
         })
         .detach();
     }

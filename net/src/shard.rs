@@ -47,6 +47,8 @@ pub struct NodeSettings {
     /// Kafka's `group.max.size` and `offsets.retention.minutes`.
     pub group_max_size: usize,
     pub offsets_retention_minutes: u64,
+    /// Kafka's `max.incremental.fetch.session.cache.slots`, over the whole node.
+    pub fetch_session_cache_slots: usize,
 }
 
 /// A partition hosted by this shard.
@@ -165,6 +167,8 @@ pub struct Shard {
     pub buffered_bytes: Cell<usize>,
     /// The groups whose offsets partitions this shard owns.
     pub groups: crate::group::Coordinator,
+    /// Fetch sessions (KIP-227) of this shard's connections.
+    pub fetch_sessions: RefCell<crate::handlers::fetch::FetchSessions>,
 }
 
 impl Shard {
@@ -176,6 +180,7 @@ impl Shard {
         router: Router,
     ) -> Shard {
         let logs = LogManager::new(DmaStorage, settings.data_dir.clone(), cache_bytes);
+        let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
         let shard = Shard {
             id,
             settings,
@@ -186,6 +191,7 @@ impl Shard {
             metrics: ShardMetrics::default(),
             buffered_bytes: Cell::new(0),
             groups: crate::group::Coordinator::default(),
+            fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
         };
         shard
             .groups
@@ -309,6 +315,7 @@ impl Shard {
                     let timeout = async {
                         glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
                     };
+                    let _parked = Parked::new(&self.metrics.fetch_waits_parked);
                     futures_lite::future::or(log.wait_for_data(offset), timeout).await;
                 }
                 let batches = log.read(offset, max_bytes, None).await.map_err(engine)?;
@@ -423,6 +430,23 @@ impl Shard {
                 Err((code_of(&e), Some(e.to_string())))
             }
         }
+    }
+}
+
+/// Counts a parked fetch wait for as long as it lives, however it ends (answered,
+/// timed out, or dropped when its request completed elsewhere).
+struct Parked<'a>(&'a Cell<u64>);
+
+impl<'a> Parked<'a> {
+    fn new(gauge: &'a Cell<u64>) -> Parked<'a> {
+        gauge.set(gauge.get() + 1);
+        Parked(gauge)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
     }
 }
 

@@ -156,6 +156,16 @@ impl Broker {
         out
     }
 
+    /// Sum of a metric over the series of one API key.
+    pub fn metric_api(&self, name: &str, api_key: i16) -> u64 {
+        let label = format!("api_key=\"{api_key}\"");
+        self.metrics()
+            .lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{') && l.contains(&label))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
     /// Sum of a metric over its series.
     pub fn metric_sum(&self, name: &str) -> u64 {
         self.metrics()

@@ -1,6 +1,7 @@
 // The Java Kafka client against Skein, driven by tests/java_clients.rs:
 //   produce BOOTSTRAP TOPIC COUNT
 //   member BOOTSTRAP TOPIC GROUP PROTOCOL EXPECT MAX_SECONDS
+//   assigned BOOTSTRAP TOPIC PARTITIONS SECONDS (polls every partition, no group)
 // A member prints "ASSIGNED p,p,..." on every assignment change, "FIRST value" for
 // its first record, commits after each poll, and exits after EXPECT records (0: runs
 // MAX_SECONDS) printing "RECORDS n".
@@ -28,6 +29,25 @@ public class Client {
                 producer.flush();
             }
             System.out.println("PRODUCED " + count);
+            return;
+        }
+        if (mode.equals("assigned")) {
+            Properties c = new Properties();
+            c.put("bootstrap.servers", bootstrap);
+            c.put("key.deserializer", StringDeserializer.class.getName());
+            c.put("value.deserializer", StringDeserializer.class.getName());
+            c.put("fetch.max.wait.ms", "100");
+            int partitions = Integer.parseInt(args[3]);
+            long deadline = System.currentTimeMillis() + 1000L * Integer.parseInt(args[4]);
+            int records = 0;
+            try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+                List<TopicPartition> all = new ArrayList<>();
+                for (int p = 0; p < partitions; p++) all.add(new TopicPartition(topic, p));
+                consumer.assign(all);
+                consumer.seekToBeginning(all);
+                while (System.currentTimeMillis() < deadline) records += consumer.poll(Duration.ofMillis(100)).count();
+            }
+            System.out.println("RECORDS " + records);
             return;
         }
         String group = args[3], protocol = args[4];

@@ -94,6 +94,13 @@ pub struct Committed {
     pub metadata: String,
 }
 
+impl Committed {
+    /// What OffsetFetch answers for a partition without a commit.
+    pub fn none() -> Committed {
+        Committed { offset: -1, leader_epoch: -1, metadata: String::new() }
+    }
+}
+
 pub struct Group {
     pub id: String,
     pub state: State,

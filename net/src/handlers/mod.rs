@@ -36,3 +36,34 @@ use kafka_protocol::protocol::StrBytes;
 pub(crate) fn s(text: impl Into<String>) -> StrBytes {
     StrBytes::from_string(text.into())
 }
+
+/// Groups per-partition results by topic, keeping the order in which topics first
+/// appear: `O(n)` with a hash index, where a search of the topics list for each
+/// partition would be `O(n²)` on requests naming thousands of topics.
+pub(crate) fn group_by_topic<K, T>(items: impl IntoIterator<Item = (K, T)>) -> Vec<(K, Vec<T>)>
+where
+    K: std::hash::Hash + Eq + Clone,
+{
+    let mut index: std::collections::HashMap<K, usize> = std::collections::HashMap::new();
+    let mut groups: Vec<(K, Vec<T>)> = Vec::new();
+    for (key, item) in items {
+        match index.get(&key) {
+            Some(&at) => groups[at].1.push(item),
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((key, vec![item]));
+            }
+        }
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    // Items are grouped by key in first-seen order, each group in arrival order.
+    #[test]
+    fn group_by_topic_keeps_order() {
+        let grouped = super::group_by_topic([("b", 1), ("a", 2), ("b", 3), ("c", 4), ("a", 5)]);
+        assert_eq!(grouped, vec![("b", vec![1, 3]), ("a", vec![2, 5]), ("c", vec![4])]);
+    }
+}

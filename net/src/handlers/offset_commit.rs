@@ -64,18 +64,18 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetCo
         }
     };
     let mut codes = codes.into_iter();
-    let mut response = OffsetCommitResponse::default();
-    for (topic, partition, known_error) in slots {
+    let partitions = slots.into_iter().map(|(topic, partition, known_error)| {
         let error = known_error.unwrap_or_else(|| codes.next().unwrap_or(code::UNKNOWN_SERVER_ERROR));
-        let result = OffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(error);
-        match response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-            Some(t) => t.partitions.push(result),
-            None => response.topics.push(
-                OffsetCommitResponseTopic::default()
-                    .with_name(kafka_protocol::messages::TopicName(super::s(topic)))
-                    .with_partitions(vec![result]),
-            ),
-        }
-    }
+        (topic, OffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(error))
+    });
+    let mut response = OffsetCommitResponse::default();
+    response.topics = super::group_by_topic(partitions)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            OffsetCommitResponseTopic::default()
+                .with_name(kafka_protocol::messages::TopicName(super::s(topic)))
+                .with_partitions(partitions)
+        })
+        .collect();
     response
 }

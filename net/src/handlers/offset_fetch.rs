@@ -10,7 +10,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
 
-use super::s;
+use super::{group_by_topic, s};
 use crate::errors::code;
 use crate::group::{Committed, GroupAnswer, GroupCall};
 use crate::shard::Shard;
@@ -43,23 +43,23 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
             match fetch(shard, g.group_id.0.as_str(), wanted).await {
                 Err(c) => out.error_code = c,
                 Ok(offsets) => {
-                    for (topic, partition, committed) in offsets {
-                        let c =
-                            committed.unwrap_or(Committed { offset: -1, leader_epoch: -1, metadata: String::new() });
+                    let partitions = offsets.into_iter().map(|(topic, partition, committed)| {
+                        let c = committed.unwrap_or_else(Committed::none);
                         let p = OffsetFetchResponsePartitions::default()
                             .with_partition_index(partition)
                             .with_committed_offset(c.offset)
                             .with_committed_leader_epoch(c.leader_epoch)
                             .with_metadata(Some(s(c.metadata)));
-                        match out.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-                            Some(t) => t.partitions.push(p),
-                            None => out.topics.push(
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(TopicName(s(topic)))
-                                    .with_partitions(vec![p]),
-                            ),
-                        }
-                    }
+                        (topic, p)
+                    });
+                    out.topics = group_by_topic(partitions)
+                        .into_iter()
+                        .map(|(topic, partitions)| {
+                            OffsetFetchResponseTopics::default()
+                                .with_name(TopicName(s(topic)))
+                                .with_partitions(partitions)
+                        })
+                        .collect();
                 }
             }
             response.groups.push(out);
@@ -77,20 +77,21 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
     match fetch(shard, request.group_id.0.as_str(), wanted).await {
         Err(c) => response.error_code = c,
         Ok(offsets) => {
-            for (topic, partition, committed) in offsets {
-                let c = committed.unwrap_or(Committed { offset: -1, leader_epoch: -1, metadata: String::new() });
+            let partitions = offsets.into_iter().map(|(topic, partition, committed)| {
+                let c = committed.unwrap_or_else(Committed::none);
                 let p = OffsetFetchResponsePartition::default()
                     .with_partition_index(partition)
                     .with_committed_offset(c.offset)
                     .with_committed_leader_epoch(c.leader_epoch)
                     .with_metadata(Some(s(c.metadata)));
-                match response.topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-                    Some(t) => t.partitions.push(p),
-                    None => response.topics.push(
-                        OffsetFetchResponseTopic::default().with_name(TopicName(s(topic))).with_partitions(vec![p]),
-                    ),
-                }
-            }
+                (topic, p)
+            });
+            response.topics = group_by_topic(partitions)
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    OffsetFetchResponseTopic::default().with_name(TopicName(s(topic))).with_partitions(partitions)
+                })
+                .collect();
         }
     }
     response

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
 
-use super::s;
+use super::{group_by_topic, s};
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
@@ -83,8 +83,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
     if acks == 0 {
         return None;
     }
-    let mut response = ProduceResponse::default();
-    for ((name, index), result) in slots.into_iter().zip(results) {
+    let partitions = slots.into_iter().zip(results).map(|((name, index), result)| {
         let mut partition = PartitionProduceResponse::default();
         partition.index = index;
         match result {
@@ -119,15 +118,16 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
                 partition.log_start_offset = -1;
             }
         }
-        match response.responses.iter_mut().find(|t| t.name.0.as_str() == name) {
-            Some(topic) => topic.partition_responses.push(partition),
-            None => {
-                let mut topic = TopicProduceResponse::default();
-                topic.name = kafka_protocol::messages::TopicName(s(name));
-                topic.partition_responses.push(partition);
-                response.responses.push(topic);
-            }
-        }
-    }
+        (name, partition)
+    });
+    let mut response = ProduceResponse::default();
+    response.responses = group_by_topic(partitions)
+        .into_iter()
+        .map(|(name, partitions)| {
+            TopicProduceResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(s(name)))
+                .with_partition_responses(partitions)
+        })
+        .collect();
     Some(response)
 }

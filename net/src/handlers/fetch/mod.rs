@@ -1,0 +1,305 @@
+//! Fetch, with fetch sessions (KIP-227, `session.rs`) and long polling.
+//!
+//! A first pass reads every partition within the response's `max_bytes` (the first
+//! batch always goes, so a consumer progresses past a large batch). While fewer than
+//! `min_bytes` came back and `max_wait_ms` allows, the partitions that are at their log
+//! end wait, each on its owner shard, for data past what was read; every arrival
+//! triggers another pass, until `min_bytes` is reached across all partitions or the
+//! time is up. When the request completes, the waits still parked on other shards are
+//! cancelled (their owner sees the reply channel close).
+
+mod session;
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, RequestHeader, TopicName};
+use kafka_protocol::protocol::VersionRange;
+use skein_engine::TopicPartition;
+
+use super::{group_by_topic, s};
+use crate::errors::code;
+use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
+use crate::metadata::MetadataImage;
+use crate::shard::{OpResult, PartitionOp, PartitionReply, Shard};
+pub use session::FetchSessions;
+use session::{Mode, SessionPartition, TopicKey};
+
+pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 16 };
+
+/// One partition to read, resolved against the metadata.
+struct Wanted {
+    key: TopicKey,
+    topic: String,
+    topic_id: uuid::Uuid,
+    partition: i32,
+    offset: i64,
+    max_bytes: usize,
+    /// An error known before reading (unknown topic or partition).
+    error: Option<i16>,
+    /// What the session last told the client (-1: nothing, or no session).
+    high_watermark_sent: i64,
+    log_start_offset_sent: i64,
+}
+
+pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: FetchRequest) -> FetchResponse {
+    let started = Instant::now();
+    let version = header.request_api_version;
+    let (session_id, epoch) = if version >= 7 { (request.session_id, request.session_epoch) } else { (0, -1) };
+    let mode = match shard.fetch_sessions.borrow_mut().begin(session_id, epoch) {
+        Ok(mode) => mode,
+        Err(error) => return FetchResponse::default().with_error_code(error),
+    };
+    let requested: Vec<SessionPartition> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let key = if version >= 13 { TopicKey::Id(t.topic_id) } else { TopicKey::Name(t.topic.0.to_string()) };
+            t.partitions.iter().map(move |p| SessionPartition {
+                topic: key.clone(),
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+                high_watermark_sent: -1,
+                log_start_offset_sent: -1,
+            })
+        })
+        .collect();
+    let (partitions, response_session, incremental) = match mode {
+        Mode::Sessionless => (requested, 0, false),
+        Mode::Open => {
+            let id = shard.fetch_sessions.borrow_mut().open(requested.clone(), started);
+            (requested, id.unwrap_or(0), false)
+        }
+        Mode::Incremental { id } => {
+            let forgotten: Vec<(TopicKey, i32)> = request
+                .forgotten_topics_data
+                .iter()
+                .flat_map(|t| {
+                    let key =
+                        if version >= 13 { TopicKey::Id(t.topic_id) } else { TopicKey::Name(t.topic.0.to_string()) };
+                    t.partitions.iter().map(move |p| (key.clone(), *p))
+                })
+                .collect();
+            (shard.fetch_sessions.borrow_mut().update(id, requested, &forgotten, started), id, true)
+        }
+    };
+    shard.metrics.fetch_partitions_requested.set(
+        shard.metrics.fetch_partitions_requested.get()
+            + request.topics.iter().map(|t| t.partitions.len() as u64).sum::<u64>(),
+    );
+    let wanted = resolve(&shard.image(), partitions);
+
+    let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let max_wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX_MS));
+    let mut results = read_all(shard, &wanted, max_bytes).await;
+    loop {
+        let bytes: usize = results.iter().map(record_bytes).sum();
+        let remaining = max_wait.saturating_sub(started.elapsed());
+        if bytes >= min_bytes || bytes >= max_bytes || results.iter().any(|r| r.is_err()) || remaining.is_zero() {
+            break;
+        }
+        if !wait_for_more(shard, &wanted, &results, remaining).await {
+            break;
+        }
+        results = read_all(shard, &wanted, max_bytes).await;
+    }
+
+    let sent: Vec<(TopicKey, i32, i64, i64, bool)> = wanted
+        .iter()
+        .zip(&results)
+        .map(|(w, r)| {
+            let (high_watermark, log_start_offset) = match r {
+                Ok(PartitionReply::Fetch { high_watermark, log_start_offset, .. }) => {
+                    (*high_watermark, *log_start_offset)
+                }
+                _ => (-1, -1),
+            };
+            (w.key.clone(), w.partition, high_watermark, log_start_offset, record_bytes(r) > 0)
+        })
+        .collect();
+    if response_session != 0 {
+        shard.fetch_sessions.borrow_mut().served(response_session, &sent);
+    }
+    let mut response = build(version, &wanted, results, incremental);
+    response.session_id = response_session;
+    response
+}
+
+/// The partitions to read, in order, with what the metadata says of each.
+fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>) -> Vec<Wanted> {
+    partitions
+        .into_iter()
+        .map(|p| {
+            let meta = match &p.topic {
+                TopicKey::Id(id) => image.topic_by_id(*id),
+                TopicKey::Name(name) => image.topic(name),
+            };
+            let error = match (meta, &p.topic) {
+                (None, TopicKey::Id(_)) => Some(code::UNKNOWN_TOPIC_ID),
+                (None, TopicKey::Name(_)) => Some(code::UNKNOWN_TOPIC_OR_PARTITION),
+                (Some(m), _) if p.partition < 0 || p.partition >= m.partitions => {
+                    Some(code::UNKNOWN_TOPIC_OR_PARTITION)
+                }
+                (Some(_), _) => None,
+            };
+            let (topic, topic_id) = match (meta, &p.topic) {
+                (Some(m), _) => (m.name.clone(), m.id),
+                (None, TopicKey::Id(id)) => (String::new(), *id),
+                (None, TopicKey::Name(name)) => (name.clone(), uuid::Uuid::nil()),
+            };
+            Wanted {
+                key: p.topic,
+                topic,
+                topic_id,
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: p.max_bytes.max(0) as usize,
+                error,
+                high_watermark_sent: p.high_watermark_sent,
+                log_start_offset_sent: p.log_start_offset_sent,
+            }
+        })
+        .collect()
+}
+
+fn record_bytes(result: &OpResult) -> usize {
+    match result {
+        Ok(PartitionReply::Fetch { records, .. }) => records.iter().map(Bytes::len).sum(),
+        _ => 0,
+    }
+}
+
+/// Reads every partition once, without waiting, within the response byte budget.
+async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec<OpResult> {
+    // Partitions are read concurrently; the budget is applied in request order after.
+    let reads = wanted.iter().map(|w| {
+        let shard = shard.clone();
+        async move {
+            if let Some(error) = w.error {
+                return Err((error, None));
+            }
+            let op = PartitionOp::Fetch { offset: w.offset, max_bytes: w.max_bytes.min(max_bytes), wait_ms: 0 };
+            shard.route(TopicPartition::new(w.topic.clone(), w.partition), op).await
+        }
+    });
+    let mut results = join_all(reads).await;
+    let mut budget = max_bytes;
+    let mut first = true;
+    for result in &mut results {
+        if let Ok(PartitionReply::Fetch { records, .. }) = result {
+            let mut kept = Vec::new();
+            for batch in records.drain(..) {
+                // The first batch of the response always goes, so consumers progress.
+                if batch.len() <= budget || first {
+                    budget = budget.saturating_sub(batch.len());
+                    first = false;
+                    kept.push(batch);
+                } else {
+                    budget = 0;
+                    break;
+                }
+            }
+            *records = kept;
+        }
+    }
+    results
+}
+
+/// Waits until a partition that is at its log end gets data past what `results`
+/// read, or the time is up. Returns whether data arrived. Partitions cut short by a
+/// byte limit are not waited on: reading them again gives no more.
+async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult], wait: Duration) -> bool {
+    let wait_ms = wait.as_millis() as u64;
+    let mut waits: FuturesUnordered<_> = wanted
+        .iter()
+        .zip(results)
+        .filter_map(|(w, result)| {
+            let Ok(PartitionReply::Fetch { high_watermark, records, .. }) = result else { return None };
+            let next = match records.last() {
+                Some(last) => skein_engine::batch::next_offset_of(last)?.0,
+                None => w.offset,
+            };
+            (next >= *high_watermark).then(|| {
+                let shard = shard.clone();
+                let partition = TopicPartition::new(w.topic.clone(), w.partition);
+                let op = PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms };
+                async move { shard.route(partition, op).await }
+            })
+        })
+        .collect();
+    // Returning drops the other waits; those on other shards see their reply channel
+    // close and stop (`router::serve_peer`).
+    while let Some(result) = waits.next().await {
+        if record_bytes(&result) > 0 || result.is_err() {
+            return true;
+        }
+    }
+    false
+}
+
+/// The response: every partition for a full fetch; for an incremental one only those
+/// with records, an error, or a high watermark or log start offset that moved.
+fn build(version: i16, wanted: &[Wanted], results: Vec<OpResult>, incremental: bool) -> FetchResponse {
+    let partitions = wanted.iter().zip(results).filter_map(|(w, result)| {
+        let mut data = PartitionData::default();
+        data.partition_index = w.partition;
+        data.preferred_read_replica = BrokerId(-1);
+        data.aborted_transactions = Some(Vec::new());
+        match result {
+            Ok(PartitionReply::Fetch { high_watermark, log_start_offset, records }) => {
+                let unchanged = records.is_empty()
+                    && high_watermark == w.high_watermark_sent
+                    && log_start_offset == w.log_start_offset_sent;
+                if incremental && unchanged {
+                    return None;
+                }
+                data.high_watermark = high_watermark;
+                data.last_stable_offset = high_watermark;
+                data.log_start_offset = log_start_offset;
+                data.records = Some(concat(records));
+            }
+            Ok(_) => data.error_code = code::UNKNOWN_SERVER_ERROR,
+            Err((error, _)) => {
+                data.error_code = error;
+                data.high_watermark = -1;
+                data.last_stable_offset = -1;
+                data.log_start_offset = -1;
+                data.records = Some(Bytes::new());
+            }
+        }
+        // Topics are told apart by id from v13, by name before.
+        let key = if version >= 13 { (w.topic_id, String::new()) } else { (uuid::Uuid::nil(), w.topic.clone()) };
+        Some((key, data))
+    });
+    let mut response = FetchResponse::default();
+    response.responses = group_by_topic(partitions)
+        .into_iter()
+        .map(|((topic_id, topic), partitions)| {
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(s(topic)))
+                .with_topic_id(topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    response
+}
+
+fn concat(batches: Vec<Bytes>) -> Bytes {
+    match batches.len() {
+        0 => Bytes::new(),
+        1 => batches.into_iter().next().expect("one batch"),
+        _ => {
+            let mut out = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
+            for b in batches {
+                out.extend_from_slice(&b);
+            }
+            out.freeze()
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Fetch as Kafka serves it: fetch sessions (KIP-227) with incremental requests and
+//! responses, their epochs and errors; `min_bytes` honoured across the partitions of a
+//! request; and long polls on other shards cancelled when the request completes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{create_topic, Broker, RawClient};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+
+fn name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+fn produce(client: &mut RawClient, topic: &str, partition: i32, records: i32) {
+    let batch = skein_engine::batch::testing::batch(records, 100);
+    let request =
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default().with_name(name(topic)).with_partition_data(vec![
+                PartitionProduceData::default().with_index(partition).with_records(Some(batch)),
+            ])]);
+    let response = client.call(&request, 9);
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+}
+
+fn partition(p: i32, offset: i64) -> FetchPartition {
+    FetchPartition::default().with_partition(p).with_fetch_offset(offset).with_partition_max_bytes(1 << 20)
+}
+
+fn fetch(session: i32, epoch: i32, topic: &str, partitions: Vec<FetchPartition>) -> FetchRequest {
+    let topics = if partitions.is_empty() {
+        vec![]
+    } else {
+        vec![FetchTopic::default().with_topic(name(topic)).with_partitions(partitions)]
+    };
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_session_id(session)
+        .with_session_epoch(epoch)
+        .with_topics(topics)
+}
+
+/// (partition, high watermark, record bytes) of every partition in a response.
+fn answered(response: &FetchResponse) -> Vec<(i32, i64, usize)> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| (p.partition_index, p.high_watermark, p.records.as_ref().map_or(0, Bytes::len)))
+        .collect()
+}
+
+// A session opens with a full fetch; incremental fetches name only what changed and
+// get back only partitions with news; epochs are checked; forgotten partitions leave
+// the session; epoch -1 closes it.
+#[test]
+fn fetch_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    create_topic(&broker, "s", 4);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    produce(&mut client, "s", 0, 3);
+
+    let all = (0..4).map(|p| partition(p, 0)).collect();
+    let opened = client.call(&fetch(0, 0, "s", all), 12);
+    assert_eq!(opened.error_code, 0);
+    let id = opened.session_id;
+    assert_ne!(id, 0, "a session was opened");
+    assert_eq!(answered(&opened).len(), 4, "a full response names every partition");
+    assert!(answered(&opened)[0].2 > 0);
+
+    // Nothing new: an empty incremental response.
+    let quiet = client.call(&fetch(id, 1, "s", vec![partition(0, 3)]), 12);
+    assert_eq!((quiet.error_code, quiet.session_id), (0, id));
+    assert_eq!(answered(&quiet), vec![]);
+
+    // New data on partition 2 only: only it comes back, with the records.
+    produce(&mut client, "s", 2, 2);
+    let news = client.call(&fetch(id, 2, "s", vec![]), 12);
+    let parts = answered(&news);
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    assert_eq!((parts[0].0, parts[0].1), (2, 2));
+    assert!(parts[0].2 > 0);
+
+    // The same epoch again, an unknown session, and epoch > 0 without a session.
+    assert_eq!(client.call(&fetch(id, 2, "s", vec![]), 12).error_code, INVALID_FETCH_SESSION_EPOCH);
+    assert_eq!(client.call(&fetch(id.wrapping_add(7), 1, "s", vec![]), 12).error_code, FETCH_SESSION_ID_NOT_FOUND);
+    assert_eq!(client.call(&fetch(0, 3, "s", vec![]), 12).error_code, INVALID_FETCH_SESSION_EPOCH);
+
+    // Forget partition 2 (and move its offset on for the record): new data there is
+    // no longer reported; partition 1 still is.
+    let mut forget = fetch(id, 3, "s", vec![]);
+    forget.forgotten_topics_data = vec![ForgottenTopic::default().with_topic(name("s")).with_partitions(vec![2])];
+    assert_eq!(client.call(&forget, 12).error_code, 0);
+    produce(&mut client, "s", 2, 1);
+    produce(&mut client, "s", 1, 1);
+    let after = client.call(&fetch(id, 4, "s", vec![]), 12);
+    assert_eq!(answered(&after).iter().map(|p| p.0).collect::<Vec<_>>(), vec![1]);
+
+    // Epoch -1 closes the session and answers as a sessionless full fetch.
+    let closing = client.call(&fetch(id, -1, "s", (0..4).map(|p| partition(p, 0)).collect()), 12);
+    assert_eq!((closing.error_code, closing.session_id, answered(&closing).len()), (0, 0, 4));
+    assert_eq!(client.call(&fetch(id, 5, "s", vec![]), 12).error_code, FETCH_SESSION_ID_NOT_FOUND);
+
+    // From v13 a session names topics by id.
+    let metadata = client.call(&MetadataRequest::default().with_topics(None), 12);
+    let topic_id = metadata.topics.iter().find(|t| t.name.as_ref().unwrap().0.as_str() == "s").unwrap().topic_id;
+    let by_id = |session, epoch, partitions: Vec<FetchPartition>| {
+        let mut request = fetch(session, epoch, "s", vec![]);
+        if !partitions.is_empty() {
+            request.topics = vec![FetchTopic::default().with_topic_id(topic_id).with_partitions(partitions)];
+        }
+        request
+    };
+    // Positions at each partition's end: 3, 1, 3 and 0 records.
+    let ends = [3, 1, 3, 0];
+    let opened = client.call(&by_id(0, 0, (0..4).map(|p| partition(p, ends[p as usize])).collect()), 16);
+    assert_ne!(opened.session_id, 0);
+    produce(&mut client, "s", 3, 1);
+    let news = client.call(&by_id(opened.session_id, 1, vec![]), 16);
+    assert_eq!(news.responses.len(), 1);
+    assert_eq!(news.responses[0].topic_id, topic_id);
+    assert_eq!(answered(&news).iter().map(|p| p.0).collect::<Vec<_>>(), vec![3]);
+}
+
+// min_bytes counts bytes over every partition of the request, on both shards: the
+// answer waits until the second partition's data makes up the minimum.
+#[test]
+fn min_bytes_across_partitions_and_cancelled_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    create_topic(&broker, "m", 2);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let one_batch = skein_engine::batch::testing::batch(1, 100).len() as i32;
+    let request = fetch(0, -1, "m", vec![partition(0, 0), partition(1, 0)])
+        .with_max_wait_ms(10_000)
+        .with_min_bytes(one_batch + 1);
+    let bootstrap = broker.bootstrap();
+    let producer = std::thread::spawn(move || {
+        let mut client = RawClient::connect(&bootstrap);
+        std::thread::sleep(Duration::from_millis(300));
+        produce(&mut client, "m", 0, 1);
+        std::thread::sleep(Duration::from_millis(500));
+        produce(&mut client, "m", 1, 1);
+    });
+    let started = Instant::now();
+    let response = client.call(&request, 12);
+    let waited = started.elapsed();
+    producer.join().unwrap();
+    let parts = answered(&response);
+    assert!(waited >= Duration::from_millis(700), "answered after {waited:?}, before min_bytes was there: {parts:?}");
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert!(parts.iter().all(|p| p.2 > 0), "both partitions' records: {parts:?}");
+
+    // min_bytes 1: the first arrival answers, and the wait parked on the other
+    // partition (and shard) is dropped at once, not left for max_wait_ms.
+    let request = fetch(0, -1, "m", vec![partition(0, 1), partition(1, 1)]).with_max_wait_ms(20_000).with_min_bytes(1);
+    let bootstrap = broker.bootstrap();
+    let producer = std::thread::spawn(move || {
+        let mut client = RawClient::connect(&bootstrap);
+        std::thread::sleep(Duration::from_millis(300));
+        produce(&mut client, "m", 0, 1);
+    });
+    let started = Instant::now();
+    let response = client.call(&request, 12);
+    producer.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(answered(&response).iter().filter(|p| p.2 > 0).count(), 1);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let parked = broker.metric_sum("skein_fetch_waits_parked");
+        if parked == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{parked} fetch waits still parked after their request was answered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // min_bytes 0 answers at once, data or not.
+    let started = Instant::now();
+    client.call(&fetch(0, -1, "m", vec![partition(0, 99)]).with_max_wait_ms(5_000).with_min_bytes(0), 12);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
