@@ -67,6 +67,7 @@ fn render(shard: &Shard) -> String {
         m.fetch_partitions_requested.get()
     );
     let _ = writeln!(out, "skein_fetch_waits_parked{{shard=\"{id}\"}} {}", m.fetch_waits_parked.get());
+    let _ = writeln!(out, "skein_group_load_failures_total{{shard=\"{id}\"}} {}", m.group_load_failures.get());
     let _ = writeln!(out, "skein_fetch_sessions{{shard=\"{id}\"}} {}", shard.fetch_sessions.borrow().len());
     let _ = writeln!(out, "skein_partitions{{shard=\"{id}\"}} {}", shard.hosted().len());
     let engine = shard.logs.metrics();

@@ -304,6 +304,60 @@ fn static_member_restart_without_rebalance() {
     assert_eq!(a_rebalances.0.load(Ordering::SeqCst), a_before, "member a went through a rebalance");
 }
 
+// The coordinator persists the classic group's members: after a broker restart,
+// static members carry on with their generation and assignment, without a rebalance.
+#[test]
+fn static_members_survive_a_broker_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), "1", &["--group-initial-rebalance-delay-ms", "100"]);
+    create(&broker, "kept", 4);
+    let make = |instance: &str, rebalances: &Rebalances| -> BaseConsumer<Rebalances> {
+        ClientConfig::new()
+            .set("bootstrap.servers", broker.bootstrap())
+            .set("group.id", "keepers")
+            .set("group.instance.id", instance)
+            .set("session.timeout.ms", "15000")
+            .set("heartbeat.interval.ms", "500")
+            .set("enable.auto.commit", "false")
+            .create_with_context(rebalances.clone())
+            .unwrap()
+    };
+    let (a_rebalances, b_rebalances) = (Rebalances::default(), Rebalances::default());
+    let members = vec![make("a", &a_rebalances), make("b", &b_rebalances)];
+    for m in &members {
+        m.subscribe(&["kept"]).unwrap();
+    }
+    let before = poll_until(&members, |s| disjoint_cover(s, 4));
+    assert!(disjoint_cover(&before, 4), "{before:?}");
+    // Let the group record of the completed rebalance be written.
+    let until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < until {
+        for m in &members {
+            let _ = m.poll(Duration::from_millis(20));
+        }
+    }
+    let counts = (a_rebalances.0.load(Ordering::SeqCst), b_rebalances.0.load(Ordering::SeqCst));
+    broker.stop();
+    broker.restart();
+    // Heartbeats resume against the restarted coordinator; a rebalance would show as
+    // a new assignment on either member.
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        for m in &members {
+            let _ = m.poll(Duration::from_millis(20));
+        }
+    }
+    let after = poll_until(&members, |s| disjoint_cover(s, 4));
+    assert_eq!(after, before, "partitions moved");
+    let now = (a_rebalances.0.load(Ordering::SeqCst), b_rebalances.0.load(Ordering::SeqCst));
+    assert_eq!(now, counts, "the members went through a rebalance after the restart");
+    let described = String::from_utf8_lossy(
+        &skein(&["group", "describe", "keepers", "--bootstrap-server", &broker.bootstrap()]).stdout,
+    )
+    .to_string();
+    assert!(described.contains("Stable") && described.contains("members 2"), "{described}");
+}
+
 // `skein group list|describe|reset-offsets|delete`.
 #[test]
 fn group_cli() {
@@ -494,4 +548,82 @@ fn offsets_retention_for_empty_groups() {
     wanted.add_partition("fleeting", 0);
     let got = c.committed_offsets(wanted, Duration::from_secs(10)).unwrap();
     assert_eq!(got.elements()[0].offset(), Offset::Invalid, "expired offsets are gone");
+}
+
+/// Kafka's partition of `__consumer_offsets` for a group: abs(javaHash) % 50.
+fn offsets_partition(group: &str) -> i32 {
+    let hash = group.chars().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+    (hash & 0x7fff_ffff) % 50
+}
+
+// An offsets partition that cannot be loaded (here a batch whose CRC holds but whose
+// zstd section does not decompress) is never marked loaded: its groups answer
+// COORDINATOR_LOAD_IN_PROGRESS, the failure is logged and counted, and the load is
+// retried.
+#[test]
+fn offsets_partition_that_fails_to_load_stays_unloaded() {
+    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), "1", &[]);
+    create(&broker, "loaded", 1);
+    let group = GroupId(StrBytes::from_static_str("unloadable"));
+    let commit = OffsetCommitRequest::default()
+        .with_group_id(group.clone())
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("loaded")))
+            .with_partitions(vec![OffsetCommitRequestPartition::default().with_committed_offset(3)])]);
+    let mut client = common::RawClient::connect(&broker.bootstrap());
+    let response = client.call(&commit, 8);
+    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    broker.kill();
+
+    // Append a batch with a valid CRC and an undecodable zstd section at the log's end.
+    let segment = broker
+        .data_dir
+        .join(format!("__consumer_offsets-{}", offsets_partition("unloadable")))
+        .join(format!("{:020}.log", 0));
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let (mut position, mut next_offset) = (0usize, 0i64);
+    while position + 61 <= bytes.len() {
+        let length = i32::from_be_bytes(bytes[position + 8..position + 12].try_into().unwrap());
+        if length <= 0 {
+            break;
+        }
+        let base = i64::from_be_bytes(bytes[position..position + 8].try_into().unwrap());
+        let delta = i32::from_be_bytes(bytes[position + 23..position + 27].try_into().unwrap());
+        next_offset = base + delta as i64 + 1;
+        position += 12 + length as usize;
+    }
+    let mut bad = skein_engine::records::build_batch(
+        next_offset,
+        1_700_000_000_000,
+        skein_engine::records::Compression::None,
+        &[skein_engine::records::Record { key: Some(bytes::Bytes::from_static(b"k")), ..Default::default() }],
+    );
+    bad[21..23].copy_from_slice(&(skein_engine::records::Compression::Zstd as i16).to_be_bytes());
+    skein_engine::batch::testing::fix_crc(&mut bad);
+    if bytes.len() < position + bad.len() {
+        bytes.resize(position + bad.len(), 0);
+    }
+    bytes[position..position + bad.len()].copy_from_slice(&bad);
+    std::fs::write(&segment, &bytes).unwrap();
+
+    broker.restart();
+    let mut client = common::RawClient::connect(&broker.bootstrap());
+    let fetch =
+        OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default().with_group_id(group)]);
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let response = client.call(&fetch, 8);
+        assert_eq!(response.groups[0].error_code, COORDINATOR_LOAD_IN_PROGRESS, "{response:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(broker.metric_sum("skein_group_load_failures_total") >= 2, "the load was retried");
+    assert!(broker.log().contains("cannot load groups"));
 }

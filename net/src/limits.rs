@@ -26,3 +26,9 @@ pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;
 /// connection of the shard stops reading until responses drain: memory per shard stays
 /// bounded however many clients connect.
 pub const SHARD_BUFFERED_BYTES_MAX: usize = 512 << 20;
+
+/// Member ids a classic group may have handed out with MEMBER_ID_REQUIRED and not yet
+/// seen join (they expire after their session timeout). A client looping on joins
+/// with empty member ids gets GROUP_MAX_SIZE_REACHED past this, not unbounded memory:
+/// about 100 bytes each, 1 MiB per group.
+pub const GROUP_PENDING_MEMBERS_MAX: usize = 10_000;

@@ -32,6 +32,8 @@ pub struct ShardMetrics {
     pub fetch_partitions_requested: Cell<u64>,
     /// Fetch waits parked on this shard's partitions now (long polls).
     pub fetch_waits_parked: Cell<u64>,
+    /// Attempts to load an offsets partition into the group coordinator that failed.
+    pub group_load_failures: Cell<u64>,
 }
 
 impl ShardMetrics {

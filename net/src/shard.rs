@@ -266,7 +266,10 @@ impl Shard {
                 // The offsets topic is written only by the coordinator, never by an
                 // idempotent producer: its log is read once, to load the groups.
                 let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
-                    self.load_groups(&log, partition.partition).await;
+                    if let Err(error) = self.load_groups(&log, partition.partition).await {
+                        self.group_load_failed(partition, &error);
+                        glommio::spawn_local(retry_group_load(self.clone(), partition.clone(), log.clone())).detach();
+                    }
                     ProducerStates::default()
                 } else {
                     rebuild_producers(&log).await
@@ -433,6 +436,26 @@ impl Shard {
     }
 }
 
+/// Retries loading an offsets partition that failed to load, with backoff, for as
+/// long as this shard hosts it.
+async fn retry_group_load(shard: Rc<Shard>, partition: TopicPartition, log: Rc<Log<DmaStorage>>) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        glommio::timer::sleep(backoff).await;
+        if shard.partition(&partition).is_none_or(|p| !Rc::ptr_eq(&p.log, &log)) {
+            return;
+        }
+        match shard.load_groups(&log, partition.partition).await {
+            Ok(()) => {
+                tracing::info!(target: "skein::net", shard = shard.id, partition = %partition, "groups loaded after a retry");
+                return;
+            }
+            Err(error) => shard.group_load_failed(&partition, &error),
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
 /// Counts a parked fetch wait for as long as it lives, however it ends (answered,
 /// timed out, or dropped when its request completed elsewhere).
 struct Parked<'a>(&'a Cell<u64>);
@@ -457,22 +480,29 @@ pub fn now_ms() -> i64 {
 
 impl Shard {
     /// Replays an offsets partition into the group coordinator.
-    async fn load_groups(&self, log: &Log<DmaStorage>, partition: i32) {
+    /// Replays an offsets partition into the group coordinator and marks it loaded.
+    /// Until then its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+    ///
+    /// # Errors
+    /// A message when a batch cannot be read or decoded; the partition then stays
+    /// unloaded (a later full replay gives the same state: records apply in order).
+    async fn load_groups(&self, log: &Log<DmaStorage>, partition: i32) -> Result<(), String> {
         let started = std::time::Instant::now();
         let mut offset = log.log_start_offset();
         let mut records = 0u64;
         loop {
-            let Ok(batches) = log.read(offset, 1 << 20, None).await else { break };
+            let batches =
+                log.read(offset, 1 << 20, None).await.map_err(|e| format!("read at offset {}: {e}", offset.0))?;
             let Some(last) = batches.last() else { break };
             offset = last.next_offset();
             for batch in &batches {
-                let Ok(decoded) = skein_engine::records::decode_records(
+                let decoded = skein_engine::records::decode_records(
                     batch.bytes(),
                     skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX,
-                ) else {
-                    continue;
-                };
+                )
+                .map_err(|e| format!("batch at offset {}: {e}", batch.base_offset().0))?;
                 for record in decoded {
+                    // Keys of unknown versions are skipped, as Kafka skips them.
                     if let Some(key) = &record.key {
                         if let Some(entry) = crate::group::records::decode(key, record.value.as_ref()) {
                             self.groups.replay(entry);
@@ -484,6 +514,12 @@ impl Shard {
         }
         self.groups.mark_loaded(partition);
         tracing::debug!(target: "skein::net", partition, records, load_ms = started.elapsed().as_millis() as u64, "groups loaded");
+        Ok(())
+    }
+
+    fn group_load_failed(&self, partition: &TopicPartition, error: &str) {
+        self.metrics.group_load_failures.set(self.metrics.group_load_failures.get() + 1);
+        tracing::error!(target: "skein::net", shard = self.id, partition = %partition, error, "cannot load groups; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
     }
 
     /// Writes the tombstones of expired offsets to their groups' partitions.
@@ -540,8 +576,19 @@ impl Shard {
                 Ok(receiver) => GroupAnswer::Join(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
             },
             GroupCall::Sync { group, generation, member_id, assignments } => {
-                let (result, writes) = groups.sync(&group, generation, &member_id, assignments, now);
-                self.persist(state, writes).await?;
+                let (result, writes, deliveries) = groups.sync(&group, generation, &member_id, assignments, now);
+                if let Err(error) = self.persist(state, writes).await {
+                    // Kafka answers every waiting member with the error and rebalances.
+                    for (sender, _) in deliveries {
+                        let _ =
+                            sender.send(kafka_protocol::messages::SyncGroupResponse::default().with_error_code(error));
+                    }
+                    groups.sync_failed(&group, now);
+                    return Err(error);
+                }
+                for (sender, response) in deliveries {
+                    let _ = sender.send(response);
+                }
                 match result {
                     Err(response) => GroupAnswer::Sync(response),
                     Ok(receiver) => GroupAnswer::Sync(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),

@@ -28,7 +28,7 @@ use kafka_protocol::messages::{GroupId, JoinGroupResponse, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::errors::code;
-use records::{Entry, GroupValue, OffsetValue};
+use records::{Entry, GroupValue, MemberValue, OffsetValue};
 
 /// The offsets topic and its partition count (`offsets.topic.num.partitions`).
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -109,8 +109,12 @@ pub struct Group {
     pub protocol: Option<String>,
     pub leader: Option<String>,
     members: BTreeMap<String, Member>,
-    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined.
-    pending: BTreeSet<String>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined, with when they
+    /// expire (one session timeout later, as Kafka's pending-member heartbeat).
+    pending: BTreeMap<String, Instant>,
+    /// The members changed since the group record was last written (they all left or
+    /// expired): the next tick writes it.
+    record_stale: bool,
     pub offsets: BTreeMap<(String, i32), Committed>,
     /// When the current rebalance must complete, joined or not.
     rebalance_deadline: Option<Instant>,
@@ -133,7 +137,8 @@ impl Group {
             protocol: None,
             leader: None,
             members: BTreeMap::new(),
-            pending: BTreeSet::new(),
+            pending: BTreeMap::new(),
+            record_stale: false,
             offsets: BTreeMap::new(),
             rebalance_deadline: None,
             initial_join: None,
@@ -146,12 +151,32 @@ impl Group {
     }
 
     fn value(&self) -> GroupValue {
+        let protocol = self.protocol.clone().unwrap_or_default();
         GroupValue {
             protocol_type: self.protocol_type.clone().unwrap_or_default(),
             generation: self.generation,
             protocol: self.protocol.clone(),
             leader: self.leader.clone(),
             state_timestamp: crate::shard::now_ms(),
+            members: self
+                .members
+                .values()
+                .map(|m| MemberValue {
+                    member_id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout.as_millis().min(i32::MAX as u128) as i32,
+                    session_timeout_ms: m.session_timeout.as_millis().min(i32::MAX as u128) as i32,
+                    subscription: m
+                        .protocols
+                        .iter()
+                        .find(|(n, _)| *n == protocol)
+                        .map(|(_, b)| b.clone())
+                        .unwrap_or_default(),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
         }
     }
 
@@ -185,6 +210,7 @@ impl Group {
             self.state = State::Empty;
             self.protocol = None;
             self.leader = None;
+            self.record_stale = true;
             return;
         }
         self.protocol = self.select_protocol();
@@ -255,6 +281,7 @@ impl Group {
                 self.rebalance_deadline = None;
                 self.leader = None;
                 self.generation += 1;
+                self.record_stale = true;
             }
             State::Stable | State::CompletingRebalance => self.prepare_rebalance(now, initial_delay),
             State::PreparingRebalance => {
@@ -301,6 +328,9 @@ pub struct Coordinator {
 
 /// What the caller must persist after a state change.
 pub type Writes = Vec<Entry>;
+
+/// SyncGroup answers held until the group record they depend on is written.
+pub type Deliveries = Vec<(oneshot::Sender<SyncGroupResponse>, SyncGroupResponse)>;
 
 impl Default for Coordinator {
     fn default() -> Self {
@@ -399,6 +429,35 @@ impl Coordinator {
                 let g = groups.entry(group.clone()).or_insert_with(|| Group::new(&group));
                 g.generation = v.generation;
                 g.protocol_type = Some(v.protocol_type).filter(|p| !p.is_empty());
+                g.protocol = v.protocol.clone();
+                g.leader = v.leader;
+                // The members of the last completed rebalance, as Kafka loads them: the
+                // group is Stable with them, and each must heartbeat within its session
+                // timeout from now, so a static member that restarts meanwhile rejoins
+                // without a rebalance.
+                let now = Instant::now();
+                let protocol = v.protocol.unwrap_or_default();
+                g.members = v
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        let member = Member {
+                            id: m.member_id.clone(),
+                            instance_id: m.instance_id,
+                            client_id: m.client_id,
+                            client_host: m.client_host,
+                            session_timeout: Duration::from_millis(m.session_timeout_ms.max(0) as u64),
+                            rebalance_timeout: Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64),
+                            protocols: vec![(protocol.clone(), m.subscription)],
+                            assignment: m.assignment,
+                            last_seen: now,
+                            join: None,
+                            sync: None,
+                        };
+                        (m.member_id, member)
+                    })
+                    .collect();
+                g.state = if g.members.is_empty() { State::Empty } else { State::Stable };
             }
             Entry::Group { group, value: None } => {
                 groups.remove(&group);
@@ -450,13 +509,17 @@ impl Coordinator {
                 (None, None) => {
                     let id = format!("{}-{}", request.client_id, uuid::Uuid::new_v4());
                     if request.require_known_member_id {
-                        group.pending.insert(id.clone());
+                        if group.pending.len() >= crate::limits::GROUP_PENDING_MEMBERS_MAX {
+                            return Err(error(code::GROUP_MAX_SIZE_REACHED));
+                        }
+                        let expiry = now + Duration::from_millis(request.session_timeout_ms as u64);
+                        group.pending.insert(id.clone(), expiry);
                         return Err(error(code::MEMBER_ID_REQUIRED).with_member_id(s(id)));
                     }
                     member_id = id;
                 }
             }
-        } else if !group.members.contains_key(&member_id) && !group.pending.contains(&member_id) {
+        } else if !group.members.contains_key(&member_id) && !group.pending.contains_key(&member_id) {
             if let (Some(id), Some(_)) = (&static_id, &request.instance_id) {
                 // A restarted static member presenting a stale id is fenced.
                 if *id != member_id {
@@ -523,6 +586,9 @@ impl Coordinator {
     }
 
     /// SyncGroup: the leader's assignments end the rebalance; followers wait for them.
+    /// The answers come back as `Deliveries`, to be sent once `Writes` (the group
+    /// record with the new assignments) is persisted, so that no member acts on an
+    /// assignment a restarted coordinator would not know.
     pub fn sync(
         &self,
         group_id: &str,
@@ -530,20 +596,24 @@ impl Coordinator {
         member_id: &str,
         assignments: Vec<(String, Bytes)>,
         now: Instant,
-    ) -> (Result<oneshot::Receiver<SyncGroupResponse>, SyncGroupResponse>, Writes) {
+    ) -> (Result<oneshot::Receiver<SyncGroupResponse>, SyncGroupResponse>, Writes, Deliveries) {
         let error = |c: i16| SyncGroupResponse::default().with_error_code(c);
         let mut groups = self.groups.borrow_mut();
-        let Some(group) = groups.get_mut(group_id) else { return (Err(error(code::UNKNOWN_MEMBER_ID)), Vec::new()) };
+        let Some(group) = groups.get_mut(group_id) else {
+            return (Err(error(code::UNKNOWN_MEMBER_ID)), Vec::new(), Vec::new());
+        };
         if !group.members.contains_key(member_id) {
-            return (Err(error(code::UNKNOWN_MEMBER_ID)), Vec::new());
+            return (Err(error(code::UNKNOWN_MEMBER_ID)), Vec::new(), Vec::new());
         }
         if generation != group.generation {
-            return (Err(error(code::ILLEGAL_GENERATION)), Vec::new());
+            return (Err(error(code::ILLEGAL_GENERATION)), Vec::new(), Vec::new());
         }
         let protocol = group.protocol.clone();
         let protocol_type = group.protocol_type.clone();
         match group.state {
-            State::PreparingRebalance | State::Empty => (Err(error(code::REBALANCE_IN_PROGRESS)), Vec::new()),
+            State::PreparingRebalance | State::Empty => {
+                (Err(error(code::REBALANCE_IN_PROGRESS)), Vec::new(), Vec::new())
+            }
             State::Stable => {
                 let member = &group.members[member_id];
                 (
@@ -551,6 +621,7 @@ impl Coordinator {
                         .with_assignment(member.assignment.clone())
                         .with_protocol_name(protocol.map(s))
                         .with_protocol_type(protocol_type.map(s))),
+                    Vec::new(),
                     Vec::new(),
                 )
             }
@@ -560,23 +631,35 @@ impl Coordinator {
                 member.last_seen = now;
                 member.sync = Some(sender);
                 let mut writes = Vec::new();
+                let mut deliveries = Vec::new();
                 if group.leader.as_deref() == Some(member_id) {
                     let assigned: HashMap<String, Bytes> = assignments.into_iter().collect();
                     group.state = State::Stable;
                     for member in group.members.values_mut() {
                         member.assignment = assigned.get(&member.id).cloned().unwrap_or_default();
                         if let Some(sync) = member.sync.take() {
-                            let _ = sync.send(
+                            deliveries.push((
+                                sync,
                                 SyncGroupResponse::default()
                                     .with_assignment(member.assignment.clone())
                                     .with_protocol_name(protocol.clone().map(s))
                                     .with_protocol_type(protocol_type.clone().map(s)),
-                            );
+                            ));
                         }
                     }
                     writes.push(Entry::Group { group: group.id.clone(), value: Some(group.value()) });
                 }
-                (Ok(receiver), writes)
+                (Ok(receiver), writes, deliveries)
+            }
+        }
+    }
+
+    /// The group record of a completed sync could not be written: the group rebalances.
+    pub fn sync_failed(&self, group_id: &str, now: Instant) {
+        let delay = self.initial_rebalance_delay.get();
+        if let Some(group) = self.groups.borrow_mut().get_mut(group_id) {
+            if group.state == State::Stable {
+                group.prepare_rebalance(now, delay);
             }
         }
     }
@@ -629,7 +712,9 @@ impl Coordinator {
         let mut writes = Vec::new();
         let mut groups = self.groups.borrow_mut();
         let consumer = self.consumer_groups.borrow();
+        let mut removed = Vec::new();
         for group in groups.values_mut() {
+            group.pending.retain(|_, expiry| *expiry > now);
             if group.members.is_empty() && consumer.get(&group.id).is_none_or(|g| g.is_empty()) {
                 let since = *group.empty_since.get_or_insert(now);
                 if now.duration_since(since) > retention && !group.offsets.is_empty() {
@@ -638,8 +723,18 @@ impl Coordinator {
                         writes.push(Entry::Offset { group: group.id.clone(), topic: t, partition: p, value: None });
                     }
                 }
+                // An empty group without offsets is gone, as Kafka's cleanup removes it:
+                // a tombstone for its record, and it leaves the coordinator.
+                if group.offsets.is_empty() && group.pending.is_empty() && group.state == State::Empty {
+                    writes.push(Entry::Group { group: group.id.clone(), value: None });
+                    removed.push(group.id.clone());
+                    continue;
+                }
             } else {
                 group.empty_since = None;
+            }
+            if std::mem::take(&mut group.record_stale) {
+                writes.push(Entry::Group { group: group.id.clone(), value: Some(group.value()) });
             }
             let expired: Vec<String> = group
                 .members
@@ -654,6 +749,10 @@ impl Coordinator {
             if group.state == State::PreparingRebalance && group.rebalance_deadline.is_some_and(|d| d <= now) {
                 group.complete_join();
             }
+        }
+        for id in removed {
+            tracing::info!(target: "skein::net", group = %id, "empty group removed");
+            groups.remove(&id);
         }
         writes
     }
@@ -896,9 +995,10 @@ mod tests {
         assert_eq!(ra.leader, rb.leader);
         let leader = ra.leader.to_string();
         let follower = if leader == a { b.clone() } else { a.clone() };
-        let (follower_sync, _) = c.sync("g", 1, &follower, vec![], now);
+        let (follower_sync, _, none) = c.sync("g", 1, &follower, vec![], now);
+        assert!(none.is_empty());
         let mut follower_sync = follower_sync.unwrap();
-        let (leader_sync, writes) = c.sync(
+        let (leader_sync, writes, deliveries) = c.sync(
             "g",
             1,
             &leader,
@@ -906,6 +1006,11 @@ mod tests {
             now,
         );
         assert_eq!(writes.len(), 1);
+        // Nobody is answered before the group record is written.
+        assert!(follower_sync.try_recv().unwrap().is_none());
+        for (sender, response) in deliveries {
+            let _ = sender.send(response);
+        }
         assert_eq!(leader_sync.unwrap().try_recv().unwrap().unwrap().assignment, Bytes::from_static(b"l"));
         assert_eq!(follower_sync.try_recv().unwrap().unwrap().assignment, Bytes::from_static(b"f"));
         assert_eq!(c.heartbeat("g", 1, &leader, now), code::NONE);
@@ -925,6 +1030,42 @@ mod tests {
         let _rejoin = join(&c, &leader, later).unwrap();
         assert_eq!(c.check_commit("g", 2, &leader), code::REBALANCE_IN_PROGRESS);
         assert_eq!(c.check_commit("g", 1, &leader), code::REBALANCE_IN_PROGRESS);
+    }
+
+    // Member ids handed out with MEMBER_ID_REQUIRED expire when their holder never
+    // joins; an empty group without offsets is then removed, with a tombstone.
+    #[test]
+    fn pending_members_expire_and_empty_groups_go() {
+        let c = Coordinator::default();
+        let now = Instant::now();
+        let pending = join(&c, "", now).unwrap_err().member_id.to_string();
+        let writes = c.tick(now + Duration::from_secs(1));
+        assert!(writes.is_empty(), "a pending member keeps the group: {writes:?}");
+        let later = now + Duration::from_secs(11);
+        let writes = c.tick(later);
+        assert_eq!(writes, vec![Entry::Group { group: "g".into(), value: None }]);
+        assert_eq!(c.describe("g").group_state.as_str(), "Dead");
+        assert_eq!(join(&c, &pending, later).unwrap_err().error_code, code::UNKNOWN_MEMBER_ID);
+    }
+
+    // A group whose last member leaves writes its (empty) record on the next tick,
+    // and keeps its committed offsets until they expire.
+    #[test]
+    fn emptied_group_record_is_written() {
+        let c = Coordinator::default();
+        c.initial_rebalance_delay.set(Duration::ZERO);
+        let now = Instant::now();
+        let a = join(&c, "", now).unwrap_err().member_id.to_string();
+        let _rx = join(&c, &a, now).unwrap();
+        c.tick(now);
+        c.commit("g", vec![("t".into(), 0, Committed { offset: 5, leader_epoch: 0, metadata: String::new() })]);
+        assert_eq!(c.leave("g", &[(a.clone(), None)], now), vec![code::NONE]);
+        let writes = c.tick(now + Duration::from_millis(1));
+        match writes.as_slice() {
+            [Entry::Group { value: Some(v), .. }] => assert!(v.members.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.describe("g").group_state.as_str(), "Empty");
     }
 
     // Members that join an empty group one after another within the initial delay of
