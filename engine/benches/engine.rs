@@ -13,6 +13,11 @@
 //! (d) cold-read (disk, DMA) and cached-read (batch cache) throughput.
 //! It ends with `key=value` lines. `SKEIN_BENCH_BYTES` sets the bytes per run
 //! (default 2 GiB); `SKEIN_BENCH_ROUNDS` repeats (a) and (b) to show the spread.
+//!
+//! `SKEIN_BENCH_VALIDATE=1` instead measures record validation (`validate_records`,
+//! what a leader does to every produced batch, as Kafka's LogValidator) on one core,
+//! for uncompressed and compressed batches of the same shape, beside a plain CRC pass
+//! over the same bytes (what `Batch::validate` already did per batch).
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
@@ -40,6 +45,10 @@ fn main() {
         std::env::var("SKEIN_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("target/skein-bench"));
     let total: u64 = std::env::var("SKEIN_BENCH_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(2 << 30);
     let rounds: usize = std::env::var("SKEIN_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    if std::env::var("SKEIN_BENCH_VALIDATE").is_ok() {
+        validation(total.min(1 << 30));
+        return;
+    }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("bench dir");
     if std::env::var("SKEIN_BENCH_RAW_SWEEP").is_ok() {
@@ -382,4 +391,67 @@ fn read_run(dir: &Path, total: u64) -> (f64, f64) {
     });
     let _ = std::fs::remove_dir_all(dir);
     result
+}
+
+/// Record validation throughput by codec, in MB/s of batch bytes as produced (for a
+/// compressed batch, its compressed size) and of record bytes (uncompressed size).
+fn validation(total: u64) {
+    use skein_engine::records::{build_batch, Compression, Record};
+    use skein_engine::validate::{validate_records, RecordRules};
+    let now = 1_700_000_000_000i64;
+    // JSON-like values of RECORD_BYTES, compressible as event payloads are.
+    let records: Vec<Record> = (0..RECORDS_PER_BATCH)
+        .map(|i| {
+            let mut value = String::new();
+            while value.len() < RECORD_BYTES {
+                value.push_str(&format!(
+                    "{{\"id\":{},\"user\":\"u{}\",\"event\":\"click\",\"ts\":{}}}",
+                    i,
+                    i * 7919 % 1000,
+                    now + i as i64
+                ));
+            }
+            value.truncate(RECORD_BYTES);
+            Record {
+                offset_delta: i,
+                timestamp_delta: i as i64,
+                key: Some(Bytes::from(format!("key-{i}"))),
+                value: Some(Bytes::from(value)),
+                ..Record::default()
+            }
+        })
+        .collect();
+    let raw_bytes = (RECORDS_PER_BATCH as usize * RECORD_BYTES) as u64;
+    let rules = RecordRules {
+        key_required: true,
+        timestamp_range: Some((now - 3_600_000, now + 3_600_000)),
+        decompressed_bytes_max: 1 << 20,
+    };
+    println!(
+        "record validation, one core, batches of {RECORDS_PER_BATCH} x {RECORD_BYTES} B, {} MiB of records per codec",
+        total >> 20
+    );
+    for codec in [Compression::None, Compression::Lz4, Compression::Snappy, Compression::Zstd, Compression::Gzip] {
+        let batch = Batch::validate_fresh(Bytes::from(build_batch(0, now, codec, &records)), 1 << 20).expect("batch");
+        let batches = (total / raw_bytes).max(1);
+        let started = Instant::now();
+        for _ in 0..batches {
+            let violations = validate_records(std::hint::black_box(&batch), &rules).expect("valid");
+            assert!(violations.is_empty());
+        }
+        let validate = started.elapsed();
+        let started = Instant::now();
+        for _ in 0..batches {
+            std::hint::black_box(crc32c::crc32c(std::hint::black_box(&batch.bytes()[21..])));
+        }
+        let crc = started.elapsed();
+        let per_batch_ns = validate.as_nanos() as f64 / batches as f64;
+        let records_mbps = (batches * raw_bytes) as f64 / validate.as_secs_f64() / 1e6;
+        let wire_mbps = (batches * batch.size() as u64) as f64 / validate.as_secs_f64() / 1e6;
+        let crc_mbps = (batches * batch.size() as u64) as f64 / crc.as_secs_f64() / 1e6;
+        println!(
+            "validate_{codec:?}: {per_batch_ns:.0} ns per batch ({} B on the wire), {records_mbps:.0} MB/s of records, {wire_mbps:.0} MB/s on the wire; crc alone {crc_mbps:.0} MB/s",
+            batch.size()
+        );
+    }
 }
