@@ -72,6 +72,10 @@ pub struct StartArgs {
     /// Kafka's `group.max.size` [default: 2147483647].
     #[arg(long, env = "SKEIN_GROUP_MAX_SIZE")]
     pub group_max_size: Option<usize>,
+    /// Kafka's `group.consumer.max.size`: members of a consumer-protocol (KIP-848)
+    /// group [default: 2147483647].
+    #[arg(long, env = "SKEIN_GROUP_CONSUMER_MAX_SIZE")]
+    pub group_consumer_max_size: Option<usize>,
     /// Kafka's `offsets.retention.minutes`: offsets of groups empty this long are
     /// deleted [default: 10080].
     #[arg(long, env = "SKEIN_OFFSETS_RETENTION_MINUTES")]
@@ -104,6 +108,7 @@ struct FileConfig {
     group_consumer_heartbeat_interval_ms: Option<u64>,
     group_consumer_session_timeout_ms: Option<u64>,
     group_max_size: Option<usize>,
+    group_consumer_max_size: Option<usize>,
     offsets_retention_minutes: Option<u64>,
     max_incremental_fetch_session_cache_slots: Option<usize>,
     #[serde(default)]
@@ -129,6 +134,7 @@ pub struct NodeConfig {
     pub group_consumer_heartbeat_interval_ms: u64,
     pub group_consumer_session_timeout_ms: u64,
     pub group_max_size: usize,
+    pub group_consumer_max_size: usize,
     pub offsets_retention_minutes: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
     pub topic_defaults: BTreeMap<String, String>,
@@ -236,6 +242,11 @@ impl NodeConfig {
                 .unwrap_or(45000)
                 .max(1),
             group_max_size: args.group_max_size.or(file.group_max_size).unwrap_or(i32::MAX as usize).max(1),
+            group_consumer_max_size: args
+                .group_consumer_max_size
+                .or(file.group_consumer_max_size)
+                .unwrap_or(i32::MAX as usize)
+                .max(1),
             offsets_retention_minutes: args
                 .offsets_retention_minutes
                 .or(file.offsets_retention_minutes)

@@ -66,6 +66,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         group_consumer_heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
         group_consumer_session_timeout_ms: config.group_consumer_session_timeout_ms,
         group_max_size: config.group_max_size,
+        group_consumer_max_size: config.group_consumer_max_size,
         offsets_retention_minutes: config.offsets_retention_minutes,
         fetch_session_cache_slots: config.max_incremental_fetch_session_cache_slots,
     });

@@ -46,6 +46,8 @@ pub struct NodeSettings {
     pub group_consumer_session_timeout_ms: u64,
     /// Kafka's `group.max.size` and `offsets.retention.minutes`.
     pub group_max_size: usize,
+    /// Kafka's `group.consumer.max.size`.
+    pub group_consumer_max_size: usize,
     pub offsets_retention_minutes: u64,
     /// Kafka's `max.incremental.fetch.session.cache.slots`, over the whole node.
     pub fetch_session_cache_slots: usize,
@@ -205,6 +207,7 @@ impl Shard {
         shard.groups.consumer_settings.set(crate::group::consumer::ConsumerSettings {
             heartbeat_interval: Duration::from_millis(shard.settings.group_consumer_heartbeat_interval_ms),
             session_timeout: Duration::from_millis(shard.settings.group_consumer_session_timeout_ms),
+            max_size: shard.settings.group_consumer_max_size,
         });
         shard
     }

@@ -64,6 +64,8 @@ pub struct ConsumerGroup {
 pub struct ConsumerSettings {
     pub heartbeat_interval: Duration,
     pub session_timeout: Duration,
+    /// Kafka's `group.consumer.max.size`.
+    pub max_size: usize,
 }
 
 /// Compiles a subscription pattern as a whole-name match (RE2 syntax, as Kafka's
@@ -216,6 +218,21 @@ impl ConsumerGroup {
                 };
                 if member_id.is_empty() {
                     member_id = uuid::Uuid::new_v4().to_string();
+                }
+                // A new member beyond `group.consumer.max.size` is refused, as Kafka
+                // refuses it; a static member replacing itself is not new.
+                let replaces = request
+                    .instance_id
+                    .as_ref()
+                    .is_some_and(|i| self.members.values().any(|m| m.instance_id.as_deref() == Some(i.as_str())));
+                if !self.members.contains_key(&member_id) && !replaces && self.members.len() >= settings.max_size {
+                    return error(
+                        code::GROUP_MAX_SIZE_REACHED,
+                        &format!(
+                            "the consumer group has reached its maximum capacity of {} members",
+                            settings.max_size
+                        ),
+                    );
                 }
                 // A static member replacing its previous incarnation takes its place.
                 if let Some(instance) = &request.instance_id {
@@ -425,11 +442,37 @@ mod tests {
     }
 
     fn settings() -> ConsumerSettings {
-        ConsumerSettings { heartbeat_interval: Duration::from_millis(500), session_timeout: Duration::from_secs(10) }
+        ConsumerSettings {
+            heartbeat_interval: Duration::from_millis(500),
+            session_timeout: Duration::from_secs(10),
+            max_size: 2,
+        }
     }
 
     fn assigned(r: &ConsumerGroupHeartbeatResponse) -> usize {
         r.assignment.as_ref().map_or(0, |a| a.topic_partitions.iter().map(|t| t.partitions.len()).sum())
+    }
+
+    // group.consumer.max.size: a third member of a group of at most two is refused,
+    // and a member already in the group may rejoin.
+    #[test]
+    fn max_size_refuses_new_members() {
+        let img = image(&[("t", 4)]);
+        let mut group = ConsumerGroup::new("g");
+        let now = Instant::now();
+        let join = |id: &str| {
+            ConsumerGroupHeartbeatRequest::default()
+                .with_member_id(StrBytes::from_string(id.to_string()))
+                .with_member_epoch(0)
+                .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("t"))]))
+        };
+        assert_eq!(group.heartbeat(&join("a"), "c", "h", &img, settings(), now).error_code, 0);
+        assert_eq!(group.heartbeat(&join("b"), "c", "h", &img, settings(), now).error_code, 0);
+        assert_eq!(
+            group.heartbeat(&join("c"), "c", "h", &img, settings(), now).error_code,
+            code::GROUP_MAX_SIZE_REACHED
+        );
+        assert_eq!(group.heartbeat(&join("b"), "c", "h", &img, settings(), now).error_code, 0);
     }
 
     // Two members split the partitions; a pattern subscription follows new topics.

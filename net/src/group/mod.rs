@@ -340,6 +340,7 @@ impl Default for Coordinator {
             consumer_settings: std::cell::Cell::new(consumer::ConsumerSettings {
                 heartbeat_interval: Duration::from_secs(5),
                 session_timeout: Duration::from_secs(45),
+                max_size: i32::MAX as usize,
             }),
             loaded: RefCell::default(),
             initial_rebalance_delay: std::cell::Cell::new(Duration::from_secs(3)),
