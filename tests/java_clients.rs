@@ -157,6 +157,43 @@ fn java_consumer_protocol() {
     c.kill();
 }
 
+// KIP-848 groups are persisted (member metadata, target and current assignments):
+// after a broker restart the members carry on with their epochs and partitions,
+// without rejoining or moving partitions.
+#[test]
+fn java_consumer_protocol_survives_a_broker_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(
+        dir.path(),
+        "2",
+        &["--group-consumer-session-timeout-ms", "15000", "--group-consumer-heartbeat-interval-ms", "500"],
+    );
+    create(&broker, "jkept", 4);
+    let a = Member::start(&broker, "jkept", "j848kept", "consumer", 0, 120);
+    assert!(a.wait_for(Duration::from_secs(60), |l| l.starts_with("ASSIGNED") && partitions(l).len() == 4).is_some());
+    let b = Member::start(&broker, "jkept", "j848kept", "consumer", 0, 120);
+    let b_line = b
+        .wait_for(Duration::from_secs(60), |l| l.starts_with("ASSIGNED") && !partitions(l).is_empty())
+        .expect("b gets partitions");
+    a.wait_for(Duration::from_secs(60), |l| {
+        l.starts_with("ASSIGNED") && partitions(l).len() + partitions(&b_line).len() == 4
+    })
+    .expect("a keeps the rest");
+    // Let the group settle and its records be written.
+    std::thread::sleep(Duration::from_secs(2));
+    broker.stop();
+    broker.restart();
+    // Any assignment change on either member within several heartbeats would show.
+    let changed_a = a.wait_for(Duration::from_secs(6), |l| l.starts_with("ASSIGNED"));
+    let changed_b = b.wait_for(Duration::from_millis(100), |l| l.starts_with("ASSIGNED"));
+    assert_eq!((changed_a, changed_b), (None, None), "the members' partitions moved after the restart");
+    let log = broker.log();
+    let restarted = &log[log.rfind("listening").unwrap_or(0)..];
+    assert!(!restarted.contains("UNKNOWN_MEMBER_ID"), "members were unknown after the restart");
+    a.kill();
+    b.kill();
+}
+
 // A Java consumer of 1,000 partitions uses a fetch session (KIP-227): after the first
 // full fetch it names only the partitions whose position moved, so the partitions per
 // request stay far below 1,000 while it polls.

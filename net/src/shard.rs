@@ -491,6 +491,7 @@ impl Shard {
     /// unloaded (a later full replay gives the same state: records apply in order).
     async fn load_groups(&self, log: &Log<DmaStorage>, partition: i32) -> Result<(), String> {
         let started = std::time::Instant::now();
+        let image = self.image();
         let mut offset = log.log_start_offset();
         let mut records = 0u64;
         loop {
@@ -508,14 +509,14 @@ impl Shard {
                     // Keys of unknown versions are skipped, as Kafka skips them.
                     if let Some(key) = &record.key {
                         if let Some(entry) = crate::group::records::decode(key, record.value.as_ref()) {
-                            self.groups.replay(entry);
+                            self.groups.replay(entry, &image);
                             records += 1;
                         }
                     }
                 }
             }
         }
-        self.groups.mark_loaded(partition);
+        self.groups.mark_loaded(partition, &image);
         tracing::debug!(target: "skein::net", partition, records, load_ms = started.elapsed().as_millis() as u64, "groups loaded");
         Ok(())
     }
@@ -525,15 +526,12 @@ impl Shard {
         tracing::error!(target: "skein::net", shard = self.id, partition = %partition, error, "cannot load groups; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
     }
 
-    /// Writes the tombstones of expired offsets to their groups' partitions.
-    async fn persist_expired_offsets(&self, entries: Vec<crate::group::records::Entry>) {
+    /// Writes coordinator records from the ticker (expired offsets, emptied and
+    /// removed groups, expired KIP-848 members) to their groups' partitions.
+    async fn persist_coordinator_records(&self, entries: Vec<crate::group::records::Entry>) {
         let mut by_partition: BTreeMap<i32, Vec<crate::group::records::Entry>> = BTreeMap::new();
         for entry in entries {
-            let group = match &entry {
-                crate::group::records::Entry::Offset { group, .. }
-                | crate::group::records::Entry::Group { group, .. } => group,
-            };
-            by_partition.entry(crate::group::partition_for(group)).or_default().push(entry);
+            by_partition.entry(crate::group::partition_for(entry.group())).or_default().push(entry);
         }
         for (partition, entries) in by_partition {
             let tp = TopicPartition::new(crate::group::OFFSETS_TOPIC, partition);
@@ -623,9 +621,19 @@ impl Shard {
                 Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
                 Err(c) => GroupAnswer::Code(c),
             },
-            GroupCall::ConsumerHeartbeat { request, client_id, client_host } => GroupAnswer::ConsumerHeartbeat(
-                groups.consumer_heartbeat(&request, &client_id, &client_host, &self.image(), now),
-            ),
+            GroupCall::ConsumerHeartbeat { request, client_id, client_host } => {
+                let (response, writes) =
+                    groups.consumer_heartbeat(&request, &client_id, &client_host, &self.image(), now);
+                // The member learns its new epoch and assignment only once they are
+                // written, as Kafka answers a heartbeat after its records are.
+                if let Err(error) = self.persist(state, writes).await {
+                    groups.consumer_persist_failed(&request.group_id.0);
+                    return Ok(GroupAnswer::ConsumerHeartbeat(
+                        kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default().with_error_code(error),
+                    ));
+                }
+                GroupAnswer::ConsumerHeartbeat(response)
+            }
             GroupCall::ConsumerDescribe { group } => {
                 GroupAnswer::ConsumerDescribed(groups.consumer_describe(&group, &self.image()))
             }
@@ -642,10 +650,10 @@ pub async fn group_ticker(shard: Rc<Shard>) {
     loop {
         glommio::timer::sleep(Duration::from_millis(100)).await;
         let now = std::time::Instant::now();
-        let expired = shard.groups.tick(now);
-        shard.groups.tick_consumers(&shard.image(), now);
-        if !expired.is_empty() {
-            shard.persist_expired_offsets(expired).await;
+        let mut writes = shard.groups.tick(now);
+        writes.extend(shard.groups.tick_consumers(&shard.image(), now));
+        if !writes.is_empty() {
+            shard.persist_coordinator_records(writes).await;
         }
     }
 }

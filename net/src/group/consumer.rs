@@ -13,6 +13,7 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 use kafka_protocol::protocol::StrBytes;
 
 use crate::errors::code;
+use crate::group::records::{self, ConsumerMemberValue, CurrentAssignmentValue, Entry};
 use crate::metadata::MetadataImage;
 
 /// KIP-848's epochs for leaving: -1 leaves, -2 leaves as a static member.
@@ -49,14 +50,42 @@ struct ConsumerMember {
     owned: BTreeSet<Partition>,
     sent: BTreeSet<Partition>,
     target: BTreeSet<Partition>,
+    rebalance_timeout_ms: i32,
     last_seen: Instant,
 }
+
+impl ConsumerMember {
+    fn new(id: &str, now: Instant) -> ConsumerMember {
+        ConsumerMember {
+            id: id.to_owned(),
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            epoch: 0,
+            previous_epoch: 0,
+            subscribed: Vec::new(),
+            regex: None,
+            resolved: BTreeSet::new(),
+            owned: BTreeSet::new(),
+            sent: BTreeSet::new(),
+            target: BTreeSet::new(),
+            rebalance_timeout_ms: -1,
+            last_seen: now,
+        }
+    }
+}
+
+/// A record's place in the offsets topic: its type and member (empty for the group's).
+type RecordKey = (i16, String);
 
 pub struct ConsumerGroup {
     pub id: String,
     pub epoch: i32,
     assignor: String,
     members: BTreeMap<String, ConsumerMember>,
+    /// The records last written for this group, to write only what changed.
+    persisted: BTreeMap<RecordKey, Entry>,
 }
 
 /// Settings of consumer groups (`group.consumer.*`).
@@ -76,7 +105,13 @@ fn compile(pattern: &str) -> Result<(String, regex::Regex), String> {
 
 impl ConsumerGroup {
     pub fn new(id: &str) -> ConsumerGroup {
-        ConsumerGroup { id: id.to_owned(), epoch: 0, assignor: "uniform".into(), members: BTreeMap::new() }
+        ConsumerGroup {
+            id: id.to_owned(),
+            epoch: 0,
+            assignor: "uniform".into(),
+            members: BTreeMap::new(),
+            persisted: BTreeMap::new(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -245,25 +280,15 @@ impl ConsumerGroup {
                         self.members.remove(&old);
                     }
                 }
-                self.members.insert(
-                    member_id.clone(),
-                    ConsumerMember {
-                        id: member_id.clone(),
-                        instance_id: request.instance_id.as_ref().map(|i| i.to_string()),
-                        rack_id: request.rack_id.as_ref().map(|r| r.to_string()),
-                        client_id: client_id.to_owned(),
-                        client_host: client_host.to_owned(),
-                        epoch: 0,
-                        previous_epoch: 0,
-                        subscribed: subscribed.iter().map(|t| t.0.to_string()).collect(),
-                        regex,
-                        resolved: BTreeSet::new(),
-                        owned: BTreeSet::new(),
-                        sent: BTreeSet::new(),
-                        target: BTreeSet::new(),
-                        last_seen: now,
-                    },
-                );
+                let mut member = ConsumerMember::new(&member_id, now);
+                member.instance_id = request.instance_id.as_ref().map(|i| i.to_string());
+                member.rack_id = request.rack_id.as_ref().map(|r| r.to_string());
+                member.client_id = client_id.to_owned();
+                member.client_host = client_host.to_owned();
+                member.subscribed = subscribed.iter().map(|t| t.0.to_string()).collect();
+                member.regex = regex;
+                member.rebalance_timeout_ms = request.rebalance_timeout_ms;
+                self.members.insert(member_id.clone(), member);
                 self.bump(image);
             }
             epoch => {
@@ -361,6 +386,143 @@ impl ConsumerGroup {
         removed
     }
 
+    /// The records that describe the group now (Kafka's KIP-848 records), keyed by
+    /// type and member, in the order Kafka writes them.
+    fn records(&self, image: &MetadataImage) -> BTreeMap<RecordKey, Entry> {
+        let by_id = |set: &BTreeSet<Partition>| -> Vec<records::TopicPartitions> {
+            let mut topics: BTreeMap<uuid::Uuid, Vec<i32>> = BTreeMap::new();
+            for (topic, p) in set {
+                if let Some(meta) = image.topic(topic) {
+                    topics.entry(meta.id).or_default().push(*p);
+                }
+            }
+            topics.into_iter().collect()
+        };
+        let group = self.id.clone();
+        let mut out = BTreeMap::new();
+        out.insert((3, String::new()), Entry::ConsumerGroup { group: group.clone(), epoch: Some(self.epoch) });
+        out.insert((6, String::new()), Entry::TargetAssignment { group: group.clone(), epoch: Some(self.epoch) });
+        for m in self.members.values() {
+            let member = m.id.clone();
+            let metadata = ConsumerMemberValue {
+                instance_id: m.instance_id.clone(),
+                rack_id: m.rack_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                subscribed_topic_names: m.subscribed.clone(),
+                subscribed_topic_regex: m.regex.as_ref().map(|(p, _)| p.clone()),
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                server_assignor: Some(self.assignor.clone()),
+            };
+            out.insert(
+                (5, member.clone()),
+                Entry::ConsumerMember { group: group.clone(), member: member.clone(), value: Some(metadata) },
+            );
+            out.insert(
+                (7, member.clone()),
+                Entry::TargetMember {
+                    group: group.clone(),
+                    member: member.clone(),
+                    partitions: Some(by_id(&m.target)),
+                },
+            );
+            let pending: BTreeSet<Partition> = m.owned.difference(&m.sent).cloned().collect();
+            let current = CurrentAssignmentValue {
+                member_epoch: m.epoch,
+                previous_member_epoch: m.previous_epoch,
+                state: if pending.is_empty() { 0 } else { 1 },
+                assigned: by_id(&m.sent),
+                pending_revocation: by_id(&pending),
+            };
+            out.insert(
+                (8, member.clone()),
+                Entry::CurrentAssignment { group: group.clone(), member, value: Some(current) },
+            );
+        }
+        out
+    }
+
+    /// The records to write for what changed since the last call: new values, and
+    /// tombstones for members that left. Cost: one pass over the members.
+    pub fn changes(&mut self, image: &MetadataImage) -> Vec<Entry> {
+        let now = self.records(image);
+        let mut out: Vec<Entry> =
+            now.iter().filter(|(k, e)| self.persisted.get(*k) != Some(*e)).map(|(_, e)| e.clone()).collect();
+        for (key, old) in &self.persisted {
+            if !now.contains_key(key) {
+                out.push(match old.clone() {
+                    Entry::ConsumerMember { group, member, .. } => Entry::ConsumerMember { group, member, value: None },
+                    Entry::TargetMember { group, member, .. } => {
+                        Entry::TargetMember { group, member, partitions: None }
+                    }
+                    Entry::CurrentAssignment { group, member, .. } => {
+                        Entry::CurrentAssignment { group, member, value: None }
+                    }
+                    other => other,
+                });
+            }
+        }
+        self.persisted = now;
+        out
+    }
+
+    /// Forgets what was written: the next `changes` writes the whole group again
+    /// (after a write failed).
+    pub fn forget_persisted(&mut self) {
+        self.persisted.clear();
+    }
+
+    /// Takes the records replayed so far as written, once the partition is loaded.
+    pub fn loaded(&mut self, image: &MetadataImage) {
+        self.persisted = self.records(image);
+    }
+
+    /// Applies one KIP-848 record replayed from the offsets topic. Members restored
+    /// get a full session from `now` to heartbeat again.
+    pub fn replay(&mut self, entry: Entry, image: &MetadataImage, now: Instant) {
+        let names = |topics: Vec<records::TopicPartitions>| -> BTreeSet<Partition> {
+            topics
+                .into_iter()
+                .filter_map(|(id, ps)| image.topic_by_id(id).map(|m| (m.name.clone(), ps)))
+                .flat_map(|(name, ps)| ps.into_iter().map(move |p| (name.clone(), p)))
+                .collect()
+        };
+        match entry {
+            Entry::ConsumerGroup { epoch: Some(epoch), .. } => self.epoch = epoch,
+            Entry::ConsumerMember { member, value: Some(v), .. } => {
+                let m = self.members.entry(member.clone()).or_insert_with(|| ConsumerMember::new(&member, now));
+                m.instance_id = v.instance_id;
+                m.rack_id = v.rack_id;
+                m.client_id = v.client_id;
+                m.client_host = v.client_host;
+                m.subscribed = v.subscribed_topic_names;
+                m.regex = v.subscribed_topic_regex.and_then(|p| compile(&p).ok());
+                m.rebalance_timeout_ms = v.rebalance_timeout_ms;
+                if let Some(assignor) = v.server_assignor {
+                    self.assignor = assignor;
+                }
+            }
+            Entry::ConsumerMember { member, value: None, .. } => {
+                self.members.remove(&member);
+            }
+            Entry::TargetMember { member, partitions: Some(partitions), .. } => {
+                if let Some(m) = self.members.get_mut(&member) {
+                    m.target = names(partitions);
+                }
+            }
+            Entry::CurrentAssignment { member, value: Some(v), .. } => {
+                if let Some(m) = self.members.get_mut(&member) {
+                    m.epoch = v.member_epoch;
+                    m.previous_epoch = v.previous_member_epoch;
+                    m.sent = names(v.assigned);
+                    // The member may still hold what it was asked to revoke.
+                    m.owned = m.sent.union(&names(v.pending_revocation)).cloned().collect();
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Whether an offset commit with this member id and epoch may proceed.
     pub fn check_commit(&self, member_id: &str, epoch: i32) -> i16 {
         match self.members.get(member_id) {
@@ -451,6 +613,67 @@ mod tests {
 
     fn assigned(r: &ConsumerGroupHeartbeatResponse) -> usize {
         r.assignment.as_ref().map_or(0, |a| a.topic_partitions.iter().map(|t| t.partitions.len()).sum())
+    }
+
+    // The records a group writes rebuild it: members, subscriptions, epochs, targets
+    // and current assignments come back, and the rebuilt group has nothing to rewrite.
+    // A member that leaves is written as tombstones.
+    #[test]
+    fn records_rebuild_the_group() {
+        let img = image(&[("t", 4), ("u", 2)]);
+        let mut group = ConsumerGroup::new("g");
+        let now = Instant::now();
+        let join = |id: &str, topics: &[&str]| {
+            ConsumerGroupHeartbeatRequest::default()
+                .with_member_id(StrBytes::from_string(id.to_string()))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(
+                    topics.iter().map(|t| TopicName(StrBytes::from_string(t.to_string()))).collect(),
+                ))
+        };
+        let mut written = Vec::new();
+        group.heartbeat(&join("a", &["t", "u"]), "c", "h", &img, settings(), now);
+        written.extend(group.changes(&img));
+        group.heartbeat(&join("b", &["t"]), "c", "h", &img, settings(), now);
+        written.extend(group.changes(&img));
+        assert!(group.changes(&img).is_empty(), "nothing changed since");
+
+        let mut rebuilt = ConsumerGroup::new("g");
+        for entry in written.clone() {
+            rebuilt.replay(entry, &img, now);
+        }
+        rebuilt.loaded(&img);
+        assert_eq!(rebuilt.epoch, group.epoch);
+        for (id, m) in &group.members {
+            let r = &rebuilt.members[id];
+            assert_eq!(
+                (r.epoch, r.previous_epoch, &r.sent, &r.target),
+                (m.epoch, m.previous_epoch, &m.sent, &m.target)
+            );
+            assert_eq!((&r.subscribed, r.rebalance_timeout_ms), (&m.subscribed, 30_000));
+        }
+        assert_eq!(rebuilt.records(&img), group.records(&img));
+        assert!(rebuilt.changes(&img).is_empty());
+
+        // b leaves: its three records become tombstones.
+        let leave = ConsumerGroupHeartbeatRequest::default()
+            .with_member_id(StrBytes::from_static_str("b"))
+            .with_member_epoch(LEAVE_EPOCH);
+        group.heartbeat(&leave, "c", "h", &img, settings(), now);
+        let tombstones: Vec<Entry> = group
+            .changes(&img)
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Entry::ConsumerMember { value: None, .. }
+                        | Entry::TargetMember { partitions: None, .. }
+                        | Entry::CurrentAssignment { value: None, .. }
+                )
+            })
+            .collect();
+        assert_eq!(tombstones.len(), 3, "{tombstones:?}");
     }
 
     // group.consumer.max.size: a third member of a group of at most two is refused,

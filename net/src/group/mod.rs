@@ -359,21 +359,29 @@ impl Coordinator {
         client_host: &str,
         image: &crate::metadata::MetadataImage,
         now: Instant,
-    ) -> kafka_protocol::messages::ConsumerGroupHeartbeatResponse {
+    ) -> (kafka_protocol::messages::ConsumerGroupHeartbeatResponse, Writes) {
         let id = request.group_id.0.to_string();
         if id.is_empty() {
-            return kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
-                .with_error_code(code::INVALID_GROUP_ID);
+            return (
+                kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(code::INVALID_GROUP_ID),
+                Vec::new(),
+            );
         }
         if self.groups.borrow().get(&id).is_some_and(|g| !g.members.is_empty()) {
-            return kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
-                .with_error_code(code::GROUP_ID_NOT_FOUND)
-                .with_error_message(Some(s("the group uses the classic protocol")));
+            return (
+                kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(code::GROUP_ID_NOT_FOUND)
+                    .with_error_message(Some(s("the group uses the classic protocol"))),
+                Vec::new(),
+            );
         }
         let settings = self.consumer_settings.get();
         let mut groups = self.consumer_groups.borrow_mut();
         let group = groups.entry(id.clone()).or_insert_with(|| consumer::ConsumerGroup::new(&id));
-        group.heartbeat(request, client_id, client_host, image, settings, now)
+        let response = group.heartbeat(request, client_id, client_host, image, settings, now);
+        let writes = group.changes(image);
+        (response, writes)
     }
 
     pub fn consumer_describe(
@@ -390,28 +398,63 @@ impl Coordinator {
     }
 
     /// Expires consumer-protocol members whose session ended.
-    pub fn tick_consumers(&self, image: &crate::metadata::MetadataImage, now: Instant) {
+    /// Expires KIP-848 members whose session ran out; returns the records to write.
+    pub fn tick_consumers(&self, image: &crate::metadata::MetadataImage, now: Instant) -> Writes {
         let settings = self.consumer_settings.get();
+        let loaded = self.loaded.borrow();
+        let mut writes = Vec::new();
         for group in self.consumer_groups.borrow_mut().values_mut() {
+            if !loaded.contains(&partition_for(&group.id)) {
+                continue;
+            }
             let removed = group.expire(image, settings, now);
             if removed > 0 {
                 tracing::info!(target: "skein::net", group = %group.id, removed, "consumer sessions expired");
+                writes.extend(group.changes(image));
             }
         }
+        writes
     }
 
     pub fn is_loaded(&self, partition: i32) -> bool {
         self.loaded.borrow().contains(&partition)
     }
 
-    pub fn mark_loaded(&self, partition: i32) {
+    /// Marks an offsets partition loaded: its groups are served from now on, and the
+    /// KIP-848 records replayed count as written.
+    pub fn mark_loaded(&self, partition: i32, image: &crate::metadata::MetadataImage) {
+        for group in self.consumer_groups.borrow_mut().values_mut() {
+            if partition_for(&group.id) == partition {
+                group.loaded(image);
+            }
+        }
         self.loaded.borrow_mut().insert(partition);
     }
 
+    /// A KIP-848 group's records could not be written: write them whole next time.
+    pub fn consumer_persist_failed(&self, group: &str) {
+        if let Some(g) = self.consumer_groups.borrow_mut().get_mut(group) {
+            g.forget_persisted();
+        }
+    }
+
     /// Applies a record replayed from the offsets topic.
-    pub fn replay(&self, entry: Entry) {
+    pub fn replay(&self, entry: Entry, image: &crate::metadata::MetadataImage) {
         let mut groups = self.groups.borrow_mut();
         match entry {
+            Entry::ConsumerGroup { group, epoch: None } => {
+                self.consumer_groups.borrow_mut().remove(&group);
+            }
+            entry @ (Entry::ConsumerGroup { .. }
+            | Entry::ConsumerMember { .. }
+            | Entry::TargetAssignment { .. }
+            | Entry::TargetMember { .. }
+            | Entry::CurrentAssignment { .. }) => {
+                let id = entry.group().to_owned();
+                let mut consumers = self.consumer_groups.borrow_mut();
+                let group = consumers.entry(id.clone()).or_insert_with(|| consumer::ConsumerGroup::new(&id));
+                group.replay(entry, image, Instant::now());
+            }
             Entry::Offset { group, topic, partition, value } => {
                 let g = groups.entry(group.clone()).or_insert_with(|| Group::new(&group));
                 match value {

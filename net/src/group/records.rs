@@ -6,11 +6,87 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-/// What a record of the offsets topic says.
+/// What a record of the offsets topic says. `None` values are tombstones.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
-    Offset { group: String, topic: String, partition: i32, value: Option<OffsetValue> },
-    Group { group: String, value: Option<GroupValue> },
+    Offset {
+        group: String,
+        topic: String,
+        partition: i32,
+        value: Option<OffsetValue>,
+    },
+    Group {
+        group: String,
+        value: Option<GroupValue>,
+    },
+    /// KIP-848 `ConsumerGroupMetadata` (record type 3): the group epoch.
+    ConsumerGroup {
+        group: String,
+        epoch: Option<i32>,
+    },
+    /// `ConsumerGroupMemberMetadata` (type 5): a member's subscription.
+    ConsumerMember {
+        group: String,
+        member: String,
+        value: Option<ConsumerMemberValue>,
+    },
+    /// `ConsumerGroupTargetAssignmentMetadata` (type 6): the assignment epoch.
+    TargetAssignment {
+        group: String,
+        epoch: Option<i32>,
+    },
+    /// `ConsumerGroupTargetAssignmentMember` (type 7): a member's target partitions.
+    TargetMember {
+        group: String,
+        member: String,
+        partitions: Option<Vec<TopicPartitions>>,
+    },
+    /// `ConsumerGroupCurrentMemberAssignment` (type 8): a member's epochs and partitions.
+    CurrentAssignment {
+        group: String,
+        member: String,
+        value: Option<CurrentAssignmentValue>,
+    },
+}
+
+impl Entry {
+    /// The group the record belongs to.
+    pub fn group(&self) -> &str {
+        match self {
+            Entry::Offset { group, .. }
+            | Entry::Group { group, .. }
+            | Entry::ConsumerGroup { group, .. }
+            | Entry::ConsumerMember { group, .. }
+            | Entry::TargetAssignment { group, .. }
+            | Entry::TargetMember { group, .. }
+            | Entry::CurrentAssignment { group, .. } => group,
+        }
+    }
+}
+
+/// Partitions of one topic, by topic id, as KIP-848's records name them.
+pub type TopicPartitions = (uuid::Uuid, Vec<i32>);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumerMemberValue {
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub server_assignor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurrentAssignmentValue {
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    /// Kafka's MemberState: 0 stable, 1 unrevoked partitions, 2 unreleased partitions.
+    pub state: i8,
+    pub assigned: Vec<TopicPartitions>,
+    pub pending_revocation: Vec<TopicPartitions>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -153,6 +229,83 @@ pub fn encode(entry: &Entry) -> (Bytes, Option<Bytes>) {
             });
             (key.freeze(), value)
         }
+        Entry::ConsumerGroup { group, epoch } => {
+            key.put_i16(3);
+            put_string(&mut key, group);
+            let value = epoch.map(|epoch| {
+                let mut out = BytesMut::new();
+                out.put_i16(0);
+                out.put_i32(epoch);
+                flexible::put_no_tags(&mut out);
+                out.freeze()
+            });
+            (key.freeze(), value)
+        }
+        Entry::ConsumerMember { group, member, value } => {
+            key.put_i16(5);
+            put_string(&mut key, group);
+            put_string(&mut key, member);
+            let value = value.as_ref().map(|v| {
+                let mut out = BytesMut::new();
+                out.put_i16(0);
+                flexible::put_nullable_string(&mut out, v.instance_id.as_deref());
+                flexible::put_nullable_string(&mut out, v.rack_id.as_deref());
+                flexible::put_string(&mut out, &v.client_id);
+                flexible::put_string(&mut out, &v.client_host);
+                flexible::put_len(&mut out, v.subscribed_topic_names.len());
+                for name in &v.subscribed_topic_names {
+                    flexible::put_string(&mut out, name);
+                }
+                flexible::put_nullable_string(&mut out, v.subscribed_topic_regex.as_deref());
+                out.put_i32(v.rebalance_timeout_ms);
+                flexible::put_nullable_string(&mut out, v.server_assignor.as_deref());
+                flexible::put_no_tags(&mut out);
+                out.freeze()
+            });
+            (key.freeze(), value)
+        }
+        Entry::TargetAssignment { group, epoch } => {
+            key.put_i16(6);
+            put_string(&mut key, group);
+            let value = epoch.map(|epoch| {
+                let mut out = BytesMut::new();
+                out.put_i16(0);
+                out.put_i32(epoch);
+                flexible::put_no_tags(&mut out);
+                out.freeze()
+            });
+            (key.freeze(), value)
+        }
+        Entry::TargetMember { group, member, partitions } => {
+            key.put_i16(7);
+            put_string(&mut key, group);
+            put_string(&mut key, member);
+            let value = partitions.as_ref().map(|partitions| {
+                let mut out = BytesMut::new();
+                out.put_i16(0);
+                flexible::put_topic_partitions(&mut out, partitions);
+                flexible::put_no_tags(&mut out);
+                out.freeze()
+            });
+            (key.freeze(), value)
+        }
+        Entry::CurrentAssignment { group, member, value } => {
+            key.put_i16(8);
+            put_string(&mut key, group);
+            put_string(&mut key, member);
+            let value = value.as_ref().map(|v| {
+                let mut out = BytesMut::new();
+                out.put_i16(0);
+                out.put_i32(v.member_epoch);
+                out.put_i32(v.previous_member_epoch);
+                out.put_i8(v.state);
+                flexible::put_topic_partitions(&mut out, &v.assigned);
+                flexible::put_topic_partitions(&mut out, &v.pending_revocation);
+                flexible::put_no_tags(&mut out);
+                out.freeze()
+            });
+            (key.freeze(), value)
+        }
         Entry::Group { group, value } => {
             key.put_i16(2);
             put_string(&mut key, group);
@@ -236,7 +389,205 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Option<Entry> {
             };
             Some(Entry::Group { group, value })
         }
+        kind @ (3 | 5 | 6 | 7 | 8) => {
+            let group = get_string(&mut k)?;
+            let member = if matches!(kind, 5 | 7 | 8) { Some(get_string(&mut k)?) } else { None };
+            let mut v = match value {
+                None => None,
+                Some(v) => {
+                    let mut v = v.clone();
+                    // Version 0 is the only one Kafka defines for these values.
+                    if v.remaining() < 2 || v.get_i16() != 0 {
+                        return None;
+                    }
+                    Some(v)
+                }
+            };
+            Some(match (kind, member) {
+                (3, None) => Entry::ConsumerGroup { group, epoch: optional(v.as_mut(), get_i32)? },
+                (6, None) => Entry::TargetAssignment { group, epoch: optional(v.as_mut(), get_i32)? },
+                (5, Some(member)) => {
+                    let value = match v.as_mut() {
+                        None => None,
+                        Some(v) => Some(ConsumerMemberValue {
+                            instance_id: flexible::get_nullable_string(v)?,
+                            rack_id: flexible::get_nullable_string(v)?,
+                            client_id: flexible::get_string(v)?,
+                            client_host: flexible::get_string(v)?,
+                            subscribed_topic_names: {
+                                let n = flexible::get_len(v)?;
+                                let mut names = Vec::with_capacity(n.min(v.remaining()));
+                                for _ in 0..n {
+                                    names.push(flexible::get_string(v)?);
+                                }
+                                names
+                            },
+                            subscribed_topic_regex: flexible::get_nullable_string(v)?,
+                            rebalance_timeout_ms: get_i32(v)?,
+                            server_assignor: flexible::get_nullable_string(v)?,
+                        }),
+                    };
+                    Entry::ConsumerMember { group, member, value }
+                }
+                (7, Some(member)) => {
+                    let partitions = optional(v.as_mut(), flexible::get_topic_partitions)?;
+                    Entry::TargetMember { group, member, partitions }
+                }
+                (8, Some(member)) => {
+                    let value = match v.as_mut() {
+                        None => None,
+                        Some(v) => {
+                            let member_epoch = get_i32(v)?;
+                            let previous_member_epoch = get_i32(v)?;
+                            if v.remaining() < 1 {
+                                return None;
+                            }
+                            let state = v.get_i8();
+                            Some(CurrentAssignmentValue {
+                                member_epoch,
+                                previous_member_epoch,
+                                state,
+                                assigned: flexible::get_topic_partitions(v)?,
+                                pending_revocation: flexible::get_topic_partitions(v)?,
+                            })
+                        }
+                    };
+                    Entry::CurrentAssignment { group, member, value }
+                }
+                _ => return None,
+            })
+        }
         _ => None,
+    }
+}
+
+/// Decodes a value that may be a tombstone: `Some(None)` for a tombstone, `None` when
+/// the value does not decode.
+fn optional<T>(value: Option<&mut Bytes>, decode: impl FnOnce(&mut Bytes) -> Option<T>) -> Option<Option<T>> {
+    match value {
+        None => Some(None),
+        Some(v) => decode(v).map(Some),
+    }
+}
+
+/// Kafka's flexible-version encoding (KIP-482), for the KIP-848 record values: compact
+/// strings and arrays (unsigned varint length plus one, 0 for null) and a tagged-field
+/// section, which Skein writes empty and skips on read.
+mod flexible {
+    use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+    use super::TopicPartitions;
+
+    fn put_uvarint(out: &mut BytesMut, mut v: u64) {
+        while v >= 0x80 {
+            out.put_u8((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.put_u8(v as u8);
+    }
+
+    fn get_uvarint(buf: &mut Bytes) -> Option<u64> {
+        let mut value = 0u64;
+        for i in 0..5 {
+            if !buf.has_remaining() {
+                return None;
+            }
+            let b = buf.get_u8();
+            value |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    pub fn put_len(out: &mut BytesMut, n: usize) {
+        put_uvarint(out, n as u64 + 1);
+    }
+
+    /// A compact array's length; null reads as empty.
+    pub fn get_len(buf: &mut Bytes) -> Option<usize> {
+        let n = get_uvarint(buf)? as usize;
+        Some(n.saturating_sub(1))
+    }
+
+    pub fn put_string(out: &mut BytesMut, s: &str) {
+        put_len(out, s.len());
+        out.put_slice(s.as_bytes());
+    }
+
+    pub fn put_nullable_string(out: &mut BytesMut, s: Option<&str>) {
+        match s {
+            None => put_uvarint(out, 0),
+            Some(s) => put_string(out, s),
+        }
+    }
+
+    pub fn get_nullable_string(buf: &mut Bytes) -> Option<Option<String>> {
+        match get_uvarint(buf)? as usize {
+            0 => Some(None),
+            n => {
+                let len = n - 1;
+                if buf.remaining() < len {
+                    return None;
+                }
+                String::from_utf8(buf.split_to(len).to_vec()).ok().map(Some)
+            }
+        }
+    }
+
+    pub fn get_string(buf: &mut Bytes) -> Option<String> {
+        get_nullable_string(buf)?
+    }
+
+    pub fn put_topic_partitions(out: &mut BytesMut, topics: &[TopicPartitions]) {
+        put_len(out, topics.len());
+        for (id, partitions) in topics {
+            out.put_slice(id.as_bytes());
+            put_len(out, partitions.len());
+            for p in partitions {
+                out.put_i32(*p);
+            }
+            put_no_tags(out);
+        }
+    }
+
+    pub fn get_topic_partitions(buf: &mut Bytes) -> Option<Vec<TopicPartitions>> {
+        let n = get_len(buf)?;
+        // A topic takes at least 18 bytes: the reservation is bounded by the input.
+        let mut topics = Vec::with_capacity(n.min(buf.remaining() / 18));
+        for _ in 0..n {
+            if buf.remaining() < 16 {
+                return None;
+            }
+            let id = uuid::Uuid::from_slice(&buf.split_to(16)).ok()?;
+            let count = get_len(buf)?;
+            if buf.remaining() < count.saturating_mul(4) {
+                return None;
+            }
+            let partitions = (0..count).map(|_| buf.get_i32()).collect();
+            skip_tags(buf)?;
+            topics.push((id, partitions));
+        }
+        Some(topics)
+    }
+
+    pub fn put_no_tags(out: &mut BytesMut) {
+        put_uvarint(out, 0);
+    }
+
+    /// Skips a tagged-field section (fields Skein does not use, such as Kafka 4.1's
+    /// metadata hash).
+    pub fn skip_tags(buf: &mut Bytes) -> Option<()> {
+        for _ in 0..get_uvarint(buf)? {
+            get_uvarint(buf)?;
+            let size = get_uvarint(buf)? as usize;
+            if buf.remaining() < size {
+                return None;
+            }
+            buf.advance(size);
+        }
+        Some(())
     }
 }
 
@@ -295,6 +646,40 @@ mod tests {
                 }),
             },
             Entry::Group { group: "g".into(), value: None },
+            Entry::ConsumerGroup { group: "c".into(), epoch: Some(7) },
+            Entry::ConsumerGroup { group: "c".into(), epoch: None },
+            Entry::TargetAssignment { group: "c".into(), epoch: Some(7) },
+            Entry::ConsumerMember {
+                group: "c".into(),
+                member: "m".into(),
+                value: Some(ConsumerMemberValue {
+                    instance_id: None,
+                    rack_id: Some("r1".into()),
+                    client_id: "client".into(),
+                    client_host: "/127.0.0.1".into(),
+                    subscribed_topic_names: vec!["a".into(), "b".into()],
+                    subscribed_topic_regex: Some("x.*".into()),
+                    rebalance_timeout_ms: 30_000,
+                    server_assignor: Some("uniform".into()),
+                }),
+            },
+            Entry::TargetMember {
+                group: "c".into(),
+                member: "m".into(),
+                partitions: Some(vec![(uuid::Uuid::from_u128(9), vec![0, 2])]),
+            },
+            Entry::CurrentAssignment {
+                group: "c".into(),
+                member: "m".into(),
+                value: Some(CurrentAssignmentValue {
+                    member_epoch: 7,
+                    previous_member_epoch: 6,
+                    state: 0,
+                    assigned: vec![(uuid::Uuid::from_u128(9), vec![0])],
+                    pending_revocation: vec![(uuid::Uuid::from_u128(9), vec![2])],
+                }),
+            },
+            Entry::CurrentAssignment { group: "c".into(), member: "m".into(), value: None },
         ];
         for entry in entries {
             let (key, value) = encode(&entry);
