@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{Broker, RawClient};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -35,16 +34,7 @@ fn create(
     configs: &[(&str, &str)],
     validate_only: bool,
 ) -> CreateTopicsResponse {
-    let topic = CreatableTopic::default()
-        .with_name(name(topic))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1)
-        .with_configs(
-            configs
-                .iter()
-                .map(|(k, v)| CreatableTopicConfig::default().with_name(s(k)).with_value(Some(s(v))))
-                .collect(),
-        );
+    let topic = common::creatable_topic(topic, partitions, configs);
     client.call(&CreateTopicsRequest::default().with_topics(vec![topic]).with_validate_only(validate_only), 7)
 }
 

@@ -52,10 +52,7 @@ fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceReques
 fn batch(count: i32, value_bytes: usize, producer: Option<(i64, i16, i32)>) -> Bytes {
     let mut bytes = skein_engine::batch::testing::batch(count, value_bytes).to_vec();
     if let Some((pid, epoch, seq)) = producer {
-        bytes[43..51].copy_from_slice(&pid.to_be_bytes());
-        bytes[51..53].copy_from_slice(&epoch.to_be_bytes());
-        bytes[53..57].copy_from_slice(&seq.to_be_bytes());
-        skein_engine::batch::testing::fix_crc(&mut bytes);
+        skein_engine::batch::testing::set_producer(&mut bytes, pid, epoch, seq);
     }
     Bytes::from(bytes)
 }

@@ -1,6 +1,7 @@
 //! The client generations users run, each against its own Skein: librdkafka 2.0
-//! (Debian's kcat), kafka-python 2.x and 3.x, aiokafka, kafkajs 2.x, franz-go, sarama,
-//! and the Java client 3.9 and 4.1. Each client runs the same scenario (admin calls,
+//! (Debian's kcat, and a C program on Debian's librdkafka-dev for the admin calls kcat
+//! lacks), kafka-python 2.x and 3.x, aiokafka, kafkajs 2.x, franz-go, sarama, and the
+//! Java client 3.9 and 4.1. Each client runs the same scenario (admin calls,
 //! an idempotent producer, offsets earliest/latest/by time, consuming from the
 //! beginning and from an offset, a 2-member group with commits) from
 //! `tests/clients/<client>/`, whose `setup.sh` installs it (`.ci/run` runs them all).
@@ -145,8 +146,21 @@ fn sarama() {
     scenario("sarama", Command::new(root().join("target/clients/sarama")));
 }
 
+// Debian's librdkafka 2.0 (librdkafka-dev) creates a topic with a config, describes
+// its configs, creates and deletes another (tests/clients/librdkafka/admin.c).
+#[test]
+fn librdkafka_2_0_admin() {
+    setup("librdkafka");
+    // cargo's library path would load the rdkafka crate's newer librdkafka instead.
+    let mut command = Command::new(root().join("target/clients/rdkafka-admin"));
+    command.env_remove("LD_LIBRARY_PATH");
+    scenario("librdkafka 2.0", command);
+}
+
 fn kcat(args: &[&str], input: Option<&str>) -> String {
     let mut command = Command::new("kcat");
+    // cargo's library path would load the rdkafka crate's newer librdkafka into kcat.
+    command.env_remove("LD_LIBRARY_PATH");
     command.args(args).stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
     let mut child = command
         .stdout(Stdio::piped())
@@ -179,6 +193,8 @@ fn kcat(args: &[&str], input: Option<&str>) -> String {
 fn kcat_librdkafka_2_0() {
     let (mut broker, _dir) = start();
     let b = broker.bootstrap();
+    let version = kcat(&["-V"], None);
+    assert!(version.contains("librdkafka 2.0."), "{version}");
     let topic = "kcat-t";
     create_topic(&broker, topic, 3);
     let t0 = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis().to_string();

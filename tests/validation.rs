@@ -9,7 +9,6 @@ mod common;
 
 use bytes::Bytes;
 use common::{Broker, RawClient};
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -32,16 +31,7 @@ fn now_ms() -> i64 {
 }
 
 fn create(client: &mut RawClient, name: &str, configs: &[(&str, &str)]) -> (i16, Option<String>) {
-    let topic = CreatableTopic::default()
-        .with_name(TopicName(s(name)))
-        .with_num_partitions(1)
-        .with_replication_factor(1)
-        .with_configs(
-            configs
-                .iter()
-                .map(|(k, v)| CreatableTopicConfig::default().with_name(s(k)).with_value(Some(s(v))))
-                .collect(),
-        );
+    let topic = common::creatable_topic(name, 1, configs);
     let response = client.call(&CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(5000), 7);
     let t = &response.topics[0];
     (t.error_code, t.error_message.as_ref().map(|m| m.to_string()))
@@ -143,9 +133,7 @@ fn bad_batches_are_refused_and_leave_the_log_untouched() {
     // A transactional batch (bit 4) without a transactional id.
     let mut transactional = batch(1, Some(b"k"), now, Compression::None);
     transactional[22] |= 0x10;
-    transactional[43..51].copy_from_slice(&1000i64.to_be_bytes());
-    transactional[53..57].copy_from_slice(&0i32.to_be_bytes());
-    fix_crc(&mut transactional);
+    skein_engine::batch::testing::set_producer(&mut transactional, 1000, 0, 0);
     assert_eq!(produce(&mut client, "plain", transactional, None).0, TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
 
     // Offset deltas that skip (the header's last offset delta agrees with the count).

@@ -411,6 +411,14 @@ pub mod testing {
     }
 
     /// Recomputes the CRC after a test edited covered bytes on purpose.
+    /// Makes a batch an idempotent producer's: id, epoch and base sequence, CRC fixed.
+    pub fn set_producer(bytes: &mut [u8], producer_id: i64, epoch: i16, base_sequence: i32) {
+        bytes[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
+        bytes[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&epoch.to_be_bytes());
+        bytes[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4].copy_from_slice(&base_sequence.to_be_bytes());
+        fix_crc(bytes);
+    }
+
     pub fn fix_crc(bytes: &mut [u8]) {
         let crc = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
         bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());

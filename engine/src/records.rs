@@ -139,27 +139,15 @@ impl<'a> Reader<'a> {
     /// Reads an unsigned LEB128 value of at most `max_bytes` bytes, like the
     /// loops in Kafka's `ByteUtils`, which reject longer encodings.
     pub(crate) fn unsigned_varint(&mut self, max_bytes: u32) -> Result<u64, RecordsError> {
-        let mut value = 0u64;
-        for i in 0..max_bytes {
-            let b = self.u8()?;
-            // Bits pushed past 64 are dropped, matching Java's silent overflow.
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(RecordsError::Malformed("varint is too long"))
+        unsigned_varint(max_bytes, || self.u8())
     }
 
     pub(crate) fn varint(&mut self) -> Result<i32, RecordsError> {
-        // Truncation to 32 bits is deliberate: it is what Java's int math does.
-        let raw = self.unsigned_varint(5)? as u32;
-        Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+        self.unsigned_varint(5).map(zigzag32)
     }
 
     pub(crate) fn varlong(&mut self) -> Result<i64, RecordsError> {
-        let raw = self.unsigned_varint(10)?;
-        Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+        self.unsigned_varint(10).map(zigzag64)
     }
 
     /// Reads a varint length where -1 means null and other negatives are invalid.
@@ -169,6 +157,36 @@ impl<'a> Reader<'a> {
             n => Ok(Some(data.slice(self.skip(non_negative(n, "negative length")?)?))),
         }
     }
+}
+
+/// Reads an unsigned LEB128 value of at most `max_bytes` bytes from `next`, like the
+/// loops in Kafka's `ByteUtils`, which reject longer encodings.
+pub(crate) fn unsigned_varint(
+    max_bytes: u32,
+    mut next: impl FnMut() -> Result<u8, RecordsError>,
+) -> Result<u64, RecordsError> {
+    let mut value = 0u64;
+    for i in 0..max_bytes {
+        let b = next()?;
+        // Bits pushed past 64 are dropped, matching Java's silent overflow.
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(RecordsError::Malformed("varint is too long"))
+}
+
+/// Zigzag-decodes a varint; truncation to 32 bits is deliberate: it is what Java's int
+/// math does.
+pub(crate) fn zigzag32(raw: u64) -> i32 {
+    let raw = raw as u32;
+    ((raw >> 1) as i32) ^ -((raw & 1) as i32)
+}
+
+/// Zigzag-decodes a varlong.
+pub(crate) fn zigzag64(raw: u64) -> i64 {
+    ((raw >> 1) as i64) ^ -((raw & 1) as i64)
 }
 
 /// Converts a length or count field, where negatives (other than a null

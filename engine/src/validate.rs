@@ -16,7 +16,7 @@
 use crate::batch::Batch;
 use std::io::Read;
 
-use crate::records::{decompress, Compression, Reader, RecordsError, HEADER_LEN};
+use crate::records::{decompress, unsigned_varint, zigzag32, zigzag64, Compression, Reader, RecordsError, HEADER_LEN};
 
 /// What the topic asks of each record.
 #[derive(Debug, Clone, Copy)]
@@ -80,26 +80,12 @@ trait Source {
     /// Bytes consumed so far.
     fn position(&self) -> usize;
 
-    fn unsigned_varint(&mut self, max_bytes: u32) -> Result<u64, RecordsError> {
-        let mut value = 0u64;
-        for i in 0..max_bytes {
-            let b = self.u8()?;
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(RecordsError::Malformed("varint is too long"))
-    }
-
     fn varint(&mut self) -> Result<i32, RecordsError> {
-        let raw = self.unsigned_varint(5)? as u32;
-        Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+        unsigned_varint(5, || self.u8()).map(zigzag32)
     }
 
     fn varlong(&mut self) -> Result<i64, RecordsError> {
-        let raw = self.unsigned_varint(10)?;
-        Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+        unsigned_varint(10, || self.u8()).map(zigzag64)
     }
 
     /// Skips a varint-length-prefixed nullable field; whether it was present.

@@ -202,6 +202,26 @@ pub fn create_topic(broker: &Broker, topic: &str, partitions: i32) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A CreateTopics entry: `partitions` partitions, replication factor 1, `configs`.
+pub fn creatable_topic(
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> kafka_protocol::messages::create_topics_request::CreatableTopic {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let s = |text: &str| StrBytes::from_string(text.to_string());
+    CreatableTopic::default()
+        .with_name(kafka_protocol::messages::TopicName(s(name)))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1)
+        .with_configs(
+            configs
+                .iter()
+                .map(|(k, v)| CreatableTopicConfig::default().with_name(s(k)).with_value(Some(s(v))))
+                .collect(),
+        )
+}
+
 /// A raw Kafka connection: encodes requests with the protocol crate, reads frames.
 pub struct RawClient {
     pub stream: TcpStream,

@@ -209,6 +209,26 @@ fn get_nullable(buf: &mut Bytes) -> Option<Option<String>> {
     get_string(buf).map(Some)
 }
 
+/// The key of a KIP-848 record: its type, the group, and the member where it has one.
+fn consumer_key(kind: i16, group: &str, member: Option<&str>) -> Bytes {
+    let mut key = BytesMut::new();
+    key.put_i16(kind);
+    put_string(&mut key, group);
+    if let Some(member) = member {
+        put_string(&mut key, member);
+    }
+    key.freeze()
+}
+
+/// A KIP-848 record value: version 0, the fields, an empty tagged-field section.
+fn flexible_value(fields: impl FnOnce(&mut BytesMut)) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_i16(0);
+    fields(&mut out);
+    flexible::put_no_tags(&mut out);
+    out.freeze()
+}
+
 /// Encodes an entry as (key, value) record bytes.
 pub fn encode(entry: &Entry) -> (Bytes, Option<Bytes>) {
     let mut key = BytesMut::new();
@@ -230,81 +250,44 @@ pub fn encode(entry: &Entry) -> (Bytes, Option<Bytes>) {
             (key.freeze(), value)
         }
         Entry::ConsumerGroup { group, epoch } => {
-            key.put_i16(3);
-            put_string(&mut key, group);
-            let value = epoch.map(|epoch| {
-                let mut out = BytesMut::new();
-                out.put_i16(0);
-                out.put_i32(epoch);
-                flexible::put_no_tags(&mut out);
-                out.freeze()
-            });
-            (key.freeze(), value)
-        }
-        Entry::ConsumerMember { group, member, value } => {
-            key.put_i16(5);
-            put_string(&mut key, group);
-            put_string(&mut key, member);
-            let value = value.as_ref().map(|v| {
-                let mut out = BytesMut::new();
-                out.put_i16(0);
-                flexible::put_nullable_string(&mut out, v.instance_id.as_deref());
-                flexible::put_nullable_string(&mut out, v.rack_id.as_deref());
-                flexible::put_string(&mut out, &v.client_id);
-                flexible::put_string(&mut out, &v.client_host);
-                flexible::put_len(&mut out, v.subscribed_topic_names.len());
-                for name in &v.subscribed_topic_names {
-                    flexible::put_string(&mut out, name);
-                }
-                flexible::put_nullable_string(&mut out, v.subscribed_topic_regex.as_deref());
-                out.put_i32(v.rebalance_timeout_ms);
-                flexible::put_nullable_string(&mut out, v.server_assignor.as_deref());
-                flexible::put_no_tags(&mut out);
-                out.freeze()
-            });
-            (key.freeze(), value)
+            (consumer_key(3, group, None), epoch.map(|epoch| flexible_value(|out| out.put_i32(epoch))))
         }
         Entry::TargetAssignment { group, epoch } => {
-            key.put_i16(6);
-            put_string(&mut key, group);
-            let value = epoch.map(|epoch| {
-                let mut out = BytesMut::new();
-                out.put_i16(0);
-                out.put_i32(epoch);
-                flexible::put_no_tags(&mut out);
-                out.freeze()
+            (consumer_key(6, group, None), epoch.map(|epoch| flexible_value(|out| out.put_i32(epoch))))
+        }
+        Entry::ConsumerMember { group, member, value } => {
+            let value = value.as_ref().map(|v| {
+                flexible_value(|out| {
+                    flexible::put_nullable_string(out, v.instance_id.as_deref());
+                    flexible::put_nullable_string(out, v.rack_id.as_deref());
+                    flexible::put_string(out, &v.client_id);
+                    flexible::put_string(out, &v.client_host);
+                    flexible::put_len(out, v.subscribed_topic_names.len());
+                    for name in &v.subscribed_topic_names {
+                        flexible::put_string(out, name);
+                    }
+                    flexible::put_nullable_string(out, v.subscribed_topic_regex.as_deref());
+                    out.put_i32(v.rebalance_timeout_ms);
+                    flexible::put_nullable_string(out, v.server_assignor.as_deref());
+                })
             });
-            (key.freeze(), value)
+            (consumer_key(5, group, Some(member)), value)
         }
         Entry::TargetMember { group, member, partitions } => {
-            key.put_i16(7);
-            put_string(&mut key, group);
-            put_string(&mut key, member);
-            let value = partitions.as_ref().map(|partitions| {
-                let mut out = BytesMut::new();
-                out.put_i16(0);
-                flexible::put_topic_partitions(&mut out, partitions);
-                flexible::put_no_tags(&mut out);
-                out.freeze()
-            });
-            (key.freeze(), value)
+            let value = partitions.as_ref().map(|p| flexible_value(|out| flexible::put_topic_partitions(out, p)));
+            (consumer_key(7, group, Some(member)), value)
         }
         Entry::CurrentAssignment { group, member, value } => {
-            key.put_i16(8);
-            put_string(&mut key, group);
-            put_string(&mut key, member);
             let value = value.as_ref().map(|v| {
-                let mut out = BytesMut::new();
-                out.put_i16(0);
-                out.put_i32(v.member_epoch);
-                out.put_i32(v.previous_member_epoch);
-                out.put_i8(v.state);
-                flexible::put_topic_partitions(&mut out, &v.assigned);
-                flexible::put_topic_partitions(&mut out, &v.pending_revocation);
-                flexible::put_no_tags(&mut out);
-                out.freeze()
+                flexible_value(|out| {
+                    out.put_i32(v.member_epoch);
+                    out.put_i32(v.previous_member_epoch);
+                    out.put_i8(v.state);
+                    flexible::put_topic_partitions(out, &v.assigned);
+                    flexible::put_topic_partitions(out, &v.pending_revocation);
+                })
             });
-            (key.freeze(), value)
+            (consumer_key(8, group, Some(member)), value)
         }
         Entry::Group { group, value } => {
             key.put_i16(2);
