@@ -126,6 +126,9 @@ fn topic_configs(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String,
         .collect()
 }
 
+const GROUP_DELAY: &str = "How long a new classic group waits for more members before its first rebalance.";
+const KIP_848: &str = "A setting of consumer-protocol (KIP-848) groups.";
+
 /// The node's settings under Kafka's broker config names, and the broker-level topic
 /// defaults (`log.retention.ms`, ...). None can be changed without a restart here, so
 /// all are read-only.
@@ -141,62 +144,39 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
         synonyms: vec![(name.to_string(), value, ConfigSource::StaticBroker)],
     };
     let listener = format!("PLAINTEXT://{}:{}", settings.advertised_host, settings.advertised_port);
-    let mut out = vec![
-        node("node.id", settings.node_id.to_string(), ConfigType::Int, "This node's id (--node-id)."),
-        node("broker.id", settings.node_id.to_string(), ConfigType::Int, "The node id, under its pre-KRaft name."),
-        node("advertised.listeners", listener.clone(), ConfigType::List, "The address given to clients."),
-        node("listeners", listener, ConfigType::List, "The Kafka listener (--listener)."),
-        node("process.roles", "broker,controller".into(), ConfigType::List, "One process is broker and controller."),
-        node(
-            "auto.create.topics.enable",
-            settings.auto_create_topics.to_string(),
-            ConfigType::Boolean,
-            "Whether Metadata and Produce create unknown topics.",
-        ),
-        node(
-            "num.partitions",
-            settings.num_partitions.to_string(),
-            ConfigType::Int,
-            "Partitions of auto-created topics.",
-        ),
-        node(
-            "socket.request.max.bytes",
-            settings.socket_request_max_bytes.to_string(),
-            ConfigType::Int,
-            "The largest request frame accepted.",
-        ),
-        node("log.dirs", settings.data_dir.display().to_string(), ConfigType::List, "The data directory."),
-        node(
+    let nodes = [
+        ("node.id", settings.node_id.to_string(), ConfigType::Int, "This node's id."),
+        ("broker.id", settings.node_id.to_string(), ConfigType::Int, "The node id, under its pre-KRaft name."),
+        ("advertised.listeners", listener.clone(), ConfigType::List, "The address given to clients."),
+        ("listeners", listener, ConfigType::List, "The Kafka listener."),
+        ("process.roles", "broker,controller".into(), ConfigType::List, "One process is broker and controller."),
+        ("auto.create.topics.enable", settings.auto_create_topics.to_string(), ConfigType::Boolean, "Auto-creation."),
+        ("num.partitions", settings.num_partitions.to_string(), ConfigType::Int, "Partitions of new topics."),
+        ("socket.request.max.bytes", settings.socket_request_max_bytes.to_string(), ConfigType::Int, "Largest frame."),
+        ("log.dirs", settings.data_dir.display().to_string(), ConfigType::List, "The data directory."),
+        (
             "group.initial.rebalance.delay.ms",
             settings.group_initial_rebalance_delay_ms.to_string(),
             ConfigType::Int,
-            "How long a new classic group waits for more members before its first rebalance.",
+            GROUP_DELAY,
         ),
-        node(
+        (
             "group.consumer.heartbeat.interval.ms",
             settings.group_consumer_heartbeat_interval_ms.to_string(),
             ConfigType::Int,
-            "The heartbeat interval of consumer-protocol (KIP-848) members.",
+            KIP_848,
         ),
-        node(
+        (
             "group.consumer.session.timeout.ms",
             settings.group_consumer_session_timeout_ms.to_string(),
             ConfigType::Int,
-            "The session timeout of consumer-protocol (KIP-848) members.",
+            KIP_848,
         ),
-        node(
-            "group.max.size",
-            settings.group_max_size.to_string(),
-            ConfigType::Int,
-            "Members a classic group may have.",
-        ),
-        node(
-            "offsets.retention.minutes",
-            settings.offsets_retention_minutes.to_string(),
-            ConfigType::Int,
-            "How long the offsets of an empty group are kept.",
-        ),
+        ("group.consumer.max.size", settings.group_consumer_max_size.to_string(), ConfigType::Int, KIP_848),
+        ("group.max.size", settings.group_max_size.to_string(), ConfigType::Int, "Members of a classic group."),
+        ("offsets.retention.minutes", settings.offsets_retention_minutes.to_string(), ConfigType::Int, "Offsets kept."),
     ];
+    let mut out: Vec<Entry> = nodes.into_iter().map(|(name, value, kind, doc)| node(name, value, kind, doc)).collect();
     for def in TOPIC_CONFIGS {
         let Some(name) = def.broker_name else { continue };
         let (value, source) = broker_value(def, &settings.topic_defaults);
