@@ -97,6 +97,21 @@ const checkAllRecords = (records, what) => {
   }
 }
 
+// Starts a group-of-its-own consumer on `topic` (from the beginning, or from the end)
+// that pushes each record it receives onto `got` as {partition, offset, key, value}.
+const collectingConsumer = async (groupId, fromBeginning, got) => {
+  const consumer = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 })
+  await withTimeout(consumer.connect(), STEP_TIMEOUT_MS, 'consumer.connect')
+  await withTimeout(consumer.subscribe({ topic, fromBeginning }), STEP_TIMEOUT_MS, 'consumer.subscribe')
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition, message }) => {
+      got.push({ partition, offset: Number(message.offset), key: message.key.toString(), value: message.value.toString() })
+    },
+  })
+  return consumer
+}
+
 const disconnectQuietly = async (c) => {
   try {
     await withTimeout(c.disconnect(), 15000, 'disconnect')
@@ -216,15 +231,7 @@ async function main() {
   setStep('consume from beginning')
   {
     const got = []
-    const consumer = kafka.consumer({ groupId: `${prefix}-all`, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 })
-    await withTimeout(consumer.connect(), STEP_TIMEOUT_MS, 'consumer.connect')
-    await withTimeout(consumer.subscribe({ topic, fromBeginning: true }), STEP_TIMEOUT_MS, 'consumer.subscribe')
-    await consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ partition, message }) => {
-        got.push({ partition, offset: Number(message.offset), key: message.key.toString(), value: message.value.toString() })
-      },
-    })
+    const consumer = await collectingConsumer(`${prefix}-all`, true, got)
     await waitFor(() => got.length >= N, STEP_TIMEOUT_MS, `consuming ${N} records (got ${got.length})`)
     await sleep(1000) // anything beyond the 100 records would show up here
     await disconnectQuietly(consumer)
@@ -238,16 +245,8 @@ async function main() {
     assert(p !== undefined, `no partition has >= 2 records: ${JSON.stringify(offsets)}`)
     const want = high.get(p) - 1
     const got = []
-    const consumer = kafka.consumer({ groupId: `${prefix}-seek`, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 })
-    await withTimeout(consumer.connect(), STEP_TIMEOUT_MS, 'consumer.connect')
     // Not fromBeginning: the other partitions start at the end and give nothing.
-    await withTimeout(consumer.subscribe({ topic, fromBeginning: false }), STEP_TIMEOUT_MS, 'consumer.subscribe')
-    await consumer.run({
-      autoCommit: false,
-      eachMessage: async ({ partition, message }) => {
-        got.push({ partition, offset: Number(message.offset), key: message.key.toString(), value: message.value.toString() })
-      },
-    })
+    const consumer = await collectingConsumer(`${prefix}-seek`, false, got)
     consumer.seek({ topic, partition: p, offset: String(want) })
     await waitFor(() => got.length >= 1, STEP_TIMEOUT_MS, `consuming from offset ${want} of partition ${p}`)
     await sleep(1000)

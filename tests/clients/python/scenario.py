@@ -11,89 +11,58 @@ Runs, and checks with assertions:
   e. a two-member consumer group <prefix>-g, synchronous commits, committed
      offsets read back, clean close.
 
-Prints `OK kafka-python <version>` and exits 0 when every check holds; otherwise
-prints each failed step with its traceback to stderr and exits 1. A watchdog
-bounds the run (SCENARIO_TIMEOUT_S, default 120 s) and exits 3 with the stacks
-of all threads if it fires.
+Prints `OK kafka-python <version>` and exits 0 when every check holds; otherwise a FAIL
+report and exit 1 (3 if the SCENARIO_TIMEOUT_S watchdog fires): see common.py,
+which holds what this script shares with aiokafka_scenario.py.
 """
 
-import faulthandler
 import os
 import sys
 import threading
 import time
 import traceback
 
-import kafka
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import kafka  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient  # noqa: E402
+
+import common  # noqa: E402
+from common import N, PARTITIONS, REQUEST_TIMEOUT_MS, log  # noqa: E402
 
 CLIENT = "kafka-python"
 VERSION = kafka.__version__
 MAJOR = int(VERSION.split(".")[0])
-TIMEOUT_S = float(os.environ.get("SCENARIO_TIMEOUT_S", "120"))
-N = 100
-PARTITIONS = 3
-REQUEST_TIMEOUT_MS = 10000
-
-
-def log(msg):
-    print("[%s %s %.1fs] %s" % (CLIENT, VERSION, time.monotonic() - START, msg), file=sys.stderr, flush=True)
 
 
 def wait_until(what, cond, timeout_s=10.0, interval_s=0.2):
     """Polls cond() until it returns a truthy value; raises AssertionError after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while True:
-        try:
-            last = cond()
-            if last:
-                return last
-        except Exception as e:  # keep the last error for the message
-            last = e
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.0fs waiting for %s (last: %r)" % (timeout_s, what, last))
+    deadline = common.Deadline(what, timeout_s)
+    while not deadline.settled(common.attempt(cond)):
         time.sleep(interval_s)
+    return deadline.last
 
 
-class Scenario:
-    def __init__(self, bootstrap, prefix):
-        self.bootstrap = bootstrap
-        self.prefix = prefix
-        self.topic = prefix + "-t"
-        self.tmp_topic = prefix + "-tmp"
-        self.group = prefix + "-g"
-        self.tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
-        self.admin = None
-        self.meta = None
-        self.produced = {}  # key -> (partition, offset)
-        self.t0 = None
-        self.earliest = None
-        self.latest = None
+def poll(consumer, timeout_ms):
+    return [r for records in consumer.poll(timeout_ms=timeout_ms).values() for r in records]
 
-    def common(self, **extra):
-        cfg = dict(
-            bootstrap_servers=self.bootstrap,
-            client_id="%s-%s" % (self.prefix, extra.pop("client_suffix", "c")),
-            request_timeout_ms=REQUEST_TIMEOUT_MS,
-        )
-        cfg.update(extra)
-        return cfg
+
+def drain(consumer, want, timeout_s):
+    """Polls until want records came or timeout_s passed, then once more for 1 s."""
+    got = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        got.extend(poll(consumer, 500))
+    got.extend(poll(consumer, 1000))  # nothing more may come
+    return got
+
+
+class Scenario(common.BaseScenario):
+    TopicPartition = TopicPartition
 
     def consumer(self, suffix, **extra):
-        cfg = self.common(
-            client_suffix=suffix,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=200,
-            # request_timeout_ms must exceed session_timeout_ms in kafka-python 2.x
-            session_timeout_ms=6000,
-            heartbeat_interval_ms=1000,
-            request_timeout_ms=REQUEST_TIMEOUT_MS,
-        )
-        cfg.update(extra)
-        return KafkaConsumer(**cfg)
+        return KafkaConsumer(**self.consumer_config(suffix, **extra))
 
     # a. admin ---------------------------------------------------------------
 
@@ -116,8 +85,8 @@ class Scenario:
         assert errors == [(name, 0)], "CreateTopics %s: unexpected result %r" % (name, result)
 
     def step_admin_create(self):
-        self.admin = KafkaAdminClient(**self.common(client_suffix="admin"))
-        self.meta = KafkaConsumer(**self.common(client_suffix="meta"))  # a plain Metadata view, no group
+        self.admin = KafkaAdminClient(**self.common("admin"))
+        self.meta = KafkaConsumer(**self.common("meta"))  # a plain Metadata view, no group
         self.create_topic(self.topic, PARTITIONS)
         wait_until(
             "%s with %d partitions in metadata" % (self.topic, PARTITIONS),
@@ -125,8 +94,7 @@ class Scenario:
         )
 
     def step_admin_list(self):
-        topics = self.list_topics()
-        assert self.topic in topics, "admin list_topics(): %s missing from %r" % (self.topic, topics)
+        self.check_listed(self.list_topics())
 
     def step_admin_delete(self):
         self.create_topic(self.tmp_topic, 1)
@@ -158,13 +126,7 @@ class Scenario:
         return configs
 
     def step_admin_configs(self):
-        configs = self.describe_topic_configs()
-        assert configs.get("cleanup.policy") == "delete", "cleanup.policy: %r (configs %r)" % (
-            configs.get("cleanup.policy"),
-            configs,
-        )
-        assert "retention.ms" in configs, "retention.ms missing from %r" % configs
-        assert int(configs["retention.ms"]) != 0, "retention.ms: %r" % configs["retention.ms"]
+        self.check_topic_configs(self.describe_topic_configs())
 
     # b. produce ---------------------------------------------------------------
 
@@ -173,20 +135,12 @@ class Scenario:
         idempotent = "enable_idempotence" in KafkaProducer.DEFAULT_CONFIG
         if idempotent:
             extra["enable_idempotence"] = True
-        producer = KafkaProducer(
-            **self.common(client_suffix="producer", acks="all", linger_ms=5, max_block_ms=15000, **extra)
-        )
+        producer = KafkaProducer(**self.common("producer", acks="all", linger_ms=5, max_block_ms=15000, **extra))
         try:
-            self.t0 = int(time.time() * 1000)
-            futures = [
-                (i, producer.send(self.topic, key=b"k%d" % i, value=b"v%d" % i)) for i in range(N)
-            ]
+            futures = [producer.send(self.topic, key=k, value=v) for k, v in self.start_producing()]
             producer.flush(timeout=30)
-            for i, future in futures:
-                md = future.get(timeout=10)  # raises the send's error, if any
-                assert md.topic == self.topic and 0 <= md.partition < PARTITIONS, "record %d: metadata %r" % (i, md)
-                assert md.offset >= 0, "record %d: offset %r" % (i, md.offset)
-                self.produced["k%d" % i] = (md.partition, md.offset)
+            for i, future in enumerate(futures):
+                self.record_sent(i, future.get(timeout=10))  # raises the send's error, if any
             if idempotent:
                 pid = producer._transaction_manager.producer_id_and_epoch
                 valid = pid.is_valid() if callable(pid.is_valid) else pid.is_valid
@@ -194,12 +148,7 @@ class Scenario:
                 log("idempotent producer id %d epoch %d" % (pid.producer_id, pid.epoch))
         finally:
             producer.close(timeout=10)
-        by_partition = {}
-        for partition, offset in self.produced.values():
-            by_partition.setdefault(partition, []).append(offset)
-        for partition, offsets in by_partition.items():
-            assert sorted(offsets) == list(range(len(offsets))), "partition %d offsets %r" % (partition, sorted(offsets))
-        log("produced: %r" % {p: len(o) for p, o in sorted(by_partition.items())})
+        self.check_produced()
 
     # c. list offsets ------------------------------------------------------------
 
@@ -211,67 +160,23 @@ class Scenario:
             by_time = consumer.offsets_for_times({tp: self.t0 for tp in self.tps})
         finally:
             consumer.close(autocommit=False)
-        log("earliest %r latest %r" % ({tp.partition: o for tp, o in self.earliest.items()},
-                                      {tp.partition: o for tp, o in self.latest.items()}))
-        for tp in self.tps:
-            count = sum(1 for p, _ in self.produced.values() if p == tp.partition)
-            assert self.earliest[tp] == 0, "%s earliest %r" % (tp, self.earliest[tp])
-            assert self.latest[tp] == count, "%s latest %r, produced %d" % (tp, self.latest[tp], count)
-        total = sum(self.latest[tp] - self.earliest[tp] for tp in self.tps)
-        assert total == N, "sum(latest - earliest) = %d" % total
-        for tp in self.tps:
-            found = by_time[tp]
-            if self.latest[tp] == self.earliest[tp]:
-                assert found is None, "%s is empty, offsets_for_times gave %r" % (tp, found)
-            else:
-                assert found is not None, "%s offsets_for_times(T0) gave None" % tp
-                assert found.offset == self.earliest[tp], "%s offsets_for_times(T0) = %r, earliest %d" % (
-                    tp, found, self.earliest[tp])
-                assert found.timestamp >= self.t0, "%s timestamp %d < T0 %d" % (tp, found.timestamp, self.t0)
+        self.check_offsets(by_time)
 
     # d. consume ------------------------------------------------------------------
-
-    def check_record(self, r):
-        key = r.key.decode()
-        assert r.value == b"v" + r.key[1:], "record %s/%d: key %r value %r" % (r.topic, r.offset, r.key, r.value)
-        assert self.produced.get(key) == (r.partition, r.offset), "record %r at %d/%d, produced at %r" % (
-            key, r.partition, r.offset, self.produced.get(key))
-        assert r.timestamp >= self.t0, "record %r timestamp %d < T0 %d" % (key, r.timestamp, self.t0)
-        return key
 
     def step_consume(self):
         consumer = self.consumer("assign")
         try:
             consumer.assign(self.tps)
             consumer.seek_to_beginning(*self.tps)
-            keys = []
-            deadline = time.monotonic() + 20
-            while len(keys) < N and time.monotonic() < deadline:
-                for records in consumer.poll(timeout_ms=500).values():
-                    keys.extend(self.check_record(r) for r in records)
-            # nothing more may come
-            for records in consumer.poll(timeout_ms=1000).values():
-                keys.extend(self.check_record(r) for r in records)
-            assert len(keys) == N and set(keys) == set(self.produced), (
-                "assigned consumer got %d records, %d distinct keys" % (len(keys), len(set(keys))))
+            self.check_consumed_all([self.check_record(r) for r in drain(consumer, N, 20)])
 
-            # seek to latest-1 of a partition with at least two records
-            tp = next(tp for tp in self.tps if self.latest[tp] - self.earliest[tp] >= 2)
+            tp, offset = self.seek_target()
             consumer.assign([tp])
-            consumer.seek(tp, self.latest[tp] - 1)
-            got = []
-            deadline = time.monotonic() + 10
-            while not got and time.monotonic() < deadline:
-                for records in consumer.poll(timeout_ms=500).values():
-                    got.extend(records)
-            for records in consumer.poll(timeout_ms=1000).values():
-                got.extend(records)
-            assert len(got) == 1, "after seek(%s, %d): %d records %r" % (
-                tp, self.latest[tp] - 1, len(got), [(r.partition, r.offset) for r in got])
-            r = got[0]
-            assert (r.partition, r.offset) == (tp.partition, self.latest[tp] - 1), "after seek: %r" % (r,)
-            self.check_record(r)
-            assert consumer.position(tp) == self.latest[tp], "position %r after the last record" % consumer.position(tp)
+            consumer.seek(tp, offset)
+            got = drain(consumer, 1, 10)
+            self.check_after_seek(tp, got)
+            self.check_position(tp, consumer.position(tp))
         finally:
             consumer.close(autocommit=False)
 
@@ -285,17 +190,12 @@ class Scenario:
         stop = threading.Event()
         lock = threading.Lock()
 
-        def total():
-            with lock:
-                return sum(len(g) for g in got)
-
         def run(i):
             c = members[i]
             try:
                 c.subscribe([self.topic])
                 while not stop.is_set():
-                    batch = c.poll(timeout_ms=300)
-                    keys = [self.check_record(r) for records in batch.values() for r in records]
+                    keys = [self.check_record(r) for r in poll(c, 300)]
                     with lock:
                         got[i].extend(keys)
                         assignments[i] = {tp.partition for tp in c.assignment()}
@@ -318,12 +218,10 @@ class Scenario:
                 if errors:
                     return True
                 with lock:
-                    a0, a1 = assignments
-                    split = a0 and a1 and not (a0 & a1) and (a0 | a1) == set(range(PARTITIONS))
-                    return split and sum(len(g) for g in got) >= N
+                    return self.group_split(assignments, got)
 
             try:
-                wait_until("two members splitting %d partitions and %d records" % (PARTITIONS, N), done, timeout_s=45)
+                wait_until(self.group_waited_for(), done, timeout_s=45)
                 time.sleep(1)  # let duplicates, if any, show up
             finally:
                 stop.set()
@@ -333,30 +231,19 @@ class Scenario:
             if errors:
                 i, e, tb = errors[0]
                 raise AssertionError("group member %d failed: %r\n%s" % (i, e, tb))
-            log("member assignments %r, records %r" % (assignments, [len(g) for g in got]))
-            a0, a1 = assignments
-            assert a0 and a1, "both members need partitions: %r" % assignments
-            assert not (a0 & a1) and (a0 | a1) == set(range(PARTITIONS)), "assignments %r" % assignments
-            all_keys = got[0] + got[1]
-            assert len(all_keys) == N and set(all_keys) == set(self.produced), (
-                "group consumed %d records, %d distinct keys (%d, %d per member)" % (
-                    len(all_keys), len(set(all_keys)), len(got[0]), len(got[1])))
+            self.check_group(assignments, got)
 
             # committed offsets, as a member sees them
             for tp in self.tps:
                 committed = members[0].committed(tp)
                 if committed is not None and not isinstance(committed, int):
                     committed = committed.offset
-                assert committed == self.latest[tp], "committed(%s) = %r, latest %d" % (tp, committed, self.latest[tp])
+                self.check_committed(tp, committed)
             # and as the admin client sees them
             if MAJOR >= 3:
-                offsets = self.admin.list_group_offsets(self.group)[self.group]
+                self.check_group_offsets(self.admin.list_group_offsets(self.group)[self.group])
             else:
-                offsets = self.admin.list_consumer_group_offsets(self.group)
-            offsets = {tp: om.offset for tp, om in offsets.items() if tp.topic == self.topic}
-            assert offsets == {tp: self.latest[tp] for tp in self.tps}, "group offsets %r, latest %r" % (
-                offsets, self.latest)
-            assert sum(offsets.values()) == N
+                self.check_group_offsets(self.admin.list_consumer_group_offsets(self.group))
         finally:
             for c in members:
                 c.close(autocommit=False)
@@ -372,61 +259,18 @@ class Scenario:
     # -------------------------------------------------------------------------
 
     def run(self):
-        steps = [
-            ("admin: create topic", self.step_admin_create, []),
-            ("admin: list topics", self.step_admin_list, ["admin: create topic"]),
-            ("admin: create and delete topic", self.step_admin_delete, ["admin: create topic"]),
-            ("admin: describe configs", self.step_admin_configs, ["admin: create topic"]),
-            ("produce", self.step_produce, ["admin: create topic"]),
-            ("list offsets", self.step_list_offsets, ["produce"]),
-            ("consume (assign, seek)", self.step_consume, ["list offsets"]),
-            ("consumer group", self.step_group, ["list offsets"]),
-        ]
-        passed, failed = set(), []
-        for name, step, needs in steps:
-            missing = [n for n in needs if n not in passed]
-            if missing:
-                failed.append((name, "skipped: needs %s" % ", ".join(missing)))
-                continue
-            log("step: " + name)
-            try:
+        steps = common.StepRunner(self)
+        for step, guard in steps:
+            with guard:
                 step()
-                passed.add(name)
-            except Exception as e:
-                failed.append((name, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
-                log("FAILED: %s: %s: %s" % (name, type(e).__name__, e))
         for client in (self.admin, self.meta):
             if client is not None:
                 try:
                     client.close()
                 except Exception:
                     pass
-        return failed
+        return steps.failed
 
 
-def watchdog():
-    time.sleep(TIMEOUT_S)
-    print("FAIL %s %s: timed out after %.0fs; stacks:" % (CLIENT, VERSION, TIMEOUT_S), file=sys.stderr, flush=True)
-    faulthandler.dump_traceback(all_threads=True)
-    os._exit(3)
-
-
-def main():
-    if len(sys.argv) != 3:
-        print("usage: scenario.py <bootstrap host:port> <unique prefix>", file=sys.stderr)
-        return 2
-    threading.Thread(target=watchdog, name="watchdog", daemon=True).start()
-    failed = Scenario(sys.argv[1], sys.argv[2]).run()
-    if failed:
-        print("FAIL %s %s: %d step(s) failed" % (CLIENT, VERSION, len(failed)), file=sys.stderr)
-        for name, why in failed:
-            print("--- %s: %s" % (name, why), file=sys.stderr)
-        sys.stderr.flush()
-        os._exit(1)  # do not wait on client threads
-    print("OK %s %s" % (CLIENT, VERSION), flush=True)
-    os._exit(0)
-
-
-START = time.monotonic()
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.main(CLIENT, VERSION, "scenario.py", lambda bootstrap, prefix: Scenario(bootstrap, prefix).run()))

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -84,22 +83,16 @@ func consume(cl *kgo.Client, want int, what string) []scen.Record {
 }
 
 type member struct {
-	name     string
-	cl       *kgo.Client
-	mu       sync.Mutex
-	got      []scen.Record
-	last     map[int32]int64 // partition -> last offset consumed
-	assigned []int32
-	assigns  int // OnPartitionsAssigned calls
-	revokes  int // OnPartitionsRevoked/Lost calls before close
-	closing  bool
+	scen.Member
+	cl      *kgo.Client
+	assigns int // OnPartitionsAssigned calls
+	revokes int // OnPartitionsRevoked/Lost calls before close
+	closing bool
 }
 
 func main() {
 	s = scen.Start("franz-go")
-	topic := s.Prefix + "-t"
-	tmpTopic := s.Prefix + "-tmp"
-	group := s.Prefix + "-g"
+	topic, tmpTopic, group := s.Topic, s.TmpTopic, s.Group
 
 	acl := newClient()
 	adm := kadm.NewClient(acl)
@@ -223,29 +216,26 @@ func main() {
 	s.CheckAll(got, "consume from start")
 
 	s.Step("consume from offset")
-	p := int32(-1)
-	for _, q := range scen.SortedPartitions(high) {
-		if high[q]-low[q] >= 2 {
-			p = q
-			break
-		}
-	}
-	s.Assert(p >= 0, "no partition has >= 2 records: start %v end %v", low, high)
+	p := s.SeekPartition(low, high, "start", "end")
 	want := high[p] - 1
 	ocl := newClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(want)}}),
 		kgo.FetchMaxWait(500*time.Millisecond))
 	got = consume(ocl, 1, "consume from offset")
 	ocl.Close()
-	s.Assert(len(got) == 1, "consume from %s/%d@%d: got %d records %v, want 1", topic, p, want, len(got), got)
-	s.Assert(got[0].Partition == p && got[0].Offset == want, "consume from offset: got %+v, want %s/%d@%d", got[0], topic, p, want)
-	s.Assert(got[0].Matches(), "consume from offset: bad record %+v", got[0])
+	s.CheckFromOffset(got, topic, p, want)
 
 	// e. A 2-member consumer group, explicit commits
 	s.Step("consumer group")
-	members := []*member{{name: "member0"}, {name: "member1"}}
+	members := []*member{{Member: scen.NewMember("member0")}, {Member: scen.NewMember("member1")}}
 	for _, m := range members {
 		m := m
-		m.last = map[int32]int64{}
+		revoked := func(_ context.Context, _ *kgo.Client, r map[string][]int32) {
+			m.Mu.Lock()
+			defer m.Mu.Unlock()
+			if !m.closing && len(r[topic]) > 0 {
+				m.revokes++
+			}
+		}
 		m.cl = newClient(
 			kgo.ConsumerGroup(group),
 			kgo.ConsumeTopics(topic),
@@ -256,97 +246,48 @@ func main() {
 			kgo.HeartbeatInterval(500*time.Millisecond),
 			kgo.FetchMaxWait(500*time.Millisecond),
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
-				m.mu.Lock()
-				defer m.mu.Unlock()
+				m.Mu.Lock()
+				defer m.Mu.Unlock()
 				m.assigns++
-				m.assigned = append(m.assigned, a[topic]...)
+				m.Assigned = append(m.Assigned, a[topic]...)
 			}),
-			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, r map[string][]int32) {
-				m.mu.Lock()
-				defer m.mu.Unlock()
-				if !m.closing && len(r[topic]) > 0 {
-					m.revokes++
-				}
-			}),
-			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, r map[string][]int32) {
-				m.mu.Lock()
-				defer m.mu.Unlock()
-				if !m.closing && len(r[topic]) > 0 {
-					m.revokes++
-				}
-			}),
+			kgo.OnPartitionsRevoked(revoked),
+			kgo.OnPartitionsLost(revoked),
 		)
 	}
 	pollCtx, stopPolling := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, m := range members {
-		m := m
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for pollCtx.Err() == nil {
-				fetches := m.cl.PollFetches(pollCtx)
-				fetches.EachError(func(t string, p int32, err error) {
-					if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
-						s.Failf("%s: fetch error on %s/%d: %v", m.name, t, p, err)
-					}
-				})
-				m.mu.Lock()
-				fetches.EachRecord(func(r *kgo.Record) {
-					m.got = append(m.got, toRecord(r))
-					m.last[r.Partition] = r.Offset
-				})
-				m.mu.Unlock()
-			}
-		}()
-	}
-	count := func() int {
-		n := 0
-		for _, m := range members {
-			m.mu.Lock()
-			n += len(m.got)
-			m.mu.Unlock()
+	waitPolling := scen.GoEach(members, func(m *member) {
+		for pollCtx.Err() == nil {
+			fetches := m.cl.PollFetches(pollCtx)
+			fetches.EachError(func(t string, p int32, err error) {
+				if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
+					s.Failf("%s: fetch error on %s/%d: %v", m.Name, t, p, err)
+				}
+			})
+			m.Mu.Lock()
+			fetches.EachRecord(func(r *kgo.Record) { m.Consumed(toRecord(r)) })
+			m.Mu.Unlock()
 		}
-		return n
-	}
-	deadline := time.Now().Add(45 * time.Second)
-	for count() < scen.N && time.Now().Before(deadline) {
-		time.Sleep(25 * time.Millisecond)
-	}
-	s.Assert(count() >= scen.N, "group consumed %d records within 45s, want %d", count(), scen.N)
-	time.Sleep(time.Second)
+	})
+	bases := []*scen.Member{&members[0].Member, &members[1].Member}
+	s.WaitConsumed(bases)
 	stopPolling()
-	wg.Wait()
-
-	var union []scen.Record
-	owner := map[int32]string{}
-	for _, m := range members {
-		m.mu.Lock()
-		s.Assert(len(m.assigned) > 0, "%s got no partitions", m.name)
+	waitPolling()
+	s.CheckGroup(bases, func(i int) {
+		m := members[i]
+		s.Assert(len(m.Assigned) > 0, "%s got no partitions", m.Name)
 		s.Assert(m.assigns == 1 && m.revokes == 0,
-			"%s: %d assignments and %d revocations: the group rebalanced during the run", m.name, m.assigns, m.revokes)
-		for _, q := range m.assigned {
-			o, dup := owner[q]
-			s.Assert(!dup, "partition %d assigned to both %s and %s", q, o, m.name)
-			owner[q] = m.name
-		}
-		for _, r := range m.got {
-			s.Assert(owner[r.Partition] == m.name, "%s received partition %d outside its assignment %v", m.name, r.Partition, m.assigned)
-		}
-		union = append(union, m.got...)
-		m.mu.Unlock()
-	}
-	s.Assert(len(owner) == 3, "assignments %v do not cover the 3 partitions", owner)
-	s.CheckAll(union, "consumer group")
+			"%s: %d assignments and %d revocations: the group rebalanced during the run", m.Name, m.assigns, m.revokes)
+	})
 
 	// Commit explicitly: each member commits its position on each assigned partition
 	// (after the last record consumed; the start of an empty one).
 	s.Step("commit")
 	for _, m := range members {
 		offsets := map[int32]kgo.EpochOffset{}
-		for _, q := range m.assigned {
+		for _, q := range m.Assigned {
 			at := low[q]
-			if o, ok := m.last[q]; ok {
+			if o, ok := m.Last[q]; ok {
 				at = o + 1
 			}
 			offsets[q] = kgo.EpochOffset{Epoch: -1, Offset: at}
@@ -368,7 +309,7 @@ func main() {
 				}
 			})
 		cancel()
-		s.Check(commitErr, m.name+" CommitOffsetsSync")
+		s.Check(commitErr, m.Name+" CommitOffsetsSync")
 	}
 
 	s.Step("fetch committed offsets")
@@ -386,13 +327,13 @@ func main() {
 
 	s.Step("close group members")
 	for _, m := range members {
-		m.mu.Lock()
+		m.Mu.Lock()
 		m.closing = true
-		m.mu.Unlock()
+		m.Mu.Unlock()
 		ctx, cancel = stepCtx()
 		err := m.cl.LeaveGroupContext(ctx)
 		cancel()
-		s.Check(err, m.name+" LeaveGroup")
+		s.Check(err, m.Name+" LeaveGroup")
 		m.cl.Close()
 	}
 	acl.Close()

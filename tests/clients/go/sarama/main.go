@@ -71,39 +71,19 @@ func drain(pcs []sarama.PartitionConsumer, want int, what string) []scen.Record 
 	msgs := make(chan *sarama.ConsumerMessage)
 	errs := make(chan *sarama.ConsumerError)
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, pc := range pcs {
-		pc := pc
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case m, ok := <-pc.Messages():
-					if !ok {
-						return
-					}
-					select {
-					case msgs <- m:
-					case <-stop:
-						return
-					}
-				case e, ok := <-pc.Errors():
-					if !ok {
-						return
-					}
-					select {
-					case errs <- e:
-					case <-stop:
-						return
-					}
-				case <-stop:
-					return
-				}
+	wait := scen.GoEach(pcs, func(pc sarama.PartitionConsumer) {
+		for more := true; more; {
+			select {
+			case m, ok := <-pc.Messages():
+				more = ok && forward(m, msgs, stop)
+			case e, ok := <-pc.Errors():
+				more = ok && forward(e, errs, stop)
+			case <-stop:
+				more = false
 			}
-		}()
-	}
-	defer func() { close(stop); wg.Wait() }()
+		}
+	})
+	defer func() { close(stop); wait() }()
 	var got []scen.Record
 	deadline := time.After(stepTimeout)
 	var settle <-chan time.Time
@@ -124,27 +104,33 @@ func drain(pcs []sarama.PartitionConsumer, want int, what string) []scen.Record 
 	}
 }
 
+// forward sends v on out, unless stop is closed first; it says whether it sent v.
+func forward[T any](v T, out chan<- T, stop <-chan struct{}) bool {
+	select {
+	case out <- v:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
 type member struct {
-	name    string
-	group   sarama.ConsumerGroup
-	mu      sync.Mutex
-	got     []scen.Record
-	last    map[int32]int64 // partition -> last offset consumed
-	claims  []int32
-	setups  int
-	session sarama.ConsumerGroupSession
+	scen.Member // Assigned: the partitions claimed in the current session
+	group       sarama.ConsumerGroup
+	setups      int
+	session     sarama.ConsumerGroupSession
 }
 
 func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
 	m.setups++
 	m.session = sess
-	m.claims = nil
+	m.Assigned = nil
 	for _, ps := range sess.Claims() {
-		m.claims = append(m.claims, ps...)
+		m.Assigned = append(m.Assigned, ps...)
 	}
-	sort.Slice(m.claims, func(i, j int) bool { return m.claims[i] < m.claims[j] })
+	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
 	return nil
 }
 
@@ -157,10 +143,9 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 			if !ok {
 				return nil
 			}
-			m.mu.Lock()
-			m.got = append(m.got, toRecord(msg))
-			m.last[msg.Partition] = msg.Offset
-			m.mu.Unlock()
+			m.Mu.Lock()
+			m.Consumed(toRecord(msg))
+			m.Mu.Unlock()
 			sess.MarkMessage(msg, "")
 		case <-sess.Context().Done():
 			return nil
@@ -174,9 +159,7 @@ func main() {
 		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.LstdFlags|log.Lmicroseconds)
 		sarama.DebugLogger = sarama.Logger
 	}
-	topic := s.Prefix + "-t"
-	tmpTopic := s.Prefix + "-tmp"
-	group := s.Prefix + "-g"
+	topic, tmpTopic, group := s.Topic, s.TmpTopic, s.Group
 	brokers := []string{s.Bootstrap}
 
 	var client sarama.Client
@@ -314,14 +297,7 @@ func main() {
 	s.CheckAll(got, "consume from oldest")
 
 	s.Step("consume from offset")
-	p := int32(-1)
-	for _, q := range scen.SortedPartitions(high) {
-		if high[q]-low[q] >= 2 {
-			p = q
-			break
-		}
-	}
-	s.Assert(p >= 0, "no partition has >= 2 records: oldest %v newest %v", low, high)
+	p := s.SeekPartition(low, high, "oldest", "newest")
 	want := high[p] - 1
 	var pc sarama.PartitionConsumer
 	within("Consumer.ConsumePartition", func() { pc, err = consumer.ConsumePartition(topic, p, want) })
@@ -331,15 +307,12 @@ func main() {
 	s.Check(err, "PartitionConsumer.Close")
 	within("Consumer.Close", func() { err = consumer.Close() })
 	s.Check(err, "Consumer.Close")
-	s.Assert(len(got) == 1, "consume from %s/%d@%d: got %d records %v, want 1", topic, p, want, len(got), got)
-	s.Assert(got[0].Partition == p && got[0].Offset == want, "consume from offset: got %+v, want %s/%d@%d", got[0], topic, p, want)
-	s.Assert(got[0].Matches(), "consume from offset: bad record %+v", got[0])
+	s.CheckFromOffset(got, topic, p, want)
 
 	// e. A 2-member consumer group, explicit commits
 	s.Step("consumer group")
-	members := []*member{{name: "member0"}, {name: "member1"}}
+	members := []*member{{Member: scen.NewMember("member0")}, {Member: scen.NewMember("member1")}}
 	for _, m := range members {
-		m.last = map[int32]int64{}
 		gcfg := newConfig()
 		gcfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 		gcfg.Consumer.Offsets.AutoCommit.Enable = false
@@ -352,7 +325,7 @@ func main() {
 		gcfg.Consumer.Group.Rebalance.Retry.Backoff = 200 * time.Millisecond
 		var g sarama.ConsumerGroup
 		within("sarama.NewConsumerGroup", func() { g, err = sarama.NewConsumerGroup(brokers, group, gcfg) })
-		s.Check(err, "sarama.NewConsumerGroup "+m.name)
+		s.Check(err, "sarama.NewConsumerGroup "+m.Name)
 		m.group = g
 	}
 	ctx, stopConsuming := context.WithCancel(context.Background())
@@ -361,7 +334,7 @@ func main() {
 		m := m
 		go func() {
 			for e := range m.group.Errors() {
-				s.Failf("%s: consumer group error: %v", m.name, e)
+				s.Failf("%s: consumer group error: %v", m.Name, e)
 			}
 		}()
 		wg.Add(1)
@@ -372,60 +345,32 @@ func main() {
 					if errors.Is(err, sarama.ErrClosedConsumerGroup) || ctx.Err() != nil {
 						return
 					}
-					s.Failf("%s: ConsumerGroup.Consume: %v", m.name, err)
+					s.Failf("%s: ConsumerGroup.Consume: %v", m.Name, err)
 				}
 			}
 		}()
 	}
-	count := func() int {
-		n := 0
-		for _, m := range members {
-			m.mu.Lock()
-			n += len(m.got)
-			m.mu.Unlock()
-		}
-		return n
-	}
-	deadline := time.Now().Add(45 * time.Second)
-	for count() < scen.N && time.Now().Before(deadline) {
-		time.Sleep(25 * time.Millisecond)
-	}
-	s.Assert(count() >= scen.N, "group consumed %d records within 45s, want %d", count(), scen.N)
-	time.Sleep(time.Second)
-
-	var union []scen.Record
-	owner := map[int32]string{}
-	for _, m := range members {
-		m.mu.Lock()
-		s.Assert(len(m.claims) > 0, "%s got no partitions (%d sessions; records per member %d/%d)", m.name, m.setups, len(members[0].got), len(members[1].got))
-		s.Assert(m.setups == 1, "%s: %d sessions: the group rebalanced during the run", m.name, m.setups)
-		for _, q := range m.claims {
-			o, dup := owner[q]
-			s.Assert(!dup, "partition %d claimed by both %s and %s", q, o, m.name)
-			owner[q] = m.name
-		}
-		for _, r := range m.got {
-			s.Assert(owner[r.Partition] == m.name, "%s received partition %d outside its claims %v", m.name, r.Partition, m.claims)
-		}
-		union = append(union, m.got...)
-		m.mu.Unlock()
-	}
-	s.Assert(len(owner) == 3, "claims %v do not cover the 3 partitions", owner)
-	s.CheckAll(union, "consumer group")
+	bases := []*scen.Member{&members[0].Member, &members[1].Member}
+	s.WaitConsumed(bases)
+	s.CheckGroup(bases, func(i int) {
+		m := members[i]
+		s.Assert(len(m.Assigned) > 0, "%s got no partitions (%d sessions; records per member %d/%d)", m.Name, m.setups, len(members[0].Got), len(members[1].Got))
+		s.Assert(m.setups == 1, "%s: %d sessions: the group rebalanced during the run", m.Name, m.setups)
+	})
 
 	// Commit explicitly: consumed records are marked; an empty claimed partition
 	// is marked at its start. Commit errors arrive on Errors() (checked above).
 	s.Step("commit")
 	for _, m := range members {
-		m.mu.Lock()
+		m.Mu.Lock()
 		sess := m.session
-		for _, q := range m.claims {
-			if _, ok := m.last[q]; !ok {
+		for _, q := range m.Assigned {
+			if _, ok := m.Last[q]; !ok {
 				sess.MarkOffset(topic, q, low[q], "")
 			}
 		}
-		m.mu.Unlock()
-		within(m.name+" ConsumerGroupSession.Commit", sess.Commit)
+		m.Mu.Unlock()
+		within(m.Name+" ConsumerGroupSession.Commit", sess.Commit)
 	}
 
 	s.Step("fetch committed offsets")
@@ -446,8 +391,8 @@ func main() {
 	stopConsuming()
 	within("consumer group sessions ending", wg.Wait)
 	for _, m := range members {
-		within(m.name+" ConsumerGroup.Close", func() { err = m.group.Close() })
-		s.Check(err, m.name+" ConsumerGroup.Close")
+		within(m.Name+" ConsumerGroup.Close", func() { err = m.group.Close() })
+		s.Check(err, m.Name+" ConsumerGroup.Close")
 	}
 	within("ClusterAdmin.Close", func() { err = admin.Close() })
 	s.Check(err, "ClusterAdmin.Close")

@@ -19,11 +19,15 @@ const N = 100
 // TotalTimeout bounds a whole scenario run.
 const TotalTimeout = 120 * time.Second
 
-// Scenario carries a run's client name, arguments and current step.
+// Scenario carries a run's client name, arguments, topic and group names and
+// current step.
 type Scenario struct {
 	Client    string
 	Bootstrap string
 	Prefix    string
+	Topic     string // <prefix>-t, 3 partitions
+	TmpTopic  string // <prefix>-tmp, created and deleted
+	Group     string // <prefix>-g, the 2-member consumer group
 
 	mu      sync.Mutex
 	step    string
@@ -37,7 +41,12 @@ func Start(client string) *Scenario {
 		fmt.Fprintf(os.Stderr, "usage: %s <bootstrap host:port> <unique prefix>\n", os.Args[0])
 		os.Exit(2)
 	}
-	s := &Scenario{Client: client, Bootstrap: os.Args[1], Prefix: os.Args[2], step: "start", started: time.Now()}
+	prefix := os.Args[2]
+	s := &Scenario{
+		Client: client, Bootstrap: os.Args[1], Prefix: prefix,
+		Topic: prefix + "-t", TmpTopic: prefix + "-tmp", Group: prefix + "-g",
+		step: "start", started: time.Now(),
+	}
 	time.AfterFunc(TotalTimeout, func() {
 		s.Failf("scenario did not finish within %s", TotalTimeout)
 	})
@@ -136,6 +145,20 @@ func (s *Scenario) CheckAll(recs []Record, what string) {
 	}
 }
 
+// GoEach runs fn(item) on a goroutine of its own for each item; the returned wait
+// waits for all of them to return.
+func GoEach[T any](items []T, fn func(T)) (wait func()) {
+	var wg sync.WaitGroup
+	for _, item := range items {
+		wg.Add(1)
+		go func(item T) {
+			defer wg.Done()
+			fn(item)
+		}(item)
+	}
+	return wg.Wait
+}
+
 // SortedPartitions lists the keys of m in order.
 func SortedPartitions[V any](m map[int32]V) []int32 {
 	ps := make([]int32, 0, len(m))
@@ -144,4 +167,89 @@ func SortedPartitions[V any](m map[int32]V) []int32 {
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
 	return ps
+}
+
+// SeekPartition picks the first partition with at least two records, to consume
+// from its last offset; lowName and highName say what low and high are in the failure.
+func (s *Scenario) SeekPartition(low, high map[int32]int64, lowName, highName string) int32 {
+	for _, q := range SortedPartitions(high) {
+		if high[q]-low[q] >= 2 {
+			return q
+		}
+	}
+	s.Failf("no partition has >= 2 records: %s %v %s %v", lowName, low, highName, high)
+	return -1
+}
+
+// CheckFromOffset asserts that got, consumed from topic/p@want, is that one record.
+func (s *Scenario) CheckFromOffset(got []Record, topic string, p int32, want int64) {
+	s.Assert(len(got) == 1, "consume from %s/%d@%d: got %d records %v, want 1", topic, p, want, len(got), got)
+	s.Assert(got[0].Partition == p && got[0].Offset == want, "consume from offset: got %+v, want %s/%d@%d", got[0], topic, p, want)
+	s.Assert(got[0].Matches(), "consume from offset: bad record %+v", got[0])
+}
+
+// Member is what one consumer group member was given and consumed; each client's
+// member type embeds it. Mu guards it and the client's own fields.
+type Member struct {
+	Name     string
+	Mu       sync.Mutex
+	Got      []Record
+	Last     map[int32]int64 // partition -> last offset consumed
+	Assigned []int32         // partitions the group assigned (sarama: claimed)
+}
+
+// NewMember is a Member with nothing consumed yet.
+func NewMember(name string) Member {
+	return Member{Name: name, Last: map[int32]int64{}}
+}
+
+// Consumed notes r; the caller holds Mu.
+func (m *Member) Consumed(r Record) {
+	m.Got = append(m.Got, r)
+	m.Last[r.Partition] = r.Offset
+}
+
+// WaitConsumed waits until the members consumed N records in all (45 s at most),
+// then one more second for any extra.
+func (s *Scenario) WaitConsumed(members []*Member) {
+	count := func() int {
+		n := 0
+		for _, m := range members {
+			m.Mu.Lock()
+			n += len(m.Got)
+			m.Mu.Unlock()
+		}
+		return n
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for count() < N && time.Now().Before(deadline) {
+		time.Sleep(25 * time.Millisecond)
+	}
+	s.Assert(count() >= N, "group consumed %d records within 45s, want %d", count(), N)
+	time.Sleep(time.Second)
+}
+
+// CheckGroup asserts that the members' assignments split the 3 partitions, that
+// each member consumed only from its own, and that together they consumed k0..k99
+// once each. check(i) runs first for members[i], under its Mu: the client's own
+// checks (that it got partitions, that the group did not rebalance).
+func (s *Scenario) CheckGroup(members []*Member, check func(i int)) {
+	var union []Record
+	owner := map[int32]string{}
+	for i, m := range members {
+		m.Mu.Lock()
+		check(i)
+		for _, q := range m.Assigned {
+			o, dup := owner[q]
+			s.Assert(!dup, "partition %d assigned to both %s and %s", q, o, m.Name)
+			owner[q] = m.Name
+		}
+		for _, r := range m.Got {
+			s.Assert(owner[r.Partition] == m.Name, "%s received partition %d outside its assignment %v", m.Name, r.Partition, m.Assigned)
+		}
+		union = append(union, m.Got...)
+		m.Mu.Unlock()
+	}
+	s.Assert(len(owner) == 3, "assignments %v do not cover the 3 partitions", owner)
+	s.CheckAll(union, "consumer group")
 }
