@@ -139,6 +139,17 @@ fn franz_go() {
     scenario("franz-go", Command::new(root().join("target/clients/franz")));
 }
 
+// franz-go members that commit in their revoke callback while the group prepares a
+// rebalance (range and cooperative-sticky, with and without static membership): the
+// commits are accepted, as Kafka accepts them, and no record is processed twice.
+#[test]
+fn franz_go_commits_in_revoke_callbacks() {
+    setup("go");
+    let mut command = Command::new(root().join("target/clients/franz"));
+    command.arg("revoke-commit");
+    scenario("franz-go revoke-commit", command);
+}
+
 // sarama runs the scenario.
 #[test]
 fn sarama() {

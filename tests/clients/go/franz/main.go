@@ -2,6 +2,9 @@
 // Skein broker:
 //
 //	franz <bootstrap host:port> <unique prefix>
+//	franz revoke-commit <bootstrap host:port> <unique prefix>
+//
+// The second form is the revoke-commit scenario (see revoke.go).
 //
 // Admin (create/delete topics, describe configs), an idempotent acks=all producer,
 // list offsets (start, end, after a time), group-less consumption from the start and
@@ -40,11 +43,26 @@ func newClient(opts ...kgo.Opt) *kgo.Client {
 		kgo.DialTimeout(5 * time.Second),
 		kgo.RequestTimeoutOverhead(10 * time.Second),
 		kgo.RetryTimeout(15 * time.Second),
-		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil)),
+		kgo.WithLogger(kgo.BasicLogger(os.Stderr, logLevel(), nil)),
 	}
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	s.Check(err, "kgo.NewClient")
 	return cl
+}
+
+// logLevel is kgo's log level: warnings, or what SCENARIO_KGO_LOG names
+// (debug, info, warn, error).
+func logLevel() kgo.LogLevel {
+	switch os.Getenv("SCENARIO_KGO_LOG") {
+	case "debug":
+		return kgo.LogLevelDebug
+	case "info":
+		return kgo.LogLevelInfo
+	case "error":
+		return kgo.LogLevelError
+	default:
+		return kgo.LogLevelWarn
+	}
 }
 
 func toRecord(r *kgo.Record) scen.Record {
@@ -91,6 +109,10 @@ type member struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "revoke-commit" {
+		revokeCommit()
+		return
+	}
 	s = scen.Start("franz-go")
 	topic, tmpTopic, group := s.Topic, s.TmpTopic, s.Group
 

@@ -41,14 +41,19 @@ func Start(client string) *Scenario {
 		fmt.Fprintf(os.Stderr, "usage: %s <bootstrap host:port> <unique prefix>\n", os.Args[0])
 		os.Exit(2)
 	}
-	prefix := os.Args[2]
+	return StartWith(client, os.Args[1], os.Args[2], TotalTimeout)
+}
+
+// StartWith is Start for a scenario whose caller parsed the arguments itself,
+// with its own watchdog timeout.
+func StartWith(client, bootstrap, prefix string, timeout time.Duration) *Scenario {
 	s := &Scenario{
-		Client: client, Bootstrap: os.Args[1], Prefix: prefix,
+		Client: client, Bootstrap: bootstrap, Prefix: prefix,
 		Topic: prefix + "-t", TmpTopic: prefix + "-tmp", Group: prefix + "-g",
 		step: "start", started: time.Now(),
 	}
-	time.AfterFunc(TotalTimeout, func() {
-		s.Failf("scenario did not finish within %s", TotalTimeout)
+	time.AfterFunc(timeout, func() {
+		s.Failf("scenario did not finish within %s", timeout)
 	})
 	return s
 }
