@@ -8,6 +8,7 @@ mod admin;
 mod bench;
 mod cli;
 mod config;
+mod exclusive;
 mod group_cli;
 mod placement;
 mod shard;

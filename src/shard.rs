@@ -23,6 +23,8 @@ use crate::config::NodeConfig;
 pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("cannot create data directory {}: {e}", config.data_dir.display()))?;
+    // Held until the node stops: a second node on this directory is refused.
+    let _lock = crate::exclusive::lock_data_dir(&config.data_dir)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
@@ -44,8 +46,10 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         .map_err(|(_, e)| e)?;
     // Probe the listener before starting shards, for a clear error when it is taken,
     // and resolve port 0 to a free port that every shard then binds.
+    crate::exclusive::refuse_taken(config.listener, "Kafka listener")?;
     config.listener = probe_listener(config.listener)?;
     if let Some(admin) = config.admin_listener {
+        crate::exclusive::refuse_taken(admin, "admin listener")?;
         config.admin_listener = Some(probe_listener(admin)?);
     }
     if config.advertised_port == 0 {

@@ -89,3 +89,38 @@ fn config_file() {
     let text = String::from_utf8_lossy(&described.stdout);
     assert!(text.contains("retention.ms=7777"), "{text}");
 }
+
+// One node per data directory and per port, as Kafka refuses a second broker: a second
+// `skein start` on a locked data directory, or on an address another node listens on
+// (which SO_REUSEPORT would otherwise let it share), exits non-zero with a clear error.
+#[test]
+fn second_node_on_same_data_dir_or_port_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let pid = broker.child.as_ref().unwrap().id();
+
+    let other = tempfile::tempdir().unwrap();
+    let free = format!("127.0.0.1:{}", common::free_port());
+    let same_dir = skein()
+        .args(["start", "--cores", "1", "--admin-listener", "off", "--listener", &free, "--data-dir"])
+        .arg(&broker.data_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&same_dir.stderr);
+    assert!(!same_dir.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("in use by process {pid}")), "{stderr}");
+
+    let same_port = skein()
+        .args(["start", "--cores", "1", "--admin-listener", "off", "--listener", &broker.bootstrap(), "--data-dir"])
+        .arg(other.path().join("data"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&same_port.stderr);
+    assert!(!same_port.status.success(), "{stderr}");
+    assert!(stderr.contains("another process already listens"), "{stderr}");
+
+    // The first node is untouched and still serves.
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let versions = client.call(&kafka_protocol::messages::ApiVersionsRequest::default(), 3);
+    assert_eq!(versions.error_code, 0);
+}
