@@ -128,6 +128,16 @@ fn placement_move_under_load() {
         let expected: Vec<String> = (0..total / 4).map(|s| format!("p{p}-s{s:05}")).collect();
         assert_eq!(values, &expected, "partition {p}: lost, duplicated or reordered records");
     }
+    // Each partition counts the bytes fetched from it (since it last moved).
+    let mut stream = std::net::TcpStream::connect(&admin).unwrap();
+    std::io::Write::write_all(&mut stream, b"GET /v1/placement HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut response = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut response).unwrap();
+    let body = &response[response.find('[').expect("a JSON array")..];
+    let rows: Vec<serde_json::Value> = serde_json::from_str(body).unwrap();
+    let moving: Vec<&serde_json::Value> = rows.iter().filter(|r| r["topic"] == "moving").collect();
+    assert_eq!(moving.len(), 4);
+    assert!(moving.iter().all(|r| r["bytes_out"].as_u64().unwrap() > 0), "{rows:?}");
     // `placement show` reports every partition with its shard.
     let show = skein(&["placement", "show", "--admin", &admin, "--interval-ms", "200"]);
     let text = String::from_utf8_lossy(&show.stdout);

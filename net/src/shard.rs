@@ -325,9 +325,10 @@ impl Shard {
                     futures_lite::future::or(log.wait_for_data(offset), timeout).await;
                 }
                 let batches = log.read(offset, max_bytes, None).await.map_err(engine)?;
-                self.metrics
-                    .bytes_out
-                    .set(self.metrics.bytes_out.get() + batches.iter().map(|b| b.size() as u64).sum::<u64>());
+                let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
+                self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
+                // Per partition too, for `skein placement show`.
+                state.bytes_out.set(state.bytes_out.get() + sent);
                 Ok(PartitionReply::Fetch {
                     high_watermark: log.offset_written_end().0,
                     log_start_offset: log.log_start_offset().0,
