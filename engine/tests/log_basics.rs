@@ -452,3 +452,32 @@ fn idle_logs_release_their_tail_buffer() {
         }
     });
 }
+
+// Two writers replacing the same file at once (a roll and housekeeping writing one
+// checkpoint) each use their own temp file: the result is one whole version, and no
+// temp file is left behind.
+#[test]
+fn concurrent_atomic_writes_of_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("checkpoint");
+    run(async {
+        let storage = skein_engine::io::dma::DmaStorage;
+        let a = vec![b'a'; 10_000];
+        let b = vec![b'b'; 3_000];
+        let (ra, rb) = futures_lite::future::zip(
+            skein_engine::io::write_whole_atomic(&storage, &path, &a),
+            skein_engine::io::write_whole_atomic(&storage, &path, &b),
+        )
+        .await;
+        ra.unwrap();
+        rb.unwrap();
+        let content = std::fs::read(&path).unwrap();
+        assert!(content == a || content == b, "a mix of both writers: {} bytes", content.len());
+    });
+    let leftovers: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

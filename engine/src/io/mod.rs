@@ -106,9 +106,13 @@ pub async fn read_whole<S: Storage>(storage: &S, path: &Path) -> io::Result<Opti
 /// # Errors
 /// The first failing step; the old file is then still in place.
 pub async fn write_whole_atomic<S: Storage>(storage: &S, path: &Path, data: &[u8]) -> io::Result<()> {
+    // Each call gets its own temp file, so two writers of the same file (a roll and
+    // housekeeping writing one checkpoint) never write into each other's temp file;
+    // the last rename wins, whole. Leftovers end in `.tmp` and recovery removes them.
+    static NEXT_TEMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut temp = path.as_os_str().to_owned();
-    temp.push(".tmp");
+    temp.push(format!(".{}.tmp", NEXT_TEMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let temp = std::path::PathBuf::from(temp);
     let file = storage.open_file(&temp, true).await?;
     file.truncate(0).await?;
@@ -117,7 +121,15 @@ pub async fn write_whole_atomic<S: Storage>(storage: &S, path: &Path, data: &[u8
         let mut buf = file.alloc_buf(padded);
         buf.as_bytes_mut()[..data.len()].copy_from_slice(data);
         buf.as_bytes_mut()[data.len()..].fill(0);
-        file.write_at(buf, 0).await?;
+        let written = file.write_at(buf, 0).await?;
+        if written < padded {
+            drop(file);
+            let _ = storage.remove_file(&temp).await;
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write of {}: {written} of {padded} bytes", temp.display()),
+            ));
+        }
     }
     file.truncate(data.len() as u64).await?;
     file.fdatasync().await?;
