@@ -44,6 +44,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             Ok(())
         })
         .map_err(|(_, e)| e)?;
+    sweep_stray_partitions(&config.data_dir, &store.image())?;
     // Probe the listener before starting shards, for a clear error when it is taken,
     // and resolve port 0 to a free port that every shard then binds.
     crate::exclusive::refuse_taken(config.listener, "Kafka listener")?;
@@ -126,6 +127,52 @@ fn probe_listener(address: std::net::SocketAddr) -> Result<std::net::SocketAddr,
     bound.as_socket().ok_or_else(|| format!("cannot listen on {address}: not an inet address"))
 }
 
+/// Renames partition directories that belong to no topic of the metadata, or to
+/// another incarnation of their topic (their `partition.metadata` names another id), to
+/// Kafka's `-delete` name, as Kafka removes stray replicas (KIP-858). They are left by
+/// a crash between a topic deletion being recorded and its directories being renamed;
+/// a topic recreated under the same name must never serve them. Runs on the main
+/// thread before any shard starts.
+///
+/// # Errors
+/// A message when the data directory cannot be read or a directory cannot be renamed.
+fn sweep_stray_partitions(
+    data_dir: &std::path::Path,
+    image: &skein_net::metadata::MetadataImage,
+) -> Result<(), String> {
+    let entries = std::fs::read_dir(data_dir).map_err(|e| format!("cannot list {}: {e}", data_dir.display()))?;
+    let mut renamed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(partition) = TopicPartition::from_dir_name(&name) else { continue };
+        let on_disk = std::fs::read_to_string(entry.path().join(skein_engine::manager::PARTITION_METADATA)).ok();
+        let on_disk_id =
+            on_disk.as_deref().and_then(|t| t.lines().find_map(|l| l.strip_prefix("topic_id:"))).map(str::trim);
+        let stray = match image.topic(&partition.topic) {
+            None => true,
+            Some(meta) => {
+                use base64::Engine;
+                let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(meta.id.as_bytes());
+                partition.partition >= meta.partitions || on_disk_id.is_some_and(|found| found != id)
+            }
+        };
+        if !stray {
+            continue;
+        }
+        let target =
+            data_dir.join(format!("{name}.{}{}", uuid::Uuid::new_v4().simple(), skein_engine::manager::DELETED_SUFFIX));
+        std::fs::rename(entry.path(), &target).map_err(|e| format!("cannot rename stray {name}: {e}"))?;
+        tracing::warn!(target: "skein", partition = %partition, "stray partition directory (its topic was deleted or recreated) will be removed");
+        renamed += 1;
+    }
+    if renamed > 0 {
+        std::fs::File::open(data_dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| format!("cannot sync {}: {e}", data_dir.display()))?;
+    }
+    Ok(())
+}
+
 /// The cluster id, made once and kept in the data directory (Kafka's meta.properties).
 fn cluster_id(data_dir: &std::path::Path) -> Result<String, String> {
     let path = data_dir.join("meta.properties");
@@ -138,6 +185,17 @@ fn cluster_id(data_dir: &std::path::Path) -> Result<String, String> {
     std::fs::write(&path, format!("version=1\ncluster.id={id}\n"))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(id)
+}
+
+/// Shard 0 removes the directories of deleted partitions (one shard, so that two never
+/// race on the same files).
+async fn remove_deleted(shard: &Shard) {
+    if shard.id != 0 {
+        return;
+    }
+    if let Err(e) = shard.logs.remove_deleted_dirs().await {
+        tracing::warn!(target: "skein", error = %e, "cannot remove deleted partitions");
+    }
 }
 
 async fn run_shard(
@@ -157,7 +215,7 @@ async fn run_shard(
     let image = shard.image();
     let mut opened = 0;
     for topic in image.topics.values() {
-        let settings = TopicSettings::of(&topic.configs, &shard.settings.topic_defaults);
+        let settings = TopicSettings::of(topic, &shard.settings.topic_defaults);
         for p in 0..topic.partitions {
             if topic.shards.get(p as usize).copied().unwrap_or(0) % shards != shard.id {
                 continue;
@@ -172,6 +230,7 @@ async fn run_shard(
         }
     }
     tracing::info!(target: "skein", shard = shard.id, partitions = opened, recovery_ms = started.elapsed().as_millis() as u64, "shard ready");
+    remove_deleted(&shard).await;
     let listener = glommio::net::TcpListener::bind(config.listener)
         .map_err(|e| format!("shard {}: cannot listen on {}: {e}", shard.id, config.listener))?;
     let server = glommio::spawn_local(skein_net::server::serve(shard.clone(), listener));
@@ -196,6 +255,7 @@ async fn run_shard(
         if since_housekeeping >= Duration::from_millis(config.housekeeping_interval_ms) {
             since_housekeeping = Duration::ZERO;
             shard.logs.housekeeping(skein_engine::log::now_ms()).await;
+            remove_deleted(&shard).await;
         }
     }
     // Stop accepting, give in-flight requests a moment, then close every log.

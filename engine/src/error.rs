@@ -50,6 +50,11 @@ pub enum Error {
     #[error("partition {0} already exists")]
     PartitionExists(TopicPartition),
 
+    /// The partition's directory belongs to another incarnation of its topic (Kafka's
+    /// `partition.metadata` names a different topic id).
+    #[error("partition {partition} on disk belongs to topic id {found}, not {expected}")]
+    TopicIdMismatch { partition: TopicPartition, expected: String, found: String },
+
     /// A configuration value is out of range; the message names it with Kafka's name.
     #[error("invalid config {name}={value}: {reason}")]
     InvalidConfig { name: &'static str, value: String, reason: &'static str },

@@ -873,8 +873,14 @@ impl<S: Storage> Log<S> {
     /// # Errors
     /// `Io` when a checkpoint cannot be written.
     pub async fn checkpoint(&self) -> Result<()> {
+        // Under the maintenance lock, as deletion and close: a closed log's directory
+        // may be gone (renamed `-delete`), and nothing is written into it any more.
+        let _maintenance = self.maintenance.lock().await;
         {
             let mut state = self.state.borrow_mut();
+            if state.closed {
+                return Ok(());
+            }
             state.recovery_point = state.recovery_point.max(state.offset_flushed_end);
         }
         self.write_checkpoint(false).await?;
@@ -918,10 +924,11 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
-    /// Closes the log without a clean mark and removes its directory (topic deletion).
+    /// Closes the log without a clean mark and renames its directory to Kafka's
+    /// `<topic>-<partition>.<unique>-delete` (topic deletion); the files go later.
     ///
     /// # Errors
-    /// `Io` when files cannot be removed.
+    /// `Io` when the directory cannot be renamed or the rename made durable.
     pub async fn delete(&self) -> Result<()> {
         let _maintenance = self.maintenance.lock().await;
         let ticket = self.gate.ticket();
@@ -930,12 +937,16 @@ impl<S: Storage> Log<S> {
         self.state.borrow_mut().closed = true;
         self.ctx.cache.borrow_mut().invalidate_log(self.key);
         self.wake_all();
+        // Kafka's way: the directory is renamed out of the way (and the rename made
+        // durable) before the delete is acknowledged; its files are removed later by
+        // `LogManager::remove_deleted_dirs`. A crash in between leaves a `-delete`
+        // directory that is never opened again, so a recreated topic never serves
+        // the old records.
         let storage = &self.ctx.storage;
-        for name in storage.list_dir(&self.dir).map_err(|e| Error::io("list", &self.dir, e))? {
-            let path = self.dir.join(name);
-            storage.remove_file(&path).await.map_err(|e| Error::io("remove", &path, e))?;
-        }
-        storage.remove_dir(&self.dir).await.map_err(|e| Error::io("remove", &self.dir, e))?;
+        let name = self.dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let target = self.dir.with_file_name(format!("{name}.{unique:032x}{}", crate::manager::DELETED_SUFFIX));
+        storage.rename(&self.dir, &target).await.map_err(|e| Error::io("rename", &self.dir, e))?;
         if let Some(parent) = self.dir.parent() {
             storage.sync_dir(parent).await.map_err(|e| Error::io("sync", parent, e))?;
         }

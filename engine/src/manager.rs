@@ -15,7 +15,7 @@ use std::rc::Rc;
 use crate::cache::BatchCache;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
-use crate::io::Storage;
+use crate::io::{self, Storage};
 use crate::log::{Log, LogContext};
 use crate::metrics::EngineMetrics;
 use crate::types::{TimestampMs, TopicPartition};
@@ -24,6 +24,11 @@ pub struct LogManager<S: Storage> {
     data_dir: PathBuf,
     ctx: LogContext<S>,
     logs: RefCell<BTreeMap<TopicPartition, Rc<Log<S>>>>,
+    /// The topic id each log was opened for (`open_for_topic`).
+    topic_ids: RefCell<BTreeMap<TopicPartition, [u8; 16]>>,
+    /// One lock per partition, held while its log is opened or deleted: a new
+    /// incarnation never opens files in a directory that is being renamed away.
+    partition_locks: RefCell<BTreeMap<TopicPartition, Rc<async_lock::Mutex<()>>>>,
     next_key: Cell<u64>,
 }
 
@@ -38,6 +43,8 @@ impl<S: Storage> LogManager<S> {
                 metrics: Rc::new(EngineMetrics::default()),
             },
             logs: RefCell::new(BTreeMap::new()),
+            topic_ids: RefCell::new(BTreeMap::new()),
+            partition_locks: RefCell::new(BTreeMap::new()),
             next_key: Cell::new(0),
         }
     }
@@ -111,6 +118,82 @@ impl<S: Storage> LogManager<S> {
         Ok(log)
     }
 
+    /// Opens or creates the log of `partition` for the topic whose id is `topic_id`:
+    /// the directory's `partition.metadata` (Kafka's file: version and topic id) must
+    /// name that id, and is written when missing. So a directory left by another
+    /// incarnation of the topic is never served as this one.
+    ///
+    /// # Errors
+    /// `TopicIdMismatch`, or as `Log::open`.
+    pub async fn open_for_topic(
+        &self,
+        partition: TopicPartition,
+        config: LogConfig,
+        topic_id: [u8; 16],
+    ) -> Result<Rc<Log<S>>> {
+        let lock = self.partition_lock(&partition);
+        let _guard = lock.lock().await;
+        if let Some(log) = self.get(&partition) {
+            match self.topic_ids.borrow().get(&partition) {
+                Some(id) if *id != topic_id => {}
+                _ => return Ok(log),
+            }
+            // The open log is an older incarnation of the topic, whose deletion has
+            // not reached this shard yet: it goes now, and its late removal will find
+            // a log of another id and leave it alone (`delete_for_topic`).
+            self.delete_locked(&partition).await?;
+        }
+        let dir = self.data_dir.join(partition.dir_name());
+        let path = dir.join(PARTITION_METADATA);
+        let expected = encode_topic_id(topic_id);
+        let on_disk = io::read_whole(&self.ctx.storage, &path).await.map_err(|e| Error::io("read", &path, e))?;
+        if let Some(bytes) = &on_disk {
+            let text = String::from_utf8_lossy(bytes);
+            let found = text.lines().find_map(|l| l.strip_prefix("topic_id:")).map(str::trim).unwrap_or("").to_string();
+            if found != expected {
+                return Err(Error::TopicIdMismatch { partition, expected, found });
+            }
+        }
+        let log = self.open(partition.clone(), config).await?;
+        self.topic_ids.borrow_mut().insert(partition, topic_id);
+        if on_disk.is_none() {
+            let content = format!("version: 0\ntopic_id: {expected}\n");
+            io::write_whole_atomic(&self.ctx.storage, &path, content.as_bytes())
+                .await
+                .map_err(|e| Error::io("write", &path, e))?;
+        }
+        Ok(log)
+    }
+
+    /// Removes the directories of deleted partitions (`<topic>-<partition>.<id>-delete`,
+    /// renamed by `Log::delete`). Run by one shard: at start, and on its housekeeping.
+    /// Returns how many were removed.
+    ///
+    /// # Errors
+    /// `Io` when the data directory cannot be listed; a directory that cannot be
+    /// removed now is retried on the next call.
+    pub async fn remove_deleted_dirs(&self) -> Result<usize> {
+        let names = match self.ctx.storage.list_dir(&self.data_dir) {
+            Ok(names) => names,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(Error::io("list", &self.data_dir, e)),
+        };
+        let mut removed = 0;
+        for name in names.into_iter().filter(|n| n.ends_with(DELETED_SUFFIX)) {
+            let dir = self.data_dir.join(&name);
+            match remove_dir_all(&self.ctx.storage, &dir).await {
+                Ok(()) => removed += 1,
+                Err(e) => {
+                    tracing::warn!(target: "skein::engine", dir = %dir.display(), error = %e, "cannot remove a deleted partition yet")
+                }
+            }
+        }
+        if removed > 0 {
+            self.ctx.storage.sync_dir(&self.data_dir).await.map_err(|e| Error::io("sync", &self.data_dir, e))?;
+        }
+        Ok(removed)
+    }
+
     /// Creates a new, empty log.
     ///
     /// # Errors
@@ -135,8 +218,34 @@ impl<S: Storage> LogManager<S> {
     /// # Errors
     /// `UnknownPartition`, or `Io` when files cannot be removed.
     pub async fn delete(&self, partition: &TopicPartition) -> Result<()> {
+        let lock = self.partition_lock(partition);
+        let _guard = lock.lock().await;
+        self.delete_locked(partition).await
+    }
+
+    /// `delete`, with the partition's lock held by the caller.
+    async fn delete_locked(&self, partition: &TopicPartition) -> Result<()> {
         let log = self.logs.borrow_mut().remove(partition).ok_or_else(|| Error::UnknownPartition(partition.clone()))?;
+        self.topic_ids.borrow_mut().remove(partition);
         log.delete().await
+    }
+
+    fn partition_lock(&self, partition: &TopicPartition) -> Rc<async_lock::Mutex<()>> {
+        self.partition_locks.borrow_mut().entry(partition.clone()).or_default().clone()
+    }
+
+    /// Deletes a partition's log if it belongs to the topic with id `topic_id`; a log
+    /// of another incarnation (recreated meanwhile) is left alone.
+    ///
+    /// # Errors
+    /// `UnknownPartition`, or as `delete`.
+    pub async fn delete_for_topic(&self, partition: &TopicPartition, topic_id: [u8; 16]) -> Result<()> {
+        let lock = self.partition_lock(partition);
+        let _guard = lock.lock().await;
+        if self.topic_ids.borrow().get(partition).is_some_and(|id| *id != topic_id) {
+            return Ok(());
+        }
+        self.delete_locked(partition).await
     }
 
     /// Closes a log cleanly and forgets it (a partition moving to another shard).
@@ -145,6 +254,7 @@ impl<S: Storage> LogManager<S> {
     /// `UnknownPartition`, or as `Log::close`.
     pub async fn close(&self, partition: &TopicPartition) -> Result<()> {
         let log = self.logs.borrow_mut().remove(partition).ok_or_else(|| Error::UnknownPartition(partition.clone()))?;
+        self.topic_ids.borrow_mut().remove(partition);
         log.close().await
     }
 
@@ -179,4 +289,27 @@ impl<S: Storage> LogManager<S> {
         }
         failed
     }
+}
+
+/// Kafka's per-partition identity file.
+pub const PARTITION_METADATA: &str = "partition.metadata";
+
+/// How a deleted partition's directory name ends, as Kafka names it.
+pub const DELETED_SUFFIX: &str = "-delete";
+
+/// A topic id as Kafka prints it: URL-safe base64 without padding.
+fn encode_topic_id(id: [u8; 16]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
+}
+
+/// Removes a directory and the files in it.
+async fn remove_dir_all<S: Storage>(storage: &S, dir: &std::path::Path) -> std::io::Result<()> {
+    for name in storage.list_dir(dir)? {
+        match storage.remove_file(&dir.join(name)).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    storage.remove_dir(dir).await
 }

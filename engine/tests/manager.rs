@@ -22,6 +22,16 @@ fn create_delete_and_reopen() {
         assert!(matches!(exists, Err(Error::PartitionExists(_))));
         manager.delete(&TopicPartition::new("my-topic", 2)).await.unwrap();
         assert!(!dir.path().join("my-topic-2").exists());
+        // Renamed to Kafka's `-delete` name, never discovered, removed by the sweep.
+        let deleted: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("my-topic-2.") && n.ends_with("-delete"))
+            .collect();
+        assert_eq!(deleted.len(), 1, "{deleted:?}");
+        assert!(!manager.discover().unwrap().contains(&TopicPartition::new("my-topic", 2)));
+        assert_eq!(manager.remove_deleted_dirs().await.unwrap(), 1);
+        assert!(!dir.path().join(&deleted[0]).exists());
         assert!(matches!(manager.delete(&TopicPartition::new("my-topic", 2)).await, Err(Error::UnknownPartition(_))));
         assert!(manager.available_bytes().unwrap() > 0);
         assert!(manager.close_all().await.is_empty());
@@ -89,5 +99,27 @@ fn housekeeping_applies_retention() {
         assert_eq!(log.segment_count(), 1, "{before} segments before");
         assert!(log.log_start_offset() > Offset(0));
         assert!(manager.metrics().segments_deleted.get() > 0);
+    });
+}
+
+// A partition directory carries its topic's id (Kafka's partition.metadata): opening it
+// for another incarnation of the topic is refused; the right id opens it.
+#[test]
+fn topic_id_guards_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = ([1u8; 16], [2u8; 16]);
+    run(async {
+        let manager = LogManager::new(DmaStorage, dir.path(), 1 << 20);
+        let partition = TopicPartition::new("ids", 0);
+        let log = manager.open_for_topic(partition.clone(), LogConfig::default(), first).await.unwrap();
+        log.append(tagged(0, 1), LEADER).await.unwrap();
+        assert!(manager.close_all().await.is_empty());
+        let metadata = std::fs::read_to_string(dir.path().join("ids-0/partition.metadata")).unwrap();
+        assert_eq!(metadata, "version: 0\ntopic_id: AQEBAQEBAQEBAQEBAQEBAQ\n");
+        let manager = LogManager::new(DmaStorage, dir.path(), 1 << 20);
+        let refused = manager.open_for_topic(partition.clone(), LogConfig::default(), second).await;
+        assert!(matches!(refused, Err(Error::TopicIdMismatch { .. })), "{:?}", refused.err());
+        let log = manager.open_for_topic(partition, LogConfig::default(), first).await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(1));
     });
 }

@@ -25,11 +25,17 @@ const DECOMPRESSED_BYTES_MAX: usize = skein_engine::limits::DECOMPRESSED_BATCH_B
 pub struct TopicSettings {
     pub log: skein_engine::LogConfig,
     pub append: AppendRules,
+    /// The topic's id, written into each partition directory (`partition.metadata`).
+    pub topic_id: [u8; 16],
 }
 
 impl TopicSettings {
-    pub fn of(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> TopicSettings {
-        TopicSettings { log: log_config(overrides, broker), append: AppendRules::of(overrides, broker) }
+    pub fn of(topic: &crate::metadata::TopicMeta, broker: &BTreeMap<String, String>) -> TopicSettings {
+        TopicSettings {
+            log: log_config(&topic.configs, broker),
+            append: AppendRules::of(&topic.configs, broker),
+            topic_id: *topic.id.as_bytes(),
+        }
     }
 }
 

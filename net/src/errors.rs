@@ -72,6 +72,7 @@ pub fn code_of(error: &Error) -> i16 {
         }
         Error::OffsetNotMonotonic { .. } => code::INVALID_RECORD,
         Error::PartitionExists(_) => code::TOPIC_ALREADY_EXISTS,
+        Error::TopicIdMismatch { .. } => code::INCONSISTENT_TOPIC_ID,
         Error::InvalidConfig { .. } => code::INVALID_CONFIG,
     }
 }

@@ -59,6 +59,8 @@ pub struct Partition {
     pub producers: RefCell<ProducerStates>,
     /// The topic configs that govern appends (`append::admit`).
     pub rules: Cell<AppendRules>,
+    /// The id of the topic incarnation this partition belongs to.
+    pub topic_id: [u8; 16],
     /// Record bytes produced to and fetched from this partition, for placement.
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
@@ -93,8 +95,11 @@ pub enum PartitionOp {
     /// Opens (creating if needed) the partition's log with these settings.
     Open(TopicSettings),
     Reconfigure(TopicSettings),
-    /// Deletes the partition's log and files.
-    Remove,
+    /// Deletes the partition's log (its directory is renamed `-delete` at once, its
+    /// files removed later), if it belongs to the topic with this id.
+    Remove {
+        topic_id: [u8; 16],
+    },
     /// Closes the partition's log cleanly and forgets it here (a placement move).
     Release,
     Stats,
@@ -258,12 +263,17 @@ impl Shard {
         match op {
             PartitionOp::Open(settings) => {
                 if let Some(existing) = self.partition(partition) {
-                    existing.apply(&settings).map_err(|e| (code_of(&e), Some(e.to_string())))?;
-                    return Ok(PartitionReply::Done);
+                    if existing.topic_id == settings.topic_id {
+                        existing.apply(&settings).map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                        return Ok(PartitionReply::Done);
+                    }
+                    // An older incarnation whose removal has not arrived yet: the
+                    // log manager deletes it before opening the new one.
+                    self.partitions.borrow_mut().remove(partition);
                 }
                 let log = self
                     .logs
-                    .open(partition.clone(), settings.log.clone())
+                    .open_for_topic(partition.clone(), settings.log.clone(), settings.topic_id)
                     .await
                     .map_err(|e| (code_of(&e), Some(e.to_string())))?;
                 // The offsets topic is written only by the coordinator, never by an
@@ -283,6 +293,7 @@ impl Shard {
                         log,
                         producers: RefCell::new(producers),
                         rules: Cell::new(settings.append),
+                        topic_id: settings.topic_id,
                         bytes_in: Cell::new(0),
                         bytes_out: Cell::new(0),
                     }),
@@ -299,9 +310,14 @@ impl Shard {
                     Err(e) => Err((code_of(&e), Some(e.to_string()))),
                 };
             }
-            PartitionOp::Remove => {
-                self.partitions.borrow_mut().remove(partition);
-                return match self.logs.delete(partition).await {
+            PartitionOp::Remove { topic_id } => {
+                // Only the incarnation being deleted: a topic recreated meanwhile keeps
+                // its log (`delete_for_topic` checks the id).
+                let current = self.partitions.borrow().get(partition).map(|p| p.topic_id);
+                if current.is_none_or(|id| id == topic_id) {
+                    self.partitions.borrow_mut().remove(partition);
+                }
+                return match self.logs.delete_for_topic(partition, topic_id).await {
                     Ok(()) | Err(skein_engine::Error::UnknownPartition(_)) => Ok(PartitionReply::Done),
                     Err(e) => Err((code_of(&e), Some(e.to_string()))),
                 };
@@ -382,7 +398,9 @@ impl Shard {
                     .map(|answer| PartitionReply::Group(Box::new(answer)))
                     .map_err(|c| (c, None))
             }
-            PartitionOp::Open { .. } | PartitionOp::Remove | PartitionOp::Release => unreachable!("handled above"),
+            PartitionOp::Open { .. } | PartitionOp::Remove { .. } | PartitionOp::Release => {
+                unreachable!("handled above")
+            }
         }
     }
 

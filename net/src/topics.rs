@@ -90,7 +90,7 @@ pub async fn create_topic(
 
 /// Opens partitions `range` of `meta` on their shards.
 pub async fn open_partitions(shard: &Rc<Shard>, meta: &TopicMeta, range: std::ops::Range<i32>) -> Result<(), Refusal> {
-    let settings = TopicSettings::of(&meta.configs, &shard.settings.topic_defaults);
+    let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
     let opens = range.map(|p| {
         let owner = meta.shards[p as usize];
         shard.route_to(owner, TopicPartition::new(meta.name.clone(), p), PartitionOp::Open(settings.clone()))
@@ -113,7 +113,8 @@ pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<TopicMeta, Re
             .ok_or_else(|| (code::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.".into()))
     })?;
     let removals = (0..meta.partitions).map(|p| {
-        shard.route_to(meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p), PartitionOp::Remove)
+        let op = PartitionOp::Remove { topic_id: *meta.id.as_bytes() };
+        shard.route_to(meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p), op)
     });
     for result in join_all(removals).await {
         if let Err((c, m)) = result {
@@ -189,7 +190,7 @@ pub async fn set_topic_configs(
         meta.configs = configs.clone();
         Ok(meta.clone())
     })?;
-    let settings = TopicSettings::of(&meta.configs, &shard.settings.topic_defaults);
+    let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
     let updates = (0..meta.partitions).map(|p| {
         shard.route_to(
             meta.shards[p as usize],
@@ -248,7 +249,7 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
         topic.shards[index] = target;
         Ok(())
     })?;
-    let settings = TopicSettings::of(&meta.configs, &shard.settings.topic_defaults);
+    let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
     shard
         .route_to(target, partition.clone(), PartitionOp::Open(settings))
         .await
