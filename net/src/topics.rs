@@ -90,7 +90,7 @@ pub async fn create_topic(
 
 /// Opens partitions `range` of `meta` on their shards.
 pub async fn open_partitions(shard: &Rc<Shard>, meta: &TopicMeta, range: std::ops::Range<i32>) -> Result<(), Refusal> {
-    let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
+    let settings = TopicSettings::of(meta, &shard.settings.topic_defaults);
     let opens = range.map(|p| {
         let owner = meta.shards[p as usize];
         shard.route_to(owner, TopicPartition::new(meta.name.clone(), p), PartitionOp::Open(settings.clone()))
