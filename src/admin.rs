@@ -61,6 +61,7 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_bytes_out_total{{shard=\"{id}\"}} {}", m.bytes_out.get());
     let _ = writeln!(out, "skein_cross_shard_messages_total{{shard=\"{id}\"}} {}", m.cross_shard_messages.get());
     let _ = writeln!(out, "skein_connections{{shard=\"{id}\"}} {}", m.connections.get());
+    let _ = writeln!(out, "skein_connections_refused_total{{shard=\"{id}\"}} {}", m.connections_refused.get());
     let _ = writeln!(
         out,
         "skein_fetch_partitions_requested_total{{shard=\"{id}\"}} {}",

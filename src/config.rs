@@ -84,6 +84,13 @@ pub struct StartArgs {
     /// kept by the node; 0 turns sessions off [default: 1000].
     #[arg(long, env = "SKEIN_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS")]
     pub max_incremental_fetch_session_cache_slots: Option<usize>,
+    /// Kafka's `max.connections`: connections the node accepts at once [default:
+    /// 2147483647].
+    #[arg(long, env = "SKEIN_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Kafka's `max.connections.per.ip` [default: 2147483647].
+    #[arg(long, env = "SKEIN_MAX_CONNECTIONS_PER_IP")]
+    pub max_connections_per_ip: Option<usize>,
     /// A default topic config, `name=value` with Kafka's names; repeatable.
     #[arg(long = "topic-config", value_name = "NAME=VALUE")]
     pub topic_configs: Vec<String>,
@@ -111,6 +118,8 @@ struct FileConfig {
     group_consumer_max_size: Option<usize>,
     offsets_retention_minutes: Option<u64>,
     max_incremental_fetch_session_cache_slots: Option<usize>,
+    max_connections: Option<usize>,
+    max_connections_per_ip: Option<usize>,
     #[serde(default)]
     topic_defaults: BTreeMap<String, String>,
 }
@@ -137,6 +146,8 @@ pub struct NodeConfig {
     pub group_consumer_max_size: usize,
     pub offsets_retention_minutes: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
     pub topic_defaults: BTreeMap<String, String>,
 }
 
@@ -255,6 +266,11 @@ impl NodeConfig {
                 .max_incremental_fetch_session_cache_slots
                 .or(file.max_incremental_fetch_session_cache_slots)
                 .unwrap_or(1000),
+            max_connections: args.max_connections.or(file.max_connections).unwrap_or(i32::MAX as usize),
+            max_connections_per_ip: args
+                .max_connections_per_ip
+                .or(file.max_connections_per_ip)
+                .unwrap_or(i32::MAX as usize),
             topic_defaults,
         })
     }

@@ -74,6 +74,10 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         group_consumer_max_size: config.group_consumer_max_size,
         offsets_retention_minutes: config.offsets_retention_minutes,
         fetch_session_cache_slots: config.max_incremental_fetch_session_cache_slots,
+        connections: Arc::new(skein_net::connections::ConnectionLimits::new(
+            config.max_connections,
+            config.max_connections_per_ip,
+        )),
     });
     let started = std::time::Instant::now();
     let ready = Arc::new(AtomicUsize::new(0));

@@ -340,3 +340,32 @@ fn every_advertised_version_answers() {
     }
     alive(&broker);
 }
+
+// Kafka's max.connections.per.ip: the connection past the limit is closed on accept,
+// counted, and a place frees when a connection closes.
+#[test]
+fn connections_past_the_limit_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &["--max-connections-per-ip", "3"]);
+    let mut open: Vec<RawClient> = (0..3).map(|_| RawClient::connect(&broker.bootstrap())).collect();
+    for client in &mut open {
+        assert_eq!(client.call(&ApiVersionsRequest::default(), 3).error_code, NONE);
+    }
+    let mut refused = RawClient::connect(&broker.bootstrap());
+    assert!(refused.is_closed(), "a fourth connection was served");
+    drop(open.pop());
+    // The place frees once the broker sees the close.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let mut client = RawClient::connect(&broker.bootstrap());
+        let frame = client.frame(&ApiVersionsRequest::default(), 3);
+        client.send_bytes(&frame);
+        if client.read_frame().is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the freed place was not given back");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(broker.metric_sum("skein_connections_refused_total") >= 1);
+}

@@ -12,6 +12,7 @@
 
 pub mod append;
 pub mod configs;
+pub mod connections;
 pub mod error_response;
 pub mod errors;
 pub mod group;

@@ -32,3 +32,8 @@ pub const SHARD_BUFFERED_BYTES_MAX: usize = 512 << 20;
 /// with empty member ids gets GROUP_MAX_SIZE_REACHED past this, not unbounded memory:
 /// about 100 bytes each, 1 MiB per group.
 pub const GROUP_PENDING_MEMBERS_MAX: usize = 10_000;
+
+/// Connections one shard serves at once; past this it closes new ones on accept. An
+/// idle connection costs a task and its buffers, about 10 KiB, so 100,000 connections
+/// per shard cost about 1 GiB.
+pub const SHARD_CONNECTIONS_MAX: usize = 100_000;

@@ -28,6 +28,8 @@ pub struct ShardMetrics {
     pub bytes_out: Cell<u64>,
     pub cross_shard_messages: Cell<u64>,
     pub connections: Cell<u64>,
+    /// Connections closed on accept by a connection limit.
+    pub connections_refused: Cell<u64>,
     /// Partitions named in Fetch requests (with sessions, only the changed ones).
     pub fetch_partitions_requested: Cell<u64>,
     /// Fetch waits parked on this shard's partitions now (long polls).

@@ -28,8 +28,25 @@ pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
         match listener.accept().await {
             Ok(stream) => {
                 let shard = shard.clone();
+                let ip = match stream.peer_addr() {
+                    Ok(peer) => peer.ip(),
+                    Err(_) => continue,
+                };
+                let admitted = match shard.settings.connections.admit(ip, shard.metrics.connections.get() as usize) {
+                    Ok(admitted) => admitted,
+                    Err(limit) => {
+                        // Closed before anything is read: the client sees the
+                        // connection end, as with Kafka's limits.
+                        shard.metrics.connections_refused.set(shard.metrics.connections_refused.get() + 1);
+                        tracing::debug!(target: "skein::net", shard = shard.id, %ip, ?limit, "connection refused by a limit");
+                        drop(stream);
+                        continue;
+                    }
+                };
+                // Counted on this shard at once, so a burst of accepts meets the limit.
+                shard.metrics.connections.set(shard.metrics.connections.get() + 1);
                 glommio::spawn_local(async move {
-                    shard.metrics.connections.set(shard.metrics.connections.get() + 1);
+                    let _admitted = admitted;
                     if let Err(reason) = connection(&shard, stream).await {
                         tracing::debug!(target: "skein::net", shard = shard.id, reason, "connection closed");
                     }
@@ -119,11 +136,16 @@ async fn read_loop(
         }
         let size = size as usize;
         // Backpressure: wait for responses to drain before buffering more, per
-        // connection and per shard. An empty connection always takes one frame.
-        while buffered.get() > 0
-            && (buffered.get() + size > CONNECTION_BUFFERED_BYTES_MAX
-                || shard.buffered_bytes.get() + size > SHARD_BUFFERED_BYTES_MAX)
-        {
+        // connection and per shard. A connection's first frame waits for the shard's
+        // budget too (many new connections cannot overrun it); a connection or shard
+        // with nothing buffered always takes one frame.
+        loop {
+            let connection_full = buffered.get() > 0 && buffered.get() + size > CONNECTION_BUFFERED_BYTES_MAX;
+            let shard_buffered = shard.buffered_bytes.get();
+            let shard_full = shard_buffered > 0 && shard_buffered + size > SHARD_BUFFERED_BYTES_MAX;
+            if !connection_full && !shard_full {
+                break;
+            }
             glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         }
         let mut body = vec![0u8; size];

@@ -51,6 +51,9 @@ pub struct NodeSettings {
     pub offsets_retention_minutes: u64,
     /// Kafka's `max.incremental.fetch.session.cache.slots`, over the whole node.
     pub fetch_session_cache_slots: usize,
+    /// `max.connections` and `max.connections.per.ip`, with the node's open
+    /// connections (shared by the shards).
+    pub connections: Arc<crate::connections::ConnectionLimits>,
 }
 
 /// A partition hosted by this shard.

@@ -175,6 +175,8 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
         ("group.consumer.max.size", settings.group_consumer_max_size.to_string(), ConfigType::Int, KIP_848),
         ("group.max.size", settings.group_max_size.to_string(), ConfigType::Int, "Members of a classic group."),
         ("offsets.retention.minutes", settings.offsets_retention_minutes.to_string(), ConfigType::Int, "Offsets kept."),
+        ("max.connections", settings.connections.max_total().to_string(), ConfigType::Int, "Connections at once."),
+        ("max.connections.per.ip", settings.connections.max_per_ip().to_string(), ConfigType::Int, "Per address."),
     ];
     let mut out: Vec<Entry> = nodes.into_iter().map(|(name, value, kind, doc)| node(name, value, kind, doc)).collect();
     for def in TOPIC_CONFIGS {
