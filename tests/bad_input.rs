@@ -347,6 +347,12 @@ fn every_advertised_version_answers() {
 fn connections_past_the_limit_are_closed() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "2", &["--max-connections-per-ip", "3"]);
+    // The start's readiness probe is a connection too: wait until it is gone.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while broker.metric_sum("skein_connections") > 0 {
+        assert!(std::time::Instant::now() < deadline, "connections left open");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let mut open: Vec<RawClient> = (0..3).map(|_| RawClient::connect(&broker.bootstrap())).collect();
     for client in &mut open {
         assert_eq!(client.call(&ApiVersionsRequest::default(), 3).error_code, NONE);

@@ -37,6 +37,21 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
+/// A port nobody listens on right now, below Linux's ephemeral range (32768 and up),
+/// so that no socket bound to port 0 (another test's client or broker) can take it
+/// while its broker restarts; Skein refuses a port another process listens on.
+pub fn broker_port() -> u16 {
+    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
+        ^ (std::process::id() as u64) << 16;
+    loop {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let port = 20_000 + (seed >> 33) as u16 % 12_000;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -58,7 +73,7 @@ impl Broker {
         let mut broker = Broker {
             child: None,
             data_dir: dir.join("data"),
-            port: 0,
+            port: broker_port(),
             admin_port: 0,
             cores: cores.to_string(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
