@@ -55,15 +55,28 @@ pub fn refuse_taken(address: SocketAddr, what: &str) -> Result<(), String> {
     if address.port() == 0 {
         return Ok(());
     }
-    let taken = ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|table| std::fs::read_to_string(table).ok())
-        .any(|table| listeners(&table).any(|l| l.port() == address.port() && overlaps(l.ip(), address.ip())));
-    if taken {
-        return Err(format!("cannot listen on {address} ({what}): another process already listens on it"));
+    let taken = || {
+        ["/proc/net/tcp", "/proc/net/tcp6"]
+            .iter()
+            .filter_map(|table| std::fs::read_to_string(table).ok())
+            .any(|table| listeners(&table).any(|l| l.port() == address.port() && overlaps(l.ip(), address.ip())))
+    };
+    // A node that was just killed still shows its listener while the kernel tears
+    // down its io_uring (pending accepts hold the socket): give that a moment before
+    // deciding the address belongs to someone else.
+    let deadline = std::time::Instant::now() + TEARDOWN_WAIT;
+    while taken() {
+        if std::time::Instant::now() >= deadline {
+            return Err(format!("cannot listen on {address} ({what}): another process already listens on it"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Ok(())
 }
+
+/// How long a listener seen on the address may take to go away before the address
+/// counts as taken (the io_uring teardown of a process killed a moment ago).
+const TEARDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Whether a listener on `a` receives connections meant for `b`, or the reverse.
 fn overlaps(a: IpAddr, b: IpAddr) -> bool {
