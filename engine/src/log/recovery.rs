@@ -1,0 +1,265 @@
+//! Opening a log: recovery from the recovery point (scan, truncate a torn or corrupt
+//! tail, rebuild indexes), or a trusted open after a clean shutdown; interrupted
+//! compaction swaps are finished first.
+
+use super::*;
+
+impl<S: Storage> Log<S> {
+    /// Opens the log in `dir`, creating it if needed, and recovers it (see the module
+    /// docs for the policy).
+    ///
+    /// # Errors
+    /// `Corruption` for invalid data below the recovery point, `Io` when the disk
+    /// fails, `InvalidConfig` for a bad config.
+    pub async fn open(
+        ctx: LogContext<S>,
+        dir: PathBuf,
+        partition: TopicPartition,
+        key: LogKey,
+        config: LogConfig,
+    ) -> Result<Rc<Log<S>>> {
+        config.validate()?;
+        let storage = &ctx.storage;
+        storage.create_dir_all(&dir).await.map_err(|e| Error::io("create", &dir, e))?;
+        finish_interrupted_swaps(storage, &dir).await?;
+        let names = storage.list_dir(&dir).map_err(|e| Error::io("list", &dir, e))?;
+        let mut bases: Vec<Offset> =
+            names.iter().filter_map(|n| segment::parse_file_name(n, segment::LOG_SUFFIX)).collect();
+        bases.sort();
+
+        let checkpoint = io::read_whole(storage, &dir.join(CHECKPOINT_FILE))
+            .await
+            .map_err(|e| Error::io("read", dir.join(CHECKPOINT_FILE), e))?
+            .and_then(|b| Checkpoint::decode(&b));
+        let mut epochs = io::read_whole(storage, &dir.join(LEADER_EPOCH_FILE))
+            .await
+            .map_err(|e| Error::io("read", dir.join(LEADER_EPOCH_FILE), e))?
+            .and_then(|b| LeaderEpochCache::decode(&b))
+            .unwrap_or_default();
+        let clean = checkpoint.is_some_and(|c| c.clean_shutdown);
+        let recovery_point = checkpoint.map_or(Offset::ZERO, |c| c.recovery_point);
+        let mut log_start_offset = checkpoint.map_or(Offset::ZERO, |c| c.log_start_offset);
+        // Scans start at the segment holding the recovery point.
+        let scan_from = bases.iter().copied().rfind(|&b| b <= recovery_point).unwrap_or(Offset::ZERO);
+
+        let started = std::time::Instant::now();
+        let mut segments = BTreeMap::new();
+        let mut truncated_at = None;
+        for (i, &base) in bases.iter().enumerate() {
+            let path = segment::file_path(&dir, base, segment::LOG_SUFFIX);
+            if truncated_at.is_some() {
+                // Everything after a truncation point is gone, as Kafka's recovery does.
+                remove_segment_files(storage, &dir, base).await?;
+                continue;
+            }
+            let file = storage.open_file(&path, false).await.map_err(|e| Error::io("open", &path, e))?;
+            let file_len = file.size().await.map_err(|e| Error::io("stat", &path, e))?;
+            let mut seg = Segment::new(base, file.clone());
+            let trusted = clean || base < scan_from;
+            if trusted && load_indexes(storage, &dir, &mut seg, file_len).await? {
+                // Indexes loaded; the tail after the last entry is checked below.
+                let (_, position) = seg.offset_index.last().expect("load_indexes wants entries");
+                let tail = segment::scan(&file, position as u64, base, file_len)
+                    .await
+                    .map_err(|e| Error::io("read", &path, e))?;
+                EngineMetrics::add(&ctx.metrics.recovery_scanned_bytes, tail.valid_bytes - position as u64);
+                let first_ok = tail.batches.first().is_some_and(|m| {
+                    Some(m.last_offset) == seg.offset_index.last().map(|(rel, _)| base.plus(rel as i64))
+                });
+                if tail.stopped.is_none() && first_ok {
+                    seg.resume(&tail.batches);
+                    for (epoch, start) in tail.epochs {
+                        epochs.assign(epoch, start);
+                    }
+                    segments.insert(base, seg);
+                    continue;
+                }
+                seg = Segment::new(base, file.clone());
+            }
+            // Full scan: rebuild indexes, and for untrusted segments find the valid end.
+            let scan = segment::scan(&file, 0, base, file_len).await.map_err(|e| Error::io("read", &path, e))?;
+            EngineMetrics::add(&ctx.metrics.recovery_scanned_bytes, scan.valid_bytes);
+            for meta in &scan.batches {
+                seg.record(*meta, &config);
+            }
+            seg.indexes_dirty = true;
+            for (epoch, start) in &scan.epochs {
+                epochs.assign(*epoch, *start);
+            }
+            if let Some((position, reason)) = scan.stopped {
+                let is_last = i + 1 == bases.len();
+                let below_recovery_point = seg.next_offset < recovery_point;
+                // Trailing zeros of the active segment's reservation are not damage.
+                let zeros = is_last && is_zero_tail(&file, position, file_len).await;
+                if trusted || below_recovery_point {
+                    ctx.metrics.corruptions.set(ctx.metrics.corruptions.get() + 1);
+                    return Err(Error::Corruption { path, position, reason });
+                }
+                if !zeros {
+                    tracing::warn!(target: "skein::engine", partition = %partition, position, reason, "recovery truncated a torn or corrupt tail");
+                    let truncated = file_len - position;
+                    ctx.metrics.recovery_truncated_bytes.set(ctx.metrics.recovery_truncated_bytes.get() + truncated);
+                    truncated_at = Some(seg.next_offset);
+                }
+                file.truncate(position).await.map_err(|e| Error::io("truncate", &path, e))?;
+                file.fdatasync().await.map_err(|e| Error::io("sync", &path, e))?;
+            } else if !trusted && i + 1 == bases.len() {
+                file.fdatasync().await.map_err(|e| Error::io("sync", &path, e))?;
+            }
+            segments.insert(base, seg);
+        }
+        if segments.is_empty() {
+            let base = log_start_offset;
+            let path = segment::file_path(&dir, base, segment::LOG_SUFFIX);
+            let file = storage.open_file(&path, true).await.map_err(|e| Error::io("create", &path, e))?;
+            segments.insert(base, Segment::new(base, file));
+            storage.sync_dir(&dir).await.map_err(|e| Error::io("sync", &dir, e))?;
+        }
+        let active = segments.values().next_back().expect("at least one segment");
+        let log_end_offset = active.next_offset;
+        let first_base = *segments.keys().next().expect("at least one segment");
+        log_start_offset = log_start_offset.max(first_base).min(log_end_offset);
+        epochs.truncate_from(log_end_offset);
+        let active_file = active.file.clone();
+        let end = active.size;
+        let tail_start = align_down(end);
+        let tail = active_file
+            .read_at(tail_start, (end - tail_start) as usize)
+            .await
+            .map_err(|e| Error::io("read", segment::file_path(&dir, active.base_offset, segment::LOG_SUFFIX), e))?;
+        if tail.len() as u64 != end - tail_start {
+            return Err(Error::Corruption {
+                path: segment::file_path(&dir, active.base_offset, segment::LOG_SUFFIX),
+                position: tail_start,
+                reason: "short read of the tail block".into(),
+            });
+        }
+        let reserved = active_file.size().await.map_err(|e| Error::io("stat", &dir, e))?;
+        let appender = crate::appender::Appender::new(&active_file, end, &tail, reserved);
+        tracing::info!(target: "skein::engine", partition = %partition, log_start_offset = log_start_offset.0,
+            log_end_offset = log_end_offset.0, segments = segments.len(), clean, recovery_ms = started.elapsed().as_millis() as u64, "log opened");
+
+        let log = Rc::new(Log {
+            partition,
+            dir,
+            key,
+            ctx,
+            state: RefCell::new(LogState {
+                config,
+                segments,
+                appender,
+                pending: VecDeque::new(),
+                log_start_offset,
+                log_end_offset,
+                offset_written_end: log_end_offset,
+                offset_flushed_end: log_end_offset,
+                recovery_point: log_end_offset,
+                unflushed_records: 0,
+                last_flush_ms: now_ms(),
+                sync_in_flight: false,
+                reserving: false,
+                epochs,
+                failed: None,
+                closed: false,
+            }),
+            gate: Gate::default(),
+            written_waiters: Waiters::default(),
+            sync_waiters: Waiters::default(),
+            readers: Waiters::default(),
+            maintenance: async_lock::Mutex::new(()),
+            written_checkpoint: Cell::new(None),
+            written_epochs: RefCell::new(None),
+        });
+        // From here on a crash is not a clean shutdown.
+        log.write_checkpoint(false).await?;
+        log.write_epochs().await?;
+        Ok(log)
+    }
+}
+
+/// Recomputes a segment's size, next offset and max timestamp up to `limit`, from its
+/// (already truncated) indexes and a scan of the bytes after the last index entry.
+pub(super) async fn restore_bookkeeping<F: StorageFile>(
+    seg: &mut Segment<F>,
+    limit: u64,
+    config: &LogConfig,
+) -> std::io::Result<()> {
+    match seg.offset_index.last() {
+        Some((_, position)) => {
+            let tail = segment::scan(&seg.file, position as u64, seg.base_offset, limit).await?;
+            seg.resume(&tail.batches);
+        }
+        None => {
+            let scan = segment::scan(&seg.file, 0, seg.base_offset, limit).await?;
+            seg.time_index = TimeIndex::default();
+            for meta in &scan.batches {
+                seg.record(*meta, config);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Loads a segment's index files. Returns false when either is missing, damaged or
+/// empty, so the caller rebuilds them from the log.
+pub(super) async fn load_indexes<S: Storage, F: StorageFile>(
+    storage: &S,
+    dir: &Path,
+    seg: &mut Segment<F>,
+    log_bytes: u64,
+) -> Result<bool> {
+    let index_path = segment::file_path(dir, seg.base_offset, segment::INDEX_SUFFIX);
+    let time_path = segment::file_path(dir, seg.base_offset, segment::TIME_INDEX_SUFFIX);
+    let read =
+        |path: PathBuf| async move { io::read_whole(storage, &path).await.map_err(|e| Error::io("read", &path, e)) };
+    let (Some(index), Some(times)) = (read(index_path).await?, read(time_path).await?) else { return Ok(false) };
+    if index.len() > crate::limits::INDEX_BYTES_MAX || times.len() > crate::limits::INDEX_BYTES_MAX {
+        return Ok(false);
+    }
+    match (OffsetIndex::decode(&index, log_bytes), TimeIndex::decode(&times)) {
+        (Ok(index), Ok(times)) if !index.is_empty() => {
+            seg.offset_index = index;
+            seg.time_index = times;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Whether the file holds only zeros from `position` to `len` (unused reservation).
+pub(super) async fn is_zero_tail<F: StorageFile>(file: &F, position: u64, len: u64) -> bool {
+    let mut at = position;
+    while at < len {
+        let want = (len - at).min(1 << 20) as usize;
+        match file.read_at(at, want).await {
+            Ok(bytes) if !bytes.is_empty() => {
+                if bytes.iter().any(|&b| b != 0) {
+                    return false;
+                }
+                at += bytes.len() as u64;
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Completes compaction swaps a crash interrupted and removes unfinished temp files:
+/// a `.log.swap` is a complete compacted segment, a `.log.cleaned` or `.tmp` is not.
+pub(super) async fn finish_interrupted_swaps<S: Storage>(storage: &S, dir: &Path) -> Result<()> {
+    let names = storage.list_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    for name in names {
+        let path = dir.join(&name);
+        if let Some(base) = segment::parse_file_name(&name, segment::SWAP_SUFFIX) {
+            let target = segment::file_path(dir, base, segment::LOG_SUFFIX);
+            storage.rename(&path, &target).await.map_err(|e| Error::io("rename", &path, e))?;
+            // Its indexes describe the old content.
+            for suffix in [segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX] {
+                let _ = storage.remove_file(&segment::file_path(dir, base, suffix)).await;
+            }
+        } else if name.ends_with(segment::CLEANED_SUFFIX) || name.ends_with(".tmp") {
+            storage.remove_file(&path).await.map_err(|e| Error::io("remove", &path, e))?;
+        }
+    }
+    storage.sync_dir(dir).await.map_err(|e| Error::io("sync", dir, e))
+}
