@@ -150,13 +150,11 @@ fn sweep_stray_partitions(
         let name = entry.file_name().to_string_lossy().to_string();
         let Some(partition) = TopicPartition::from_dir_name(&name) else { continue };
         let on_disk = std::fs::read_to_string(entry.path().join(skein_engine::manager::PARTITION_METADATA)).ok();
-        let on_disk_id =
-            on_disk.as_deref().and_then(|t| t.lines().find_map(|l| l.strip_prefix("topic_id:"))).map(str::trim);
+        let on_disk_id = on_disk.as_deref().and_then(skein_engine::manager::partition_metadata_topic_id);
         let stray = match image.topic(&partition.topic) {
             None => true,
             Some(meta) => {
-                use base64::Engine;
-                let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(meta.id.as_bytes());
+                let id = skein_engine::manager::topic_id_text(*meta.id.as_bytes());
                 partition.partition >= meta.partitions || on_disk_id.is_some_and(|found| found != id)
             }
         };

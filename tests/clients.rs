@@ -11,7 +11,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{create_topic, Broker};
 
@@ -35,24 +35,36 @@ fn setup(client: &str) {
     assert!(status.success(), "{} failed", script.display());
 }
 
-/// Runs `command` with a time limit; the output of a run that did not end in time
-/// says so.
-fn run(mut command: Command, limit: Duration) -> Output {
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start client");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let output = child.wait_with_output().unwrap();
+/// Runs `command` with `input` on its standard input and a time limit. Its output is
+/// read while it runs (a chatty client never blocks on a full pipe); a run that does
+/// not end in time is killed and reported with what it printed.
+fn run(mut command: Command, input: Option<&str>, limit: Duration) -> Output {
+    let mut child = command
+        .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    if let Some(input) = input {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    let pid = child.id() as i32;
+    let (done, output) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait_with_output()));
+    match output.recv_timeout(limit) {
+        Ok(result) => result.unwrap(),
+        Err(_) => {
+            // SAFETY: signalling our own child, still running.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let output = output.recv().unwrap().unwrap();
             panic!(
-                "client still running after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                "{command:?} still running after {limit:?}\nstdout:\n{}\nstderr:\n{}",
                 String::from_utf8_lossy(&output.stdout),
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
-    child.wait_with_output().unwrap()
 }
 
 /// Runs a client's scenario against a fresh broker; it must print `OK <client>`.
@@ -60,7 +72,7 @@ fn scenario(client: &str, command: Command) {
     let (mut broker, _dir) = start();
     let mut command = command;
     command.arg(broker.bootstrap()).arg(format!("scenario-{}", client.replace(['.', ' '], "-")));
-    let output = run(command, Duration::from_secs(180));
+    let output = run(command, None, Duration::from_secs(180));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success() && stdout.lines().any(|l| l.starts_with("OK ")),
@@ -171,23 +183,8 @@ fn librdkafka_2_0_admin() {
 fn kcat(args: &[&str], input: Option<&str>) -> String {
     let mut command = Command::new("kcat");
     // cargo's library path would load the rdkafka crate's newer librdkafka into kcat.
-    command.env_remove("LD_LIBRARY_PATH");
-    command.args(args).stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kcat is not installed (Debian: apt-get install kcat)");
-    if let Some(input) = input {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "kcat {args:?} still running after 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
+    command.env_remove("LD_LIBRARY_PATH").args(args);
+    let output = run(command, input, Duration::from_secs(60));
     assert!(
         output.status.success(),
         "kcat {args:?} failed: {}\n{}",

@@ -260,15 +260,8 @@ impl Conformance {
 }
 
 fn uuid_member() -> String {
-    // A 22-character base64 id, as KIP-848 clients generate.
-    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    (0..22)
-        .map(|_| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            alphabet[(seed >> 70) as usize % 64] as char
-        })
-        .collect()
+    // A KIP-848 client generates its member id (v1).
+    Uuid::new_v4().simple().to_string()
 }
 
 /// Topics, data, groups and a producer for the requests to work on.

@@ -550,12 +550,6 @@ fn offsets_retention_for_empty_groups() {
     assert_eq!(got.elements()[0].offset(), Offset::Invalid, "expired offsets are gone");
 }
 
-/// Kafka's partition of `__consumer_offsets` for a group: abs(javaHash) % 50.
-fn offsets_partition(group: &str) -> i32 {
-    let hash = group.chars().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
-    (hash & 0x7fff_ffff) % 50
-}
-
 // An offsets partition that cannot be loaded (here a batch whose CRC holds but whose
 // zstd section does not decompress) is never marked loaded: its groups answer
 // COORDINATOR_LOAD_IN_PROGRESS, the failure is logged and counted, and the load is
@@ -586,7 +580,7 @@ fn offsets_partition_that_fails_to_load_stays_unloaded() {
     // Append a batch with a valid CRC and an undecodable zstd section at the log's end.
     let segment = broker
         .data_dir
-        .join(format!("__consumer_offsets-{}", offsets_partition("unloadable")))
+        .join(format!("__consumer_offsets-{}", skein_net::group::partition_for("unloadable")))
         .join(format!("{:020}.log", 0));
     let mut bytes = std::fs::read(&segment).unwrap();
     let (mut position, mut next_offset) = (0usize, 0i64);

@@ -145,11 +145,11 @@ impl<S: Storage> LogManager<S> {
         }
         let dir = self.data_dir.join(partition.dir_name());
         let path = dir.join(PARTITION_METADATA);
-        let expected = encode_topic_id(topic_id);
+        let expected = topic_id_text(topic_id);
         let on_disk = io::read_whole(&self.ctx.storage, &path).await.map_err(|e| Error::io("read", &path, e))?;
         if let Some(bytes) = &on_disk {
             let text = String::from_utf8_lossy(bytes);
-            let found = text.lines().find_map(|l| l.strip_prefix("topic_id:")).map(str::trim).unwrap_or("").to_string();
+            let found = partition_metadata_topic_id(&text).unwrap_or("").to_string();
             if found != expected {
                 return Err(Error::TopicIdMismatch { partition, expected, found });
             }
@@ -297,8 +297,13 @@ pub const PARTITION_METADATA: &str = "partition.metadata";
 /// How a deleted partition's directory name ends, as Kafka names it.
 pub const DELETED_SUFFIX: &str = "-delete";
 
+/// The topic id named by a `partition.metadata` file's text.
+pub fn partition_metadata_topic_id(text: &str) -> Option<&str> {
+    text.lines().find_map(|l| l.strip_prefix("topic_id:")).map(str::trim)
+}
+
 /// A topic id as Kafka prints it: URL-safe base64 without padding.
-fn encode_topic_id(id: [u8; 16]) -> String {
+pub fn topic_id_text(id: [u8; 16]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
 }

@@ -31,11 +31,9 @@ pub struct TopicSettings {
 
 impl TopicSettings {
     pub fn of(topic: &crate::metadata::TopicMeta, broker: &BTreeMap<String, String>) -> TopicSettings {
-        TopicSettings {
-            log: log_config(&topic.configs, broker),
-            append: AppendRules::of(&topic.configs, broker),
-            topic_id: *topic.id.as_bytes(),
-        }
+        let log = log_config(&topic.configs, broker);
+        let append = AppendRules::of(&topic.configs, broker, log.cleanup_policy.compact);
+        TopicSettings { log, append, topic_id: *topic.id.as_bytes() }
     }
 }
 
@@ -57,7 +55,8 @@ pub struct AppendRules {
 }
 
 impl AppendRules {
-    pub fn of(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> AppendRules {
+    /// The rules of a topic; `compacted` is its log config's cleanup policy.
+    pub fn of(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String, String>, compacted: bool) -> AppendRules {
         let get = |name: &str| effective(name, overrides, broker).map(|(v, _)| v).unwrap_or_default();
         let long = |name: &str| get(name).trim().parse::<i64>().unwrap_or(i64::MAX);
         let level = |name: &str| get(name).trim().parse::<i32>().ok();
@@ -73,7 +72,7 @@ impl AppendRules {
             log_append_time: get("message.timestamp.type") == "LogAppendTime",
             min_insync_replicas: get("min.insync.replicas").parse().unwrap_or(1),
             compression,
-            key_required: log_config(overrides, broker).cleanup_policy.compact,
+            key_required: compacted,
             timestamp_before_max_ms: long("message.timestamp.before.max.ms"),
             timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
         }

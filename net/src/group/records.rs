@@ -589,7 +589,11 @@ fn decode_offset(v: &mut Bytes) -> Option<OffsetValue> {
         -1
     };
     let metadata = get_string(v)?;
-    let commit_timestamp = if v.remaining() >= 8 { v.get_i64() } else { -1 };
+    // Every version carries the commit timestamp: a value without it is damaged.
+    if v.remaining() < 8 {
+        return None;
+    }
+    let commit_timestamp = v.get_i64();
     Some(OffsetValue { offset, leader_epoch, metadata, commit_timestamp })
 }
 
@@ -666,7 +670,15 @@ mod tests {
         ];
         for entry in entries {
             let (key, value) = encode(&entry);
-            assert_eq!(decode(&key, value.as_ref()), Some(entry));
+            assert_eq!(decode(&key, value.as_ref()), Some(entry.clone()));
+            // A value cut anywhere decodes to nothing, or (when only trailing optional
+            // fields are cut) to the same entry: never a panic or a wrong entry.
+            if let Some(value) = value {
+                for cut in 0..value.len() {
+                    let decoded = decode(&key, Some(&value.slice(..cut)));
+                    assert!(decoded.is_none() || decoded == Some(entry.clone()), "{entry:?} cut at {cut}: {decoded:?}");
+                }
+            }
         }
         assert_eq!(decode(&Bytes::from_static(&[0, 9, 0]), None), None);
         assert_eq!(decode(&Bytes::from_static(&[0, 1, 0, 50]), None), None);
