@@ -550,6 +550,45 @@ fn offsets_retention_for_empty_groups() {
     assert_eq!(got.elements()[0].offset(), Offset::Invalid, "expired offsets are gone");
 }
 
+// Clients that race to find their coordinators on a fresh broker (the offsets topic
+// is created by the first of them) are named one only once it can answer: a commit
+// sent straight after never meets COORDINATOR_LOAD_IN_PROGRESS.
+#[test]
+fn coordinators_are_named_only_once_loaded() {
+    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    use kafka_protocol::messages::{FindCoordinatorRequest, GroupId, OffsetCommitRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    create(&broker, "raced", 1);
+    let clients: Vec<_> = (0..8)
+        .map(|i| {
+            let bootstrap = broker.bootstrap();
+            std::thread::spawn(move || {
+                let group = format!("racer-{i}");
+                let mut client = common::RawClient::connect(&bootstrap);
+                let find = FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.clone()));
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while client.call(&find, 3).error_code != 0 {
+                    assert!(Instant::now() < deadline, "no coordinator for {group}");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let commit = OffsetCommitRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(group)))
+                    .with_generation_id_or_member_epoch(-1)
+                    .with_topics(vec![OffsetCommitRequestTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("raced")))
+                        .with_partitions(vec![OffsetCommitRequestPartition::default().with_committed_offset(1)])]);
+                client.call(&commit, 8).topics[0].partitions[0].error_code
+            })
+        })
+        .collect();
+    for client in clients {
+        assert_eq!(client.join().unwrap(), 0, "commit right after FindCoordinator");
+    }
+}
+
 // An offsets partition that cannot be loaded (here a batch whose CRC holds but whose
 // zstd section does not decompress) is never marked loaded: its groups answer
 // COORDINATOR_LOAD_IN_PROGRESS, the failure is logged and counted, and the load is

@@ -639,6 +639,7 @@ impl Shard {
             GroupCall::Fetch { group, wanted } => GroupAnswer::Offsets(groups.fetch(&group, wanted)),
             GroupCall::Describe { group } => GroupAnswer::Described(groups.describe(&group)),
             GroupCall::List { states } => GroupAnswer::Listed(groups.list(&states)),
+            GroupCall::Ready => GroupAnswer::Code(code::NONE),
             GroupCall::Delete { group } => match groups.delete(&group) {
                 Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
                 Err(c) => GroupAnswer::Code(c),

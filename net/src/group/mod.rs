@@ -705,6 +705,9 @@ pub enum GroupCall {
     ConsumerDescribe {
         group: String,
     },
+    /// Answers NONE once the group's offsets partition is open and loaded
+    /// (FindCoordinator names a coordinator only then).
+    Ready,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1,5 +1,9 @@
 //! FindCoordinator: this node coordinates every group (it leads every partition of
 //! `__consumer_offsets`, created here on first use). Batched keys from v4 (KIP-699).
+//! A group's coordinator is named only once its offsets partition is open and loaded;
+//! until then the key gets COORDINATOR_NOT_AVAILABLE, which every client retries (a
+//! client told the address early would send its commit into the load and, for
+//! librdkafka's synchronous commit, fail on COORDINATOR_LOAD_IN_PROGRESS).
 //! Transaction coordinators do not exist yet: COORDINATOR_NOT_AVAILABLE.
 
 use std::rc::Rc;
@@ -8,8 +12,11 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 
+use futures_util::future::join_all;
+
 use super::s;
 use crate::errors::code;
+use crate::group::GroupCall;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
@@ -22,15 +29,18 @@ pub async fn handle(
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let settings = &shard.settings;
-    let error = if request.key_type != KEY_TYPE_GROUP {
-        code::COORDINATOR_NOT_AVAILABLE
+    let keys = if header.request_api_version >= 4 { request.coordinator_keys } else { vec![request.key] };
+    let errors = if request.key_type != KEY_TYPE_GROUP {
+        vec![code::COORDINATOR_NOT_AVAILABLE; keys.len()]
     } else {
-        match crate::topics::ensure_offsets_topic(shard).await {
-            Ok(()) => code::NONE,
-            Err(_) => code::COORDINATOR_NOT_AVAILABLE,
-        }
+        let ready = keys.iter().map(|key| crate::topics::group_call(shard, key, GroupCall::Ready));
+        join_all(ready)
+            .await
+            .into_iter()
+            .map(|r| if r.is_ok() { code::NONE } else { code::COORDINATOR_NOT_AVAILABLE })
+            .collect()
     };
-    let node = |key: kafka_protocol::protocol::StrBytes| {
+    let node = |(key, error): (kafka_protocol::protocol::StrBytes, i16)| {
         let mut c = Coordinator::default().with_key(key).with_error_code(error);
         if error == code::NONE {
             c = c
@@ -43,10 +53,10 @@ pub async fn handle(
         c
     };
     let mut response = FindCoordinatorResponse::default();
+    let mut coordinators = keys.into_iter().zip(errors).map(node);
     if header.request_api_version >= 4 {
-        response.coordinators = request.coordinator_keys.into_iter().map(node).collect();
-    } else {
-        let c = node(request.key);
+        response.coordinators = coordinators.collect();
+    } else if let Some(c) = coordinators.next() {
         response.error_code = c.error_code;
         response.node_id = c.node_id;
         response.host = c.host;
