@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use skein_engine::TopicPartition;
 use skein_net::append::TopicSettings;
-use skein_net::metadata::default_shard;
+use skein_net::metadata::controller::{decide, ControllerRequest};
 use skein_net::shard::PartitionOp;
 use skein_net::{MetadataStore, NodeSettings, Shard};
 
@@ -30,21 +30,15 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
     let shards = config.cpus.len();
-    let store = Arc::new(MetadataStore::open(&config.data_dir)?);
+    let (store, mut image) = MetadataStore::open(&config.data_dir)?;
     // Partitions placed on shards this node no longer runs move to the default placement.
-    store
-        .update(|image| {
-            for topic in image.topics.values_mut() {
-                for (p, shard) in topic.shards.iter_mut().enumerate() {
-                    if *shard >= shards {
-                        *shard = default_shard(&topic.name, p as i32, shards);
-                    }
-                }
-            }
-            Ok(())
-        })
-        .map_err(|(_, e)| e)?;
-    sweep_stray_partitions(&config.data_dir, &store.image())?;
+    let (records, _) = decide(&image, &ControllerRequest::Reshard, shards).map_err(|(_, e)| e)?;
+    if !records.is_empty() {
+        image.apply(&records);
+        store.persist_blocking(&image)?;
+    }
+    let image = Arc::new(image);
+    sweep_stray_partitions(&config.data_dir, &image)?;
     // Probe the listener before starting shards, for a clear error when it is taken,
     // and resolve port 0 to a free port that every shard then binds.
     crate::exclusive::refuse_taken(config.listener, "Kafka listener")?;
@@ -84,13 +78,15 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     let wirings = skein_net::router::wire(shards);
     let mut handles = Vec::new();
     for ((shard, &cpu), wiring) in config.cpus.iter().enumerate().zip(wirings) {
-        let (config, stop, store, settings, ready) =
-            (config.clone(), stop.clone(), store.clone(), settings.clone(), ready.clone());
+        let (config, stop, image, settings, ready) =
+            (config.clone(), stop.clone(), image.clone(), settings.clone(), ready.clone());
+        // Shard 0 runs the metadata controller, the only writer of the store.
+        let store = (shard == 0).then(|| store.clone());
         let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
             .name(&format!("shard-{shard}"))
             .spawn(move || async move {
                 let (router, receivers) = wiring.connect().await;
-                let node = Rc::new(Shard::new(shard, settings, store, config.cache_bytes_per_shard, router));
+                let node = Rc::new(Shard::new(shard, settings, image, store, config.cache_bytes_per_shard, router));
                 run_shard(node, receivers, config, stop, ready, shards).await
             })
             .map_err(|e| format!("cannot start shard {shard} on cpu {cpu} (io_uring must be available): {e}"))?;

@@ -5,7 +5,7 @@
 //! handler `registry` and handed to its handler (`handlers/`, one module per API). A
 //! handler works on partitions through `Shard::route`, which runs the operation on the
 //! partition's owner shard, here or across a bounded channel (`router`). Metadata has
-//! one writer (`metadata::MetadataStore`) and every shard reads immutable images.
+//! one writer (`metadata::controller`, on shard 0) and every shard its own published image.
 //!
 //! Architecture invariant: Kafka error codes are produced only here (`errors`), and
 //! this crate owns no storage logic: it calls `skein_engine`.
@@ -28,5 +28,5 @@ pub mod server;
 pub mod shard;
 pub mod topics;
 
-pub use metadata::MetadataStore;
+pub use metadata::store::MetadataStore;
 pub use shard::{NodeSettings, Shard};

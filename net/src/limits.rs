@@ -37,3 +37,13 @@ pub const GROUP_PENDING_MEMBERS_MAX: usize = 10_000;
 /// idle connection costs a task and its buffers, about 10 KiB, so 100,000 connections
 /// per shard cost about 1 GiB.
 pub const SHARD_CONNECTIONS_MAX: usize = 100_000;
+
+/// Operations one shard runs at once for one peer shard. Past this the shard stops
+/// taking the peer's messages, the bounded channel fills, and the peer waits
+/// (backpressure): the tasks `router::serve_peer` spawns are bounded.
+pub const PEER_TASKS_MAX: usize = 1024;
+
+/// Long polls one shard parks at once for one peer shard. Past this a long poll
+/// answers with what the partition holds now instead of parking, so parked polls never
+/// hold up the peer's produce requests behind the task bound.
+pub const PEER_PARKED_MAX: usize = 4096;

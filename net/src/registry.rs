@@ -63,7 +63,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<ResponseKin
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(shard, &header, r).await),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(shard, &header, r).await),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(shard, r).await),
-        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(shard, r)),
+        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(shard, r).await),
         RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(describe_configs::handle(shard, &header, r)),
         RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(alter_configs::handle(shard, r).await),
         RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(describe_log_dirs::handle(shard, r).await),

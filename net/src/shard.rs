@@ -20,7 +20,9 @@ use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, LogManager, Offset, Topi
 
 use crate::append::{AppendRules, TopicSettings};
 use crate::errors::{code, code_of};
-use crate::metadata::{MetadataImage, MetadataStore};
+use crate::metadata::controller::{Controller, ControllerReply, ControllerRequest};
+use crate::metadata::store::MetadataStore;
+use crate::metadata::{MetadataImage, Refusal};
 use crate::metrics::ShardMetrics;
 use crate::producer::{Check, ProducerStates};
 use crate::router::Router;
@@ -159,16 +161,24 @@ impl PartitionOp {
 pub type OpResult = Result<PartitionReply, (i16, Option<String>)>;
 
 /// A message between shards.
-pub struct ShardMessage {
-    pub partition: TopicPartition,
-    pub op: PartitionOp,
-    pub reply: oneshot::Sender<OpResult>,
+pub enum ShardMessage {
+    /// An operation on a partition the receiver owns.
+    Partition { partition: TopicPartition, op: PartitionOp, reply: oneshot::Sender<OpResult> },
+    /// A metadata change for the controller (shard 0).
+    Control { request: ControllerRequest, reply: oneshot::Sender<Result<ControllerReply, Refusal>> },
+    /// A new metadata image from the controller; acknowledged once installed.
+    Publish { image: Arc<MetadataImage>, reply: oneshot::Sender<()> },
 }
 
 pub struct Shard {
     pub id: usize,
     pub settings: Arc<NodeSettings>,
-    pub store: Arc<MetadataStore>,
+    /// This shard's metadata image, replaced whole when the controller publishes.
+    image: RefCell<Arc<MetadataImage>>,
+    /// The metadata controller, on shard 0 only.
+    controller: Option<Controller>,
+    /// Producer ids this shard may hand out (a block from the controller).
+    producer_ids: RefCell<std::ops::Range<i64>>,
     pub logs: LogManager<DmaStorage>,
     partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
     router: Router,
@@ -185,7 +195,8 @@ impl Shard {
     pub fn new(
         id: usize,
         settings: Arc<NodeSettings>,
-        store: Arc<MetadataStore>,
+        image: Arc<MetadataImage>,
+        store: Option<MetadataStore>,
         cache_bytes: usize,
         router: Router,
     ) -> Shard {
@@ -194,7 +205,9 @@ impl Shard {
         let shard = Shard {
             id,
             settings,
-            store,
+            image: RefCell::new(image),
+            controller: store.map(Controller::new),
+            producer_ids: RefCell::new(0..0),
             logs,
             partitions: RefCell::new(HashMap::new()),
             router,
@@ -220,8 +233,71 @@ impl Shard {
         shard
     }
 
+    /// This shard's current metadata image: no lock, no other shard involved.
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.store.image()
+        self.image.borrow().clone()
+    }
+
+    /// Installs a published image unless a newer one is already here.
+    pub fn install(&self, image: Arc<MetadataImage>) {
+        let mut current = self.image.borrow_mut();
+        if image.version > current.version {
+            *current = image;
+        }
+    }
+
+    /// Installs `image` here and on every other shard, and waits until each holds it.
+    pub async fn publish(&self, image: Arc<MetadataImage>) {
+        self.install(image.clone());
+        let acks = (0..self.settings.shards).filter(|&s| s != self.id).map(|s| {
+            let image = image.clone();
+            async move {
+                let (reply, ack) = oneshot::channel();
+                if self.router.send(s, ShardMessage::Publish { image, reply }).await.is_ok() {
+                    let _ = ack.await;
+                }
+            }
+        });
+        futures_util::future::join_all(acks).await;
+    }
+
+    /// Asks the metadata controller for a change; answered once every shard holds the
+    /// resulting image.
+    ///
+    /// # Errors
+    /// The controller's refusal, or NOT_CONTROLLER (retriable) when shard 0 cannot
+    /// be reached.
+    pub async fn control(self: &Rc<Self>, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
+        if let Some(controller) = &self.controller {
+            return controller.handle(self, request).await;
+        }
+        let unavailable = || (code::NOT_CONTROLLER, "the metadata controller is unavailable".to_string());
+        let (reply, answer) = oneshot::channel();
+        self.router.send(0, ShardMessage::Control { request, reply }).await.map_err(|_| unavailable())?;
+        answer.await.unwrap_or_else(|_| Err(unavailable()))
+    }
+
+    /// A new producer id from this shard's block, fetching a new block from the
+    /// controller when it is used up.
+    ///
+    /// # Errors
+    /// The controller's error when no block can be had.
+    pub async fn next_producer_id(self: &Rc<Self>) -> Result<i64, Refusal> {
+        loop {
+            if let Some(id) = self.producer_ids.borrow_mut().next() {
+                return Ok(id);
+            }
+            match self.control(ControllerRequest::ProducerIds).await? {
+                ControllerReply::ProducerIds(block) => {
+                    let mut ids = self.producer_ids.borrow_mut();
+                    // Another task may have refilled meanwhile: keep the fuller block.
+                    if ids.is_empty() {
+                        *ids = block;
+                    }
+                }
+                other => return Err((code::UNKNOWN_SERVER_ERROR, format!("unexpected controller reply {other:?}"))),
+            }
+        }
     }
 
     pub fn partition(&self, partition: &TopicPartition) -> Option<Rc<Partition>> {
@@ -248,7 +324,7 @@ impl Shard {
         } else {
             self.metrics.cross_shard_messages.set(self.metrics.cross_shard_messages.get() + 1);
             let (reply, answer) = oneshot::channel();
-            if self.router.send(owner, ShardMessage { partition, op, reply }).await.is_err() {
+            if self.router.send(owner, ShardMessage::Partition { partition, op, reply }).await.is_err() {
                 Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard unavailable".into())))
             } else {
                 answer.await.unwrap_or(Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard dropped the request".into()))))

@@ -11,8 +11,14 @@ use skein_engine::TopicPartition;
 use crate::append::TopicSettings;
 use crate::configs::validate_config;
 use crate::errors::code;
-use crate::metadata::{default_shard, validate_topic_name, Refusal, TopicMeta};
+use crate::metadata::controller::{check_growth, ControllerReply, ControllerRequest};
+use crate::metadata::{validate_topic_name, Refusal, TopicMeta};
 use crate::shard::{PartitionOp, Shard};
+
+/// A controller reply of the wrong kind: a bug, answered as Kafka answers one.
+fn unexpected() -> Refusal {
+    (code::UNKNOWN_SERVER_ERROR, "unexpected metadata controller reply".into())
+}
 
 /// Checks a new topic's name, partition count, replication factor and configs.
 ///
@@ -60,29 +66,8 @@ pub async fn create_topic(
     configs: BTreeMap<String, String>,
 ) -> Result<TopicMeta, Refusal> {
     validate_new_topic(name, partitions, replication_factor, &configs)?;
-    let shards = shard.settings.shards;
-    let (meta, _) = shard.store.update(|image| {
-        if image.topics.contains_key(name) {
-            return Err((code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
-        }
-        // Kafka refuses names that collide once '.' and '_' are treated alike.
-        let normalized = name.replace('.', "_");
-        if let Some(other) = image.topics.keys().find(|t| t.replace('.', "_") == normalized) {
-            return Err((
-                code::INVALID_TOPIC_EXCEPTION,
-                format!("Topic '{name}' collides with existing topic: {other}"),
-            ));
-        }
-        let meta = TopicMeta {
-            name: name.to_owned(),
-            id: uuid::Uuid::new_v4(),
-            partitions,
-            configs: configs.clone(),
-            shards: (0..partitions).map(|p| default_shard(name, p, shards)).collect(),
-        };
-        image.topics.insert(name.to_owned(), meta.clone());
-        Ok(meta)
-    })?;
+    let request = ControllerRequest::CreateTopic { name: name.to_owned(), partitions, configs };
+    let ControllerReply::Topic(meta) = shard.control(request).await? else { return Err(unexpected()) };
     open_partitions(shard, &meta, 0..partitions).await?;
     tracing::info!(target: "skein::net", topic = name, partitions, "topic created");
     Ok(meta)
@@ -106,12 +91,8 @@ pub async fn open_partitions(shard: &Rc<Shard>, meta: &TopicMeta, range: std::op
 /// # Errors
 /// UNKNOWN_TOPIC_OR_PARTITION.
 pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<TopicMeta, Refusal> {
-    let (meta, _) = shard.store.update(|image| {
-        image
-            .topics
-            .remove(name)
-            .ok_or_else(|| (code::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.".into()))
-    })?;
+    let request = ControllerRequest::DeleteTopic { name: name.to_owned() };
+    let ControllerReply::Topic(meta) = shard.control(request).await? else { return Err(unexpected()) };
     let removals = (0..meta.partitions).map(|p| {
         let op = PartitionOp::Remove { topic_id: *meta.id.as_bytes() };
         shard.route_to(meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p), op)
@@ -130,41 +111,15 @@ pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<TopicMeta, Re
 /// # Errors
 /// UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS.
 pub async fn create_partitions(shard: &Rc<Shard>, name: &str, count: i32, validate_only: bool) -> Result<(), Refusal> {
-    let shards = shard.settings.shards;
-    let check = |meta: &TopicMeta| -> Result<(), Refusal> {
-        if count < meta.partitions {
-            return Err((
-                code::INVALID_PARTITIONS,
-                format!(
-                    "Topic currently has {} partitions, which is higher than the requested {count}.",
-                    meta.partitions
-                ),
-            ));
-        }
-        if count == meta.partitions {
-            return Err((code::INVALID_PARTITIONS, format!("Topic already has {count} partitions.")));
-        }
-        if count > 100_000 {
-            return Err((
-                code::INVALID_PARTITIONS,
-                format!("Number of partitions {count} exceeds the limit of 100000."),
-            ));
-        }
-        Ok(())
-    };
-    let unknown = || (code::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.".to_string());
     if validate_only {
         let image = shard.image();
-        return check(image.topic(name).ok_or_else(unknown)?);
+        let meta = image.topic(name).ok_or_else(|| {
+            (code::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.".to_string())
+        })?;
+        return check_growth(meta, count);
     }
-    let ((old, meta), _) = shard.store.update(|image| {
-        let meta = image.topics.get_mut(name).ok_or_else(unknown)?;
-        check(meta)?;
-        let old = meta.partitions;
-        meta.shards.extend((old..count).map(|p| default_shard(name, p, shards)));
-        meta.partitions = count;
-        Ok((old, meta.clone()))
-    })?;
+    let request = ControllerRequest::CreatePartitions { name: name.to_owned(), count };
+    let ControllerReply::Grown { old, meta } = shard.control(request).await? else { return Err(unexpected()) };
     open_partitions(shard, &meta, old..count).await
 }
 
@@ -185,11 +140,8 @@ pub async fn set_topic_configs(
     if validate_only {
         return shard.image().topic(name).map(|_| ()).ok_or_else(unknown);
     }
-    let (meta, _) = shard.store.update(|image| {
-        let meta = image.topics.get_mut(name).ok_or_else(unknown)?;
-        meta.configs = configs.clone();
-        Ok(meta.clone())
-    })?;
+    let request = ControllerRequest::SetConfigs { name: name.to_owned(), configs };
+    let ControllerReply::Topic(meta) = shard.control(request).await? else { return Err(unexpected()) };
     let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
     let updates = (0..meta.partitions).map(|p| {
         shard.route_to(
@@ -243,12 +195,7 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
         .route_to(source, partition.clone(), PartitionOp::Release)
         .await
         .map_err(|(c, m)| (c, m.unwrap_or_default()))?;
-    let index = partition.partition as usize;
-    shard.store.update(|image| {
-        let topic = image.topics.get_mut(&partition.topic).ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, String::new()))?;
-        topic.shards[index] = target;
-        Ok(())
-    })?;
+    shard.control(ControllerRequest::MovePartition { partition: partition.clone(), target }).await?;
     let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
     shard
         .route_to(target, partition.clone(), PartitionOp::Open(settings))

@@ -710,6 +710,13 @@ pub enum GroupCall {
     Ready,
 }
 
+impl GroupCall {
+    /// Whether the call may wait for a rebalance to complete before it is answered.
+    pub fn waits(&self) -> bool {
+        matches!(self, GroupCall::Join(_) | GroupCall::Sync { .. })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum GroupAnswer {
     Join(JoinGroupResponse),

@@ -1,5 +1,5 @@
-//! InitProducerId for idempotent producers: a new producer id from the node's
-//! persisted counter, epoch 0. Transactions are not implemented yet, so a request
+//! InitProducerId for idempotent producers: a new producer id, epoch 0, from this
+//! shard's block of ids (a metadata write once per block, not per producer). Transactions are not implemented yet, so a request
 //! with a transactional id is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) rather
 //! than answered as if it were coordinated.
 
@@ -13,7 +13,7 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
-pub fn handle(shard: &Rc<Shard>, request: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(shard: &Rc<Shard>, request: InitProducerIdRequest) -> InitProducerIdResponse {
     let mut response = InitProducerIdResponse::default();
     response.producer_id = ProducerId(-1);
     response.producer_epoch = -1;
@@ -21,12 +21,8 @@ pub fn handle(shard: &Rc<Shard>, request: InitProducerIdRequest) -> InitProducer
         response.error_code = code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
         return response;
     }
-    match shard.store.update(|image| {
-        let id = image.next_producer_id;
-        image.next_producer_id += 1;
-        Ok(id)
-    }) {
-        Ok((id, _)) => {
+    match shard.next_producer_id().await {
+        Ok(id) => {
             response.producer_id = ProducerId(id);
             response.producer_epoch = 0;
         }

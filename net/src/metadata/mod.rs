@@ -1,15 +1,17 @@
 //! Cluster metadata as the broker's handlers see it: topics, their ids, partition
 //! counts, config overrides and the partition-to-shard table.
 //!
-//! Control plane: one writer (`MetadataStore`, driven by shard 0) publishes immutable,
-//! versioned `MetadataImage`s; every shard reads the latest `Arc` and never mutates it.
-//! The single-node store persists the image as JSON, atomically (temp file, fsync,
-//! rename, directory fsync). A cluster controller's metadata log replaces the store
-//! behind the same `MetadataImage` type without touching the handlers.
+//! Control plane: one writer, the `controller` on shard 0, turns requests (create a
+//! topic, hand out producer ids) into `MetadataRecord`s, persists the resulting image
+//! (`store`, async I/O), and publishes it to every shard by message. Each shard holds
+//! its own `Arc<MetadataImage>`: the request path reads it with no lock shared between
+//! shards. A cluster controller's replicated metadata log replaces the controller's
+//! writer behind the same requests and records, without touching the handlers.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+
+pub mod controller;
+pub mod store;
 
 use serde::{Deserialize, Serialize};
 use skein_engine::TopicPartition;
@@ -45,8 +47,8 @@ impl MetadataImage {
         self.topics.get(name)
     }
 
-    /// The topic with id `id`: O(1) on a published image. An image changed since it
-    /// was published (inside `MetadataStore::update`) falls back to a scan.
+    /// The topic with id `id`: O(1) on an image whose index is current (every image
+    /// `apply` made or `store` loaded); otherwise a scan.
     pub fn topic_by_id(&self, id: uuid::Uuid) -> Option<&TopicMeta> {
         match self.ids.get(&id) {
             Some(name) => self.topics.get(name).filter(|t| t.id == id),
@@ -56,7 +58,7 @@ impl MetadataImage {
     }
 
     /// Rebuilds the id index after the topics changed.
-    fn index_ids(&mut self) {
+    pub(crate) fn index_ids(&mut self) {
         self.ids = self.topics.values().map(|t| (t.id, t.name.clone())).collect();
     }
 
@@ -96,72 +98,42 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
 /// A refused change: a Kafka error code and its message.
 pub type Refusal = (i16, String);
 
-/// The single writer of metadata on a single node: applies changes, persists them,
-/// publishes new images.
-pub struct MetadataStore {
-    path: PathBuf,
-    current: RwLock<Arc<MetadataImage>>,
+/// One change to the metadata, as the controller decides it and every shard applies
+/// it. The single-node controller persists the image these records produce; the
+/// cluster controller's metadata log will carry them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MetadataRecord {
+    /// A new topic, or a new state of one (more partitions, configs, placement).
+    Topic(TopicMeta),
+    RemoveTopic {
+        name: String,
+        id: uuid::Uuid,
+    },
+    /// Producer ids below `next` are handed out (Kafka's ProducerIdsRecord).
+    ProducerIds {
+        next: i64,
+    },
 }
 
-impl MetadataStore {
-    /// Loads the store under `data_dir`, or starts empty.
-    ///
-    /// # Errors
-    /// A message when the file exists but cannot be read or parsed.
-    pub fn open(data_dir: &Path) -> Result<MetadataStore, String> {
-        let dir = data_dir.join("__skein_metadata");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let path = dir.join("image.json");
-        let image = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("cannot parse {}: {e}", path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                MetadataImage { next_producer_id: 1000, ..Default::default() }
+impl MetadataImage {
+    /// Applies `records` and bumps the version once.
+    pub fn apply(&mut self, records: &[MetadataRecord]) {
+        for record in records {
+            match record {
+                MetadataRecord::Topic(meta) => {
+                    self.topics.insert(meta.name.clone(), meta.clone());
+                }
+                MetadataRecord::RemoveTopic { name, id } => {
+                    if self.topics.get(name).is_some_and(|t| t.id == *id) {
+                        self.topics.remove(name);
+                    }
+                }
+                MetadataRecord::ProducerIds { next } => self.next_producer_id = self.next_producer_id.max(*next),
             }
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        };
-        let mut image: MetadataImage = image;
-        image.index_ids();
-        Ok(MetadataStore { path, current: RwLock::new(Arc::new(image)) })
+        }
+        self.version += 1;
+        self.index_ids();
     }
-
-    /// The latest image. Cheap: one uncontended read lock and an `Arc` clone.
-    pub fn image(&self) -> Arc<MetadataImage> {
-        self.current.read().expect("metadata lock").clone()
-    }
-
-    /// Applies `change` to a copy of the image, persists it, then publishes it.
-    /// Blocks on the file write (small, rare: topic changes only).
-    ///
-    /// # Errors
-    /// The change's own error, or a message when the image cannot be persisted (then
-    /// nothing is published).
-    pub fn update<T>(
-        &self,
-        change: impl FnOnce(&mut MetadataImage) -> Result<T, Refusal>,
-    ) -> Result<(T, Arc<MetadataImage>), Refusal> {
-        let mut guard = self.current.write().expect("metadata lock");
-        let mut next = (**guard).clone();
-        let result = change(&mut next)?;
-        next.version += 1;
-        let bytes =
-            serde_json::to_vec_pretty(&next).map_err(|e| (crate::errors::code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
-        write_atomic(&self.path, &bytes)
-            .map_err(|e| (crate::errors::code::KAFKA_STORAGE_ERROR, format!("cannot persist metadata: {e}")))?;
-        next.index_ids();
-        let next = Arc::new(next);
-        *guard = next.clone();
-        Ok((result, next))
-    }
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let temp = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&temp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temp, path)?;
-    std::fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
 }
 
 #[cfg(test)]
@@ -184,12 +156,10 @@ mod tests {
         check(&"x".repeat(250), false);
     }
 
-    // Topic ids resolve through the index of each published image, also after a
-    // topic is deleted and recreated under the same name with a new id.
+    // Topic ids resolve through the index of each image, also after a topic is
+    // deleted and recreated under the same name with a new id.
     #[test]
     fn topics_by_id() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(dir.path()).unwrap();
         let topic = |name: &str| TopicMeta {
             name: name.into(),
             id: uuid::Uuid::new_v4(),
@@ -199,25 +169,19 @@ mod tests {
         };
         let (a, b) = (topic("a"), topic("b"));
         let (ida, idb) = (a.id, b.id);
-        store
-            .update(|image| {
-                image.topics.insert("a".into(), a);
-                image.topics.insert("b".into(), b);
-                Ok(())
-            })
-            .unwrap();
-        let image = store.image();
+        let mut image = MetadataImage::default();
+        image.apply(&[MetadataRecord::Topic(a), MetadataRecord::Topic(b)]);
+        assert_eq!(image.version, 1);
         assert_eq!(image.topic_by_id(ida).unwrap().name, "a");
         assert_eq!(image.topic_by_id(idb).unwrap().name, "b");
         assert!(image.topic_by_id(uuid::Uuid::new_v4()).is_none());
         let again = topic("a");
         let new_id = again.id;
-        store.update(|image| Ok(image.topics.insert("a".into(), again))).unwrap();
-        let image = store.image();
+        image.apply(&[MetadataRecord::RemoveTopic { name: "a".into(), id: ida }, MetadataRecord::Topic(again)]);
         assert!(image.topic_by_id(ida).is_none(), "the old id is gone");
         assert_eq!(image.topic_by_id(new_id).unwrap().name, "a");
-        // Reopened from disk, the index is rebuilt.
-        let reopened = MetadataStore::open(dir.path()).unwrap().image();
-        assert_eq!(reopened.topic_by_id(new_id).unwrap().name, "a");
+        // A removal naming an old incarnation leaves the new one alone.
+        image.apply(&[MetadataRecord::RemoveTopic { name: "a".into(), id: ida }]);
+        assert_eq!(image.topic("a").unwrap().id, new_id);
     }
 }
