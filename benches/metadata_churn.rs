@@ -72,7 +72,7 @@ fn produce_phase(bootstrap: &str, rate: u64, secs: u64) -> Histogram<u64> {
 /// Asks `per_second` InitProducerId until `stop`; returns how many were answered.
 fn churn(bootstrap: String, per_second: u64, stop: Arc<AtomicBool>, answered: Arc<AtomicU64>) {
     let mut client = common::RawClient::connect(&bootstrap);
-    let request = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
+    let request = InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000);
     let started = Instant::now();
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {

@@ -80,6 +80,10 @@ pub struct StartArgs {
     /// deleted [default: 10080].
     #[arg(long, env = "SKEIN_OFFSETS_RETENTION_MINUTES")]
     pub offsets_retention_minutes: Option<u64>,
+    /// Kafka's `producer.id.expiration.ms`: an idempotent producer silent this long
+    /// is forgotten by each partition [default: 86400000].
+    #[arg(long, env = "SKEIN_PRODUCER_ID_EXPIRATION_MS")]
+    pub producer_id_expiration_ms: Option<u64>,
     /// Kafka's `max.incremental.fetch.session.cache.slots`: fetch sessions (KIP-227)
     /// kept by the node; 0 turns sessions off [default: 1000].
     #[arg(long, env = "SKEIN_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS")]
@@ -117,6 +121,7 @@ struct FileConfig {
     group_max_size: Option<usize>,
     group_consumer_max_size: Option<usize>,
     offsets_retention_minutes: Option<u64>,
+    producer_id_expiration_ms: Option<u64>,
     max_incremental_fetch_session_cache_slots: Option<usize>,
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
@@ -145,6 +150,7 @@ pub struct NodeConfig {
     pub group_max_size: usize,
     pub group_consumer_max_size: usize,
     pub offsets_retention_minutes: u64,
+    pub producer_id_expiration_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
@@ -262,6 +268,11 @@ impl NodeConfig {
                 .offsets_retention_minutes
                 .or(file.offsets_retention_minutes)
                 .unwrap_or(10080),
+            producer_id_expiration_ms: args
+                .producer_id_expiration_ms
+                .or(file.producer_id_expiration_ms)
+                .unwrap_or(86_400_000)
+                .min(i64::MAX as u64),
             max_incremental_fetch_session_cache_slots: args
                 .max_incremental_fetch_session_cache_slots
                 .or(file.max_incremental_fetch_session_cache_slots)

@@ -67,6 +67,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         group_max_size: config.group_max_size,
         group_consumer_max_size: config.group_consumer_max_size,
         offsets_retention_minutes: config.offsets_retention_minutes,
+        producer_id_expiration_ms: config.producer_id_expiration_ms as i64,
         fetch_session_cache_slots: config.max_incremental_fetch_session_cache_slots,
         connections: Arc::new(skein_net::connections::ConnectionLimits::new(
             config.max_connections,
@@ -252,13 +253,19 @@ async fn run_shard(
         since_housekeeping += tick;
         if since_housekeeping >= Duration::from_millis(config.housekeeping_interval_ms) {
             since_housekeeping = Duration::ZERO;
-            shard.logs.housekeeping(skein_engine::log::now_ms()).await;
+            let now = skein_engine::log::now_ms();
+            shard.logs.housekeeping(now).await;
+            let expired = shard.expire_producers(now);
+            if expired > 0 {
+                tracing::debug!(target: "skein", shard = shard.id, expired, "idle producers expired");
+            }
             remove_deleted(&shard).await;
         }
     }
     // Stop accepting, give in-flight requests a moment, then close every log.
     drop(server.cancel());
     glommio::timer::sleep(Duration::from_millis(100)).await;
+    shard.snapshot_producers().await;
     let failed = shard.logs.close_all().await;
     for (partition, error) in &failed {
         tracing::error!(target: "skein", shard = shard.id, partition = %partition, error = %error, "close failed");

@@ -263,6 +263,88 @@ fn idempotent_produce() {
     assert!(init2.producer_id.0 > pid, "producer ids are not reused after a restart");
 }
 
+// Producer state lives in `<offset>.snapshot` files: an idempotent producer whose
+// last write is three segments back keeps deduplicating after a crash (snapshots
+// written at each roll) and after a clean restart (a snapshot at the log end).
+#[test]
+fn producer_state_survives_three_segments_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(create(&mut client, "far", 1, &[("segment.bytes", "1048576")]), NONE);
+    let init = |client: &mut RawClient| {
+        let request = InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60000);
+        client.call(&request, 4).producer_id.0
+    };
+    let pid = init(&mut client);
+    assert_eq!(produce(&mut client, "far", 0, batch(3, 10, Some((pid, 0, 0)))), (NONE, 0));
+    assert_eq!(produce(&mut client, "far", 0, batch(2, 10, Some((pid, 0, 3)))), (NONE, 3));
+    // Three and a half segments of other writes.
+    for _ in 0..36 {
+        assert_eq!(produce(&mut client, "far", 0, batch(10, 10_000, None)).0, NONE);
+    }
+    let segments = |broker: &Broker| {
+        std::fs::read_dir(broker.data_dir.join("far-0"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".log"))
+            .count()
+    };
+    assert!(segments(&broker) >= 4, "the producer's batches are three segments back");
+    // Roll snapshots are written in the background; give them a moment, then crash.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(client);
+    broker.kill();
+    broker.restart();
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(produce(&mut client, "far", 0, batch(2, 10, Some((pid, 0, 3)))), (NONE, 3), "duplicate after a crash");
+    assert_eq!(produce(&mut client, "far", 0, batch(1, 10, Some((pid, 0, 9)))).0, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    let (error, fifth) = produce(&mut client, "far", 0, batch(1, 10, Some((pid, 0, 5))));
+    assert_eq!(error, NONE);
+    for _ in 0..12 {
+        assert_eq!(produce(&mut client, "far", 0, batch(10, 10_000, None)).0, NONE);
+    }
+    drop(client);
+    broker.stop();
+    let snapshots: Vec<String> = std::fs::read_dir(broker.data_dir.join("far-0"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".snapshot"))
+        .collect();
+    assert_eq!(snapshots.len(), 2, "the newest two snapshots stay: {snapshots:?}");
+    broker.restart();
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(produce(&mut client, "far", 0, batch(1, 10, Some((pid, 0, 5)))), (NONE, fifth), "after a clean stop");
+    assert_eq!(produce(&mut client, "far", 0, batch(1, 10, Some((pid, 0, 6)))).0, NONE);
+}
+
+// As Apache Kafka 4.1 answers (checked against it): a producer the partition has no
+// state for starts at any sequence; one silent for `producer.id.expiration.ms` is
+// forgotten, so it may then resume at any sequence too. Never UNKNOWN_PRODUCER_ID.
+#[test]
+fn unknown_and_expired_producers() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["--producer-id-expiration-ms", "1000", "--housekeeping-interval-ms", "100"];
+    let broker = Broker::start(dir.path(), "1", &extra);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(create(&mut client, "idle", 1, &[]), NONE);
+    let request = InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60000);
+    let (fresh, idle) = (client.call(&request, 4).producer_id.0, client.call(&request, 4).producer_id.0);
+    // Batches stamped now: expiry counts from a producer's latest batch timestamp.
+    let now = |pid: i64, seq: i32| {
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let mut bytes = skein_engine::batch::testing::batch_with(1, 10, stamp, |_| None).to_vec();
+        skein_engine::batch::testing::set_producer(&mut bytes, pid, 0, seq);
+        Bytes::from(bytes)
+    };
+    assert_eq!(produce(&mut client, "idle", 0, now(fresh, 5)), (NONE, 0));
+    assert_eq!(produce(&mut client, "idle", 0, now(fresh, 0)).0, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    assert_eq!(produce(&mut client, "idle", 0, now(fresh, 6)), (NONE, 1));
+    assert_eq!(produce(&mut client, "idle", 0, now(idle, 0)), (NONE, 2));
+    assert_eq!(produce(&mut client, "idle", 0, now(idle, 7)).0, OUT_OF_ORDER_SEQUENCE_NUMBER);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(produce(&mut client, "idle", 0, now(idle, 7)), (NONE, 3), "expired: any sequence");
+}
+
 // acks=0 gets no response at all, yet the record is stored; acks outside -1/0/1 get
 // INVALID_REQUIRED_ACKS.
 #[test]

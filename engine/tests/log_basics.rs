@@ -481,3 +481,38 @@ fn concurrent_atomic_writes_of_one_file() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+// Producer snapshots: the newest two stay, truncation and recovery remove those past
+// the log end, a full restart removes all.
+#[test]
+fn producer_snapshots_follow_the_log_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), LogConfig::default()).await;
+        for tag in 0..10 {
+            log.append(tagged(tag, 1), LEADER).await.unwrap();
+        }
+        for at in [2, 5, 8] {
+            log.write_producer_snapshot(Offset(at), format!("state-{at}").as_bytes()).await.unwrap();
+        }
+        assert_eq!(log.producer_snapshots().unwrap(), vec![Offset(5), Offset(8)]);
+        assert_eq!(&log.read_producer_snapshot(Offset(8)).await.unwrap().unwrap()[..], b"state-8");
+        assert!(log.read_producer_snapshot(Offset(2)).await.unwrap().is_none());
+        // A snapshot past the end describes nothing the log holds.
+        log.write_producer_snapshot(Offset(11), b"ahead").await.unwrap();
+        assert_eq!(log.producer_snapshots().unwrap(), vec![Offset(5), Offset(8)]);
+        log.truncate_to(Offset(6)).await.unwrap();
+        assert_eq!(log.producer_snapshots().unwrap(), vec![Offset(5)]);
+        log.close().await.unwrap();
+    });
+    // A snapshot written past what a crash left is removed when the log opens.
+    std::fs::write(dir.path().join("t-0").join(format!("{:020}.snapshot", 40)), b"lost").unwrap();
+    run(async {
+        let log = open_dma(dir.path(), LogConfig::default()).await;
+        assert_eq!(log.log_end_offset(), Offset(6));
+        assert_eq!(log.producer_snapshots().unwrap(), vec![Offset(5)]);
+        log.truncate_to(Offset(0)).await.unwrap();
+        assert!(log.producer_snapshots().unwrap().is_empty());
+        log.close().await.unwrap();
+    });
+}

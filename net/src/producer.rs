@@ -2,11 +2,14 @@
 //! so that a retried batch is answered with its original offset, a gap is refused
 //! with OUT_OF_ORDER_SEQUENCE_NUMBER and an old epoch with INVALID_PRODUCER_EPOCH.
 //!
-//! The state is rebuilt from the log on open (batches carry producer id, epoch and
-//! sequence), from the snapshot written at clean shutdown onward, so it survives
-//! restarts, clean or not.
+//! The state is snapshotted as Kafka's `<offset>.snapshot` files (at each roll, once
+//! every batch below the new segment is settled, and at clean shutdown), and rebuilt
+//! on open from the newest readable snapshot plus the batches after it, so that it
+//! survives restarts, clean or not, however far back a producer last wrote.
+//! Producers silent for `producer.id.expiration.ms` are forgotten. As in Kafka 4.x, a
+//! producer the partition does not know (new, or expired) may start at any sequence.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use skein_engine::{Batch, Offset};
@@ -28,6 +31,9 @@ pub struct BatchSeq {
 pub struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchSeq>,
+    /// The max timestamp of the producer's latest batch, for expiry (as Kafka).
+    #[serde(default)]
+    pub last_timestamp: i64,
 }
 
 /// The verdict on an incoming batch.
@@ -44,7 +50,16 @@ pub enum Check {
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
+    /// Reservations not yet completed or forgotten, by ticket (issue order, which is
+    /// the order of their offsets): producer id and first sequence.
+    #[serde(skip)]
+    outstanding: BTreeMap<u64, (i64, i32)>,
+    #[serde(skip)]
+    next_ticket: u64,
 }
+
+/// First line of a snapshot file; the JSON state follows.
+const SNAPSHOT_MAGIC: &str = "skein-producer-snapshot v1 crc32c=";
 
 fn last_seq_of(batch: &Batch) -> i32 {
     // Sequences wrap at i32::MAX, as in Kafka's DefaultRecordBatch.incrementSequence.
@@ -78,13 +93,9 @@ impl ProducerStates {
         let (epoch, first) = (batch.producer_epoch(), batch.base_sequence());
         let last = last_seq_of(batch);
         let verdict = match self.producers.get(&pid) {
-            None => {
-                if first == 0 {
-                    Check::Append
-                } else {
-                    Check::Reject(code::OUT_OF_ORDER_SEQUENCE_NUMBER)
-                }
-            }
+            // Kafka 4.x accepts any sequence from a producer it has no state for (its
+            // batches were deleted, or it expired).
+            None => Check::Append,
             Some(entry) if epoch < entry.epoch => Check::Reject(code::INVALID_PRODUCER_EPOCH),
             Some(entry) if epoch > entry.epoch => {
                 if first == 0 {
@@ -111,17 +122,21 @@ impl ProducerStates {
             }
         };
         if verdict == Check::Append {
-            self.push(pid, epoch, BatchSeq { first_seq: first, last_seq: last, base_offset: -1, last_offset: -1 });
+            let seq = BatchSeq { first_seq: first, last_seq: last, base_offset: -1, last_offset: -1 };
+            self.push(pid, epoch, seq, batch.max_timestamp());
+            self.outstanding.insert(self.next_ticket, (pid, first));
+            self.next_ticket += 1;
         }
         verdict
     }
 
-    fn push(&mut self, pid: i64, epoch: i16, seq: BatchSeq) {
+    fn push(&mut self, pid: i64, epoch: i16, seq: BatchSeq, timestamp: i64) {
         let entry = self.producers.entry(pid).or_default();
-        if epoch != entry.epoch {
+        if epoch != entry.epoch || entry.batches.is_empty() {
             entry.epoch = epoch;
             entry.batches.clear();
         }
+        entry.last_timestamp = entry.last_timestamp.max(timestamp);
         entry.batches.push_back(seq);
         while entry.batches.len() > BATCHES_PER_PRODUCER {
             entry.batches.pop_front();
@@ -130,6 +145,7 @@ impl ProducerStates {
 
     /// Fills in the offsets of a reserved batch once it is appended.
     pub fn complete(&mut self, pid: i64, first_seq: i32, base_offset: i64, last_offset: i64) {
+        self.settle(pid, first_seq);
         if let Some(entry) = self.producers.get_mut(&pid) {
             if let Some(seq) = entry.batches.iter_mut().find(|b| b.first_seq == first_seq && b.base_offset < 0) {
                 seq.base_offset = base_offset;
@@ -150,14 +166,77 @@ impl ProducerStates {
             base_offset: batch.base_offset().0,
             last_offset: batch.last_offset().0,
         };
-        self.push(pid, batch.producer_epoch(), seq);
+        self.push(pid, batch.producer_epoch(), seq, batch.max_timestamp());
     }
 
     /// Forgets a batch whose append failed, so that its retry is not a "duplicate".
     pub fn forget(&mut self, pid: i64, first_seq: i32) {
+        self.settle(pid, first_seq);
         if let Some(entry) = self.producers.get_mut(&pid) {
-            entry.batches.retain(|b| b.first_seq != first_seq);
+            entry.batches.retain(|b| !(b.first_seq == first_seq && b.base_offset < 0));
         }
+    }
+
+    fn settle(&mut self, pid: i64, first_seq: i32) {
+        if let Some(ticket) = self.outstanding.iter().find(|(_, &r)| r == (pid, first_seq)).map(|(&t, _)| t) {
+            self.outstanding.remove(&ticket);
+        }
+    }
+
+    /// The ticket of the latest reservation (tickets only grow).
+    pub fn last_ticket(&self) -> u64 {
+        self.next_ticket.wrapping_sub(1)
+    }
+
+    /// Whether every reservation up to `ticket` is completed or forgotten: then every
+    /// batch appended before it is in the state with its offsets.
+    pub fn settled_through(&self, ticket: u64) -> bool {
+        self.outstanding.keys().next().is_none_or(|&first| first > ticket)
+    }
+
+    /// Forgets producers whose latest batch is older than `expiration_ms` at `now_ms`
+    /// (Kafka's `producer.id.expiration.ms`), unless a batch of theirs is in flight.
+    /// Returns how many were forgotten.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
+        let busy: std::collections::HashSet<i64> = self.outstanding.values().map(|&(pid, _)| pid).collect();
+        self.producers.retain(|pid, e| busy.contains(pid) || e.last_timestamp.saturating_add(expiration_ms) > now_ms);
+        before - self.producers.len()
+    }
+
+    /// The snapshot of the state of every batch below `offset`, as file bytes: a
+    /// header line with the CRC-32C of the JSON body that follows.
+    pub fn snapshot_below(&self, offset: Offset) -> Vec<u8> {
+        let mut below = ProducerStates::default();
+        for (&pid, entry) in &self.producers {
+            let batches: VecDeque<BatchSeq> =
+                entry.batches.iter().filter(|b| b.base_offset >= 0 && b.last_offset < offset.0).copied().collect();
+            if !batches.is_empty() {
+                below
+                    .producers
+                    .insert(pid, ProducerEntry { epoch: entry.epoch, batches, last_timestamp: entry.last_timestamp });
+            }
+        }
+        let body = serde_json::to_vec(&below).expect("producer state always serialises");
+        let mut bytes = format!("{SNAPSHOT_MAGIC}{:08x}\n", crc32c::crc32c(&body)).into_bytes();
+        bytes.extend_from_slice(&body);
+        bytes
+    }
+
+    /// Reads a snapshot written by `snapshot_below`.
+    ///
+    /// # Errors
+    /// A message when the header, the CRC or the body is wrong.
+    pub fn from_snapshot(bytes: &[u8]) -> Result<ProducerStates, String> {
+        let newline = bytes.iter().position(|&b| b == b'\n').ok_or("no header line")?;
+        let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| "header is not text")?;
+        let crc = header.strip_prefix(SNAPSHOT_MAGIC).ok_or_else(|| format!("unknown header {header:?}"))?;
+        let crc = u32::from_str_radix(crc, 16).map_err(|_| format!("bad crc {crc:?}"))?;
+        let body = &bytes[newline + 1..];
+        if crc32c::crc32c(body) != crc {
+            return Err("crc mismatch".into());
+        }
+        serde_json::from_slice(body).map_err(|e| format!("bad body: {e}"))
     }
 
     /// Drops everything at or after `offset` (log truncation).
@@ -166,6 +245,13 @@ impl ProducerStates {
             entry.batches.retain(|b| b.base_offset < offset.0);
         }
         self.producers.retain(|_, e| !e.batches.is_empty());
+    }
+
+    /// Forgets producers whose batches all lie below `log_start` (deleted by
+    /// retention or DeleteRecords).
+    pub fn truncate_head(&mut self, log_start: Offset) {
+        self.producers
+            .retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start.0 || b.base_offset < 0));
     }
 
     pub fn len(&self) -> usize {
@@ -198,7 +284,8 @@ mod tests {
     fn sequence_rules() {
         let mut states = ProducerStates::default();
         let mut check = |b: &Batch, expected: Check| assert_eq!(states.check_and_reserve(b), expected);
-        check(&batch(7, 0, 5, 1, 0), Check::Reject(code::OUT_OF_ORDER_SEQUENCE_NUMBER));
+        // A producer the partition does not know may start at any sequence (Kafka 4.x).
+        check(&batch(8, 0, 5, 1, 0), Check::Append);
         check(&batch(7, 0, 0, 3, 0), Check::Append);
         // The next batch is accepted while the first is still being written...
         check(&batch(7, 0, 3, 2, 0), Check::Append);
@@ -234,6 +321,49 @@ mod tests {
         assert_eq!(states.check_and_reserve(&batch(7, 1, 0, 1, 50)), Check::Reject(code::OUT_OF_ORDER_SEQUENCE_NUMBER));
         states.truncate(Offset(12));
         assert_eq!(states.check_and_reserve(&batch(7, 1, 2, 1, 12)), Check::Append);
+    }
+
+    // A snapshot holds exactly the settled batches below its offset and reads back;
+    // a damaged one is refused.
+    #[test]
+    fn snapshots() {
+        let mut states = ProducerStates::default();
+        for (pid, base) in [(1, 0), (2, 1), (1, 2)] {
+            let b = batch(pid, 0, if base == 2 { 1 } else { 0 }, 1, base);
+            assert_eq!(states.check_and_reserve(&b), Check::Append);
+            states.complete(pid, b.base_sequence(), base, base);
+        }
+        assert_eq!(states.check_and_reserve(&batch(3, 0, 0, 1, 3)), Check::Append);
+        let ticket = states.last_ticket();
+        assert!(!states.settled_through(ticket), "pid 3 is in flight");
+        let restored = ProducerStates::from_snapshot(&states.snapshot_below(Offset(2))).unwrap();
+        assert_eq!(restored.len(), 2);
+        let mut restored_mut = restored.clone();
+        // Below offset 2, pid 1's latest batch is seq 0: its retry is a duplicate there.
+        assert!(matches!(restored_mut.check_and_reserve(&batch(1, 0, 0, 1, 9)), Check::Duplicate(_)));
+        states.complete(3, 0, 3, 3);
+        assert!(states.settled_through(ticket));
+        let all = ProducerStates::from_snapshot(&states.snapshot_below(Offset(4))).unwrap();
+        assert_eq!(all.len(), 3);
+        let mut bytes = states.snapshot_below(Offset(4));
+        let last = bytes.len() - 2;
+        bytes[last] ^= 1;
+        assert!(ProducerStates::from_snapshot(&bytes).unwrap_err().contains("crc"));
+        assert!(ProducerStates::from_snapshot(b"garbage").is_err());
+    }
+
+    // Producers silent for longer than the expiration are forgotten, unless a batch of
+    // theirs is in flight; a forgotten producer may then resume at any sequence.
+    #[test]
+    fn expiry() {
+        let mut states = ProducerStates::default();
+        let old = batch(1, 0, 0, 1, 0); // stamped 1_700_000_000_000
+        states.record(&old);
+        assert_eq!(states.check_and_reserve(&batch(2, 0, 0, 1, 1)), Check::Append);
+        assert_eq!(states.expire(1_700_000_001_000, 500), 1, "pid 1 expired, pid 2 is in flight");
+        assert_eq!(states.len(), 1);
+        assert_eq!(states.check_and_reserve(&batch(1, 0, 7, 1, 2)), Check::Append);
+        assert_eq!(states.expire(1_700_000_000_100, 500), 0);
     }
 
     // Sequence numbers wrap at i32::MAX.

@@ -51,6 +51,8 @@ pub struct NodeSettings {
     /// Kafka's `group.consumer.max.size`.
     pub group_consumer_max_size: usize,
     pub offsets_retention_minutes: u64,
+    /// Kafka's `producer.id.expiration.ms`.
+    pub producer_id_expiration_ms: i64,
     /// Kafka's `max.incremental.fetch.session.cache.slots`, over the whole node.
     pub fetch_session_cache_slots: usize,
     /// `max.connections` and `max.connections.per.ip`, with the node's open
@@ -69,9 +71,57 @@ pub struct Partition {
     /// Record bytes produced to and fetched from this partition, for placement.
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
+    /// Producer snapshots: the active segment base last seen, the snapshot owed since
+    /// a roll (its offset and the last reservation ticket before it), and whether one
+    /// is being written.
+    snapshot_base: Cell<Offset>,
+    snapshot_due: Cell<Option<(Offset, u64)>>,
+    snapshot_writing: Rc<Cell<bool>>,
 }
 
 impl Partition {
+    /// After an append settles: notes a roll, and writes the snapshot owed since one
+    /// once every batch below the new segment is settled (in the background; one at a
+    /// time per partition).
+    fn snapshot_after_roll(&self) {
+        let base = self.log.active_segment_base();
+        let producers = self.producers.borrow();
+        if base != self.snapshot_base.get() {
+            self.snapshot_base.set(base);
+            self.snapshot_due.set(Some((base, producers.last_ticket())));
+        }
+        let Some((at, ticket)) = self.snapshot_due.get() else { return };
+        if self.snapshot_writing.get() || !producers.settled_through(ticket) {
+            return;
+        }
+        self.snapshot_due.set(None);
+        self.snapshot_writing.set(true);
+        let bytes = producers.snapshot_below(at);
+        let (log, writing) = (self.log.clone(), self.snapshot_writing.clone());
+        glommio::spawn_local(async move {
+            if let Err(error) = log.write_producer_snapshot(at, &bytes).await {
+                tracing::warn!(target: "skein::net", partition = %log.partition(), offset = at.0, error = %error, "producer snapshot not written");
+            }
+            writing.set(false);
+        })
+        .detach();
+    }
+
+    /// Writes a snapshot at the log end when every append is settled (clean shutdown).
+    pub async fn snapshot_at_end(&self) {
+        let (at, bytes) = {
+            let producers = self.producers.borrow();
+            if !producers.settled_through(producers.last_ticket()) {
+                return;
+            }
+            let at = self.log.log_end_offset();
+            (at, producers.snapshot_below(at))
+        };
+        if let Err(error) = self.log.write_producer_snapshot(at, &bytes).await {
+            tracing::warn!(target: "skein::net", partition = %self.log.partition(), offset = at.0, error = %error, "producer snapshot not written");
+        }
+    }
+
     fn apply(&self, settings: &TopicSettings) -> Result<(), skein_engine::Error> {
         self.log.set_config(settings.log.clone())?;
         self.rules.set(settings.append);
@@ -308,6 +358,27 @@ impl Shard {
         self.partitions.borrow().keys().cloned().collect()
     }
 
+    /// Snapshots every partition's producer state at its log end (clean shutdown), so
+    /// that the next start replays nothing.
+    pub async fn snapshot_producers(&self) {
+        let partitions: Vec<Rc<Partition>> = self
+            .partitions
+            .borrow()
+            .iter()
+            .filter(|(p, _)| p.topic != crate::group::OFFSETS_TOPIC)
+            .map(|(_, state)| state.clone())
+            .collect();
+        for state in partitions {
+            state.snapshot_at_end().await;
+        }
+    }
+
+    /// Forgets producers silent for `producer.id.expiration.ms`; returns how many.
+    pub fn expire_producers(&self, now_ms: i64) -> usize {
+        let expiration = self.settings.producer_id_expiration_ms;
+        self.partitions.borrow().values().map(|state| state.producers.borrow_mut().expire(now_ms, expiration)).sum()
+    }
+
     /// Runs `op` on the shard that owns `partition`.
     pub async fn route(self: &Rc<Self>, partition: TopicPartition, op: PartitionOp) -> OpResult {
         let Some(owner) = self.image().shard_of(&partition) else {
@@ -364,17 +435,20 @@ impl Shard {
                     }
                     ProducerStates::default()
                 } else {
-                    rebuild_producers(&log).await
+                    load_producers(&log).await
                 };
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
                     Rc::new(Partition {
+                        snapshot_base: Cell::new(log.active_segment_base()),
                         log,
                         producers: RefCell::new(producers),
                         rules: Cell::new(settings.append),
                         topic_id: settings.topic_id,
                         bytes_in: Cell::new(0),
                         bytes_out: Cell::new(0),
+                        snapshot_due: Cell::new(None),
+                        snapshot_writing: Rc::new(Cell::new(false)),
                     }),
                 );
                 return Ok(PartitionReply::Done);
@@ -521,6 +595,7 @@ impl Shard {
         match log.append(batch, AppendMode::Leader { epoch: LeaderEpoch(0) }).await {
             Ok(info) => {
                 state.producers.borrow_mut().complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
+                state.snapshot_after_roll();
                 self.metrics.bytes_in.set(self.metrics.bytes_in.get() + size);
                 state.bytes_in.set(state.bytes_in.get() + size);
                 Ok(PartitionReply::Produce {
@@ -531,6 +606,7 @@ impl Shard {
             }
             Err(e) => {
                 state.producers.borrow_mut().forget(pid, first_seq);
+                state.snapshot_after_roll();
                 Err((code_of(&e), Some(e.to_string())))
             }
         }
@@ -758,9 +834,30 @@ pub async fn group_ticker(shard: Rc<Shard>) {
 }
 
 /// Rebuilds producer state from the active segment (bounded: one segment).
-async fn rebuild_producers(log: &Log<DmaStorage>) -> ProducerStates {
+async fn load_producers(log: &Log<DmaStorage>) -> ProducerStates {
     let mut states = ProducerStates::default();
-    let start = log.segment_bases().last().copied().unwrap_or(Offset::ZERO).max(log.log_start_offset());
+    let mut start = log.log_start_offset();
+    let snapshots = log.producer_snapshots().unwrap_or_default();
+    for &at in snapshots.iter().rev() {
+        let loaded = match log.read_producer_snapshot(at).await {
+            Ok(Some(bytes)) => ProducerStates::from_snapshot(&bytes),
+            Ok(None) => continue,
+            Err(e) => Err(e.to_string()),
+        };
+        match loaded {
+            Ok(loaded) => {
+                states = loaded;
+                start = start.max(at);
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(target: "skein::net", partition = %log.partition(), snapshot = at.0, error, "producer snapshot unreadable; using an older one or the log");
+                let _ = log.remove_producer_snapshots(|o| o == at).await;
+            }
+        }
+    }
+    // Producers whose batches all lie below the log start are gone, as in Kafka.
+    states.truncate_head(log.log_start_offset());
     let mut offset = start;
     loop {
         let Ok(batches) = log.read(offset, 1 << 20, None).await else { break };

@@ -65,6 +65,7 @@ mod gate;
 mod recovery;
 mod retention;
 mod roll;
+pub mod snapshots;
 mod truncation;
 
 use gate::Gate;
@@ -247,6 +248,11 @@ impl<S: Storage> Log<S> {
 
     pub fn segment_count(&self) -> usize {
         self.state.borrow().segments.len()
+    }
+
+    /// Base offset of the active segment: it changes when the log rolls.
+    pub fn active_segment_base(&self) -> Offset {
+        self.state.borrow().active().base_offset
     }
 
     /// Base offsets of the segments, oldest first; the last is active.

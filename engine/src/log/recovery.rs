@@ -120,6 +120,8 @@ impl<S: Storage> Log<S> {
         let first_base = *segments.keys().next().expect("at least one segment");
         log_start_offset = log_start_offset.max(first_base).min(log_end_offset);
         epochs.truncate_from(log_end_offset);
+        // Snapshots of producer state past the recovered end describe lost batches.
+        super::snapshots::remove_snapshots(storage, &dir, |o| o > log_end_offset).await?;
         let active_file = active.file.clone();
         let end = active.size;
         let tail_start = align_down(end);

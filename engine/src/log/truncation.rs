@@ -79,6 +79,8 @@ impl<S: Storage> Log<S> {
         self.write_indexes(base).await?;
         self.write_epochs().await?;
         self.write_checkpoint(false).await?;
+        let end = self.log_end_offset();
+        self.remove_producer_snapshots(|o| o > end).await?;
         self.wake_all();
         Ok(())
     }
@@ -109,6 +111,7 @@ impl<S: Storage> Log<S> {
         }
         self.write_epochs().await?;
         self.write_checkpoint(false).await?;
+        self.remove_producer_snapshots(|_| true).await?;
         self.wake_all();
         Ok(())
     }
