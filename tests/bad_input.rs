@@ -263,6 +263,63 @@ fn idempotent_produce() {
     assert!(init2.producer_id.0 > pid, "producer ids are not reused after a restart");
 }
 
+// Lengths that claim more than the frame holds (2^31-element arrays, 4 GiB strings and
+// byte fields) are refused before anything is allocated: the connection closes, and
+// the broker, under an address-space limit where such an allocation would abort it,
+// keeps serving.
+#[test]
+fn impossible_lengths_allocate_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start_limited(dir.path(), "1", &[], 16 << 30);
+    let header = |key: i16, version: i16, flexible: bool| {
+        let mut h = Vec::new();
+        h.extend_from_slice(&key.to_be_bytes());
+        h.extend_from_slice(&version.to_be_bytes());
+        h.extend_from_slice(&7i32.to_be_bytes());
+        h.extend_from_slice(&1i16.to_be_bytes());
+        h.push(b'x');
+        if flexible {
+            h.push(0); // no tagged fields
+        }
+        h
+    };
+    let varint = |mut n: u64| {
+        let mut out = Vec::new();
+        while n >= 0x80 {
+            out.push((n as u8 & 0x7f) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out
+    };
+    let mut frames = Vec::new();
+    // Metadata v1: topics array of i32::MAX elements.
+    frames.push([header(3, 1, false), i32::MAX.to_be_bytes().to_vec()].concat());
+    // Metadata v12: compact topics array of u32::MAX - 1 elements.
+    frames.push([header(3, 12, true), varint(u32::MAX as u64)].concat());
+    // Produce v9: compact transactional id of 4 GiB.
+    frames.push([header(0, 9, true), varint(u32::MAX as u64)].concat());
+    // Produce v3: a topic whose record bytes claim i32::MAX bytes.
+    let mut produce = header(0, 3, false);
+    produce.extend_from_slice(&(-1i16).to_be_bytes()); // null transactional id
+    produce.extend_from_slice(&(-1i16).to_be_bytes()); // acks
+    produce.extend_from_slice(&5000i32.to_be_bytes()); // timeout
+    produce.extend_from_slice(&1i32.to_be_bytes()); // one topic
+    produce.extend_from_slice(&1i16.to_be_bytes());
+    produce.push(b't');
+    produce.extend_from_slice(&1i32.to_be_bytes()); // one partition
+    produce.extend_from_slice(&0i32.to_be_bytes());
+    produce.extend_from_slice(&i32::MAX.to_be_bytes()); // records length
+    frames.push(produce);
+    for frame in frames {
+        let mut client = RawClient::connect(&broker.bootstrap());
+        client.send_bytes(&[(frame.len() as i32).to_be_bytes().to_vec(), frame].concat());
+        assert!(client.is_closed(), "a malformed frame closes the connection");
+        alive(&broker);
+    }
+    assert!(!broker.log().contains("memory allocation"), "{}", broker.log());
+}
+
 // Producer state lives in `<offset>.snapshot` files: an idempotent producer whose
 // last write is three segments back keeps deduplicating after a crash (snapshots
 // written at each roll) and after a clean restart (a snapshot at the log end).

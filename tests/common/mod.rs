@@ -65,6 +65,8 @@ pub struct Broker {
     pub cores: String,
     pub extra: Vec<String>,
     log_path: PathBuf,
+    /// An address-space limit (`ulimit -v`) for the broker process, in bytes.
+    pub address_space_limit: Option<u64>,
 }
 
 impl Broker {
@@ -78,6 +80,24 @@ impl Broker {
             cores: cores.to_string(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             log_path: dir.join("broker.log"),
+            address_space_limit: None,
+        };
+        broker.spawn();
+        broker
+    }
+
+    /// Starts a broker whose address space is limited to `bytes` (`ulimit -v`): an
+    /// allocation the limit refuses aborts it, whatever the overcommit policy.
+    pub fn start_limited(dir: &Path, cores: &str, extra: &[&str], bytes: u64) -> Broker {
+        let mut broker = Broker {
+            child: None,
+            data_dir: dir.join("data"),
+            port: broker_port(),
+            admin_port: 0,
+            cores: cores.to_string(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            log_path: dir.join("broker.log"),
+            address_space_limit: Some(bytes),
         };
         broker.spawn();
         broker
@@ -90,7 +110,21 @@ impl Broker {
     fn spawn(&mut self) {
         let log_start = self.log().len();
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_path).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_skein"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
+        if let Some(limit) = self.address_space_limit {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
+            unsafe {
+                command.pre_exec(move || {
+                    let rlimit = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+                    if libc::setrlimit(libc::RLIMIT_AS, &rlimit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = command
             .args(["start", "--cores", &self.cores, "--listener"])
             .arg(self.bootstrap())
             // A fresh admin port each start: a freed port may meanwhile serve as some
