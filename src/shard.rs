@@ -30,12 +30,12 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
     let shards = config.cpus.len();
-    let (store, mut image) = MetadataStore::open(&config.data_dir)?;
+    let (mut store, mut image) = MetadataStore::open(&config.data_dir)?;
     // Partitions placed on shards this node no longer runs move to the default placement.
     let (records, _) = decide(&image, &ControllerRequest::Reshard, shards).map_err(|(_, e)| e)?;
     if !records.is_empty() {
         image.apply(&records);
-        store.persist_blocking(&image)?;
+        store.snapshot_blocking(&mut image)?;
     }
     let image = Arc::new(image);
     sweep_stray_partitions(&config.data_dir, &image)?;

@@ -171,14 +171,13 @@ pub fn check_growth(meta: &TopicMeta, count: i32) -> Result<(), Refusal> {
 
 /// The controller's state on shard 0.
 pub struct Controller {
-    store: MetadataStore,
-    /// One request at a time: decide, persist and publish never interleave.
-    turn: async_lock::Mutex<()>,
+    /// Held for a whole request: decide, persist and publish never interleave.
+    store: async_lock::Mutex<MetadataStore>,
 }
 
 impl Controller {
     pub fn new(store: MetadataStore) -> Controller {
-        Controller { store, turn: async_lock::Mutex::new(()) }
+        Controller { store: async_lock::Mutex::new(store) }
     }
 
     /// Decides, persists and publishes one request.
@@ -187,7 +186,7 @@ impl Controller {
     /// The refusal from `decide`, or KAFKA_STORAGE_ERROR when the image cannot be
     /// persisted (then nothing is published).
     pub async fn handle(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
-        let _turn = self.turn.lock().await;
+        let mut store = self.store.lock().await;
         let current = shard.image();
         let (records, reply) = decide(&current, &request, shard.settings.shards)?;
         if records.is_empty() {
@@ -195,8 +194,8 @@ impl Controller {
         }
         let mut next = (*current).clone();
         next.apply(&records);
-        self.store
-            .persist(&next)
+        store
+            .persist(&records, &mut next)
             .await
             .map_err(|e| (code::KAFKA_STORAGE_ERROR, format!("cannot persist metadata: {e}")))?;
         shard.publish(Arc::new(next)).await;

@@ -36,6 +36,9 @@ pub struct MetadataImage {
     pub topics: BTreeMap<String, TopicMeta>,
     /// Producer ids handed out up to (excluding) this one.
     pub next_producer_id: i64,
+    /// The generation of the record log that continues this image (`store`).
+    #[serde(default)]
+    pub log_generation: u64,
     /// Topic ids to names, rebuilt whenever the store publishes an image, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
