@@ -193,3 +193,40 @@ fn min_bytes_across_partitions_and_cancelled_waits() {
     client.call(&fetch(0, -1, "m", vec![partition(0, 99)]).with_max_wait_ms(5_000).with_min_bytes(0), 12);
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+// The response's max_bytes bounds what is read, not just what is sent: 40 partitions
+// of 110 KB each under a 256 KiB max_bytes read about 256 KiB (not 4.4 MB), and a
+// partition the first round's budget did not reach still gets data when the earlier
+// ones are empty (the unused budget moves on, as in Kafka's sequential reads).
+#[test]
+fn max_bytes_bounds_the_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    create_topic(&broker, "wide", 40);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    for p in 0..40 {
+        produce(&mut client, "wide", p, 1000); // 1,000 records of 100 bytes: one ~110 KB batch
+    }
+    let bytes_out = |broker: &Broker| -> u64 {
+        let metrics = broker.metrics();
+        let line = metrics.lines().find(|l| l.starts_with("skein_bytes_out_total")).unwrap().to_string();
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let before = bytes_out(&broker);
+    let all: Vec<FetchPartition> = (0..40).map(|p| partition(p, 0)).collect();
+    let response = client.call(&fetch(0, -1, "wide", all).with_max_bytes(256 << 10), 12);
+    let got = answered(&response);
+    assert_eq!(got.len(), 40, "every partition answers, with its high watermark");
+    assert!(got.iter().all(|&(_, hw, _)| hw == 1000));
+    let sent: usize = got.iter().map(|&(_, _, bytes)| bytes).sum();
+    assert!(sent > 0 && sent <= 256 << 10, "sent {sent}");
+    let read = bytes_out(&broker) - before;
+    // At most one batch past the budget is read (a read returns whole batches).
+    assert!(read <= (256 << 10) + 2 * 110_000, "read {read} bytes for a 256 KiB response");
+    // Only the last partition has data past these offsets: it is reached in a later round.
+    let mut wanted: Vec<FetchPartition> = (0..39).map(|p| partition(p, 1000)).collect();
+    wanted.push(partition(39, 0));
+    let response = client.call(&fetch(0, -1, "wide", wanted).with_max_bytes(4 << 20), 12);
+    let got = answered(&response);
+    assert!(got.iter().find(|&&(p, _, _)| p == 39).unwrap().2 > 0, "the last partition got its data");
+}

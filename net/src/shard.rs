@@ -493,7 +493,16 @@ impl Shard {
                     let _parked = Parked::new(&self.metrics.fetch_waits_parked);
                     futures_lite::future::or(log.wait_for_data(offset), timeout).await;
                 }
-                let batches = log.read(offset, max_bytes, None).await.map_err(engine)?;
+                // A fetch the response budget did not reach asks only for watermarks.
+                let batches = if max_bytes == 0 {
+                    let (start, end) = (log.log_start_offset(), log.log_end_offset());
+                    if offset < start || offset > end {
+                        return Err(engine(skein_engine::Error::OffsetOutOfRange { offset, start, end }));
+                    }
+                    Vec::new()
+                } else {
+                    log.read(offset, max_bytes, None).await.map_err(engine)?
+                };
                 let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
                 self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
                 // Per partition too, for `skein placement show`.

@@ -175,40 +175,68 @@ fn record_bytes(result: &OpResult) -> usize {
     }
 }
 
-/// Reads every partition once, without waiting, within the response byte budget.
+/// Reads every partition once, without waiting, within the response byte budget, as
+/// Kafka does: in request order each partition may read what the request has left
+/// (`min(partition_max_bytes, left)`), so the bytes read stay within `max_bytes` (plus
+/// the first batch, which always goes, so consumers progress). Reads run concurrently
+/// in rounds: a round reads the partitions the budget reaches; what they leave unused
+/// goes to the next partitions in the next round. Partitions the budget never reaches
+/// are asked only for their watermarks.
 async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec<OpResult> {
-    // Partitions are read concurrently; the budget is applied in request order after.
-    let reads = wanted.iter().map(|w| {
+    let read = |w: &Wanted, max_bytes: usize| {
         let shard = shard.clone();
+        let error = w.error;
+        let partition = TopicPartition::new(w.topic.clone(), w.partition);
+        let op = PartitionOp::Fetch { offset: w.offset, max_bytes, wait_ms: 0 };
         async move {
-            if let Some(error) = w.error {
-                return Err((error, None));
+            match error {
+                Some(error) => Err((error, None)),
+                None => shard.route(partition, op).await,
             }
-            let op = PartitionOp::Fetch { offset: w.offset, max_bytes: w.max_bytes.min(max_bytes), wait_ms: 0 };
-            shard.route(TopicPartition::new(w.topic.clone(), w.partition), op).await
         }
-    });
-    let mut results = join_all(reads).await;
-    let mut budget = max_bytes;
+    };
+    let mut results: Vec<Option<OpResult>> = wanted.iter().map(|_| None).collect();
+    let mut left = max_bytes;
     let mut first = true;
-    for result in &mut results {
-        if let Ok(PartitionReply::Fetch { records, .. }) = result {
-            let mut kept = Vec::new();
-            for batch in records.drain(..) {
-                // The first batch of the response always goes, so consumers progress.
-                if batch.len() <= budget || first {
-                    budget = budget.saturating_sub(batch.len());
-                    first = false;
-                    kept.push(batch);
-                } else {
-                    budget = 0;
-                    break;
-                }
+    let mut next = 0;
+    while next < wanted.len() && left > 0 {
+        let mut round = Vec::new();
+        let mut budget = left;
+        while next < wanted.len() && budget > 0 {
+            let w = &wanted[next];
+            let allotted = w.max_bytes.min(budget);
+            if w.error.is_none() && allotted > 0 {
+                budget -= allotted;
+                round.push((next, allotted));
             }
-            *records = kept;
+            next += 1;
+        }
+        let reads = round.iter().map(|&(i, allotted)| read(&wanted[i], allotted));
+        for ((i, _), mut result) in round.iter().zip(join_all(reads).await) {
+            if let Ok(PartitionReply::Fetch { records, .. }) = &mut result {
+                let mut kept = Vec::new();
+                for batch in records.drain(..) {
+                    if batch.len() <= left || first {
+                        left = left.saturating_sub(batch.len());
+                        first = false;
+                        kept.push(batch);
+                    } else {
+                        left = 0;
+                        break;
+                    }
+                }
+                *records = kept;
+            }
+            results[*i] = Some(result);
         }
     }
-    results
+    // The rest: errors, and watermarks only for partitions the budget did not reach.
+    let rest: Vec<usize> = (0..wanted.len()).filter(|&i| results[i].is_none()).collect();
+    let reads = rest.iter().map(|&i| read(&wanted[i], 0));
+    for (i, result) in rest.iter().zip(join_all(reads).await) {
+        results[*i] = Some(result);
+    }
+    results.into_iter().map(|r| r.expect("every partition read")).collect()
 }
 
 /// Waits until a partition that is at its log end gets data past what `results`
