@@ -72,23 +72,16 @@ pub struct Broker {
 impl Broker {
     /// Starts a broker with `cores` shards on a fresh data directory under `dir`.
     pub fn start(dir: &Path, cores: &str, extra: &[&str]) -> Broker {
-        let mut broker = Broker {
-            child: None,
-            data_dir: dir.join("data"),
-            port: broker_port(),
-            admin_port: 0,
-            cores: cores.to_string(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            log_path: dir.join("broker.log"),
-            address_space_limit: None,
-        };
-        broker.spawn();
-        broker
+        Broker::launch(dir, cores, extra, None)
     }
 
     /// Starts a broker whose address space is limited to `bytes` (`ulimit -v`): an
     /// allocation the limit refuses aborts it, whatever the overcommit policy.
     pub fn start_limited(dir: &Path, cores: &str, extra: &[&str], bytes: u64) -> Broker {
+        Broker::launch(dir, cores, extra, Some(bytes))
+    }
+
+    fn launch(dir: &Path, cores: &str, extra: &[&str], address_space_limit: Option<u64>) -> Broker {
         let mut broker = Broker {
             child: None,
             data_dir: dir.join("data"),
@@ -97,7 +90,7 @@ impl Broker {
             cores: cores.to_string(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             log_path: dir.join("broker.log"),
-            address_space_limit: Some(bytes),
+            address_space_limit,
         };
         broker.spawn();
         broker

@@ -207,20 +207,17 @@ mod tests {
         }
     }
 
-    // Records persisted in the log are what a restart loads, id index included; a
-    // torn last frame is not applied; a temp file left by a crash is removed; a full
-    // log folds into a snapshot.
-    #[test]
-    fn persisted_records_load_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, image) = MetadataStore::open(dir.path()).unwrap();
-        assert_eq!(image.next_producer_id, 1000);
-        let (kept, torn) = (topic("kept"), topic("torn"));
-        let records = [vec![MetadataRecord::Topic(kept.clone())], vec![MetadataRecord::ProducerIds { next: 3000 }]];
-        let (image, store) = glommio::LocalExecutorBuilder::default()
+    /// Persists each batch of records in turn on a fresh executor, as the controller
+    /// does; returns the final image and the store.
+    fn persist_all(
+        store: MetadataStore,
+        image: MetadataImage,
+        batches: Vec<Vec<MetadataRecord>>,
+    ) -> (MetadataImage, MetadataStore) {
+        glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
                 let (mut store, mut image) = (store, image);
-                for records in records {
+                for records in batches {
                     let mut next = image.clone();
                     next.apply(&records);
                     store.persist(&records, &mut next).await.unwrap();
@@ -230,7 +227,20 @@ mod tests {
             })
             .unwrap()
             .join()
-            .unwrap();
+            .unwrap()
+    }
+
+    // Records persisted in the log are what a restart loads, id index included; a
+    // torn last frame is not applied; a temp file left by a crash is removed; a full
+    // log folds into a snapshot.
+    #[test]
+    fn persisted_records_load_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, image) = MetadataStore::open(dir.path()).unwrap();
+        assert_eq!(image.next_producer_id, 1000);
+        let (kept, torn) = (topic("kept"), topic("torn"));
+        let batches = vec![vec![MetadataRecord::Topic(kept.clone())], vec![MetadataRecord::ProducerIds { next: 3000 }]];
+        let (image, store) = persist_all(store, image, batches);
         assert_eq!(image.version, 2);
         // A third frame, torn: its CRC fails and it is not applied.
         let mut log = std::fs::read(dir.path().join("__skein_metadata/records.log")).unwrap();
@@ -262,21 +272,8 @@ mod tests {
         let (store, image) = MetadataStore::open(dir.path()).unwrap();
         let frames = RECORD_LOG_BYTES / BLOCK + 3;
         let generation = store.generation;
-        let (image, store) = glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                let (mut store, mut image) = (store, image);
-                for n in 0..frames {
-                    let records = [MetadataRecord::ProducerIds { next: 2000 + n as i64 }];
-                    let mut next = image.clone();
-                    next.apply(&records);
-                    store.persist(&records, &mut next).await.unwrap();
-                    image = next;
-                }
-                (image, store)
-            })
-            .unwrap()
-            .join()
-            .unwrap();
+        let batches = (0..frames).map(|n| vec![MetadataRecord::ProducerIds { next: 2000 + n as i64 }]).collect();
+        let (image, store) = persist_all(store, image, batches);
         assert_eq!(store.generation, generation + 1, "folded once");
         let (_, loaded) = MetadataStore::open(dir.path()).unwrap();
         assert_eq!((loaded.version, loaded.next_producer_id), (image.version, image.next_producer_id));
