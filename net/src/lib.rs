@@ -11,6 +11,7 @@
 //! this crate owns no storage logic: it calls `skein_engine`.
 
 pub mod append;
+pub mod budget;
 pub mod configs;
 pub mod connections;
 pub mod error_response;

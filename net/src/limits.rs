@@ -22,6 +22,18 @@ pub const FETCH_WAIT_MAX_MS: u64 = 30_000;
 /// Bytes a single fetch response may carry, whatever the client asks.
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;
 
+/// Response bytes one connection may hold unwritten (`budget.rs`): a fetch reads at
+/// most what is left of this, so a client that never reads holds no more.
+pub const CONNECTION_RESPONSE_BYTES_MAX: usize = 16 << 20;
+
+/// Response bytes all connections of one shard may hold unwritten. Past this, fetches
+/// of connections that hold nothing get `FETCH_GRANT_FLOOR`; others wait.
+pub const SHARD_RESPONSE_BYTES_MAX: usize = 64 << 20;
+
+/// The smallest grant a fetch gets: a client that holds nothing always progresses,
+/// even when slow readers hold the shard's whole response budget.
+pub const FETCH_GRANT_FLOOR: usize = 256 << 10;
+
 /// Request bytes all connections of one shard may hold in flight. Past this every
 /// connection of the shard stops reading until responses drain: memory per shard stays
 /// bounded however many clients connect.

@@ -8,6 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::{Encodable, VersionRange};
 
+use crate::budget::Grant;
 use crate::handlers::*;
 use crate::server::Request;
 use crate::shard::Shard;
@@ -49,14 +50,28 @@ pub fn versions(key: ApiKey) -> Option<VersionRange> {
     APIS.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
 }
 
-/// Runs the handler of a request whose version was checked against `APIS`.
-pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<ResponseKind> {
+/// Runs the handler of a request whose version was checked against `APIS`. Returns the
+/// response, and for a fetch the response budget it read under (`budget.rs`).
+pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKind, Option<Grant>)> {
     let header = request.header;
     let body = request.body;
+    if let RequestKind::Fetch(r) = body {
+        // A fetch read by a connection comes with its grant; one built elsewhere takes
+        // what the shard's budget has left now.
+        let grant = match request.grant {
+            Some(grant) => grant,
+            None => {
+                let mut grant = crate::budget::ConnectionResponses::new(shard.responses.clone()).hold(0);
+                grant.grow(r.max_bytes.max(0) as usize);
+                grant
+            }
+        };
+        let (response, grant) = fetch::handle(shard, &header, r, grant).await;
+        return Some((ResponseKind::Fetch(response), Some(grant)));
+    }
     let request = RequestParts { peer: request.peer };
-    Some(match body {
+    let response = match body {
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(shard, &header, r).await?),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(shard, &header, r).await),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(shard, &header, r).await),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(shard, &header, r).await),
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::response()),
@@ -100,7 +115,8 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<ResponseKin
             tracing::error!(target: "skein::net", "no handler for a registered api");
             return None;
         }
-    })
+    };
+    Some((response, None))
 }
 
 /// What a handler may need besides header and body.

@@ -7,7 +7,9 @@
 //! responses in request order (Kafka clients pipeline and match responses by order).
 //! At most `IN_FLIGHT_REQUESTS_PER_CONNECTION` requests and
 //! `CONNECTION_BUFFERED_BYTES_MAX` bytes are in flight; beyond that the connection stops
-//! reading its socket. Malformed frames close the connection, as a Java broker does.
+//! reading its socket. Response frames are held against the connection's and the
+//! shard's response budgets until written (`budget.rs`); a fetch reads only what its
+//! grant allows. Malformed frames close the connection, as a Java broker does.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -15,10 +17,14 @@ use std::rc::Rc;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use crate::limits::{CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION, SHARD_BUFFERED_BYTES_MAX};
+use crate::budget::{ConnectionResponses, Grant};
+use crate::limits::{
+    CONNECTION_BUFFERED_BYTES_MAX, FETCH_RESPONSE_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION,
+    SHARD_BUFFERED_BYTES_MAX,
+};
 use crate::registry;
 use crate::shard::Shard;
 
@@ -69,6 +75,9 @@ pub struct Request {
     pub api_key: ApiKey,
     /// The client's address, for DescribeGroups' client host.
     pub peer: String,
+    /// A fetch's response budget, granted by its connection before it reads the next
+    /// request.
+    pub grant: Option<Grant>,
 }
 
 /// What reading one frame gave.
@@ -87,6 +96,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue, responses) = glommio::channels::local_channel::new_bounded(IN_FLIGHT_REQUESTS_PER_CONNECTION);
     let buffered = Rc::new(Cell::new(0usize));
+    let budget = ConnectionResponses::new(shard.responses.clone());
     let writer_buffered = buffered.clone();
     let writer_shard = shard.clone();
     let writer_task = glommio::spawn_local(async move {
@@ -99,7 +109,8 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
             writer_buffered.set(writer_buffered.get() - size);
             writer_shard.buffered_bytes.set(writer_shard.buffered_bytes.get() - size);
             match (reply, broken) {
-                (Reply::Frame(bytes), false) => broken = writer.write_all(&bytes).await.is_err(),
+                // The frame's budget is released once the socket has taken it.
+                (Reply::Frame(bytes, _held), false) => broken = writer.write_all(&bytes).await.is_err(),
                 // Responses after this one would be matched to the wrong requests: the
                 // client sees the connection end and retries on a new one.
                 (Reply::Close, false) => {
@@ -111,7 +122,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
         }
         let _ = writer.close().await;
     });
-    let result = read_loop(shard, &mut reader, &queue, &buffered, &peer).await;
+    let result = read_loop(shard, &mut reader, &queue, &buffered, &budget, &peer).await;
     drop(queue);
     writer_task.await;
     result
@@ -122,6 +133,7 @@ async fn read_loop(
     reader: &mut futures_lite::io::ReadHalf<TcpStream>,
     queue: &glommio::channels::local_channel::LocalSender<(glommio::Task<Reply>, usize)>,
     buffered: &Rc<Cell<usize>>,
+    budget: &Rc<ConnectionResponses>,
     peer: &str,
 ) -> Result<(), String> {
     let max = shard.settings.socket_request_max_bytes;
@@ -156,13 +168,19 @@ async fn read_loop(
         let task = match frame {
             Frame::UnsupportedApiVersions { correlation_id } => {
                 let response = registry::unsupported_api_versions(correlation_id);
-                glommio::spawn_local(async move { Reply::Frame(response) })
+                let held = budget.hold(response.len());
+                glommio::spawn_local(async move { Reply::Frame(response, held) })
             }
             Frame::Request(mut request) => {
                 request.peer = peer.to_owned();
+                if let RequestKind::Fetch(fetch) = &request.body {
+                    let want = (fetch.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
+                    request.grant = Some(budget.grant(want).await);
+                }
                 let shard = shard.clone();
+                let budget = budget.clone();
                 shard.metrics.count_request(request.header.request_api_key);
-                glommio::spawn_local(async move { respond(&shard, *request).await })
+                glommio::spawn_local(async move { respond(&shard, &budget, *request).await })
             }
         };
         if queue.send((task, size)).await.is_err() {
@@ -192,13 +210,13 @@ fn parse(mut buf: Bytes) -> Result<Frame, String> {
     let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
     let body =
         RequestKind::decode(api_key, &mut buf, version).map_err(|e| format!("bad {api_key:?} v{version} body: {e}"))?;
-    Ok(Frame::Request(Box::new(Request { header, body, api_key, peer: String::new() })))
+    Ok(Frame::Request(Box::new(Request { header, body, api_key, peer: String::new(), grant: None })))
 }
 
 /// What a request task hands the connection's writer.
 enum Reply {
-    /// A response frame to send.
-    Frame(Bytes),
+    /// A response frame to send, with the response budget it holds until written.
+    Frame(Bytes, Grant),
     /// No response: a produce with acks=0.
     Nothing,
     /// The response could not be built: close the connection.
@@ -207,24 +225,39 @@ enum Reply {
 
 /// Runs the handler and encodes the response frame. A response that does not encode
 /// at the request's version (a handler bug) is counted and logged, and replaced by the
-/// API's error response, or the connection is closed where the API has none.
-async fn respond(shard: &Rc<Shard>, request: Request) -> Reply {
+/// API's error response, or the connection is closed where the API has none. The
+/// frame is held against the response budgets: a fetch's grant settled to the frame's
+/// size, any other response at its size.
+async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: Request) -> Reply {
     let (api_key, version, correlation_id) =
         (request.api_key, request.header.request_api_version, request.header.correlation_id);
     let started = std::time::Instant::now();
-    let Some(response) = registry::dispatch(shard, request).await else {
+    let Some((response, grant)) = registry::dispatch(shard, request).await else {
         return Reply::Nothing;
     };
     shard.metrics.observe_latency(api_key as i16, started.elapsed());
+    let held = |frame: &Bytes| match grant {
+        Some(mut grant) => {
+            grant.settle(frame.len());
+            grant
+        }
+        None => budget.hold(frame.len()),
+    };
     let error = match encode(api_key, version, correlation_id, &response) {
-        Ok(frame) => return Reply::Frame(frame),
+        Ok(frame) => {
+            let held = held(&frame);
+            return Reply::Frame(frame, held);
+        }
         Err(e) => e,
     };
     shard.metrics.count_encode_failure(api_key as i16);
     tracing::error!(target: "skein::net", shard = shard.id, ?api_key, version, correlation_id, error = %error, "response encoding failed");
     match crate::error_response::error_response(response, version) {
         Some(fallback) => match encode(api_key, version, correlation_id, &fallback) {
-            Ok(frame) => Reply::Frame(frame),
+            Ok(frame) => {
+                let held = held(&frame);
+                Reply::Frame(frame, held)
+            }
             Err(_) => Reply::Close,
         },
         None => Reply::Close,
@@ -232,16 +265,18 @@ async fn respond(shard: &Rc<Shard>, request: Request) -> Reply {
 }
 
 /// One response frame: size, header, body.
-fn encode(
-    api_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    response: &kafka_protocol::messages::ResponseKind,
-) -> anyhow::Result<Bytes> {
-    let mut out = BytesMut::with_capacity(256);
-    out.put_i32(0);
+fn encode(api_key: ApiKey, version: i16, correlation_id: i32, response: &ResponseKind) -> anyhow::Result<Bytes> {
+    // A fetch response is sized first: grown by doubling it would copy itself and
+    // briefly hold up to twice its size, past its response budget.
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    header.encode(&mut out, api_key.response_header_version(version))?;
+    let header_version = api_key.response_header_version(version);
+    let size = match response {
+        ResponseKind::Fetch(fetch) => header.compute_size(header_version)? + fetch.compute_size(version)?,
+        _ => 256,
+    };
+    let mut out = BytesMut::with_capacity(4 + size);
+    out.put_i32(0);
+    header.encode(&mut out, header_version)?;
     response.encode(&mut out, version)?;
     let len = (out.len() - 4) as i32;
     out[..4].copy_from_slice(&len.to_be_bytes());

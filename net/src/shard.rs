@@ -235,6 +235,8 @@ pub struct Shard {
     pub metrics: ShardMetrics,
     /// Request bytes read by this shard's connections and not yet answered.
     pub buffered_bytes: Cell<usize>,
+    /// Response bytes of this shard's connections not yet written (`budget.rs`).
+    pub responses: Rc<crate::budget::ShardResponses>,
     /// The groups whose offsets partitions this shard owns.
     pub groups: crate::group::Coordinator,
     /// Fetch sessions (KIP-227) of this shard's connections.
@@ -263,6 +265,7 @@ impl Shard {
             router,
             metrics: ShardMetrics::default(),
             buffered_bytes: Cell::new(0),
+            responses: Rc::new(crate::budget::ShardResponses::default()),
             groups: crate::group::Coordinator::default(),
             fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
         };

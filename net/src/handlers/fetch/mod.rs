@@ -22,6 +22,7 @@ use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
 
 use super::{group_by_topic, s};
+use crate::budget::Grant;
 use crate::errors::code;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
 use crate::metadata::MetadataImage;
@@ -46,13 +47,26 @@ struct Wanted {
     log_start_offset_sent: i64,
 }
 
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: FetchRequest) -> FetchResponse {
+/// Answers a fetch, reading no more than its response budget `grant`; returns the
+/// grant with the response, to be held until the response is written.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: FetchRequest,
+    mut grant: Grant,
+) -> (FetchResponse, Grant) {
+    // The response may hold what the budgets granted, up to max_bytes; while a long
+    // poll waits it holds only what it has read.
     let started = Instant::now();
+    let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
     let version = header.request_api_version;
     let (session_id, epoch) = if version >= 7 { (request.session_id, request.session_epoch) } else { (0, -1) };
     let mode = match shard.fetch_sessions.borrow_mut().begin(session_id, epoch) {
         Ok(mode) => mode,
-        Err(error) => return FetchResponse::default().with_error_code(error),
+        Err(error) => {
+            grant.settle(0);
+            return (FetchResponse::default().with_error_code(error), grant);
+        }
     };
     let requested: Vec<SessionPartition> = request
         .topics
@@ -94,20 +108,23 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: FetchReq
     );
     let wanted = resolve(&shard.image(), partitions);
 
-    let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX_MS));
-    let mut results = read_all(shard, &wanted, max_bytes).await;
+    let mut limit = grant.bytes();
+    let mut results = read_all(shard, &wanted, limit).await;
     loop {
         let bytes: usize = results.iter().map(record_bytes).sum();
+        grant.settle(bytes);
         let remaining = max_wait.saturating_sub(started.elapsed());
-        if bytes >= min_bytes || bytes >= max_bytes || results.iter().any(|r| r.is_err()) || remaining.is_zero() {
+        if bytes >= min_bytes || bytes >= limit || results.iter().any(|r| r.is_err()) || remaining.is_zero() {
             break;
         }
         if !wait_for_more(shard, &wanted, &results, remaining).await {
             break;
         }
-        results = read_all(shard, &wanted, max_bytes).await;
+        grant.grow(max_bytes);
+        limit = grant.bytes().max(1);
+        results = read_all(shard, &wanted, limit).await;
     }
 
     let sent: Vec<(TopicKey, i32, i64, i64, bool)> = wanted
@@ -128,7 +145,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: FetchReq
     }
     let mut response = build(version, &wanted, results, incremental);
     response.session_id = response_session;
-    response
+    (response, grant)
 }
 
 /// The partitions to read, in order, with what the metadata says of each.
