@@ -70,6 +70,25 @@ fn alive(broker: &Broker) {
     assert_eq!(response.error_code, NONE);
 }
 
+// Thousands of idle connections cost a few KiB each, and a new client is answered
+// at once (`cargo bench --bench node_bounds` runs 10,000).
+#[test]
+fn idle_connections_cost_little() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    alive(&broker);
+    let before = broker.rss_bytes();
+    let idle: Vec<std::net::TcpStream> =
+        (0..4000).map(|_| std::net::TcpStream::connect(broker.bootstrap()).unwrap()).collect();
+    let started = std::time::Instant::now();
+    alive(&broker); // answered after every earlier connection was accepted
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "waited {:?}", started.elapsed());
+    let growth = broker.rss_bytes().saturating_sub(before);
+    assert!(growth < 4000 * 32 * 1024, "4,000 idle connections cost {} KiB", growth >> 10);
+    assert!(broker.metric_sum("skein_connections") >= 4000, "every idle connection is held");
+    drop(idle);
+}
+
 // Frames with an impossible size close the connection before anything is allocated.
 #[test]
 fn malformed_frames_close_the_connection() {

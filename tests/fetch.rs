@@ -231,14 +231,6 @@ fn max_bytes_bounds_the_reads() {
     assert!(got.iter().find(|&&(p, _, _)| p == 39).unwrap().2 > 0, "the last partition got its data");
 }
 
-/// The broker's resident memory, from /proc.
-fn rss_bytes(broker: &Broker) -> u64 {
-    let pid = broker.child.as_ref().unwrap().id();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
-}
-
 // Clients that pipeline large fetches and never read the responses hold only their
 // response budget: the broker's memory stays bounded, and a client that reads keeps
 // being served meanwhile. Without response budgets, each of these 48 fetches built a
@@ -270,7 +262,7 @@ fn slow_readers_hold_only_their_budget() {
     let sent: usize = answered(&response).iter().map(|&(_, _, bytes)| bytes).sum();
     assert!(sent > 1 << 20 && sent <= (16 << 20) + (1 << 20), "a reading client got {sent} bytes");
 
-    let baseline = rss_bytes(&broker);
+    let baseline = broker.rss_bytes();
     let mut hostile: Vec<RawClient> = (0..12).map(|_| RawClient::connect(&broker.bootstrap())).collect();
     for connection in &mut hostile {
         let mut frames = Vec::new();
@@ -282,7 +274,7 @@ fn slow_readers_hold_only_their_budget() {
     let mut peak = baseline;
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
-        peak = peak.max(rss_bytes(&broker));
+        peak = peak.max(broker.rss_bytes());
         std::thread::sleep(Duration::from_millis(20));
     }
     // Meanwhile others are served: metadata, and a fetch that reads.
@@ -293,7 +285,7 @@ fn slow_readers_hold_only_their_budget() {
     let one = fetch(0, -1, "deep", vec![partition(3, 0)]);
     assert!(answered(&other.call(&one, 12))[0].2 > 0, "a reading client gets data");
     assert!(started.elapsed() < Duration::from_secs(2), "others waited {:?}", started.elapsed());
-    peak = peak.max(rss_bytes(&broker));
+    peak = peak.max(broker.rss_bytes());
     let held = broker.metric_sum("skein_response_bytes_held");
     // The shard's 64 MiB, plus at most one 256 KiB floor (and one batch past it) per connection.
     assert!(held <= (64 << 20) + 12 * (2 << 20), "responses held: {held}");

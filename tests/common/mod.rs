@@ -209,6 +209,14 @@ impl Broker {
     }
 
     /// Sum of a metric over its series.
+    /// The broker's resident memory, from /proc.
+    pub fn rss_bytes(&self) -> u64 {
+        let pid = self.child.as_ref().unwrap().id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    }
+
     pub fn metric_sum(&self, name: &str) -> u64 {
         self.metrics()
             .lines()
