@@ -95,6 +95,22 @@ pub struct StartArgs {
     /// Kafka's `max.connections.per.ip` [default: 2147483647].
     #[arg(long, env = "SKEIN_MAX_CONNECTIONS_PER_IP")]
     pub max_connections_per_ip: Option<usize>,
+    /// Kafka's `log.cleaner.dedupe.buffer.size`: the log cleaner's offset map memory
+    /// for the whole node, shared out among the shards [default: 134217728].
+    #[arg(long, env = "SKEIN_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
+    pub log_cleaner_dedupe_buffer_size: Option<usize>,
+    /// Kafka's `log.cleaner.io.buffer.size`: bytes the cleaner reads, and writes, per
+    /// step [default: 524288].
+    #[arg(long, env = "SKEIN_LOG_CLEANER_IO_BUFFER_SIZE")]
+    pub log_cleaner_io_buffer_size: Option<usize>,
+    /// Kafka's `log.cleaner.io.max.bytes.per.second`: the cleaner's reads plus writes,
+    /// per shard [default: unlimited].
+    #[arg(long, env = "SKEIN_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND")]
+    pub log_cleaner_io_max_bytes_per_second: Option<f64>,
+    /// Kafka's `log.cleaner.backoff.ms`: how long the cleaner sleeps when no log is
+    /// due [default: 15000].
+    #[arg(long, env = "SKEIN_LOG_CLEANER_BACKOFF_MS")]
+    pub log_cleaner_backoff_ms: Option<u64>,
     /// A default topic config, `name=value` with Kafka's names; repeatable.
     #[arg(long = "topic-config", value_name = "NAME=VALUE")]
     pub topic_configs: Vec<String>,
@@ -125,6 +141,10 @@ struct FileConfig {
     max_incremental_fetch_session_cache_slots: Option<usize>,
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
+    log_cleaner_dedupe_buffer_size: Option<usize>,
+    log_cleaner_io_buffer_size: Option<usize>,
+    log_cleaner_io_max_bytes_per_second: Option<f64>,
+    log_cleaner_backoff_ms: Option<u64>,
     #[serde(default)]
     topic_defaults: BTreeMap<String, String>,
 }
@@ -154,6 +174,9 @@ pub struct NodeConfig {
     pub max_incremental_fetch_session_cache_slots: usize,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
+    /// The log cleaner's settings for the whole node (the dedupe buffer is shared out).
+    pub cleaner: skein_engine::CleanerConfig,
+    pub log_cleaner_backoff_ms: u64,
     pub topic_defaults: BTreeMap<String, String>,
 }
 
@@ -231,6 +254,18 @@ impl NodeConfig {
         for (k, v) in &topic_defaults {
             skein_net::configs::validate_config(k, v).map_err(|e| format!("invalid topic default: {e}"))?;
         }
+        let io_max = args.log_cleaner_io_max_bytes_per_second.or(file.log_cleaner_io_max_bytes_per_second);
+        if io_max.is_some_and(|rate| rate.is_nan() || rate <= 0.0) {
+            return Err("log.cleaner.io.max.bytes.per.second must be positive".into());
+        }
+        let cleaner = skein_engine::CleanerConfig {
+            dedupe_buffer_bytes: args
+                .log_cleaner_dedupe_buffer_size
+                .or(file.log_cleaner_dedupe_buffer_size)
+                .unwrap_or(128 << 20),
+            io_buffer_bytes: args.log_cleaner_io_buffer_size.or(file.log_cleaner_io_buffer_size).unwrap_or(512 << 10),
+            io_max_bytes_per_second: io_max.unwrap_or(f64::INFINITY),
+        };
         Ok(NodeConfig {
             listener,
             advertised_host: host,
@@ -282,6 +317,12 @@ impl NodeConfig {
                 .max_connections_per_ip
                 .or(file.max_connections_per_ip)
                 .unwrap_or(i32::MAX as usize),
+            cleaner,
+            log_cleaner_backoff_ms: args
+                .log_cleaner_backoff_ms
+                .or(file.log_cleaner_backoff_ms)
+                .unwrap_or(15_000)
+                .max(1),
             topic_defaults,
         })
     }

@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a node: one shard per core, each owning its partitions' logs.
-    Start(config::StartArgs),
+    Start(Box<config::StartArgs>),
     /// Manage topics.
     #[command(subcommand)]
     Topic(cli::TopicCommand),
@@ -55,7 +55,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Start(args) => config::NodeConfig::load(args).and_then(shard::run_node),
+        Command::Start(args) => config::NodeConfig::load(*args).and_then(shard::run_node),
         Command::Topic(command) => cli::topic(command),
         Command::Produce(args) => cli::produce(args),
         Command::Consume(args) => cli::consume(args),

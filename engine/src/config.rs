@@ -58,6 +58,13 @@ pub struct LogConfig {
     pub cleanup_policy: CleanupPolicy,
     /// `delete.retention.ms`: how long compaction keeps tombstones.
     pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`: the share of dirty bytes at which the cleaner runs.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a log whose oldest dirty record is older is cleaned
+    /// whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
     /// `max.message.bytes`: the largest batch accepted.
     pub max_message_bytes: u32,
     /// `flush.messages`: fdatasync once this many records are unflushed; 1 syncs every
@@ -79,6 +86,9 @@ impl Default for LogConfig {
             retention_bytes: -1,
             cleanup_policy: CleanupPolicy::DELETE,
             delete_retention_ms: 24 * 3600 * 1000,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             max_message_bytes: 1024 * 1024 + 12,
             flush_messages: u64::MAX,
             flush_ms: u64::MAX,
@@ -111,6 +121,16 @@ impl LogConfig {
         }
         if self.delete_retention_ms < 0 {
             return bad("delete.retention.ms", self.delete_retention_ms.to_string(), "must be 0 or more");
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            let value = self.min_cleanable_dirty_ratio.to_string();
+            return bad("min.cleanable.dirty.ratio", value, "must be in [0.0, 1.0]");
+        }
+        if self.min_compaction_lag_ms < 0 {
+            return bad("min.compaction.lag.ms", self.min_compaction_lag_ms.to_string(), "must be 0 or more");
+        }
+        if self.max_compaction_lag_ms < 1 {
+            return bad("max.compaction.lag.ms", self.max_compaction_lag_ms.to_string(), "must be at least 1");
         }
         if self.max_message_bytes == 0 || self.max_message_bytes > i32::MAX as u32 {
             return bad("max.message.bytes", self.max_message_bytes.to_string(), "must be in [1, 2147483647]");

@@ -118,6 +118,10 @@ impl TimeIndex {
         self.entries.last().copied()
     }
 
+    pub fn first(&self) -> Option<(i64, u32)> {
+        self.entries.first().copied()
+    }
+
     /// Adds an entry if `timestamp` is larger than the last one (Kafka's `maybeAppend`).
     pub fn maybe_append(&mut self, timestamp: i64, relative_offset: u32) {
         match self.entries.last() {

@@ -16,7 +16,7 @@ use crate::cache::BatchCache;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::io::{self, Storage};
-use crate::log::{Log, LogContext};
+use crate::log::{CleanerConfig, CompactionStats, Dirtiness, Log, LogContext};
 use crate::metrics::EngineMetrics;
 use crate::types::{TimestampMs, TopicPartition};
 
@@ -30,6 +30,8 @@ pub struct LogManager<S: Storage> {
     /// incarnation never opens files in a directory that is being renamed away.
     partition_locks: RefCell<BTreeMap<TopicPartition, Rc<async_lock::Mutex<()>>>>,
     next_key: Cell<u64>,
+    /// The log cleaner's settings for this shard.
+    cleaner: RefCell<CleanerConfig>,
 }
 
 impl<S: Storage> LogManager<S> {
@@ -46,7 +48,35 @@ impl<S: Storage> LogManager<S> {
             topic_ids: RefCell::new(BTreeMap::new()),
             partition_locks: RefCell::new(BTreeMap::new()),
             next_key: Cell::new(0),
+            cleaner: RefCell::new(CleanerConfig::default()),
         }
+    }
+
+    /// Sets the log cleaner's settings (broker configs, this shard's share).
+    pub fn set_cleaner_config(&self, config: CleanerConfig) {
+        *self.cleaner.borrow_mut() = config;
+    }
+
+    /// Cleans the dirtiest compacted log whose dirty ratio reached its
+    /// `min.cleanable.dirty.ratio`, or whose `max.compaction.lag.ms` passed (those
+    /// first); `None` when no log is due. One pass, bounded by the cleaner's settings.
+    pub async fn clean_dirtiest(&self, now: TimestampMs) -> Option<(TopicPartition, Result<CompactionStats>)> {
+        let logs: Vec<_> = self.logs.borrow().values().cloned().collect();
+        let mut dirtiest: Option<(Rc<Log<S>>, Dirtiness)> = None;
+        for log in logs {
+            if !log.config().cleanup_policy.compact {
+                continue;
+            }
+            log.load_cleaner_checkpoint().await;
+            let Some(dirtiness) = log.dirtiness(now).filter(|d| d.due(&log.config())) else { continue };
+            let rank = |d: &Dirtiness| (d.overdue, d.ratio);
+            if dirtiest.as_ref().is_none_or(|(_, best)| rank(&dirtiness) > rank(best)) {
+                dirtiest = Some((log, dirtiness));
+            }
+        }
+        let (log, _) = dirtiest?;
+        let cleaner = self.cleaner.borrow().clone();
+        Some((log.partition().clone(), log.clean(now, &cleaner).await))
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -259,7 +289,8 @@ impl<S: Storage> LogManager<S> {
     }
 
     /// One housekeeping pass over every log: idle tail buffers released, `flush.ms`,
-    /// retention, compaction and a checkpoint. Errors are logged per log and do not stop the pass.
+    /// retention and a checkpoint. Errors are logged per log and do not stop the pass.
+    /// Compaction is the cleaner's (`clean_dirtiest`), apart from housekeeping.
     pub async fn housekeeping(&self, now: TimestampMs) {
         let logs: Vec<_> = self.logs.borrow().values().cloned().collect();
         for log in logs {
@@ -268,7 +299,6 @@ impl<S: Storage> LogManager<S> {
             let result = async {
                 log.flush_if_due(now).await?;
                 log.apply_retention(now).await?;
-                log.compact(now).await?;
                 log.checkpoint().await
             }
             .await;

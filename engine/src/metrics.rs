@@ -21,11 +21,19 @@ pub struct EngineMetrics {
     pub corruptions: Cell<u64>,
     /// Bytes read and validated by recovery scans when logs open.
     pub recovery_scanned_bytes: Cell<u64>,
-    /// Bytes cut from log tails by crash recovery.
+    /// Bytes cut from log tails by crash recovery (invalid data: torn or corrupt).
     pub recovery_truncated_bytes: Cell<u64>,
+    /// Segment tails an unclean open found zeroed after the last valid batch, and their
+    /// bytes. Unused reservation and records lost to a power loss (written without a
+    /// flush, then read back as zeros) look the same on disk, so the bytes are an
+    /// upper bound of what was lost; each cut is logged with its partition and offset.
+    pub recovery_zero_tails: Cell<u64>,
+    pub recovery_zero_tail_bytes: Cell<u64>,
     /// Segments deleted by retention and bytes reclaimed by compaction.
     pub segments_deleted: Cell<u64>,
     pub compacted_bytes_reclaimed: Cell<u64>,
+    /// Cleaning passes the log cleaner completed.
+    pub cleaner_passes: Cell<u64>,
 }
 
 impl EngineMetrics {

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::batch::{self, Batch, BatchError};
 use crate::config::LogConfig;
@@ -310,15 +310,6 @@ pub(crate) async fn read_batches<F: StorageFile>(
         }
     }
     Ok((batches, reader.bytes_read))
-}
-
-/// Concatenates batches for writing a new segment file (compaction).
-pub(crate) fn concat(batches: &[Batch]) -> Bytes {
-    let mut out = BytesMut::with_capacity(batches.iter().map(Batch::size).sum());
-    for batch in batches {
-        out.extend_from_slice(batch.bytes());
-    }
-    out.freeze()
 }
 
 #[cfg(test)]

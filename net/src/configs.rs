@@ -119,7 +119,6 @@ fn throttled_replicas(v: &str) -> Result<(), String> {
 }
 
 const NO_REPLICATION: &str = "Skein runs one replica per partition until replication lands";
-const CLEANER: &str = "the cleaner compacts every closed segment of a compacted log on each housekeeping pass";
 const TIERED: &str = "Skein has no tiered storage, so all data is local";
 
 /// Every topic config of Apache Kafka 4.x, plus `message.downconversion.enable`
@@ -262,7 +261,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         validate: |v| long_at_least(1)(v),
         broker_name: Some("log.cleaner.max.compaction.lag.ms"),
         doc: "The longest a record may stay uncompacted in a compacted topic.",
-        support: Support::Stored(CLEANER),
+        support: Support::Acted,
     },
     ConfigDef {
         name: "max.message.bytes",
@@ -320,7 +319,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         },
         broker_name: Some("log.cleaner.min.cleanable.ratio"),
         doc: "The share of uncompacted bytes in a compacted log before the cleaner runs on it.",
-        support: Support::Stored(CLEANER),
+        support: Support::Acted,
     },
     ConfigDef {
         name: "min.compaction.lag.ms",
@@ -329,7 +328,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         validate: |v| long_at_least(0)(v),
         broker_name: Some("log.cleaner.min.compaction.lag.ms"),
         doc: "The shortest time a record stays uncompacted.",
-        support: Support::Stored(CLEANER),
+        support: Support::Acted,
     },
     ConfigDef {
         name: "min.insync.replicas",
@@ -499,6 +498,13 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String
         retention_bytes: long("retention.bytes"),
         cleanup_policy: CleanupPolicy::parse(&get("cleanup.policy")).unwrap_or(CleanupPolicy::DELETE),
         delete_retention_ms: long("delete.retention.ms"),
+        min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio")
+            .trim()
+            .parse::<f64>()
+            .unwrap_or(0.5)
+            .clamp(0.0, 1.0),
+        min_compaction_lag_ms: long("min.compaction.lag.ms").max(0),
+        max_compaction_lag_ms: long("max.compaction.lag.ms").max(1),
         max_message_bytes: long("max.message.bytes").clamp(1, i32::MAX as i64) as u32,
         flush_messages: capped("flush.messages").max(1),
         flush_ms: capped("flush.ms"),

@@ -64,11 +64,20 @@ async fn probe_device(dir: &Path) -> io::Result<()> {
     if PROBED_DEVICES.with(|p| p.borrow().contains(&device)) {
         return Ok(());
     }
-    let probe = dir.join(format!(".skein-iopoll-probe-{}", std::process::id()));
-    std::fs::write(&probe, [0xa5u8; crate::limits::DMA_ALIGNMENT])?;
-    std::fs::File::open(&probe)?.sync_all()?;
+    // A name per probe: two files of one directory opened at once probe concurrently.
+    static NEXT_PROBE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT_PROBE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = dir.join(format!(".skein-iopoll-probe-{}-{n}", std::process::id()));
+    // Written and synced on the blocking thread pool: an fsync must not stall the reactor.
+    let written = probe.clone();
+    glommio::executor()
+        .spawn_blocking(move || {
+            std::fs::write(&written, [0xa5u8; crate::limits::DMA_ALIGNMENT])?;
+            std::fs::File::open(&written)?.sync_all()
+        })
+        .await?;
     let result = OpenOptions::new().read(true).dma_open(&probe).await.map_err(to_io);
-    let _ = std::fs::remove_file(&probe);
+    let _ = glommio::io::remove(&probe).await;
     result?.close().await.map_err(to_io)?;
     PROBED_DEVICES.with(|p| p.borrow_mut().push(device));
     Ok(())
@@ -85,8 +94,10 @@ impl Storage for DmaStorage {
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        // One syscall per missing component; happens when a partition is created.
-        std::fs::create_dir_all(path)
+        // glommio has an async mkdir of one directory (`Directory::create`) but none of
+        // a path; the blocking thread pool runs std's, off the reactor.
+        let path = path.to_owned();
+        glommio::executor().spawn_blocking(move || std::fs::create_dir_all(path)).await
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -94,7 +105,9 @@ impl Storage for DmaStorage {
     }
 
     async fn remove_dir(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_dir(path)
+        // glommio has no rmdir: the blocking thread pool runs it, off the reactor.
+        let path = path.to_owned();
+        glommio::executor().spawn_blocking(move || std::fs::remove_dir(path)).await
     }
 
     async fn rename(&self, source: &Path, target: &Path) -> io::Result<()> {

@@ -68,6 +68,7 @@ mod roll;
 pub mod snapshots;
 mod truncation;
 
+pub use compaction::{CleanerConfig, Dirtiness, CLEANER_CHECKPOINT_FILE};
 use gate::Gate;
 use recovery::restore_bookkeeping;
 use retention::remove_segment_files;
@@ -147,6 +148,11 @@ pub struct Log<S: Storage> {
     /// rewritten (each write is a temp file, two fsyncs and a rename).
     written_checkpoint: Cell<Option<Checkpoint>>,
     written_epochs: RefCell<Option<Vec<u8>>>,
+    /// The cleaner's checkpoint: offsets below it were cleaned (`None` until read).
+    first_dirty: Cell<Option<Offset>>,
+    /// The oldest tombstone the last cleaning pass kept, to clean again once it
+    /// expires (not persisted: after a restart, the next dirty pass finds it).
+    oldest_tombstone: Cell<Option<TimestampMs>>,
 }
 
 struct Pending {

@@ -20,23 +20,40 @@ impl<S: Storage> Log<S> {
     ) -> Result<Rc<Log<S>>> {
         config.validate()?;
         let storage = &ctx.storage;
+        let created = matches!(storage.list_dir(&dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
         storage.create_dir_all(&dir).await.map_err(|e| Error::io("create", &dir, e))?;
-        finish_interrupted_swaps(storage, &dir).await?;
+        // Whether entries of the directory changed and must be synced before the log
+        // is used: a record flushed into a segment is durable only once the segment's
+        // name is.
+        let mut dir_changed = !created && finish_interrupted_swaps(storage, &dir).await?;
         let names = storage.list_dir(&dir).map_err(|e| Error::io("list", &dir, e))?;
         let mut bases: Vec<Offset> =
             names.iter().filter_map(|n| segment::parse_file_name(n, segment::LOG_SUFFIX)).collect();
         bases.sort();
 
-        let checkpoint = io::read_whole(storage, &dir.join(CHECKPOINT_FILE))
+        let checkpoint_bytes = io::read_whole(storage, &dir.join(CHECKPOINT_FILE))
             .await
-            .map_err(|e| Error::io("read", dir.join(CHECKPOINT_FILE), e))?
-            .and_then(|b| Checkpoint::decode(&b));
-        let mut epochs = io::read_whole(storage, &dir.join(LEADER_EPOCH_FILE))
+            .map_err(|e| Error::io("read", dir.join(CHECKPOINT_FILE), e))?;
+        let checkpoint = checkpoint_bytes.as_deref().and_then(Checkpoint::decode);
+        let epoch_bytes = io::read_whole(storage, &dir.join(LEADER_EPOCH_FILE))
             .await
-            .map_err(|e| Error::io("read", dir.join(LEADER_EPOCH_FILE), e))?
-            .and_then(|b| LeaderEpochCache::decode(&b))
-            .unwrap_or_default();
+            .map_err(|e| Error::io("read", dir.join(LEADER_EPOCH_FILE), e))?;
+        let mut epochs = epoch_bytes.as_deref().and_then(LeaderEpochCache::decode).unwrap_or_default();
+        // What the files hold now, so that the writes at the end of the open are skipped
+        // when they would change nothing. A missing file reads as its default: a new
+        // log writes neither (each write is two fsyncs); a damaged one is rewritten.
+        let checkpoint_on_disk = match &checkpoint_bytes {
+            None => {
+                Some(Checkpoint { recovery_point: Offset::ZERO, log_start_offset: Offset::ZERO, clean_shutdown: false })
+            }
+            Some(_) => checkpoint,
+        };
+        let epochs_on_disk = Some(epoch_bytes.map_or_else(|| LeaderEpochCache::default().encode(), |b| b.to_vec()));
         let clean = checkpoint.is_some_and(|c| c.clean_shutdown);
+        // A run that did not shut down cleanly may have left entries it never synced (a
+        // segment created by a roll), which recovery is about to trust. A clean close
+        // ends with a checkpoint written and its directory synced.
+        dir_changed |= !clean;
         let recovery_point = checkpoint.map_or(Offset::ZERO, |c| c.recovery_point);
         let mut log_start_offset = checkpoint.map_or(Offset::ZERO, |c| c.log_start_offset);
         // Scans start at the segment holding the recovery point.
@@ -50,6 +67,7 @@ impl<S: Storage> Log<S> {
             if truncated_at.is_some() {
                 // Everything after a truncation point is gone, as Kafka's recovery does.
                 remove_segment_files(storage, &dir, base).await?;
+                dir_changed = true;
                 continue;
             }
             let file = storage.open_file(&path, false).await.map_err(|e| Error::io("open", &path, e))?;
@@ -95,7 +113,17 @@ impl<S: Storage> Log<S> {
                     ctx.metrics.corruptions.set(ctx.metrics.corruptions.get() + 1);
                     return Err(Error::Corruption { path, position, reason });
                 }
-                if !zeros {
+                if zeros {
+                    // Unused reservation, or records written without a flush (acknowledged
+                    // unless `flush.messages` asked for one) that read back as zeros after
+                    // a power loss: on disk the two look the same, so every zero tail an
+                    // unclean open cuts is counted and logged, an upper bound of the loss.
+                    let zero_bytes = file_len - position;
+                    EngineMetrics::add(&ctx.metrics.recovery_zero_tails, 1);
+                    EngineMetrics::add(&ctx.metrics.recovery_zero_tail_bytes, zero_bytes);
+                    tracing::warn!(target: "skein::engine", partition = %partition, offset = seg.next_offset.0, position,
+                        bytes = zero_bytes, "recovery cut a zero tail: unflushed records past this offset, if any, are lost");
+                } else {
                     tracing::warn!(target: "skein::engine", partition = %partition, position, reason, "recovery truncated a torn or corrupt tail");
                     let truncated = file_len - position;
                     ctx.metrics.recovery_truncated_bytes.set(ctx.metrics.recovery_truncated_bytes.get() + truncated);
@@ -108,12 +136,36 @@ impl<S: Storage> Log<S> {
             }
             segments.insert(base, seg);
         }
+        // A DeleteRecords acknowledged past what survived (records written but never
+        // flushed, lost to a power cut): as Kafka's recovery, start empty at the
+        // acknowledged log start, so that no offset below it is handed out again.
+        let survived_end = segments.values().next_back().map(|s| s.next_offset);
+        if let Some(end) = survived_end.filter(|&end| end < log_start_offset) {
+            tracing::warn!(target: "skein::engine", partition = %partition, log_end_offset = end.0,
+                log_start_offset = log_start_offset.0, "log end below the log start: restarting empty at the log start");
+            for &base in segments.keys() {
+                remove_segment_files(storage, &dir, base).await?;
+            }
+            segments.clear();
+            epochs = LeaderEpochCache::default();
+        }
         if segments.is_empty() {
             let base = log_start_offset;
             let path = segment::file_path(&dir, base, segment::LOG_SUFFIX);
             let file = storage.open_file(&path, true).await.map_err(|e| Error::io("create", &path, e))?;
             segments.insert(base, Segment::new(base, file));
+            dir_changed = true;
+        }
+        if dir_changed {
             storage.sync_dir(&dir).await.map_err(|e| Error::io("sync", &dir, e))?;
+        }
+        // The directory's own name is durable once the data directory (which must itself
+        // exist durably) is synced: needed for a new directory, and for one a crashed run
+        // may have created without that sync. Without it a power cut loses the partition
+        // with every record flushed into it.
+        if created || !clean {
+            let parent = dir.parent().unwrap_or(Path::new("."));
+            storage.sync_dir(parent).await.map_err(|e| Error::io("sync", parent, e))?;
         }
         let active = segments.values().next_back().expect("at least one segment");
         let log_end_offset = active.next_offset;
@@ -169,12 +221,18 @@ impl<S: Storage> Log<S> {
             sync_waiters: Waiters::default(),
             readers: Waiters::default(),
             maintenance: async_lock::Mutex::new(()),
-            written_checkpoint: Cell::new(None),
-            written_epochs: RefCell::new(None),
+            written_checkpoint: Cell::new(checkpoint_on_disk),
+            written_epochs: RefCell::new(epochs_on_disk),
+            first_dirty: Cell::new(None),
+            oldest_tombstone: Cell::new(None),
         });
         // From here on a crash is not a clean shutdown.
         log.write_checkpoint(false).await?;
         log.write_epochs().await?;
+        if log.config().cleanup_policy.compact {
+            // Read now, so it is clamped to the recovered end before anything is appended.
+            log.load_cleaner_checkpoint().await;
+        }
         Ok(log)
     }
 }
@@ -248,8 +306,10 @@ pub(super) async fn is_zero_tail<F: StorageFile>(file: &F, position: u64, len: u
 
 /// Completes compaction swaps a crash interrupted and removes unfinished temp files:
 /// a `.log.swap` is a complete compacted segment, a `.log.cleaned` or `.tmp` is not.
-pub(super) async fn finish_interrupted_swaps<S: Storage>(storage: &S, dir: &Path) -> Result<()> {
+/// Returns whether it changed the directory; the caller syncs it.
+pub(super) async fn finish_interrupted_swaps<S: Storage>(storage: &S, dir: &Path) -> Result<bool> {
     let names = storage.list_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+    let mut changed = false;
     for name in names {
         let path = dir.join(&name);
         if let Some(base) = segment::parse_file_name(&name, segment::SWAP_SUFFIX) {
@@ -261,7 +321,10 @@ pub(super) async fn finish_interrupted_swaps<S: Storage>(storage: &S, dir: &Path
             }
         } else if name.ends_with(segment::CLEANED_SUFFIX) || name.ends_with(".tmp") {
             storage.remove_file(&path).await.map_err(|e| Error::io("remove", &path, e))?;
+        } else {
+            continue;
         }
+        changed = true;
     }
-    storage.sync_dir(dir).await.map_err(|e| Error::io("sync", dir, e))
+    Ok(changed)
 }

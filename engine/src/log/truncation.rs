@@ -17,6 +17,15 @@ impl<S: Storage> Log<S> {
         let _maintenance = self.maintenance.lock().await;
         let ticket = self.gate.ticket();
         ticket.wait_turn().await;
+        let truncated = self.truncate_locked(offset).await;
+        // Still ahead of every append (the ticket is held): whatever is appended at the
+        // new end is dirty for the cleaner.
+        self.cleaned_past(self.log_end_offset()).await?;
+        truncated
+    }
+
+    /// `truncate_to` once the maintenance lock and the append gate are held.
+    async fn truncate_locked(&self, offset: Offset) -> Result<()> {
         self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0)
             .await?;
         let (log_end, log_start) = (self.log_end_offset(), self.log_start_offset());
