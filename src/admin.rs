@@ -85,6 +85,18 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_appended_bytes_total{{shard=\"{id}\"}} {}", engine.appended_bytes.get());
     let _ = writeln!(out, "skein_disk_read_bytes_total{{shard=\"{id}\"}} {}", engine.disk_read_bytes.get());
     let _ = writeln!(out, "skein_corruptions_total{{shard=\"{id}\"}} {}", engine.corruptions.get());
+    let _ = writeln!(out, "skein_cleaner_passes_total{{shard=\"{id}\"}} {}", engine.cleaner_passes.get());
+    let _ = writeln!(
+        out,
+        "skein_compacted_bytes_reclaimed_total{{shard=\"{id}\"}} {}",
+        engine.compacted_bytes_reclaimed.get()
+    );
+    let _ = writeln!(out, "skein_recovery_zero_tails_total{{shard=\"{id}\"}} {}", engine.recovery_zero_tails.get());
+    let _ = writeln!(
+        out,
+        "skein_recovery_zero_tail_bytes_total{{shard=\"{id}\"}} {}",
+        engine.recovery_zero_tail_bytes.get()
+    );
     out
 }
 

@@ -23,6 +23,13 @@ use crate::config::NodeConfig;
 pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("cannot create data directory {}: {e}", config.data_dir.display()))?;
+    // Its entry in the parent made durable (the main thread, before any shard runs):
+    // partitions the engine syncs into it must not vanish with it on power loss.
+    if let Some(parent) = config.data_dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::File::open(parent)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| format!("cannot sync {}: {e}", parent.display()))?;
+    }
     // Held until the node stops: a second node on this directory is refused.
     let _lock = crate::exclusive::lock_data_dir(&config.data_dir)?;
     let stop = Arc::new(AtomicBool::new(false));

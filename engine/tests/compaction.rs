@@ -130,3 +130,134 @@ fn interrupted_swap_is_finished_or_discarded() {
     assert!(!part.join("00000000000000000000.log.cleaned").exists());
     assert!(!part.join("00000000000000000000.log.swap").exists());
 }
+
+/// Appends `rounds` batches of four records over `keys` keys, timestamped `timestamp`.
+async fn churn<S: skein_engine::io::Storage>(log: &skein_engine::Log<S>, rounds: usize, keys: usize, timestamp: i64) {
+    for round in 0..rounds {
+        let values: Vec<String> = (0..4).map(|i| format!("v{round}-{i}")).collect();
+        let pairs: Vec<(String, Option<&str>)> =
+            (0..4).map(|i| (format!("k{}", (round * 4 + i) % keys), Some(values[i].as_str()))).collect();
+        let refs: Vec<(&str, Option<&str>)> = pairs.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        log.append(keyed(timestamp, Compression::None, &refs), LEADER).await.unwrap();
+    }
+}
+
+/// What full compaction leaves: in closed segments, the newest record of each key.
+fn compacted(all: &[(i64, String, Option<String>)], active: i64) -> Vec<(i64, String, Option<String>)> {
+    let mut latest = BTreeMap::new();
+    for (o, k, _) in all.iter().filter(|(o, _, _)| *o < active) {
+        latest.insert(k.clone(), *o);
+    }
+    all.iter().filter(|(o, k, _)| *o >= active || latest[k] == *o).cloned().collect()
+}
+
+// The shard's cleaner cleans a log only once its dirty ratio reaches
+// min.cleanable.dirty.ratio, never on every look; what it cleaned stays clean across
+// a restart (the cleaner checkpoint).
+#[test]
+fn the_dirty_ratio_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = skein_engine::TopicPartition::new("t", 0);
+    let config = LogConfig { min_cleanable_dirty_ratio: 0.5, ..compact_config() };
+    run(async {
+        let manager = skein_engine::LogManager::new(skein_engine::io::dma::DmaStorage, dir.path(), 1 << 20);
+        let log = manager.create(partition.clone(), config.clone()).await.unwrap();
+        churn(&log, 40, 100, 10_000).await;
+        // Never cleaned: all dirty.
+        let (cleaned, stats) = manager.clean_dirtiest(20_000).await.expect("a fully dirty log is due");
+        assert_eq!(cleaned, partition);
+        assert!(stats.unwrap().records_removed > 0);
+        assert!(manager.clean_dirtiest(20_000).await.is_none(), "a clean log is not cleaned again");
+        // A little new data: below the ratio.
+        churn(&log, 3, 100, 10_000).await;
+        log.roll().await.unwrap();
+        let dirtiness = log.dirtiness(20_000).unwrap();
+        assert!(dirtiness.ratio > 0.0 && dirtiness.ratio < 0.5, "{dirtiness:?}");
+        assert!(manager.clean_dirtiest(20_000).await.is_none());
+        assert!(manager.close_all().await.is_empty());
+    });
+    run(async {
+        let manager = skein_engine::LogManager::new(skein_engine::io::dma::DmaStorage, dir.path(), 1 << 20);
+        let log = manager.open(partition.clone(), config.clone()).await.unwrap();
+        let dirtiness = log.dirtiness(20_000).unwrap();
+        assert!(dirtiness.ratio < 0.5, "cleaning survives a restart: {dirtiness:?}");
+        // Enough new data: due.
+        churn(&log, 40, 100, 10_000).await;
+        assert!(log.dirtiness(20_000).unwrap().due(&config));
+        assert!(manager.clean_dirtiest(20_000).await.is_some());
+    });
+}
+
+// An offset map too small for the dirty keys cleans in several passes, each up to
+// where the map filled; together they leave what one unbounded pass would.
+#[test]
+fn a_small_offset_map_cleans_in_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), compact_config()).await;
+        churn(&log, 60, 40, 10_000).await;
+        let all = records(&log).await;
+        let active = log.segment_bases().last().unwrap().0;
+        // 16 slots: 14 keys a pass.
+        let cleaner = skein_engine::CleanerConfig { dedupe_buffer_bytes: 0, ..Default::default() };
+        let mut passes = 0;
+        while log.dirtiness(20_000).is_some_and(|d| d.dirty_bytes > 0) {
+            log.clean(20_000, &cleaner).await.unwrap();
+            passes += 1;
+            assert!(passes < 100, "no progress");
+        }
+        assert!(passes > 2, "{passes} passes");
+        assert_eq!(records(&log).await, compacted(&all, active));
+    });
+}
+
+// min.compaction.lag.ms keeps young records out of the cleaner's reach;
+// max.compaction.lag.ms makes a log due whatever its dirty ratio.
+#[test]
+fn compaction_lags() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let config = LogConfig { min_compaction_lag_ms: 5_000, ..compact_config() };
+        let log = open_dma(dir.path(), config).await;
+        churn(&log, 40, 100, 10_000).await;
+        let before = records(&log).await;
+        assert!(log.dirtiness(12_000).is_none(), "every closed segment is younger than the lag");
+        assert_eq!(log.clean(12_000, &Default::default()).await.unwrap().records_removed, 0);
+        assert_eq!(records(&log).await, before);
+        assert!(log.clean(16_000, &Default::default()).await.unwrap().records_removed > 0);
+
+        let config = LogConfig {
+            min_compaction_lag_ms: 0,
+            min_cleanable_dirty_ratio: 0.9,
+            max_compaction_lag_ms: 150_000,
+            ..compact_config()
+        };
+        log.set_config(config.clone()).unwrap();
+        churn(&log, 3, 100, 100_000).await;
+        log.roll().await.unwrap();
+        let young = log.dirtiness(110_000).unwrap();
+        assert!(!young.due(&config), "{young:?}");
+        let old = log.dirtiness(200_000).unwrap();
+        assert!(old.overdue && old.due(&config), "{old:?}");
+    });
+}
+
+// log.cleaner.io.max.bytes.per.second holds a pass's reads and writes to the rate.
+#[test]
+fn cleaner_io_is_throttled() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), compact_config()).await;
+        churn(&log, 40, 100, 10_000).await;
+        let bytes = log.size_bytes();
+        let rate = (bytes * 2) as f64; // a pass reads the log at least twice
+        let cleaner = skein_engine::CleanerConfig { io_max_bytes_per_second: rate, ..Default::default() };
+        let started = std::time::Instant::now();
+        assert!(log.clean(20_000, &cleaner).await.unwrap().records_removed > 0);
+        assert!(
+            started.elapsed() >= std::time::Duration::from_millis(900),
+            "{:?} for {bytes} bytes",
+            started.elapsed()
+        );
+    });
+}

@@ -51,6 +51,10 @@ impl MetadataStore {
     pub fn open(data_dir: &Path) -> Result<(MetadataStore, MetadataImage), String> {
         let dir = data_dir.join("__skein_metadata");
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        // Its entry made durable, so a snapshot synced into it survives power loss.
+        std::fs::File::open(data_dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| format!("cannot sync {}: {e}", data_dir.display()))?;
         for entry in std::fs::read_dir(&dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?.flatten() {
             if entry.file_name().to_string_lossy().ends_with(".tmp") {
                 let _ = std::fs::remove_file(entry.path());
