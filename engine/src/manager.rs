@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::io::{self, Storage};
 use crate::log::{CleanerConfig, CompactionStats, Dirtiness, Log, LogContext};
 use crate::metrics::EngineMetrics;
+use crate::offset_map::OffsetMap;
 use crate::types::{TimestampMs, TopicPartition};
 
 pub struct LogManager<S: Storage> {
@@ -32,6 +33,9 @@ pub struct LogManager<S: Storage> {
     next_key: Cell<u64>,
     /// The log cleaner's settings for this shard.
     cleaner: RefCell<CleanerConfig>,
+    /// The cleaner's offset map, allocated at its first pass and kept (taken out while
+    /// a pass runs).
+    offset_map: RefCell<Option<OffsetMap>>,
 }
 
 impl<S: Storage> LogManager<S> {
@@ -49,6 +53,7 @@ impl<S: Storage> LogManager<S> {
             partition_locks: RefCell::new(BTreeMap::new()),
             next_key: Cell::new(0),
             cleaner: RefCell::new(CleanerConfig::default()),
+            offset_map: RefCell::new(None),
         }
     }
 
@@ -76,7 +81,13 @@ impl<S: Storage> LogManager<S> {
         }
         let (log, _) = dirtiest?;
         let cleaner = self.cleaner.borrow().clone();
-        Some((log.partition().clone(), log.clean(now, &cleaner).await))
+        let mut map = match self.offset_map.take() {
+            Some(map) if map.memory_bytes() == OffsetMap::memory_for(cleaner.dedupe_buffer_bytes) => map,
+            _ => OffsetMap::with_memory(cleaner.dedupe_buffer_bytes),
+        };
+        let result = log.clean(now, &cleaner, &mut map).await;
+        *self.offset_map.borrow_mut() = Some(map);
+        Some((log.partition().clone(), result))
     }
 
     pub fn data_dir(&self) -> &Path {

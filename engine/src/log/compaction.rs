@@ -70,7 +70,8 @@ impl Dirtiness {
     }
 }
 
-/// Keeps the cleaner's reads plus writes under a rate, and yields after every step.
+/// Keeps the cleaner's reads plus writes under a rate, and yields to other task queues
+/// after every step.
 struct Throttle {
     rate: f64,
     started: Instant,
@@ -91,7 +92,9 @@ impl Throttle {
                 return;
             }
         }
-        glommio::yield_if_needed().await;
+        // Every step, not only when the preemption timer says so (100 ms when no
+        // queue asks for less): request tasks waiting on this shard run now.
+        glommio::executor().yield_task_queue_now().await;
     }
 }
 
@@ -248,20 +251,27 @@ impl<S: Storage> Log<S> {
             .map_err(|e| Error::io("write", &path, e))
     }
 
-    /// Cleans the log once with a default cleaner, whatever its dirty ratio.
+    /// Cleans the log once with a default cleaner and a 16 MiB offset map, whatever its
+    /// dirty ratio.
     ///
     /// # Errors
     /// As `clean`.
     pub async fn compact(&self, now: TimestampMs) -> Result<CompactionStats> {
-        self.clean(now, &CleanerConfig::default()).await
+        self.clean(now, &CleanerConfig::default(), &mut OffsetMap::with_memory(16 << 20)).await
     }
 
-    /// One cleaning pass (see the module docs), whatever the dirty ratio. With nothing
-    /// dirty it only removes tombstones past `delete.retention.ms`.
+    /// One cleaning pass (see the module docs) with `map` (cleared first), whatever the
+    /// dirty ratio. With nothing dirty it only removes tombstones past
+    /// `delete.retention.ms`.
     ///
     /// # Errors
     /// `Corruption` for undecodable batches, `Io`.
-    pub async fn clean(&self, now: TimestampMs, cleaner: &CleanerConfig) -> Result<CompactionStats> {
+    pub async fn clean(
+        &self,
+        now: TimestampMs,
+        cleaner: &CleanerConfig,
+        map: &mut OffsetMap,
+    ) -> Result<CompactionStats> {
         let config = self.config();
         if !config.cleanup_policy.compact {
             return Ok(CompactionStats::default());
@@ -274,17 +284,17 @@ impl<S: Storage> Log<S> {
         };
         let step = cleaner.io_buffer_bytes.max(crate::limits::DMA_ALIGNMENT);
         let mut throttle = Throttle::new(cleaner.io_max_bytes_per_second);
-        let (map, mapped_end) = if first_dirty < end {
-            let mut map = OffsetMap::with_memory(cleaner.dedupe_buffer_bytes);
-            let mapped_end = self.build_offset_map(&mut map, first_dirty, end, step, &mut throttle).await?;
+        map.clear();
+        // With nothing dirty the map stays empty: a pass for expired tombstones only.
+        let mapped_end = if first_dirty < end {
+            let mapped_end = self.build_offset_map(map, first_dirty, end, step, &mut throttle).await?;
             if mapped_end <= first_dirty {
                 tracing::warn!(target: "skein::engine", partition = %self.partition, "log.cleaner.dedupe.buffer.size holds no key");
                 return Ok(CompactionStats::default());
             }
-            (map, mapped_end)
+            mapped_end
         } else {
-            // Nothing dirty: a pass for expired tombstones only.
-            (OffsetMap::with_memory(0), first_dirty)
+            first_dirty
         };
         let segments: Vec<(Offset, Offset)> = {
             let state = self.state.borrow();
@@ -297,7 +307,7 @@ impl<S: Storage> Log<S> {
                 .collect()
         };
         let rules = Rules {
-            map: &map,
+            map,
             tombstone_horizon: now.saturating_sub(config.delete_retention_ms),
             oldest_tombstone: Cell::new(None),
         };
