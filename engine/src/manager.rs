@@ -83,7 +83,7 @@ impl<S: Storage> LogManager<S> {
         let cleaner = self.cleaner.borrow().clone();
         let mut map = match self.offset_map.take() {
             Some(map) if map.memory_bytes() == OffsetMap::memory_for(cleaner.dedupe_buffer_bytes) => map,
-            _ => OffsetMap::with_memory(cleaner.dedupe_buffer_bytes),
+            _ => OffsetMap::allocate(cleaner.dedupe_buffer_bytes).await,
         };
         let result = log.clean(now, &cleaner, &mut map).await;
         *self.offset_map.borrow_mut() = Some(map);

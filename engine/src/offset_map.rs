@@ -7,10 +7,11 @@
 //! stored, only their hashes: two keys whose 128-bit hashes collide would be taken for
 //! one (Kafka accepts the same odds with MD5).
 //!
-//! The map is allocated zeroed (the kernel hands out zero pages as they are touched)
-//! and kept between passes, as Kafka keeps its buffer: a slot belongs to the current
-//! pass only if it carries the pass's generation, so clearing is a counter increment.
-//! Writing the whole buffer at each pass start stalled the shard for 0.5 s at 128 MiB.
+//! The map is kept between passes, as Kafka keeps its buffer: a slot belongs to the
+//! current pass only if it carries the pass's generation, so clearing is a counter
+//! increment. It is allocated and written in 256 KiB chunks (`allocate` pauses between
+//! them): faulting in 128 MiB at once, or through the puts of one large batch, stalled
+//! the shard for 0.5 s (page faults are slow in a VM).
 
 use std::hash::Hasher;
 
@@ -25,8 +26,12 @@ const LOAD_FACTOR: f64 = 0.9;
 /// `[hash0, hash1, offset, generation]`; generation 0 (zeroed memory) is never current.
 type Slot = [u64; 4];
 
+/// Slots per chunk: 256 KiB, a few ms of page faults in a VM.
+const CHUNK_SLOTS: usize = (256 << 10) / SLOT_BYTES;
+
 pub struct OffsetMap {
-    slots: Vec<Slot>,
+    chunks: Vec<Vec<Slot>>,
+    capacity: usize,
     generation: u64,
     used: usize,
     max_used: usize,
@@ -40,12 +45,31 @@ impl OffsetMap {
         (bytes / SLOT_BYTES).max(16) * SLOT_BYTES
     }
 
-    /// A map using about `bytes` of memory (`memory_for`), empty.
+    /// A map using about `bytes` of memory (`memory_for`), empty, allocated at once.
     pub fn with_memory(bytes: usize) -> OffsetMap {
+        let mut map = OffsetMap::empty(bytes);
+        while map.grow() {}
+        map
+    }
+
+    /// As `with_memory`, pausing after each chunk as long as it took, so the shard's
+    /// requests and I/O run in between.
+    pub async fn allocate(bytes: usize) -> OffsetMap {
+        let mut map = OffsetMap::empty(bytes);
+        loop {
+            let started = std::time::Instant::now();
+            if !map.grow() {
+                return map;
+            }
+            crate::log::pace(started.elapsed()).await;
+        }
+    }
+
+    fn empty(bytes: usize) -> OffsetMap {
         let capacity = Self::memory_for(bytes) / SLOT_BYTES;
         OffsetMap {
-            // Zeroed memory: calloc, so pages are faulted in as the map fills.
-            slots: vec![[0u64; 4]; capacity],
+            chunks: Vec::with_capacity(capacity.div_ceil(CHUNK_SLOTS)),
+            capacity,
             generation: 1,
             used: 0,
             max_used: ((capacity as f64 * LOAD_FACTOR) as usize).max(1),
@@ -53,9 +77,33 @@ impl OffsetMap {
         }
     }
 
+    /// Allocates the next chunk; false once all are there.
+    fn grow(&mut self) -> bool {
+        let allocated = self.chunks.len() * CHUNK_SLOTS;
+        if allocated >= self.capacity {
+            return false;
+        }
+        // Written now (malloc and fill, not calloc), so its pages are faulted in here,
+        // a chunk between yields, and not by the puts of a pass: a large batch's keys
+        // land on thousands of fresh pages at once.
+        let len = CHUNK_SLOTS.min(self.capacity - allocated);
+        let mut chunk = Vec::with_capacity(len);
+        chunk.resize(len, [0u64; 4]);
+        self.chunks.push(chunk);
+        true
+    }
+
     /// The memory the map holds.
     pub fn memory_bytes(&self) -> usize {
-        self.slots.len() * SLOT_BYTES
+        self.capacity * SLOT_BYTES
+    }
+
+    fn slot(&self, index: usize) -> &Slot {
+        &self.chunks[index / CHUNK_SLOTS][index % CHUNK_SLOTS]
+    }
+
+    fn slot_mut(&mut self, index: usize) -> &mut Slot {
+        &mut self.chunks[index / CHUNK_SLOTS][index % CHUNK_SLOTS]
     }
 
     /// Empties the map for a new pass, without touching its memory.
@@ -85,35 +133,34 @@ impl OffsetMap {
         let hash = hash(key);
         let index = self.find(hash);
         let generation = self.generation;
-        let slot = &mut self.slots[index];
-        if slot[3] != generation {
+        if self.slot(index)[3] != generation {
             if self.used >= self.max_used {
                 return false;
             }
             self.used += 1;
-            *slot = [hash[0], hash[1], 0, generation];
+            *self.slot_mut(index) = [hash[0], hash[1], 0, generation];
         }
-        slot[2] = offset.0 as u64;
+        self.slot_mut(index)[2] = offset.0 as u64;
         self.latest = Some(self.latest.map_or(offset, |l| l.max(offset)));
         true
     }
 
     /// The latest offset put for `key`.
     pub fn get(&self, key: &[u8]) -> Option<Offset> {
-        let slot = &self.slots[self.find(hash(key))];
+        let slot = self.slot(self.find(hash(key)));
         (slot[3] == self.generation).then_some(Offset(slot[2] as i64))
     }
 
     /// The slot holding `hash`, or the free slot where it would go (linear probing; the
     /// load factor keeps a free slot).
     fn find(&self, hash: [u64; 2]) -> usize {
-        let mut index = (hash[0] % self.slots.len() as u64) as usize;
+        let mut index = (hash[0] % self.capacity as u64) as usize;
         loop {
-            let slot = &self.slots[index];
+            let slot = self.slot(index);
             if slot[3] != self.generation || (slot[0] == hash[0] && slot[1] == hash[1]) {
                 return index;
             }
-            index = (index + 1) % self.slots.len();
+            index = (index + 1) % self.capacity;
         }
     }
 }

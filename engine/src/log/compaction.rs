@@ -70,33 +70,43 @@ impl Dirtiness {
     }
 }
 
-/// Keeps the cleaner's reads plus writes under a rate, and yields to other task queues
-/// after every step.
+/// Keeps the cleaner's reads plus writes under a rate, and its CPU under half of the
+/// shard's: after every step it sleeps at least as long as it ran.
+///
+/// A sleep, not a yield: a task that only yields stays runnable, and glommio then runs
+/// it again without polling io_uring, so requests whose I/O completed meanwhile wait
+/// for the 100 ms preemption timer (a 2 GB clean held produce p99 at 0.4 s).
 struct Throttle {
     rate: f64,
     started: Instant,
     bytes: f64,
+    resumed: Instant,
 }
 
 impl Throttle {
     fn new(rate: f64) -> Throttle {
-        Throttle { rate, started: Instant::now(), bytes: 0.0 }
+        Throttle { rate, started: Instant::now(), bytes: 0.0, resumed: Instant::now() }
     }
 
     async fn account(&mut self, bytes: usize) {
         self.bytes += bytes as f64;
+        let mut pause = self.resumed.elapsed();
         if self.rate.is_finite() && self.rate > 0.0 {
             let due = Duration::from_secs_f64(self.bytes / self.rate);
-            if let Some(ahead) = due.checked_sub(self.started.elapsed()) {
-                glommio::timer::sleep(ahead).await;
-                return;
-            }
+            pause = pause.max(due.saturating_sub(self.started.elapsed()));
         }
-        // Every step, not only when the preemption timer says so (100 ms when no
-        // queue asks for less): request tasks waiting on this shard run now.
-        glommio::executor().yield_task_queue_now().await;
+        pace(pause).await;
+        self.resumed = Instant::now();
     }
 }
+
+/// Lets the shard's other tasks and its I/O run: sleeps `pause` (at least a timer tick).
+pub(crate) async fn pace(pause: Duration) {
+    glommio::timer::sleep(pause.max(PACE_MIN)).await;
+}
+
+/// The shortest pause between two cleaner steps.
+const PACE_MIN: Duration = Duration::from_micros(100);
 
 /// A closed segment read in steps of whole batches (a batch larger than a step is one
 /// step), each step counted by the throttle.
@@ -397,6 +407,10 @@ impl<S: Storage> Log<S> {
         let cleaned = segment::file_path(&self.dir, base, segment::CLEANED_SUFFIX);
         let file = storage.open_file(&cleaned, true).await.map_err(|e| Error::io("open", &cleaned, e))?;
         file.truncate(0).await.map_err(|e| Error::io("truncate", &cleaned, e))?;
+        // Reserved at once (what it keeps is at most the segment): the writes then never
+        // extend the file, each a journal update that O_DIRECT appends of other logs
+        // would queue behind on ext4.
+        file.allocate(align_up(before)).await.map_err(|e| Error::io("allocate", &cleaned, e))?;
         let mut writer = StepWriter { file, path: cleaned.clone(), step, written: 0, pending: Vec::new() };
         let mut metas = Vec::new();
         let mut size = 0u64;

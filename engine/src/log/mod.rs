@@ -68,6 +68,7 @@ mod roll;
 pub mod snapshots;
 mod truncation;
 
+pub(crate) use compaction::pace;
 pub use compaction::{CleanerConfig, Dirtiness, CLEANER_CHECKPOINT_FILE};
 use gate::Gate;
 use recovery::restore_bookkeeping;
