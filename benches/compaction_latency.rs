@@ -23,11 +23,13 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/fixed_rate.rs"]
+mod fixed_rate;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Broker, RawClient};
@@ -50,22 +52,6 @@ const LAG_HOLDING_MS: &str = "31536000000";
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
 /// The cleaner counts as done when its passes have not changed for this long.
 const CLEANER_IDLE: Duration = Duration::from_secs(2);
-
-/// Delivery latencies (µs), each with the time its record was due.
-struct Latencies(Arc<Mutex<Vec<(Instant, u64)>>>);
-
-impl ClientContext for Latencies {}
-
-impl ProducerContext for Latencies {
-    type DeliveryOpaque = Box<Instant>;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, due: Box<Instant>) {
-        if result.is_ok() {
-            let micros = due.elapsed().as_micros() as u64;
-            self.0.lock().unwrap().push((*due, micros.max(1)));
-        }
-    }
-}
 
 /// Counts failed deliveries of the load.
 struct Failures(Arc<AtomicU64>);
@@ -157,31 +143,7 @@ struct Phase {
 
 /// Produces to `latency` at `rate` for `secs`.
 fn produce_phase(bootstrap: &str, rate: u64, secs: u64) -> Phase {
-    let samples = Arc::new(Mutex::new(Vec::with_capacity((rate * secs) as usize)));
-    let producer: BaseProducer<Latencies> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "0")
-        .set("acks", "all")
-        .create_with_context(Latencies(samples.clone()))
-        .unwrap();
-    let value = vec![b'x'; 200];
-    let started = Instant::now();
-    for n in 0..rate * secs {
-        let due = started + Duration::from_nanos(n * 1_000_000_000 / rate);
-        // Wait for the due time inside librdkafka's poll (delivery reports run
-        // meanwhile), leaving the cores to the broker.
-        while let Some(wait) = due.checked_duration_since(Instant::now()) {
-            producer.poll(wait.min(Duration::from_millis(1)));
-        }
-        // The latency counts from the due time, so a stalled sender is not hidden
-        // (coordinated omission).
-        let record = BaseRecord::with_opaque_to("latency", Box::new(due)).payload(&value).key("k");
-        if producer.send(record).is_err() {
-            producer.poll(Duration::from_millis(1));
-        }
-    }
-    producer.flush(Duration::from_secs(60)).unwrap();
-    let samples = std::mem::take(&mut *samples.lock().unwrap());
+    let (started, samples) = fixed_rate::produce_at_rate(bootstrap, "latency", rate, secs);
     Phase { started, samples }
 }
 

@@ -8,32 +8,16 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/fixed_rate.rs"]
+mod fixed_rate;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::Broker;
 use hdrhistogram::Histogram;
 use kafka_protocol::messages::InitProducerIdRequest;
-use rdkafka::config::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::ClientContext;
-
-struct Latencies(Arc<Mutex<Histogram<u64>>>);
-
-impl ClientContext for Latencies {}
-
-impl ProducerContext for Latencies {
-    type DeliveryOpaque = Box<Instant>;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, sent: Box<Instant>) {
-        if result.is_ok() {
-            let micros = sent.elapsed().as_micros() as u64;
-            self.0.lock().unwrap().record(micros.max(1)).unwrap();
-        }
-    }
-}
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -41,33 +25,11 @@ fn env(name: &str, default: u64) -> u64 {
 
 /// Produces at `rate` for `secs`; returns the delivery latency histogram (µs).
 fn produce_phase(bootstrap: &str, rate: u64, secs: u64) -> Histogram<u64> {
-    let histogram = Arc::new(Mutex::new(Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap()));
-    let producer: BaseProducer<Latencies> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "0")
-        .set("acks", "all")
-        .create_with_context(Latencies(histogram.clone()))
-        .unwrap();
-    let value = vec![b'x'; 200];
-    let started = Instant::now();
-    let total = rate * secs;
-    for n in 0..total {
-        let due = started + Duration::from_nanos(n * 1_000_000_000 / rate);
-        // Wait for the due time inside librdkafka's poll (delivery reports run
-        // meanwhile), leaving the cores to the broker.
-        while let Some(wait) = due.checked_duration_since(Instant::now()) {
-            producer.poll(wait.min(Duration::from_millis(1)));
-        }
-        // The latency counts from the due time, so a stalled sender is not hidden
-        // (coordinated omission).
-        let record = BaseRecord::with_opaque_to("churn", Box::new(due)).payload(&value).key("k");
-        if producer.send(record).is_err() {
-            producer.poll(Duration::from_millis(1));
-        }
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    for (_, micros) in fixed_rate::produce_at_rate(bootstrap, "churn", rate, secs).1 {
+        histogram.record(micros).unwrap();
     }
-    producer.flush(Duration::from_secs(30)).unwrap();
-    let h = histogram.lock().unwrap().clone();
-    h
+    histogram
 }
 
 /// Asks `per_second` InitProducerId until `stop`; returns how many were answered.

@@ -463,6 +463,23 @@ fn torn_rewrite_of_the_last_block_keeps_synced_bytes() {
     assert!(torn > 10, "only {torn} torn rewrites");
 }
 
+/// A log of ten batches flushed, then five acknowledged (written) but not flushed.
+async fn flushed_then_written(
+    plan: &Rc<FaultPlan>,
+    dir: &Path,
+    config: &LogConfig,
+) -> Rc<Log<FaultStorage<DmaStorage>>> {
+    let log = open(FaultStorage::new(DmaStorage, plan.clone()), dir, config.clone()).await.unwrap();
+    for tag in 0..10 {
+        log.append(tagged(tag, 3), LEADER).await.unwrap();
+    }
+    log.flush().await.unwrap();
+    for tag in 10..15 {
+        log.append(tagged(tag, 3), LEADER).await.unwrap();
+    }
+    log
+}
+
 // Records written without a flush that read back as zeros after a power loss are cut
 // by recovery, which counts the zero tail (and logs it) instead of dropping it silently.
 #[test]
@@ -470,15 +487,7 @@ fn lost_unflushed_records_are_counted() {
     let (dir, plan) = modelled();
     let config = small_segments(64 << 10);
     run(async {
-        let log = open(FaultStorage::new(DmaStorage, plan.clone()), dir.path(), config.clone()).await.unwrap();
-        for tag in 0..10 {
-            log.append(tagged(tag, 3), LEADER).await.unwrap();
-        }
-        log.flush().await.unwrap();
-        // Acknowledged (written), not flushed.
-        for tag in 10..15 {
-            log.append(tagged(tag, 3), LEADER).await.unwrap();
-        }
+        let log = flushed_then_written(&plan, dir.path(), &config).await;
     });
     let report = plan.power_loss(PowerCut::SyncedOnly).unwrap();
     assert!(report.writes_lost > 0 && report.writes_landed == 0, "{report:?}");
@@ -523,14 +532,7 @@ fn delete_records_past_lost_records_keeps_the_log_start() {
     let (dir, plan) = modelled();
     let config = small_segments(64 << 10);
     run(async {
-        let log = open(FaultStorage::new(DmaStorage, plan.clone()), dir.path(), config.clone()).await.unwrap();
-        for tag in 0..10 {
-            log.append(tagged(tag, 3), LEADER).await.unwrap();
-        }
-        log.flush().await.unwrap();
-        for tag in 10..15 {
-            log.append(tagged(tag, 3), LEADER).await.unwrap();
-        }
+        let log = flushed_then_written(&plan, dir.path(), &config).await;
         assert_eq!(log.delete_records_before(Offset(42)).await.unwrap(), Offset(42));
     });
     plan.power_loss(PowerCut::SyncedOnly).unwrap();
