@@ -487,7 +487,7 @@ fn lost_unflushed_records_are_counted() {
     let (dir, plan) = modelled();
     let config = small_segments(64 << 10);
     run(async {
-        let log = flushed_then_written(&plan, dir.path(), &config).await;
+        let _log = flushed_then_written(&plan, dir.path(), &config).await;
     });
     let report = plan.power_loss(PowerCut::SyncedOnly).unwrap();
     assert!(report.writes_lost > 0 && report.writes_landed == 0, "{report:?}");
