@@ -156,9 +156,10 @@ fn fetch_storm(fetchers: u64) {
     }
     std::thread::sleep(Duration::from_secs(3));
     // The shard's response budget; one floor and one batch past it per connection;
-    // and per connection, two decoded requests (the one waiting for budget and the
-    // one being answered), about four times their 15 KB frame each.
-    let budget = SHARD_RESPONSE_BYTES + fetchers * (FETCH_GRANT_FLOOR + MIB / 8) + fetchers * 2 * 64 * 1024;
+    // and per connection the working memory of a 500-partition fetch (its decoded
+    // request, per-partition reads and the response before encoding, about 1 KB a
+    // partition), since every connection's first fetch runs at once.
+    let budget = SHARD_RESPONSE_BYTES + fetchers * (FETCH_GRANT_FLOOR + MIB / 8 + MIB / 2);
     report(
         "fetch",
         &broker,
