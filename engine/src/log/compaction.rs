@@ -98,7 +98,20 @@ impl Throttle {
         pace(pause).await;
         self.resumed = Instant::now();
     }
+
+    /// Between batches: pauses once the cleaner has run `SLICE` since it last paused,
+    /// so a step of large batches does not hold the shard for a whole step.
+    async fn tick(&mut self) {
+        let ran = self.resumed.elapsed();
+        if ran >= SLICE {
+            pace(ran).await;
+            self.resumed = Instant::now();
+        }
+    }
 }
+
+/// The longest the cleaner runs without pausing.
+const SLICE: Duration = Duration::from_millis(1);
 
 /// Lets the shard's other tasks and its I/O run: sleeps `pause` (at least a timer tick).
 pub(crate) async fn pace(pause: Duration) {
@@ -358,6 +371,7 @@ impl<S: Storage> Log<S> {
             let Some(mut steps) = self.steps(base, step) else { continue };
             while let Some(batches) = steps.next(throttle).await? {
                 for batch in batches.iter().filter(|b| !b.is_control() && b.last_offset() >= first_dirty) {
+                    throttle.tick().await;
                     for record in self.decode(batch)? {
                         let offset = batch.base_offset().plus(record.offset_delta as i64);
                         let Some(key) = &record.key else { continue };
@@ -397,6 +411,7 @@ impl<S: Storage> Log<S> {
         let mut removed = 0u64;
         while let Some(batches) = steps.next(throttle).await? {
             for batch in batches.iter().filter(|b| !b.is_control()) {
+                throttle.tick().await;
                 removed += self.decode(batch)?.iter().filter(|r| !rules.keep(batch, r)).count() as u64;
             }
         }
@@ -417,6 +432,7 @@ impl<S: Storage> Log<S> {
         let Some(mut steps) = self.steps(base, step) else { return Ok(()) };
         while let Some(batches) = steps.next(throttle).await? {
             for batch in batches {
+                throttle.tick().await;
                 let kept = if batch.is_control() { Some(batch) } else { self.filter(&batch, rules)? };
                 if let Some(kept) = kept {
                     metas.push(BatchMeta::of(&kept, size));
