@@ -17,6 +17,7 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use skein_engine::io::dma::DmaStorage;
 use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, LogManager, Offset, TopicPartition};
+use skein_replication::{HighWatermarkWaiters, ReplicaState};
 
 use crate::append::{AppendRules, TopicSettings};
 use crate::errors::{code, code_of};
@@ -77,6 +78,10 @@ pub struct Partition {
     snapshot_base: Cell<Offset>,
     snapshot_due: Cell<Option<(Offset, u64)>>,
     snapshot_writing: Rc<Cell<bool>>,
+    /// The replica's role, epoch, ISR and high watermark (one node: the sole leader).
+    pub replica: RefCell<ReplicaState>,
+    /// `acks=all` produces waiting for the high watermark to pass their batch.
+    acks: RefCell<HighWatermarkWaiters>,
 }
 
 impl Partition {
@@ -120,6 +125,16 @@ impl Partition {
         if let Err(error) = self.log.write_producer_snapshot(at, &bytes).await {
             tracing::warn!(target: "skein::net", partition = %self.log.partition(), offset = at.0, error = %error, "producer snapshot not written");
         }
+    }
+
+    /// The high watermark, after taking in what the log has written since the last
+    /// look (the sole leader's ISR is itself), completing `acks=all` waiters it passes.
+    pub fn high_watermark(&self) -> Offset {
+        let mut replica = self.replica.borrow_mut();
+        if replica.local_append(self.log.offset_written_end()) {
+            self.acks.borrow_mut().complete_through(replica.high_watermark());
+        }
+        replica.high_watermark()
     }
 
     fn apply(&self, settings: &TopicSettings) -> Result<(), skein_engine::Error> {
@@ -440,6 +455,8 @@ impl Shard {
                 } else {
                     load_producers(&log).await
                 };
+                let replica =
+                    ReplicaState::sole_leader(self.settings.node_id, LeaderEpoch(0), log.offset_written_end());
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
                     Rc::new(Partition {
@@ -452,6 +469,8 @@ impl Shard {
                         bytes_out: Cell::new(0),
                         snapshot_due: Cell::new(None),
                         snapshot_writing: Rc::new(Cell::new(false)),
+                        replica: RefCell::new(replica),
+                        acks: RefCell::new(HighWatermarkWaiters::default()),
                     }),
                 );
                 return Ok(PartitionReply::Done);
@@ -489,7 +508,7 @@ impl Shard {
             PartitionOp::Produce { batch, acks } => self.produce(partition, &state, batch, acks).await,
             PartitionOp::Fetch { offset, max_bytes, wait_ms } => {
                 let offset = Offset(offset);
-                if wait_ms > 0 && offset >= log.offset_written_end() && offset <= log.log_end_offset() {
+                if wait_ms > 0 && offset >= state.high_watermark() && offset <= log.log_end_offset() {
                     let timeout = async {
                         glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
                     };
@@ -504,14 +523,15 @@ impl Shard {
                     }
                     Vec::new()
                 } else {
-                    log.read(offset, max_bytes, None).await.map_err(engine)?
+                    // Consumers never read past the high watermark.
+                    log.read(offset, max_bytes, Some(state.high_watermark())).await.map_err(engine)?
                 };
                 let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
                 self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
                 // Per partition too, for `skein placement show`.
                 state.bytes_out.set(state.bytes_out.get() + sent);
                 Ok(PartitionReply::Fetch {
-                    high_watermark: log.offset_written_end().0,
+                    high_watermark: state.high_watermark().0,
                     log_start_offset: log.log_start_offset().0,
                     records: batches.into_iter().map(Batch::into_bytes).collect(),
                 })
@@ -519,7 +539,7 @@ impl Shard {
             PartitionOp::ListOffsets { timestamp } => {
                 let (offset, ts) = match timestamp {
                     -2 => (log.log_start_offset().0, -1),
-                    -1 => (log.offset_written_end().0, -1),
+                    -1 => (state.high_watermark().0, -1),
                     -3 => match log.max_timestamp_offset().await.map_err(engine)? {
                         Some((o, t)) => (o.0, t),
                         None => (-1, -1),
@@ -536,8 +556,9 @@ impl Shard {
             }
             PartitionOp::DeleteRecords { offset } => {
                 // -1 means the high watermark.
-                let target = if offset == -1 { log.offset_written_end() } else { Offset(offset) };
-                if target > log.offset_written_end() || target < Offset::ZERO {
+                let high_watermark = state.high_watermark();
+                let target = if offset == -1 { high_watermark } else { Offset(offset) };
+                if target > high_watermark || target < Offset::ZERO {
                     return Err((code::OFFSET_OUT_OF_RANGE, None));
                 }
                 let low = log.delete_records_before(target).await.map_err(engine)?;
@@ -577,8 +598,7 @@ impl Shard {
             (code_of(&e), Some(e.to_string()))
         })?;
         let rules = state.rules.get();
-        // One replica: the in-sync set is this broker alone.
-        if acks == -1 && rules.min_insync_replicas > 1 {
+        if acks == -1 && (state.replica.borrow().isr().len() as i32) < rules.min_insync_replicas {
             return Err((code::NOT_ENOUGH_REPLICAS, None));
         }
         let now = skein_engine::log::now_ms();
@@ -604,10 +624,21 @@ impl Shard {
         }
         let append_time = rules.log_append_time;
         let size = batch.size() as u64;
-        match log.append(batch, AppendMode::Leader { epoch: LeaderEpoch(0) }).await {
+        let epoch = state.replica.borrow().leader_epoch();
+        match log.append(batch, AppendMode::Leader { epoch }).await {
             Ok(info) => {
                 state.producers.borrow_mut().complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
                 state.snapshot_after_roll();
+                if acks == -1 {
+                    // Answered once the high watermark passes the batch: the whole ISR
+                    // holds it (at once with one replica).
+                    let end = info.last_offset.plus(1);
+                    let high_watermark = state.high_watermark();
+                    let committed = state.acks.borrow_mut().wait_for(end, high_watermark);
+                    if committed.await.is_err() {
+                        return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+                    }
+                }
                 self.metrics.bytes_in.set(self.metrics.bytes_in.get() + size);
                 state.bytes_in.set(state.bytes_in.get() + size);
                 Ok(PartitionReply::Produce {
