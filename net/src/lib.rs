@@ -7,8 +7,9 @@
 //! partition's owner shard, here or across a bounded channel (`router`). Metadata has
 //! one writer (`metadata::controller`, on shard 0) and every shard its own published image.
 //!
-//! Architecture invariant: Kafka error codes are produced only here (`errors`), and
-//! this crate owns no storage logic: it calls `skein_engine`.
+//! Architecture invariant: this crate's Kafka error codes are produced only in
+//! `errors` (the replication layer's in `skein_replication::code`), and it owns no
+//! storage or replica logic: it calls `skein_replication` and `skein_engine`.
 
 pub mod append;
 pub mod budget;
@@ -22,7 +23,6 @@ pub mod limits;
 pub mod metadata;
 pub mod metrics;
 pub mod operations;
-pub mod producer;
 pub mod registry;
 pub mod router;
 pub mod server;

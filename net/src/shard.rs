@@ -17,7 +17,8 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use skein_engine::io::dma::DmaStorage;
 use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, LogManager, Offset, TopicPartition};
-use skein_replication::{HighWatermarkWaiters, ReplicaState};
+use skein_replication as replication;
+use skein_replication::AppendError;
 
 use crate::append::{AppendRules, TopicSettings};
 use crate::errors::{code, code_of};
@@ -25,8 +26,8 @@ use crate::metadata::controller::{Controller, ControllerReply, ControllerRequest
 use crate::metadata::store::MetadataStore;
 use crate::metadata::{MetadataImage, Refusal};
 use crate::metrics::ShardMetrics;
-use crate::producer::{Check, ProducerStates};
 use crate::router::Router;
+use skein_replication::producer::ProducerStates;
 
 /// Node-wide settings the handlers need.
 #[derive(Debug, Clone)]
@@ -61,82 +62,28 @@ pub struct NodeSettings {
     pub connections: Arc<crate::connections::ConnectionLimits>,
 }
 
-/// A partition hosted by this shard.
+/// A partition hosted by this shard: the replica (`replication::Partition`: log,
+/// producer state, epoch, ISR, high watermark) plus what the protocol layer keeps.
 pub struct Partition {
-    pub log: Rc<Log<DmaStorage>>,
-    pub producers: RefCell<ProducerStates>,
+    pub replica: replication::Partition<DmaStorage>,
     /// The topic configs that govern appends (`append::admit`).
     pub rules: Cell<AppendRules>,
-    /// The id of the topic incarnation this partition belongs to.
-    pub topic_id: [u8; 16],
     /// Record bytes produced to and fetched from this partition, for placement.
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
-    /// Producer snapshots: the active segment base last seen, the snapshot owed since
-    /// a roll (its offset and the last reservation ticket before it), and whether one
-    /// is being written.
-    snapshot_base: Cell<Offset>,
-    snapshot_due: Cell<Option<(Offset, u64)>>,
-    snapshot_writing: Rc<Cell<bool>>,
-    /// The replica's role, epoch, ISR and high watermark (one node: the sole leader).
-    pub replica: RefCell<ReplicaState>,
-    /// `acks=all` produces waiting for the high watermark to pass their batch.
-    acks: RefCell<HighWatermarkWaiters>,
+}
+
+/// The replica's fields and methods (`log`, `producers`, `high_watermark`, ...) read
+/// through the hosted partition.
+impl std::ops::Deref for Partition {
+    type Target = replication::Partition<DmaStorage>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.replica
+    }
 }
 
 impl Partition {
-    /// After an append settles: notes a roll, and writes the snapshot owed since one
-    /// once every batch below the new segment is settled (in the background; one at a
-    /// time per partition).
-    fn snapshot_after_roll(&self) {
-        let base = self.log.active_segment_base();
-        let producers = self.producers.borrow();
-        if base != self.snapshot_base.get() {
-            self.snapshot_base.set(base);
-            self.snapshot_due.set(Some((base, producers.last_ticket())));
-        }
-        let Some((at, ticket)) = self.snapshot_due.get() else { return };
-        if self.snapshot_writing.get() || !producers.settled_through(ticket) {
-            return;
-        }
-        self.snapshot_due.set(None);
-        self.snapshot_writing.set(true);
-        let bytes = producers.snapshot_below(at);
-        let (log, writing) = (self.log.clone(), self.snapshot_writing.clone());
-        glommio::spawn_local(async move {
-            if let Err(error) = log.write_producer_snapshot(at, &bytes).await {
-                tracing::warn!(target: "skein::net", partition = %log.partition(), offset = at.0, error = %error, "producer snapshot not written");
-            }
-            writing.set(false);
-        })
-        .detach();
-    }
-
-    /// Writes a snapshot at the log end when every append is settled (clean shutdown).
-    pub async fn snapshot_at_end(&self) {
-        let (at, bytes) = {
-            let producers = self.producers.borrow();
-            if !producers.settled_through(producers.last_ticket()) {
-                return;
-            }
-            let at = self.log.log_end_offset();
-            (at, producers.snapshot_below(at))
-        };
-        if let Err(error) = self.log.write_producer_snapshot(at, &bytes).await {
-            tracing::warn!(target: "skein::net", partition = %self.log.partition(), offset = at.0, error = %error, "producer snapshot not written");
-        }
-    }
-
-    /// The high watermark, after taking in what the log has written since the last
-    /// look (the sole leader's ISR is itself), completing `acks=all` waiters it passes.
-    pub fn high_watermark(&self) -> Offset {
-        let mut replica = self.replica.borrow_mut();
-        if replica.local_append(self.log.offset_written_end()) {
-            self.acks.borrow_mut().complete_through(replica.high_watermark());
-        }
-        replica.high_watermark()
-    }
-
     fn apply(&self, settings: &TopicSettings) -> Result<(), skein_engine::Error> {
         self.log.set_config(settings.log.clone())?;
         self.rules.set(settings.append);
@@ -453,24 +400,17 @@ impl Shard {
                     }
                     ProducerStates::default()
                 } else {
-                    load_producers(&log).await
+                    replication::load_producers(&log).await
                 };
                 let replica =
-                    ReplicaState::sole_leader(self.settings.node_id, LeaderEpoch(0), log.offset_written_end());
+                    replication::Partition::sole_leader(log, settings.topic_id, self.settings.node_id, producers);
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
                     Rc::new(Partition {
-                        snapshot_base: Cell::new(log.active_segment_base()),
-                        log,
-                        producers: RefCell::new(producers),
+                        replica,
                         rules: Cell::new(settings.append),
-                        topic_id: settings.topic_id,
                         bytes_in: Cell::new(0),
                         bytes_out: Cell::new(0),
-                        snapshot_due: Cell::new(None),
-                        snapshot_writing: Rc::new(Cell::new(false)),
-                        replica: RefCell::new(replica),
-                        acks: RefCell::new(HighWatermarkWaiters::default()),
                     }),
                 );
                 return Ok(PartitionReply::Done);
@@ -598,7 +538,7 @@ impl Shard {
             (code_of(&e), Some(e.to_string()))
         })?;
         let rules = state.rules.get();
-        if acks == -1 && (state.replica.borrow().isr().len() as i32) < rules.min_insync_replicas {
+        if acks == -1 && (state.replica.replica.borrow().isr().len() as i32) < rules.min_insync_replicas {
             return Err((code::NOT_ENOUGH_REPLICAS, None));
         }
         let now = skein_engine::log::now_ms();
@@ -609,49 +549,22 @@ impl Shard {
             Ok(batch) => batch,
             Err(refused) => return Ok(PartitionReply::ProduceRefused(Box::new(refused))),
         };
-        let (pid, first_seq) = (batch.producer_id(), batch.base_sequence());
-        let verdict = state.producers.borrow_mut().check_and_reserve(&batch);
-        match verdict {
-            Check::Append => {}
-            Check::Duplicate(seq) => {
-                return Ok(PartitionReply::Produce {
-                    base_offset: seq.base_offset,
-                    log_append_time_ms: -1,
-                    log_start_offset: log.log_start_offset().0,
-                })
-            }
-            Check::Reject(code) => return Err((code, None)),
-        }
         let append_time = rules.log_append_time;
         let size = batch.size() as u64;
-        let epoch = state.replica.borrow().leader_epoch();
-        match log.append(batch, AppendMode::Leader { epoch }).await {
-            Ok(info) => {
-                state.producers.borrow_mut().complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
-                state.snapshot_after_roll();
-                if acks == -1 {
-                    // Answered once the high watermark passes the batch: the whole ISR
-                    // holds it (at once with one replica).
-                    let end = info.last_offset.plus(1);
-                    let high_watermark = state.high_watermark();
-                    let committed = state.acks.borrow_mut().wait_for(end, high_watermark);
-                    if committed.await.is_err() {
-                        return Err((code::NOT_LEADER_OR_FOLLOWER, None));
-                    }
+        match state.append_as_leader(batch, acks == -1).await {
+            Ok(appended) => {
+                if !appended.duplicate {
+                    self.metrics.bytes_in.set(self.metrics.bytes_in.get() + size);
+                    state.bytes_in.set(state.bytes_in.get() + size);
                 }
-                self.metrics.bytes_in.set(self.metrics.bytes_in.get() + size);
-                state.bytes_in.set(state.bytes_in.get() + size);
                 Ok(PartitionReply::Produce {
-                    base_offset: info.base_offset.0,
-                    log_append_time_ms: if append_time { now } else { -1 },
-                    log_start_offset: info.log_start_offset.0,
+                    base_offset: appended.base_offset.0,
+                    log_append_time_ms: if append_time && !appended.duplicate { now } else { -1 },
+                    log_start_offset: appended.log_start_offset.0,
                 })
             }
-            Err(e) => {
-                state.producers.borrow_mut().forget(pid, first_seq);
-                state.snapshot_after_roll();
-                Err((code_of(&e), Some(e.to_string())))
-            }
+            Err(AppendError::Refused(code)) => Err((code, None)),
+            Err(AppendError::Log(e)) => Err((code_of(&e), Some(e.to_string()))),
         }
     }
 }
@@ -874,41 +787,4 @@ pub async fn group_ticker(shard: Rc<Shard>) {
             shard.persist_coordinator_records(writes).await;
         }
     }
-}
-
-/// Rebuilds producer state from the active segment (bounded: one segment).
-async fn load_producers(log: &Log<DmaStorage>) -> ProducerStates {
-    let mut states = ProducerStates::default();
-    let mut start = log.log_start_offset();
-    let snapshots = log.producer_snapshots().unwrap_or_default();
-    for &at in snapshots.iter().rev() {
-        let loaded = match log.read_producer_snapshot(at).await {
-            Ok(Some(bytes)) => ProducerStates::from_snapshot(&bytes),
-            Ok(None) => continue,
-            Err(e) => Err(e.to_string()),
-        };
-        match loaded {
-            Ok(loaded) => {
-                states = loaded;
-                start = start.max(at);
-                break;
-            }
-            Err(error) => {
-                tracing::warn!(target: "skein::net", partition = %log.partition(), snapshot = at.0, error, "producer snapshot unreadable; using an older one or the log");
-                let _ = log.remove_producer_snapshots(|o| o == at).await;
-            }
-        }
-    }
-    // Producers whose batches all lie below the log start are gone, as in Kafka.
-    states.truncate_head(log.log_start_offset());
-    let mut offset = start;
-    loop {
-        let Ok(batches) = log.read(offset, 1 << 20, None).await else { break };
-        let Some(last) = batches.last() else { break };
-        offset = last.next_offset();
-        for batch in &batches {
-            states.record(batch);
-        }
-    }
-    states
 }

@@ -1,12 +1,17 @@
-//! Skein's replication layer: the state of a partition's replica (leader or follower,
-//! leader epoch, ISR, high watermark, followers' log ends) and the operations that wait
-//! on the high watermark. `net` speaks the Kafka protocol and keeps a `ReplicaState`
-//! per hosted partition; the engine stores the log.
+//! Skein's replication layer: a partition replica (`Partition`: its log, idempotent
+//! producers' state and snapshots, appends as leader), its replica state (leader or
+//! follower, leader epoch, ISR, high watermark, followers' log ends) and the
+//! operations that wait on the high watermark. `net` speaks the Kafka protocol and
+//! hosts one `Partition` per partition its shard owns; the engine stores the log.
 //!
 //! Dependencies point one way: `engine` <- `replication` <- `net` <- `skein`.
 
+pub mod code;
 pub mod delayed;
+pub mod partition;
+pub mod producer;
 pub mod replica;
 
 pub use delayed::HighWatermarkWaiters;
+pub use partition::{load_producers, AppendError, Appended, Partition};
 pub use replica::{BrokerId, IsrProposal, ReplicaState, Role};

@@ -24,15 +24,10 @@ use std::collections::BTreeMap;
 
 use skein_engine::{LeaderEpoch, Offset};
 
+use crate::code;
+
 /// A broker's id.
 pub type BrokerId = i32;
-
-/// Kafka's error codes this module answers with.
-pub mod code {
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use serde::{Deserialize, Serialize};
 use skein_engine::{Batch, Offset};
 
-use crate::errors::code;
+use crate::code;
 
 /// Batches remembered per producer, as Kafka (and max.in.flight=5) assume.
 pub const BATCHES_PER_PRODUCER: usize = 5;

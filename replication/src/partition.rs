@@ -1,0 +1,202 @@
+//! A partition replica: its log, its idempotent producers' state, its replica state and
+//! the produces waiting on its high watermark. Appends as leader go through
+//! `append_as_leader`, which deduplicates retried batches, stamps the leader epoch,
+//! keeps the producer snapshots, and with `acks=all` answers only once the high
+//! watermark passes the batch.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use skein_engine::io::Storage;
+use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, Offset};
+
+use crate::code;
+use crate::delayed::HighWatermarkWaiters;
+use crate::producer::{Check, ProducerStates};
+use crate::replica::{BrokerId, ReplicaState};
+
+pub struct Partition<S: Storage> {
+    pub log: Rc<Log<S>>,
+    pub producers: RefCell<ProducerStates>,
+    /// The id of the topic incarnation this partition belongs to.
+    pub topic_id: [u8; 16],
+    /// The replica's role, epoch, ISR and high watermark.
+    pub replica: RefCell<ReplicaState>,
+    /// `acks=all` produces waiting for the high watermark to pass their batch.
+    acks: RefCell<HighWatermarkWaiters>,
+    /// Producer snapshots: the active segment base last seen, the snapshot owed since
+    /// a roll (its offset and the last reservation ticket before it), and whether one
+    /// is being written.
+    snapshot_base: Cell<Offset>,
+    snapshot_due: Cell<Option<(Offset, u64)>>,
+    snapshot_writing: Rc<Cell<bool>>,
+}
+
+/// What a leader append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: Offset,
+    pub log_start_offset: Offset,
+    /// A retry of a batch already in the log: answered with its first offset.
+    pub duplicate: bool,
+}
+
+/// Why a leader append failed.
+#[derive(Debug)]
+pub enum AppendError {
+    /// Refused with a Kafka error code (producer state, ISR).
+    Refused(i16),
+    /// The log failed it.
+    Log(skein_engine::Error),
+}
+
+impl<S: Storage> Partition<S> {
+    /// The sole leader of `log` on broker `broker` (one node), with producer state
+    /// rebuilt from snapshots and the log (`load_producers`), or none for a log no
+    /// idempotent producer writes.
+    pub fn sole_leader(log: Rc<Log<S>>, topic_id: [u8; 16], broker: BrokerId, producers: ProducerStates) -> Self {
+        let replica = ReplicaState::sole_leader(broker, LeaderEpoch(0), log.offset_written_end());
+        Partition {
+            snapshot_base: Cell::new(log.active_segment_base()),
+            log,
+            producers: RefCell::new(producers),
+            topic_id,
+            replica: RefCell::new(replica),
+            acks: RefCell::new(HighWatermarkWaiters::default()),
+            snapshot_due: Cell::new(None),
+            snapshot_writing: Rc::new(Cell::new(false)),
+        }
+    }
+
+    /// The high watermark, after taking in what the log has written since the last
+    /// look (the sole leader's ISR is itself), completing `acks=all` waiters it passes.
+    pub fn high_watermark(&self) -> Offset {
+        let mut replica = self.replica.borrow_mut();
+        if replica.local_append(self.log.offset_written_end()) {
+            self.acks.borrow_mut().complete_through(replica.high_watermark());
+        }
+        replica.high_watermark()
+    }
+
+    /// Appends `batch` as leader. A retried batch of an idempotent producer is
+    /// answered with its original offset; with `acks_all`, the answer waits until the
+    /// high watermark passes the batch (the whole ISR holds it).
+    ///
+    /// # Errors
+    /// `Refused` with the producer check's code, or NOT_LEADER_OR_FOLLOWER when this
+    /// replica stops leading before the batch is committed; `Log` when the log fails.
+    pub async fn append_as_leader(&self, batch: Batch, acks_all: bool) -> Result<Appended, AppendError> {
+        let (pid, first_seq) = (batch.producer_id(), batch.base_sequence());
+        let verdict = self.producers.borrow_mut().check_and_reserve(&batch);
+        match verdict {
+            Check::Append => {}
+            Check::Duplicate(seq) => {
+                return Ok(Appended {
+                    base_offset: Offset(seq.base_offset),
+                    log_start_offset: self.log.log_start_offset(),
+                    duplicate: true,
+                })
+            }
+            Check::Reject(code) => return Err(AppendError::Refused(code)),
+        }
+        let epoch = self.replica.borrow().leader_epoch();
+        let info = match self.log.append(batch, AppendMode::Leader { epoch }).await {
+            Ok(info) => info,
+            Err(e) => {
+                self.producers.borrow_mut().forget(pid, first_seq);
+                self.snapshot_after_roll();
+                return Err(AppendError::Log(e));
+            }
+        };
+        self.producers.borrow_mut().complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
+        self.snapshot_after_roll();
+        if acks_all {
+            let high_watermark = self.high_watermark();
+            let committed = self.acks.borrow_mut().wait_for(info.last_offset.plus(1), high_watermark);
+            if committed.await.is_err() {
+                return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
+            }
+        }
+        Ok(Appended { base_offset: info.base_offset, log_start_offset: info.log_start_offset, duplicate: false })
+    }
+
+    /// After an append settles: notes a roll, and writes the snapshot owed since one
+    /// once every batch below the new segment is settled (in the background; one at a
+    /// time per partition).
+    fn snapshot_after_roll(&self) {
+        let base = self.log.active_segment_base();
+        let producers = self.producers.borrow();
+        if base != self.snapshot_base.get() {
+            self.snapshot_base.set(base);
+            self.snapshot_due.set(Some((base, producers.last_ticket())));
+        }
+        let Some((at, ticket)) = self.snapshot_due.get() else { return };
+        if self.snapshot_writing.get() || !producers.settled_through(ticket) {
+            return;
+        }
+        self.snapshot_due.set(None);
+        self.snapshot_writing.set(true);
+        let bytes = producers.snapshot_below(at);
+        let (log, writing) = (self.log.clone(), self.snapshot_writing.clone());
+        glommio::spawn_local(async move {
+            if let Err(error) = log.write_producer_snapshot(at, &bytes).await {
+                tracing::warn!(target: "skein::replication", partition = %log.partition(), offset = at.0, error = %error, "producer snapshot not written");
+            }
+            writing.set(false);
+        })
+        .detach();
+    }
+
+    /// Writes a snapshot at the log end when every append is settled (clean shutdown).
+    pub async fn snapshot_at_end(&self) {
+        let (at, bytes) = {
+            let producers = self.producers.borrow();
+            if !producers.settled_through(producers.last_ticket()) {
+                return;
+            }
+            let at = self.log.log_end_offset();
+            (at, producers.snapshot_below(at))
+        };
+        if let Err(error) = self.log.write_producer_snapshot(at, &bytes).await {
+            tracing::warn!(target: "skein::replication", partition = %self.log.partition(), offset = at.0, error = %error, "producer snapshot not written");
+        }
+    }
+}
+
+/// Rebuilds a log's producer state: the newest readable snapshot, then the batches
+/// after it. Unreadable snapshots are removed; producers wholly below the log start
+/// are gone, as in Kafka.
+pub async fn load_producers<S: Storage>(log: &Log<S>) -> ProducerStates {
+    let mut states = ProducerStates::default();
+    let mut start = log.log_start_offset();
+    let snapshots = log.producer_snapshots().unwrap_or_default();
+    for &at in snapshots.iter().rev() {
+        let loaded = match log.read_producer_snapshot(at).await {
+            Ok(Some(bytes)) => ProducerStates::from_snapshot(&bytes),
+            Ok(None) => continue,
+            Err(e) => Err(e.to_string()),
+        };
+        match loaded {
+            Ok(loaded) => {
+                states = loaded;
+                start = start.max(at);
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(target: "skein::replication", partition = %log.partition(), snapshot = at.0, error, "producer snapshot unreadable; using an older one or the log");
+                let _ = log.remove_producer_snapshots(|o| o == at).await;
+            }
+        }
+    }
+    states.truncate_head(log.log_start_offset());
+    let mut offset = start;
+    loop {
+        let Ok(batches) = log.read(offset, 1 << 20, None).await else { break };
+        let Some(last) = batches.last() else { break };
+        offset = last.next_offset();
+        for batch in &batches {
+            states.record(batch);
+        }
+    }
+    states
+}
