@@ -481,6 +481,7 @@ fn every_advertised_version_answers() {
                 20 => answers::<DeleteTopicsRequest>(&mut client, version),
                 21 => answers::<DeleteRecordsRequest>(&mut client, version),
                 22 => answers::<InitProducerIdRequest>(&mut client, version),
+                23 => answers::<OffsetForLeaderEpochRequest>(&mut client, version),
                 32 => answers::<DescribeConfigsRequest>(&mut client, version),
                 33 => answers::<AlterConfigsRequest>(&mut client, version),
                 35 => answers::<DescribeLogDirsRequest>(&mut client, version),

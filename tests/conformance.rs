@@ -561,6 +561,29 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
             ]);
             c.call(request, v);
         }
+        ApiKey::OffsetForLeaderEpoch => {
+            use offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
+            // The current epoch, a newer unknown one, a fenced current epoch, and a
+            // partition and a topic that do not exist.
+            let partitions = vec![
+                OffsetForLeaderPartition::default().with_partition(0).with_current_leader_epoch(0).with_leader_epoch(0),
+                OffsetForLeaderPartition::default()
+                    .with_partition(1)
+                    .with_current_leader_epoch(-1)
+                    .with_leader_epoch(5),
+                OffsetForLeaderPartition::default().with_partition(0).with_current_leader_epoch(3).with_leader_epoch(0),
+                OffsetForLeaderPartition::default().with_partition(9).with_leader_epoch(0),
+            ];
+            let missing = OffsetForLeaderPartition::default().with_partition(0).with_leader_epoch(0);
+            let mut request = OffsetForLeaderEpochRequest::default().with_topics(vec![
+                OffsetForLeaderTopic::default().with_topic(topic("conf-records")).with_partitions(partitions),
+                OffsetForLeaderTopic::default().with_topic(topic("conf-missing")).with_partitions(vec![missing]),
+            ]);
+            if v >= 3 {
+                request.replica_id = BrokerId(-1);
+            }
+            c.call(request, v);
+        }
         ApiKey::InitProducerId => {
             let mut request =
                 InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000);

@@ -300,3 +300,49 @@ fn slow_readers_hold_only_their_budget() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+// OffsetForLeaderEpoch answers as a Kafka leader (KIP-101, KIP-320): the current epoch
+// ends at the log end, a newer one is undefined, a wrong current epoch is fenced or
+// unknown, a missing partition is unknown.
+#[test]
+fn offset_for_leader_epoch() {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    create_topic(&broker, "epochs", 2);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    produce(&mut client, "epochs", 0, 7);
+    produce(&mut client, "epochs", 0, 3);
+    let ask = |partition: i32, current: i32, epoch: i32| {
+        OffsetForLeaderPartition::default()
+            .with_partition(partition)
+            .with_current_leader_epoch(current)
+            .with_leader_epoch(epoch)
+    };
+    let request = OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+        OffsetForLeaderTopic::default().with_topic(name("epochs")).with_partitions(vec![
+            ask(0, 0, 0),
+            ask(1, -1, 0),
+            ask(0, -1, 4),
+            ask(0, -1, -1),
+            ask(0, 1, 0),
+            ask(0, -2, 0),
+            ask(7, -1, 0),
+        ]),
+    ]);
+    let response = client.call(&request, 4);
+    let answers: Vec<(i16, i32, i64)> =
+        response.topics[0].partitions.iter().map(|p| (p.error_code, p.leader_epoch, p.end_offset)).collect();
+    assert_eq!(
+        answers,
+        vec![
+            (0, 0, 10),   // the current epoch ends at the log end
+            (0, 0, 0),    // an empty partition in its first epoch
+            (0, -1, -1),  // a newer epoch than any known
+            (0, -1, -1),  // no epoch
+            (75, -1, -1), // UNKNOWN_LEADER_EPOCH: the client is ahead
+            (74, -1, -1), // FENCED_LEADER_EPOCH: the client is behind
+            (3, -1, -1),  // UNKNOWN_TOPIC_OR_PARTITION
+        ]
+    );
+}

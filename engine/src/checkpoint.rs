@@ -81,16 +81,25 @@ impl LeaderEpochCache {
         }
     }
 
-    /// The end offset of `epoch` (start of the next epoch, or `log_end` for the latest)
-    /// and the largest epoch <= the requested one, as OffsetForLeaderEpoch answers.
+    /// Where `epoch` ends, as Kafka's `LeaderEpochFileCache.endOffsetFor` answers
+    /// OffsetForLeaderEpoch: the latest epoch at `log_end`; an older one at the start of
+    /// the next, with the largest epoch at or below it; one older than any known at the
+    /// first known start, with the epoch asked; `None` (undefined) for a newer one, for
+    /// no epoch (negative), or when no epoch is known.
     pub fn end_offset_for(&self, epoch: LeaderEpoch, log_end: Offset) -> Option<(LeaderEpoch, Offset)> {
-        let at = self.entries.partition_point(|&(e, _)| e <= epoch);
-        if at == 0 {
+        let (latest, _) = self.latest()?;
+        if epoch.0 < 0 {
             return None;
         }
-        let found = self.entries[at - 1].0;
-        let end = self.entries.get(at).map_or(log_end, |&(_, start)| start);
-        Some((found, end))
+        if epoch == latest {
+            return Some((epoch, log_end));
+        }
+        let at = self.entries.partition_point(|&(e, _)| e <= epoch);
+        let (_, next_start) = *self.entries.get(at)?;
+        match at {
+            0 => Some((epoch, next_start)),
+            _ => Some((self.entries[at - 1].0, next_start)),
+        }
     }
 
     /// Removes epochs starting at or after `offset` (truncation of the log's tail).
@@ -156,10 +165,12 @@ mod tests {
         assert!(cache.assign(LeaderEpoch(1), Offset(0)));
         assert!(!cache.assign(LeaderEpoch(1), Offset(5)));
         assert!(cache.assign(LeaderEpoch(3), Offset(10)));
-        assert_eq!(cache.end_offset_for(LeaderEpoch(0), Offset(20)), None);
+        assert_eq!(cache.end_offset_for(LeaderEpoch(0), Offset(20)), Some((LeaderEpoch(0), Offset(0))));
         assert_eq!(cache.end_offset_for(LeaderEpoch(1), Offset(20)), Some((LeaderEpoch(1), Offset(10))));
         assert_eq!(cache.end_offset_for(LeaderEpoch(2), Offset(20)), Some((LeaderEpoch(1), Offset(10))));
         assert_eq!(cache.end_offset_for(LeaderEpoch(3), Offset(20)), Some((LeaderEpoch(3), Offset(20))));
+        assert_eq!(cache.end_offset_for(LeaderEpoch(4), Offset(20)), None, "newer than any known");
+        assert_eq!(cache.end_offset_for(LeaderEpoch(-1), Offset(20)), None, "no epoch");
         assert_eq!(LeaderEpochCache::decode(&cache.encode()), Some(cache.clone()));
         assert!(cache.truncate_from(Offset(10)));
         assert_eq!(cache.latest(), Some((LeaderEpoch(1), Offset(0))));

@@ -23,6 +23,7 @@ pub const APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::CreateTopics, create_topics::VERSIONS),
     (ApiKey::DeleteTopics, delete_topics::VERSIONS),
     (ApiKey::DeleteRecords, delete_records::VERSIONS),
+    (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS),
     (ApiKey::InitProducerId, init_producer_id::VERSIONS),
     (ApiKey::DescribeConfigs, describe_configs::VERSIONS),
     (ApiKey::AlterConfigs, alter_configs::VERSIONS),
@@ -78,6 +79,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKi
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(shard, &header, r).await),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(shard, &header, r).await),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(shard, r).await),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(shard, r).await)
+        }
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(shard, r).await),
         RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(describe_configs::handle(shard, &header, r)),
         RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(alter_configs::handle(shard, r).await),
@@ -162,6 +166,7 @@ mod tests {
                 ApiKey::CreateTopics => CreateTopicsRequest::VERSIONS,
                 ApiKey::DeleteTopics => DeleteTopicsRequest::VERSIONS,
                 ApiKey::DeleteRecords => DeleteRecordsRequest::VERSIONS,
+                ApiKey::OffsetForLeaderEpoch => OffsetForLeaderEpochRequest::VERSIONS,
                 ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
                 ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
                 ApiKey::AlterConfigs => AlterConfigsRequest::VERSIONS,

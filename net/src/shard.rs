@@ -109,6 +109,12 @@ pub enum PartitionOp {
     DeleteRecords {
         offset: i64,
     },
+    /// OffsetForLeaderEpoch: where `leader_epoch` ends, checked against the sender's
+    /// view of the current epoch (-1: none).
+    EpochEndOffset {
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    },
     /// Opens (creating if needed) the partition's log with these settings.
     Open(TopicSettings),
     Reconfigure(TopicSettings),
@@ -145,6 +151,11 @@ pub enum PartitionReply {
     DeleteRecords {
         low_watermark: i64,
     },
+    /// The largest epoch at or below the one asked and where it ends (-1, -1: unknown).
+    EpochEndOffset {
+        leader_epoch: i32,
+        end_offset: i64,
+    },
     Stats {
         size_bytes: u64,
         log_start_offset: i64,
@@ -164,6 +175,7 @@ impl PartitionOp {
             PartitionOp::Fetch { .. } => Some(1),
             PartitionOp::ListOffsets { .. } => Some(2),
             PartitionOp::DeleteRecords { .. } => Some(21),
+            PartitionOp::EpochEndOffset { .. } => Some(23),
             _ => None,
         }
     }
@@ -503,6 +515,11 @@ impl Shard {
                 }
                 let low = log.delete_records_before(target).await.map_err(engine)?;
                 Ok(PartitionReply::DeleteRecords { low_watermark: low.0 })
+            }
+            PartitionOp::EpochEndOffset { current_leader_epoch, leader_epoch } => {
+                let (leader_epoch, end_offset) =
+                    state.epoch_end_offset(current_leader_epoch, LeaderEpoch(leader_epoch)).map_err(|c| (c, None))?;
+                Ok(PartitionReply::EpochEndOffset { leader_epoch: leader_epoch.0, end_offset: end_offset.0 })
             }
             PartitionOp::Reconfigure(settings) => {
                 state.apply(&settings).map_err(engine)?;

@@ -78,6 +78,30 @@ impl<S: Storage> Partition<S> {
         replica.high_watermark()
     }
 
+    /// Where `epoch` ends, as the leader answers OffsetForLeaderEpoch (KIP-101): the
+    /// current epoch at the log end, an older one where the next began (with the
+    /// largest known epoch at or below it), one older than any known where the first
+    /// known began, and an unknown newer one at (-1, -1).
+    ///
+    /// # Errors
+    /// NOT_LEADER_OR_FOLLOWER when this replica does not lead; FENCED_LEADER_EPOCH or
+    /// UNKNOWN_LEADER_EPOCH when `current_leader_epoch` is not this replica's.
+    pub fn epoch_end_offset(
+        &self,
+        current_leader_epoch: i32,
+        epoch: LeaderEpoch,
+    ) -> Result<(LeaderEpoch, Offset), i16> {
+        let replica = self.replica.borrow();
+        if replica.role() != crate::Role::Leader {
+            return Err(code::NOT_LEADER_OR_FOLLOWER);
+        }
+        replica.check_epoch(current_leader_epoch)?;
+        if epoch == replica.leader_epoch() {
+            return Ok((epoch, self.log.log_end_offset()));
+        }
+        Ok(self.log.end_offset_for_epoch(epoch).unwrap_or((LeaderEpoch(-1), Offset(-1))))
+    }
+
     /// Appends `batch` as leader. A retried batch of an idempotent producer is
     /// answered with its original offset; with `acks_all`, the answer waits until the
     /// high watermark passes the batch (the whole ISR holds it).

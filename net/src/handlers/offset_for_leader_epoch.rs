@@ -1,0 +1,60 @@
+//! OffsetForLeaderEpoch (KIP-101, KIP-320): the end offset of a leader epoch, so that a
+//! consumer (or a follower) finds where its log diverged from the leader's. Answered
+//! by the partition's replica: the current epoch ends at the log end; an older one
+//! where the next epoch began; an epoch older than any known ends where the first
+//! known begins; an unknown newer one is undefined (-1, -1), as Kafka answers.
+
+use std::rc::Rc;
+
+use futures_util::future::join_all;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+use kafka_protocol::protocol::VersionRange;
+use skein_engine::TopicPartition;
+
+use crate::errors::code;
+use crate::shard::{PartitionOp, PartitionReply, Shard};
+
+/// Kafka 4.x serves 2-4 (KIP-896 removed 0 and 1).
+pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 4 };
+
+pub async fn handle(shard: &Rc<Shard>, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let image = shard.image();
+    let mut response = OffsetForLeaderEpochResponse::default();
+    for topic in request.topics {
+        let name = topic.topic.0.to_string();
+        let meta = image.topic(&name);
+        let lookups = topic.partitions.iter().map(|p| {
+            let shard = shard.clone();
+            let known = meta.is_some_and(|m| p.partition >= 0 && p.partition < m.partitions);
+            let partition = TopicPartition::new(name.clone(), p.partition);
+            let op = PartitionOp::EpochEndOffset {
+                current_leader_epoch: p.current_leader_epoch,
+                leader_epoch: p.leader_epoch,
+            };
+            async move {
+                if !known {
+                    return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
+                }
+                shard.route(partition, op).await
+            }
+        });
+        let results = join_all(lookups).await;
+        let mut out = OffsetForLeaderTopicResult::default().with_topic(topic.topic.clone());
+        for (p, result) in topic.partitions.iter().zip(results) {
+            let mut answer =
+                EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+            match result {
+                Ok(PartitionReply::EpochEndOffset { leader_epoch, end_offset }) => {
+                    answer.leader_epoch = leader_epoch;
+                    answer.end_offset = end_offset;
+                }
+                Ok(_) => answer.error_code = code::UNKNOWN_SERVER_ERROR,
+                Err((error, _)) => answer.error_code = error,
+            }
+            out.partitions.push(answer);
+        }
+        response.topics.push(out);
+    }
+    response
+}
