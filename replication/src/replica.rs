@@ -252,6 +252,13 @@ impl ReplicaState {
         self.advance_high_watermark()
     }
 
+    /// This replica truncated its log to `log_end` (a follower whose tail diverged from
+    /// the leader's); its high watermark never stays past its log.
+    pub fn truncated(&mut self, log_end: Offset) {
+        self.log_end = log_end;
+        self.high_watermark = self.high_watermark.min(log_end);
+    }
+
     /// A follower takes the high watermark the leader sent, bounded by its own log end.
     pub fn follower_high_watermark(&mut self, leader_high_watermark: Offset) {
         if matches!(self.role, Role::Follower { .. }) {
