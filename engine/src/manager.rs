@@ -69,11 +69,12 @@ impl<S: Storage> LogManager<S> {
         let logs: Vec<_> = self.logs.borrow().values().cloned().collect();
         let mut dirtiest: Option<(Rc<Log<S>>, Dirtiness)> = None;
         for log in logs {
-            if !log.config().cleanup_policy.compact {
+            let config = log.config();
+            if !config.cleanup_policy.compact {
                 continue;
             }
             log.load_cleaner_checkpoint().await;
-            let Some(dirtiness) = log.dirtiness(now).filter(|d| d.due(&log.config())) else { continue };
+            let Some(dirtiness) = log.dirtiness(now).filter(|d| d.due(&config)) else { continue };
             let rank = |d: &Dirtiness| (d.overdue, d.ratio);
             if dirtiest.as_ref().is_none_or(|(_, best)| rank(&dirtiness) > rank(best)) {
                 dirtiest = Some((log, dirtiness));

@@ -57,16 +57,10 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKi
     let header = request.header;
     let body = request.body;
     if let RequestKind::Fetch(r) = body {
-        // A fetch read by a connection comes with its grant; one built elsewhere takes
-        // what the shard's budget has left now.
-        let grant = match request.grant {
-            Some(grant) => grant,
-            None => {
-                let mut grant = crate::budget::ConnectionResponses::new(shard.responses.clone()).hold(0);
-                grant.grow(r.max_bytes.max(0) as usize);
-                grant
-            }
-        };
+        // The connection grants every fetch it reads (`server::read_loop`); a fetch
+        // without a grant may read nothing past the watermarks.
+        let grant =
+            request.grant.unwrap_or_else(|| crate::budget::ConnectionResponses::new(shard.responses.clone()).hold(0));
         let (response, grant) = fetch::handle(shard, &header, r, grant).await;
         return Some((ResponseKind::Fetch(response), Some(grant)));
     }

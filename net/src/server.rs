@@ -21,10 +21,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::budget::{ConnectionResponses, Grant};
-use crate::limits::{
-    CONNECTION_BUFFERED_BYTES_MAX, FETCH_RESPONSE_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION,
-    SHARD_BUFFERED_BYTES_MAX,
-};
+use crate::limits::{CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION, SHARD_BUFFERED_BYTES_MAX};
 use crate::registry;
 use crate::shard::Shard;
 
@@ -174,7 +171,7 @@ async fn read_loop(
             Frame::Request(mut request) => {
                 request.peer = peer.to_owned();
                 if let RequestKind::Fetch(fetch) = &request.body {
-                    let want = (fetch.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
+                    let want = crate::handlers::fetch::response_max_bytes(fetch);
                     request.grant = Some(budget.grant(want).await);
                 }
                 let shard = shard.clone();

@@ -555,7 +555,7 @@ impl Shard {
             (code_of(&e), Some(e.to_string()))
         })?;
         let rules = state.rules.get();
-        if acks == -1 && (state.replica.replica.borrow().isr().len() as i32) < rules.min_insync_replicas {
+        if acks == -1 && (state.replica_state.borrow().isr().len() as i32) < rules.min_insync_replicas {
             return Err((code::NOT_ENOUGH_REPLICAS, None));
         }
         let now = skein_engine::log::now_ms();

@@ -21,7 +21,7 @@ pub struct Partition<S: Storage> {
     /// The id of the topic incarnation this partition belongs to.
     pub topic_id: [u8; 16],
     /// The replica's role, epoch, ISR and high watermark.
-    pub replica: RefCell<ReplicaState>,
+    pub replica_state: RefCell<ReplicaState>,
     /// `acks=all` produces waiting for the high watermark to pass their batch.
     acks: RefCell<HighWatermarkWaiters>,
     /// Producer snapshots: the active segment base last seen, the snapshot owed since
@@ -61,7 +61,7 @@ impl<S: Storage> Partition<S> {
             log,
             producers: RefCell::new(producers),
             topic_id,
-            replica: RefCell::new(replica),
+            replica_state: RefCell::new(replica),
             acks: RefCell::new(HighWatermarkWaiters::default()),
             snapshot_due: Cell::new(None),
             snapshot_writing: Rc::new(Cell::new(false)),
@@ -71,7 +71,7 @@ impl<S: Storage> Partition<S> {
     /// The high watermark, after taking in what the log has written since the last
     /// look (the sole leader's ISR is itself), completing `acks=all` waiters it passes.
     pub fn high_watermark(&self) -> Offset {
-        let mut replica = self.replica.borrow_mut();
+        let mut replica = self.replica_state.borrow_mut();
         if replica.local_append(self.log.offset_written_end()) {
             self.acks.borrow_mut().complete_through(replica.high_watermark());
         }
@@ -91,7 +91,7 @@ impl<S: Storage> Partition<S> {
         current_leader_epoch: i32,
         epoch: LeaderEpoch,
     ) -> Result<(LeaderEpoch, Offset), i16> {
-        let replica = self.replica.borrow();
+        let replica = self.replica_state.borrow();
         if replica.role() != crate::Role::Leader {
             return Err(code::NOT_LEADER_OR_FOLLOWER);
         }
@@ -123,7 +123,7 @@ impl<S: Storage> Partition<S> {
             }
             Check::Reject(code) => return Err(AppendError::Refused(code)),
         }
-        let epoch = self.replica.borrow().leader_epoch();
+        let epoch = self.replica_state.borrow().leader_epoch();
         let info = match self.log.append(batch, AppendMode::Leader { epoch }).await {
             Ok(info) => info,
             Err(e) => {

@@ -2,12 +2,11 @@
 
 use std::rc::Rc;
 
-use futures_util::future::join_all;
 use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::protocol::VersionRange;
-use skein_engine::TopicPartition;
 
+use super::route_partitions;
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
@@ -17,21 +16,8 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteR
     let image = shard.image();
     let mut response = DeleteRecordsResponse::default();
     for topic in request.topics {
-        let name = topic.name.0.to_string();
-        let meta = image.topic(&name);
-        let deletes = topic.partitions.iter().map(|p| {
-            let shard = shard.clone();
-            let known = meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
-            let partition = TopicPartition::new(name.clone(), p.partition_index);
-            let offset = p.offset;
-            async move {
-                if !known {
-                    return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
-                }
-                shard.route(partition, PartitionOp::DeleteRecords { offset }).await
-            }
-        });
-        let results = join_all(deletes).await;
+        let ops = topic.partitions.iter().map(|p| (p.partition_index, PartitionOp::DeleteRecords { offset: p.offset }));
+        let results = route_partitions(shard, &image, &topic.name, ops).await;
         let mut out = DeleteRecordsTopicResult::default();
         out.name = topic.name.clone();
         for (p, result) in topic.partitions.iter().zip(results) {

@@ -3,12 +3,11 @@
 
 use std::rc::Rc;
 
-use futures_util::future::join_all;
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
-use skein_engine::TopicPartition;
 
+use super::route_partitions;
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
@@ -20,21 +19,9 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ListOffs
     let image = shard.image();
     let mut response = ListOffsetsResponse::default();
     for topic in request.topics {
-        let name = topic.name.0.to_string();
-        let meta = image.topic(&name);
-        let lookups = topic.partitions.iter().map(|p| {
-            let shard = shard.clone();
-            let known = meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
-            let partition = TopicPartition::new(name.clone(), p.partition_index);
-            let timestamp = p.timestamp;
-            async move {
-                if !known {
-                    return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
-                }
-                shard.route(partition, PartitionOp::ListOffsets { timestamp }).await
-            }
-        });
-        let results = join_all(lookups).await;
+        let ops =
+            topic.partitions.iter().map(|p| (p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp }));
+        let results = route_partitions(shard, &image, &topic.name, ops).await;
         let mut out = ListOffsetsTopicResponse::default();
         out.name = topic.name.clone();
         for (p, result) in topic.partitions.iter().zip(results) {

@@ -31,7 +31,39 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
+use std::rc::Rc;
+
+use futures_util::future::join_all;
 use kafka_protocol::protocol::StrBytes;
+use skein_engine::TopicPartition;
+
+use crate::errors::code;
+use crate::metadata::MetadataImage;
+use crate::shard::{OpResult, PartitionOp, Shard};
+
+/// Runs one operation per partition of topic `name` on the partitions' owner shards,
+/// concurrently; a partition the topic does not have (or an unknown topic) answers
+/// UNKNOWN_TOPIC_OR_PARTITION. Results come back in the order of `ops`.
+pub(crate) async fn route_partitions(
+    shard: &Rc<Shard>,
+    image: &MetadataImage,
+    name: &str,
+    ops: impl Iterator<Item = (i32, PartitionOp)>,
+) -> Vec<OpResult> {
+    let meta = image.topic(name);
+    let calls = ops.map(|(index, op)| {
+        let shard = shard.clone();
+        let known = meta.is_some_and(|m| index >= 0 && index < m.partitions);
+        let partition = TopicPartition::new(name.to_owned(), index);
+        async move {
+            if !known {
+                return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
+            }
+            shard.route(partition, op).await
+        }
+    });
+    join_all(calls).await
+}
 
 /// A `StrBytes` from an owned string.
 pub(crate) fn s(text: impl Into<String>) -> StrBytes {

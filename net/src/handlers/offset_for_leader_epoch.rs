@@ -6,12 +6,11 @@
 
 use std::rc::Rc;
 
-use futures_util::future::join_all;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use kafka_protocol::protocol::VersionRange;
-use skein_engine::TopicPartition;
 
+use super::route_partitions;
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
@@ -22,24 +21,14 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetForLeaderEpochRequest) -> 
     let image = shard.image();
     let mut response = OffsetForLeaderEpochResponse::default();
     for topic in request.topics {
-        let name = topic.topic.0.to_string();
-        let meta = image.topic(&name);
-        let lookups = topic.partitions.iter().map(|p| {
-            let shard = shard.clone();
-            let known = meta.is_some_and(|m| p.partition >= 0 && p.partition < m.partitions);
-            let partition = TopicPartition::new(name.clone(), p.partition);
+        let ops = topic.partitions.iter().map(|p| {
             let op = PartitionOp::EpochEndOffset {
                 current_leader_epoch: p.current_leader_epoch,
                 leader_epoch: p.leader_epoch,
             };
-            async move {
-                if !known {
-                    return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
-                }
-                shard.route(partition, op).await
-            }
+            (p.partition, op)
         });
-        let results = join_all(lookups).await;
+        let results = route_partitions(shard, &image, &topic.topic, ops).await;
         let mut out = OffsetForLeaderTopicResult::default().with_topic(topic.topic.clone());
         for (p, result) in topic.partitions.iter().zip(results) {
             let mut answer =

@@ -58,7 +58,7 @@ pub async fn handle(
     // The response may hold what the budgets granted, up to max_bytes; while a long
     // poll waits it holds only what it has read.
     let started = Instant::now();
-    let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
+    let max_bytes = response_max_bytes(&request);
     let version = header.request_api_version;
     let (session_id, epoch) = if version >= 7 { (request.session_id, request.session_epoch) } else { (0, -1) };
     let mode = match shard.fetch_sessions.borrow_mut().begin(session_id, epoch) {
@@ -146,6 +146,12 @@ pub async fn handle(
     let mut response = build(version, &wanted, results, incremental);
     response.session_id = response_session;
     (response, grant)
+}
+
+/// The most a response to `request` may carry: its `max_bytes`, within the broker's
+/// bound. The connection grants response budget for this much before the fetch runs.
+pub fn response_max_bytes(request: &FetchRequest) -> usize {
+    (request.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX)
 }
 
 /// The partitions to read, in order, with what the metadata says of each.
