@@ -3,6 +3,7 @@
 //! follower, leader epoch, ISR, high watermark, followers' log ends) and the
 //! operations that wait on the high watermark. `net` speaks the Kafka protocol and
 //! hosts one `Partition` per partition its shard owns; the engine stores the log.
+//! `quorum` is the controller quorum: the metadata log replicated by raft-rs.
 //!
 //! Dependencies point one way: `engine` <- `replication` <- `net` <- `skein`.
 
@@ -10,6 +11,7 @@ pub mod code;
 pub mod delayed;
 pub mod partition;
 pub mod producer;
+pub mod quorum;
 pub mod replica;
 
 pub use delayed::HighWatermarkWaiters;

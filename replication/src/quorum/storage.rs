@@ -1,0 +1,170 @@
+//! The quorum's raft log in memory, as raft-rs reads it (`raft::Storage`): the last
+//! snapshot (with the metadata image it carries), the entries after it, the hard
+//! state and the voters. The journal makes the same state durable; `Durable` is what
+//! both hold, and what a restart recovers.
+
+use raft::prelude::{ConfState, Entry, HardState, Snapshot};
+use raft::{GetEntriesContext, RaftState, StorageError};
+
+/// What the journal keeps and a restart recovers: the last snapshot, the entries
+/// after it and the hard state (term, vote, commit).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Durable {
+    pub snapshot: Snapshot,
+    pub entries: Vec<Entry>,
+    pub hard_state: HardState,
+}
+
+impl Durable {
+    /// A new quorum of `voters`, whose initial snapshot (index 0) carries `data`.
+    pub fn bootstrap(voters: &[u64], data: Vec<u8>) -> Durable {
+        let mut snapshot = Snapshot::default();
+        snapshot.set_data(data.into());
+        snapshot.mut_metadata().set_conf_state(ConfState::from((voters.to_vec(), Vec::new())));
+        Durable { snapshot, entries: Vec::new(), hard_state: HardState::default() }
+    }
+
+    /// Appends `entries`: one at index i replaces the entry at i and every later one
+    /// (a new leader overwriting an uncommitted tail). Entries at or below the
+    /// snapshot are ignored.
+    pub fn append(&mut self, entries: &[Entry]) {
+        let Some(first) = entries.iter().find(|e| e.index > self.snapshot_index()) else { return };
+        let keep = self.entries.iter().take_while(|e| e.index < first.index).count();
+        self.entries.truncate(keep);
+        self.entries.extend(entries.iter().filter(|e| e.index >= first.index).cloned());
+    }
+
+    /// Replaces everything with `snapshot` (sent by the leader to a follower too far
+    /// behind): entries are dropped and the commit moves to the snapshot.
+    pub fn install(&mut self, snapshot: Snapshot) {
+        let index = snapshot.get_metadata().index;
+        self.hard_state.term = self.hard_state.term.max(snapshot.get_metadata().term);
+        self.hard_state.commit = self.hard_state.commit.max(index);
+        self.entries.retain(|e| e.index > index);
+        if self.entries.first().is_some_and(|e| e.index != index + 1) {
+            self.entries.clear();
+        }
+        self.snapshot = snapshot;
+    }
+
+    /// Folds the entries up to `index` (applied) into a snapshot carrying `data`.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) {
+        let Some(term) = self.term_at(index) else { return };
+        if index <= self.snapshot_index() {
+            return;
+        }
+        let conf_state = self.snapshot.get_metadata().get_conf_state().clone();
+        let metadata = self.snapshot.mut_metadata();
+        metadata.index = index;
+        metadata.term = term;
+        metadata.set_conf_state(conf_state);
+        self.snapshot.set_data(data.into());
+        self.entries.retain(|e| e.index > index);
+    }
+
+    pub fn snapshot_index(&self) -> u64 {
+        self.snapshot.get_metadata().index
+    }
+
+    fn first_index(&self) -> u64 {
+        self.snapshot_index() + 1
+    }
+
+    fn last_index(&self) -> u64 {
+        self.entries.last().map_or(self.snapshot_index(), |e| e.index)
+    }
+
+    fn term_at(&self, index: u64) -> Option<u64> {
+        if index == self.snapshot_index() {
+            return Some(self.snapshot.get_metadata().term);
+        }
+        let position = index.checked_sub(self.first_index())?;
+        self.entries.get(position as usize).map(|e| e.term)
+    }
+}
+
+impl raft::Storage for Durable {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState {
+            hard_state: self.hard_state.clone(),
+            conf_state: self.snapshot.get_metadata().get_conf_state().clone(),
+        })
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        if low < self.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > self.last_index() + 1 || low > high {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let from = (low - self.first_index()) as usize;
+        let to = (high - self.first_index()) as usize;
+        let mut entries = self.entries[from..to].to_vec();
+        raft::util::limit_size(&mut entries, max_size.into());
+        Ok(entries)
+    }
+
+    fn term(&self, index: u64) -> raft::Result<u64> {
+        if index < self.snapshot_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        self.term_at(index).ok_or(raft::Error::Store(StorageError::Unavailable))
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(Durable::first_index(self))
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(Durable::last_index(self))
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        if self.snapshot_index() < request_index {
+            return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
+        }
+        Ok(self.snapshot.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::Storage;
+
+    fn entry(index: u64, term: u64) -> Entry {
+        Entry { index, term, ..Default::default() }
+    }
+
+    // A later append replaces the tail from its first index; compaction keeps the
+    // term of the folded index; an installed snapshot replaces a diverged log.
+    #[test]
+    fn append_compact_install() {
+        let mut log = Durable::bootstrap(&[1, 2, 3], b"empty".to_vec());
+        log.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
+        log.append(&[entry(3, 2), entry(4, 2)]);
+        let terms: Vec<_> = log.entries.iter().map(|e| (e.index, e.term)).collect();
+        assert_eq!(terms, [(1, 1), (2, 1), (3, 2), (4, 2)]);
+        log.compact(2, b"image@2".to_vec());
+        assert_eq!((log.snapshot_index(), log.term(2).unwrap()), (2, 1));
+        assert!(matches!(
+            log.entries(1, 3, None, GetEntriesContext::empty(false)),
+            Err(raft::Error::Store(StorageError::Compacted))
+        ));
+        assert_eq!(log.entries(3, 5, None, GetEntriesContext::empty(false)).unwrap().len(), 2);
+        assert_eq!(log.initial_state().unwrap().conf_state.voters, [1, 2, 3]);
+        let mut snapshot = log.snapshot.clone();
+        snapshot.mut_metadata().index = 10;
+        snapshot.mut_metadata().term = 5;
+        log.install(snapshot);
+        assert!(log.entries.is_empty());
+        assert_eq!((log.hard_state.commit, log.hard_state.term, log.last_index()), (10, 5, 10));
+    }
+}
