@@ -95,6 +95,15 @@ pub struct StartArgs {
     /// Kafka's `max.connections.per.ip` [default: 2147483647].
     #[arg(long, env = "SKEIN_MAX_CONNECTIONS_PER_IP")]
     pub max_connections_per_ip: Option<usize>,
+    /// The controller quorum's voters, Kafka's `controller.quorum.voters`:
+    /// `id@host:port,...`. This node must be one of them. Without it the node is a
+    /// quorum of one [default: none, a single node].
+    #[arg(long, env = "SKEIN_CONTROLLER_VOTERS")]
+    pub controller_voters: Option<String>,
+    /// Address the controller quorum listens on [default: this node's address in
+    /// --controller-voters].
+    #[arg(long, env = "SKEIN_CONTROLLER_LISTENER")]
+    pub controller_listener: Option<String>,
     /// Kafka's `log.cleaner.dedupe.buffer.size`: the log cleaner's offset map memory
     /// for the whole node, shared out among the shards [default: 134217728].
     #[arg(long, env = "SKEIN_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
@@ -141,6 +150,8 @@ struct FileConfig {
     max_incremental_fetch_session_cache_slots: Option<usize>,
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
+    controller_voters: Option<String>,
+    controller_listener: Option<String>,
     log_cleaner_dedupe_buffer_size: Option<usize>,
     log_cleaner_io_buffer_size: Option<usize>,
     log_cleaner_io_max_bytes_per_second: Option<f64>,
@@ -174,6 +185,10 @@ pub struct NodeConfig {
     pub max_incremental_fetch_session_cache_slots: usize,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
+    /// The controller quorum's voters with their addresses; empty for a single node.
+    pub controller_voters: Vec<(i32, SocketAddr)>,
+    /// Where this node's controller listens, in a cluster.
+    pub controller_listener: Option<SocketAddr>,
     /// The log cleaner's settings for the whole node (the dedupe buffer is shared out).
     pub cleaner: skein_engine::CleanerConfig,
     pub log_cleaner_backoff_ms: u64,
@@ -254,6 +269,25 @@ impl NodeConfig {
         for (k, v) in &topic_defaults {
             skein_net::configs::validate_config(k, v).map_err(|e| format!("invalid topic default: {e}"))?;
         }
+        let controller_voters = match args.controller_voters.or(file.controller_voters) {
+            Some(text) => parse_voters(&text)?,
+            None => Vec::new(),
+        };
+        let controller_listener = match args.controller_listener.or(file.controller_listener) {
+            Some(text) => Some(
+                text.parse::<SocketAddr>()
+                    .map_err(|_| format!("invalid --controller-listener {text:?}: expected host:port"))?,
+            ),
+            None => controller_voters.iter().find(|(id, _)| *id == node_id).map(|(_, address)| *address),
+        };
+        if !controller_voters.is_empty() && !controller_voters.iter().any(|(id, _)| *id == node_id) {
+            return Err(format!(
+                "node {node_id} is not among --controller-voters: every node is a voter (broker-only nodes are not supported yet)"
+            ));
+        }
+        if controller_listener.is_some() && controller_voters.is_empty() {
+            return Err("--controller-listener needs --controller-voters".into());
+        }
         let io_max = args.log_cleaner_io_max_bytes_per_second.or(file.log_cleaner_io_max_bytes_per_second);
         if io_max.is_some_and(|rate| rate.is_nan() || rate <= 0.0) {
             return Err("log.cleaner.io.max.bytes.per.second must be positive".into());
@@ -317,6 +351,8 @@ impl NodeConfig {
                 .max_connections_per_ip
                 .or(file.max_connections_per_ip)
                 .unwrap_or(i32::MAX as usize),
+            controller_voters,
+            controller_listener,
             cleaner,
             log_cleaner_backoff_ms: args
                 .log_cleaner_backoff_ms
@@ -326,6 +362,26 @@ impl NodeConfig {
             topic_defaults,
         })
     }
+}
+
+/// Parses Kafka's `controller.quorum.voters`: `id@host:port` separated by commas.
+fn parse_voters(text: &str) -> Result<Vec<(i32, SocketAddr)>, String> {
+    let mut voters: Vec<(i32, SocketAddr)> = Vec::new();
+    for voter in text.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+        let bad =
+            || format!("invalid --controller-voters entry {voter:?}: expected id@host:port, e.g. 1@127.0.0.1:9093");
+        let (id, address) = voter.split_once('@').ok_or_else(bad)?;
+        let id: i32 = id.parse().ok().filter(|id| *id >= 0).ok_or_else(bad)?;
+        let address: SocketAddr = address.parse().map_err(|_| bad())?;
+        if voters.iter().any(|(other, _)| *other == id) {
+            return Err(format!("invalid --controller-voters: node {id} is listed twice"));
+        }
+        voters.push((id, address));
+    }
+    if voters.is_empty() {
+        return Err("invalid --controller-voters: no voter".into());
+    }
+    Ok(voters)
 }
 
 /// Parses `all`, `N` (the first N cores) or `a-b` (inclusive) against `available` cores.

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use skein_engine::TopicPartition;
 use skein_net::append::TopicSettings;
-use skein_net::metadata::controller::{decide, ControllerRequest};
+use skein_net::metadata::controller::Controller;
 use skein_net::shard::PartitionOp;
-use skein_net::{MetadataStore, NodeSettings, Shard};
+use skein_net::{NodeSettings, Shard};
 
 use crate::config::NodeConfig;
 
@@ -37,19 +37,23 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
     let shards = config.cpus.len();
-    let (mut store, mut image) = MetadataStore::open(&config.data_dir)?;
-    // Partitions placed on shards this node no longer runs move to the default placement.
-    let (records, _) = decide(&image, &ControllerRequest::Reshard, shards).map_err(|(_, e)| e)?;
-    if !records.is_empty() {
-        image.apply(&records);
-        store.snapshot_blocking(&mut image)?;
-    }
-    let image = Arc::new(image);
+    // The metadata log: its voters, or this node alone.
+    let voter_ids: Vec<i32> = match config.controller_voters.is_empty() {
+        true => vec![config.node_id],
+        false => config.controller_voters.iter().map(|(id, _)| *id).collect(),
+    };
+    let opened = skein_net::metadata::quorum::open(&config.data_dir, config.node_id, &voter_ids, shards)?;
+    let image = Arc::new(opened.image.clone());
+    let mut opened = Some(opened);
     sweep_stray_partitions(&config.data_dir, &image)?;
     // Probe the listener before starting shards, for a clear error when it is taken,
     // and resolve port 0 to a free port that every shard then binds.
     crate::exclusive::refuse_taken(config.listener, "Kafka listener")?;
     config.listener = probe_listener(config.listener)?;
+    if let Some(controller) = config.controller_listener {
+        crate::exclusive::refuse_taken(controller, "controller listener")?;
+        probe_listener(controller)?;
+    }
     if let Some(admin) = config.admin_listener {
         crate::exclusive::refuse_taken(admin, "admin listener")?;
         config.admin_listener = Some(probe_listener(admin)?);
@@ -59,7 +63,13 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     }
     let settings = Arc::new(NodeSettings {
         node_id: config.node_id,
-        cluster_id: cluster_id(&config.data_dir)?,
+        // A single node is its own controller; a cluster names the quorum's leader
+        // once elected.
+        active_controller: Arc::new(std::sync::atomic::AtomicI32::new(match config.controller_voters.is_empty() {
+            true => config.node_id,
+            false => -1,
+        })),
+        cluster_id: cluster_id(&config.data_dir, &config.controller_voters)?,
         advertised_host: config.advertised_host.clone(),
         advertised_port: config.advertised_port,
         auto_create_topics: config.auto_create_topics,
@@ -88,13 +98,25 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     for ((shard, &cpu), wiring) in config.cpus.iter().enumerate().zip(wirings) {
         let (config, stop, image, settings, ready) =
             (config.clone(), stop.clone(), image.clone(), settings.clone(), ready.clone());
-        // Shard 0 runs the metadata controller, the only writer of the store.
-        let store = (shard == 0).then(|| store.clone());
+        // Shard 0 runs the metadata controller and drives the metadata log.
+        let log = if shard == 0 { opened.take() } else { None };
+        let (node_id, voters) = (config.node_id, config.controller_voters.clone());
         let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
             .name(&format!("shard-{shard}"))
             .spawn(move || async move {
                 let (router, receivers) = wiring.connect().await;
-                let node = Rc::new(Shard::new(shard, settings, image, store, config.cache_bytes_per_shard, router));
+                let (controller, inputs) = match log {
+                    Some(log) => {
+                        let (controller, inputs) = Controller::new(node_id, &settings.cluster_id, &voters);
+                        (Some(controller), Some((log, inputs)))
+                    }
+                    None => (None, None),
+                };
+                let node =
+                    Rc::new(Shard::new(shard, settings, image, controller, config.cache_bytes_per_shard, router));
+                if let Some((log, inputs)) = inputs {
+                    glommio::spawn_local(skein_net::metadata::quorum::run(node.clone(), log, inputs)).detach();
+                }
                 run_shard(node, receivers, config, stop, ready, shards).await
             })
             .map_err(|e| format!("cannot start shard {shard} on cpu {cpu} (io_uring must be available): {e}"))?;
@@ -180,14 +202,21 @@ fn sweep_stray_partitions(
 }
 
 /// The cluster id, made once and kept in the data directory (Kafka's meta.properties).
-fn cluster_id(data_dir: &std::path::Path) -> Result<String, String> {
+/// The cluster id in `meta.properties`, written on first start: random for a single
+/// node; for a cluster, derived from the voters, so that every voter formats itself
+/// with the same id and no separate format step is needed.
+fn cluster_id(data_dir: &std::path::Path, voters: &[(i32, std::net::SocketAddr)]) -> Result<String, String> {
     let path = data_dir.join("meta.properties");
     if let Ok(text) = std::fs::read_to_string(&path) {
         if let Some(id) = text.lines().find_map(|l| l.strip_prefix("cluster.id=")) {
             return Ok(id.trim().to_string());
         }
     }
-    let id = uuid::Uuid::new_v4().simple().to_string()[..22].to_string();
+    let id = if voters.is_empty() {
+        uuid::Uuid::new_v4().simple().to_string()[..22].to_string()
+    } else {
+        skein_net::metadata::quorum::cluster_id_of(voters)
+    };
     std::fs::write(&path, format!("version=1\ncluster.id={id}\n"))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(id)
@@ -284,6 +313,12 @@ async fn run_shard(
         .map_err(|e| format!("shard {}: cannot listen on {}: {e}", shard.id, config.listener))?;
     let server = glommio::spawn_local(skein_net::server::serve(shard.clone(), listener));
     if shard.id == 0 {
+        if let Some(address) = config.controller_listener {
+            let listener = glommio::net::TcpListener::bind(address)
+                .map_err(|e| format!("cannot listen for the controller quorum on {address}: {e}"))?;
+            let cluster_id = shard.settings.cluster_id.clone();
+            glommio::spawn_local(skein_net::metadata::transport::serve(shard.clone(), listener, cluster_id)).detach();
+        }
         if let Some(admin) = config.admin_listener {
             let shard = shard.clone();
             glommio::spawn_local(async move {

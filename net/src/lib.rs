@@ -29,5 +29,4 @@ pub mod server;
 pub mod shard;
 pub mod topics;
 
-pub use metadata::store::MetadataStore;
 pub use shard::{NodeSettings, Shard};

@@ -23,7 +23,6 @@ use skein_replication::AppendError;
 use crate::append::{AppendRules, TopicSettings};
 use crate::errors::{code, code_of};
 use crate::metadata::controller::{Controller, ControllerReply, ControllerRequest};
-use crate::metadata::store::MetadataStore;
 use crate::metadata::{MetadataImage, Refusal};
 use crate::metrics::ShardMetrics;
 use crate::router::Router;
@@ -34,6 +33,9 @@ use skein_replication::producer::ProducerStates;
 pub struct NodeSettings {
     pub node_id: i32,
     pub cluster_id: String,
+    /// The active controller's node id (-1 while the quorum has no leader), as
+    /// Metadata and DescribeCluster name it; written by shard 0's quorum loop.
+    pub active_controller: Arc<std::sync::atomic::AtomicI32>,
     pub advertised_host: String,
     pub advertised_port: u16,
     pub auto_create_topics: bool,
@@ -222,7 +224,7 @@ impl Shard {
         id: usize,
         settings: Arc<NodeSettings>,
         image: Arc<MetadataImage>,
-        store: Option<MetadataStore>,
+        controller: Option<Controller>,
         cache_bytes: usize,
         router: Router,
     ) -> Shard {
@@ -232,7 +234,7 @@ impl Shard {
             id,
             settings,
             image: RefCell::new(image),
-            controller: store.map(Controller::new),
+            controller,
             producer_ids: RefCell::new(0..0),
             logs,
             partitions: RefCell::new(HashMap::new()),
@@ -258,6 +260,11 @@ impl Shard {
             max_size: shard.settings.group_consumer_max_size,
         });
         shard
+    }
+
+    /// The metadata controller, on shard 0.
+    pub fn controller(&self) -> Option<&Controller> {
+        self.controller.as_ref()
     }
 
     /// This shard's current metadata image: no lock, no other shard involved.

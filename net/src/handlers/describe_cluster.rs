@@ -1,4 +1,4 @@
-//! DescribeCluster (KIP-700): this node, which is also the controller.
+//! DescribeCluster (KIP-700): this node, and the active controller.
 
 use std::rc::Rc;
 
@@ -16,7 +16,7 @@ pub fn handle(shard: &Rc<Shard>, request: DescribeClusterRequest) -> DescribeClu
     let mut response = DescribeClusterResponse::default();
     response.endpoint_type = request.endpoint_type;
     response.cluster_id = s(settings.cluster_id.clone());
-    response.controller_id = BrokerId(settings.node_id);
+    response.controller_id = BrokerId(settings.active_controller.load(std::sync::atomic::Ordering::Relaxed));
     let mut broker = DescribeClusterBroker::default();
     broker.broker_id = BrokerId(settings.node_id);
     broker.host = s(settings.advertised_host.clone());

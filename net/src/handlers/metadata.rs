@@ -69,7 +69,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: Metadata
     broker.port = settings.advertised_port as i32;
     response.brokers = vec![broker];
     response.cluster_id = Some(s(settings.cluster_id.clone()));
-    response.controller_id = BrokerId(settings.node_id);
+    response.controller_id = BrokerId(settings.active_controller.load(std::sync::atomic::Ordering::Relaxed));
     response.topics = topics;
     response.cluster_authorized_operations =
         authorized(Resource::Cluster, (8..=10).contains(&version) && request.include_cluster_authorized_operations);

@@ -1,20 +1,27 @@
-//! The metadata controller: the one writer of the node's metadata. It runs on shard 0;
-//! other shards reach it by message (`Shard::control`). Each request is decided
-//! against the current image (`decide`, pure), turned into records, persisted, then
-//! published to every shard; the reply goes out only once every shard holds the new
-//! image, so a client that created a topic finds it on any connection.
+//! The metadata controller: the one writer of the metadata. It runs on shard 0; other
+//! shards reach it by message (`Shard::control`). Each request is decided against the
+//! current image (`decide`, pure), turned into records and proposed to the metadata
+//! log (`quorum`); once committed, the records are applied and the image published to
+//! every shard, and the reply goes out only then, so a client that created a topic
+//! finds it on any connection.
 //!
 //! Requests are handled one at a time. Producer ids leave in blocks of
 //! `PRODUCER_ID_BLOCK_SIZE`, as Kafka's controller hands out producer-id blocks, so
 //! InitProducerId costs a metadata write once per block, not per producer.
 
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use futures_channel::oneshot;
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use serde::{Deserialize, Serialize};
 use skein_engine::TopicPartition;
 
-use super::store::MetadataStore;
+use super::quorum::{quorum_id, Input, Proposal};
+use super::transport::{Forwarded, Peers};
 use super::{default_shard, MetadataImage, MetadataRecord, Refusal, TopicMeta};
 use crate::errors::code;
 use crate::shard::Shard;
@@ -24,7 +31,7 @@ pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 
 /// A change a handler asks of the controller. Handlers validate what they can alone
 /// (names, counts, configs); the controller checks what depends on the image.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ControllerRequest {
     CreateTopic {
         name: String,
@@ -43,15 +50,14 @@ pub enum ControllerRequest {
         configs: BTreeMap<String, String>,
     },
     MovePartition {
+        #[serde(with = "partition_serde")]
         partition: TopicPartition,
         target: usize,
     },
-    /// Places partitions of shards this node no longer runs on the default placement.
-    Reshard,
     ProducerIds,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ControllerReply {
     Topic(TopicMeta),
     /// A topic grown from `old` partitions.
@@ -124,23 +130,6 @@ pub fn decide(
             *slot = *target;
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Topic(meta))
         }
-        ControllerRequest::Reshard => {
-            let records = image
-                .topics
-                .values()
-                .filter(|t| t.shards.iter().any(|&s| s >= shards))
-                .map(|t| {
-                    let mut meta = t.clone();
-                    for (p, shard) in meta.shards.iter_mut().enumerate() {
-                        if *shard >= shards {
-                            *shard = default_shard(&meta.name, p as i32, shards);
-                        }
-                    }
-                    MetadataRecord::Topic(meta)
-                })
-                .collect();
-            (records, ControllerReply::Done)
-        }
         ControllerRequest::ProducerIds => {
             let start = image.next_producer_id;
             let end = start + PRODUCER_ID_BLOCK_SIZE;
@@ -169,37 +158,261 @@ pub fn check_growth(meta: &TopicMeta, count: i32) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The controller's state on shard 0.
+/// The controller on shard 0: decides requests one at a time and proposes their
+/// records to the metadata log (`quorum::run` drives it). On a node that does not
+/// lead the quorum, requests are forwarded to the node that does.
 pub struct Controller {
-    /// Held for a whole request: decide, persist and publish never interleave.
-    store: async_lock::Mutex<MetadataStore>,
+    quorum_id: u64,
+    /// Held for a whole request: decide, propose and apply never interleave, so each
+    /// request is decided against the image its predecessors left.
+    requests: async_lock::Mutex<()>,
+    inputs: Rc<LocalSender<Input>>,
+    /// The other voters, in a cluster.
+    peers: Option<Peers>,
+    /// Proposals waiting to be applied on every shard, answered with their index.
+    pending: RefCell<HashMap<u64, oneshot::Sender<Result<u64, Refusal>>>>,
+    /// Requests forwarded to the active controller.
+    forwards: RefCell<HashMap<u64, oneshot::Sender<Forwarded>>>,
+    next_id: Cell<u64>,
+    leader: Cell<bool>,
+    leader_id: Cell<Option<u64>>,
+    /// The log index this node's image holds.
+    applied: Cell<u64>,
+    /// Set when the metadata log cannot be persisted: every request gets it.
+    failed: RefCell<Option<Refusal>>,
+    changed: event_listener::Event,
 }
 
+/// How long a request waits for the quorum to have a leader.
+const LEADERSHIP_WAIT: Duration = Duration::from_secs(10);
+/// How long a proposal may take to be applied.
+const PROPOSAL_WAIT: Duration = Duration::from_secs(30);
+
 impl Controller {
-    pub fn new(store: MetadataStore) -> Controller {
-        Controller { store: async_lock::Mutex::new(store) }
+    /// The controller of node `node` among `voters` (node ids with their controller
+    /// addresses; none for a single node), and the receiver `quorum::run` takes its
+    /// inputs from. Starts the connections to the other voters.
+    pub fn new(node: i32, cluster_id: &str, voters: &[(i32, SocketAddr)]) -> (Controller, LocalReceiver<Input>) {
+        let (inputs, receiver) = local_channel::new_bounded(64);
+        let inputs = Rc::new(inputs);
+        let me = quorum_id(node);
+        let peers = (voters.len() > 1).then(|| {
+            let voters: Vec<_> = voters.iter().map(|&(id, address)| (quorum_id(id), address)).collect();
+            Peers::start(me, cluster_id, &voters, &inputs)
+        });
+        let controller = Controller {
+            quorum_id: me,
+            requests: async_lock::Mutex::new(()),
+            inputs,
+            peers,
+            pending: RefCell::new(HashMap::new()),
+            forwards: RefCell::new(HashMap::new()),
+            next_id: Cell::new(0),
+            leader: Cell::new(false),
+            leader_id: Cell::new(None),
+            applied: Cell::new(0),
+            failed: RefCell::new(None),
+            changed: event_listener::Event::new(),
+        };
+        (controller, receiver)
     }
 
-    /// Decides, persists and publishes one request.
+    pub fn quorum_id(&self) -> u64 {
+        self.quorum_id
+    }
+
+    pub fn peers(&self) -> Option<&Peers> {
+        self.peers.as_ref()
+    }
+
+    /// Whether this node leads the metadata quorum (is the active controller).
+    pub fn is_leader(&self) -> bool {
+        self.leader.get()
+    }
+
+    /// The active controller's node id, if the quorum has one.
+    pub fn active(&self) -> Option<i32> {
+        self.leader_id.get().map(|id| (id - 1) as i32)
+    }
+
+    /// Hands `input` to the quorum loop (waits while its queue is full).
+    pub async fn input(&self, input: Input) {
+        let _ = self.inputs.send(input).await;
+    }
+
+    fn next_id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        id
+    }
+
+    /// Runs one request: here when this node leads the quorum, forwarded to the
+    /// active controller otherwise. Answered once this node's shards hold the image
+    /// with its records.
     ///
     /// # Errors
-    /// The refusal from `decide`, or KAFKA_STORAGE_ERROR when the image cannot be
-    /// persisted (then nothing is published).
+    /// The refusal from `decide`; NOT_CONTROLLER when the quorum has no leader in
+    /// time or the leader changed before the records committed; KAFKA_STORAGE_ERROR
+    /// when the metadata log cannot be persisted; REQUEST_TIMED_OUT when the quorum
+    /// does not commit in time.
     pub async fn handle(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
-        let mut store = self.store.lock().await;
+        let deadline = Instant::now() + LEADERSHIP_WAIT;
+        loop {
+            if let Some(failure) = self.failed.borrow().clone() {
+                return Err(failure);
+            }
+            match self.leader_id.get() {
+                Some(_) if self.leader.get() => return self.handle_here(shard, request).await.map(|(reply, _)| reply),
+                Some(leader) if leader != self.quorum_id && self.peers.is_some() => {
+                    return self.forward(leader, request).await;
+                }
+                _ => self.wait_for_change(deadline).await?,
+            }
+        }
+    }
+
+    /// Decides `request` here, as the active controller, proposes its records and
+    /// waits until they are applied on every shard of this node. Returns the reply and
+    /// the log index that holds the records.
+    ///
+    /// # Errors
+    /// As `handle`.
+    pub async fn handle_here(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Forwarded {
+        let _one = self.requests.lock().await;
+        if !self.leader.get() {
+            return Err(super::quorum::not_controller(self.leader_id.get()));
+        }
         let current = shard.image();
         let (records, reply) = decide(&current, &request, shard.settings.shards)?;
         if records.is_empty() {
-            return Ok(reply);
+            return Ok((reply, self.applied.get()));
         }
-        let mut next = (*current).clone();
-        next.apply(&records);
-        store
-            .persist(&records, &mut next)
-            .await
-            .map_err(|e| (code::KAFKA_STORAGE_ERROR, format!("cannot persist metadata: {e}")))?;
-        shard.publish(Arc::new(next)).await;
+        let id = self.next_id();
+        let data = serde_json::to_vec(&Proposal { node: self.quorum_id, id, records })
+            .expect("metadata records always serialise");
+        let (done, applied) = oneshot::channel();
+        self.pending.borrow_mut().insert(id, done);
+        if self.inputs.send(Input::Propose { id, data }).await.is_err() {
+            self.pending.borrow_mut().remove(&id);
+            return Err((code::NOT_CONTROLLER, "the metadata controller stopped".into()));
+        }
+        let outcome = within(PROPOSAL_WAIT, applied).await;
+        self.pending.borrow_mut().remove(&id);
+        Ok((reply, outcome?))
+    }
+
+    /// Sends `request` to the active controller `leader` and waits for its answer,
+    /// then until this node applied the records.
+    async fn forward(&self, leader: u64, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
+        let peers = self.peers.as_ref().expect("forwarding needs peers");
+        let id = self.next_id();
+        let (done, answer) = oneshot::channel();
+        self.forwards.borrow_mut().insert(id, done);
+        if !peers.forward(leader, id, &request) {
+            self.forwards.borrow_mut().remove(&id);
+            return Err(super::quorum::not_controller(Some(leader)));
+        }
+        let outcome = within(PROPOSAL_WAIT, answer).await;
+        self.forwards.borrow_mut().remove(&id);
+        let (reply, index) = outcome?;
+        let deadline = Instant::now() + PROPOSAL_WAIT;
+        while self.applied.get() < index {
+            self.wait_for_change(deadline).await?;
+        }
         Ok(reply)
+    }
+
+    /// Waits until the leadership or the applied index changes, or `deadline`.
+    async fn wait_for_change(&self, deadline: Instant) -> Result<(), Refusal> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(super::quorum::not_controller(self.leader_id.get()));
+        }
+        let listener = self.changed.listen();
+        futures_lite::future::or(listener, glommio::timer::sleep(left.min(Duration::from_millis(100)))).await;
+        Ok(())
+    }
+
+    /// Completes proposal `id` with the index it was applied at.
+    pub fn complete(&self, id: u64, result: Result<u64, Refusal>) {
+        if let Some(done) = self.pending.borrow_mut().remove(&id) {
+            let _ = done.send(result);
+        }
+    }
+
+    /// Completes forwarded request `id` with the active controller's answer.
+    pub fn forward_done(&self, id: u64, answer: Forwarded) {
+        if let Some(done) = self.forwards.borrow_mut().remove(&id) {
+            let _ = done.send(answer);
+        }
+    }
+
+    /// Records the log index this node's shards now hold.
+    pub fn set_applied(&self, index: u64) {
+        self.applied.set(index);
+        self.changed.notify(usize::MAX);
+    }
+
+    /// Records who leads the quorum. Proposals in flight when this node loses
+    /// leadership, and forwards in flight when the leader changes, are answered
+    /// NOT_CONTROLLER (raft drops them; the client retries).
+    pub fn set_leader(&self, leader: bool, known: Option<u64>) {
+        let was = (self.leader.replace(leader), self.leader_id.replace(known));
+        if was == (leader, known) {
+            return;
+        }
+        if was.0 && !leader {
+            let pending: Vec<_> = self.pending.borrow_mut().drain().collect();
+            for (_, done) in pending {
+                let _ = done.send(Err(super::quorum::not_controller(known)));
+            }
+        }
+        if was.1 != known {
+            let forwards: Vec<_> = self.forwards.borrow_mut().drain().collect();
+            for (_, done) in forwards {
+                let _ = done.send(Err(super::quorum::not_controller(known)));
+            }
+        }
+        self.changed.notify(usize::MAX);
+    }
+
+    /// The metadata log failed: every pending and later request gets `failure`.
+    pub fn fail(&self, failure: Refusal) {
+        *self.failed.borrow_mut() = Some(failure.clone());
+        let pending: Vec<_> = self.pending.borrow_mut().drain().collect();
+        for (_, done) in pending {
+            let _ = done.send(Err(failure.clone()));
+        }
+        self.leader.set(false);
+        self.changed.notify(usize::MAX);
+    }
+}
+
+/// Waits for `answer` at most `limit`: REQUEST_TIMED_OUT past it, NOT_CONTROLLER when
+/// the answer can no longer come.
+async fn within<T>(limit: Duration, answer: oneshot::Receiver<Result<T, Refusal>>) -> Result<T, Refusal> {
+    let timeout = async {
+        glommio::timer::sleep(limit).await;
+        Ok(Err((code::REQUEST_TIMED_OUT, "the metadata quorum did not commit in time".to_string())))
+    };
+    match futures_lite::future::or(answer, timeout).await {
+        Ok(result) => result,
+        Err(_) => Err((code::NOT_CONTROLLER, "the metadata controller stopped".into())),
+    }
+}
+
+/// `TopicPartition` as (topic, partition) on the wire between controllers.
+mod partition_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use skein_engine::TopicPartition;
+
+    pub fn serialize<S: Serializer>(partition: &TopicPartition, out: S) -> Result<S::Ok, S::Error> {
+        (&partition.topic, partition.partition).serialize(out)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<TopicPartition, D::Error> {
+        let (topic, partition) = <(String, i32)>::deserialize(input)?;
+        Ok(TopicPartition::new(topic, partition))
     }
 }
 
@@ -249,19 +462,5 @@ mod tests {
         applied(&mut image, delete.clone()).unwrap();
         assert!(image.topic("a.b").is_none());
         assert_eq!(applied(&mut image, delete).unwrap_err().0, code::UNKNOWN_TOPIC_OR_PARTITION);
-        // Partitions of shards the node no longer runs move to the default placement.
-        let mut wide = MetadataImage::default();
-        wide.topics.insert(
-            "w".into(),
-            TopicMeta {
-                name: "w".into(),
-                id: uuid::Uuid::new_v4(),
-                partitions: 2,
-                configs: BTreeMap::new(),
-                shards: vec![7, 1],
-            },
-        );
-        applied(&mut wide, ControllerRequest::Reshard).unwrap();
-        assert_eq!(wide.topic("w").unwrap().shards, vec![default_shard("w", 0, 2), 1]);
     }
 }

@@ -2,16 +2,18 @@
 //! counts, config overrides and the partition-to-shard table.
 //!
 //! Control plane: one writer, the `controller` on shard 0, turns requests (create a
-//! topic, hand out producer ids) into `MetadataRecord`s, persists the resulting image
-//! (`store`, async I/O), and publishes it to every shard by message. Each shard holds
-//! its own `Arc<MetadataImage>`: the request path reads it with no lock shared between
-//! shards. A cluster controller's replicated metadata log replaces the controller's
-//! writer behind the same requests and records, without touching the handlers.
+//! topic, hand out producer ids) into `MetadataRecord`s and proposes them to the
+//! metadata log (`quorum`, raft-rs); committed records are applied to the image, which
+//! is published to every shard by message. Each shard holds its own
+//! `Arc<MetadataImage>`: the request path reads it with no lock shared between shards.
+//! `store` reads the single-node format of earlier versions, once, to take it over.
 
 use std::collections::BTreeMap;
 
 pub mod controller;
+pub mod quorum;
 pub mod store;
+pub mod transport;
 
 use serde::{Deserialize, Serialize};
 use skein_engine::TopicPartition;
@@ -57,6 +59,19 @@ impl MetadataImage {
             Some(name) => self.topics.get(name).filter(|t| t.id == id),
             None if self.ids.len() == self.topics.len() => None,
             None => self.topics.values().find(|t| t.id == id),
+        }
+    }
+
+    /// Moves partitions placed on shards this node does not run (it runs fewer than
+    /// when they were placed, or the leader that placed them runs more) to the default
+    /// placement. Every node places partitions within its own shards.
+    pub fn place_within(&mut self, shards: usize) {
+        for meta in self.topics.values_mut() {
+            for (p, shard) in meta.shards.iter_mut().enumerate() {
+                if *shard >= shards {
+                    *shard = default_shard(&meta.name, p as i32, shards);
+                }
+            }
         }
     }
 
@@ -186,5 +201,21 @@ mod tests {
         // A removal naming an old incarnation leaves the new one alone.
         image.apply(&[MetadataRecord::RemoveTopic { name: "a".into(), id: ida }]);
         assert_eq!(image.topic("a").unwrap().id, new_id);
+    }
+
+    // Partitions of shards the node does not run move to the default placement.
+    #[test]
+    fn placed_within_the_shards() {
+        let mut image = MetadataImage::default();
+        let meta = TopicMeta {
+            name: "w".into(),
+            id: uuid::Uuid::new_v4(),
+            partitions: 2,
+            configs: BTreeMap::new(),
+            shards: vec![7, 1],
+        };
+        image.apply(&[MetadataRecord::Topic(meta)]);
+        image.place_within(2);
+        assert_eq!(image.topic("w").unwrap().shards, vec![default_shard("w", 0, 2), 1]);
     }
 }

@@ -28,12 +28,12 @@ impl slog::Drain for TracingDrain {
         let (node, message, fields) = (self.node, record.msg(), fields.0);
         match record.level() {
             slog::Level::Critical | slog::Level::Error => {
-                tracing::error!(target: "skein::quorum", node, "{message}{fields}")
+                tracing::error!(target: "skein::quorum", quorum_id = node, "{message}{fields}")
             }
-            slog::Level::Warning => tracing::warn!(target: "skein::quorum", node, "{message}{fields}"),
-            slog::Level::Info => tracing::info!(target: "skein::quorum", node, "{message}{fields}"),
-            slog::Level::Debug => tracing::debug!(target: "skein::quorum", node, "{message}{fields}"),
-            slog::Level::Trace => tracing::trace!(target: "skein::quorum", node, "{message}{fields}"),
+            slog::Level::Warning => tracing::warn!(target: "skein::quorum", quorum_id = node, "{message}{fields}"),
+            slog::Level::Info => tracing::info!(target: "skein::quorum", quorum_id = node, "{message}{fields}"),
+            slog::Level::Debug => tracing::debug!(target: "skein::quorum", quorum_id = node, "{message}{fields}"),
+            slog::Level::Trace => tracing::trace!(target: "skein::quorum", quorum_id = node, "{message}{fields}"),
         }
         Ok(())
     }

@@ -1,0 +1,308 @@
+//! The metadata log: the controller's decisions (`MetadataRecord`s) as entries of the
+//! raft-rs quorum (`skein_replication::quorum`), and the loop on shard 0 that drives
+//! it. A single node is a quorum of one voter, itself.
+//!
+//! `open` (main thread, before the shards start) recovers the journal and rebuilds
+//! the image from its snapshot and the entries its durable commit covers. `run` then
+//! owns the quorum: it ticks every 100 ms, takes proposals from `Controller::handle`,
+//! does raft's work in order (send, install, apply, persist with one fdatasync,
+//! advance), applies committed entries to the image and publishes it to every shard,
+//! and only then completes the proposals. Every 1,000 entries it folds the log into a
+//! snapshot of the image.
+
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use skein_replication::quorum::{Committed, Durable, Journal, Quorum, QuorumConfig, Work};
+
+use super::{MetadataImage, MetadataRecord};
+use crate::errors::code;
+use crate::shard::Shard;
+
+/// The quorum's clock tick.
+pub const TICK: Duration = Duration::from_millis(100);
+/// Entries applied past the snapshot before the log is folded into a new one.
+pub const COMPACT_EVERY: u64 = 1000;
+
+/// A broker's id in the quorum: raft-rs reserves 0, Kafka allows node id 0.
+pub fn quorum_id(node: i32) -> u64 {
+    node as u64 + 1
+}
+
+/// The cluster id every voter derives from the same `voters` (ids and addresses, in
+/// any order): 22 characters, as Kafka's base64 cluster ids.
+pub fn cluster_id_of(voters: &[(i32, std::net::SocketAddr)]) -> String {
+    let mut sorted = voters.to_vec();
+    sorted.sort();
+    let text: String = sorted.iter().map(|(id, address)| format!("{id}@{address},")).collect();
+    let mut bytes = Vec::with_capacity(16);
+    for seed in 0u32..4 {
+        bytes.extend_from_slice(&crc32c::crc32c_append(seed, text.as_bytes()).to_be_bytes());
+    }
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// One entry's data: the records a controller decided, and which of its proposals
+/// they answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Proposal {
+    pub node: u64,
+    pub id: u64,
+    pub records: Vec<MetadataRecord>,
+}
+
+/// The metadata log as recovered on the main thread.
+pub struct Opened {
+    pub quorum: Quorum,
+    pub journal: Journal,
+    pub image: MetadataImage,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened").field("quorum", &self.quorum).field("version", &self.image.version).finish()
+    }
+}
+
+pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
+    serde_json::to_vec(image).expect("a metadata image always serialises")
+}
+
+fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
+    let mut image: MetadataImage =
+        serde_json::from_slice(bytes).map_err(|e| format!("the metadata snapshot does not parse: {e}"))?;
+    image.index_ids();
+    Ok(image)
+}
+
+/// Recovers the metadata log under `data_dir` for node `node` among `voters`, and the
+/// image it holds. A directory holding the single-node format of earlier versions
+/// (`image.json`, `records.log`) is taken over once: its image becomes the quorum's
+/// first snapshot and the old files are removed. Blocking: for the main thread.
+///
+/// # Errors
+/// A message when the files cannot be read or written, or were made for other voters.
+pub fn open(data_dir: &Path, node: i32, voters: &[i32], shards: usize) -> Result<Opened, String> {
+    let dir = data_dir.join("__skein_metadata");
+    let legacy_files = [dir.join("image.json"), dir.join("records.log")];
+    let legacy = match dir.join("quorum.state").exists() {
+        true => None,
+        false => super::store::load_legacy(&dir)?,
+    };
+    let mut ids: Vec<u64> = voters.iter().map(|&v| quorum_id(v)).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let (journal, durable) = Journal::open(&dir, || {
+        let image = legacy.clone().unwrap_or_else(|| MetadataImage { next_producer_id: 1000, ..Default::default() });
+        Durable::bootstrap(&ids, encode_image(&image))
+    })?;
+    if legacy.is_some() {
+        for file in &legacy_files {
+            let _ = std::fs::remove_file(file);
+        }
+        tracing::info!(target: "skein::net", "single-node metadata taken over by the metadata log");
+    }
+    let recorded = Quorum::voters_of(&durable);
+    if recorded != ids {
+        let show = |ids: &[u64]| ids.iter().map(|id| (id - 1).to_string()).collect::<Vec<_>>().join(",");
+        return Err(format!(
+            "{} belongs to a quorum of voters {}, but this node was started with voters {}",
+            dir.display(),
+            show(&recorded),
+            show(&ids)
+        ));
+    }
+    let mut durable = durable;
+    if ids.len() == 1 {
+        // A sole voter's entry is committed once it is durable (it is its own
+        // majority), but the commit index reaches the journal only with the next
+        // frame: without this, a change acknowledged just before a crash would be
+        // missing from the image until raft commits it again, after the shards opened
+        // their partitions.
+        let last = durable.entries.last().map_or(durable.hard_state.commit, |e| e.index);
+        durable.hard_state.commit = durable.hard_state.commit.max(last);
+    }
+    let mut image = decode_image(&durable.snapshot.data)?;
+    let commit = durable.hard_state.commit;
+    for entry in durable.entries.iter().filter(|e| e.index <= commit && !e.data.is_empty()) {
+        let proposal: Proposal = serde_json::from_slice(&entry.data)
+            .map_err(|e| format!("metadata log entry {} does not parse: {e}", entry.index))?;
+        image.apply(&proposal.records);
+    }
+    image.place_within(shards);
+    let quorum = Quorum::new(&QuorumConfig::new(quorum_id(node), ids), durable)?;
+    Ok(Opened { quorum, journal, image })
+}
+
+/// What the loop takes from handlers and the transport.
+pub enum Input {
+    Propose { id: u64, data: Vec<u8> },
+    Raft(Box<raft::prelude::Message>),
+    Unreachable(u64),
+    SnapshotSent(u64, bool),
+}
+
+/// Drives the quorum on shard 0 until the shard stops or the journal fails.
+pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::local_channel::LocalReceiver<Input>) {
+    let Some(controller) = shard.controller() else { return };
+    let Opened { mut quorum, mut journal, mut image } = opened;
+    let mut applied = quorum.committed();
+    let mut next_tick = Instant::now() + TICK;
+    loop {
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        let input = futures_lite::future::or(async { inputs.recv().await.map(Some) }, async {
+            glommio::timer::sleep(wait).await;
+            Some(None)
+        })
+        .await;
+        match input {
+            None => return,
+            Some(None) => {
+                quorum.tick();
+                next_tick += TICK;
+                if next_tick < Instant::now() {
+                    next_tick = Instant::now() + TICK;
+                }
+            }
+            Some(Some(Input::Propose { id, data })) => {
+                if let Err(not_leader) = quorum.propose(data) {
+                    controller.complete(id, Err(not_controller(not_leader.leader)));
+                }
+            }
+            Some(Some(Input::Raft(message))) => quorum.step(*message),
+            Some(Some(Input::Unreachable(peer))) => quorum.unreachable(peer),
+            Some(Some(Input::SnapshotSent(peer, delivered))) => quorum.snapshot_sent(peer, delivered),
+        }
+        while let Some(work) = quorum.ready() {
+            let Work { messages, snapshot, committed, entries, hard_state } = work;
+            let mut lost = send(controller, &messages);
+            if let Some(snapshot) = &snapshot {
+                match decode_image(&snapshot.data) {
+                    Ok(installed) => image = installed,
+                    Err(e) => tracing::error!(target: "skein::net", error = %e, "snapshot from the leader refused"),
+                }
+            }
+            applied = apply(&shard, controller, &mut image, committed, applied).await;
+            let durable = quorum.durable();
+            if let Err(e) = journal.persist(&entries, hard_state.as_ref(), snapshot.as_ref(), durable).await {
+                tracing::error!(target: "skein::net", error = %e, "cannot persist the metadata log; this controller stops");
+                controller.fail((code::KAFKA_STORAGE_ERROR, format!("cannot persist the metadata log: {e}")));
+                return;
+            }
+            let advanced = quorum.advance();
+            lost.extend(send(controller, &advanced.messages));
+            applied = apply(&shard, controller, &mut image, advanced.committed, applied).await;
+            for (peer, snapshot) in lost {
+                quorum.unreachable(peer);
+                if snapshot {
+                    quorum.snapshot_sent(peer, false);
+                }
+            }
+        }
+        controller.set_leader(quorum.is_leader(), quorum.leader());
+        let active = controller.active().unwrap_or(-1);
+        shard.settings.active_controller.store(active, std::sync::atomic::Ordering::Relaxed);
+        if applied >= quorum.durable().snapshot_index() + COMPACT_EVERY {
+            quorum.compact(applied, encode_image(&image));
+            if let Err(e) = journal.fold(quorum.durable()).await {
+                tracing::error!(target: "skein::net", error = %e, "cannot fold the metadata log; this controller stops");
+                controller.fail((code::KAFKA_STORAGE_ERROR, format!("cannot persist the metadata log: {e}")));
+                return;
+            }
+        }
+    }
+}
+
+/// Sends `messages` to the other voters; returns the peers whose message was dropped
+/// (and whether it was a snapshot), for raft to hear of.
+fn send(controller: &super::controller::Controller, messages: &[raft::prelude::Message]) -> Vec<(u64, bool)> {
+    let Some(peers) = controller.peers() else { return Vec::new() };
+    messages
+        .iter()
+        .filter(|m| !peers.send(m))
+        .map(|m| (m.to, m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot))
+        .collect()
+}
+
+pub(crate) fn not_controller(leader: Option<u64>) -> super::Refusal {
+    let leader = leader.map_or("none".to_string(), |l| (l - 1).to_string());
+    (code::NOT_CONTROLLER, format!("this node is not the active controller (the leader is {leader})"))
+}
+
+/// Applies committed entries to `image`, publishes it to every shard once, then
+/// completes this node's proposals among them. Returns the index applied.
+async fn apply(
+    shard: &Rc<Shard>,
+    controller: &super::controller::Controller,
+    image: &mut MetadataImage,
+    committed: Vec<Committed>,
+    applied: u64,
+) -> u64 {
+    let Some(last) = committed.last().map(|c| c.index) else { return applied };
+    let mut answered = Vec::new();
+    for entry in committed {
+        match serde_json::from_slice::<Proposal>(&entry.data) {
+            Ok(proposal) => {
+                image.apply(&proposal.records);
+                if proposal.node == controller.quorum_id() {
+                    answered.push(proposal.id);
+                }
+            }
+            Err(e) => {
+                tracing::error!(target: "skein::net", index = entry.index, error = %e, "metadata log entry skipped")
+            }
+        }
+    }
+    image.place_within(shard.settings.shards);
+    shard.publish(Arc::new(image.clone())).await;
+    controller.set_applied(last);
+    for id in answered {
+        controller.complete(id, Ok(last));
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::TopicMeta;
+
+    // A data directory in the single-node format of earlier versions is taken over:
+    // its snapshot and the records logged after it (not a torn last frame) are in the
+    // image, and its old files are gone. Started again with other voters, the node is
+    // refused with both lists named.
+    #[test]
+    fn takes_over_the_single_node_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let topic = |name: &str| TopicMeta {
+            name: name.into(),
+            id: uuid::Uuid::new_v4(),
+            partitions: 2,
+            configs: Default::default(),
+            shards: vec![0, 1],
+        };
+        let (topic, logged, torn) = (topic("kept"), topic("logged"), topic("torn"));
+        let mut image = MetadataImage { next_producer_id: 1000, log_generation: 3, ..Default::default() };
+        image.apply(&[MetadataRecord::Topic(topic.clone())]);
+        let batches = vec![
+            vec![MetadataRecord::Topic(logged.clone()), MetadataRecord::ProducerIds { next: 5000 }],
+            vec![MetadataRecord::Topic(torn)],
+        ];
+        crate::metadata::store::write_legacy(&dir.path().join("__skein_metadata"), &image, &batches, true);
+        let opened = open(dir.path(), 1, &[1], 2).unwrap();
+        assert_eq!(opened.image.topic("kept"), Some(&topic));
+        assert_eq!(opened.image.topic("logged"), Some(&logged));
+        assert!(opened.image.topic("torn").is_none());
+        assert_eq!(opened.image.topic_by_id(topic.id).map(|t| t.name.as_str()), Some("kept"));
+        assert_eq!(opened.image.next_producer_id, 5000);
+        assert!(!dir.path().join("__skein_metadata/image.json").exists());
+        drop(opened);
+        assert_eq!(open(dir.path(), 1, &[1], 2).unwrap().image.topic("kept"), Some(&topic));
+        let error = open(dir.path(), 1, &[1, 2, 3], 2).unwrap_err();
+        assert!(error.contains("voters 1, but this node was started with voters 1,2,3"), "{error}");
+    }
+}

@@ -1,0 +1,238 @@
+//! The controller quorum between nodes, on shard 0 of each voter: raft messages, and
+//! controller requests a node forwards to the active controller (as Kafka brokers
+//! forward CreateTopics and the like to theirs).
+//!
+//! Each node dials every other voter's controller listener and sends all it has for
+//! that voter over that one connection; what it receives comes in on the
+//! connections the others dialed. A connection starts with a hello naming the sender
+//! and the cluster id, then carries frames: a 4-byte length, a kind, the payload.
+//! Raft tolerates lost messages, so a full queue or a broken connection drops them
+//! and tells raft the peer is unreachable; a snapshot's fate is reported to raft,
+//! which holds that peer's appends until it knows.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+use protobuf::Message as _;
+use raft::prelude::{Message, MessageType};
+
+use super::controller::{ControllerReply, ControllerRequest};
+use super::quorum::Input;
+use super::Refusal;
+use crate::shard::Shard;
+
+const HELLO: u8 = 0;
+const RAFT: u8 = 1;
+const FORWARD: u8 = 2;
+const FORWARD_REPLY: u8 = 3;
+/// The largest frame: a snapshot of the metadata image travels whole.
+const FRAME_MAX: usize = 256 << 20;
+/// Frames queued per peer before raft messages are dropped.
+const QUEUE: usize = 1024;
+const RECONNECT: Duration = Duration::from_millis(200);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A forwarded request's answer: the reply and the log index that holds its records
+/// (the forwarder answers its client once it applied that far).
+pub type Forwarded = Result<(ControllerReply, u64), Refusal>;
+
+struct Outgoing {
+    bytes: Vec<u8>,
+    /// Raft waits to hear whether a snapshot arrived.
+    snapshot: bool,
+}
+
+/// The queues to the other voters.
+pub struct Peers {
+    queues: HashMap<u64, LocalSender<Outgoing>>,
+}
+
+impl std::fmt::Debug for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peers").field("peers", &self.queues.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + payload.len());
+    out.extend_from_slice(&((payload.len() + 1) as u32).to_be_bytes());
+    out.push(kind);
+    out.extend_from_slice(payload);
+    out
+}
+
+impl Peers {
+    /// Starts a writer for each voter other than `me` (quorum ids with their
+    /// controller addresses); their reports go to the quorum loop through `inputs`.
+    pub fn start(me: u64, cluster_id: &str, voters: &[(u64, SocketAddr)], inputs: &Rc<LocalSender<Input>>) -> Peers {
+        let mut queues = HashMap::new();
+        for &(peer, address) in voters.iter().filter(|(id, _)| *id != me) {
+            let (queue, receiver) = local_channel::new_bounded(QUEUE);
+            queues.insert(peer, queue);
+            let hello = frame(HELLO, &[&me.to_be_bytes()[..], cluster_id.as_bytes()].concat());
+            glommio::spawn_local(write_to(peer, address, hello, receiver, inputs.clone())).detach();
+        }
+        Peers { queues }
+    }
+
+    /// Queues a raft message; false when it was dropped (the peer's queue is full).
+    pub fn send(&self, message: &Message) -> bool {
+        let Some(queue) = self.queues.get(&message.to) else { return false };
+        let bytes = frame(RAFT, &message.write_to_bytes().expect("raft messages always encode"));
+        let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
+        queue.try_send(Outgoing { bytes, snapshot }).is_ok()
+    }
+
+    /// Queues a controller request for the active controller `to`.
+    pub fn forward(&self, to: u64, id: u64, request: &ControllerRequest) -> bool {
+        let Some(queue) = self.queues.get(&to) else { return false };
+        let mut payload = id.to_be_bytes().to_vec();
+        payload.extend(serde_json::to_vec(request).expect("controller requests always serialise"));
+        queue.try_send(Outgoing { bytes: frame(FORWARD, &payload), snapshot: false }).is_ok()
+    }
+
+    /// Queues the answer to request `id` that `to` forwarded.
+    fn answer(&self, to: u64, id: u64, answer: &Forwarded) -> bool {
+        let Some(queue) = self.queues.get(&to) else { return false };
+        let mut payload = id.to_be_bytes().to_vec();
+        payload.extend(serde_json::to_vec(answer).expect("controller replies always serialise"));
+        queue.try_send(Outgoing { bytes: frame(FORWARD_REPLY, &payload), snapshot: false }).is_ok()
+    }
+}
+
+/// Sends everything queued for `peer`, reconnecting whenever the connection breaks.
+async fn write_to(
+    peer: u64,
+    address: SocketAddr,
+    hello: Vec<u8>,
+    queue: LocalReceiver<Outgoing>,
+    inputs: Rc<LocalSender<Input>>,
+) {
+    loop {
+        let connected =
+            futures_lite::future::or(async { Some(glommio::net::TcpStream::connect(address).await) }, async {
+                glommio::timer::sleep(CONNECT_TIMEOUT).await;
+                None
+            })
+            .await;
+        let mut stream = match connected {
+            Some(Ok(stream)) => stream,
+            _ => {
+                // Nobody to send to: what waits is dropped, raft resends.
+                let _ = inputs.send(Input::Unreachable(peer)).await;
+                while let Some(Some(dropped)) = futures_lite::future::poll_once(queue.recv()).await {
+                    if dropped.snapshot {
+                        let _ = inputs.send(Input::SnapshotSent(peer, false)).await;
+                    }
+                }
+                glommio::timer::sleep(RECONNECT).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        if stream.write_all(&hello).await.is_err() {
+            continue;
+        }
+        tracing::debug!(target: "skein::net", peer = peer - 1, %address, "controller connection open");
+        loop {
+            // The controller is gone: so is this writer.
+            let Some(outgoing) = queue.recv().await else { return };
+            let written = stream.write_all(&outgoing.bytes).await;
+            if outgoing.snapshot {
+                let _ = inputs.send(Input::SnapshotSent(peer, written.is_ok())).await;
+            }
+            if written.is_err() {
+                let _ = inputs.send(Input::Unreachable(peer)).await;
+                break;
+            }
+        }
+    }
+}
+
+/// Accepts the other voters' connections on the controller listener.
+pub async fn serve(shard: Rc<Shard>, listener: glommio::net::TcpListener, cluster_id: String) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                let (shard, cluster_id) = (shard.clone(), cluster_id.clone());
+                glommio::spawn_local(async move {
+                    if let Err(e) = read_from(&shard, stream, &cluster_id).await {
+                        tracing::debug!(target: "skein::net", error = %e, "controller connection closed");
+                    }
+                })
+                .detach();
+            }
+            Err(e) => {
+                tracing::warn!(target: "skein::net", error = %e, "controller listener accept failed");
+                glommio::timer::sleep(RECONNECT).await;
+            }
+        }
+    }
+}
+
+async fn read_frame(stream: &mut glommio::net::TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+    let mut length = [0u8; 4];
+    stream.read_exact(&mut length).await?;
+    let length = u32::from_be_bytes(length) as usize;
+    if length == 0 || length > FRAME_MAX {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("frame of {length} bytes")));
+    }
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await?;
+    let kind = body.remove(0);
+    Ok((kind, body))
+}
+
+fn invalid(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// Reads one peer's frames: raft messages go to the quorum loop, forwarded requests
+/// run as tasks of their own, answers complete this node's forwards.
+async fn read_from(shard: &Rc<Shard>, mut stream: glommio::net::TcpStream, cluster_id: &str) -> std::io::Result<()> {
+    let controller = shard.controller().ok_or_else(|| invalid("no controller on this shard"))?;
+    let (kind, hello) = read_frame(&mut stream).await?;
+    let (from, cluster) = hello.split_first_chunk::<8>().ok_or_else(|| invalid("short hello"))?;
+    let from = u64::from_be_bytes(*from);
+    if kind != HELLO || cluster != cluster_id.as_bytes() {
+        tracing::warn!(target: "skein::net", from = from.wrapping_sub(1), cluster = %String::from_utf8_lossy(cluster), "controller connection from another cluster refused");
+        return Err(invalid("hello of another cluster"));
+    }
+    let _ = stream.set_nodelay(true);
+    loop {
+        let (kind, payload) = read_frame(&mut stream).await?;
+        match kind {
+            RAFT => {
+                let message = Message::parse_from_bytes(&payload).map_err(|_| invalid("raft message"))?;
+                if message.from != from {
+                    return Err(invalid("raft message from another sender"));
+                }
+                controller.input(Input::Raft(Box::new(message))).await;
+            }
+            FORWARD | FORWARD_REPLY => {
+                let (id, body) = payload.split_first_chunk::<8>().ok_or_else(|| invalid("short forward"))?;
+                let id = u64::from_be_bytes(*id);
+                if kind == FORWARD_REPLY {
+                    let answer: Forwarded = serde_json::from_slice(body).map_err(|_| invalid("forward reply"))?;
+                    controller.forward_done(id, answer);
+                    continue;
+                }
+                let request: ControllerRequest = serde_json::from_slice(body).map_err(|_| invalid("forward"))?;
+                let shard = shard.clone();
+                glommio::spawn_local(async move {
+                    let Some(controller) = shard.controller() else { return };
+                    let answer = controller.handle_here(&shard, request).await;
+                    if let Some(peers) = controller.peers() {
+                        peers.answer(from, id, &answer);
+                    }
+                })
+                .detach();
+            }
+            _ => return Err(invalid("unknown frame kind")),
+        }
+    }
+}
