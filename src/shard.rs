@@ -233,6 +233,32 @@ async fn remove_deleted(shard: &Shard) {
     }
 }
 
+/// Registers this broker's address with the controller (Kafka's BrokerRegistration),
+/// retrying until the quorum takes it: other brokers name it in Metadata from then on.
+async fn register_broker(shard: Rc<Shard>) {
+    let Some(controller) = shard.controller() else { return };
+    let broker = skein_net::metadata::BrokerMeta {
+        id: shard.settings.node_id,
+        epoch: 0,
+        host: shard.settings.advertised_host.clone(),
+        port: shard.settings.advertised_port,
+        rack: None,
+    };
+    let request = skein_net::metadata::controller::ControllerRequest::RegisterBroker(broker);
+    loop {
+        match controller.handle(&shard, request.clone()).await {
+            Ok(_) => {
+                tracing::info!(target: "skein", node = shard.settings.node_id, "broker registered");
+                return;
+            }
+            Err((code, message)) => {
+                tracing::debug!(target: "skein", code, message, "broker registration refused; retrying");
+                glommio::timer::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
 /// The log cleaner's CPU share against the default task queue's 1000: when requests
 /// wait, the cleaner gets about one slice in twenty.
 const CLEANER_SHARES: usize = 50;
@@ -295,7 +321,9 @@ async fn run_shard(
     for topic in image.topics.values() {
         let settings = TopicSettings::of(topic, &shard.settings.topic_defaults);
         for p in 0..topic.partitions {
-            if topic.shards.get(p as usize).copied().unwrap_or(0) % shards != shard.id {
+            if topic.shards.get(p as usize).copied().unwrap_or(0) % shards != shard.id
+                || !topic.is_replica(p, shard.settings.node_id)
+            {
                 continue;
             }
             let partition = TopicPartition::new(topic.name.clone(), p);
@@ -313,6 +341,7 @@ async fn run_shard(
         .map_err(|e| format!("shard {}: cannot listen on {}: {e}", shard.id, config.listener))?;
     let server = glommio::spawn_local(skein_net::server::serve(shard.clone(), listener));
     if shard.id == 0 {
+        glommio::spawn_local(register_broker(shard.clone())).detach();
         if let Some(address) = config.controller_listener {
             let listener = glommio::net::TcpListener::bind(address)
                 .map_err(|e| format!("cannot listen for the controller quorum on {address}: {e}"))?;

@@ -1,7 +1,8 @@
 //! Three-node clusters on loopback: each node its own ports and data directory, all
-//! started and stopped here. So far the metadata quorum: topics created through any
+//! started and stopped here. So far the metadata quorum (topics created through any
 //! node reach every node, the quorum survives losing its leader, and a node that was
-//! down catches up when it returns.
+//! down catches up when it returns) and partitions spread over the brokers, which
+//! real clients find through Metadata.
 
 mod common;
 
@@ -11,6 +12,11 @@ use common::{broker_port, Broker, RawClient};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
 
 const NOT_CONTROLLER: i16 = 41;
 const REQUEST_TIMED_OUT: i16 = 7;
@@ -67,19 +73,27 @@ fn topics(node: &Broker) -> Vec<(String, uuid::Uuid)> {
 
 /// Creates `name` through `node`, retrying while the quorum elects a leader.
 fn create(node: &Broker, name: &str) {
+    create_with(node, name, 2, 1).unwrap();
+}
+
+/// Creates `name` with `partitions` and `factor` through `node`, retrying while the
+/// quorum elects a leader; other errors are returned with their message.
+fn create_with(node: &Broker, name: &str, partitions: i32, factor: i16) -> Result<(), (i16, String)> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let request =
             CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![CreatableTopic::default()
                 .with_name(TopicName(StrBytes::from_string(name.to_string())))
-                .with_num_partitions(2)
-                .with_replication_factor(1)]);
+                .with_num_partitions(partitions)
+                .with_replication_factor(factor)]);
         let response: CreateTopicsResponse = RawClient::connect(&node.bootstrap()).call(&request, 7);
-        let code = response.topics[0].error_code;
-        if code == 0 {
-            return;
+        let topic = &response.topics[0];
+        if topic.error_code == 0 {
+            return Ok(());
         }
-        assert!(code == NOT_CONTROLLER || code == REQUEST_TIMED_OUT, "create {name}: error {code}");
+        if topic.error_code != NOT_CONTROLLER && topic.error_code != REQUEST_TIMED_OUT {
+            return Err((topic.error_code, topic.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default()));
+        }
         assert!(Instant::now() < deadline, "no controller took {name} in 30 s");
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -135,4 +149,101 @@ fn metadata_quorum_survives_a_lost_controller() {
     for node in &mut cluster.nodes {
         node.stop();
     }
+}
+
+// Partitions of a replication-factor-1 topic spread over the three brokers, each
+// leading two; every node's Metadata names the three brokers and the same leaders; an
+// idempotent librdkafka producer bootstrapped on one node writes to every leader and
+// a consumer reads everything back; a node asked for a partition it does not hold
+// answers NOT_LEADER_OR_FOLLOWER. A replication factor the brokers cannot hold yet is
+// refused with Kafka's error.
+#[test]
+fn partitions_spread_over_the_brokers() {
+    let mut cluster = Cluster::start(3);
+    // Every broker registered: Metadata names three.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
+        assert!(Instant::now() < deadline, "brokers did not register");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    create_with(cluster.node(1), "spread", 6, 1).unwrap();
+    let (code, message) = create_with(cluster.node(2), "replicated", 1, 3).unwrap_err();
+    assert_eq!(code, 38, "INVALID_REPLICATION_FACTOR: {message}");
+    let leaders = |id: i32| -> Vec<i32> {
+        let response = metadata(cluster.node(id));
+        let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == "spread").unwrap();
+        let mut leaders: Vec<(i32, i32)> =
+            topic.partitions.iter().map(|p| (p.partition_index, p.leader_id.0)).collect();
+        leaders.sort();
+        leaders.into_iter().map(|(_, leader)| leader).collect()
+    };
+    let expected = leaders(1);
+    for id in 1..=3 {
+        assert_eq!(expected.iter().filter(|&&l| l == id).count(), 2, "leaders {expected:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while leaders(id) != expected {
+            assert!(Instant::now() < deadline, "node {id} names other leaders");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let brokers = metadata(cluster.node(2)).brokers;
+    let ports: Vec<i32> = brokers.iter().map(|b| b.port).collect();
+    for id in 1..=3 {
+        assert!(ports.contains(&(cluster.node(id).port as i32)), "{ports:?}");
+    }
+    // A node that does not hold partition 0 answers NOT_LEADER_OR_FOLLOWER.
+    let stranger = (1..=3).find(|&id| id != expected[0]).unwrap();
+    let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+        list_offsets_request::ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("spread")))
+            .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)]),
+    ]);
+    let response: ListOffsetsResponse = RawClient::connect(&cluster.node(stranger).bootstrap()).call(&request, 7);
+    assert_eq!(response.topics[0].partitions[0].error_code, 6, "NOT_LEADER_OR_FOLLOWER");
+
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.node(1).bootstrap())
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    for i in 0..600 {
+        let payload = format!("m{i:04}");
+        let record: BaseRecord<'_, (), str> = BaseRecord::to("spread").partition(i % 6).payload(&payload);
+        producer.send(record).unwrap();
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.node(3).bootstrap())
+        .set("group.id", "spread-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..6 {
+        assignment.add_partition_offset("spread", p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 600 && Instant::now() < deadline {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            let payload = String::from_utf8(message.payload().unwrap().to_vec()).unwrap();
+            let i: i32 = payload[1..].parse().unwrap();
+            assert_eq!(message.partition(), i % 6, "{payload} in partition {}", message.partition());
+            assert!(seen.insert(i), "{payload} read twice");
+        }
+    }
+    assert_eq!(seen.len(), 600, "records read");
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
+fn metadata(node: &Broker) -> MetadataResponse {
+    RawClient::connect(&node.bootstrap()).call(&MetadataRequest::default().with_topics(None), 12)
 }

@@ -262,6 +262,31 @@ impl Shard {
         shard
     }
 
+    /// The brokers clients may reach: (id, host, port, rack) of each registered broker,
+    /// this node always with its current address.
+    pub fn brokers(&self) -> Vec<(i32, String, u16, Option<String>)> {
+        let image = self.image();
+        let mut brokers: Vec<_> = image
+            .brokers
+            .values()
+            .filter(|b| b.id != self.settings.node_id)
+            .map(|b| (b.id, b.host.clone(), b.port, b.rack.clone()))
+            .collect();
+        brokers.push((
+            self.settings.node_id,
+            self.settings.advertised_host.clone(),
+            self.settings.advertised_port,
+            None,
+        ));
+        brokers.sort_by_key(|b| b.0);
+        brokers
+    }
+
+    /// A broker's address: this node's own, or a registered one's.
+    pub fn broker_address(&self, id: i32) -> Option<(String, u16)> {
+        self.brokers().into_iter().find(|b| b.0 == id).map(|(_, host, port, _)| (host, port))
+    }
+
     /// The metadata controller, on shard 0.
     pub fn controller(&self) -> Option<&Controller> {
         self.controller.as_ref()
@@ -365,9 +390,15 @@ impl Shard {
 
     /// Runs `op` on the shard that owns `partition`.
     pub async fn route(self: &Rc<Self>, partition: TopicPartition, op: PartitionOp) -> OpResult {
-        let Some(owner) = self.image().shard_of(&partition) else {
+        let image = self.image();
+        let Some(owner) = image.shard_of(&partition) else {
             return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
         };
+        // A partition another broker holds: the client's metadata is stale.
+        if !image.topic(&partition.topic).is_some_and(|t| t.is_replica(partition.partition, self.settings.node_id)) {
+            return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+        }
+        drop(image);
         self.route_to(owner, partition, op).await
     }
 

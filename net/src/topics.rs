@@ -1,6 +1,7 @@
 //! Topic lifecycle shared by CreateTopics, auto-creation in Metadata and Produce,
-//! DeleteTopics, CreatePartitions and config changes: change the metadata (one
-//! writer), then open, reconfigure or remove the partitions on the shards that own them.
+//! DeleteTopics, CreatePartitions and config changes: the controller changes the
+//! metadata, and every node opens, reconfigures or removes its partitions as it
+//! applies the new image (`reconcile`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -11,8 +12,8 @@ use skein_engine::TopicPartition;
 use crate::append::TopicSettings;
 use crate::configs::validate_config;
 use crate::errors::code;
-use crate::metadata::controller::{check_growth, ControllerReply, ControllerRequest};
-use crate::metadata::{validate_topic_name, Refusal, TopicMeta};
+use crate::metadata::controller::{check_growth, decide, ControllerReply, ControllerRequest, Local};
+use crate::metadata::{validate_topic_name, MetadataImage, Refusal, TopicMeta};
 use crate::shard::{PartitionOp, Shard};
 
 /// A controller reply of the wrong kind: a bug, answered as Kafka answers one.
@@ -41,11 +42,11 @@ pub fn validate_new_topic(
             format!("Number of partitions {partitions} exceeds the limit of 100000."),
         ));
     }
-    // One broker: only a replication factor of 1 can be placed.
-    if replication_factor != 1 {
+    // The controller checks the factor against the registered brokers.
+    if replication_factor < 1 && replication_factor != -1 {
         return Err((
             code::INVALID_REPLICATION_FACTOR,
-            format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."),
+            "Replication factor must be larger than 0, or -1 to use the default value.".into(),
         ));
     }
     for (name, value) in configs {
@@ -54,10 +55,11 @@ pub fn validate_new_topic(
     Ok(())
 }
 
-/// Creates a topic and opens its partitions on their shards.
+/// Creates a topic; its partitions are opened on the nodes that hold them as the image
+/// is applied there (`reconcile`), here before the answer.
 ///
 /// # Errors
-/// As `validate_new_topic`, TOPIC_ALREADY_EXISTS, or the error of opening a partition.
+/// As `validate_new_topic`, TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR.
 pub async fn create_topic(
     shard: &Rc<Shard>,
     name: &str,
@@ -66,42 +68,84 @@ pub async fn create_topic(
     configs: BTreeMap<String, String>,
 ) -> Result<TopicMeta, Refusal> {
     validate_new_topic(name, partitions, replication_factor, &configs)?;
-    let request = ControllerRequest::CreateTopic { name: name.to_owned(), partitions, configs };
+    let request = ControllerRequest::CreateTopic { name: name.to_owned(), partitions, replication_factor, configs };
     let ControllerReply::Topic(meta) = shard.control(request).await? else { return Err(unexpected()) };
-    open_partitions(shard, &meta, 0..partitions).await?;
     tracing::info!(target: "skein::net", topic = name, partitions, "topic created");
     Ok(meta)
 }
 
-/// Opens partitions `range` of `meta` on their shards.
-pub async fn open_partitions(shard: &Rc<Shard>, meta: &TopicMeta, range: std::ops::Range<i32>) -> Result<(), Refusal> {
-    let settings = TopicSettings::of(meta, &shard.settings.topic_defaults);
-    let opens = range.map(|p| {
-        let owner = meta.shards[p as usize];
-        shard.route_to(owner, TopicPartition::new(meta.name.clone(), p), PartitionOp::Open(settings.clone()))
-    });
-    for result in join_all(opens).await {
-        result.map_err(|(c, m)| (c, m.unwrap_or_else(|| "cannot open partition".into())))?;
-    }
-    Ok(())
+/// Checks what creating a topic would check, changing nothing (`validate_only`).
+///
+/// # Errors
+/// As `create_topic`.
+pub fn validate_create(
+    shard: &Shard,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &BTreeMap<String, String>,
+) -> Result<(), Refusal> {
+    validate_new_topic(name, partitions, replication_factor, configs)?;
+    let request = ControllerRequest::CreateTopic {
+        name: name.to_owned(),
+        partitions,
+        replication_factor,
+        configs: configs.clone(),
+    };
+    let local = Local { node: shard.settings.node_id, shards: shard.settings.shards };
+    decide(&shard.image(), &request, &local).map(|_| ())
 }
 
-/// Deletes a topic: metadata first (the topic disappears for clients), then its logs.
+/// Brings this node's partitions in line with a new image, as Kafka's replica manager
+/// applies a metadata delta: partitions of deleted topics (or of an older incarnation
+/// of their topic) are removed, then partitions newly assigned to this node are opened
+/// on their shards and those whose topic's configs changed are reconfigured. Runs on
+/// shard 0 after each image is published and before the controller answers. Moving a
+/// partition between this node's shards is `move_partition`'s.
+pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &MetadataImage) {
+    let node = shard.settings.node_id;
+    let mut removals = Vec::new();
+    for old in before.topics.values() {
+        if after.topic(&old.name).is_some_and(|t| t.id == old.id) {
+            continue;
+        }
+        for p in (0..old.partitions).filter(|&p| old.is_replica(p, node)) {
+            let op = PartitionOp::Remove { topic_id: *old.id.as_bytes() };
+            removals.push(shard.route_to(old.shards[p as usize], TopicPartition::new(old.name.clone(), p), op));
+        }
+    }
+    let mut opens = Vec::new();
+    for meta in after.topics.values() {
+        let old = before.topic(&meta.name).filter(|o| o.id == meta.id);
+        let reconfigured = old.is_some_and(|o| o.configs != meta.configs);
+        let settings = TopicSettings::of(meta, &shard.settings.topic_defaults);
+        for p in (0..meta.partitions).filter(|&p| meta.is_replica(p, node)) {
+            let existed = old.is_some_and(|o| p < o.partitions && o.is_replica(p, node));
+            let op = match (existed, reconfigured) {
+                (false, _) => PartitionOp::Open(settings.clone()),
+                (true, true) => PartitionOp::Reconfigure(settings.clone()),
+                (true, false) => continue,
+            };
+            opens.push(shard.route_to(meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p), op));
+        }
+    }
+    for (kind, results) in [("remove", join_all(removals).await), ("open", join_all(opens).await)] {
+        for result in results {
+            if let Err((code, message)) = result {
+                tracing::error!(target: "skein::net", kind, code, message, "partition change failed");
+            }
+        }
+    }
+}
+
+/// Deletes a topic: metadata first (the topic disappears for clients); each node
+/// removes its logs as it applies the change.
 ///
 /// # Errors
 /// UNKNOWN_TOPIC_OR_PARTITION.
 pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<TopicMeta, Refusal> {
     let request = ControllerRequest::DeleteTopic { name: name.to_owned() };
     let ControllerReply::Topic(meta) = shard.control(request).await? else { return Err(unexpected()) };
-    let removals = (0..meta.partitions).map(|p| {
-        let op = PartitionOp::Remove { topic_id: *meta.id.as_bytes() };
-        shard.route_to(meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p), op)
-    });
-    for result in join_all(removals).await {
-        if let Err((c, m)) = result {
-            tracing::warn!(target: "skein::net", topic = name, code = c, message = m, "partition removal failed");
-        }
-    }
     tracing::info!(target: "skein::net", topic = name, "topic deleted");
     Ok(meta)
 }
@@ -119,11 +163,12 @@ pub async fn create_partitions(shard: &Rc<Shard>, name: &str, count: i32, valida
         return check_growth(meta, count);
     }
     let request = ControllerRequest::CreatePartitions { name: name.to_owned(), count };
-    let ControllerReply::Grown { old, meta } = shard.control(request).await? else { return Err(unexpected()) };
-    open_partitions(shard, &meta, old..count).await
+    let ControllerReply::Grown { .. } = shard.control(request).await? else { return Err(unexpected()) };
+    Ok(())
 }
 
-/// Replaces a topic's config overrides and applies them to its partitions.
+/// Replaces a topic's config overrides; each node applies them to its partitions as it
+/// applies the change.
 ///
 /// # Errors
 /// UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG.
@@ -141,18 +186,7 @@ pub async fn set_topic_configs(
         return shard.image().topic(name).map(|_| ()).ok_or_else(unknown);
     }
     let request = ControllerRequest::SetConfigs { name: name.to_owned(), configs };
-    let ControllerReply::Topic(meta) = shard.control(request).await? else { return Err(unexpected()) };
-    let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
-    let updates = (0..meta.partitions).map(|p| {
-        shard.route_to(
-            meta.shards[p as usize],
-            TopicPartition::new(meta.name.clone(), p),
-            PartitionOp::Reconfigure(settings.clone()),
-        )
-    });
-    for result in join_all(updates).await {
-        result.map_err(|(c, m)| (c, m.unwrap_or_default()))?;
-    }
+    let ControllerReply::Topic(_) = shard.control(request).await? else { return Err(unexpected()) };
     Ok(())
 }
 

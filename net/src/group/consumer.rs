@@ -597,6 +597,7 @@ mod tests {
                     partitions: *partitions,
                     configs: Default::default(),
                     shards: vec![0; *partitions as usize],
+                    assignments: Vec::new(),
                 },
             );
         }

@@ -69,13 +69,7 @@ pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: CreateT
         }
         if outcome.is_ok() {
             outcome = if request.validate_only {
-                topics::validate_new_topic(&name, partitions, replication_factor, &configs).and_then(|()| {
-                    if shard.image().topic(&name).is_some() {
-                        Err((code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")))
-                    } else {
-                        Ok(())
-                    }
-                })
+                topics::validate_create(shard, &name, partitions, replication_factor, &configs)
             } else {
                 topics::create_topic(shard, &name, partitions, replication_factor, configs.clone()).await.map(|meta| {
                     result.topic_id = meta.id;

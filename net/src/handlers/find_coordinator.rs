@@ -1,5 +1,5 @@
-//! FindCoordinator: this node coordinates every group (it leads every partition of
-//! `__consumer_offsets`, created here on first use). Batched keys from v4 (KIP-699).
+//! FindCoordinator: a group's coordinator is the leader of its partition of
+//! `__consumer_offsets` (created on first use). Batched keys from v4 (KIP-699).
 //! A group's coordinator is named only once its offsets partition is open and loaded;
 //! until then the key gets COORDINATOR_NOT_AVAILABLE, which every client retries (a
 //! client told the address early would send its commit into the load and, for
@@ -28,32 +28,21 @@ pub async fn handle(
     header: &RequestHeader,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let settings = &shard.settings;
     let keys = if header.request_api_version >= 4 { request.coordinator_keys } else { vec![request.key] };
-    let errors = if request.key_type != KEY_TYPE_GROUP {
-        vec![code::COORDINATOR_NOT_AVAILABLE; keys.len()]
+    let coordinators: Vec<Option<(i32, String, u16)>> = if request.key_type != KEY_TYPE_GROUP {
+        vec![None; keys.len()]
     } else {
-        let ready = keys.iter().map(|key| crate::topics::group_call(shard, key, GroupCall::Ready));
-        join_all(ready)
-            .await
-            .into_iter()
-            .map(|r| if r.is_ok() { code::NONE } else { code::COORDINATOR_NOT_AVAILABLE })
-            .collect()
+        join_all(keys.iter().map(|key| coordinator_of(shard, key))).await
     };
-    let node = |(key, error): (kafka_protocol::protocol::StrBytes, i16)| {
-        let mut c = Coordinator::default().with_key(key).with_error_code(error);
-        if error == code::NONE {
-            c = c
-                .with_node_id(BrokerId(settings.node_id))
-                .with_host(s(settings.advertised_host.clone()))
-                .with_port(settings.advertised_port as i32);
-        } else {
-            c = c.with_node_id(BrokerId(-1)).with_port(-1);
+    let node = |(key, found): (kafka_protocol::protocol::StrBytes, Option<(i32, String, u16)>)| {
+        let c = Coordinator::default().with_key(key);
+        match found {
+            Some((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(s(host)).with_port(port as i32),
+            None => c.with_error_code(code::COORDINATOR_NOT_AVAILABLE).with_node_id(BrokerId(-1)).with_port(-1),
         }
-        c
     };
     let mut response = FindCoordinatorResponse::default();
-    let mut coordinators = keys.into_iter().zip(errors).map(node);
+    let mut coordinators = keys.into_iter().zip(coordinators).map(node);
     if header.request_api_version >= 4 {
         response.coordinators = coordinators.collect();
     } else if let Some(c) = coordinators.next() {
@@ -63,4 +52,17 @@ pub async fn handle(
         response.port = c.port;
     }
     response
+}
+
+/// The broker that coordinates `group`: the leader of its `__consumer_offsets`
+/// partition, once that partition is loaded when it is this node.
+async fn coordinator_of(shard: &Rc<Shard>, group: &str) -> Option<(i32, String, u16)> {
+    crate::topics::ensure_offsets_topic(shard).await.ok()?;
+    let partition = crate::group::partition_for(group);
+    let leader = shard.image().topic(crate::group::OFFSETS_TOPIC)?.assignment(partition, shard.settings.node_id).leader;
+    if leader == shard.settings.node_id {
+        crate::topics::group_call(shard, group, GroupCall::Ready).await.ok()?;
+    }
+    let (host, port) = shard.broker_address(leader)?;
+    Some((leader, host, port))
 }

@@ -1,5 +1,6 @@
-//! Metadata: brokers (this node), the controller (this node) and topics with their
-//! partitions, led by this node. Unknown topics are created when the client allows it
+//! Metadata: the registered brokers (this node always among them), the active
+//! controller, and topics with their partitions' leaders, replicas and ISR as the
+//! controller assigned them. Unknown topics are created when the client allows it
 //! and `auto.create.topics.enable` is on, with `num.partitions` partitions.
 
 use std::rc::Rc;
@@ -63,11 +64,18 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: Metadata
         }
     }
     let mut response = MetadataResponse::default();
-    let mut broker = MetadataResponseBroker::default();
-    broker.node_id = BrokerId(settings.node_id);
-    broker.host = s(settings.advertised_host.clone());
-    broker.port = settings.advertised_port as i32;
-    response.brokers = vec![broker];
+    response.brokers = shard
+        .brokers()
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            let mut broker = MetadataResponseBroker::default();
+            broker.node_id = BrokerId(id);
+            broker.host = s(host);
+            broker.port = port as i32;
+            broker.rack = rack.map(s);
+            broker
+        })
+        .collect();
     response.cluster_id = Some(s(settings.cluster_id.clone()));
     response.controller_id = BrokerId(settings.active_controller.load(std::sync::atomic::Ordering::Relaxed));
     response.topics = topics;
@@ -77,7 +85,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: Metadata
 }
 
 fn topic_response(shard: &Shard, meta: &TopicMeta) -> MetadataResponseTopic {
-    let node = BrokerId(shard.settings.node_id);
+    let node = shard.settings.node_id;
     let mut topic = MetadataResponseTopic::default();
     topic.name = Some(TopicName(s(meta.name.clone())));
     topic.topic_id = meta.id;
@@ -86,11 +94,12 @@ fn topic_response(shard: &Shard, meta: &TopicMeta) -> MetadataResponseTopic {
     topic.partitions = (0..meta.partitions)
         .map(|p| {
             let mut partition = MetadataResponsePartition::default();
+            let assignment = meta.assignment(p, node);
             partition.partition_index = p;
-            partition.leader_id = node;
-            partition.leader_epoch = 0;
-            partition.replica_nodes = vec![node];
-            partition.isr_nodes = vec![node];
+            partition.leader_id = BrokerId(assignment.leader);
+            partition.leader_epoch = assignment.leader_epoch;
+            partition.replica_nodes = assignment.replicas.iter().map(|&r| BrokerId(r)).collect();
+            partition.isr_nodes = assignment.isr.iter().map(|&r| BrokerId(r)).collect();
             partition
         })
         .collect();

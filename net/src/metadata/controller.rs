@@ -22,7 +22,7 @@ use skein_engine::TopicPartition;
 
 use super::quorum::{quorum_id, Input, Proposal};
 use super::transport::{Forwarded, Peers};
-use super::{default_shard, MetadataImage, MetadataRecord, Refusal, TopicMeta};
+use super::{default_shard, Assignment, BrokerMeta, MetadataImage, MetadataRecord, Refusal, TopicMeta};
 use crate::errors::code;
 use crate::shard::Shard;
 
@@ -36,6 +36,8 @@ pub enum ControllerRequest {
     CreateTopic {
         name: String,
         partitions: i32,
+        /// -1: Kafka's `default.replication.factor` (1).
+        replication_factor: i16,
         configs: BTreeMap<String, String>,
     },
     DeleteTopic {
@@ -55,6 +57,8 @@ pub enum ControllerRequest {
         target: usize,
     },
     ProducerIds,
+    /// A broker (re)starting registers its address.
+    RegisterBroker(BrokerMeta),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,12 +80,13 @@ pub enum ControllerReply {
 pub fn decide(
     image: &MetadataImage,
     request: &ControllerRequest,
-    shards: usize,
+    local: &Local,
 ) -> Result<(Vec<MetadataRecord>, ControllerReply), Refusal> {
+    let shards = local.shards;
     let unknown = |name: &str| (code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic {name} does not exist."));
     let topic = |name: &str| image.topic(name).cloned().ok_or_else(|| unknown(name));
     Ok(match request {
-        ControllerRequest::CreateTopic { name, partitions, configs } => {
+        ControllerRequest::CreateTopic { name, partitions, replication_factor, configs } => {
             if image.topics.contains_key(name) {
                 return Err((code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
             }
@@ -99,6 +104,7 @@ pub fn decide(
                 partitions: *partitions,
                 configs: configs.clone(),
                 shards: (0..*partitions).map(|p| default_shard(name, p, shards)).collect(),
+                assignments: assign(image, local, name, 0..*partitions, *replication_factor)?,
             };
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Topic(meta))
         }
@@ -113,6 +119,10 @@ pub fn decide(
             check_growth(&meta, *count)?;
             let old = meta.partitions;
             meta.shards.extend((old..*count).map(|p| default_shard(name, p, shards)));
+            if !meta.assignments.is_empty() {
+                let factor = meta.assignments[0].replicas.len() as i16;
+                meta.assignments.extend(assign(image, local, name, old..*count, factor)?);
+            }
             meta.partitions = *count;
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Grown { old, meta })
         }
@@ -130,12 +140,69 @@ pub fn decide(
             *slot = *target;
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Topic(meta))
         }
+        ControllerRequest::RegisterBroker(broker) => {
+            let mut broker = broker.clone();
+            broker.epoch = image.brokers.get(&broker.id).map_or(0, |b| b.epoch + 1);
+            (vec![MetadataRecord::RegisterBroker(broker)], ControllerReply::Done)
+        }
         ControllerRequest::ProducerIds => {
             let start = image.next_producer_id;
             let end = start + PRODUCER_ID_BLOCK_SIZE;
             (vec![MetadataRecord::ProducerIds { next: end }], ControllerReply::ProducerIds(start..end))
         }
     })
+}
+
+/// What `decide` needs to know of the node deciding.
+#[derive(Debug, Clone, Copy)]
+pub struct Local {
+    /// The deciding node (the active controller, itself a broker).
+    pub node: i32,
+    pub shards: usize,
+}
+
+/// Places `replication_factor` replicas of each partition in `partitions` on distinct
+/// brokers: the registered ones, and the deciding node, which is a live broker. The
+/// first replica (the preferred leader) moves one broker on per partition, starting at
+/// a broker derived from the topic name, so leaders spread.
+///
+/// # Errors
+/// INVALID_REPLICATION_FACTOR, in Kafka's words.
+fn assign(
+    image: &MetadataImage,
+    local: &Local,
+    topic: &str,
+    partitions: std::ops::Range<i32>,
+    replication_factor: i16,
+) -> Result<Vec<Assignment>, Refusal> {
+    let factor = if replication_factor == -1 { 1 } else { replication_factor };
+    let mut brokers: Vec<i32> = image.brokers.keys().copied().collect();
+    if !brokers.contains(&local.node) {
+        brokers.push(local.node);
+        brokers.sort_unstable();
+    }
+    if factor < 1 || factor as usize > brokers.len() {
+        return Err((
+            code::INVALID_REPLICATION_FACTOR,
+            format!("Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot be reached because only {} broker(s) are registered.", brokers.len()),
+        ));
+    }
+    // Until followers replicate, a partition lives on one broker.
+    if factor > 1 {
+        return Err((
+            code::INVALID_REPLICATION_FACTOR,
+            format!("Unable to replicate the partition {factor} time(s): Skein does not replicate partitions between brokers yet."),
+        ));
+    }
+    let start = crc32c::crc32c(topic.as_bytes()) as usize;
+    Ok(partitions
+        .map(|p| {
+            let first = start.wrapping_add(p as usize);
+            let replicas: Vec<i32> =
+                (0..factor as usize).map(|i| brokers[first.wrapping_add(i) % brokers.len()]).collect();
+            Assignment { leader: replicas[0], leader_epoch: 0, partition_epoch: 0, isr: replicas.clone(), replicas }
+        })
+        .collect())
 }
 
 /// Why a topic cannot grow to `count` partitions, in Kafka's words.
@@ -283,7 +350,8 @@ impl Controller {
             return Err(super::quorum::not_controller(self.leader_id.get()));
         }
         let current = shard.image();
-        let (records, reply) = decide(&current, &request, shard.settings.shards)?;
+        let local = Local { node: shard.settings.node_id, shards: shard.settings.shards };
+        let (records, reply) = decide(&current, &request, &local)?;
         if records.is_empty() {
             return Ok((reply, self.applied.get()));
         }
@@ -421,7 +489,7 @@ mod tests {
     use super::*;
 
     fn applied(image: &mut MetadataImage, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
-        let (records, reply) = decide(image, &request, 2)?;
+        let (records, reply) = decide(image, &request, &Local { node: 1, shards: 2 })?;
         image.apply(&records);
         Ok(reply)
     }
@@ -433,6 +501,7 @@ mod tests {
         let create = |name: &str, partitions| ControllerRequest::CreateTopic {
             name: name.into(),
             partitions,
+            replication_factor: -1,
             configs: BTreeMap::new(),
         };
         let Ok(ControllerReply::Topic(meta)) = applied(&mut image, create("a.b", 3)) else { panic!() };
@@ -462,5 +531,41 @@ mod tests {
         applied(&mut image, delete.clone()).unwrap();
         assert!(image.topic("a.b").is_none());
         assert_eq!(applied(&mut image, delete).unwrap_err().0, code::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+
+    // Registered brokers share the partitions' leadership evenly; a registration bumps
+    // the broker's epoch; a replication factor past the brokers is refused.
+    #[test]
+    fn partitions_spread_over_the_brokers() {
+        let mut image = MetadataImage::default();
+        let register = |id: i32| {
+            ControllerRequest::RegisterBroker(BrokerMeta {
+                id,
+                epoch: 0,
+                host: "127.0.0.1".into(),
+                port: 9000 + id as u16,
+                rack: None,
+            })
+        };
+        for id in [2, 3] {
+            applied(&mut image, register(id)).unwrap();
+        }
+        applied(&mut image, register(2)).unwrap();
+        assert_eq!(image.brokers[&2].epoch, 1);
+        let create = |replication_factor| ControllerRequest::CreateTopic {
+            name: "spread".into(),
+            partitions: 6,
+            replication_factor,
+            configs: BTreeMap::new(),
+        };
+        assert_eq!(applied(&mut image, create(4)).unwrap_err().0, code::INVALID_REPLICATION_FACTOR);
+        let Ok(ControllerReply::Topic(meta)) = applied(&mut image, create(1)) else { panic!() };
+        let mut led = BTreeMap::new();
+        for p in 0..6 {
+            let assignment = meta.assignment(p, 9);
+            assert_eq!((assignment.replicas.len(), assignment.isr.clone()), (1, vec![assignment.leader]));
+            *led.entry(assignment.leader).or_insert(0) += 1;
+        }
+        assert_eq!(led, BTreeMap::from([(1, 2), (2, 2), (3, 2)]), "the deciding node 1 counts as a broker");
     }
 }

@@ -29,6 +29,56 @@ pub struct TopicMeta {
     pub configs: BTreeMap<String, String>,
     /// Shard of each partition (index = partition).
     pub shards: Vec<usize>,
+    /// Replicas of each partition (index = partition), as the controller assigned
+    /// them. Empty in images written by single-node versions: every partition then
+    /// lives on the node that reads the image.
+    #[serde(default)]
+    pub assignments: Vec<Assignment>,
+}
+
+impl TopicMeta {
+    /// Partition `partition`'s replicas; a topic without assignments has one replica,
+    /// on `local`.
+    pub fn assignment(&self, partition: i32, local: i32) -> Assignment {
+        usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.assignments.get(p))
+            .cloned()
+            .unwrap_or_else(|| Assignment::sole(local))
+    }
+
+    /// Whether node `node` holds a replica of `partition`.
+    pub fn is_replica(&self, partition: i32, node: i32) -> bool {
+        self.assignment(partition, node).replicas.contains(&node)
+    }
+}
+
+/// Where a partition's replicas live and who leads them (Kafka's PartitionRecord).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub replicas: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
+}
+
+impl Assignment {
+    /// One replica, on `node`, leading.
+    pub fn sole(node: i32) -> Assignment {
+        Assignment { replicas: vec![node], leader: node, leader_epoch: 0, partition_epoch: 0, isr: vec![node] }
+    }
+}
+
+/// A broker as it registered with the controller (Kafka's RegisterBrokerRecord).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerMeta {
+    pub id: i32,
+    /// Bumped at each registration (each start).
+    pub epoch: u64,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
 }
 
 /// An immutable snapshot of the metadata, with a version that only grows.
@@ -38,6 +88,9 @@ pub struct MetadataImage {
     pub topics: BTreeMap<String, TopicMeta>,
     /// Producer ids handed out up to (excluding) this one.
     pub next_producer_id: i64,
+    /// Registered brokers by id.
+    #[serde(default)]
+    pub brokers: BTreeMap<i32, BrokerMeta>,
     /// The generation of the record log that continues this image (`store`).
     #[serde(default)]
     pub log_generation: u64,
@@ -131,6 +184,8 @@ pub enum MetadataRecord {
     ProducerIds {
         next: i64,
     },
+    /// A broker registered (Kafka's RegisterBrokerRecord).
+    RegisterBroker(BrokerMeta),
 }
 
 impl MetadataImage {
@@ -147,6 +202,9 @@ impl MetadataImage {
                     }
                 }
                 MetadataRecord::ProducerIds { next } => self.next_producer_id = self.next_producer_id.max(*next),
+                MetadataRecord::RegisterBroker(broker) => {
+                    self.brokers.insert(broker.id, broker.clone());
+                }
             }
         }
         self.version += 1;
@@ -184,6 +242,7 @@ mod tests {
             partitions: 1,
             configs: BTreeMap::new(),
             shards: vec![0],
+            assignments: Vec::new(),
         };
         let (a, b) = (topic("a"), topic("b"));
         let (ida, idb) = (a.id, b.id);
@@ -213,6 +272,7 @@ mod tests {
             partitions: 2,
             configs: BTreeMap::new(),
             shards: vec![7, 1],
+            assignments: Vec::new(),
         };
         image.apply(&[MetadataRecord::Topic(meta)]);
         image.place_within(2);

@@ -15,6 +15,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use glommio::channels::local_channel::{LocalReceiver, LocalSender};
 use serde::{Deserialize, Serialize};
 use skein_replication::quorum::{Committed, Durable, Journal, Quorum, QuorumConfig, Work};
 
@@ -150,7 +151,10 @@ pub enum Input {
 pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::local_channel::LocalReceiver<Input>) {
     let Some(controller) = shard.controller() else { return };
     let Opened { mut quorum, mut journal, mut image } = opened;
+    let (applier, images) = glommio::channels::local_channel::new_bounded(64);
+    glommio::spawn_local(run_applier(shard.clone(), images)).detach();
     let mut applied = quorum.committed();
+    controller.set_applied(applied);
     let mut next_tick = Instant::now() + TICK;
     loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
@@ -182,11 +186,18 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
             let mut lost = send(controller, &messages);
             if let Some(snapshot) = &snapshot {
                 match decode_image(&snapshot.data) {
-                    Ok(installed) => image = installed,
+                    Ok(mut installed) => {
+                        installed.place_within(shard.settings.shards);
+                        image = installed;
+                        applied = snapshot.get_metadata().index;
+                        let installed =
+                            Applied { image: Arc::new(image.clone()), index: applied, answered: Vec::new() };
+                        let _ = applier.send(installed).await;
+                    }
                     Err(e) => tracing::error!(target: "skein::net", error = %e, "snapshot from the leader refused"),
                 }
             }
-            applied = apply(&shard, controller, &mut image, committed, applied).await;
+            applied = apply(&shard, &applier, &mut image, committed, applied).await;
             let durable = quorum.durable();
             if let Err(e) = journal.persist(&entries, hard_state.as_ref(), snapshot.as_ref(), durable).await {
                 tracing::error!(target: "skein::net", error = %e, "cannot persist the metadata log; this controller stops");
@@ -195,7 +206,7 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
             }
             let advanced = quorum.advance();
             lost.extend(send(controller, &advanced.messages));
-            applied = apply(&shard, controller, &mut image, advanced.committed, applied).await;
+            applied = apply(&shard, &applier, &mut image, advanced.committed, applied).await;
             for (peer, snapshot) in lost {
                 quorum.unreachable(peer);
                 if snapshot {
@@ -233,22 +244,23 @@ pub(crate) fn not_controller(leader: Option<u64>) -> super::Refusal {
     (code::NOT_CONTROLLER, format!("this node is not the active controller (the leader is {leader})"))
 }
 
-/// Applies committed entries to `image`, publishes it to every shard once, then
-/// completes this node's proposals among them. Returns the index applied.
+/// Applies committed entries to `image` and hands the result to the applier; returns
+/// the index applied.
 async fn apply(
     shard: &Rc<Shard>,
-    controller: &super::controller::Controller,
+    applier: &LocalSender<Applied>,
     image: &mut MetadataImage,
     committed: Vec<Committed>,
     applied: u64,
 ) -> u64 {
     let Some(last) = committed.last().map(|c| c.index) else { return applied };
+    let me = shard.controller().map(|c| c.quorum_id());
     let mut answered = Vec::new();
     for entry in committed {
         match serde_json::from_slice::<Proposal>(&entry.data) {
             Ok(proposal) => {
                 image.apply(&proposal.records);
-                if proposal.node == controller.quorum_id() {
+                if Some(proposal.node) == me {
                     answered.push(proposal.id);
                 }
             }
@@ -258,12 +270,34 @@ async fn apply(
         }
     }
     image.place_within(shard.settings.shards);
-    shard.publish(Arc::new(image.clone())).await;
-    controller.set_applied(last);
-    for id in answered {
-        controller.complete(id, Ok(last));
-    }
+    let _ = applier.send(Applied { image: Arc::new(image.clone()), index: last, answered }).await;
     last
+}
+
+/// An applied image on its way to the shards.
+pub struct Applied {
+    image: Arc<MetadataImage>,
+    index: u64,
+    /// This node's proposals it holds.
+    answered: Vec<u64>,
+}
+
+/// Takes applied images in log order: publishes each to every shard, brings this
+/// node's partitions in line with it (`topics::reconcile`), then completes this
+/// node's proposals. A task of its own, so that opening many partitions never holds
+/// up the quorum's ticks and messages.
+pub async fn run_applier(shard: Rc<Shard>, images: LocalReceiver<Applied>) {
+    let mut last = shard.image();
+    while let Some(applied) = images.recv().await {
+        shard.publish(applied.image.clone()).await;
+        crate::topics::reconcile(&shard, &last, &applied.image).await;
+        last = applied.image;
+        let Some(controller) = shard.controller() else { continue };
+        controller.set_applied(applied.index);
+        for id in applied.answered {
+            controller.complete(id, Ok(applied.index));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -284,6 +318,7 @@ mod tests {
             partitions: 2,
             configs: Default::default(),
             shards: vec![0, 1],
+            assignments: Vec::new(),
         };
         let (topic, logged, torn) = (topic("kept"), topic("logged"), topic("torn"));
         let mut image = MetadataImage { next_producer_id: 1000, log_generation: 3, ..Default::default() };
