@@ -104,6 +104,10 @@ pub struct StartArgs {
     /// --controller-voters].
     #[arg(long, env = "SKEIN_CONTROLLER_LISTENER")]
     pub controller_listener: Option<String>,
+    /// Kafka's `replica.lag.time.max.ms`: a follower not caught up for this long leaves
+    /// the ISR [default: 30000].
+    #[arg(long, env = "SKEIN_REPLICA_LAG_TIME_MAX_MS")]
+    pub replica_lag_time_max_ms: Option<u64>,
     /// Kafka's `log.cleaner.dedupe.buffer.size`: the log cleaner's offset map memory
     /// for the whole node, shared out among the shards [default: 134217728].
     #[arg(long, env = "SKEIN_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
@@ -152,6 +156,7 @@ struct FileConfig {
     max_connections_per_ip: Option<usize>,
     controller_voters: Option<String>,
     controller_listener: Option<String>,
+    replica_lag_time_max_ms: Option<u64>,
     log_cleaner_dedupe_buffer_size: Option<usize>,
     log_cleaner_io_buffer_size: Option<usize>,
     log_cleaner_io_max_bytes_per_second: Option<f64>,
@@ -189,6 +194,7 @@ pub struct NodeConfig {
     pub controller_voters: Vec<(i32, SocketAddr)>,
     /// Where this node's controller listens, in a cluster.
     pub controller_listener: Option<SocketAddr>,
+    pub replica_lag_time_max_ms: u64,
     /// The log cleaner's settings for the whole node (the dedupe buffer is shared out).
     pub cleaner: skein_engine::CleanerConfig,
     pub log_cleaner_backoff_ms: u64,
@@ -353,6 +359,11 @@ impl NodeConfig {
                 .unwrap_or(i32::MAX as usize),
             controller_voters,
             controller_listener,
+            replica_lag_time_max_ms: args
+                .replica_lag_time_max_ms
+                .or(file.replica_lag_time_max_ms)
+                .unwrap_or(30_000)
+                .clamp(1, i64::MAX as u64),
             cleaner,
             log_cleaner_backoff_ms: args
                 .log_cleaner_backoff_ms

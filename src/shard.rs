@@ -327,7 +327,9 @@ async fn run_shard(
                 continue;
             }
             let partition = TopicPartition::new(topic.name.clone(), p);
-            match shard.execute(&partition, PartitionOp::Open(settings.clone())).await {
+            let assignment = PartitionOp::Assign(topic.assignment(p, shard.settings.node_id));
+            let open = shard.execute(&partition, PartitionOp::Open(settings.clone())).await;
+            match open.and(shard.execute(&partition, assignment).await) {
                 Ok(_) => opened += 1,
                 Err((code, message)) => {
                     tracing::error!(target: "skein", shard = shard.id, partition = %partition, code, message, "partition offline")
@@ -359,6 +361,8 @@ async fn run_shard(
         }
     }
     spawn_cleaner(&shard, &config, shards);
+    glommio::spawn_local(skein_net::replica_fetcher::run(shard.clone(), config.replica_lag_time_max_ms as i64))
+        .detach();
     ready.fetch_add(1, Ordering::Release);
     let tick = Duration::from_millis(config.housekeeping_interval_ms.min(100));
     let mut since_housekeeping = Duration::ZERO;

@@ -1,8 +1,8 @@
 //! Three-node clusters on loopback: each node its own ports and data directory, all
-//! started and stopped here. So far the metadata quorum (topics created through any
-//! node reach every node, the quorum survives losing its leader, and a node that was
-//! down catches up when it returns) and partitions spread over the brokers, which
-//! real clients find through Metadata.
+//! started and stopped here: the metadata quorum (topics created through any node
+//! reach every node, the quorum survives losing its leader, and a node that was down
+//! catches up when it returns), partitions spread over the brokers, which real clients
+//! find through Metadata, and followers replicating with the ISR following them.
 
 mod common;
 
@@ -29,6 +29,11 @@ struct Cluster {
 impl Cluster {
     /// Starts nodes 1 to `size`, each a voter of the controller quorum.
     fn start(size: i32) -> Cluster {
+        Cluster::start_with(size, &[])
+    }
+
+    /// As `start`, with `extra` flags for every node.
+    fn start_with(size: i32, extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let mut ports: Vec<u16> = Vec::new();
         while ports.len() < size as usize {
@@ -43,7 +48,10 @@ impl Cluster {
             .map(|id| {
                 let home = dir.path().join(format!("n{id}"));
                 std::fs::create_dir_all(&home).unwrap();
-                Broker::start(&home, "1", &["--node-id", &id.to_string(), "--controller-voters", &voters])
+                let id = id.to_string();
+                let mut args = vec!["--node-id", &id, "--controller-voters", &voters];
+                args.extend_from_slice(extra);
+                Broker::start(&home, "1", &args)
             })
             .collect();
         Cluster { nodes, _dir: dir }
@@ -155,8 +163,8 @@ fn metadata_quorum_survives_a_lost_controller() {
 // leading two; every node's Metadata names the three brokers and the same leaders; an
 // idempotent librdkafka producer bootstrapped on one node writes to every leader and
 // a consumer reads everything back; a node asked for a partition it does not hold
-// answers NOT_LEADER_OR_FOLLOWER. A replication factor the brokers cannot hold yet is
-// refused with Kafka's error.
+// answers NOT_LEADER_OR_FOLLOWER. A replication factor past the brokers is refused
+// with Kafka's error.
 #[test]
 fn partitions_spread_over_the_brokers() {
     let mut cluster = Cluster::start(3);
@@ -167,8 +175,9 @@ fn partitions_spread_over_the_brokers() {
         std::thread::sleep(Duration::from_millis(100));
     }
     create_with(cluster.node(1), "spread", 6, 1).unwrap();
-    let (code, message) = create_with(cluster.node(2), "replicated", 1, 3).unwrap_err();
+    let (code, message) = create_with(cluster.node(2), "too-many", 1, 4).unwrap_err();
     assert_eq!(code, 38, "INVALID_REPLICATION_FACTOR: {message}");
+    assert!(message.contains("only 3 broker(s) are registered"), "{message}");
     let leaders = |id: i32| -> Vec<i32> {
         let response = metadata(cluster.node(id));
         let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == "spread").unwrap();
@@ -239,6 +248,170 @@ fn partitions_spread_over_the_brokers() {
         }
     }
     assert_eq!(seen.len(), 600, "records read");
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
+/// Counts a producer's acknowledged records and its errors.
+#[derive(Clone, Default)]
+struct Acks {
+    acked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    errors: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rdkafka::ClientContext for Acks {}
+
+impl rdkafka::producer::ProducerContext for Acks {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(_) => {
+                self.acked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err((e, _)) => self.errors.lock().unwrap().push(e.to_string()),
+        }
+    }
+}
+
+/// Sends records `range` to `topic` (partition `i % partitions`) with acks=all and an
+/// idempotent producer bootstrapped on `node`; all must be acknowledged (the nodes'
+/// logs are shown if not).
+fn produce_acked(cluster: &Cluster, node: i32, topic: &str, partitions: i32, range: std::ops::Range<i32>) {
+    let node = cluster.node(node);
+    let acks = Acks::default();
+    let producer: BaseProducer<Acks> = ClientConfig::new()
+        .set("bootstrap.servers", node.bootstrap())
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "30000")
+        .create_with_context(acks.clone())
+        .unwrap();
+    let count = range.len();
+    for i in range {
+        let payload = format!("m{i:05}");
+        let record: BaseRecord<'_, (), str> = BaseRecord::to(topic).partition(i % partitions).payload(&payload);
+        producer.send(record).unwrap();
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(40)).unwrap();
+    let errors = acks.errors.lock().unwrap();
+    let acked = acks.acked.load(std::sync::atomic::Ordering::Relaxed);
+    if !errors.is_empty() || acked != count {
+        for node in &cluster.nodes {
+            let path = format!("/tmp/cluster-node-{}.log", node.port);
+            std::fs::write(&path, node.log()).unwrap();
+            eprintln!("--- node on {}: {path}\n{}", node.bootstrap(), common_tail(&node.log(), 60));
+        }
+        panic!("{acked} of {count} acknowledged; {} errors, first: {:?}", errors.len(), errors.first());
+    }
+}
+
+fn common_tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The ISR of `topic`'s partition `partition` as `node` names it.
+fn isr(node: &Broker, topic: &str, partition: i32) -> Vec<i32> {
+    let response = metadata(node);
+    let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == topic).unwrap();
+    let mut isr: Vec<i32> = topic
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == partition)
+        .unwrap()
+        .isr_nodes
+        .iter()
+        .map(|b| b.0)
+        .collect();
+    isr.sort_unstable();
+    isr
+}
+
+fn wait_for_isr(node: &Broker, topic: &str, partition: i32, expected: &[i32], within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = isr(node, topic, partition);
+        if now == expected {
+            return;
+        }
+        assert!(Instant::now() < deadline, "ISR of {topic}-{partition} is {now:?}, not {expected:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Reads `topic` from the beginning through `node` until `expected` records; returns
+/// the record numbers read.
+fn consume_numbers(node: &Broker, topic: &str, partitions: i32, expected: usize) -> Vec<i32> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", node.bootstrap())
+        .set("group.id", format!("{topic}-reader"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..partitions {
+        assignment.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut numbers = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while numbers.len() < expected && Instant::now() < deadline {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            let payload = String::from_utf8(message.payload().unwrap().to_vec()).unwrap();
+            numbers.push(payload[1..].parse().unwrap());
+        }
+    }
+    numbers
+}
+
+// A topic of replication factor 3 with min.insync.replicas=2: acks=all produces are
+// acknowledged only once the whole ISR holds them (the followers fetched them); a
+// killed follower leaves the ISR after replica.lag.time.max.ms and produces go on
+// with two; back, it catches up and rejoins the ISR; every record is read once.
+#[test]
+fn followers_replicate_and_the_isr_follows_them() {
+    let mut cluster = Cluster::start_with(3, &["--replica-lag-time-max-ms", "1500"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
+        assert!(Instant::now() < deadline, "brokers did not register");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let request = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("replicated")))
+        .with_num_partitions(2)
+        .with_replication_factor(3)
+        .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("min.insync.replicas"))
+            .with_value(Some(StrBytes::from_static_str("2")))])]);
+    let response: CreateTopicsResponse = RawClient::connect(&cluster.node(1).bootstrap()).call(&request, 7);
+    assert_eq!(response.topics[0].error_code, 0, "{:?}", response.topics[0].error_message);
+    for p in 0..2 {
+        wait_for_isr(cluster.node(2), "replicated", p, &[1, 2, 3], Duration::from_secs(10));
+    }
+    produce_acked(&cluster, 1, "replicated", 2, 0..500);
+
+    // The broker that leads neither partition follows both; it goes away.
+    let response = metadata(cluster.node(1));
+    let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == "replicated").unwrap();
+    let leaders: Vec<i32> = topic.partitions.iter().map(|p| p.leader_id.0).collect();
+    let follower = (1..=3).find(|id| !leaders.contains(id)).unwrap();
+    let remaining: Vec<i32> = (1..=3).filter(|&id| id != follower).collect();
+    cluster.node_mut(follower).kill();
+    for p in 0..2 {
+        wait_for_isr(cluster.node(remaining[0]), "replicated", p, &remaining, Duration::from_secs(15));
+    }
+    produce_acked(&cluster, remaining[0], "replicated", 2, 500..1000);
+
+    cluster.node_mut(follower).restart();
+    for p in 0..2 {
+        wait_for_isr(cluster.node(remaining[0]), "replicated", p, &[1, 2, 3], Duration::from_secs(20));
+    }
+    let mut numbers = consume_numbers(cluster.node(follower), "replicated", 2, 1000);
+    numbers.sort_unstable();
+    assert_eq!(numbers, (0..1000).collect::<Vec<_>>(), "every record once");
     for node in &mut cluster.nodes {
         node.stop();
     }

@@ -24,6 +24,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod operations;
 pub mod registry;
+pub mod replica_fetcher;
 pub mod router;
 pub mod server;
 pub mod shard;

@@ -73,6 +73,8 @@ pub struct Partition {
     /// Record bytes produced to and fetched from this partition, for placement.
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
+    /// An ISR change this leader proposed is with the controller.
+    pub isr_change_pending: Cell<bool>,
 }
 
 /// The replica's fields and methods (`log`, `producers`, `high_watermark`, ...) read
@@ -104,7 +106,19 @@ pub enum PartitionOp {
         offset: i64,
         max_bytes: usize,
         wait_ms: u64,
+        /// A follower's read: up to the log end, not the high watermark.
+        to_log_end: bool,
     },
+    /// A follower's fetch position, recorded by the leader before it reads: the high
+    /// watermark may move. Answers where the follower's log diverged, if it did.
+    FollowerFetch {
+        follower: i32,
+        offset: i64,
+        current_leader_epoch: i32,
+        last_fetched_epoch: i32,
+    },
+    /// The controller's assignment of this partition (leader, epochs, replicas, ISR).
+    Assign(crate::metadata::Assignment),
     ListOffsets {
         timestamp: i64,
     },
@@ -146,6 +160,10 @@ pub enum PartitionReply {
         log_start_offset: i64,
         records: Vec<Bytes>,
     },
+    /// Where a follower's log diverged from the leader's: (epoch, end offset).
+    FollowerFetch {
+        diverging: Option<(i32, i64)>,
+    },
     Offsets {
         offset: i64,
         timestamp: i64,
@@ -174,7 +192,7 @@ impl PartitionOp {
     pub fn api_key(&self) -> Option<i16> {
         match self {
             PartitionOp::Produce { .. } => Some(0),
-            PartitionOp::Fetch { .. } => Some(1),
+            PartitionOp::Fetch { .. } | PartitionOp::FollowerFetch { .. } => Some(1),
             PartitionOp::ListOffsets { .. } => Some(2),
             PartitionOp::DeleteRecords { .. } => Some(21),
             PartitionOp::EpochEndOffset { .. } => Some(23),
@@ -461,6 +479,7 @@ impl Shard {
                         rules: Cell::new(settings.append),
                         bytes_in: Cell::new(0),
                         bytes_out: Cell::new(0),
+                        isr_change_pending: Cell::new(false),
                     }),
                 );
                 return Ok(PartitionReply::Done);
@@ -496,9 +515,15 @@ impl Shard {
         let engine = |e: skein_engine::Error| (code_of(&e), Some(e.to_string()));
         match op {
             PartitionOp::Produce { batch, acks } => self.produce(partition, &state, batch, acks).await,
-            PartitionOp::Fetch { offset, max_bytes, wait_ms } => {
+            PartitionOp::Fetch { offset, max_bytes, wait_ms, to_log_end } => {
+                // Only the leader serves reads (KIP-392 reads from followers are not
+                // offered).
+                if state.replica_state.borrow().role() != replication::Role::Leader {
+                    return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+                }
                 let offset = Offset(offset);
-                if wait_ms > 0 && offset >= state.high_watermark() && offset <= log.log_end_offset() {
+                let visible_end = if to_log_end { log.log_end_offset() } else { state.high_watermark() };
+                if wait_ms > 0 && offset >= visible_end && offset <= log.log_end_offset() {
                     let timeout = async {
                         glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
                     };
@@ -513,8 +538,10 @@ impl Shard {
                     }
                     Vec::new()
                 } else {
-                    // Consumers never read past the high watermark.
-                    log.read(offset, max_bytes, Some(state.high_watermark())).await.map_err(engine)?
+                    // Consumers never read past the high watermark; followers read
+                    // to the log end.
+                    let limit = (!to_log_end).then(|| state.high_watermark());
+                    log.read(offset, max_bytes, limit).await.map_err(engine)?
                 };
                 let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
                 self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
@@ -525,6 +552,38 @@ impl Shard {
                     log_start_offset: log.log_start_offset().0,
                     records: batches.into_iter().map(Batch::into_bytes).collect(),
                 })
+            }
+            PartitionOp::FollowerFetch { follower, offset, current_leader_epoch, last_fetched_epoch } => {
+                // A follower whose last epoch ends before where it fetches (or that
+                // the leader does not know) diverged: it truncates first (KIP-320).
+                if last_fetched_epoch >= 0 {
+                    let (epoch, end) = log
+                        .end_offset_for_epoch(LeaderEpoch(last_fetched_epoch))
+                        .unwrap_or((LeaderEpoch(-1), Offset(-1)));
+                    if epoch.0 != last_fetched_epoch || end.0 < offset {
+                        state.replica_state.borrow().check_epoch(current_leader_epoch).map_err(|c| (c, None))?;
+                        return Ok(PartitionReply::FollowerFetch { diverging: Some((epoch.0, end.0)) });
+                    }
+                }
+                let now = skein_engine::log::now_ms();
+                let proposal = state
+                    .follower_fetched(follower, Offset(offset), current_leader_epoch, now)
+                    .map_err(|c| (c, None))?;
+                if let Some(proposal) = proposal {
+                    crate::replica_fetcher::propose_isr(self, partition, proposal);
+                }
+                Ok(PartitionReply::FollowerFetch { diverging: None })
+            }
+            PartitionOp::Assign(assignment) => {
+                state.assign(
+                    assignment.leader,
+                    LeaderEpoch(assignment.leader_epoch),
+                    assignment.partition_epoch,
+                    assignment.replicas,
+                    assignment.isr,
+                    skein_engine::log::now_ms(),
+                );
+                Ok(PartitionReply::Done)
             }
             PartitionOp::ListOffsets { timestamp } => {
                 let (offset, ts) = match timestamp {

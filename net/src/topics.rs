@@ -99,7 +99,8 @@ pub fn validate_create(
 /// Brings this node's partitions in line with a new image, as Kafka's replica manager
 /// applies a metadata delta: partitions of deleted topics (or of an older incarnation
 /// of their topic) are removed, then partitions newly assigned to this node are opened
-/// on their shards and those whose topic's configs changed are reconfigured. Runs on
+/// on their shards and those whose topic's configs changed are reconfigured, then each
+/// whose assignment changed takes its role (leader or follower, epochs, ISR). Runs on
 /// shard 0 after each image is published and before the controller answers. Moving a
 /// partition between this node's shards is `move_partition`'s.
 pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &MetadataImage) {
@@ -114,22 +115,33 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
             removals.push(shard.route_to(old.shards[p as usize], TopicPartition::new(old.name.clone(), p), op));
         }
     }
+    let removed = join_all(removals).await;
     let mut opens = Vec::new();
+    let mut assigns = Vec::new();
     for meta in after.topics.values() {
         let old = before.topic(&meta.name).filter(|o| o.id == meta.id);
         let reconfigured = old.is_some_and(|o| o.configs != meta.configs);
         let settings = TopicSettings::of(meta, &shard.settings.topic_defaults);
         for p in (0..meta.partitions).filter(|&p| meta.is_replica(p, node)) {
             let existed = old.is_some_and(|o| p < o.partitions && o.is_replica(p, node));
+            let (owner, partition) = (meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p));
+            let assignment = meta.assignment(p, node);
+            if !existed || old.is_some_and(|o| o.assignment(p, node) != assignment) {
+                assigns.push((owner, partition.clone(), PartitionOp::Assign(assignment)));
+            }
             let op = match (existed, reconfigured) {
                 (false, _) => PartitionOp::Open(settings.clone()),
                 (true, true) => PartitionOp::Reconfigure(settings.clone()),
                 (true, false) => continue,
             };
-            opens.push(shard.route_to(meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p), op));
+            opens.push(shard.route_to(owner, partition, op));
         }
     }
-    for (kind, results) in [("remove", join_all(removals).await), ("open", join_all(opens).await)] {
+    let opened = join_all(opens).await;
+    // Roles after the logs are open: lead or follow, with the epochs and ISR.
+    let assigned =
+        join_all(assigns.into_iter().map(|(owner, partition, op)| shard.route_to(owner, partition, op))).await;
+    for (kind, results) in [("remove", removed), ("open", opened), ("assign", assigned)] {
         for result in results {
             if let Err((code, message)) = result {
                 tracing::error!(target: "skein::net", kind, code, message, "partition change failed");

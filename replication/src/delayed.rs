@@ -35,6 +35,11 @@ impl HighWatermarkWaiters {
         }
     }
 
+    /// Drops every waiter: their produces fail (this replica stopped leading).
+    pub fn fail_all(&mut self) {
+        self.waiting.clear();
+    }
+
     /// Waiters still waiting (their receivers may be gone).
     pub fn len(&self) -> usize {
         self.waiting.values().map(Vec::len).sum()

@@ -13,7 +13,7 @@ use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, Offset};
 use crate::code;
 use crate::delayed::HighWatermarkWaiters;
 use crate::producer::{Check, ProducerStates};
-use crate::replica::{BrokerId, ReplicaState};
+use crate::replica::{BrokerId, IsrProposal, ReplicaState, Role};
 
 pub struct Partition<S: Storage> {
     pub log: Rc<Log<S>>,
@@ -142,6 +142,106 @@ impl<S: Storage> Partition<S> {
             }
         }
         Ok(Appended { base_offset: info.base_offset, log_start_offset: info.log_start_offset, duplicate: false })
+    }
+
+    /// Takes the controller's view of this partition: lead in `epoch` with `replicas`
+    /// and `isr` when `leader` is this broker, follow `leader` otherwise. The same
+    /// leader epoch again only updates the ISR (an AlterPartition committed). Produces
+    /// waiting for the high watermark fail when this replica stops leading.
+    pub fn assign(
+        &self,
+        leader: BrokerId,
+        epoch: LeaderEpoch,
+        partition_epoch: i32,
+        replicas: Vec<BrokerId>,
+        isr: Vec<BrokerId>,
+        now_ms: i64,
+    ) {
+        let mut replica = self.replica_state.borrow_mut();
+        let log_end = self.log.offset_written_end();
+        if epoch < replica.leader_epoch() {
+            return;
+        }
+        let same_term = epoch == replica.leader_epoch();
+        if leader == replica.broker() {
+            if same_term && replica.role() == Role::Leader && replica.replicas() == replicas.as_slice() {
+                replica.apply_isr(isr, partition_epoch);
+            } else {
+                replica.become_leader(epoch, partition_epoch, replicas, isr, log_end, now_ms);
+            }
+            let high_watermark = replica.high_watermark();
+            self.acks.borrow_mut().complete_through(high_watermark);
+        } else {
+            if !(same_term && replica.role() == (Role::Follower { leader })) {
+                replica.become_follower(leader, epoch, partition_epoch, log_end);
+            } else {
+                replica.apply_isr(isr, partition_epoch);
+            }
+            self.acks.borrow_mut().fail_all();
+        }
+    }
+
+    /// A follower fetched at `fetch_offset` in `epoch` (the leader's side of a replica
+    /// fetch): the high watermark may move, completing `acks=all` produces. Returns an
+    /// ISR expansion to propose when the follower caught up.
+    ///
+    /// # Errors
+    /// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH.
+    pub fn follower_fetched(
+        &self,
+        follower: BrokerId,
+        fetch_offset: Offset,
+        epoch: i32,
+        now_ms: i64,
+    ) -> Result<Option<IsrProposal>, i16> {
+        let mut replica = self.replica_state.borrow_mut();
+        replica.local_append(self.log.offset_written_end());
+        let (_, proposal) = replica.follower_fetch(follower, fetch_offset, epoch, now_ms)?;
+        let high_watermark = replica.high_watermark();
+        self.acks.borrow_mut().complete_through(high_watermark);
+        Ok(proposal)
+    }
+
+    /// Appends the leader's batches with their offsets and epochs (a follower), keeps
+    /// the producers' state as the leader's, and takes the leader's high watermark
+    /// (never past this replica's own log end).
+    ///
+    /// # Errors
+    /// NOT_LEADER_OR_FOLLOWER when this replica leads; the log's error.
+    pub async fn append_as_follower(
+        &self,
+        batches: Vec<Batch>,
+        leader_high_watermark: Offset,
+    ) -> Result<(), AppendError> {
+        if self.replica_state.borrow().role() == Role::Leader {
+            return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
+        }
+        for batch in batches {
+            if batch.next_offset() <= self.log.log_end_offset() {
+                continue;
+            }
+            let recorded = batch.clone();
+            self.log.append(batch, AppendMode::Replica).await.map_err(AppendError::Log)?;
+            self.producers.borrow_mut().record(&recorded);
+            self.snapshot_after_roll();
+        }
+        let mut replica = self.replica_state.borrow_mut();
+        replica.local_append(self.log.offset_written_end());
+        replica.follower_high_watermark(leader_high_watermark);
+        Ok(())
+    }
+
+    /// Cuts a follower's log where it diverged from the leader's (KIP-101, KIP-320),
+    /// and rebuilds the producers' state from what is left.
+    ///
+    /// # Errors
+    /// The log's error.
+    pub async fn truncate_to(&self, offset: Offset) -> Result<(), skein_engine::Error> {
+        self.log.truncate_to(offset).await?;
+        let producers = load_producers(&self.log).await;
+        *self.producers.borrow_mut() = producers;
+        self.replica_state.borrow_mut().truncated(self.log.offset_written_end());
+        Ok(())
     }
 
     /// After an append settles: notes a roll, and writes the snapshot owed since one

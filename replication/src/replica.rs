@@ -91,6 +91,11 @@ impl ReplicaState {
         state
     }
 
+    /// The broker this replica is on.
+    pub fn broker(&self) -> BrokerId {
+        self.broker
+    }
+
     pub fn role(&self) -> Role {
         self.role
     }

@@ -127,7 +127,7 @@ impl Broker {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.extra)
-            .env("SKEIN_LOG", "info")
+            .env("SKEIN_LOG", std::env::var("SKEIN_TEST_LOG").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .spawn()

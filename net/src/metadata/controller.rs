@@ -59,6 +59,15 @@ pub enum ControllerRequest {
     ProducerIds,
     /// A broker (re)starting registers its address.
     RegisterBroker(BrokerMeta),
+    /// A partition leader changes its ISR (Kafka's AlterPartition).
+    AlterPartition {
+        topic: String,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,6 +154,32 @@ pub fn decide(
             broker.epoch = image.brokers.get(&broker.id).map_or(0, |b| b.epoch + 1);
             (vec![MetadataRecord::RegisterBroker(broker)], ControllerReply::Done)
         }
+        ControllerRequest::AlterPartition { topic: name, partition, leader, leader_epoch, partition_epoch, isr } => {
+            let mut meta = topic(name)?;
+            let slot = usize::try_from(*partition)
+                .ok()
+                .filter(|&p| p < meta.assignments.len())
+                .ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, format!("no partition {name}-{partition}")))?;
+            let assignment = &mut meta.assignments[slot];
+            if assignment.leader != *leader || assignment.leader_epoch != *leader_epoch {
+                return Err((
+                    code::FENCED_LEADER_EPOCH,
+                    format!("leader {leader} in epoch {leader_epoch} is not current"),
+                ));
+            }
+            if assignment.partition_epoch != *partition_epoch {
+                return Err((
+                    code::INVALID_UPDATE_VERSION,
+                    format!("partition epoch {partition_epoch} is not current"),
+                ));
+            }
+            if !isr.contains(leader) || isr.iter().any(|r| !assignment.replicas.contains(r)) {
+                return Err((code::INVALID_REQUEST, format!("ISR {isr:?} must hold the leader and only replicas")));
+            }
+            assignment.isr = isr.clone();
+            assignment.partition_epoch += 1;
+            (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Done)
+        }
         ControllerRequest::ProducerIds => {
             let start = image.next_producer_id;
             let end = start + PRODUCER_ID_BLOCK_SIZE;
@@ -185,13 +220,6 @@ fn assign(
         return Err((
             code::INVALID_REPLICATION_FACTOR,
             format!("Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot be reached because only {} broker(s) are registered.", brokers.len()),
-        ));
-    }
-    // Until followers replicate, a partition lives on one broker.
-    if factor > 1 {
-        return Err((
-            code::INVALID_REPLICATION_FACTOR,
-            format!("Unable to replicate the partition {factor} time(s): Skein does not replicate partitions between brokers yet."),
         ));
     }
     let start = crc32c::crc32c(topic.as_bytes()) as usize;
@@ -559,6 +587,37 @@ mod tests {
             configs: BTreeMap::new(),
         };
         assert_eq!(applied(&mut image, create(4)).unwrap_err().0, code::INVALID_REPLICATION_FACTOR);
+        let Ok(ControllerReply::Topic(meta)) = applied(
+            &mut image,
+            ControllerRequest::CreateTopic {
+                name: "replicated".into(),
+                partitions: 3,
+                replication_factor: 3,
+                configs: BTreeMap::new(),
+            },
+        ) else {
+            panic!()
+        };
+        for p in 0..3 {
+            let a = meta.assignment(p, 9);
+            let mut replicas = a.replicas.clone();
+            replicas.sort_unstable();
+            assert_eq!((replicas, a.isr.len(), a.leader), (vec![1, 2, 3], 3, a.replicas[0]));
+        }
+        // An ISR change from the current leader and partition epoch is taken once.
+        let first = meta.assignment(0, 9);
+        let shrink = ControllerRequest::AlterPartition {
+            topic: "replicated".into(),
+            partition: 0,
+            leader: first.leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            isr: vec![first.leader],
+        };
+        applied(&mut image, shrink.clone()).unwrap();
+        let after = image.topic("replicated").unwrap().assignment(0, 9);
+        assert_eq!((after.isr.clone(), after.partition_epoch), (vec![first.leader], 1));
+        assert_eq!(applied(&mut image, shrink).unwrap_err().0, code::INVALID_UPDATE_VERSION);
         let Ok(ControllerReply::Topic(meta)) = applied(&mut image, create(1)) else { panic!() };
         let mut led = BTreeMap::new();
         for p in 0..6 {

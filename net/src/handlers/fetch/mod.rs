@@ -45,6 +45,10 @@ struct Wanted {
     /// What the session last told the client (-1: nothing, or no session).
     high_watermark_sent: i64,
     log_start_offset_sent: i64,
+    /// A follower's fetch (Kafka's replica fetch): read to the log end.
+    follower: bool,
+    /// Where the follower's log diverged from this leader's (epoch, end offset).
+    diverging: Option<(i32, i64)>,
 }
 
 /// Answers a fetch, reading no more than its response budget `grant`; returns the
@@ -106,7 +110,11 @@ pub async fn handle(
         shard.metrics.fetch_partitions_requested.get()
             + request.topics.iter().map(|t| t.partitions.len() as u64).sum::<u64>(),
     );
-    let wanted = resolve(&shard.image(), partitions);
+    let mut wanted = resolve(&shard.image(), partitions);
+    let replica_id = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
+    if replica_id >= 0 {
+        follower_fetch(shard, replica_id, &request, &mut wanted).await;
+    }
 
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX_MS));
@@ -148,6 +156,42 @@ pub async fn handle(
     (response, grant)
 }
 
+/// The leader's side of a follower's fetch: records each partition's fetch position
+/// (the high watermark may move), or the epoch where the follower's log diverged
+/// (then nothing is read for it). Partitions refused get their error.
+async fn follower_fetch(shard: &Rc<Shard>, follower: i32, request: &FetchRequest, wanted: &mut [Wanted]) {
+    let epochs: std::collections::HashMap<(String, i32), (i32, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| ((t.topic.0.to_string(), p.partition), (p.current_leader_epoch, p.last_fetched_epoch)))
+        })
+        .collect();
+    let calls = wanted.iter().map(|w| {
+        let (current_leader_epoch, last_fetched_epoch) =
+            epochs.get(&(w.topic.clone(), w.partition)).copied().unwrap_or((-1, -1));
+        let op = PartitionOp::FollowerFetch { follower, offset: w.offset, current_leader_epoch, last_fetched_epoch };
+        let (partition, error) = (TopicPartition::new(w.topic.clone(), w.partition), w.error);
+        async move {
+            match error {
+                Some(error) => Err((error, None)),
+                None => shard.route(partition, op).await,
+            }
+        }
+    });
+    let results = join_all(calls).await;
+    for (w, result) in wanted.iter_mut().zip(results) {
+        w.follower = true;
+        match result {
+            Ok(PartitionReply::FollowerFetch { diverging }) => w.diverging = diverging,
+            Ok(_) => w.error = Some(code::UNKNOWN_SERVER_ERROR),
+            Err((error, _)) => w.error = Some(error),
+        }
+    }
+}
+
 /// The most a response to `request` may carry: its `max_bytes`, within the broker's
 /// bound. The connection grants response budget for this much before the fetch runs.
 pub fn response_max_bytes(request: &FetchRequest) -> usize {
@@ -186,6 +230,8 @@ fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>) -> Vec<Want
                 error,
                 high_watermark_sent: p.high_watermark_sent,
                 log_start_offset_sent: p.log_start_offset_sent,
+                follower: false,
+                diverging: None,
             }
         })
         .collect()
@@ -208,9 +254,11 @@ fn record_bytes(result: &OpResult) -> usize {
 async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec<OpResult> {
     let read = |w: &Wanted, max_bytes: usize| {
         let shard = shard.clone();
+        // A diverged follower reads nothing: it truncates first.
         let error = w.error;
+        let max_bytes = if w.diverging.is_some() { 0 } else { max_bytes };
         let partition = TopicPartition::new(w.topic.clone(), w.partition);
-        let op = PartitionOp::Fetch { offset: w.offset, max_bytes, wait_ms: 0 };
+        let op = PartitionOp::Fetch { offset: w.offset, max_bytes, wait_ms: 0, to_log_end: w.follower };
         async move {
             match error {
                 Some(error) => Err((error, None)),
@@ -276,10 +324,13 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
                 Some(last) => skein_engine::batch::next_offset_of(last)?.0,
                 None => w.offset,
             };
-            (next >= *high_watermark).then(|| {
+            // A follower that read nothing waits for the log end to move; one that
+            // read is answered (it reads on at once).
+            let waits = if w.follower { records.is_empty() && w.diverging.is_none() } else { next >= *high_watermark };
+            waits.then(|| {
                 let shard = shard.clone();
                 let partition = TopicPartition::new(w.topic.clone(), w.partition);
-                let op = PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms };
+                let op = PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms, to_log_end: w.follower };
                 async move { shard.route(partition, op).await }
             })
         })
@@ -314,6 +365,10 @@ fn build(version: i16, wanted: &[Wanted], results: Vec<OpResult>, incremental: b
                 data.last_stable_offset = high_watermark;
                 data.log_start_offset = log_start_offset;
                 data.records = Some(concat(records));
+                if let Some((epoch, end_offset)) = w.diverging {
+                    data.diverging_epoch.epoch = epoch;
+                    data.diverging_epoch.end_offset = end_offset;
+                }
             }
             Ok(_) => data.error_code = code::UNKNOWN_SERVER_ERROR,
             Err((error, _)) => {

@@ -1,0 +1,297 @@
+//! Followers pull, as Kafka's replica fetchers do: each shard fetches the partitions it
+//! follows from their leaders, one connection per (shard, leader broker) carrying all
+//! of that shard's partitions the leader leads. A fetch is Kafka's Fetch v12 with the
+//! follower's id as `replica_id`, its current leader epoch and the epoch of its last
+//! batch; the leader answers records up to its log end, its high watermark, and where
+//! the follower's log diverged (KIP-320), where the follower then truncates. Records
+//! are appended with the leader's offsets and epochs, producer state follows them, so
+//! a new leader deduplicates idempotent producers.
+//!
+//! The leader changes the ISR through the controller (AlterPartition): it proposes a
+//! follower that caught up, and drops followers not caught up for
+//! `replica.lag.time.max.ms`; one proposal per partition is in flight at a time.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use skein_engine::{Batch, Offset, TopicPartition};
+use skein_replication::{IsrProposal, Role};
+
+use crate::metadata::controller::ControllerRequest;
+use crate::shard::{Partition, Shard};
+
+const FETCH_VERSION: i16 = 12;
+const FETCH_MAX_WAIT_MS: i32 = 500;
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+const FETCH_MAX_BYTES: i32 = 16 << 20;
+const RESPONSE_MAX_BYTES: usize = 64 << 20;
+const BACKOFF: Duration = Duration::from_millis(100);
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Proposes an ISR change for `partition`, which this shard leads, unless one is in
+/// flight already.
+pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrProposal) {
+    let Some(state) = shard.partition(partition) else { return };
+    if state.isr_change_pending.replace(true) {
+        return;
+    }
+    let (leader, epoch) = {
+        let replica = state.replica_state.borrow();
+        (replica.broker(), replica.leader_epoch().0)
+    };
+    let request = ControllerRequest::AlterPartition {
+        topic: partition.topic.clone(),
+        partition: partition.partition,
+        leader,
+        leader_epoch: epoch,
+        partition_epoch: proposal.partition_epoch,
+        isr: proposal.isr,
+    };
+    let (shard, partition) = (shard.clone(), partition.clone());
+    glommio::spawn_local(async move {
+        if let Err((code, message)) = shard.control(request).await {
+            tracing::debug!(target: "skein::net", partition = %partition, code, message, "ISR change refused");
+        }
+        state.isr_change_pending.set(false);
+    })
+    .detach();
+}
+
+/// The partitions this shard follows, by leader.
+fn followed(shard: &Shard) -> BTreeMap<i32, Vec<(TopicPartition, Rc<Partition>)>> {
+    let mut out: BTreeMap<i32, Vec<_>> = BTreeMap::new();
+    for partition in shard.hosted() {
+        let Some(state) = shard.partition(&partition) else { continue };
+        let role = state.replica_state.borrow().role();
+        if let Role::Follower { leader } = role {
+            out.entry(leader).or_default().push((partition, state));
+        }
+    }
+    out
+}
+
+/// Runs this shard's fetchers: one task per leader it follows, started when a
+/// partition starts following that leader and ended when none does; and, every
+/// second, the ISR shrink check of the partitions it leads.
+pub async fn run(shard: Rc<Shard>, lag_time_max_ms: i64) {
+    let mut running: HashMap<i32, Rc<Cell<bool>>> = HashMap::new();
+    let mut ticks = 0u64;
+    loop {
+        glommio::timer::sleep(BACKOFF).await;
+        running.retain(|_, alive| alive.get());
+        for leader in followed(&shard).into_keys() {
+            if running.contains_key(&leader) {
+                continue;
+            }
+            let alive = Rc::new(Cell::new(true));
+            running.insert(leader, alive.clone());
+            glommio::spawn_local(fetch_from(shard.clone(), leader, alive)).detach();
+        }
+        ticks += 1;
+        if ticks.is_multiple_of(10) {
+            shrink_isrs(&shard, lag_time_max_ms);
+        }
+    }
+}
+
+/// Proposes dropping followers that have not caught up for `lag_time_max_ms` from the
+/// ISR of each partition this shard leads.
+fn shrink_isrs(shard: &Rc<Shard>, lag_time_max_ms: i64) {
+    let now = skein_engine::log::now_ms();
+    for partition in shard.hosted() {
+        let Some(state) = shard.partition(&partition) else { continue };
+        let proposal = state.replica_state.borrow().isr_shrink(now, lag_time_max_ms);
+        if let Some(proposal) = proposal {
+            tracing::info!(target: "skein::net", partition = %partition, isr = ?proposal.isr, "followers fell behind: shrinking the ISR");
+            propose_isr(shard, &partition, proposal);
+        }
+    }
+}
+
+/// Fetches this shard's partitions that `leader` leads, until none is left.
+async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
+    let mut connection: Option<glommio::net::TcpStream> = None;
+    let mut correlation = 0i32;
+    loop {
+        let Some(partitions) = followed(&shard).remove(&leader) else { break };
+        let Some((host, port)) = shard.broker_address(leader) else {
+            glommio::timer::sleep(BACKOFF).await;
+            continue;
+        };
+        if connection.is_none() {
+            match within(glommio::net::TcpStream::connect(format!("{host}:{port}"))).await {
+                Some(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    connection = Some(stream);
+                }
+                _ => {
+                    glommio::timer::sleep(BACKOFF).await;
+                    continue;
+                }
+            }
+        }
+        let stream = connection.as_mut().expect("connected above");
+        correlation = correlation.wrapping_add(1);
+        let request = fetch_request(shard.settings.node_id, &partitions);
+        let response = match within(exchange(stream, &request, correlation, shard.settings.node_id)).await {
+            Some(Ok(response)) => response,
+            failed => {
+                let error = match failed {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "timed out".into(),
+                };
+                tracing::debug!(target: "skein::net", leader, error, "replica fetch failed; reconnecting");
+                connection = None;
+                glommio::timer::sleep(BACKOFF).await;
+                continue;
+            }
+        };
+        if !apply(&shard, leader, &partitions, response).await {
+            glommio::timer::sleep(BACKOFF).await;
+        }
+    }
+    alive.set(false);
+}
+
+async fn within<T>(future: impl std::future::Future<Output = T>) -> Option<T> {
+    futures_lite::future::or(async { Some(future.await) }, async {
+        glommio::timer::sleep(IO_TIMEOUT).await;
+        None
+    })
+    .await
+}
+
+/// Fetch v12 for `partitions` from their log ends.
+fn fetch_request(node: i32, partitions: &[(TopicPartition, Rc<Partition>)]) -> FetchRequest {
+    let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    for (partition, state) in partitions {
+        let replica = state.replica_state.borrow();
+        let last_fetched_epoch = state.log.leader_epochs().latest().map_or(-1, |(epoch, _)| epoch.0);
+        topics.entry(&partition.topic).or_default().push(
+            FetchPartition::default()
+                .with_partition(partition.partition)
+                .with_current_leader_epoch(replica.leader_epoch().0)
+                .with_fetch_offset(state.log.log_end_offset().0)
+                .with_last_fetched_epoch(last_fetched_epoch)
+                .with_log_start_offset(state.log.log_start_offset().0)
+                .with_partition_max_bytes(PARTITION_MAX_BYTES),
+        );
+    }
+    FetchRequest::default()
+        .with_replica_id(BrokerId(node))
+        .with_max_wait_ms(FETCH_MAX_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_MAX_BYTES)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+/// Sends `request` and reads its response.
+async fn exchange(
+    stream: &mut glommio::net::TcpStream,
+    request: &FetchRequest,
+    correlation: i32,
+    node: i32,
+) -> std::io::Result<FetchResponse> {
+    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    let header = RequestHeader::default()
+        .with_request_api_key(1)
+        .with_request_api_version(FETCH_VERSION)
+        .with_correlation_id(correlation)
+        .with_client_id(Some(StrBytes::from_string(format!("skein-replica-{node}"))));
+    let mut frame = BytesMut::new();
+    frame.put_i32(0);
+    header.encode(&mut frame, 2).map_err(|e| invalid(e.to_string()))?;
+    request.encode(&mut frame, FETCH_VERSION).map_err(|e| invalid(e.to_string()))?;
+    let length = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&length.to_be_bytes());
+    stream.write_all(&frame).await?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).await?;
+    let size = i32::from_be_bytes(size);
+    if size < 0 || size as usize > RESPONSE_MAX_BYTES {
+        return Err(invalid(format!("response of {size} bytes")));
+    }
+    let mut body = vec![0u8; size as usize];
+    stream.read_exact(&mut body).await?;
+    let mut body = Bytes::from(body);
+    let header = ResponseHeader::decode(&mut body, 1).map_err(|e| invalid(e.to_string()))?;
+    if header.correlation_id != correlation {
+        return Err(invalid(format!("correlation {} for {correlation}", header.correlation_id)));
+    }
+    let response = FetchResponse::decode(&mut body, FETCH_VERSION).map_err(|e| invalid(e.to_string()))?;
+    if body.has_remaining() {
+        return Err(invalid("trailing bytes in a fetch response".into()));
+    }
+    Ok(response)
+}
+
+/// Applies a leader's answer: records appended, the high watermark taken, diverged
+/// logs truncated. Returns false when the leader refused everything (the fetcher then
+/// backs off while the metadata catches up).
+async fn apply(
+    shard: &Rc<Shard>,
+    leader: i32,
+    partitions: &[(TopicPartition, Rc<Partition>)],
+    response: FetchResponse,
+) -> bool {
+    if response.error_code != 0 {
+        tracing::debug!(target: "skein::net", leader, code = response.error_code, "replica fetch refused");
+        return false;
+    }
+    let states: HashMap<&TopicPartition, &Rc<Partition>> = partitions.iter().map(|(p, s)| (p, s)).collect();
+    let mut accepted = false;
+    for topic in response.responses {
+        for data in topic.partitions {
+            let partition = TopicPartition::new(topic.topic.0.to_string(), data.partition_index);
+            let Some(state) = states.get(&partition) else { continue };
+            if state.replica_state.borrow().role() != (Role::Follower { leader }) {
+                continue;
+            }
+            if data.error_code != 0 {
+                tracing::debug!(target: "skein::net", partition = %partition, leader, code = data.error_code, "replica fetch of a partition refused");
+                continue;
+            }
+            if data.diverging_epoch.end_offset >= 0 || data.diverging_epoch.epoch >= 0 {
+                let end = Offset(data.diverging_epoch.end_offset.max(0)).min(state.log.log_end_offset());
+                tracing::info!(target: "skein::net", partition = %partition, leader, epoch = data.diverging_epoch.epoch, end = end.0, "log diverged from the leader's: truncating");
+                if let Err(e) = state.truncate_to(end).await {
+                    tracing::error!(target: "skein::net", partition = %partition, error = %e, "truncation failed");
+                    continue;
+                }
+                accepted = true;
+                continue;
+            }
+            let records = data.records.unwrap_or_default();
+            let max = state.log.config().max_message_bytes as usize;
+            let batches = match Batch::split_all(records.clone(), max.max(PARTITION_MAX_BYTES as usize)) {
+                Ok(batches) => batches,
+                // A partial last batch (the leader cut at the byte limit) is read again.
+                Err((position, _)) => Batch::split_all(records.slice(..position), usize::MAX).unwrap_or_default(),
+            };
+            accepted = true;
+            if let Err(e) = state.append_as_follower(batches, Offset(data.high_watermark)).await {
+                tracing::warn!(target: "skein::net", partition = %partition, error = ?e, "follower append failed");
+            }
+            shard.metrics.bytes_in.set(shard.metrics.bytes_in.get() + records.len() as u64);
+        }
+    }
+    accepted
+}
