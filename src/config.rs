@@ -108,6 +108,13 @@ pub struct StartArgs {
     /// the ISR [default: 30000].
     #[arg(long, env = "SKEIN_REPLICA_LAG_TIME_MAX_MS")]
     pub replica_lag_time_max_ms: Option<u64>,
+    /// Kafka's `broker.session.timeout.ms`: a broker the active controller has not
+    /// heard from for this long is fenced and its leaderships move [default: 9000].
+    #[arg(long, env = "SKEIN_BROKER_SESSION_TIMEOUT_MS")]
+    pub broker_session_timeout_ms: Option<u64>,
+    /// Kafka's `broker.heartbeat.interval.ms` [default: 2000].
+    #[arg(long, env = "SKEIN_BROKER_HEARTBEAT_INTERVAL_MS")]
+    pub broker_heartbeat_interval_ms: Option<u64>,
     /// Kafka's `log.cleaner.dedupe.buffer.size`: the log cleaner's offset map memory
     /// for the whole node, shared out among the shards [default: 134217728].
     #[arg(long, env = "SKEIN_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
@@ -157,6 +164,8 @@ struct FileConfig {
     controller_voters: Option<String>,
     controller_listener: Option<String>,
     replica_lag_time_max_ms: Option<u64>,
+    broker_session_timeout_ms: Option<u64>,
+    broker_heartbeat_interval_ms: Option<u64>,
     log_cleaner_dedupe_buffer_size: Option<usize>,
     log_cleaner_io_buffer_size: Option<usize>,
     log_cleaner_io_max_bytes_per_second: Option<f64>,
@@ -195,6 +204,8 @@ pub struct NodeConfig {
     /// Where this node's controller listens, in a cluster.
     pub controller_listener: Option<SocketAddr>,
     pub replica_lag_time_max_ms: u64,
+    pub broker_session_timeout_ms: u64,
+    pub broker_heartbeat_interval_ms: u64,
     /// The log cleaner's settings for the whole node (the dedupe buffer is shared out).
     pub cleaner: skein_engine::CleanerConfig,
     pub log_cleaner_backoff_ms: u64,
@@ -294,6 +305,15 @@ impl NodeConfig {
         if controller_listener.is_some() && controller_voters.is_empty() {
             return Err("--controller-listener needs --controller-voters".into());
         }
+        let broker_session_timeout_ms =
+            args.broker_session_timeout_ms.or(file.broker_session_timeout_ms).unwrap_or(9000).max(1);
+        let broker_heartbeat_interval_ms =
+            args.broker_heartbeat_interval_ms.or(file.broker_heartbeat_interval_ms).unwrap_or(2000).max(1);
+        if broker_heartbeat_interval_ms >= broker_session_timeout_ms {
+            return Err(format!(
+                "--broker-heartbeat-interval-ms ({broker_heartbeat_interval_ms}) must be below --broker-session-timeout-ms ({broker_session_timeout_ms})"
+            ));
+        }
         let io_max = args.log_cleaner_io_max_bytes_per_second.or(file.log_cleaner_io_max_bytes_per_second);
         if io_max.is_some_and(|rate| rate.is_nan() || rate <= 0.0) {
             return Err("log.cleaner.io.max.bytes.per.second must be positive".into());
@@ -364,6 +384,8 @@ impl NodeConfig {
                 .or(file.replica_lag_time_max_ms)
                 .unwrap_or(30_000)
                 .clamp(1, i64::MAX as u64),
+            broker_session_timeout_ms,
+            broker_heartbeat_interval_ms,
             cleaner,
             log_cleaner_backoff_ms: args
                 .log_cleaner_backoff_ms

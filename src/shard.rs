@@ -101,13 +101,15 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         // Shard 0 runs the metadata controller and drives the metadata log.
         let log = if shard == 0 { opened.take() } else { None };
         let (node_id, voters) = (config.node_id, config.controller_voters.clone());
+        let session_timeout = Duration::from_millis(config.broker_session_timeout_ms);
         let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
             .name(&format!("shard-{shard}"))
             .spawn(move || async move {
                 let (router, receivers) = wiring.connect().await;
                 let (controller, inputs) = match log {
                     Some(log) => {
-                        let (controller, inputs) = Controller::new(node_id, &settings.cluster_id, &voters);
+                        let (controller, inputs) =
+                            Controller::new(node_id, &settings.cluster_id, &voters, session_timeout);
                         (Some(controller), Some((log, inputs)))
                     }
                     None => (None, None),
@@ -234,8 +236,11 @@ async fn remove_deleted(shard: &Shard) {
 }
 
 /// Registers this broker's address with the controller (Kafka's BrokerRegistration),
-/// retrying until the quorum takes it: other brokers name it in Metadata from then on.
-async fn register_broker(shard: Rc<Shard>) {
+/// retrying until the quorum takes it, then heartbeats every `interval` (in a cluster),
+/// registering again if the controller no longer knows it. A broker that stops
+/// heartbeating is fenced by the active controller after the session timeout.
+async fn register_broker(shard: Rc<Shard>, interval: Duration) {
+    use skein_net::metadata::controller::ControllerRequest;
     let Some(controller) = shard.controller() else { return };
     let broker = skein_net::metadata::BrokerMeta {
         id: shard.settings.node_id,
@@ -243,19 +248,35 @@ async fn register_broker(shard: Rc<Shard>) {
         host: shard.settings.advertised_host.clone(),
         port: shard.settings.advertised_port,
         rack: None,
+        fenced: false,
     };
-    let request = skein_net::metadata::controller::ControllerRequest::RegisterBroker(broker);
+    let mut registered = false;
     loop {
-        match controller.handle(&shard, request.clone()).await {
-            Ok(_) => {
-                tracing::info!(target: "skein", node = shard.settings.node_id, "broker registered");
-                return;
+        let request = match registered {
+            false => ControllerRequest::RegisterBroker(broker.clone()),
+            true => ControllerRequest::BrokerHeartbeat { id: broker.id },
+        };
+        match controller.handle(&shard, request).await {
+            Ok(_) if !registered => {
+                tracing::info!(target: "skein", node = broker.id, "broker registered");
+                registered = true;
+                if controller.peers().is_none() {
+                    return;
+                }
             }
+            Ok(_) => {}
             Err((code, message)) => {
-                tracing::debug!(target: "skein", code, message, "broker registration refused; retrying");
-                glommio::timer::sleep(Duration::from_millis(200)).await;
+                tracing::debug!(target: "skein", code, message, registered, "broker registration or heartbeat refused");
+                if code == skein_net::errors::code::BROKER_NOT_AVAILABLE {
+                    registered = false;
+                }
+                if !registered {
+                    glommio::timer::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
             }
         }
+        glommio::timer::sleep(interval).await;
     }
 }
 
@@ -343,7 +364,8 @@ async fn run_shard(
         .map_err(|e| format!("shard {}: cannot listen on {}: {e}", shard.id, config.listener))?;
     let server = glommio::spawn_local(skein_net::server::serve(shard.clone(), listener));
     if shard.id == 0 {
-        glommio::spawn_local(register_broker(shard.clone())).detach();
+        let interval = Duration::from_millis(config.broker_heartbeat_interval_ms);
+        glommio::spawn_local(register_broker(shard.clone(), interval)).detach();
         if let Some(address) = config.controller_listener {
             let listener = glommio::net::TcpListener::bind(address)
                 .map_err(|e| format!("cannot listen for the controller quorum on {address}: {e}"))?;

@@ -253,10 +253,11 @@ fn partitions_spread_over_the_brokers() {
     }
 }
 
-/// Counts a producer's acknowledged records and its errors.
+/// Counts a producer's acknowledged records (and keeps their numbers) and its errors.
 #[derive(Clone, Default)]
 struct Acks {
     acked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    numbers: std::sync::Arc<std::sync::Mutex<Vec<i32>>>,
     errors: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
@@ -266,8 +267,12 @@ impl rdkafka::producer::ProducerContext for Acks {
     type DeliveryOpaque = ();
     fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
         match result {
-            Ok(_) => {
+            Ok(message) => {
                 self.acked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let payload = String::from_utf8_lossy(message.payload().unwrap_or_default()).to_string();
+                if let Ok(n) = payload[1..].parse() {
+                    self.numbers.lock().unwrap().push(n);
+                }
             }
             Err((e, _)) => self.errors.lock().unwrap().push(e.to_string()),
         }
@@ -342,8 +347,8 @@ fn wait_for_isr(node: &Broker, topic: &str, partition: i32, expected: &[i32], wi
     }
 }
 
-/// Reads `topic` from the beginning through `node` until `expected` records; returns
-/// the record numbers read.
+/// Reads `topic` from the beginning through `node` until at least `expected` records
+/// and nothing more for a second (or 30 s); returns the record numbers read, in order.
 fn consume_numbers(node: &Broker, topic: &str, partitions: i32, expected: usize) -> Vec<i32> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", node.bootstrap())
@@ -358,10 +363,12 @@ fn consume_numbers(node: &Broker, topic: &str, partitions: i32, expected: usize)
     consumer.assign(&assignment).unwrap();
     let mut numbers = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while numbers.len() < expected && Instant::now() < deadline {
-        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+    let mut last = Instant::now();
+    while Instant::now() < deadline && (numbers.len() < expected || last.elapsed() < Duration::from_secs(1)) {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
             let payload = String::from_utf8(message.payload().unwrap().to_vec()).unwrap();
             numbers.push(payload[1..].parse().unwrap());
+            last = Instant::now();
         }
     }
     numbers
@@ -415,6 +422,101 @@ fn followers_replicate_and_the_isr_follows_them() {
     for node in &mut cluster.nodes {
         node.stop();
     }
+}
+
+// kill -9 of a partition's leader while an idempotent acks=all producer writes: the
+// active controller fences it once its session expires and an in-sync follower leads
+// in a new epoch; the producer carries on there. Every acknowledged record is read
+// back exactly once, in the order it was produced, and no record appears twice. The
+// killed broker comes back as a follower, truncates what the new leader does not have,
+// and rejoins the ISR.
+#[test]
+fn a_killed_leader_loses_no_acknowledged_record() {
+    let mut cluster = Cluster::start_with(
+        3,
+        &[
+            "--replica-lag-time-max-ms",
+            "2000",
+            "--broker-session-timeout-ms",
+            "2000",
+            "--broker-heartbeat-interval-ms",
+            "300",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
+        assert!(Instant::now() < deadline, "brokers did not register");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let request = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("failover")))
+        .with_num_partitions(1)
+        .with_replication_factor(3)
+        .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("min.insync.replicas"))
+            .with_value(Some(StrBytes::from_static_str("2")))])]);
+    let response: CreateTopicsResponse = RawClient::connect(&cluster.node(1).bootstrap()).call(&request, 7);
+    assert_eq!(response.topics[0].error_code, 0, "{:?}", response.topics[0].error_message);
+    wait_for_isr(cluster.node(1), "failover", 0, &[1, 2, 3], Duration::from_secs(10));
+    let leader = leader_of(cluster.node(1), "failover", 0);
+
+    let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
+    let acks = Acks::default();
+    let producer: BaseProducer<Acks> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap.join(","))
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "2")
+        .set("message.timeout.ms", "60000")
+        .set("topic.metadata.refresh.interval.ms", "500")
+        .create_with_context(acks.clone())
+        .unwrap();
+    let total = 3000;
+    let started = Instant::now();
+    for i in 0..total {
+        // About 1,000 records a second; the leader dies after the first second.
+        while started.elapsed() < Duration::from_millis(i as u64) {
+            producer.poll(Duration::from_millis(1));
+        }
+        if i == 1000 {
+            cluster.node_mut(leader).kill();
+        }
+        let payload = format!("m{i:05}");
+        let record = || BaseRecord::<'_, (), str>::to("failover").partition(0).payload(&payload);
+        while let Err((e, _)) = producer.send(record()) {
+            assert!(matches!(e, rdkafka::error::KafkaError::MessageProduction(_)), "{e}");
+            producer.poll(Duration::from_millis(5));
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+    let acked: Vec<i32> = acks.numbers.lock().unwrap().clone();
+    let errors = acks.errors.lock().unwrap().clone();
+    let survivor = (1..=3).find(|&id| id != leader).unwrap();
+    let new_leader = leader_of(cluster.node(survivor), "failover", 0);
+    assert!(new_leader != leader && new_leader > 0, "leader {leader} replaced by {new_leader}");
+    assert!(acked.len() > 2500, "{} acknowledged; errors: {:?}", acked.len(), errors.first());
+
+    cluster.node_mut(leader).restart();
+    wait_for_isr(cluster.node(survivor), "failover", 0, &[1, 2, 3], Duration::from_secs(30));
+    let read = consume_numbers(cluster.node(leader), "failover", 1, acked.len());
+    let mut seen = std::collections::BTreeSet::new();
+    for n in &read {
+        assert!(seen.insert(*n), "record {n} read twice");
+        assert!((0..total).contains(n), "record {n} was never sent");
+    }
+    assert!(read.windows(2).all(|w| w[0] < w[1]), "records out of order");
+    let lost: Vec<i32> = acked.iter().copied().filter(|n| !seen.contains(n)).collect();
+    assert!(lost.is_empty(), "{} acknowledged records lost, first {:?}", lost.len(), lost.first());
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
+fn leader_of(node: &Broker, topic: &str, partition: i32) -> i32 {
+    let response = metadata(node);
+    let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == topic).unwrap();
+    topic.partitions.iter().find(|p| p.partition_index == partition).unwrap().leader_id.0
 }
 
 fn metadata(node: &Broker) -> MetadataResponse {

@@ -280,14 +280,14 @@ impl Shard {
         shard
     }
 
-    /// The brokers clients may reach: (id, host, port, rack) of each registered broker,
-    /// this node always with its current address.
+    /// The brokers clients may reach: (id, host, port, rack) of each registered broker
+    /// not fenced, this node always with its current address.
     pub fn brokers(&self) -> Vec<(i32, String, u16, Option<String>)> {
         let image = self.image();
         let mut brokers: Vec<_> = image
             .brokers
             .values()
-            .filter(|b| b.id != self.settings.node_id)
+            .filter(|b| b.id != self.settings.node_id && !b.fenced)
             .map(|b| (b.id, b.host.clone(), b.port, b.rack.clone()))
             .collect();
         brokers.push((

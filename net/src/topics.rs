@@ -283,11 +283,22 @@ pub async fn group_call(
     match shard.route(partition, PartitionOp::Group(Box::new(call))).await {
         Ok(crate::shard::PartitionReply::Group(answer)) => Ok(*answer),
         Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
+        // Another broker leads the group's partition: the client looks it up again.
+        Err((code::NOT_LEADER_OR_FOLLOWER, _)) if !leads_group_partition(shard, group) => Err(code::NOT_COORDINATOR),
         Err((c, _)) if c == code::NOT_LEADER_OR_FOLLOWER || c == code::UNKNOWN_TOPIC_OR_PARTITION => {
             Err(code::COORDINATOR_LOAD_IN_PROGRESS)
         }
         Err((c, _)) => Err(c),
     }
+}
+
+/// Whether this node leads `group`'s partition of `__consumer_offsets`.
+fn leads_group_partition(shard: &Shard, group: &str) -> bool {
+    let image = shard.image();
+    let node = shard.settings.node_id;
+    image
+        .topic(crate::group::OFFSETS_TOPIC)
+        .is_some_and(|t| t.assignment(crate::group::partition_for(group), node).leader == node)
 }
 
 /// Runs a group operation on every shard that coordinates groups (ListGroups).
@@ -299,7 +310,12 @@ pub async fn group_call_everywhere(
     let Some(meta) = image.topic(crate::group::OFFSETS_TOPIC) else { return Vec::new() };
     let mut seen = std::collections::BTreeSet::new();
     let mut calls = Vec::new();
+    let node = shard.settings.node_id;
     for (p, owner) in meta.shards.iter().enumerate() {
+        // Groups of partitions other brokers lead are theirs to list.
+        if meta.assignment(p as i32, node).leader != node {
+            continue;
+        }
         if seen.insert(*owner) {
             let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, p as i32);
             calls.push(shard.route_to(*owner, partition, PartitionOp::Group(Box::new(call()))));

@@ -86,6 +86,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: Metadata
 
 fn topic_response(shard: &Shard, meta: &TopicMeta) -> MetadataResponseTopic {
     let node = shard.settings.node_id;
+    let image = shard.image();
     let mut topic = MetadataResponseTopic::default();
     topic.name = Some(TopicName(s(meta.name.clone())));
     topic.topic_id = meta.id;
@@ -100,6 +101,12 @@ fn topic_response(shard: &Shard, meta: &TopicMeta) -> MetadataResponseTopic {
             partition.leader_epoch = assignment.leader_epoch;
             partition.replica_nodes = assignment.replicas.iter().map(|&r| BrokerId(r)).collect();
             partition.isr_nodes = assignment.isr.iter().map(|&r| BrokerId(r)).collect();
+            partition.offline_replicas =
+                assignment.replicas.iter().filter(|&&r| !image.is_live(r, node)).map(|&r| BrokerId(r)).collect();
+            // No live leader (every in-sync replica is gone): offline until one returns.
+            if assignment.leader < 0 {
+                partition.error_code = code::LEADER_NOT_AVAILABLE;
+            }
             partition
         })
         .collect();

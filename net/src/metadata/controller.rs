@@ -57,8 +57,17 @@ pub enum ControllerRequest {
         target: usize,
     },
     ProducerIds,
-    /// A broker (re)starting registers its address.
+    /// A broker (re)starting registers its address (and is live again).
     RegisterBroker(BrokerMeta),
+    /// A broker says it is alive (Kafka's BrokerHeartbeat): the active controller
+    /// notes the time, and unfences it if it was fenced.
+    BrokerHeartbeat {
+        id: i32,
+    },
+    /// The active controller found a broker's session expired.
+    FenceBroker {
+        id: i32,
+    },
     /// A partition leader changes its ISR (Kafka's AlterPartition).
     AlterPartition {
         topic: String,
@@ -152,7 +161,27 @@ pub fn decide(
         ControllerRequest::RegisterBroker(broker) => {
             let mut broker = broker.clone();
             broker.epoch = image.brokers.get(&broker.id).map_or(0, |b| b.epoch + 1);
-            (vec![MetadataRecord::RegisterBroker(broker)], ControllerReply::Done)
+            broker.fenced = false;
+            let mut records = vec![MetadataRecord::RegisterBroker(broker.clone())];
+            records.extend(elect_offline(image, broker.id));
+            (records, ControllerReply::Done)
+        }
+        ControllerRequest::BrokerHeartbeat { id } => match image.brokers.get(id) {
+            Some(broker) if broker.fenced => {
+                let mut records = vec![MetadataRecord::BrokerFencing { id: *id, fenced: false }];
+                records.extend(elect_offline(image, *id));
+                (records, ControllerReply::Done)
+            }
+            Some(_) => (Vec::new(), ControllerReply::Done),
+            None => return Err((code::BROKER_NOT_AVAILABLE, format!("broker {id} is not registered"))),
+        },
+        ControllerRequest::FenceBroker { id } => {
+            if image.brokers.get(id).is_none_or(|b| b.fenced) {
+                return Ok((Vec::new(), ControllerReply::Done));
+            }
+            let mut records = vec![MetadataRecord::BrokerFencing { id: *id, fenced: true }];
+            records.extend(leave_partitions(image, *id));
+            (records, ControllerReply::Done)
         }
         ControllerRequest::AlterPartition { topic: name, partition, leader, leader_epoch, partition_epoch, isr } => {
             let mut meta = topic(name)?;
@@ -188,6 +217,62 @@ pub fn decide(
     })
 }
 
+/// Partitions changed by broker `gone` being fenced: those it led get a new leader,
+/// the first replica of the rest of the ISR that is live (the leader epoch moves on),
+/// or none when no live replica is in the ISR (the partition is offline; unclean
+/// election is off); those it followed in sync drop it from the ISR.
+fn leave_partitions(image: &MetadataImage, gone: i32) -> Vec<MetadataRecord> {
+    let live = |id: i32| id != gone && image.brokers.get(&id).is_some_and(|b| !b.fenced);
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        let mut meta = topic.clone();
+        let mut changed = false;
+        for assignment in &mut meta.assignments {
+            if !assignment.isr.contains(&gone) && assignment.leader != gone {
+                continue;
+            }
+            let rest: Vec<i32> = assignment.isr.iter().copied().filter(|&r| r != gone).collect();
+            if assignment.leader == gone {
+                let next = assignment.replicas.iter().copied().find(|&r| rest.contains(&r) && live(r));
+                assignment.leader = next.unwrap_or(-1);
+                assignment.leader_epoch += 1;
+                if next.is_some() {
+                    assignment.isr = rest;
+                }
+            } else if !rest.is_empty() {
+                assignment.isr = rest;
+            }
+            assignment.partition_epoch += 1;
+            changed = true;
+        }
+        if changed {
+            records.push(MetadataRecord::Topic(meta));
+        }
+    }
+    records
+}
+
+/// Partitions without a leader that broker `back` can lead again: it is in their ISR.
+fn elect_offline(image: &MetadataImage, back: i32) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        let mut meta = topic.clone();
+        let mut changed = false;
+        for assignment in &mut meta.assignments {
+            if assignment.leader == -1 && assignment.isr.contains(&back) {
+                assignment.leader = back;
+                assignment.leader_epoch += 1;
+                assignment.partition_epoch += 1;
+                changed = true;
+            }
+        }
+        if changed {
+            records.push(MetadataRecord::Topic(meta));
+        }
+    }
+    records
+}
+
 /// What `decide` needs to know of the node deciding.
 #[derive(Debug, Clone, Copy)]
 pub struct Local {
@@ -211,7 +296,7 @@ fn assign(
     replication_factor: i16,
 ) -> Result<Vec<Assignment>, Refusal> {
     let factor = if replication_factor == -1 { 1 } else { replication_factor };
-    let mut brokers: Vec<i32> = image.brokers.keys().copied().collect();
+    let mut brokers: Vec<i32> = image.brokers.values().filter(|b| !b.fenced).map(|b| b.id).collect();
     if !brokers.contains(&local.node) {
         brokers.push(local.node);
         brokers.sort_unstable();
@@ -276,6 +361,12 @@ pub struct Controller {
     /// Set when the metadata log cannot be persisted: every request gets it.
     failed: RefCell<Option<Refusal>>,
     changed: event_listener::Event,
+    /// As the active controller: when each broker last heartbeat, since when this
+    /// node leads, the brokers being fenced, and `broker.session.timeout.ms`.
+    heartbeats: RefCell<HashMap<i32, Instant>>,
+    leading_since: Cell<Instant>,
+    fencing: RefCell<std::collections::HashSet<i32>>,
+    session_timeout: Duration,
 }
 
 /// How long a request waits for the quorum to have a leader.
@@ -287,7 +378,12 @@ impl Controller {
     /// The controller of node `node` among `voters` (node ids with their controller
     /// addresses; none for a single node), and the receiver `quorum::run` takes its
     /// inputs from. Starts the connections to the other voters.
-    pub fn new(node: i32, cluster_id: &str, voters: &[(i32, SocketAddr)]) -> (Controller, LocalReceiver<Input>) {
+    pub fn new(
+        node: i32,
+        cluster_id: &str,
+        voters: &[(i32, SocketAddr)],
+        session_timeout: Duration,
+    ) -> (Controller, LocalReceiver<Input>) {
         let (inputs, receiver) = local_channel::new_bounded(64);
         let inputs = Rc::new(inputs);
         let me = quorum_id(node);
@@ -308,6 +404,10 @@ impl Controller {
             applied: Cell::new(0),
             failed: RefCell::new(None),
             changed: event_listener::Event::new(),
+            heartbeats: RefCell::new(HashMap::new()),
+            leading_since: Cell::new(Instant::now()),
+            fencing: RefCell::new(std::collections::HashSet::new()),
+            session_timeout,
         };
         (controller, receiver)
     }
@@ -373,6 +473,16 @@ impl Controller {
     /// # Errors
     /// As `handle`.
     pub async fn handle_here(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Forwarded {
+        // A heartbeat of a live broker changes nothing in the log: answered at once.
+        if let ControllerRequest::BrokerHeartbeat { id } | ControllerRequest::RegisterBroker(BrokerMeta { id, .. }) =
+            &request
+        {
+            self.heartbeats.borrow_mut().insert(*id, Instant::now());
+            let live = shard.image().brokers.get(id).is_some_and(|b| !b.fenced);
+            if live && matches!(request, ControllerRequest::BrokerHeartbeat { .. }) && self.leader.get() {
+                return Ok((ControllerReply::Done, self.applied.get()));
+            }
+        }
         let _one = self.requests.lock().await;
         if !self.leader.get() {
             return Err(super::quorum::not_controller(self.leader_id.get()));
@@ -457,6 +567,11 @@ impl Controller {
         if was == (leader, known) {
             return;
         }
+        if leader && !was.0 {
+            // Every broker gets a full session from here before it can be fenced.
+            self.heartbeats.borrow_mut().clear();
+            self.leading_since.set(Instant::now());
+        }
         if was.0 && !leader {
             let pending: Vec<_> = self.pending.borrow_mut().drain().collect();
             for (_, done) in pending {
@@ -470,6 +585,35 @@ impl Controller {
             }
         }
         self.changed.notify(usize::MAX);
+    }
+
+    /// As the active controller, fences the brokers whose last heartbeat (or this
+    /// node's taking office, for one not heard from since) is older than the session
+    /// timeout: their leaderships move to in-sync replicas. Called every tick.
+    pub fn check_sessions(&self, shard: &Rc<Shard>) {
+        if !self.leader.get() {
+            return;
+        }
+        let now = Instant::now();
+        let image = shard.image();
+        for broker in image.brokers.values().filter(|b| !b.fenced && b.id != shard.settings.node_id) {
+            let last = self.heartbeats.borrow().get(&broker.id).copied().unwrap_or(self.leading_since.get());
+            if now.duration_since(last) < self.session_timeout || !self.fencing.borrow_mut().insert(broker.id) {
+                continue;
+            }
+            tracing::warn!(target: "skein::net", broker = broker.id, "broker session expired: fencing it");
+            let (shard, id) = (shard.clone(), broker.id);
+            glommio::spawn_local(async move {
+                let Some(controller) = shard.controller() else { return };
+                if let Err((code, message)) =
+                    controller.handle_here(&shard, ControllerRequest::FenceBroker { id }).await
+                {
+                    tracing::debug!(target: "skein::net", broker = id, code, message, "fencing deferred");
+                }
+                controller.fencing.borrow_mut().remove(&id);
+            })
+            .detach();
+        }
     }
 
     /// The metadata log failed: every pending and later request gets `failure`.
@@ -573,6 +717,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 port: 9000 + id as u16,
                 rack: None,
+                fenced: false,
             })
         };
         for id in [2, 3] {
@@ -626,5 +771,26 @@ mod tests {
             *led.entry(assignment.leader).or_insert(0) += 1;
         }
         assert_eq!(led, BTreeMap::from([(1, 2), (2, 2), (3, 2)]), "the deciding node 1 counts as a broker");
+        // Fencing a leader moves its leadership to the next in-sync replica in a new
+        // epoch; with no live replica in the ISR the partition goes offline, and the
+        // first of its ISR to come back leads it again.
+        applied(&mut image, register(1)).unwrap();
+        let before = image.topic("replicated").unwrap().assignment(1, 9);
+        let gone = before.leader;
+        applied(&mut image, ControllerRequest::FenceBroker { id: gone }).unwrap();
+        let after = image.topic("replicated").unwrap().assignment(1, 9);
+        assert_ne!(after.leader, gone);
+        assert_eq!((after.leader_epoch, after.isr.contains(&gone)), (before.leader_epoch + 1, false));
+        assert!(image.brokers[&gone].fenced);
+        for id in [1, 2, 3].into_iter().filter(|&id| id != gone) {
+            applied(&mut image, ControllerRequest::FenceBroker { id }).unwrap();
+        }
+        let offline = image.topic("replicated").unwrap().assignment(1, 9);
+        assert_eq!((offline.leader, offline.isr.len()), (-1, 1));
+        let last = offline.isr[0];
+        applied(&mut image, ControllerRequest::BrokerHeartbeat { id: last }).unwrap();
+        let back = image.topic("replicated").unwrap().assignment(1, 9);
+        assert_eq!((back.leader, back.leader_epoch), (last, offline.leader_epoch + 1));
+        assert!(!image.brokers[&last].fenced);
     }
 }

@@ -79,6 +79,10 @@ pub struct BrokerMeta {
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
+    /// Missed its session timeout: it leads nothing and clients are not sent to it
+    /// until it heartbeats again (Kafka's BrokerRegistrationChangeRecord).
+    #[serde(default)]
+    pub fenced: bool,
 }
 
 /// An immutable snapshot of the metadata, with a version that only grows.
@@ -131,6 +135,12 @@ impl MetadataImage {
     /// Rebuilds the id index after the topics changed.
     pub(crate) fn index_ids(&mut self) {
         self.ids = self.topics.values().map(|t| (t.id, t.name.clone())).collect();
+    }
+
+    /// Whether broker `id` may lead and be sent clients: registered and not fenced
+    /// (`local`, the node asking, counts as live).
+    pub fn is_live(&self, id: i32, local: i32) -> bool {
+        id == local || self.brokers.get(&id).is_some_and(|b| !b.fenced)
     }
 
     /// The shard that owns a partition, if the partition exists.
@@ -186,6 +196,11 @@ pub enum MetadataRecord {
     },
     /// A broker registered (Kafka's RegisterBrokerRecord).
     RegisterBroker(BrokerMeta),
+    /// A broker fenced or unfenced (Kafka's BrokerRegistrationChangeRecord).
+    BrokerFencing {
+        id: i32,
+        fenced: bool,
+    },
 }
 
 impl MetadataImage {
@@ -204,6 +219,11 @@ impl MetadataImage {
                 MetadataRecord::ProducerIds { next } => self.next_producer_id = self.next_producer_id.max(*next),
                 MetadataRecord::RegisterBroker(broker) => {
                     self.brokers.insert(broker.id, broker.clone());
+                }
+                MetadataRecord::BrokerFencing { id, fenced } => {
+                    if let Some(broker) = self.brokers.get_mut(id) {
+                        broker.fenced = *fenced;
+                    }
                 }
             }
         }
