@@ -74,6 +74,16 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_fetch_budget_waits_total{{shard=\"{id}\"}} {}", shard.responses.waits());
     let _ = writeln!(out, "skein_request_bytes_buffered{{shard=\"{id}\"}} {}", shard.buffered_bytes.get());
     let _ = writeln!(out, "skein_partitions{{shard=\"{id}\"}} {}", shard.hosted().len());
+    let (under_replicated, high_watermark_lag, follower_lag) = shard.replication_gauges();
+    let _ = writeln!(out, "skein_under_replicated_partitions{{shard=\"{id}\"}} {under_replicated}");
+    let _ = writeln!(out, "skein_high_watermark_lag_records{{shard=\"{id}\"}} {high_watermark_lag}");
+    let _ = writeln!(out, "skein_follower_lag_records{{shard=\"{id}\"}} {follower_lag}");
+    let _ = writeln!(out, "skein_isr_shrinks_total{{shard=\"{id}\"}} {}", m.isr_shrinks.get());
+    let _ = writeln!(out, "skein_isr_expands_total{{shard=\"{id}\"}} {}", m.isr_expands.get());
+    if let Some(controller) = shard.controller() {
+        let _ = writeln!(out, "skein_controller_active{{shard=\"{id}\"}} {}", u8::from(controller.is_leader()));
+        let _ = writeln!(out, "skein_controller_applied_index{{shard=\"{id}\"}} {}", controller.applied_index());
+    }
     let engine = shard.logs.metrics();
     let cache = shard.logs.cache().borrow();
     let _ = writeln!(out, "skein_batch_cache_hits_total{{shard=\"{id}\"}} {}", cache.hits);

@@ -36,6 +36,9 @@ pub struct ShardMetrics {
     pub fetch_waits_parked: Cell<u64>,
     /// Attempts to load an offsets partition into the group coordinator that failed.
     pub group_load_failures: Cell<u64>,
+    /// ISR changes this shard's leaders proposed: followers dropped, followers added.
+    pub isr_shrinks: Cell<u64>,
+    pub isr_expands: Cell<u64>,
 }
 
 impl ShardMetrics {

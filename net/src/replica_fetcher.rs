@@ -42,10 +42,12 @@ pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrP
     if state.isr_change_pending.replace(true) {
         return;
     }
-    let (leader, epoch) = {
+    let (leader, epoch, current) = {
         let replica = state.replica_state.borrow();
-        (replica.broker(), replica.leader_epoch().0)
+        (replica.broker(), replica.leader_epoch().0, replica.isr().len())
     };
+    let counter = if proposal.isr.len() < current { &shard.metrics.isr_shrinks } else { &shard.metrics.isr_expands };
+    counter.set(counter.get() + 1);
     let request = ControllerRequest::AlterPartition {
         topic: partition.topic.clone(),
         partition: partition.partition,
@@ -290,6 +292,7 @@ async fn apply(
             if let Err(e) = state.append_as_follower(batches, Offset(data.high_watermark)).await {
                 tracing::warn!(target: "skein::net", partition = %partition, error = ?e, "follower append failed");
             }
+            state.follower_lag.set((data.high_watermark - state.log.log_end_offset().0).max(0));
             shard.metrics.bytes_in.set(shard.metrics.bytes_in.get() + records.len() as u64);
         }
     }

@@ -75,6 +75,9 @@ pub struct Partition {
     pub bytes_out: Cell<u64>,
     /// An ISR change this leader proposed is with the controller.
     pub isr_change_pending: Cell<bool>,
+    /// As a follower: records the leader's high watermark was ahead of this log end at
+    /// the last fetch.
+    pub follower_lag: Cell<i64>,
 }
 
 /// The replica's fields and methods (`log`, `producers`, `high_watermark`, ...) read
@@ -305,6 +308,23 @@ impl Shard {
         self.brokers().into_iter().find(|b| b.0 == id).map(|(_, host, port, _)| (host, port))
     }
 
+    /// Replication gauges over this shard's partitions: (partitions it leads with
+    /// fewer in-sync replicas than replicas, records its leaders hold above their
+    /// high watermark, records its followers are behind their leaders).
+    pub fn replication_gauges(&self) -> (u64, i64, i64) {
+        let (mut under_replicated, mut high_watermark_lag, mut follower_lag) = (0, 0, 0);
+        for state in self.partitions.borrow().values() {
+            let replica = state.replica_state.borrow();
+            if replica.role() == replication::Role::Leader {
+                under_replicated += u64::from(replica.isr().len() < replica.replicas().len());
+                high_watermark_lag += (state.log.log_end_offset().0 - replica.high_watermark().0).max(0);
+            } else {
+                follower_lag += state.follower_lag.get();
+            }
+        }
+        (under_replicated, high_watermark_lag, follower_lag)
+    }
+
     /// The metadata controller, on shard 0.
     pub fn controller(&self) -> Option<&Controller> {
         self.controller.as_ref()
@@ -480,6 +500,7 @@ impl Shard {
                         bytes_in: Cell::new(0),
                         bytes_out: Cell::new(0),
                         isr_change_pending: Cell::new(false),
+                        follower_lag: Cell::new(0),
                     }),
                 );
                 return Ok(PartitionReply::Done);

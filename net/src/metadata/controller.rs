@@ -425,6 +425,11 @@ impl Controller {
         self.leader.get()
     }
 
+    /// The metadata log index this node's shards hold.
+    pub fn applied_index(&self) -> u64 {
+        self.applied.get()
+    }
+
     /// The active controller's node id, if the quorum has one.
     pub fn active(&self) -> Option<i32> {
         self.leader_id.get().map(|id| (id - 1) as i32)
