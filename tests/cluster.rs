@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{broker_port, Broker, RawClient};
@@ -508,6 +509,160 @@ fn a_killed_leader_loses_no_acknowledged_record() {
     assert!(read.windows(2).all(|w| w[0] < w[1]), "records out of order");
     let lost: Vec<i32> = acked.iter().copied().filter(|n| !seen.contains(n)).collect();
     assert!(lost.is_empty(), "{} acknowledged records lost, first {:?}", lost.len(), lost.first());
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
+/// Flags for clusters under faults: short sessions and lag bounds, so a fault is
+/// noticed within seconds.
+const FAST_FAILURE_DETECTION: [&str; 6] = [
+    "--replica-lag-time-max-ms",
+    "2000",
+    "--broker-session-timeout-ms",
+    "2000",
+    "--broker-heartbeat-interval-ms",
+    "300",
+];
+
+/// Waits until every partition of `topic` has a live leader and its full ISR, as the
+/// running nodes say.
+fn wait_until_healed(cluster: &Cluster, topic: &str, partitions: i32, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let healed = cluster
+            .nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .all(|node| (0..partitions).all(|p| isr(node, topic, p) == [1, 2, 3] && leader_of(node, topic, p) > 0));
+        if healed {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{topic} did not heal in {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn signal(node: &Broker, signal: i32) {
+    let pid = node.child.as_ref().expect("running").id() as i32;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, signal) };
+}
+
+// Faults in a loop under an idempotent acks=all producer writing three partitions of
+// replication factor 3 (min.insync.replicas=2): kill -9 of a leader, kill -9 of a
+// follower, SIGSTOP of a leader past its session timeout then SIGCONT, and a clean
+// stop and restart; each cycle waits until every partition has its full ISR again.
+// Then the checker reads everything: every acknowledged record is there exactly once,
+// each partition holds its records in the order they were produced, no record appears
+// twice, and none appears that was never sent. `FAULT_CYCLES` sets the cycles (30 by
+// default; `FAULT_CYCLES=1000` is the long run).
+#[test]
+fn faults_lose_no_acknowledged_record() {
+    let cycles: usize = std::env::var("FAULT_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(30);
+    let mut cluster = Cluster::start_with(3, &FAST_FAILURE_DETECTION);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
+        assert!(Instant::now() < deadline, "brokers did not register");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let partitions = 3;
+    let request = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("faults")))
+        .with_num_partitions(partitions)
+        .with_replication_factor(3)
+        .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("min.insync.replicas"))
+            .with_value(Some(StrBytes::from_static_str("2")))])]);
+    let response: CreateTopicsResponse = RawClient::connect(&cluster.node(1).bootstrap()).call(&request, 7);
+    assert_eq!(response.topics[0].error_code, 0, "{:?}", response.topics[0].error_message);
+    wait_until_healed(&cluster, "faults", partitions, Duration::from_secs(10));
+
+    let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
+    let acks = Acks::default();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let producer_thread = {
+        let (acks, stop, sent, bootstrap) = (acks.clone(), stop.clone(), sent.clone(), bootstrap.join(","));
+        std::thread::spawn(move || {
+            let producer: BaseProducer<Acks> = ClientConfig::new()
+                .set("bootstrap.servers", bootstrap)
+                .set("enable.idempotence", "true")
+                .set("acks", "all")
+                .set("linger.ms", "2")
+                .set("message.timeout.ms", "120000")
+                .set("topic.metadata.refresh.interval.ms", "500")
+                .create_with_context(acks)
+                .unwrap();
+            let started = Instant::now();
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // About 500 records a second.
+                while started.elapsed() < Duration::from_millis(2 * i as u64) {
+                    producer.poll(Duration::from_millis(1));
+                }
+                let payload = format!("m{i:07}");
+                let record = || BaseRecord::<'_, (), str>::to("faults").partition(i % 3).payload(&payload);
+                while producer.send(record()).is_err() {
+                    producer.poll(Duration::from_millis(5));
+                }
+                producer.poll(Duration::ZERO);
+                i += 1;
+                sent.store(i, std::sync::atomic::Ordering::Relaxed);
+            }
+            producer.flush(Duration::from_secs(120)).unwrap();
+        })
+    };
+
+    for cycle in 0..cycles {
+        let partition = (cycle % partitions as usize) as i32;
+        let any = cluster.nodes.iter().position(|n| n.child.is_some()).unwrap() as i32 + 1;
+        let leader = leader_of(cluster.node(any), "faults", partition);
+        let follower = (1..=3).find(|&id| id != leader).unwrap();
+        match cycle % 4 {
+            0 => {
+                cluster.node_mut(leader).kill();
+                std::thread::sleep(Duration::from_millis(2500));
+                cluster.node_mut(leader).restart();
+            }
+            1 => {
+                cluster.node_mut(follower).kill();
+                std::thread::sleep(Duration::from_millis(1000));
+                cluster.node_mut(follower).restart();
+            }
+            2 => {
+                signal(cluster.node(leader), libc::SIGSTOP);
+                std::thread::sleep(Duration::from_millis(3000));
+                signal(cluster.node(leader), libc::SIGCONT);
+            }
+            _ => {
+                cluster.node_mut(leader).stop();
+                cluster.node_mut(leader).restart();
+            }
+        }
+        wait_until_healed(&cluster, "faults", partitions, Duration::from_secs(60));
+    }
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    producer_thread.join().unwrap();
+    let total = sent.load(std::sync::atomic::Ordering::Relaxed);
+    let acked: Vec<i32> = acks.numbers.lock().unwrap().clone();
+    assert!(acked.len() > total as usize / 2, "{} of {total} acknowledged", acked.len());
+    let mut by_partition: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for n in consume_numbers(cluster.node(1), "faults", partitions, acked.len()) {
+        by_partition.entry(n % partitions).or_default().push(n);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (partition, numbers) in &by_partition {
+        assert!(numbers.windows(2).all(|w| w[0] < w[1]), "partition {partition} out of order");
+        for n in numbers {
+            assert!(seen.insert(*n), "record {n} read twice");
+            assert!((0..total).contains(n), "record {n} was never sent");
+        }
+    }
+    let lost: Vec<i32> = acked.iter().copied().filter(|n| !seen.contains(n)).collect();
+    assert!(lost.is_empty(), "{} of {} acknowledged records lost, first {:?}", lost.len(), acked.len(), lost.first());
+    println!("{cycles} fault cycles: {total} sent, {} acknowledged, {} read", acked.len(), seen.len());
     for node in &mut cluster.nodes {
         node.stop();
     }
