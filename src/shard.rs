@@ -32,10 +32,16 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     }
     // Held until the node stops: a second node on this directory is refused.
     let _lock = crate::exclusive::lock_data_dir(&config.data_dir)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).map_err(|e| format!("cannot install signal handler: {e}"))?;
+    // SIGINT/SIGTERM raise `signal`; a cluster node then drains (controlled shutdown:
+    // its leaderships move away first) before `stop` tells the shards to close.
+    let signal = Arc::new(AtomicBool::new(false));
+    for number in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(number, signal.clone())
+            .map_err(|e| format!("cannot install signal handler: {e}"))?;
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    let drained = Arc::new(AtomicBool::new(false));
+    let exited = Arc::new(AtomicUsize::new(0));
     let shards = config.cpus.len();
     // The metadata log: its voters, or this node alone.
     let voter_ids: Vec<i32> = match config.controller_voters.is_empty() {
@@ -98,6 +104,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     for ((shard, &cpu), wiring) in config.cpus.iter().enumerate().zip(wirings) {
         let (config, stop, image, settings, ready) =
             (config.clone(), stop.clone(), image.clone(), settings.clone(), ready.clone());
+        let (signal, drained, exited) = (signal.clone(), drained.clone(), exited.clone());
         // Shard 0 runs the metadata controller and drives the metadata log.
         let log = if shard == 0 { opened.take() } else { None };
         let (node_id, voters) = (config.node_id, config.controller_voters.clone());
@@ -118,16 +125,33 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                     Rc::new(Shard::new(shard, settings, image, controller, config.cache_bytes_per_shard, router));
                 if let Some((log, inputs)) = inputs {
                     glommio::spawn_local(skein_net::metadata::quorum::run(node.clone(), log, inputs)).detach();
+                    glommio::spawn_local(drain_on_signal(node.clone(), signal, drained)).detach();
                 }
-                run_shard(node, receivers, config, stop, ready, shards).await
+                let result = run_shard(node, receivers, config, stop, ready, shards).await;
+                exited.fetch_add(1, Ordering::Release);
+                result
             })
             .map_err(|e| format!("cannot start shard {shard} on cpu {cpu} (io_uring must be available): {e}"))?;
         handles.push(handle);
     }
-    while ready.load(Ordering::Acquire) < shards && !stop.load(Ordering::Relaxed) {
+    let running = || !signal.load(Ordering::Relaxed) && exited.load(Ordering::Acquire) == 0;
+    while ready.load(Ordering::Acquire) < shards && running() {
         std::thread::sleep(Duration::from_millis(5));
     }
     tracing::info!(target: "skein", listener = %config.listener, shards, startup_ms = started.elapsed().as_millis() as u64, "listening");
+    while running() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A signal: wait for the drain (bounded), then stop every shard. A shard that
+    // ended on its own stops the others at once.
+    let drain_deadline = std::time::Instant::now() + DRAIN_MAX;
+    while !drained.load(Ordering::Acquire)
+        && exited.load(Ordering::Acquire) == 0
+        && std::time::Instant::now() < drain_deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
     let mut failure = None;
     for handle in handles {
         match handle.join() {
@@ -235,6 +259,47 @@ async fn remove_deleted(shard: &Shard) {
     }
 }
 
+/// The longest a stopping cluster node waits for its leaderships to move.
+const DRAIN_MAX: Duration = Duration::from_secs(20);
+
+/// Once a stop signal arrives: on a cluster node, a controlled shutdown (Kafka's): it
+/// stops heartbeating and asks the active controller to fence it, so that its
+/// leaderships move to in-sync replicas while it still serves; once its image shows
+/// it leads nothing, it hands the quorum's leadership on if it holds it. Then (or at
+/// once on a single node) it lets the node stop.
+async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc<AtomicBool>) {
+    while !signal.load(Ordering::Relaxed) {
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+    }
+    if let Some(controller) = shard.controller().filter(|c| c.peers().is_some()) {
+        let me = shard.settings.node_id;
+        tracing::info!(target: "skein", node = me, "controlled shutdown: moving leaderships away");
+        controller.begin_shutdown();
+        let deadline = std::time::Instant::now() + DRAIN_MAX - Duration::from_secs(2);
+        let request = skein_net::metadata::controller::ControllerRequest::FenceBroker { id: me };
+        while let Err((code, message)) = controller.handle(&shard, request.clone()).await {
+            tracing::debug!(target: "skein", code, message, "controlled shutdown refused; retrying");
+            if std::time::Instant::now() > deadline {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+        let leads = |shard: &Shard| {
+            let image = shard.image();
+            image.topics.values().any(|t| (0..t.partitions).any(|p| t.assignment(p, me).leader == me))
+        };
+        while leads(&shard) && std::time::Instant::now() < deadline {
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+        }
+        controller.hand_over().await;
+        // Clients still sending here are told NOT_LEADER_OR_FOLLOWER meanwhile and
+        // look the new leaders up before this node goes.
+        glommio::timer::sleep(Duration::from_millis(500)).await;
+        tracing::info!(target: "skein", node = me, "controlled shutdown done");
+    }
+    drained.store(true, Ordering::Release);
+}
+
 /// Registers this broker's address with the controller (Kafka's BrokerRegistration),
 /// retrying until the quorum takes it, then heartbeats every `interval` (in a cluster),
 /// registering again if the controller no longer knows it. A broker that stops
@@ -252,6 +317,9 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
     };
     let mut registered = false;
     loop {
+        if controller.is_shutting_down() {
+            return;
+        }
         let request = match registered {
             false => ControllerRequest::RegisterBroker(broker.clone()),
             true => ControllerRequest::BrokerHeartbeat { id: broker.id },
@@ -403,9 +471,14 @@ async fn run_shard(
             remove_deleted(&shard).await;
         }
     }
-    // Stop accepting, give in-flight requests a moment, then close every log.
+    // Stop accepting; connections answer what they read (so clients know how their
+    // requests ended) and close, for up to two seconds; then close every log.
     drop(server.cancel());
-    glommio::timer::sleep(Duration::from_millis(100)).await;
+    shard.close_connections();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while shard.metrics.connections.get() > 0 && std::time::Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+    }
     shard.snapshot_producers().await;
     let failed = shard.logs.close_all().await;
     for (partition, error) in &failed {

@@ -668,6 +668,79 @@ fn faults_lose_no_acknowledged_record() {
     }
 }
 
+// SIGTERM of a partition's leader is a controlled shutdown: the node has its
+// leaderships moved to in-sync replicas before it stops, so with a 30 s session
+// timeout a new leader is there as soon as it has stopped, and an idempotent acks=all
+// producer never stalls for the session timeout: every record is acknowledged within
+// seconds and read back once.
+#[test]
+fn a_stopped_leader_hands_its_leaderships_over() {
+    let mut cluster =
+        Cluster::start_with(3, &["--broker-session-timeout-ms", "30000", "--broker-heartbeat-interval-ms", "300"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
+        assert!(Instant::now() < deadline, "brokers did not register");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    create_with(cluster.node(1), "handover", 1, 3).unwrap();
+    wait_for_isr(cluster.node(1), "handover", 0, &[1, 2, 3], Duration::from_secs(10));
+    let leader = leader_of(cluster.node(1), "handover", 0);
+    let survivor = (1..=3).find(|&id| id != leader).unwrap();
+    let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
+    let acks = Acks::default();
+    let producer: BaseProducer<Acks> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap.join(","))
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "2")
+        .set("message.timeout.ms", "60000")
+        .create_with_context(acks.clone())
+        .unwrap();
+    let started = Instant::now();
+    for i in 0..2000 {
+        while started.elapsed() < Duration::from_millis(i as u64) {
+            producer.poll(Duration::from_millis(1));
+        }
+        if i == 1000 {
+            let stopping = Instant::now();
+            cluster.node_mut(leader).stop();
+            let stopped_in = stopping.elapsed();
+            let now_leader = leader_of(cluster.node(survivor), "handover", 0);
+            assert!(now_leader != leader && now_leader > 0, "no new leader once {leader} stopped: {now_leader}");
+            assert!(stopped_in < Duration::from_secs(15), "the stop took {stopped_in:?}");
+        }
+        let payload = format!("m{i:05}");
+        let record = || BaseRecord::<'_, (), str>::to("handover").partition(0).payload(&payload);
+        while producer.send(record()).is_err() {
+            producer.poll(Duration::from_millis(5));
+        }
+        producer.poll(Duration::ZERO);
+    }
+    if producer.flush(Duration::from_secs(20)).is_err() {
+        for node in &cluster.nodes {
+            let path = format!("/tmp/cluster-node-{}.log", node.port);
+            std::fs::write(&path, node.log()).unwrap();
+        }
+        panic!(
+            "not flushed: {} acknowledged, errors {:?}",
+            acks.acked.load(std::sync::atomic::Ordering::Relaxed),
+            acks.errors.lock().unwrap().first()
+        );
+    }
+    let took = started.elapsed();
+    assert!(acks.errors.lock().unwrap().is_empty(), "{:?}", acks.errors.lock().unwrap().first());
+    assert_eq!(acks.acked.load(std::sync::atomic::Ordering::Relaxed), 2000);
+    assert!(took < Duration::from_secs(20), "the producer stalled: {took:?} for 2 s of records");
+    let mut numbers = consume_numbers(cluster.node(survivor), "handover", 1, 2000);
+    numbers.sort_unstable();
+    assert_eq!(numbers, (0..2000).collect::<Vec<_>>());
+    cluster.node_mut(leader).restart();
+    wait_for_isr(cluster.node(survivor), "handover", 0, &[1, 2, 3], Duration::from_secs(20));
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
 fn leader_of(node: &Broker, topic: &str, partition: i32) -> i32 {
     let response = metadata(node);
     let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == topic).unwrap();

@@ -27,6 +27,7 @@ pub mod code {
     pub const INVALID_CONFIG: i16 = 40;
     pub const INVALID_REQUEST: i16 = 42;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
+    pub const INELIGIBLE_REPLICA: i16 = 107;
     pub const INVALID_UPDATE_VERSION: i16 = 108;
     pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;

@@ -136,8 +136,15 @@ async fn read_loop(
     let max = shard.settings.socket_request_max_bytes;
     loop {
         let mut size = [0u8; 4];
-        if reader.read_exact(&mut size).await.is_err() {
-            return Ok(());
+        // A shard that is stopping reads no more requests: what was read is answered,
+        // then the connection closes.
+        let read = futures_lite::future::or(async { Some(reader.read_exact(&mut size).await) }, async {
+            shard.closing().await;
+            None
+        });
+        match read.await {
+            Some(Ok(())) => {}
+            Some(Err(_)) | None => return Ok(()),
         }
         let size = i32::from_be_bytes(size);
         if size < 8 || size as usize > max {

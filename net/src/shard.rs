@@ -238,6 +238,9 @@ pub struct Shard {
     pub groups: crate::group::Coordinator,
     /// Fetch sessions (KIP-227) of this shard's connections.
     pub fetch_sessions: RefCell<crate::handlers::fetch::FetchSessions>,
+    /// The shard is stopping: connections answer what they read, then close.
+    closing: Cell<bool>,
+    closing_event: event_listener::Event,
 }
 
 impl Shard {
@@ -265,6 +268,8 @@ impl Shard {
             responses: Rc::new(crate::budget::ShardResponses::default()),
             groups: crate::group::Coordinator::default(),
             fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
+            closing: Cell::new(false),
+            closing_event: event_listener::Event::new(),
         };
         shard
             .groups
@@ -328,6 +333,27 @@ impl Shard {
     /// The metadata controller, on shard 0.
     pub fn controller(&self) -> Option<&Controller> {
         self.controller.as_ref()
+    }
+
+    /// Stops this shard's connections reading requests; each closes once it has
+    /// answered what it read.
+    pub fn close_connections(&self) {
+        self.closing.set(true);
+        self.closing_event.notify(usize::MAX);
+    }
+
+    /// Resolves once the shard is stopping.
+    pub async fn closing(&self) {
+        loop {
+            if self.closing.get() {
+                return;
+            }
+            let listener = self.closing_event.listen();
+            if self.closing.get() {
+                return;
+            }
+            listener.await;
+        }
     }
 
     /// This shard's current metadata image: no lock, no other shard involved.
@@ -534,6 +560,14 @@ impl Shard {
         };
         let log = &state.log;
         let engine = |e: skein_engine::Error| (code_of(&e), Some(e.to_string()));
+        // Clients write, list offsets and delete records only at the leader.
+        let leader_only = matches!(
+            op,
+            PartitionOp::Produce { .. } | PartitionOp::ListOffsets { .. } | PartitionOp::DeleteRecords { .. }
+        );
+        if leader_only && state.replica_state.borrow().role() != replication::Role::Leader {
+            return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+        }
         match op {
             PartitionOp::Produce { batch, acks } => self.produce(partition, &state, batch, acks).await,
             PartitionOp::Fetch { offset, max_bytes, wait_ms, to_log_end } => {
@@ -590,7 +624,8 @@ impl Shard {
                 let proposal = state
                     .follower_fetched(follower, Offset(offset), current_leader_epoch, now)
                     .map_err(|c| (c, None))?;
-                if let Some(proposal) = proposal {
+                // A fenced follower (gone, or shutting down) is not proposed for the ISR.
+                if let Some(proposal) = proposal.filter(|_| self.image().is_live(follower, self.settings.node_id)) {
                     crate::replica_fetcher::propose_isr(self, partition, proposal);
                 }
                 Ok(PartitionReply::FollowerFetch { diverging: None })

@@ -108,8 +108,12 @@ impl<S: Storage> Partition<S> {
     ///
     /// # Errors
     /// `Refused` with the producer check's code, or NOT_LEADER_OR_FOLLOWER when this
-    /// replica stops leading before the batch is committed; `Log` when the log fails.
+    /// replica does not lead or stops leading before the batch is committed; `Log`
+    /// when the log fails.
     pub async fn append_as_leader(&self, batch: Batch, acks_all: bool) -> Result<Appended, AppendError> {
+        if self.replica_state.borrow().role() != Role::Leader {
+            return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
+        }
         let (pid, first_seq) = (batch.producer_id(), batch.base_sequence());
         let verdict = self.producers.borrow_mut().check_and_reserve(&batch);
         match verdict {

@@ -205,6 +205,11 @@ pub fn decide(
             if !isr.contains(leader) || isr.iter().any(|r| !assignment.replicas.contains(r)) {
                 return Err((code::INVALID_REQUEST, format!("ISR {isr:?} must hold the leader and only replicas")));
             }
+            // A fenced broker (gone, or shutting down) does not join an ISR.
+            let live = |id: &i32| image.brokers.get(id).is_none_or(|b| !b.fenced);
+            if let Some(fenced) = isr.iter().find(|r| !assignment.isr.contains(r) && !live(r)) {
+                return Err((code::INELIGIBLE_REPLICA, format!("broker {fenced} is fenced: it cannot join the ISR")));
+            }
             assignment.isr = isr.clone();
             assignment.partition_epoch += 1;
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Done)
@@ -367,6 +372,8 @@ pub struct Controller {
     leading_since: Cell<Instant>,
     fencing: RefCell<std::collections::HashSet<i32>>,
     session_timeout: Duration,
+    /// This node is shutting down: it no longer heartbeats.
+    shutting_down: Cell<bool>,
 }
 
 /// How long a request waits for the quorum to have a leader.
@@ -408,6 +415,7 @@ impl Controller {
             leading_since: Cell::new(Instant::now()),
             fencing: RefCell::new(std::collections::HashSet::new()),
             session_timeout,
+            shutting_down: Cell::new(false),
         };
         (controller, receiver)
     }
@@ -423,6 +431,30 @@ impl Controller {
     /// Whether this node leads the metadata quorum (is the active controller).
     pub fn is_leader(&self) -> bool {
         self.leader.get()
+    }
+
+    /// Stops this node's heartbeats (a controlled shutdown).
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.set(true);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.get()
+    }
+
+    /// Hands the quorum's leadership to another voter if this node holds it, and waits
+    /// (up to two seconds) until it has gone, so the metadata log goes on without an
+    /// election when this node stops.
+    pub async fn hand_over(&self) {
+        if !self.leader.get() || self.peers.is_none() {
+            return;
+        }
+        let _ = self.inputs.send(Input::TransferLeader).await;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.leader.get() && Instant::now() < deadline {
+            let listener = self.changed.listen();
+            futures_lite::future::or(listener, glommio::timer::sleep(Duration::from_millis(50))).await;
+        }
     }
 
     /// The metadata log index this node's shards hold.

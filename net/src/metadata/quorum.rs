@@ -141,10 +141,15 @@ pub fn open(data_dir: &Path, node: i32, voters: &[i32], shards: usize) -> Result
 
 /// What the loop takes from handlers and the transport.
 pub enum Input {
-    Propose { id: u64, data: Vec<u8> },
+    Propose {
+        id: u64,
+        data: Vec<u8>,
+    },
     Raft(Box<raft::prelude::Message>),
     Unreachable(u64),
     SnapshotSent(u64, bool),
+    /// Hand the leadership to another voter (this node is stopping).
+    TransferLeader,
 }
 
 /// Drives the quorum on shard 0 until the shard stops or the journal fails.
@@ -180,6 +185,11 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
             Some(Some(Input::Raft(message))) => quorum.step(*message),
             Some(Some(Input::Unreachable(peer))) => quorum.unreachable(peer),
             Some(Some(Input::SnapshotSent(peer, delivered))) => quorum.snapshot_sent(peer, delivered),
+            Some(Some(Input::TransferLeader)) => {
+                if let Some(peer) = quorum.successor() {
+                    quorum.transfer_leader(peer);
+                }
+            }
         }
         while let Some(work) = quorum.ready() {
             let Work { messages, snapshot, committed, entries, hard_state } = work;

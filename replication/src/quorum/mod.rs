@@ -207,6 +207,19 @@ impl Quorum {
         self.node.report_snapshot(peer, status);
     }
 
+    /// As leader: the voter best placed to take over (active recently, furthest
+    /// along the log), if any.
+    pub fn successor(&self) -> Option<u64> {
+        let me = self.id();
+        self.node
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, progress)| **id != me && progress.recent_active)
+            .max_by_key(|(_, progress)| progress.matched)
+            .map(|(id, _)| *id)
+    }
+
     /// Hands leadership to `peer` (a controlled shutdown of the leader).
     pub fn transfer_leader(&mut self, peer: u64) {
         self.node.transfer_leader(peer);
