@@ -58,6 +58,15 @@ impl Cluster {
         Cluster { nodes, _dir: dir }
     }
 
+    /// Waits until every node's Metadata names every broker (all registered).
+    fn wait_for_brokers(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.nodes.iter().any(|n| metadata(n).brokers.len() < self.nodes.len()) {
+            assert!(Instant::now() < deadline, "brokers did not register");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn node(&self, id: i32) -> &Broker {
         &self.nodes[(id - 1) as usize]
     }
@@ -170,11 +179,7 @@ fn metadata_quorum_survives_a_lost_controller() {
 fn partitions_spread_over_the_brokers() {
     let mut cluster = Cluster::start(3);
     // Every broker registered: Metadata names three.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
-        assert!(Instant::now() < deadline, "brokers did not register");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.wait_for_brokers();
     create_with(cluster.node(1), "spread", 6, 1).unwrap();
     let (code, message) = create_with(cluster.node(2), "too-many", 1, 4).unwrap_err();
     assert_eq!(code, 38, "INVALID_REPLICATION_FACTOR: {message}");
@@ -252,6 +257,20 @@ fn partitions_spread_over_the_brokers() {
     for node in &mut cluster.nodes {
         node.stop();
     }
+}
+
+/// Creates `name` with `partitions`, replication factor 3 and min.insync.replicas=2
+/// through `node`.
+fn create_replicated(node: &Broker, name: &str, partitions: i32) {
+    let request = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(name.to_string())))
+        .with_num_partitions(partitions)
+        .with_replication_factor(3)
+        .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("min.insync.replicas"))
+            .with_value(Some(StrBytes::from_static_str("2")))])]);
+    let response: CreateTopicsResponse = RawClient::connect(&node.bootstrap()).call(&request, 7);
+    assert_eq!(response.topics[0].error_code, 0, "{:?}", response.topics[0].error_message);
 }
 
 /// Counts a producer's acknowledged records (and keeps their numbers) and its errors.
@@ -382,20 +401,8 @@ fn consume_numbers(node: &Broker, topic: &str, partitions: i32, expected: usize)
 #[test]
 fn followers_replicate_and_the_isr_follows_them() {
     let mut cluster = Cluster::start_with(3, &["--replica-lag-time-max-ms", "1500"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
-        assert!(Instant::now() < deadline, "brokers did not register");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let request = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("replicated")))
-        .with_num_partitions(2)
-        .with_replication_factor(3)
-        .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str("min.insync.replicas"))
-            .with_value(Some(StrBytes::from_static_str("2")))])]);
-    let response: CreateTopicsResponse = RawClient::connect(&cluster.node(1).bootstrap()).call(&request, 7);
-    assert_eq!(response.topics[0].error_code, 0, "{:?}", response.topics[0].error_message);
+    cluster.wait_for_brokers();
+    create_replicated(cluster.node(1), "replicated", 2);
     for p in 0..2 {
         wait_for_isr(cluster.node(2), "replicated", p, &[1, 2, 3], Duration::from_secs(10));
     }
@@ -444,20 +451,8 @@ fn a_killed_leader_loses_no_acknowledged_record() {
             "300",
         ],
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
-        assert!(Instant::now() < deadline, "brokers did not register");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let request = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("failover")))
-        .with_num_partitions(1)
-        .with_replication_factor(3)
-        .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str("min.insync.replicas"))
-            .with_value(Some(StrBytes::from_static_str("2")))])]);
-    let response: CreateTopicsResponse = RawClient::connect(&cluster.node(1).bootstrap()).call(&request, 7);
-    assert_eq!(response.topics[0].error_code, 0, "{:?}", response.topics[0].error_message);
+    cluster.wait_for_brokers();
+    create_replicated(cluster.node(1), "failover", 1);
     wait_for_isr(cluster.node(1), "failover", 0, &[1, 2, 3], Duration::from_secs(10));
     let leader = leader_of(cluster.node(1), "failover", 0);
 
@@ -500,6 +495,20 @@ fn a_killed_leader_loses_no_acknowledged_record() {
 
     cluster.node_mut(leader).restart();
     wait_for_isr(cluster.node(survivor), "failover", 0, &[1, 2, 3], Duration::from_secs(30));
+    // Back in sync, the preferred replica (the first, which led at creation) takes
+    // its leadership back through a preferred election (ElectLeaders, KIP-460).
+    let elect =
+        ElectLeadersRequest::default().with_election_type(0).with_timeout_ms(10_000).with_topic_partitions(Some(vec![
+            elect_leaders_request::TopicPartitions::default()
+                .with_topic(TopicName(StrBytes::from_static_str("failover")))
+                .with_partitions(vec![0]),
+        ]));
+    let response: ElectLeadersResponse = RawClient::connect(&cluster.node(survivor).bootstrap()).call(&elect, 2);
+    let result = &response.replica_election_results[0].partition_result[0];
+    assert_eq!((response.error_code, result.error_code), (0, 0), "{:?}", result.error_message);
+    assert_eq!(leader_of(cluster.node(survivor), "failover", 0), leader, "the preferred replica leads again");
+    let again: ElectLeadersResponse = RawClient::connect(&cluster.node(survivor).bootstrap()).call(&elect, 2);
+    assert_eq!(again.replica_election_results[0].partition_result[0].error_code, 84, "ELECTION_NOT_NEEDED");
     let read = consume_numbers(cluster.node(leader), "failover", 1, acked.len());
     let mut seen = std::collections::BTreeSet::new();
     for n in &read {
@@ -538,7 +547,22 @@ fn wait_until_healed(cluster: &Cluster, topic: &str, partitions: i32, within: Du
         if healed {
             return;
         }
-        assert!(Instant::now() < deadline, "{topic} did not heal in {within:?}");
+        if Instant::now() > deadline {
+            let mut views = String::new();
+            for node in cluster.nodes.iter().filter(|n| n.child.is_some()) {
+                let path = format!("/tmp/cluster-node-{}.log", node.port);
+                std::fs::write(&path, node.log()).unwrap();
+                for p in 0..partitions {
+                    views += &format!(
+                        "\n{} ({path}): {topic}-{p} leader {} isr {:?}",
+                        node.bootstrap(),
+                        leader_of(node, topic, p),
+                        isr(node, topic, p)
+                    );
+                }
+            }
+            panic!("{topic} did not heal in {within:?}:{views}");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -561,21 +585,9 @@ fn signal(node: &Broker, signal: i32) {
 fn faults_lose_no_acknowledged_record() {
     let cycles: usize = std::env::var("FAULT_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(30);
     let mut cluster = Cluster::start_with(3, &FAST_FAILURE_DETECTION);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
-        assert!(Instant::now() < deadline, "brokers did not register");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.wait_for_brokers();
     let partitions = 3;
-    let request = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_static_str("faults")))
-        .with_num_partitions(partitions)
-        .with_replication_factor(3)
-        .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str("min.insync.replicas"))
-            .with_value(Some(StrBytes::from_static_str("2")))])]);
-    let response: CreateTopicsResponse = RawClient::connect(&cluster.node(1).bootstrap()).call(&request, 7);
-    assert_eq!(response.topics[0].error_code, 0, "{:?}", response.topics[0].error_message);
+    create_replicated(cluster.node(1), "faults", partitions);
     wait_until_healed(&cluster, "faults", partitions, Duration::from_secs(10));
 
     let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
@@ -677,11 +689,7 @@ fn faults_lose_no_acknowledged_record() {
 fn a_stopped_leader_hands_its_leaderships_over() {
     let mut cluster =
         Cluster::start_with(3, &["--broker-session-timeout-ms", "30000", "--broker-heartbeat-interval-ms", "300"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while (1..=3).any(|id| metadata(cluster.node(id)).brokers.len() < 3) {
-        assert!(Instant::now() < deadline, "brokers did not register");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.wait_for_brokers();
     create_with(cluster.node(1), "handover", 1, 3).unwrap();
     wait_for_isr(cluster.node(1), "handover", 0, &[1, 2, 3], Duration::from_secs(10));
     let leader = leader_of(cluster.node(1), "handover", 0);

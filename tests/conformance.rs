@@ -707,6 +707,33 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
             c.call(request.clone().with_validate_only(true), v);
             c.call(request, v);
         }
+        ApiKey::ElectLeaders => {
+            // A preferred election where the preferred replica leads already, and a
+            // partition that does not exist; from v1 an unclean election too.
+            let partitions = vec![elect_leaders_request::TopicPartitions::default()
+                .with_topic(topic(TOPIC))
+                .with_partitions(vec![0, 1, 99])];
+            for election_type in [0i8, 1] {
+                if election_type == 1 && v == 0 {
+                    continue;
+                }
+                let request = ElectLeadersRequest::default()
+                    .with_election_type(election_type)
+                    .with_topic_partitions(Some(partitions.clone()))
+                    .with_timeout_ms(10_000);
+                if let Some(response) = c.call(request, v) {
+                    let codes: Vec<i16> = response
+                        .replica_election_results
+                        .iter()
+                        .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
+                        .collect();
+                    // ELECTION_NOT_NEEDED for the led partitions, UNKNOWN_TOPIC_OR_PARTITION for 99.
+                    if codes != [84, 84, 3] {
+                        c.failures.push(format!("ElectLeaders v{v} type {election_type}: {codes:?}"));
+                    }
+                }
+            }
+        }
         ApiKey::DescribeCluster => {
             let mut request = DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
             if v >= 1 {

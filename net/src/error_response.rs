@@ -31,6 +31,9 @@ pub fn error_response(failed: ResponseKind, version: i16) -> Option<ResponseKind
         ResponseKind::Heartbeat(_) => ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(error)),
         ResponseKind::LeaveGroup(_) => ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(error)),
         ResponseKind::ListGroups(_) => ResponseKind::ListGroups(ListGroupsResponse::default().with_error_code(error)),
+        ResponseKind::ElectLeaders(_) => {
+            ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(error))
+        }
         ResponseKind::DescribeCluster(_) => {
             ResponseKind::DescribeCluster(DescribeClusterResponse::default().with_error_code(error))
         }

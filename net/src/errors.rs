@@ -27,6 +27,9 @@ pub mod code {
     pub const INVALID_CONFIG: i16 = 40;
     pub const INVALID_REQUEST: i16 = 42;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
+    pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+    pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
+    pub const ELECTION_NOT_NEEDED: i16 = 84;
     pub const INELIGIBLE_REPLICA: i16 = 107;
     pub const INVALID_UPDATE_VERSION: i16 = 108;
     pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;

@@ -30,6 +30,8 @@ pub struct Partition<S: Storage> {
     snapshot_base: Cell<Offset>,
     snapshot_due: Cell<Option<(Offset, u64)>>,
     snapshot_writing: Rc<Cell<bool>>,
+    /// Whether the controller's assignment reached this replica since it was opened.
+    assigned: Cell<bool>,
 }
 
 /// What a leader append did.
@@ -65,6 +67,7 @@ impl<S: Storage> Partition<S> {
             acks: RefCell::new(HighWatermarkWaiters::default()),
             snapshot_due: Cell::new(None),
             snapshot_writing: Rc::new(Cell::new(false)),
+            assigned: Cell::new(false),
         }
     }
 
@@ -165,6 +168,12 @@ impl<S: Storage> Partition<S> {
         let log_end = self.log.offset_written_end();
         if epoch < replica.leader_epoch() {
             return;
+        }
+        // Opened as the sole leader of its log, the replica took the log end for its
+        // high watermark; with other replicas, what lies past the committed end may
+        // not be on the ISR: consumers wait until the ISR (or the leader) says.
+        if !self.assigned.replace(true) && replicas.len() > 1 {
+            replica.restart_high_watermark(self.log.log_start_offset());
         }
         let same_term = epoch == replica.leader_epoch();
         if leader == replica.broker() {

@@ -160,6 +160,12 @@ impl ReplicaState {
         self.advance_high_watermark();
     }
 
+    /// Starts the high watermark over at `offset` (a replica of several opened with
+    /// no record of the committed end: it learns it again from the ISR or the leader).
+    pub fn restart_high_watermark(&mut self, offset: Offset) {
+        self.high_watermark = offset;
+    }
+
     /// Follows `leader` in `epoch`. The high watermark is what the leader reports.
     pub fn become_follower(&mut self, leader: BrokerId, epoch: LeaderEpoch, partition_epoch: i32, log_end: Offset) {
         self.role = Role::Follower { leader };

@@ -68,6 +68,12 @@ pub enum ControllerRequest {
     FenceBroker {
         id: i32,
     },
+    /// Leader elections (ElectLeaders): to the preferred replica, or `unclean`ly to
+    /// any live replica for partitions without a leader. `None`: every partition.
+    ElectLeaders {
+        unclean: bool,
+        partitions: Option<Vec<(String, i32)>>,
+    },
     /// A partition leader changes its ISR (Kafka's AlterPartition).
     AlterPartition {
         topic: String,
@@ -88,7 +94,18 @@ pub enum ControllerReply {
         meta: TopicMeta,
     },
     ProducerIds(std::ops::Range<i64>),
+    /// The outcome of each election asked for.
+    Elections(Vec<Election>),
     Done,
+}
+
+/// One partition's leader election and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Election {
+    pub topic: String,
+    pub partition: i32,
+    pub error: i16,
+    pub message: Option<String>,
 }
 
 /// Decides `request` against `image`: the records to apply and the reply.
@@ -214,6 +231,9 @@ pub fn decide(
             assignment.partition_epoch += 1;
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Done)
         }
+        ControllerRequest::ElectLeaders { unclean, partitions } => {
+            elect_leaders(image, *unclean, partitions.as_deref())
+        }
         ControllerRequest::ProducerIds => {
             let start = image.next_producer_id;
             let end = start + PRODUCER_ID_BLOCK_SIZE;
@@ -276,6 +296,74 @@ fn elect_offline(image: &MetadataImage, back: i32) -> Vec<MetadataRecord> {
         }
     }
     records
+}
+
+/// Elects leaders: the preferred replica (the first) where it is live and in sync
+/// and does not lead yet, or (`unclean`) the first live replica of a partition without
+/// a leader, which then is the whole ISR. Without `partitions`, every partition whose
+/// election would change something.
+fn elect_leaders(
+    image: &MetadataImage,
+    unclean: bool,
+    partitions: Option<&[(String, i32)]>,
+) -> (Vec<MetadataRecord>, ControllerReply) {
+    let live = |id: i32| image.brokers.get(&id).is_some_and(|b| !b.fenced);
+    let wanted: Vec<(String, i32)> = match partitions {
+        Some(list) => list.to_vec(),
+        None => image
+            .topics
+            .values()
+            .flat_map(|t| {
+                t.assignments.iter().enumerate().filter_map(|(p, a)| {
+                    let due = if unclean { a.leader < 0 } else { a.replicas.first() != Some(&a.leader) };
+                    due.then(|| (t.name.clone(), p as i32))
+                })
+            })
+            .collect(),
+    };
+    let mut changed: BTreeMap<String, TopicMeta> = BTreeMap::new();
+    let mut elections = Vec::new();
+    for (topic, partition) in wanted {
+        let outcome =
+            |error: i16, message: Option<String>| Election { topic: topic.clone(), partition, error, message };
+        let meta = changed.get(&topic).cloned().or_else(|| image.topic(&topic).cloned());
+        let Some(mut meta) = meta.filter(|m| partition >= 0 && (partition as usize) < m.assignments.len()) else {
+            elections
+                .push(outcome(code::UNKNOWN_TOPIC_OR_PARTITION, Some(format!("no partition {topic}-{partition}"))));
+            continue;
+        };
+        let assignment = &mut meta.assignments[partition as usize];
+        let chosen = if unclean {
+            if assignment.leader >= 0 {
+                elections.push(outcome(code::ELECTION_NOT_NEEDED, None));
+                continue;
+            }
+            assignment.replicas.iter().copied().find(|&r| live(r))
+        } else {
+            let preferred = assignment.replicas[0];
+            if assignment.leader == preferred {
+                elections.push(outcome(code::ELECTION_NOT_NEEDED, None));
+                continue;
+            }
+            Some(preferred).filter(|&p| live(p) && assignment.isr.contains(&p))
+        };
+        let Some(leader) = chosen else {
+            let error =
+                if unclean { code::ELIGIBLE_LEADERS_NOT_AVAILABLE } else { code::PREFERRED_LEADER_NOT_AVAILABLE };
+            elections.push(outcome(error, Some(format!("no eligible leader for {topic}-{partition}"))));
+            continue;
+        };
+        assignment.leader = leader;
+        if unclean {
+            assignment.isr = vec![leader];
+        }
+        assignment.leader_epoch += 1;
+        assignment.partition_epoch += 1;
+        elections.push(outcome(code::NONE, None));
+        changed.insert(topic.clone(), meta);
+    }
+    let records = changed.into_values().map(MetadataRecord::Topic).collect();
+    (records, ControllerReply::Elections(elections))
 }
 
 /// What `decide` needs to know of the node deciding.
