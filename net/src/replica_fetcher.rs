@@ -34,6 +34,7 @@ const FETCH_MAX_BYTES: i32 = 16 << 20;
 const RESPONSE_MAX_BYTES: usize = 64 << 20;
 const BACKOFF: Duration = Duration::from_millis(100);
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
+const ISR_CHANGE_WAIT: Duration = Duration::from_secs(5);
 
 /// Proposes an ISR change for `partition`, which this shard leads, unless one is in
 /// flight already.
@@ -58,8 +59,21 @@ pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrP
     };
     let (shard, partition) = (shard.clone(), partition.clone());
     glommio::spawn_local(async move {
-        if let Err((code, message)) = shard.control(request).await {
-            tracing::debug!(target: "skein::net", partition = %partition, code, message, "ISR change refused");
+        // An answer that does not come (a controller that went away with the request)
+        // holds the partition's next proposal for at most ISR_CHANGE_WAIT.
+        let outcome = futures_lite::future::or(async { Some(shard.control(request).await) }, async {
+            glommio::timer::sleep(ISR_CHANGE_WAIT).await;
+            None
+        })
+        .await;
+        match outcome {
+            Some(Ok(_)) => {}
+            Some(Err((code, message))) => {
+                tracing::debug!(target: "skein::net", partition = %partition, code, message, "ISR change refused")
+            }
+            None => {
+                tracing::debug!(target: "skein::net", partition = %partition, "ISR change unanswered; proposing again")
+            }
         }
         state.isr_change_pending.set(false);
     })
