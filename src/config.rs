@@ -115,6 +115,13 @@ pub struct StartArgs {
     /// Kafka's `broker.heartbeat.interval.ms` [default: 2000].
     #[arg(long, env = "SKEIN_BROKER_HEARTBEAT_INTERVAL_MS")]
     pub broker_heartbeat_interval_ms: Option<u64>,
+    /// Kafka's `auto.leader.rebalance.enable`: the active controller moves leadership
+    /// back to preferred replicas when leaders are out of balance [default: true].
+    #[arg(long, env = "SKEIN_AUTO_LEADER_REBALANCE_ENABLE")]
+    pub auto_leader_rebalance_enable: Option<bool>,
+    /// Kafka's `leader.imbalance.check.interval.seconds` [default: 300].
+    #[arg(long, env = "SKEIN_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS")]
+    pub leader_imbalance_check_interval_seconds: Option<u64>,
     /// Kafka's `log.cleaner.dedupe.buffer.size`: the log cleaner's offset map memory
     /// for the whole node, shared out among the shards [default: 134217728].
     #[arg(long, env = "SKEIN_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
@@ -166,6 +173,8 @@ struct FileConfig {
     replica_lag_time_max_ms: Option<u64>,
     broker_session_timeout_ms: Option<u64>,
     broker_heartbeat_interval_ms: Option<u64>,
+    auto_leader_rebalance_enable: Option<bool>,
+    leader_imbalance_check_interval_seconds: Option<u64>,
     log_cleaner_dedupe_buffer_size: Option<usize>,
     log_cleaner_io_buffer_size: Option<usize>,
     log_cleaner_io_max_bytes_per_second: Option<f64>,
@@ -206,6 +215,8 @@ pub struct NodeConfig {
     pub replica_lag_time_max_ms: u64,
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
+    /// How often the active controller checks leader balance; `None`: never.
+    pub leader_rebalance_every: Option<std::time::Duration>,
     /// The log cleaner's settings for the whole node (the dedupe buffer is shared out).
     pub cleaner: skein_engine::CleanerConfig,
     pub log_cleaner_backoff_ms: u64,
@@ -386,6 +397,17 @@ impl NodeConfig {
                 .clamp(1, i64::MAX as u64),
             broker_session_timeout_ms,
             broker_heartbeat_interval_ms,
+            leader_rebalance_every: args
+                .auto_leader_rebalance_enable
+                .or(file.auto_leader_rebalance_enable)
+                .unwrap_or(true)
+                .then(|| {
+                    let seconds = args
+                        .leader_imbalance_check_interval_seconds
+                        .or(file.leader_imbalance_check_interval_seconds)
+                        .unwrap_or(300);
+                    std::time::Duration::from_secs(seconds.max(1))
+                }),
             cleaner,
             log_cleaner_backoff_ms: args
                 .log_cleaner_backoff_ms

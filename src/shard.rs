@@ -109,6 +109,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         let log = if shard == 0 { opened.take() } else { None };
         let (node_id, voters) = (config.node_id, config.controller_voters.clone());
         let session_timeout = Duration::from_millis(config.broker_session_timeout_ms);
+        let rebalance_every = config.leader_rebalance_every;
         let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
             .name(&format!("shard-{shard}"))
             .spawn(move || async move {
@@ -116,7 +117,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 let (controller, inputs) = match log {
                     Some(log) => {
                         let (controller, inputs) =
-                            Controller::new(node_id, &settings.cluster_id, &voters, session_timeout);
+                            Controller::new(node_id, &settings.cluster_id, &voters, session_timeout, rebalance_every);
                         (Some(controller), Some((log, inputs)))
                     }
                     None => (None, None),

@@ -487,6 +487,7 @@ fn every_advertised_version_answers() {
                 35 => answers::<DescribeLogDirsRequest>(&mut client, version),
                 37 => answers::<CreatePartitionsRequest>(&mut client, version),
                 42 => answers::<DeleteGroupsRequest>(&mut client, version),
+                43 => answers::<ElectLeadersRequest>(&mut client, version),
                 44 => answers::<IncrementalAlterConfigsRequest>(&mut client, version),
                 47 => answers::<OffsetDeleteRequest>(&mut client, version),
                 60 => answers::<DescribeClusterRequest>(&mut client, version),

@@ -259,6 +259,24 @@ fn partitions_spread_over_the_brokers() {
     }
 }
 
+/// An idempotent acks=all producer bootstrapped on every node (60 s message timeout,
+/// plus `extra` settings), with its delivery counts.
+fn idempotent_producer(cluster: &Cluster, extra: &[(&str, &str)]) -> (BaseProducer<Acks>, Acks) {
+    let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
+    let acks = Acks::default();
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap.join(","))
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "2")
+        .set("message.timeout.ms", "60000");
+    for (key, value) in extra {
+        config.set(*key, *value);
+    }
+    (config.create_with_context(acks.clone()).unwrap(), acks)
+}
+
 /// Creates `name` with `partitions`, replication factor 3 and min.insync.replicas=2
 /// through `node`.
 fn create_replicated(node: &Broker, name: &str, partitions: i32) {
@@ -456,17 +474,7 @@ fn a_killed_leader_loses_no_acknowledged_record() {
     wait_for_isr(cluster.node(1), "failover", 0, &[1, 2, 3], Duration::from_secs(10));
     let leader = leader_of(cluster.node(1), "failover", 0);
 
-    let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
-    let acks = Acks::default();
-    let producer: BaseProducer<Acks> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap.join(","))
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "2")
-        .set("message.timeout.ms", "60000")
-        .set("topic.metadata.refresh.interval.ms", "500")
-        .create_with_context(acks.clone())
-        .unwrap();
+    let (producer, acks) = idempotent_producer(&cluster, &[("topic.metadata.refresh.interval.ms", "500")]);
     let total = 3000;
     let started = Instant::now();
     for i in 0..total {
@@ -590,22 +598,15 @@ fn faults_lose_no_acknowledged_record() {
     create_replicated(cluster.node(1), "faults", partitions);
     wait_until_healed(&cluster, "faults", partitions, Duration::from_secs(10));
 
-    let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
-    let acks = Acks::default();
+    let (producer, acks) = idempotent_producer(
+        &cluster,
+        &[("message.timeout.ms", "120000"), ("topic.metadata.refresh.interval.ms", "500")],
+    );
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sent = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
     let producer_thread = {
-        let (acks, stop, sent, bootstrap) = (acks.clone(), stop.clone(), sent.clone(), bootstrap.join(","));
+        let (stop, sent) = (stop.clone(), sent.clone());
         std::thread::spawn(move || {
-            let producer: BaseProducer<Acks> = ClientConfig::new()
-                .set("bootstrap.servers", bootstrap)
-                .set("enable.idempotence", "true")
-                .set("acks", "all")
-                .set("linger.ms", "2")
-                .set("message.timeout.ms", "120000")
-                .set("topic.metadata.refresh.interval.ms", "500")
-                .create_with_context(acks)
-                .unwrap();
             let started = Instant::now();
             let mut i = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -694,16 +695,7 @@ fn a_stopped_leader_hands_its_leaderships_over() {
     wait_for_isr(cluster.node(1), "handover", 0, &[1, 2, 3], Duration::from_secs(10));
     let leader = leader_of(cluster.node(1), "handover", 0);
     let survivor = (1..=3).find(|&id| id != leader).unwrap();
-    let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
-    let acks = Acks::default();
-    let producer: BaseProducer<Acks> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap.join(","))
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "2")
-        .set("message.timeout.ms", "60000")
-        .create_with_context(acks.clone())
-        .unwrap();
+    let (producer, acks) = idempotent_producer(&cluster, &[]);
     let started = Instant::now();
     for i in 0..2000 {
         while started.elapsed() < Duration::from_millis(i as u64) {
@@ -744,6 +736,41 @@ fn a_stopped_leader_hands_its_leaderships_over() {
     assert_eq!(numbers, (0..2000).collect::<Vec<_>>());
     cluster.node_mut(leader).restart();
     wait_for_isr(cluster.node(survivor), "handover", 0, &[1, 2, 3], Duration::from_secs(20));
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
+// auto.leader.rebalance.enable: once a killed leader is back in sync, the active
+// controller gives it its preferred leaderships back by itself (checking every
+// second here, every five minutes by default).
+#[test]
+fn leaders_return_to_preferred_replicas() {
+    let mut flags = FAST_FAILURE_DETECTION.to_vec();
+    flags.extend(["--leader-imbalance-check-interval-seconds", "1"]);
+    let mut cluster = Cluster::start_with(3, &flags);
+    cluster.wait_for_brokers();
+    create_replicated(cluster.node(1), "balanced", 3);
+    wait_until_healed(&cluster, "balanced", 3, Duration::from_secs(10));
+    let preferred: Vec<i32> = (0..3).map(|p| leader_of(cluster.node(1), "balanced", p)).collect();
+    let victim = preferred[0];
+    let witness = (1..=3).find(|&id| id != victim).unwrap();
+    cluster.node_mut(victim).kill();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while leader_of(cluster.node(witness), "balanced", 0) == victim {
+        assert!(Instant::now() < deadline, "partition 0 kept its dead leader");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.node_mut(victim).restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leaders: Vec<i32> = (0..3).map(|p| leader_of(cluster.node(witness), "balanced", p)).collect();
+        if leaders == preferred {
+            break;
+        }
+        assert!(Instant::now() < deadline, "leaders {leaders:?}, preferred {preferred:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     for node in &mut cluster.nodes {
         node.stop();
     }

@@ -462,7 +462,16 @@ pub struct Controller {
     session_timeout: Duration,
     /// This node is shutting down: it no longer heartbeats.
     shutting_down: Cell<bool>,
+    /// Kafka's `auto.leader.rebalance.enable` with `leader.imbalance.check.interval.seconds`
+    /// (`None`: off), when the active controller last looked, and whether an election
+    /// it asked for is running.
+    rebalance_every: Option<Duration>,
+    last_rebalance: Cell<Instant>,
+    rebalancing: Cell<bool>,
 }
+
+/// Kafka's `leader.imbalance.per.broker.percentage` default.
+const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: usize = 10;
 
 /// How long a request waits for the quorum to have a leader.
 const LEADERSHIP_WAIT: Duration = Duration::from_secs(10);
@@ -478,6 +487,7 @@ impl Controller {
         cluster_id: &str,
         voters: &[(i32, SocketAddr)],
         session_timeout: Duration,
+        rebalance_every: Option<Duration>,
     ) -> (Controller, LocalReceiver<Input>) {
         let (inputs, receiver) = local_channel::new_bounded(64);
         let inputs = Rc::new(inputs);
@@ -504,6 +514,9 @@ impl Controller {
             fencing: RefCell::new(std::collections::HashSet::new()),
             session_timeout,
             shutting_down: Cell::new(false),
+            rebalance_every,
+            last_rebalance: Cell::new(Instant::now()),
+            rebalancing: Cell::new(false),
         };
         (controller, receiver)
     }
@@ -739,6 +752,53 @@ impl Controller {
             })
             .detach();
         }
+    }
+
+    /// As the active controller, every `leader.imbalance.check.interval.seconds`: when
+    /// more than `leader.imbalance.per.broker.percentage` (10%) of the partitions that
+    /// prefer some broker are led by another, elects the preferred replicas of those
+    /// (where live and in sync), as Kafka's auto leader rebalance does. Called every
+    /// tick.
+    pub fn check_balance(&self, shard: &Rc<Shard>) {
+        let Some(every) = self.rebalance_every else { return };
+        if !self.leader.get() || self.rebalancing.get() || self.last_rebalance.get().elapsed() < every {
+            return;
+        }
+        self.last_rebalance.set(Instant::now());
+        let image = shard.image();
+        let live = |id: i32| image.is_live(id, shard.settings.node_id);
+        // Per preferred broker: (partitions preferring it, those it does not lead).
+        let mut preferring: BTreeMap<i32, (usize, Vec<(String, i32)>)> = BTreeMap::new();
+        for topic in image.topics.values() {
+            for (p, assignment) in topic.assignments.iter().enumerate() {
+                let Some(&preferred) = assignment.replicas.first() else { continue };
+                let entry = preferring.entry(preferred).or_default();
+                entry.0 += 1;
+                if assignment.leader != preferred && live(preferred) && assignment.isr.contains(&preferred) {
+                    entry.1.push((topic.name.clone(), p as i32));
+                }
+            }
+        }
+        let partitions: Vec<(String, i32)> = preferring
+            .into_values()
+            .filter(|(total, misled)| misled.len() * 100 > total * LEADER_IMBALANCE_PER_BROKER_PERCENTAGE)
+            .flat_map(|(_, misled)| misled)
+            .collect();
+        if partitions.is_empty() {
+            return;
+        }
+        tracing::info!(target: "skein::net", partitions = partitions.len(), "leaders out of balance: electing the preferred replicas");
+        self.rebalancing.set(true);
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            let Some(controller) = shard.controller() else { return };
+            let request = ControllerRequest::ElectLeaders { unclean: false, partitions: Some(partitions) };
+            if let Err((code, message)) = controller.handle_here(&shard, request).await {
+                tracing::debug!(target: "skein::net", code, message, "leader rebalance deferred");
+            }
+            controller.rebalancing.set(false);
+        })
+        .detach();
     }
 
     /// The metadata log failed: every pending and later request gets `failure`.

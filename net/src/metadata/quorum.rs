@@ -226,6 +226,7 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
         }
         controller.set_leader(quorum.is_leader(), quorum.leader());
         controller.check_sessions(&shard);
+        controller.check_balance(&shard);
         let active = controller.active().unwrap_or(-1);
         shard.settings.active_controller.store(active, std::sync::atomic::Ordering::Relaxed);
         if applied >= quorum.durable().snapshot_index() + COMPACT_EVERY {
