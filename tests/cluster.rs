@@ -776,6 +776,64 @@ fn leaders_return_to_preferred_replicas() {
     }
 }
 
+// __consumer_offsets is replicated (replication factor 3 with three brokers): when
+// a group's coordinator is killed, the leadership of its offsets partition moves to
+// an in-sync replica that loads the group from its copy of the log, and a consumer of
+// the group resumes from the offset committed before.
+#[test]
+fn group_offsets_survive_their_coordinator() {
+    let mut cluster = Cluster::start_with(3, &FAST_FAILURE_DETECTION);
+    cluster.wait_for_brokers();
+    create_replicated(cluster.node(1), "grouped", 1);
+    produce_acked(&cluster, 1, "grouped", 1, 0..100);
+    let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
+    let consumer = |cluster_bootstrap: &str| -> BaseConsumer {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", cluster_bootstrap)
+            .set("group.id", "survivors")
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .unwrap();
+        consumer.subscribe(&["grouped"]).unwrap();
+        consumer
+    };
+    let first = consumer(&bootstrap.join(","));
+    let mut read = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read < 40 {
+        assert!(Instant::now() < deadline, "read {read} records");
+        if let Some(Ok(_)) = first.poll(Duration::from_millis(200)) {
+            read += 1;
+        }
+    }
+    first.commit_consumer_state(rdkafka::consumer::CommitMode::Sync).unwrap();
+    drop(first);
+    let offsets = metadata(cluster.node(1));
+    let internal = offsets.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == "__consumer_offsets").unwrap();
+    assert_eq!(internal.partitions[0].replica_nodes.len(), 3, "the offsets topic is replicated");
+    let coordinator: FindCoordinatorResponse = RawClient::connect(&cluster.node(1).bootstrap())
+        .call(&FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("survivors")), 3);
+    let coordinator = coordinator.node_id.0;
+    assert!((1..=3).contains(&coordinator), "coordinator {coordinator}");
+    cluster.node_mut(coordinator).kill();
+    let rest: Vec<String> = cluster.nodes.iter().filter(|n| n.child.is_some()).map(Broker::bootstrap).collect();
+    let second = consumer(&rest.join(","));
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let resumed = loop {
+        assert!(Instant::now() < deadline, "the group did not resume");
+        if let Some(Ok(message)) = second.poll(Duration::from_millis(200)) {
+            break message.offset();
+        }
+    };
+    assert_eq!(resumed, 40, "the group resumed from its committed offset");
+    drop(second);
+    cluster.node_mut(coordinator).restart();
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
 fn leader_of(node: &Broker, topic: &str, partition: i32) -> i32 {
     let response = metadata(node);
     let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == topic).unwrap();

@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use skein_engine::io::dma::DmaStorage;
-use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, LogManager, Offset, TopicPartition};
+use skein_engine::{Batch, LeaderEpoch, Log, LogManager, Offset, TopicPartition};
 use skein_replication as replication;
 use skein_replication::AppendError;
 
@@ -563,7 +563,10 @@ impl Shard {
         // Clients write, list offsets and delete records only at the leader.
         let leader_only = matches!(
             op,
-            PartitionOp::Produce { .. } | PartitionOp::ListOffsets { .. } | PartitionOp::DeleteRecords { .. }
+            PartitionOp::Produce { .. }
+                | PartitionOp::ListOffsets { .. }
+                | PartitionOp::DeleteRecords { .. }
+                | PartitionOp::Group(_)
         );
         if leader_only && state.replica_state.borrow().role() != replication::Role::Leader {
             return Err((code::NOT_LEADER_OR_FOLLOWER, None));
@@ -631,6 +634,7 @@ impl Shard {
                 Ok(PartitionReply::FollowerFetch { diverging: None })
             }
             PartitionOp::Assign(assignment) => {
+                let was_leader = state.replica_state.borrow().role() == replication::Role::Leader;
                 state.assign(
                     assignment.leader,
                     LeaderEpoch(assignment.leader_epoch),
@@ -639,6 +643,17 @@ impl Shard {
                     assignment.isr,
                     skein_engine::log::now_ms(),
                 );
+                let leads = state.replica_state.borrow().role() == replication::Role::Leader;
+                if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
+                    // The group coordinator follows the leadership of its partition:
+                    // unloaded here when it goes, loaded again from the log when it
+                    // comes (as a follower it kept the log in sync).
+                    self.groups.unload(partition.partition);
+                    if leads {
+                        glommio::spawn_local(load_as_leader(self.clone(), partition.clone(), state.log.clone()))
+                            .detach();
+                    }
+                }
                 Ok(PartitionReply::Done)
             }
             PartitionOp::ListOffsets { timestamp } => {
@@ -759,6 +774,26 @@ async fn retry_group_load(shard: Rc<Shard>, partition: TopicPartition, log: Rc<L
     }
 }
 
+/// Loads an offsets partition's groups once this broker leads it, retrying (with
+/// the failure logged and counted) while it still leads that log.
+async fn load_as_leader(shard: Rc<Shard>, partition: TopicPartition, log: Rc<Log<DmaStorage>>) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let leads = shard
+            .partition(&partition)
+            .is_some_and(|p| Rc::ptr_eq(&p.log, &log) && p.replica_state.borrow().role() == replication::Role::Leader);
+        if !leads {
+            return;
+        }
+        match shard.load_groups(&log, partition.partition).await {
+            Ok(()) => return,
+            Err(error) => shard.group_load_failed(&partition, &error),
+        }
+        glommio::timer::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
 /// Counts a parked fetch wait for as long as it lives, however it ends (answered,
 /// timed out, or dropped when its request completed elsewhere).
 struct Parked<'a>(&'a Cell<u64>);
@@ -859,7 +894,13 @@ impl Shard {
             .collect();
         let bytes = skein_engine::records::build_batch(0, now_ms(), skein_engine::records::Compression::None, &records);
         let batch = Batch::validate(Bytes::from(bytes), usize::MAX).map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
-        state.log.append(batch, AppendMode::Leader { epoch: LeaderEpoch(0) }).await.map(|_| ()).map_err(|e| code_of(&e))
+        // As the partition's leader, in its epoch, answered once the ISR holds the
+        // records (Kafka writes offsets with acks=all): a new coordinator has them.
+        match state.append_as_leader(batch, true).await {
+            Ok(_) => Ok(()),
+            Err(AppendError::Refused(code)) => Err(code),
+            Err(AppendError::Log(e)) => Err(code_of(&e)),
+        }
     }
 
     async fn group(

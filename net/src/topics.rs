@@ -251,6 +251,9 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
     Ok(())
 }
 
+/// Kafka's `offsets.topic.replication.factor` default.
+const OFFSETS_TOPIC_REPLICATION_FACTOR: i16 = 3;
+
 /// Creates `__consumer_offsets` (compacted, `offsets.topic.num.partitions`) on first use.
 ///
 /// # Errors
@@ -263,7 +266,14 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
         ("cleanup.policy".to_string(), "compact".to_string()),
         ("segment.bytes".to_string(), "104857600".to_string()),
     ]);
-    match create_topic(shard, crate::group::OFFSETS_TOPIC, crate::group::OFFSETS_TOPIC_PARTITIONS, 1, configs).await {
+    // Kafka's `offsets.topic.replication.factor` (3), within the live brokers, so
+    // that a group's coordinator moves to an in-sync replica when its broker goes.
+    let image = shard.image();
+    let live = image.brokers.values().filter(|b| !b.fenced && b.id != shard.settings.node_id).count() + 1;
+    let factor = OFFSETS_TOPIC_REPLICATION_FACTOR.min(live as i16);
+    match create_topic(shard, crate::group::OFFSETS_TOPIC, crate::group::OFFSETS_TOPIC_PARTITIONS, factor, configs)
+        .await
+    {
         Ok(_) | Err((code::TOPIC_ALREADY_EXISTS, _)) => Ok(()),
         Err(e) => Err(e),
     }

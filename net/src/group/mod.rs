@@ -435,6 +435,14 @@ impl Coordinator {
         self.loaded.borrow_mut().insert(partition);
     }
 
+    /// Forgets the groups of an offsets partition this broker no longer leads: their
+    /// members are told to find the new coordinator, which loads them from the log.
+    pub fn unload(&self, partition: i32) {
+        self.groups.borrow_mut().retain(|id, _| partition_for(id) != partition);
+        self.consumer_groups.borrow_mut().retain(|id, _| partition_for(id) != partition);
+        self.loaded.borrow_mut().remove(&partition);
+    }
+
     /// A KIP-848 group's records could not be written: write them whole next time.
     pub fn consumer_persist_failed(&self, group: &str) {
         if let Some(g) = self.consumer_groups.borrow_mut().get_mut(group) {
