@@ -458,17 +458,7 @@ fn followers_replicate_and_the_isr_follows_them() {
 // and rejoins the ISR.
 #[test]
 fn a_killed_leader_loses_no_acknowledged_record() {
-    let mut cluster = Cluster::start_with(
-        3,
-        &[
-            "--replica-lag-time-max-ms",
-            "2000",
-            "--broker-session-timeout-ms",
-            "2000",
-            "--broker-heartbeat-interval-ms",
-            "300",
-        ],
-    );
+    let mut cluster = Cluster::start_with(3, &FAST_FAILURE_DETECTION);
     cluster.wait_for_brokers();
     create_replicated(cluster.node(1), "failover", 1);
     wait_for_isr(cluster.node(1), "failover", 0, &[1, 2, 3], Duration::from_secs(10));
