@@ -824,6 +824,44 @@ fn group_offsets_survive_their_coordinator() {
     }
 }
 
+// The controller listener refuses what is not a voter of this cluster: a hello with
+// another cluster id, a frame past the size bound, and garbage each close the
+// connection, and the node goes on answering its clients and changing its metadata.
+#[test]
+fn the_controller_listener_refuses_strangers() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let port = broker_port();
+    let voters = format!("1@127.0.0.1:{port}");
+    let mut node = Broker::start(dir.path(), "1", &["--node-id", "1", "--controller-voters", &voters]);
+    let hello = |cluster: &[u8]| {
+        let mut frame = ((1 + 8 + cluster.len()) as u32).to_be_bytes().to_vec();
+        frame.push(0);
+        frame.extend_from_slice(&2u64.to_be_bytes());
+        frame.extend_from_slice(cluster);
+        frame
+    };
+    let cluster_id = describe(&node).cluster_id.to_string();
+    let strangers: Vec<Vec<u8>> = vec![
+        hello(b"another-cluster-id-xyz"),
+        // This cluster's hello, then a frame of 4 GiB, and one of an unknown kind.
+        [&hello(cluster_id.as_bytes())[..], &u32::MAX.to_be_bytes()].concat(),
+        [&hello(cluster_id.as_bytes())[..], &[0, 0, 0, 1, 9]].concat(),
+        b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+        u32::MAX.to_be_bytes().to_vec(),
+    ];
+    for bytes in strangers {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.write_all(&bytes).unwrap();
+        let mut buf = [0u8; 16];
+        assert!(matches!(stream.read(&mut buf), Ok(0) | Err(_)), "connection kept open after {bytes:?}");
+    }
+    create(&node, "after-strangers");
+    assert!(topics(&node).iter().any(|(name, _)| name == "after-strangers"));
+    node.stop();
+}
+
 fn leader_of(node: &Broker, topic: &str, partition: i32) -> i32 {
     let response = metadata(node);
     let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == topic).unwrap();

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 pub mod controller;
+pub mod decide;
 pub mod quorum;
 pub mod store;
 pub mod transport;

@@ -1,0 +1,573 @@
+//! What the controller decides, as a pure function of the metadata image: the
+//! requests handlers and brokers make (`ControllerRequest`), the records each turns
+//! into and the reply (`decide`): topics and the placement of their replicas (leaders
+//! spread over the live brokers), broker registration and fencing (a fenced broker's
+//! leaderships move to in-sync replicas), ISR changes (AlterPartition), leader
+//! elections and producer-id blocks. `controller` runs these one at a time against the
+//! applied image and proposes the records to the metadata log.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use skein_engine::TopicPartition;
+
+use super::{default_shard, Assignment, BrokerMeta, MetadataImage, MetadataRecord, Refusal, TopicMeta};
+use crate::errors::code;
+
+/// Producer ids per block (Kafka's `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`).
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
+/// A change a handler asks of the controller. Handlers validate what they can alone
+/// (names, counts, configs); the controller checks what depends on the image.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    CreateTopic {
+        name: String,
+        partitions: i32,
+        /// -1: Kafka's `default.replication.factor` (1).
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    CreatePartitions {
+        name: String,
+        count: i32,
+    },
+    SetConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    MovePartition {
+        #[serde(with = "partition_serde")]
+        partition: TopicPartition,
+        target: usize,
+    },
+    ProducerIds,
+    /// A broker (re)starting registers its address (and is live again).
+    RegisterBroker(BrokerMeta),
+    /// A broker says it is alive (Kafka's BrokerHeartbeat): the active controller
+    /// notes the time, and unfences it if it was fenced.
+    BrokerHeartbeat {
+        id: i32,
+    },
+    /// The active controller found a broker's session expired.
+    FenceBroker {
+        id: i32,
+    },
+    /// Leader elections (ElectLeaders): to the preferred replica, or `unclean`ly to
+    /// any live replica for partitions without a leader. `None`: every partition.
+    ElectLeaders {
+        unclean: bool,
+        partitions: Option<Vec<(String, i32)>>,
+    },
+    /// A partition leader changes its ISR (Kafka's AlterPartition).
+    AlterPartition {
+        topic: String,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ControllerReply {
+    Topic(TopicMeta),
+    /// A topic grown from `old` partitions.
+    Grown {
+        old: i32,
+        meta: TopicMeta,
+    },
+    ProducerIds(std::ops::Range<i64>),
+    /// The outcome of each election asked for.
+    Elections(Vec<Election>),
+    Done,
+}
+
+/// One partition's leader election and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Election {
+    pub topic: String,
+    pub partition: i32,
+    pub error: i16,
+    pub message: Option<String>,
+}
+
+/// Decides `request` against `image`: the records to apply and the reply.
+///
+/// # Errors
+/// The Kafka error and message for a request the image refuses.
+pub fn decide(
+    image: &MetadataImage,
+    request: &ControllerRequest,
+    local: &Local,
+) -> Result<(Vec<MetadataRecord>, ControllerReply), Refusal> {
+    let shards = local.shards;
+    let unknown = |name: &str| (code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic {name} does not exist."));
+    let topic = |name: &str| image.topic(name).cloned().ok_or_else(|| unknown(name));
+    Ok(match request {
+        ControllerRequest::CreateTopic { name, partitions, replication_factor, configs } => {
+            if image.topics.contains_key(name) {
+                return Err((code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
+            }
+            // Kafka refuses names that collide once '.' and '_' are treated alike.
+            let normalized = name.replace('.', "_");
+            if let Some(other) = image.topics.keys().find(|t| t.replace('.', "_") == normalized) {
+                return Err((
+                    code::INVALID_TOPIC_EXCEPTION,
+                    format!("Topic '{name}' collides with existing topic: {other}"),
+                ));
+            }
+            let meta = TopicMeta {
+                name: name.clone(),
+                id: uuid::Uuid::new_v4(),
+                partitions: *partitions,
+                configs: configs.clone(),
+                shards: (0..*partitions).map(|p| default_shard(name, p, shards)).collect(),
+                assignments: assign(image, local, name, 0..*partitions, *replication_factor)?,
+            };
+            (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Topic(meta))
+        }
+        ControllerRequest::DeleteTopic { name } => {
+            let meta = image.topic(name).cloned().ok_or_else(|| {
+                (code::UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.".to_string())
+            })?;
+            (vec![MetadataRecord::RemoveTopic { name: name.clone(), id: meta.id }], ControllerReply::Topic(meta))
+        }
+        ControllerRequest::CreatePartitions { name, count } => {
+            let mut meta = topic(name)?;
+            check_growth(&meta, *count)?;
+            let old = meta.partitions;
+            meta.shards.extend((old..*count).map(|p| default_shard(name, p, shards)));
+            if !meta.assignments.is_empty() {
+                let factor = meta.assignments[0].replicas.len() as i16;
+                meta.assignments.extend(assign(image, local, name, old..*count, factor)?);
+            }
+            meta.partitions = *count;
+            (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Grown { old, meta })
+        }
+        ControllerRequest::SetConfigs { name, configs } => {
+            let mut meta = topic(name)?;
+            meta.configs = configs.clone();
+            (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Topic(meta))
+        }
+        ControllerRequest::MovePartition { partition, target } => {
+            let mut meta = topic(&partition.topic)?;
+            let slot = usize::try_from(partition.partition)
+                .ok()
+                .and_then(|p| meta.shards.get_mut(p))
+                .ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, format!("no partition {partition}")))?;
+            *slot = *target;
+            (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Topic(meta))
+        }
+        ControllerRequest::RegisterBroker(broker) => {
+            let mut broker = broker.clone();
+            broker.epoch = image.brokers.get(&broker.id).map_or(0, |b| b.epoch + 1);
+            broker.fenced = false;
+            let mut records = vec![MetadataRecord::RegisterBroker(broker.clone())];
+            records.extend(elect_offline(image, broker.id));
+            (records, ControllerReply::Done)
+        }
+        ControllerRequest::BrokerHeartbeat { id } => match image.brokers.get(id) {
+            Some(broker) if broker.fenced => {
+                let mut records = vec![MetadataRecord::BrokerFencing { id: *id, fenced: false }];
+                records.extend(elect_offline(image, *id));
+                (records, ControllerReply::Done)
+            }
+            Some(_) => (Vec::new(), ControllerReply::Done),
+            None => return Err((code::BROKER_NOT_AVAILABLE, format!("broker {id} is not registered"))),
+        },
+        ControllerRequest::FenceBroker { id } => {
+            if image.brokers.get(id).is_none_or(|b| b.fenced) {
+                return Ok((Vec::new(), ControllerReply::Done));
+            }
+            let mut records = vec![MetadataRecord::BrokerFencing { id: *id, fenced: true }];
+            records.extend(leave_partitions(image, *id));
+            (records, ControllerReply::Done)
+        }
+        ControllerRequest::AlterPartition { topic: name, partition, leader, leader_epoch, partition_epoch, isr } => {
+            let mut meta = topic(name)?;
+            let slot = usize::try_from(*partition)
+                .ok()
+                .filter(|&p| p < meta.assignments.len())
+                .ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, format!("no partition {name}-{partition}")))?;
+            let assignment = &mut meta.assignments[slot];
+            if assignment.leader != *leader || assignment.leader_epoch != *leader_epoch {
+                return Err((
+                    code::FENCED_LEADER_EPOCH,
+                    format!("leader {leader} in epoch {leader_epoch} is not current"),
+                ));
+            }
+            if assignment.partition_epoch != *partition_epoch {
+                return Err((
+                    code::INVALID_UPDATE_VERSION,
+                    format!("partition epoch {partition_epoch} is not current"),
+                ));
+            }
+            if !isr.contains(leader) || isr.iter().any(|r| !assignment.replicas.contains(r)) {
+                return Err((code::INVALID_REQUEST, format!("ISR {isr:?} must hold the leader and only replicas")));
+            }
+            // A fenced broker (gone, or shutting down) does not join an ISR.
+            let live = |id: &i32| image.brokers.get(id).is_none_or(|b| !b.fenced);
+            if let Some(fenced) = isr.iter().find(|r| !assignment.isr.contains(r) && !live(r)) {
+                return Err((code::INELIGIBLE_REPLICA, format!("broker {fenced} is fenced: it cannot join the ISR")));
+            }
+            assignment.isr = isr.clone();
+            assignment.partition_epoch += 1;
+            (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Done)
+        }
+        ControllerRequest::ElectLeaders { unclean, partitions } => {
+            elect_leaders(image, *unclean, partitions.as_deref())
+        }
+        ControllerRequest::ProducerIds => {
+            let start = image.next_producer_id;
+            let end = start + PRODUCER_ID_BLOCK_SIZE;
+            (vec![MetadataRecord::ProducerIds { next: end }], ControllerReply::ProducerIds(start..end))
+        }
+    })
+}
+
+/// Partitions changed by broker `gone` being fenced: those it led get a new leader,
+/// the first replica of the rest of the ISR that is live (the leader epoch moves on),
+/// or none when no live replica is in the ISR (the partition is offline; unclean
+/// election is off); those it followed in sync drop it from the ISR.
+fn leave_partitions(image: &MetadataImage, gone: i32) -> Vec<MetadataRecord> {
+    let live = |id: i32| id != gone && image.brokers.get(&id).is_some_and(|b| !b.fenced);
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        let mut meta = topic.clone();
+        let mut changed = false;
+        for assignment in &mut meta.assignments {
+            if !assignment.isr.contains(&gone) && assignment.leader != gone {
+                continue;
+            }
+            let rest: Vec<i32> = assignment.isr.iter().copied().filter(|&r| r != gone).collect();
+            if assignment.leader == gone {
+                let next = assignment.replicas.iter().copied().find(|&r| rest.contains(&r) && live(r));
+                assignment.leader = next.unwrap_or(-1);
+                assignment.leader_epoch += 1;
+                if next.is_some() {
+                    assignment.isr = rest;
+                }
+            } else if !rest.is_empty() {
+                assignment.isr = rest;
+            }
+            assignment.partition_epoch += 1;
+            changed = true;
+        }
+        if changed {
+            records.push(MetadataRecord::Topic(meta));
+        }
+    }
+    records
+}
+
+/// Partitions without a leader that broker `back` can lead again: it is in their ISR.
+fn elect_offline(image: &MetadataImage, back: i32) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        let mut meta = topic.clone();
+        let mut changed = false;
+        for assignment in &mut meta.assignments {
+            if assignment.leader == -1 && assignment.isr.contains(&back) {
+                assignment.leader = back;
+                assignment.leader_epoch += 1;
+                assignment.partition_epoch += 1;
+                changed = true;
+            }
+        }
+        if changed {
+            records.push(MetadataRecord::Topic(meta));
+        }
+    }
+    records
+}
+
+/// Elects leaders: the preferred replica (the first) where it is live and in sync
+/// and does not lead yet, or (`unclean`) the first live replica of a partition without
+/// a leader, which then is the whole ISR. Without `partitions`, every partition whose
+/// election would change something.
+fn elect_leaders(
+    image: &MetadataImage,
+    unclean: bool,
+    partitions: Option<&[(String, i32)]>,
+) -> (Vec<MetadataRecord>, ControllerReply) {
+    let live = |id: i32| image.brokers.get(&id).is_some_and(|b| !b.fenced);
+    let wanted: Vec<(String, i32)> = match partitions {
+        Some(list) => list.to_vec(),
+        None => image
+            .topics
+            .values()
+            .flat_map(|t| {
+                t.assignments.iter().enumerate().filter_map(|(p, a)| {
+                    let due = if unclean { a.leader < 0 } else { a.replicas.first() != Some(&a.leader) };
+                    due.then(|| (t.name.clone(), p as i32))
+                })
+            })
+            .collect(),
+    };
+    let mut changed: BTreeMap<String, TopicMeta> = BTreeMap::new();
+    let mut elections = Vec::new();
+    for (topic, partition) in wanted {
+        let outcome =
+            |error: i16, message: Option<String>| Election { topic: topic.clone(), partition, error, message };
+        let meta = changed.get(&topic).cloned().or_else(|| image.topic(&topic).cloned());
+        let Some(mut meta) = meta.filter(|m| partition >= 0 && (partition as usize) < m.assignments.len()) else {
+            elections
+                .push(outcome(code::UNKNOWN_TOPIC_OR_PARTITION, Some(format!("no partition {topic}-{partition}"))));
+            continue;
+        };
+        let assignment = &mut meta.assignments[partition as usize];
+        let chosen = if unclean {
+            if assignment.leader >= 0 {
+                elections.push(outcome(code::ELECTION_NOT_NEEDED, None));
+                continue;
+            }
+            assignment.replicas.iter().copied().find(|&r| live(r))
+        } else {
+            let preferred = assignment.replicas[0];
+            if assignment.leader == preferred {
+                elections.push(outcome(code::ELECTION_NOT_NEEDED, None));
+                continue;
+            }
+            Some(preferred).filter(|&p| live(p) && assignment.isr.contains(&p))
+        };
+        let Some(leader) = chosen else {
+            let error =
+                if unclean { code::ELIGIBLE_LEADERS_NOT_AVAILABLE } else { code::PREFERRED_LEADER_NOT_AVAILABLE };
+            elections.push(outcome(error, Some(format!("no eligible leader for {topic}-{partition}"))));
+            continue;
+        };
+        assignment.leader = leader;
+        if unclean {
+            assignment.isr = vec![leader];
+        }
+        assignment.leader_epoch += 1;
+        assignment.partition_epoch += 1;
+        elections.push(outcome(code::NONE, None));
+        changed.insert(topic.clone(), meta);
+    }
+    let records = changed.into_values().map(MetadataRecord::Topic).collect();
+    (records, ControllerReply::Elections(elections))
+}
+
+/// What `decide` needs to know of the node deciding.
+#[derive(Debug, Clone, Copy)]
+pub struct Local {
+    /// The deciding node (the active controller, itself a broker).
+    pub node: i32,
+    pub shards: usize,
+}
+
+/// Places `replication_factor` replicas of each partition in `partitions` on distinct
+/// brokers: the registered ones, and the deciding node, which is a live broker. The
+/// first replica (the preferred leader) moves one broker on per partition, starting at
+/// a broker derived from the topic name, so leaders spread.
+///
+/// # Errors
+/// INVALID_REPLICATION_FACTOR, in Kafka's words.
+fn assign(
+    image: &MetadataImage,
+    local: &Local,
+    topic: &str,
+    partitions: std::ops::Range<i32>,
+    replication_factor: i16,
+) -> Result<Vec<Assignment>, Refusal> {
+    let factor = if replication_factor == -1 { 1 } else { replication_factor };
+    let mut brokers: Vec<i32> = image.brokers.values().filter(|b| !b.fenced).map(|b| b.id).collect();
+    if !brokers.contains(&local.node) {
+        brokers.push(local.node);
+        brokers.sort_unstable();
+    }
+    if factor < 1 || factor as usize > brokers.len() {
+        return Err((
+            code::INVALID_REPLICATION_FACTOR,
+            format!("Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot be reached because only {} broker(s) are registered.", brokers.len()),
+        ));
+    }
+    let start = crc32c::crc32c(topic.as_bytes()) as usize;
+    Ok(partitions
+        .map(|p| {
+            let first = start.wrapping_add(p as usize);
+            let replicas: Vec<i32> =
+                (0..factor as usize).map(|i| brokers[first.wrapping_add(i) % brokers.len()]).collect();
+            Assignment { leader: replicas[0], leader_epoch: 0, partition_epoch: 0, isr: replicas.clone(), replicas }
+        })
+        .collect())
+}
+
+/// Why a topic cannot grow to `count` partitions, in Kafka's words.
+///
+/// # Errors
+/// INVALID_PARTITIONS.
+pub fn check_growth(meta: &TopicMeta, count: i32) -> Result<(), Refusal> {
+    if count < meta.partitions {
+        return Err((
+            code::INVALID_PARTITIONS,
+            format!("Topic currently has {} partitions, which is higher than the requested {count}.", meta.partitions),
+        ));
+    }
+    if count == meta.partitions {
+        return Err((code::INVALID_PARTITIONS, format!("Topic already has {count} partitions.")));
+    }
+    if count > 100_000 {
+        return Err((code::INVALID_PARTITIONS, format!("Number of partitions {count} exceeds the limit of 100000.")));
+    }
+    Ok(())
+}
+
+/// `TopicPartition` as (topic, partition) on the wire between controllers.
+mod partition_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use skein_engine::TopicPartition;
+
+    pub fn serialize<S: Serializer>(partition: &TopicPartition, out: S) -> Result<S::Ok, S::Error> {
+        (&partition.topic, partition.partition).serialize(out)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<TopicPartition, D::Error> {
+        let (topic, partition) = <(String, i32)>::deserialize(input)?;
+        Ok(TopicPartition::new(topic, partition))
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(image: &mut MetadataImage, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
+        let (records, reply) = decide(image, &request, &Local { node: 1, shards: 2 })?;
+        image.apply(&records);
+        Ok(reply)
+    }
+
+    // Each request as Kafka's controller answers it, and the image it leaves.
+    #[test]
+    fn requests_against_the_image() {
+        let mut image = MetadataImage { next_producer_id: 1000, ..Default::default() };
+        let create = |name: &str, partitions| ControllerRequest::CreateTopic {
+            name: name.into(),
+            partitions,
+            replication_factor: -1,
+            configs: BTreeMap::new(),
+        };
+        let Ok(ControllerReply::Topic(meta)) = applied(&mut image, create("a.b", 3)) else { panic!() };
+        assert_eq!((meta.partitions, meta.shards.len()), (3, 3));
+        assert_eq!(applied(&mut image, create("a.b", 1)).unwrap_err().0, code::TOPIC_ALREADY_EXISTS);
+        assert_eq!(applied(&mut image, create("a_b", 1)).unwrap_err().0, code::INVALID_TOPIC_EXCEPTION);
+        let grow = |count| ControllerRequest::CreatePartitions { name: "a.b".into(), count };
+        assert_eq!(applied(&mut image, grow(3)).unwrap_err().0, code::INVALID_PARTITIONS);
+        assert_eq!(applied(&mut image, grow(2)).unwrap_err().0, code::INVALID_PARTITIONS);
+        let Ok(ControllerReply::Grown { old: 3, meta }) = applied(&mut image, grow(5)) else { panic!() };
+        assert_eq!(meta.shards.len(), 5);
+        let moved = ControllerRequest::MovePartition { partition: TopicPartition::new("a.b", 4), target: 1 };
+        applied(&mut image, moved).unwrap();
+        assert_eq!(image.topic("a.b").unwrap().shards[4], 1);
+        let missing = ControllerRequest::MovePartition { partition: TopicPartition::new("a.b", 9), target: 1 };
+        assert_eq!(applied(&mut image, missing).unwrap_err().0, code::UNKNOWN_TOPIC_OR_PARTITION);
+        // Producer ids come in disjoint blocks.
+        let Ok(ControllerReply::ProducerIds(first)) = applied(&mut image, ControllerRequest::ProducerIds) else {
+            panic!()
+        };
+        let Ok(ControllerReply::ProducerIds(second)) = applied(&mut image, ControllerRequest::ProducerIds) else {
+            panic!()
+        };
+        assert_eq!((first.start, first.end, second.start), (1000, 2000, 2000));
+        assert_eq!(image.next_producer_id, 3000);
+        let delete = ControllerRequest::DeleteTopic { name: "a.b".into() };
+        applied(&mut image, delete.clone()).unwrap();
+        assert!(image.topic("a.b").is_none());
+        assert_eq!(applied(&mut image, delete).unwrap_err().0, code::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+
+    // Registered brokers share the partitions' leadership evenly; a registration bumps
+    // the broker's epoch; a replication factor past the brokers is refused.
+    #[test]
+    fn partitions_spread_over_the_brokers() {
+        let mut image = MetadataImage::default();
+        let register = |id: i32| {
+            ControllerRequest::RegisterBroker(BrokerMeta {
+                id,
+                epoch: 0,
+                host: "127.0.0.1".into(),
+                port: 9000 + id as u16,
+                rack: None,
+                fenced: false,
+            })
+        };
+        for id in [2, 3] {
+            applied(&mut image, register(id)).unwrap();
+        }
+        applied(&mut image, register(2)).unwrap();
+        assert_eq!(image.brokers[&2].epoch, 1);
+        let create = |replication_factor| ControllerRequest::CreateTopic {
+            name: "spread".into(),
+            partitions: 6,
+            replication_factor,
+            configs: BTreeMap::new(),
+        };
+        assert_eq!(applied(&mut image, create(4)).unwrap_err().0, code::INVALID_REPLICATION_FACTOR);
+        let Ok(ControllerReply::Topic(meta)) = applied(
+            &mut image,
+            ControllerRequest::CreateTopic {
+                name: "replicated".into(),
+                partitions: 3,
+                replication_factor: 3,
+                configs: BTreeMap::new(),
+            },
+        ) else {
+            panic!()
+        };
+        for p in 0..3 {
+            let a = meta.assignment(p, 9);
+            let mut replicas = a.replicas.clone();
+            replicas.sort_unstable();
+            assert_eq!((replicas, a.isr.len(), a.leader), (vec![1, 2, 3], 3, a.replicas[0]));
+        }
+        // An ISR change from the current leader and partition epoch is taken once.
+        let first = meta.assignment(0, 9);
+        let shrink = ControllerRequest::AlterPartition {
+            topic: "replicated".into(),
+            partition: 0,
+            leader: first.leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            isr: vec![first.leader],
+        };
+        applied(&mut image, shrink.clone()).unwrap();
+        let after = image.topic("replicated").unwrap().assignment(0, 9);
+        assert_eq!((after.isr.clone(), after.partition_epoch), (vec![first.leader], 1));
+        assert_eq!(applied(&mut image, shrink).unwrap_err().0, code::INVALID_UPDATE_VERSION);
+        let Ok(ControllerReply::Topic(meta)) = applied(&mut image, create(1)) else { panic!() };
+        let mut led = BTreeMap::new();
+        for p in 0..6 {
+            let assignment = meta.assignment(p, 9);
+            assert_eq!((assignment.replicas.len(), assignment.isr.clone()), (1, vec![assignment.leader]));
+            *led.entry(assignment.leader).or_insert(0) += 1;
+        }
+        assert_eq!(led, BTreeMap::from([(1, 2), (2, 2), (3, 2)]), "the deciding node 1 counts as a broker");
+        // Fencing a leader moves its leadership to the next in-sync replica in a new
+        // epoch; with no live replica in the ISR the partition goes offline, and the
+        // first of its ISR to come back leads it again.
+        applied(&mut image, register(1)).unwrap();
+        let before = image.topic("replicated").unwrap().assignment(1, 9);
+        let gone = before.leader;
+        applied(&mut image, ControllerRequest::FenceBroker { id: gone }).unwrap();
+        let after = image.topic("replicated").unwrap().assignment(1, 9);
+        assert_ne!(after.leader, gone);
+        assert_eq!((after.leader_epoch, after.isr.contains(&gone)), (before.leader_epoch + 1, false));
+        assert!(image.brokers[&gone].fenced);
+        for id in [1, 2, 3].into_iter().filter(|&id| id != gone) {
+            applied(&mut image, ControllerRequest::FenceBroker { id }).unwrap();
+        }
+        let offline = image.topic("replicated").unwrap().assignment(1, 9);
+        assert_eq!((offline.leader, offline.isr.len()), (-1, 1));
+        let last = offline.isr[0];
+        applied(&mut image, ControllerRequest::BrokerHeartbeat { id: last }).unwrap();
+        let back = image.topic("replicated").unwrap().assignment(1, 9);
+        assert_eq!((back.leader, back.leader_epoch), (last, offline.leader_epoch + 1));
+        assert!(!image.brokers[&last].fenced);
+    }
+}

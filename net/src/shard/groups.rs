@@ -1,0 +1,220 @@
+//! The shard's side of the group coordinator: loading an offsets partition's groups
+//! while this broker leads it, running group operations against the coordinator,
+//! writing its records to the offsets partition as its leader, and the ticker that
+//! expires sessions and completes rebalances.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use skein_engine::io::dma::DmaStorage;
+use skein_engine::{Batch, Log, TopicPartition};
+use skein_replication::{AppendError, Role};
+
+use super::{now_ms, Partition, Shard};
+use crate::errors::{code, code_of};
+
+/// Loads an offsets partition's groups while this broker leads it (on open, after a
+/// load that failed, and when it takes the leadership over), retrying with backoff,
+/// the failure logged and counted, for as long as it still leads that log.
+pub(super) async fn load_as_leader(shard: Rc<Shard>, partition: TopicPartition, log: Rc<Log<DmaStorage>>) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let leads = shard
+            .partition(&partition)
+            .is_some_and(|p| Rc::ptr_eq(&p.log, &log) && p.replica_state.borrow().role() == Role::Leader);
+        if !leads {
+            return;
+        }
+        match shard.load_groups(&log, partition.partition).await {
+            Ok(()) => return,
+            Err(error) => shard.group_load_failed(&partition, &error),
+        }
+        glommio::timer::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+impl Shard {
+    /// Replays an offsets partition into the group coordinator and marks it loaded.
+    /// Until then its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+    ///
+    /// # Errors
+    /// A message when a batch cannot be read or decoded; the partition then stays
+    /// unloaded (a later full replay gives the same state: records apply in order).
+    pub(super) async fn load_groups(&self, log: &Log<DmaStorage>, partition: i32) -> Result<(), String> {
+        let started = std::time::Instant::now();
+        let image = self.image();
+        let mut offset = log.log_start_offset();
+        let mut records = 0u64;
+        loop {
+            let batches =
+                log.read(offset, 1 << 20, None).await.map_err(|e| format!("read at offset {}: {e}", offset.0))?;
+            let Some(last) = batches.last() else { break };
+            offset = last.next_offset();
+            for batch in &batches {
+                let decoded = skein_engine::records::decode_records(
+                    batch.bytes(),
+                    skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX,
+                )
+                .map_err(|e| format!("batch at offset {}: {e}", batch.base_offset().0))?;
+                for record in decoded {
+                    // Keys of unknown versions are skipped, as Kafka skips them.
+                    if let Some(key) = &record.key {
+                        if let Some(entry) = crate::group::records::decode(key, record.value.as_ref()) {
+                            self.groups.replay(entry, &image);
+                            records += 1;
+                        }
+                    }
+                }
+            }
+        }
+        self.groups.mark_loaded(partition, &image);
+        tracing::debug!(target: "skein::net", partition, records, load_ms = started.elapsed().as_millis() as u64, "groups loaded");
+        Ok(())
+    }
+
+    pub(super) fn group_load_failed(&self, partition: &TopicPartition, error: &str) {
+        self.metrics.group_load_failures.set(self.metrics.group_load_failures.get() + 1);
+        tracing::error!(target: "skein::net", shard = self.id, partition = %partition, error, "cannot load groups; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
+    }
+
+    /// Writes coordinator records from the ticker (expired offsets, emptied and
+    /// removed groups, expired KIP-848 members) to their groups' partitions.
+    pub(super) async fn persist_coordinator_records(&self, entries: Vec<crate::group::records::Entry>) {
+        let mut by_partition: BTreeMap<i32, Vec<crate::group::records::Entry>> = BTreeMap::new();
+        for entry in entries {
+            by_partition.entry(crate::group::partition_for(entry.group())).or_default().push(entry);
+        }
+        for (partition, entries) in by_partition {
+            let tp = TopicPartition::new(crate::group::OFFSETS_TOPIC, partition);
+            if let Some(state) = self.partition(&tp) {
+                if let Err(code) = self.persist(&state, entries).await {
+                    tracing::warn!(target: "skein::net", partition, code, "cannot persist expired offsets");
+                }
+            }
+        }
+    }
+
+    /// Appends coordinator records to the group's offsets partition and waits until
+    /// they are written.
+    async fn persist(&self, state: &Partition, entries: Vec<crate::group::records::Entry>) -> Result<(), i16> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let records: Vec<skein_engine::records::Record> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                let (key, value) = crate::group::records::encode(entry);
+                skein_engine::records::Record { offset_delta: i as i32, key: Some(key), value, ..Default::default() }
+            })
+            .collect();
+        let bytes = skein_engine::records::build_batch(0, now_ms(), skein_engine::records::Compression::None, &records);
+        let batch = Batch::validate(Bytes::from(bytes), usize::MAX).map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
+        // As the partition's leader, in its epoch, answered once the ISR holds the
+        // records (Kafka writes offsets with acks=all): a new coordinator has them.
+        match state.append_as_leader(batch, true).await {
+            Ok(_) => Ok(()),
+            Err(AppendError::Refused(code)) => Err(code),
+            Err(AppendError::Log(e)) => Err(code_of(&e)),
+        }
+    }
+
+    pub(super) async fn group(
+        &self,
+        state: &Partition,
+        _partition: i32,
+        call: crate::group::GroupCall,
+    ) -> Result<crate::group::GroupAnswer, i16> {
+        use crate::group::{GroupAnswer, GroupCall};
+        let now = std::time::Instant::now();
+        let groups = &self.groups;
+        Ok(match call {
+            GroupCall::Join(join) => match groups.join(*join, now) {
+                Err(response) => GroupAnswer::Join(response),
+                Ok(receiver) => GroupAnswer::Join(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
+            },
+            GroupCall::Sync { group, generation, member_id, assignments } => {
+                let (result, writes, deliveries) = groups.sync(&group, generation, &member_id, assignments, now);
+                if let Err(error) = self.persist(state, writes).await {
+                    // Kafka answers every waiting member with the error and rebalances.
+                    for (sender, _) in deliveries {
+                        let _ =
+                            sender.send(kafka_protocol::messages::SyncGroupResponse::default().with_error_code(error));
+                    }
+                    groups.sync_failed(&group, now);
+                    return Err(error);
+                }
+                for (sender, response) in deliveries {
+                    let _ = sender.send(response);
+                }
+                match result {
+                    Err(response) => GroupAnswer::Sync(response),
+                    Ok(receiver) => GroupAnswer::Sync(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
+                }
+            }
+            GroupCall::Heartbeat { group, generation, member_id } => {
+                GroupAnswer::Code(groups.heartbeat(&group, generation, &member_id, now))
+            }
+            GroupCall::Leave { group, members } => GroupAnswer::Codes(groups.leave(&group, &members, now)),
+            GroupCall::Commit { group, generation, member_id, offsets } => {
+                let verdict = groups.check_commit(&group, generation, &member_id);
+                if verdict != code::NONE {
+                    return Ok(GroupAnswer::Codes(vec![verdict; offsets.len()]));
+                }
+                let writes = offsets.iter().map(|(t, p, c)| crate::group::offset_entry(&group, t, *p, c)).collect();
+                match self.persist(state, writes).await {
+                    Ok(()) => {
+                        let n = offsets.len();
+                        groups.commit(&group, offsets);
+                        GroupAnswer::Codes(vec![code::NONE; n])
+                    }
+                    Err(c) => GroupAnswer::Codes(vec![c; offsets.len()]),
+                }
+            }
+            GroupCall::Fetch { group, wanted } => GroupAnswer::Offsets(groups.fetch(&group, wanted)),
+            GroupCall::Describe { group } => GroupAnswer::Described(groups.describe(&group)),
+            GroupCall::List { states } => GroupAnswer::Listed(groups.list(&states)),
+            GroupCall::Ready => GroupAnswer::Code(code::NONE),
+            GroupCall::Delete { group } => match groups.delete(&group) {
+                Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
+                Err(c) => GroupAnswer::Code(c),
+            },
+            GroupCall::ConsumerHeartbeat { request, client_id, client_host } => {
+                let (response, writes) =
+                    groups.consumer_heartbeat(&request, &client_id, &client_host, &self.image(), now);
+                // The member learns its new epoch and assignment only once they are
+                // written, as Kafka answers a heartbeat after its records are.
+                if let Err(error) = self.persist(state, writes).await {
+                    groups.consumer_persist_failed(&request.group_id.0);
+                    return Ok(GroupAnswer::ConsumerHeartbeat(
+                        kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default().with_error_code(error),
+                    ));
+                }
+                GroupAnswer::ConsumerHeartbeat(response)
+            }
+            GroupCall::ConsumerDescribe { group } => {
+                GroupAnswer::ConsumerDescribed(groups.consumer_describe(&group, &self.image()))
+            }
+            GroupCall::DeleteOffsets { group, partitions } => match groups.delete_offsets(&group, &partitions) {
+                Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
+                Err(c) => GroupAnswer::Code(c),
+            },
+        })
+    }
+}
+
+/// Expires group sessions and completes rebalances, every 100 ms.
+pub async fn group_ticker(shard: Rc<Shard>) {
+    loop {
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+        let now = std::time::Instant::now();
+        let mut writes = shard.groups.tick(now);
+        writes.extend(shard.groups.tick_consumers(&shard.image(), now));
+        if !writes.is_empty() {
+            shard.persist_coordinator_records(writes).await;
+        }
+    }
+}
