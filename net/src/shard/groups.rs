@@ -15,11 +15,18 @@ use skein_replication::{AppendError, Role};
 use super::{now_ms, Partition, Shard};
 use crate::errors::{code, code_of};
 
-/// Loads an offsets partition's groups while this broker leads it (on open, after a
-/// load that failed, and when it takes the leadership over), retrying with backoff,
-/// the failure logged and counted, for as long as it still leads that log.
-pub(super) async fn load_as_leader(shard: Rc<Shard>, partition: TopicPartition, log: Rc<Log<DmaStorage>>) {
+/// Loads an offsets partition's groups while this broker leads it (after a load on
+/// open that failed, and when it takes the leadership over), first after `delay`,
+/// then retrying with backoff, the failure logged and counted, for as long as it
+/// still leads that log.
+pub(super) async fn load_as_leader(
+    shard: Rc<Shard>,
+    partition: TopicPartition,
+    log: Rc<Log<DmaStorage>>,
+    delay: Duration,
+) {
     let mut backoff = Duration::from_millis(200);
+    glommio::timer::sleep(delay).await;
     loop {
         let leads = shard
             .partition(&partition)

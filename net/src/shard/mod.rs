@@ -516,8 +516,14 @@ impl Shard {
                 let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
                     if let Err(error) = self.load_groups(&log, partition.partition).await {
                         self.group_load_failed(partition, &error);
-                        glommio::spawn_local(groups::load_as_leader(self.clone(), partition.clone(), log.clone()))
-                            .detach();
+                        // Retried once the partition is hosted, as its sole leader.
+                        let retry = groups::load_as_leader(
+                            self.clone(),
+                            partition.clone(),
+                            log.clone(),
+                            Duration::from_millis(200),
+                        );
+                        glommio::spawn_local(retry).detach();
                     }
                     ProducerStates::default()
                 } else {
@@ -661,6 +667,7 @@ impl Shard {
                             self.clone(),
                             partition.clone(),
                             state.log.clone(),
+                            Duration::ZERO,
                         ))
                         .detach();
                     }
