@@ -76,6 +76,8 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             false => -1,
         })),
         cluster_id: cluster_id(&config.data_dir, &config.controller_voters)?,
+        incarnation: uuid::Uuid::new_v4().as_u64_pair().0,
+        clustered: !config.controller_voters.is_empty(),
         advertised_host: config.advertised_host.clone(),
         advertised_port: config.advertised_port,
         auto_create_topics: config.auto_create_topics,
@@ -315,6 +317,7 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
         port: shard.settings.advertised_port,
         rack: None,
         fenced: false,
+        incarnation: shard.settings.incarnation,
     };
     let mut registered = false;
     loop {
@@ -417,9 +420,8 @@ async fn run_shard(
                 continue;
             }
             let partition = TopicPartition::new(topic.name.clone(), p);
-            let assignment = PartitionOp::Assign(topic.assignment(p, shard.settings.node_id));
-            let open = shard.execute(&partition, PartitionOp::Open(settings.clone())).await;
-            match open.and(shard.execute(&partition, assignment).await) {
+            let assignment = skein_net::topics::assignment_here(&shard, &image, topic, p);
+            match shard.execute(&partition, PartitionOp::Open { settings: settings.clone(), assignment }).await {
                 Ok(_) => opened += 1,
                 Err((code, message)) => {
                     tracing::error!(target: "skein", shard = shard.id, partition = %partition, code, message, "partition offline")

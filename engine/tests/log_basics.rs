@@ -287,6 +287,13 @@ fn leader_epochs_follow_appends() {
             log.append(stale, AppendMode::Replica).await,
             Err(skein_engine::Error::OffsetNotMonotonic { .. })
         ));
+        // A new leader's epoch starts at the log end before anything is written in it:
+        // epoch 7 ends there; a truncation to the end (nothing to cut) drops it again.
+        log.start_leader_epoch(LeaderEpoch(8));
+        assert_eq!(log.end_offset_for_epoch(LeaderEpoch(7)), Some((LeaderEpoch(7), Offset(7))));
+        assert_eq!(log.leader_epochs().latest(), Some((LeaderEpoch(8), Offset(7))));
+        log.truncate_to(Offset(7)).await.unwrap();
+        assert_eq!(log.leader_epochs().latest(), Some((LeaderEpoch(7), Offset(5))));
     });
     run(async {
         let log = open_dma(dir.path(), LogConfig::default()).await;

@@ -14,7 +14,7 @@
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -33,6 +33,8 @@ const PARTITION_MAX_BYTES: i32 = 1 << 20;
 const FETCH_MAX_BYTES: i32 = 16 << 20;
 const RESPONSE_MAX_BYTES: usize = 64 << 20;
 const BACKOFF: Duration = Duration::from_millis(100);
+/// Kafka's `replica.fetch.backoff.ms`.
+const FETCH_BACKOFF: Duration = Duration::from_millis(1000);
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 const ISR_CHANGE_WAIT: Duration = Duration::from_secs(5);
 
@@ -135,8 +137,18 @@ fn shrink_isrs(shard: &Rc<Shard>, lag_time_max_ms: i64) {
 async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
     let mut connection: Option<glommio::net::TcpStream> = None;
     let mut correlation = 0i32;
+    // Partitions the leader refused sit out `replica.fetch.backoff.ms`, as in Kafka,
+    // so that one refused partition neither spins the fetcher nor delays the others.
+    let mut delayed: HashMap<TopicPartition, Instant> = HashMap::new();
     loop {
-        let Some(partitions) = followed(&shard).remove(&leader) else { break };
+        let Some(mut partitions) = followed(&shard).remove(&leader) else { break };
+        let now = Instant::now();
+        delayed.retain(|_, until| *until > now);
+        partitions.retain(|(partition, _)| !delayed.contains_key(partition));
+        if partitions.is_empty() {
+            glommio::timer::sleep(BACKOFF).await;
+            continue;
+        }
         let Some((host, port)) = shard.broker_address(leader) else {
             glommio::timer::sleep(BACKOFF).await;
             continue;
@@ -169,9 +181,12 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
                 continue;
             }
         };
-        if !apply(&shard, leader, &partitions, response).await {
+        let refused = apply(&shard, leader, &partitions, response).await;
+        if refused.len() == partitions.len() {
             glommio::timer::sleep(BACKOFF).await;
         }
+        let until = Instant::now() + FETCH_BACKOFF;
+        delayed.extend(refused.into_iter().map(|partition| (partition, until)));
     }
     alive.set(false);
 }
@@ -260,20 +275,20 @@ async fn exchange(
 }
 
 /// Applies a leader's answer: records appended, the high watermark taken, diverged
-/// logs truncated. Returns false when the leader refused everything (the fetcher then
-/// backs off while the metadata catches up).
+/// logs truncated. Returns the partitions the leader refused (all of them when it
+/// refused the fetch): they back off while the metadata catches up.
 async fn apply(
     shard: &Rc<Shard>,
     leader: i32,
     partitions: &[(TopicPartition, Rc<Partition>)],
     response: FetchResponse,
-) -> bool {
+) -> Vec<TopicPartition> {
     if response.error_code != 0 {
         tracing::debug!(target: "skein::net", leader, code = response.error_code, "replica fetch refused");
-        return false;
+        return partitions.iter().map(|(partition, _)| partition.clone()).collect();
     }
     let states: HashMap<&TopicPartition, &Rc<Partition>> = partitions.iter().map(|(p, s)| (p, s)).collect();
-    let mut accepted = false;
+    let mut refused = Vec::new();
     for topic in response.responses {
         for data in topic.partitions {
             let partition = TopicPartition::new(topic.topic.0.to_string(), data.partition_index);
@@ -282,17 +297,22 @@ async fn apply(
                 continue;
             }
             if data.error_code != 0 {
-                tracing::debug!(target: "skein::net", partition = %partition, leader, code = data.error_code, "replica fetch of a partition refused");
+                tracing::debug!(target: "skein::net", partition = %partition, leader, code = data.error_code,
+                    log_end = state.log.log_end_offset().0, epochs = ?state.log.leader_epochs().entries(), "replica fetch of a partition refused");
+                refused.push(partition);
                 continue;
             }
             if data.diverging_epoch.end_offset >= 0 || data.diverging_epoch.epoch >= 0 {
-                let end = Offset(data.diverging_epoch.end_offset.max(0)).min(state.log.log_end_offset());
-                tracing::info!(target: "skein::net", partition = %partition, leader, epoch = data.diverging_epoch.epoch, end = end.0, "log diverged from the leader's: truncating");
-                if let Err(e) = state.truncate_to(end).await {
-                    tracing::error!(target: "skein::net", partition = %partition, error = %e, "truncation failed");
-                    continue;
+                let (epoch, end) = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset);
+                match state.truncate_diverged(epoch, end).await {
+                    Ok(cut) => {
+                        tracing::info!(target: "skein::net", partition = %partition, leader, epoch, end, cut = cut.0, "log diverged from the leader's: truncated")
+                    }
+                    Err(e) => {
+                        tracing::error!(target: "skein::net", partition = %partition, error = %e, "truncation failed");
+                        refused.push(partition);
+                    }
                 }
-                accepted = true;
                 continue;
             }
             let records = data.records.unwrap_or_default();
@@ -302,13 +322,13 @@ async fn apply(
                 // A partial last batch (the leader cut at the byte limit) is read again.
                 Err((position, _)) => Batch::split_all(records.slice(..position), usize::MAX).unwrap_or_default(),
             };
-            accepted = true;
             if let Err(e) = state.append_as_follower(batches, Offset(data.high_watermark)).await {
                 tracing::warn!(target: "skein::net", partition = %partition, error = ?e, "follower append failed");
+                refused.push(partition.clone());
             }
             state.follower_lag.set((data.high_watermark - state.log.log_end_offset().0).max(0));
             shard.metrics.bytes_in.set(shard.metrics.bytes_in.get() + records.len() as u64);
         }
     }
-    accepted
+    refused
 }

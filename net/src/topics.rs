@@ -13,7 +13,7 @@ use crate::append::TopicSettings;
 use crate::configs::validate_config;
 use crate::errors::code;
 use crate::metadata::controller::{check_growth, decide, ControllerReply, ControllerRequest, Local};
-use crate::metadata::{validate_topic_name, MetadataImage, Refusal, TopicMeta};
+use crate::metadata::{validate_topic_name, Assignment, MetadataImage, Refusal, TopicMeta};
 use crate::shard::{PartitionOp, Shard};
 
 /// A controller reply of the wrong kind: a bug, answered as Kafka answers one.
@@ -96,6 +96,20 @@ pub fn validate_create(
     decide(&shard.image(), &request, &local).map(|_| ())
 }
 
+/// This node's view of partition `p` of `meta` in `image`. In a cluster, a leadership
+/// the image gives this node before it registered in this run is not taken: written
+/// before a restart, it may stand on a tail this node lost. The registration moves it
+/// to an in-sync replica, or gives it back in a new epoch (`decide`).
+pub fn assignment_here(shard: &Shard, image: &MetadataImage, meta: &TopicMeta, p: i32) -> Assignment {
+    let node = shard.settings.node_id;
+    let mut assignment = meta.assignment(p, node);
+    let registered = image.brokers.get(&node).is_some_and(|b| b.incarnation == shard.settings.incarnation);
+    if shard.settings.clustered && assignment.leader == node && !registered {
+        assignment.leader = -1;
+    }
+    assignment
+}
+
 /// Brings this node's partitions in line with a new image, as Kafka's replica manager
 /// applies a metadata delta: partitions of deleted topics (or of an older incarnation
 /// of their topic) are removed, then partitions newly assigned to this node are opened
@@ -125,12 +139,12 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
         for p in (0..meta.partitions).filter(|&p| meta.is_replica(p, node)) {
             let existed = old.is_some_and(|o| p < o.partitions && o.is_replica(p, node));
             let (owner, partition) = (meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p));
-            let assignment = meta.assignment(p, node);
-            if !existed || old.is_some_and(|o| o.assignment(p, node) != assignment) {
-                assigns.push((owner, partition.clone(), PartitionOp::Assign(assignment)));
+            let assignment = assignment_here(shard, after, meta, p);
+            if existed && old.is_some_and(|o| assignment_here(shard, before, o, p) != assignment) {
+                assigns.push((owner, partition.clone(), PartitionOp::Assign(assignment.clone())));
             }
             let op = match (existed, reconfigured) {
-                (false, _) => PartitionOp::Open(settings.clone()),
+                (false, _) => PartitionOp::Open { settings: settings.clone(), assignment },
                 (true, true) => PartitionOp::Reconfigure(settings.clone()),
                 (true, false) => continue,
             };
@@ -243,8 +257,11 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
         .map_err(|(c, m)| (c, m.unwrap_or_default()))?;
     shard.control(ControllerRequest::MovePartition { partition: partition.clone(), target }).await?;
     let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
+    let image = shard.image();
+    let meta = image.topic(&partition.topic).unwrap_or(&meta);
+    let assignment = assignment_here(shard, &image, meta, partition.partition);
     shard
-        .route_to(target, partition.clone(), PartitionOp::Open(settings))
+        .route_to(target, partition.clone(), PartitionOp::Open { settings, assignment })
         .await
         .map_err(|(c, m)| (c, m.unwrap_or_default()))?;
     tracing::info!(target: "skein::net", partition = %partition, source, target, "partition moved");

@@ -180,6 +180,7 @@ impl<S: Storage> Partition<S> {
             if same_term && replica.role() == Role::Leader && replica.replicas() == replicas.as_slice() {
                 replica.apply_isr(isr, partition_epoch);
             } else {
+                self.log.start_leader_epoch(epoch);
                 replica.become_leader(epoch, partition_epoch, replicas, isr, log_end, now_ms);
             }
             let high_watermark = replica.high_watermark();
@@ -242,6 +243,21 @@ impl<S: Storage> Partition<S> {
         replica.local_append(self.log.offset_written_end());
         replica.follower_high_watermark(leader_high_watermark);
         Ok(())
+    }
+
+    /// Truncates a follower whose leader answered that their logs diverged with
+    /// `(leader_epoch, leader_end)` (`truncation_offset`). Returns where it cut.
+    ///
+    /// # Errors
+    /// The log's error.
+    pub async fn truncate_diverged(&self, leader_epoch: i32, leader_end: i64) -> Result<Offset, skein_engine::Error> {
+        let own_end_for =
+            (leader_epoch >= 0).then(|| self.log.end_offset_for_epoch(LeaderEpoch(leader_epoch))).flatten();
+        let high_watermark = self.replica_state.borrow().high_watermark();
+        let target =
+            crate::truncation_offset(own_end_for, self.log.log_end_offset(), high_watermark, leader_epoch, leader_end);
+        self.truncate_to(target).await?;
+        Ok(target)
     }
 
     /// Cuts a follower's log where it diverged from the leader's (KIP-101, KIP-320),

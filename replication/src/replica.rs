@@ -301,6 +301,35 @@ impl ReplicaState {
     }
 }
 
+/// Where a follower truncates when its leader says their logs diverged, answering
+/// `(leader_epoch, leader_end)` for the follower's last epoch: the largest epoch the
+/// leader has at or below it, and where that epoch ends in the leader's log. As Kafka's
+/// `getOffsetTruncationState`: when the follower has that epoch too, to the smaller of
+/// the two ends; when it does not, to the end of its own largest epoch below it (the
+/// next fetch is checked again from there); with no epoch from the leader, to the
+/// leader's end, or without one to the high watermark. Never past `own_end`.
+/// `own_end_for` is the follower's own `(epoch, end)` for `leader_epoch`.
+pub fn truncation_offset(
+    own_end_for: Option<(LeaderEpoch, Offset)>,
+    own_end: Offset,
+    high_watermark: Offset,
+    leader_epoch: i32,
+    leader_end: i64,
+) -> Offset {
+    let target = if leader_end < 0 {
+        high_watermark
+    } else if leader_epoch < 0 {
+        Offset(leader_end)
+    } else {
+        match own_end_for {
+            Some((epoch, end)) if epoch.0 != leader_epoch => end,
+            Some((_, end)) => end.min(Offset(leader_end)),
+            None => Offset(leader_end),
+        }
+    };
+    target.min(own_end)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,5 +419,21 @@ mod tests {
         state.local_append(Offset(60));
         state.follower_high_watermark(Offset(50));
         assert_eq!(state.high_watermark(), Offset(50));
+    }
+
+    // The follower led epoch 6 from 120, which the leader never saw (it has 5, then 7
+    // from 100): told (5, 100), it cuts to where its own epoch 5 ends (120, where its
+    // 6 began) only when the leader's end is not smaller; a follower without the
+    // leader's epoch cuts to the end of its own older one and asks again.
+    #[test]
+    fn truncation_follows_the_epochs() {
+        let e = LeaderEpoch;
+        assert_eq!(truncation_offset(Some((e(5), Offset(120))), Offset(150), Offset(90), 5, 100), Offset(100));
+        assert_eq!(truncation_offset(Some((e(5), Offset(80))), Offset(150), Offset(50), 5, 100), Offset(80));
+        assert_eq!(truncation_offset(Some((e(3), Offset(70))), Offset(150), Offset(50), 5, 100), Offset(70));
+        assert_eq!(truncation_offset(None, Offset(150), Offset(50), 5, 100), Offset(100));
+        assert_eq!(truncation_offset(None, Offset(150), Offset(50), -1, 130), Offset(130));
+        assert_eq!(truncation_offset(None, Offset(150), Offset(50), -1, -1), Offset(50));
+        assert_eq!(truncation_offset(Some((e(5), Offset(120))), Offset(60), Offset(50), 5, 100), Offset(60));
     }
 }

@@ -271,6 +271,16 @@ impl<S: Storage> Log<S> {
         self.state.borrow().epochs.clone()
     }
 
+    /// Records that `epoch` starts at the log end, as a new leader does before its
+    /// first append (Kafka's `makeLeader`): a follower of an older epoch then learns
+    /// where that epoch ended even while nothing is written in the new one. Persisted
+    /// with the next checkpoint; a restart rebuilds it from the batches otherwise.
+    pub fn start_leader_epoch(&self, epoch: LeaderEpoch) {
+        let mut state = self.state.borrow_mut();
+        let end = state.log_end_offset;
+        state.epochs.assign(epoch, end);
+    }
+
     /// The end offset of `epoch` for OffsetForLeaderEpoch (KIP-101).
     pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
         let state = self.state.borrow();

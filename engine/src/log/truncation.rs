@@ -30,6 +30,12 @@ impl<S: Storage> Log<S> {
             .await?;
         let (log_end, log_start) = (self.log_end_offset(), self.log_start_offset());
         if offset >= log_end {
+            // No batch goes, but an epoch started at the end with nothing written in
+            // it (a leader's, `start_leader_epoch`) does, as in Kafka's `truncateTo`:
+            // the follower then fetches in the epoch its last batch has.
+            if self.state.borrow_mut().epochs.truncate_from(offset) {
+                self.write_epochs().await?;
+            }
             return Ok(());
         }
         if offset < log_start {

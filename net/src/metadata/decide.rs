@@ -164,11 +164,28 @@ pub fn decide(
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Topic(meta))
         }
         ControllerRequest::RegisterBroker(broker) => {
+            let previous = image.brokers.get(&broker.id);
+            if previous.is_some_and(|p| p.incarnation == broker.incarnation && !p.fenced) {
+                // The same process again (its first answer was lost): nothing changes.
+                return Ok((Vec::new(), ControllerReply::Done));
+            }
+            let mut records = Vec::new();
+            let mut next = image.clone();
+            if previous.is_some_and(|p| !p.fenced) {
+                // A restart the controller did not see coming (no controlled shutdown,
+                // the session not yet expired): the broker may have lost the tail it
+                // had not written, so it leaves every ISR and its leaderships move to
+                // in-sync replicas, as Kafka's handleBrokerUncleanShutdown does. Where
+                // it was the only one in sync it leads again, in a new epoch.
+                records = leave_partitions(image, broker.id);
+                next.apply(&records);
+            }
             let mut broker = broker.clone();
-            broker.epoch = image.brokers.get(&broker.id).map_or(0, |b| b.epoch + 1);
+            broker.epoch = previous.map_or(0, |b| b.epoch + 1);
             broker.fenced = false;
-            let mut records = vec![MetadataRecord::RegisterBroker(broker.clone())];
-            records.extend(elect_offline(image, broker.id));
+            records.push(MetadataRecord::RegisterBroker(broker.clone()));
+            next.apply(&records[records.len() - 1..]);
+            records.extend(elect_offline(&next, broker.id));
             (records, ControllerReply::Done)
         }
         ControllerRequest::BrokerHeartbeat { id } => match image.brokers.get(id) {
@@ -487,7 +504,7 @@ mod tests {
     #[test]
     fn partitions_spread_over_the_brokers() {
         let mut image = MetadataImage::default();
-        let register = |id: i32| {
+        let started = |id: i32, incarnation: u64| {
             ControllerRequest::RegisterBroker(BrokerMeta {
                 id,
                 epoch: 0,
@@ -495,12 +512,17 @@ mod tests {
                 port: 9000 + id as u16,
                 rack: None,
                 fenced: false,
+                incarnation,
             })
         };
+        let register = |id: i32| started(id, 0);
         for id in [2, 3] {
             applied(&mut image, register(id)).unwrap();
         }
+        // The same process registering again changes nothing; a new one bumps the epoch.
         applied(&mut image, register(2)).unwrap();
+        assert_eq!(image.brokers[&2].epoch, 0);
+        applied(&mut image, started(2, 7)).unwrap();
         assert_eq!(image.brokers[&2].epoch, 1);
         let create = |replication_factor| ControllerRequest::CreateTopic {
             name: "spread".into(),
@@ -569,5 +591,57 @@ mod tests {
         let back = image.topic("replicated").unwrap().assignment(1, 9);
         assert_eq!((back.leader, back.leader_epoch), (last, offline.leader_epoch + 1));
         assert!(!image.brokers[&last].fenced);
+    }
+
+    // A broker that restarts without a controlled shutdown, before its session
+    // expired, leaves the ISRs and its leaderships move on (it may have lost its
+    // unwritten tail); where it was the only one in sync it leads again in a new epoch.
+    #[test]
+    fn an_unclean_restart_moves_leaderships_away() {
+        let mut image = MetadataImage::default();
+        let started = |id: i32, incarnation: u64| {
+            ControllerRequest::RegisterBroker(BrokerMeta {
+                id,
+                epoch: 0,
+                host: "127.0.0.1".into(),
+                port: 9000 + id as u16,
+                rack: None,
+                fenced: false,
+                incarnation,
+            })
+        };
+        for id in [1, 2, 3] {
+            applied(&mut image, started(id, 0)).unwrap();
+        }
+        let create = |name: &str, replication_factor| ControllerRequest::CreateTopic {
+            name: name.into(),
+            partitions: 3,
+            replication_factor,
+            configs: BTreeMap::new(),
+        };
+        applied(&mut image, create("three", 3)).unwrap();
+        applied(&mut image, create("one", 1)).unwrap();
+        let before = image.clone();
+        applied(&mut image, started(2, 1)).unwrap();
+        for p in 0..3 {
+            let (was, now) =
+                (before.topic("three").unwrap().assignment(p, 9), image.topic("three").unwrap().assignment(p, 9));
+            assert!(!now.isr.contains(&2) && now.leader != 2, "{now:?}");
+            assert_eq!(now.leader_epoch, was.leader_epoch + i32::from(was.leader == 2));
+            let (was, now) =
+                (before.topic("one").unwrap().assignment(p, 9), image.topic("one").unwrap().assignment(p, 9));
+            if was.leader == 2 {
+                assert_eq!((now.leader, now.isr.clone()), (2, vec![2]));
+                assert!(now.leader_epoch > was.leader_epoch);
+            } else {
+                assert_eq!(now, was);
+            }
+        }
+        // After a controlled shutdown (fenced), a restart changes no ISR.
+        applied(&mut image, ControllerRequest::FenceBroker { id: 3 }).unwrap();
+        let fenced = image.clone();
+        applied(&mut image, started(3, 1)).unwrap();
+        assert!(!image.brokers[&3].fenced);
+        assert_eq!(image.topic("three").unwrap().assignments, fenced.topic("three").unwrap().assignments);
     }
 }

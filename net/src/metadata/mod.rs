@@ -84,6 +84,11 @@ pub struct BrokerMeta {
     /// until it heartbeats again (Kafka's BrokerRegistrationChangeRecord).
     #[serde(default)]
     pub fenced: bool,
+    /// Drawn at each start of the process (Kafka's incarnation id): a registration
+    /// with a new one while the last is still live is a restart without a controlled
+    /// shutdown.
+    #[serde(default)]
+    pub incarnation: u64,
 }
 
 /// An immutable snapshot of the metadata, with a version that only grows.

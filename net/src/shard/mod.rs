@@ -23,7 +23,7 @@ use skein_replication::AppendError;
 use crate::append::{AppendRules, TopicSettings};
 use crate::errors::{code, code_of};
 use crate::metadata::controller::{Controller, ControllerReply, ControllerRequest};
-use crate::metadata::{MetadataImage, Refusal};
+use crate::metadata::{Assignment, MetadataImage, Refusal};
 use crate::metrics::ShardMetrics;
 use crate::router::Router;
 use skein_replication::producer::ProducerStates;
@@ -36,6 +36,10 @@ pub use groups::group_ticker;
 pub struct NodeSettings {
     pub node_id: i32,
     pub cluster_id: String,
+    /// Drawn at each start (Kafka's incarnation id), registered with the controller.
+    pub incarnation: u64,
+    /// A member of a cluster (controller voters given), not a lone node.
+    pub clustered: bool,
     /// The active controller's node id (-1 while the quorum has no leader), as
     /// Metadata and DescribeCluster name it; written by shard 0's quorum loop.
     pub active_controller: Arc<std::sync::atomic::AtomicI32>,
@@ -124,7 +128,7 @@ pub enum PartitionOp {
         last_fetched_epoch: i32,
     },
     /// The controller's assignment of this partition (leader, epochs, replicas, ISR).
-    Assign(crate::metadata::Assignment),
+    Assign(Assignment),
     ListOffsets {
         timestamp: i64,
     },
@@ -137,8 +141,12 @@ pub enum PartitionOp {
         current_leader_epoch: i32,
         leader_epoch: i32,
     },
-    /// Opens (creating if needed) the partition's log with these settings.
-    Open(TopicSettings),
+    /// Opens (creating if needed) the partition's log with these settings, in the
+    /// role the assignment gives it.
+    Open {
+        settings: TopicSettings,
+        assignment: Assignment,
+    },
     Reconfigure(TopicSettings),
     /// Deletes the partition's log (its directory is renamed `-delete` at once, its
     /// files removed later), if it belongs to the topic with this id.
@@ -494,12 +502,37 @@ impl Shard {
     }
 
     /// Executes an operation on a partition this shard owns.
+    /// Takes the controller's assignment of a hosted partition: its role, epochs and
+    /// ISR. The group coordinator follows the leadership of its offsets partition:
+    /// unloaded when it goes, loaded again from the log when it comes (as a follower
+    /// the replica kept the log in sync).
+    fn take_assignment(self: &Rc<Self>, partition: &TopicPartition, state: &Rc<Partition>, assignment: Assignment) {
+        let was_leader = state.replica_state.borrow().role() == replication::Role::Leader;
+        state.assign(
+            assignment.leader,
+            LeaderEpoch(assignment.leader_epoch),
+            assignment.partition_epoch,
+            assignment.replicas,
+            assignment.isr,
+            skein_engine::log::now_ms(),
+        );
+        let leads = state.replica_state.borrow().role() == replication::Role::Leader;
+        if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
+            self.groups.unload(partition.partition);
+            if leads {
+                let load = groups::load_as_leader(self.clone(), partition.clone(), state.log.clone(), Duration::ZERO);
+                glommio::spawn_local(load).detach();
+            }
+        }
+    }
+
     pub async fn execute(self: &Rc<Self>, partition: &TopicPartition, op: PartitionOp) -> OpResult {
         match op {
-            PartitionOp::Open(settings) => {
+            PartitionOp::Open { settings, assignment } => {
                 if let Some(existing) = self.partition(partition) {
                     if existing.topic_id == settings.topic_id {
                         existing.apply(&settings).map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                        self.take_assignment(partition, &existing, assignment);
                         return Ok(PartitionReply::Done);
                     }
                     // An older incarnation whose removal has not arrived yet: the
@@ -512,11 +545,17 @@ impl Shard {
                     .await
                     .map_err(|e| (code_of(&e), Some(e.to_string())))?;
                 // The offsets topic is written only by the coordinator, never by an
-                // idempotent producer: its log is read once, to load the groups.
+                // idempotent producer: its log is read once, to load the groups, by
+                // its leader (a follower loads them when it comes to lead).
+                let leads = assignment.leader == self.settings.node_id;
                 let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
-                    if let Err(error) = self.load_groups(&log, partition.partition).await {
+                    let loaded = match leads {
+                        true => self.load_groups(&log, partition.partition).await,
+                        false => Ok(()),
+                    };
+                    if let Err(error) = loaded {
                         self.group_load_failed(partition, &error);
-                        // Retried once the partition is hosted, as its sole leader.
+                        // Retried once the partition is hosted.
                         let retry = groups::load_as_leader(
                             self.clone(),
                             partition.clone(),
@@ -531,6 +570,14 @@ impl Shard {
                 };
                 let replica =
                     replication::Partition::sole_leader(log, settings.topic_id, self.settings.node_id, producers);
+                replica.assign(
+                    assignment.leader,
+                    LeaderEpoch(assignment.leader_epoch),
+                    assignment.partition_epoch,
+                    assignment.replicas,
+                    assignment.isr,
+                    skein_engine::log::now_ms(),
+                );
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
                     Rc::new(Partition {
@@ -612,7 +659,11 @@ impl Shard {
                     // Consumers never read past the high watermark; followers read
                     // to the log end.
                     let limit = (!to_log_end).then(|| state.high_watermark());
-                    log.read(offset, max_bytes, limit).await.map_err(engine)?
+                    log.read(offset, max_bytes, limit).await.inspect_err(|e| {
+                        if to_log_end {
+                            tracing::debug!(target: "skein::net", partition = %partition, error = %e, "a follower's read failed");
+                        }
+                    }).map_err(engine)?
                 };
                 let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
                 self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
@@ -628,13 +679,26 @@ impl Shard {
                 // A follower whose last epoch ends before where it fetches (or that
                 // the leader does not know) diverged: it truncates first (KIP-320).
                 if last_fetched_epoch >= 0 {
+                    // An epoch newer than any here (this log has none): the follower
+                    // truncates to this log's end.
                     let (epoch, end) = log
                         .end_offset_for_epoch(LeaderEpoch(last_fetched_epoch))
-                        .unwrap_or((LeaderEpoch(-1), Offset(-1)));
+                        .unwrap_or((LeaderEpoch(-1), log.log_end_offset()));
                     if epoch.0 != last_fetched_epoch || end.0 < offset {
                         state.replica_state.borrow().check_epoch(current_leader_epoch).map_err(|c| (c, None))?;
                         return Ok(PartitionReply::FollowerFetch { diverging: Some((epoch.0, end.0)) });
                     }
+                }
+                // A follower past this log's end holds records the leader never had
+                // (uncommitted: the leader holds every committed one): it truncates to
+                // the leader's end, where the epochs are checked again.
+                let log_end = log.log_end_offset();
+                if offset > log_end.0 {
+                    state.replica_state.borrow().check_epoch(current_leader_epoch).map_err(|c| (c, None))?;
+                    let latest = log.leader_epochs().latest().map_or(-1, |(epoch, _)| epoch.0);
+                    tracing::info!(target: "skein::net", partition = %partition, follower, offset, last_fetched_epoch,
+                        log_end = log_end.0, epochs = ?log.leader_epochs().entries(), "a follower fetched past the log end: it truncates");
+                    return Ok(PartitionReply::FollowerFetch { diverging: Some((latest, log_end.0)) });
                 }
                 let now = skein_engine::log::now_ms();
                 let proposal = state
@@ -647,31 +711,7 @@ impl Shard {
                 Ok(PartitionReply::FollowerFetch { diverging: None })
             }
             PartitionOp::Assign(assignment) => {
-                let was_leader = state.replica_state.borrow().role() == replication::Role::Leader;
-                state.assign(
-                    assignment.leader,
-                    LeaderEpoch(assignment.leader_epoch),
-                    assignment.partition_epoch,
-                    assignment.replicas,
-                    assignment.isr,
-                    skein_engine::log::now_ms(),
-                );
-                let leads = state.replica_state.borrow().role() == replication::Role::Leader;
-                if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
-                    // The group coordinator follows the leadership of its partition:
-                    // unloaded here when it goes, loaded again from the log when it
-                    // comes (as a follower it kept the log in sync).
-                    self.groups.unload(partition.partition);
-                    if leads {
-                        glommio::spawn_local(groups::load_as_leader(
-                            self.clone(),
-                            partition.clone(),
-                            state.log.clone(),
-                            Duration::ZERO,
-                        ))
-                        .detach();
-                    }
-                }
+                self.take_assignment(partition, &state, assignment);
                 Ok(PartitionReply::Done)
             }
             PartitionOp::ListOffsets { timestamp } => {
