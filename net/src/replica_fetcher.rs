@@ -204,7 +204,7 @@ fn fetch_request(node: i32, partitions: &[(TopicPartition, Rc<Partition>)]) -> F
     let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
     for (partition, state) in partitions {
         let replica = state.replica_state.borrow();
-        let last_fetched_epoch = state.log.leader_epochs().latest().map_or(-1, |(epoch, _)| epoch.0);
+        let last_fetched_epoch = state.log.latest_leader_epoch().map_or(-1, |epoch| epoch.0);
         topics.entry(&partition.topic).or_default().push(
             FetchPartition::default()
                 .with_partition(partition.partition)

@@ -16,4 +16,4 @@ pub mod replica;
 
 pub use delayed::HighWatermarkWaiters;
 pub use partition::{load_producers, AppendError, Appended, Partition};
-pub use replica::{truncation_offset, BrokerId, IsrProposal, ReplicaState, Role};
+pub use replica::{divergence, truncation_offset, BrokerId, IsrProposal, ReplicaState, Role};

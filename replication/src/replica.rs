@@ -301,6 +301,31 @@ impl ReplicaState {
     }
 }
 
+/// The leader's side of a follower's fetch at `fetch_offset` whose last batch is in
+/// `last_fetched_epoch` (KIP-320): `Some((epoch, end))` when the follower's log
+/// diverged, where `epoch` is the largest the leader has at or below the follower's
+/// (-1: none) and `end` where it ends in the leader's log; the follower then truncates
+/// (`truncation_offset`). A follower past the leader's end holds records the leader
+/// never had (uncommitted: the leader holds every committed one) and is told the
+/// leader's end. `end_for` is the leader's epoch lookup (Kafka's `endOffsetFor`),
+/// `latest` its newest epoch.
+pub fn divergence(
+    end_for: impl Fn(LeaderEpoch) -> Option<(LeaderEpoch, Offset)>,
+    latest: Option<LeaderEpoch>,
+    log_end: Offset,
+    fetch_offset: Offset,
+    last_fetched_epoch: i32,
+) -> Option<(i32, i64)> {
+    if last_fetched_epoch >= 0 {
+        // An epoch newer than any here (this log has none): to this log's end.
+        let (epoch, end) = end_for(LeaderEpoch(last_fetched_epoch)).unwrap_or((LeaderEpoch(-1), log_end));
+        if epoch.0 != last_fetched_epoch || end < fetch_offset {
+            return Some((epoch.0, end.0));
+        }
+    }
+    (fetch_offset > log_end).then(|| (latest.map_or(-1, |e| e.0), log_end.0))
+}
+
 /// Where a follower truncates when its leader says their logs diverged, answering
 /// `(leader_epoch, leader_end)` for the follower's last epoch: the largest epoch the
 /// leader has at or below it, and where that epoch ends in the leader's log. As Kafka's

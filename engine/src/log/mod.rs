@@ -271,6 +271,12 @@ impl<S: Storage> Log<S> {
         self.state.borrow().epochs.clone()
     }
 
+    /// The newest leader epoch in the log (of its last batch, or a leader's started
+    /// epoch), without copying the cache.
+    pub fn latest_leader_epoch(&self) -> Option<LeaderEpoch> {
+        self.state.borrow().epochs.latest().map(|(epoch, _)| epoch)
+    }
+
     /// Records that `epoch` starts at the log end, as a new leader does before its
     /// first append (Kafka's `makeLeader`): a follower of an older epoch then learns
     /// where that epoch ended even while nothing is written in the new one. Persisted

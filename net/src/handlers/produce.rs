@@ -5,13 +5,13 @@ use std::rc::Rc;
 
 use futures_util::future::join_all;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
 
-use super::{group_by_topic, s};
+use super::{group_by_topic, leaders, s};
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
@@ -83,6 +83,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
     if acks == 0 {
         return None;
     }
+    let mut leaders = std::collections::BTreeSet::new();
     let partitions = slots.into_iter().zip(results).map(|((name, index), result)| {
         let mut partition = PartitionProduceResponse::default();
         partition.index = index;
@@ -116,11 +117,29 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
                 partition.base_offset = -1;
                 partition.log_append_time_ms = -1;
                 partition.log_start_offset = -1;
+                if version >= 10 && leaders::names_leader(error) {
+                    let (leader, epoch) = leaders::current_leader(shard, &name, index);
+                    partition.current_leader = LeaderIdAndEpoch::default()
+                        .with_leader_id(kafka_protocol::messages::BrokerId(leader))
+                        .with_leader_epoch(epoch);
+                    leaders.insert(leader);
+                }
             }
         }
         (name, partition)
     });
     let mut response = ProduceResponse::default();
+    let partitions: Vec<_> = partitions.collect();
+    response.node_endpoints = leaders::endpoints(shard, &leaders)
+        .into_iter()
+        .map(|e| {
+            NodeEndpoint::default()
+                .with_node_id(kafka_protocol::messages::BrokerId(e.id))
+                .with_host(s(e.host))
+                .with_port(i32::from(e.port))
+                .with_rack(e.rack.map(s))
+        })
+        .collect();
     response.responses = group_by_topic(partitions)
         .into_iter()
         .map(|(name, partitions)| {

@@ -648,10 +648,12 @@ impl Shard {
                     let _parked = Parked::new(&self.metrics.fetch_waits_parked);
                     futures_lite::future::or(log.wait_for_data(offset), timeout).await;
                 }
-                // A fetch the response budget did not reach asks only for watermarks.
+                // A fetch the response budget did not reach asks only for watermarks;
+                // so does a diverged follower's, whose position may lie past this
+                // log's end (it is told where to truncate, not refused).
                 let batches = if max_bytes == 0 {
                     let (start, end) = (log.log_start_offset(), log.log_end_offset());
-                    if offset < start || offset > end {
+                    if !to_log_end && (offset < start || offset > end) {
                         return Err(engine(skein_engine::Error::OffsetOutOfRange { offset, start, end }));
                     }
                     Vec::new()
@@ -677,28 +679,18 @@ impl Shard {
             }
             PartitionOp::FollowerFetch { follower, offset, current_leader_epoch, last_fetched_epoch } => {
                 // A follower whose last epoch ends before where it fetches (or that
-                // the leader does not know) diverged: it truncates first (KIP-320).
-                if last_fetched_epoch >= 0 {
-                    // An epoch newer than any here (this log has none): the follower
-                    // truncates to this log's end.
-                    let (epoch, end) = log
-                        .end_offset_for_epoch(LeaderEpoch(last_fetched_epoch))
-                        .unwrap_or((LeaderEpoch(-1), log.log_end_offset()));
-                    if epoch.0 != last_fetched_epoch || end.0 < offset {
-                        state.replica_state.borrow().check_epoch(current_leader_epoch).map_err(|c| (c, None))?;
-                        return Ok(PartitionReply::FollowerFetch { diverging: Some((epoch.0, end.0)) });
-                    }
-                }
-                // A follower past this log's end holds records the leader never had
-                // (uncommitted: the leader holds every committed one): it truncates to
-                // the leader's end, where the epochs are checked again.
+                // the leader does not know), or that is past the log end, diverged: it
+                // truncates first (KIP-320).
                 let log_end = log.log_end_offset();
-                if offset > log_end.0 {
+                let latest = log.latest_leader_epoch();
+                let end_for = |epoch| log.end_offset_for_epoch(epoch);
+                if let Some(diverging) =
+                    replication::divergence(end_for, latest, log_end, Offset(offset), last_fetched_epoch)
+                {
                     state.replica_state.borrow().check_epoch(current_leader_epoch).map_err(|c| (c, None))?;
-                    let latest = log.leader_epochs().latest().map_or(-1, |(epoch, _)| epoch.0);
-                    tracing::info!(target: "skein::net", partition = %partition, follower, offset, last_fetched_epoch,
-                        log_end = log_end.0, epochs = ?log.leader_epochs().entries(), "a follower fetched past the log end: it truncates");
-                    return Ok(PartitionReply::FollowerFetch { diverging: Some((latest, log_end.0)) });
+                    tracing::debug!(target: "skein::net", partition = %partition, follower, offset, last_fetched_epoch,
+                        log_end = log_end.0, epoch = diverging.0, end = diverging.1, "a follower's log diverged");
+                    return Ok(PartitionReply::FollowerFetch { diverging: Some(diverging) });
                 }
                 let now = skein_engine::log::now_ms();
                 let proposal = state

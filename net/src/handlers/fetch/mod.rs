@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
 
-use super::{group_by_topic, s};
+use super::{group_by_topic, leaders, s};
 use crate::budget::Grant;
 use crate::errors::code;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
@@ -151,7 +151,7 @@ pub async fn handle(
     if response_session != 0 {
         shard.fetch_sessions.borrow_mut().served(response_session, &sent);
     }
-    let mut response = build(version, &wanted, results, incremental);
+    let mut response = build(shard, version, &wanted, results, incremental);
     response.session_id = response_session;
     (response, grant)
 }
@@ -347,7 +347,8 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
 
 /// The response: every partition for a full fetch; for an incremental one only those
 /// with records, an error, or a high watermark or log start offset that moved.
-fn build(version: i16, wanted: &[Wanted], results: Vec<OpResult>, incremental: bool) -> FetchResponse {
+fn build(shard: &Shard, version: i16, wanted: &[Wanted], results: Vec<OpResult>, incremental: bool) -> FetchResponse {
+    let mut leaders = std::collections::BTreeSet::new();
     let partitions = wanted.iter().zip(results).filter_map(|(w, result)| {
         let mut data = PartitionData::default();
         data.partition_index = w.partition;
@@ -377,13 +378,32 @@ fn build(version: i16, wanted: &[Wanted], results: Vec<OpResult>, incremental: b
                 data.last_stable_offset = -1;
                 data.log_start_offset = -1;
                 data.records = Some(Bytes::new());
+                if version >= 12 && leaders::names_leader(error) {
+                    let (leader, epoch) = leaders::current_leader(shard, &w.topic, w.partition);
+                    data.current_leader =
+                        LeaderIdAndEpoch::default().with_leader_id(BrokerId(leader)).with_leader_epoch(epoch);
+                    leaders.insert(leader);
+                }
             }
         }
         // Topics are told apart by id from v13, by name before.
         let key = if version >= 13 { (w.topic_id, String::new()) } else { (uuid::Uuid::nil(), w.topic.clone()) };
         Some((key, data))
     });
+    let partitions: Vec<_> = partitions.collect();
     let mut response = FetchResponse::default();
+    if version >= 16 {
+        response.node_endpoints = leaders::endpoints(shard, &leaders)
+            .into_iter()
+            .map(|e| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(e.id))
+                    .with_host(s(e.host))
+                    .with_port(i32::from(e.port))
+                    .with_rack(e.rack.map(s))
+            })
+            .collect();
+    }
     response.responses = group_by_topic(partitions)
         .into_iter()
         .map(|((topic_id, topic), partitions)| {
