@@ -669,8 +669,8 @@ fn signal(node: &Broker, signal: i32) {
 // and every record the consumer read during the faults is still at its offset (it
 // never read past a high watermark). `FAULT_CYCLES` sets the cycles (30 by default;
 // `FAULT_CYCLES=1000` is the long run). Not in the default run while a bug stands (open
-// in issue 10): in about one run of four, a broker whose log lacks records of later
-// epochs is elected leader of a partition, its followers truncate to it, and the
+// in issue 10): in about one run of three, a replica that rejoined the ISR is elected
+// leader with a log shorter than its followers', they truncate to it, and the
 // idempotent producer stops with a fatal OUT_OF_ORDER_SEQUENCE_NUMBER.
 #[test]
 #[ignore = "a lagging replica can be elected leader (open in issue 10); run with --ignored and FAULT_CYCLES"]

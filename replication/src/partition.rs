@@ -106,14 +106,15 @@ impl<S: Storage> Partition<S> {
     }
 
     /// Appends `batch` as leader. A retried batch of an idempotent producer is
-    /// answered with its original offset; with `acks_all`, the answer waits until the
-    /// high watermark passes the batch (the whole ISR holds it).
+    /// answered with its original offset; with `acks_all` (min.insync.replicas), the
+    /// answer waits until the high watermark passes the batch (the whole ISR holds it).
     ///
     /// # Errors
-    /// `Refused` with the producer check's code, or NOT_LEADER_OR_FOLLOWER when this
-    /// replica does not lead or stops leading before the batch is committed; `Log`
-    /// when the log fails.
-    pub async fn append_as_leader(&self, batch: Batch, acks_all: bool) -> Result<Appended, AppendError> {
+    /// `Refused` with the producer check's code, NOT_LEADER_OR_FOLLOWER when this
+    /// replica does not lead or stops leading before the batch is committed, or
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR that committed it is below
+    /// `acks_all`; `Log` when the log fails.
+    pub async fn append_as_leader(&self, batch: Batch, acks_all: Option<usize>) -> Result<Appended, AppendError> {
         if self.replica_state.borrow().role() != Role::Leader {
             return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
         }
@@ -141,11 +142,16 @@ impl<S: Storage> Partition<S> {
         };
         self.producers.borrow_mut().complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
         self.snapshot_after_roll();
-        if acks_all {
+        if let Some(min_insync) = acks_all {
             let high_watermark = self.high_watermark();
             let committed = self.acks.borrow_mut().wait_for(info.last_offset.plus(1), high_watermark);
             if committed.await.is_err() {
                 return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
+            }
+            // Committed by an ISR that shrank below min.insync.replicas meanwhile: too
+            // few copies to acknowledge (Kafka's checkEnoughReplicasReachOffset).
+            if self.replica_state.borrow().isr().len() < min_insync {
+                return Err(AppendError::Refused(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND));
             }
         }
         Ok(Appended { base_offset: info.base_offset, log_start_offset: info.log_start_offset, duplicate: false })

@@ -122,7 +122,8 @@ impl Shard {
         let batch = Batch::validate(Bytes::from(bytes), usize::MAX).map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
         // As the partition's leader, in its epoch, answered once the ISR holds the
         // records (Kafka writes offsets with acks=all): a new coordinator has them.
-        match state.append_as_leader(batch, true).await {
+        let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
+        match state.append_as_leader(batch, Some(min_insync)).await {
             Ok(_) => Ok(()),
             Err(AppendError::Refused(code)) => Err(code),
             Err(AppendError::Log(e)) => Err(code_of(&e)),

@@ -786,7 +786,8 @@ impl Shard {
         };
         let append_time = rules.log_append_time;
         let size = batch.size() as u64;
-        match state.append_as_leader(batch, acks == -1).await {
+        let acks_all = (acks == -1).then_some(rules.min_insync_replicas.max(1) as usize);
+        match state.append_as_leader(batch, acks_all).await {
             Ok(appended) => {
                 if !appended.duplicate {
                     self.metrics.bytes_in.set(self.metrics.bytes_in.get() + size);
