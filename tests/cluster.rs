@@ -452,19 +452,7 @@ impl Reads {
 /// Reads `topic` from the beginning through every node until `done` says so, recording
 /// what each offset held.
 fn read_offsets(bootstrap: Vec<String>, topic: &str, partitions: i32, mut done: impl FnMut(&Reads) -> bool) -> Reads {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap.join(","))
-        .set("group.id", format!("{topic}-watcher"))
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("topic.metadata.refresh.interval.ms", "500")
-        .create()
-        .unwrap();
-    let mut assignment = TopicPartitionList::new();
-    for p in 0..partitions {
-        assignment.add_partition_offset(topic, p, Offset::Beginning).unwrap();
-    }
-    consumer.assign(&assignment).unwrap();
+    let consumer = reader(&bootstrap.join(","), &format!("{topic}-watcher"), topic, partitions);
     let mut reads = Reads::default();
     while !done(&reads) {
         if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
@@ -475,11 +463,14 @@ fn read_offsets(bootstrap: Vec<String>, topic: &str, partitions: i32, mut done: 
     reads
 }
 
-fn consume_numbers(node: &Broker, topic: &str, partitions: i32, expected: usize) -> Vec<i32> {
+/// A consumer in `group` assigned every partition of `topic` from the beginning.
+fn reader(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> BaseConsumer {
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", node.bootstrap())
-        .set("group.id", format!("{topic}-reader"))
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
         .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("topic.metadata.refresh.interval.ms", "500")
         .create()
         .unwrap();
     let mut assignment = TopicPartitionList::new();
@@ -487,6 +478,11 @@ fn consume_numbers(node: &Broker, topic: &str, partitions: i32, expected: usize)
         assignment.add_partition_offset(topic, p, Offset::Beginning).unwrap();
     }
     consumer.assign(&assignment).unwrap();
+    consumer
+}
+
+fn consume_numbers(node: &Broker, topic: &str, partitions: i32, expected: usize) -> Vec<i32> {
+    let consumer = reader(&node.bootstrap(), &format!("{topic}-reader"), topic, partitions);
     let mut numbers = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = Instant::now();

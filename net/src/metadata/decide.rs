@@ -454,6 +454,19 @@ mod partition_serde {
 mod tests {
     use super::*;
 
+    /// Broker `id` registering from a process started as `incarnation`.
+    fn started(id: i32, incarnation: u64) -> ControllerRequest {
+        ControllerRequest::RegisterBroker(BrokerMeta {
+            id,
+            epoch: 0,
+            host: "127.0.0.1".into(),
+            port: 9000 + id as u16,
+            rack: None,
+            fenced: false,
+            incarnation,
+        })
+    }
+
     fn applied(image: &mut MetadataImage, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
         let (records, reply) = decide(image, &request, &Local { node: 1, shards: 2 })?;
         image.apply(&records);
@@ -504,17 +517,6 @@ mod tests {
     #[test]
     fn partitions_spread_over_the_brokers() {
         let mut image = MetadataImage::default();
-        let started = |id: i32, incarnation: u64| {
-            ControllerRequest::RegisterBroker(BrokerMeta {
-                id,
-                epoch: 0,
-                host: "127.0.0.1".into(),
-                port: 9000 + id as u16,
-                rack: None,
-                fenced: false,
-                incarnation,
-            })
-        };
         let register = |id: i32| started(id, 0);
         for id in [2, 3] {
             applied(&mut image, register(id)).unwrap();
@@ -599,17 +601,6 @@ mod tests {
     #[test]
     fn an_unclean_restart_moves_leaderships_away() {
         let mut image = MetadataImage::default();
-        let started = |id: i32, incarnation: u64| {
-            ControllerRequest::RegisterBroker(BrokerMeta {
-                id,
-                epoch: 0,
-                host: "127.0.0.1".into(),
-                port: 9000 + id as u16,
-                rack: None,
-                fenced: false,
-                incarnation,
-            })
-        };
         for id in [1, 2, 3] {
             applied(&mut image, started(id, 0)).unwrap();
         }

@@ -71,6 +71,13 @@ pub struct NodeSettings {
     pub connections: Arc<crate::connections::ConnectionLimits>,
 }
 
+/// Gives `replica` the role, epochs, replicas and ISR of the controller's `assignment`.
+fn assign(replica: &replication::Partition<DmaStorage>, assignment: Assignment) {
+    let now = skein_engine::log::now_ms();
+    let Assignment { leader, leader_epoch, partition_epoch, replicas, isr } = assignment;
+    replica.assign(leader, LeaderEpoch(leader_epoch), partition_epoch, replicas, isr, now);
+}
+
 /// A partition hosted by this shard: the replica (`replication::Partition`: log,
 /// producer state, epoch, ISR, high watermark) plus what the protocol layer keeps.
 pub struct Partition {
@@ -508,14 +515,7 @@ impl Shard {
     /// the replica kept the log in sync).
     fn take_assignment(self: &Rc<Self>, partition: &TopicPartition, state: &Rc<Partition>, assignment: Assignment) {
         let was_leader = state.replica_state.borrow().role() == replication::Role::Leader;
-        state.assign(
-            assignment.leader,
-            LeaderEpoch(assignment.leader_epoch),
-            assignment.partition_epoch,
-            assignment.replicas,
-            assignment.isr,
-            skein_engine::log::now_ms(),
-        );
+        assign(state, assignment);
         let leads = state.replica_state.borrow().role() == replication::Role::Leader;
         if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
             self.groups.unload(partition.partition);
@@ -570,14 +570,7 @@ impl Shard {
                 };
                 let replica =
                     replication::Partition::sole_leader(log, settings.topic_id, self.settings.node_id, producers);
-                replica.assign(
-                    assignment.leader,
-                    LeaderEpoch(assignment.leader_epoch),
-                    assignment.partition_epoch,
-                    assignment.replicas,
-                    assignment.isr,
-                    skein_engine::log::now_ms(),
-                );
+                assign(&replica, assignment);
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
                     Rc::new(Partition {
