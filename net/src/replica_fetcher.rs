@@ -50,6 +50,8 @@ pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrP
         (replica.broker(), replica.leader_epoch().0, replica.isr().len())
     };
     let counter = if proposal.isr.len() < current { &shard.metrics.isr_shrinks } else { &shard.metrics.isr_expands };
+    tracing::debug!(target: "skein::net", partition = %partition, isr = ?proposal.isr, partition_epoch = proposal.partition_epoch,
+        high_watermark = state.replica_state.borrow().high_watermark().0, log_end = state.log.log_end_offset().0, "proposing an ISR");
     counter.set(counter.get() + 1);
     let request = ControllerRequest::AlterPartition {
         topic: partition.topic.clone(),

@@ -141,6 +141,9 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
             let (owner, partition) = (meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p));
             let assignment = assignment_here(shard, after, meta, p);
             if existed && old.is_some_and(|o| assignment_here(shard, before, o, p) != assignment) {
+                tracing::debug!(target: "skein::net", partition = %partition, leader = assignment.leader,
+                    leader_epoch = assignment.leader_epoch, partition_epoch = assignment.partition_epoch,
+                    isr = ?assignment.isr, "assignment changed");
                 assigns.push((owner, partition.clone(), PartitionOp::Assign(assignment.clone())));
             }
             let op = match (existed, reconfigured) {

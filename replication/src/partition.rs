@@ -123,11 +123,16 @@ impl<S: Storage> Partition<S> {
         match verdict {
             Check::Append => {}
             Check::Duplicate(seq) => {
+                // A retry of a batch in the log is answered with its offset, but with
+                // acks=all only once it is committed, as the original would have been
+                // (Kafka's duplicate still waits in the produce purgatory): the first
+                // attempt may have failed because it was not.
+                self.committed(Offset(seq.last_offset).plus(1), acks_all).await?;
                 return Ok(Appended {
                     base_offset: Offset(seq.base_offset),
                     log_start_offset: self.log.log_start_offset(),
                     duplicate: true,
-                })
+                });
             }
             Check::Reject(code) => return Err(AppendError::Refused(code)),
         }
@@ -142,19 +147,29 @@ impl<S: Storage> Partition<S> {
         };
         self.producers.borrow_mut().complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
         self.snapshot_after_roll();
-        if let Some(min_insync) = acks_all {
-            let high_watermark = self.high_watermark();
-            let committed = self.acks.borrow_mut().wait_for(info.last_offset.plus(1), high_watermark);
-            if committed.await.is_err() {
-                return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
-            }
-            // Committed by an ISR that shrank below min.insync.replicas meanwhile: too
-            // few copies to acknowledge (Kafka's checkEnoughReplicasReachOffset).
-            if self.replica_state.borrow().isr().len() < min_insync {
-                return Err(AppendError::Refused(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND));
-            }
-        }
+        self.committed(info.last_offset.plus(1), acks_all).await?;
         Ok(Appended { base_offset: info.base_offset, log_start_offset: info.log_start_offset, duplicate: false })
+    }
+
+    /// With `acks_all` (min.insync.replicas), waits until the high watermark reaches
+    /// `end`; at once otherwise.
+    ///
+    /// # Errors
+    /// NOT_LEADER_OR_FOLLOWER when this replica stops leading first;
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR that committed it is below
+    /// `acks_all` (Kafka's checkEnoughReplicasReachOffset): too few copies to
+    /// acknowledge.
+    async fn committed(&self, end: Offset, acks_all: Option<usize>) -> Result<(), AppendError> {
+        let Some(min_insync) = acks_all else { return Ok(()) };
+        let high_watermark = self.high_watermark();
+        let committed = self.acks.borrow_mut().wait_for(end, high_watermark);
+        if committed.await.is_err() {
+            return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
+        }
+        if self.replica_state.borrow().isr().len() < min_insync {
+            return Err(AppendError::Refused(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND));
+        }
+        Ok(())
     }
 
     /// Takes the controller's view of this partition: lead in `epoch` with `replicas`
