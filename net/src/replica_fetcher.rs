@@ -73,10 +73,12 @@ pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrP
         match outcome {
             Some(Ok(_)) => {}
             Some(Err((code, message))) => {
-                tracing::debug!(target: "skein::net", partition = %partition, code, message, "ISR change refused")
+                tracing::debug!(target: "skein::net", partition = %partition, code, message, "ISR change refused");
+                state.isr_proposal_failed();
             }
             None => {
-                tracing::debug!(target: "skein::net", partition = %partition, "ISR change unanswered; proposing again")
+                tracing::debug!(target: "skein::net", partition = %partition, "ISR change unanswered; proposing again");
+                state.isr_proposal_failed();
             }
         }
         state.isr_change_pending.set(false);

@@ -237,6 +237,16 @@ impl<S: Storage> Partition<S> {
         Ok(proposal)
     }
 
+    /// An ISR change this leader proposed ended without a change: followers it would
+    /// have added stop holding the high watermark back (`acks=all` waiters it passes
+    /// complete).
+    pub fn isr_proposal_failed(&self) {
+        let mut replica = self.replica_state.borrow_mut();
+        replica.proposal_failed();
+        let high_watermark = replica.high_watermark();
+        self.acks.borrow_mut().complete_through(high_watermark);
+    }
+
     /// Appends the leader's batches with their offsets and epochs (a follower), keeps
     /// the producers' state as the leader's, and takes the leader's high watermark
     /// (never past this replica's own log end).

@@ -62,6 +62,10 @@ pub struct ReplicaState {
     partition_epoch: i32,
     replicas: Vec<BrokerId>,
     isr: Vec<BrokerId>,
+    /// Followers proposed to join the ISR, not yet committed: the high watermark
+    /// counts them already (Kafka's maximal ISR, KIP-497), so that it cannot pass a
+    /// member the controller is about to add.
+    joining: Vec<BrokerId>,
     /// Followers' progress (leader only), by broker.
     followers: BTreeMap<BrokerId, Follower>,
     /// This replica's log end (what it has written).
@@ -82,6 +86,7 @@ impl ReplicaState {
             partition_epoch: 0,
             replicas: vec![broker],
             isr: vec![broker],
+            joining: Vec::new(),
             followers: BTreeMap::new(),
             log_end,
             epoch_start: log_end,
@@ -156,6 +161,7 @@ impl ReplicaState {
             .collect();
         self.replicas = replicas;
         self.isr = isr;
+        self.joining.clear();
         self.high_watermark = self.high_watermark.min(log_end);
         self.advance_high_watermark();
     }
@@ -173,6 +179,7 @@ impl ReplicaState {
         self.partition_epoch = partition_epoch;
         self.log_end = log_end;
         self.followers.clear();
+        self.joining.clear();
         self.high_watermark = self.high_watermark.min(log_end);
     }
 
@@ -228,6 +235,9 @@ impl ReplicaState {
         let joins =
             !self.isr.contains(&follower) && fetch_offset >= self.high_watermark && fetch_offset >= self.epoch_start;
         let proposal = joins.then(|| {
+            if !self.joining.contains(&follower) {
+                self.joining.push(follower);
+            }
             let mut isr = self.isr.clone();
             isr.push(follower);
             isr.sort_unstable();
@@ -260,7 +270,15 @@ impl ReplicaState {
         }
         self.isr = isr;
         self.partition_epoch = partition_epoch;
+        self.joining.clear();
         self.advance_high_watermark()
+    }
+
+    /// An ISR proposal ended without a change (refused, or unanswered): the followers
+    /// it would have added no longer hold the high watermark back.
+    pub fn proposal_failed(&mut self) {
+        self.joining.clear();
+        self.advance_high_watermark();
     }
 
     /// This replica truncated its log to `log_end` (a follower whose tail diverged from
@@ -283,7 +301,7 @@ impl ReplicaState {
             return false;
         }
         let mut low = self.log_end;
-        for replica in &self.isr {
+        for replica in self.isr.iter().chain(&self.joining) {
             if *replica == self.broker {
                 continue;
             }
@@ -386,6 +404,30 @@ mod tests {
         // A follower that truncated and fetches lower does not move it back.
         state.follower_fetch(3, Offset(4), 3, 6).unwrap();
         assert_eq!(state.high_watermark(), Offset(7));
+    }
+
+    // A follower proposed to join the ISR holds the high watermark back before the
+    // controller commits it (KIP-497's maximal ISR): otherwise it would join behind
+    // the high watermark and could be elected without committed records. A failed
+    // proposal lets go.
+    #[test]
+    fn a_joining_follower_holds_the_high_watermark() {
+        let mut state = ReplicaState::sole_leader(1, LeaderEpoch(0), Offset(0));
+        state.become_leader(LeaderEpoch(3), 5, vec![1, 2, 3], vec![1, 3], Offset(10), 0);
+        state.follower_fetch(3, Offset(10), 3, 1).unwrap();
+        assert_eq!(state.high_watermark(), Offset(10));
+        let (_, proposal) = state.follower_fetch(2, Offset(10), 3, 1).unwrap();
+        assert_eq!(proposal.map(|p| p.isr), Some(vec![1, 2, 3]));
+        state.local_append(Offset(20));
+        state.follower_fetch(3, Offset(20), 3, 2).unwrap();
+        assert_eq!(state.high_watermark(), Offset(10), "held at the joining follower's log end");
+        state.proposal_failed();
+        assert_eq!(state.high_watermark(), Offset(20));
+        state.follower_fetch(2, Offset(20), 3, 3).unwrap();
+        assert!(state.apply_isr(vec![1, 2, 3], 6) || state.high_watermark() == Offset(20));
+        state.local_append(Offset(30));
+        state.follower_fetch(3, Offset(30), 3, 4).unwrap();
+        assert_eq!(state.high_watermark(), Offset(20), "a member now");
     }
 
     // Requests from an older epoch are fenced; from a newer one, unknown.
