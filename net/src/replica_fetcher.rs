@@ -45,6 +45,7 @@ pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrP
     if state.isr_change_pending.replace(true) {
         return;
     }
+    state.replica_state.borrow_mut().proposing(&proposal);
     let (leader, epoch, current) = {
         let replica = state.replica_state.borrow();
         (replica.broker(), replica.leader_epoch().0, replica.isr().len())

@@ -235,9 +235,6 @@ impl ReplicaState {
         let joins =
             !self.isr.contains(&follower) && fetch_offset >= self.high_watermark && fetch_offset >= self.epoch_start;
         let proposal = joins.then(|| {
-            if !self.joining.contains(&follower) {
-                self.joining.push(follower);
-            }
             let mut isr = self.isr.clone();
             isr.push(follower);
             isr.sort_unstable();
@@ -272,6 +269,12 @@ impl ReplicaState {
         self.partition_epoch = partition_epoch;
         self.joining.clear();
         self.advance_high_watermark()
+    }
+
+    /// The leader sends `proposal` to the controller: the followers it adds count for
+    /// the high watermark from now on.
+    pub fn proposing(&mut self, proposal: &IsrProposal) {
+        self.joining = proposal.isr.iter().copied().filter(|r| !self.isr.contains(r)).collect();
     }
 
     /// An ISR proposal ended without a change (refused, or unanswered): the followers
@@ -406,10 +409,10 @@ mod tests {
         assert_eq!(state.high_watermark(), Offset(7));
     }
 
-    // A follower proposed to join the ISR holds the high watermark back before the
-    // controller commits it (KIP-497's maximal ISR): otherwise it would join behind
-    // the high watermark and could be elected without committed records. A failed
-    // proposal lets go.
+    // A follower proposed to join the ISR (the proposal sent) holds the high watermark
+    // back before the controller commits it (KIP-497's maximal ISR): otherwise it
+    // would join behind the high watermark and could be elected without committed
+    // records. A failed proposal lets go.
     #[test]
     fn a_joining_follower_holds_the_high_watermark() {
         let mut state = ReplicaState::sole_leader(1, LeaderEpoch(0), Offset(0));
@@ -417,7 +420,9 @@ mod tests {
         state.follower_fetch(3, Offset(10), 3, 1).unwrap();
         assert_eq!(state.high_watermark(), Offset(10));
         let (_, proposal) = state.follower_fetch(2, Offset(10), 3, 1).unwrap();
-        assert_eq!(proposal.map(|p| p.isr), Some(vec![1, 2, 3]));
+        let proposal = proposal.unwrap();
+        assert_eq!(proposal.isr, vec![1, 2, 3]);
+        state.proposing(&proposal);
         state.local_append(Offset(20));
         state.follower_fetch(3, Offset(20), 3, 2).unwrap();
         assert_eq!(state.high_watermark(), Offset(10), "held at the joining follower's log end");
