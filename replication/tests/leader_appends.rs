@@ -1,0 +1,108 @@
+//! A leader's `acks=all` appends on a real log: an answer only once the ISR holds the
+//! batch, a retried batch (already in the log) answered only once it is committed,
+//! and NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR that committed it shrank below
+//! `min.insync.replicas` meanwhile.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use skein_engine::io::dma::DmaStorage;
+use skein_engine::log::{Log, LogContext};
+use skein_engine::metrics::EngineMetrics;
+use skein_engine::{Batch, LeaderEpoch, LogConfig, Offset, TopicPartition};
+use skein_replication::producer::ProducerStates;
+use skein_replication::{AppendError, Partition};
+
+const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+
+fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .make()
+        .expect("glommio executor (io_uring must be available)")
+        .run(f)
+}
+
+/// Leader 1 of replicas [1, 2, 3] with ISR [1, 2], in epoch 3.
+async fn leader(dir: &std::path::Path) -> Partition<DmaStorage> {
+    let context = LogContext {
+        storage: DmaStorage,
+        cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(1 << 20))),
+        metrics: Rc::new(EngineMetrics::default()),
+    };
+    let partition = TopicPartition::new("t", 0);
+    let log: Rc<Log<DmaStorage>> =
+        Log::open(context, dir.join("t-0"), partition, 0, LogConfig::default()).await.expect("open");
+    let replica = Partition::sole_leader(log, [0; 16], 1, ProducerStates::default());
+    replica.assign(1, LeaderEpoch(3), 5, vec![1, 2, 3], vec![1, 2], 0);
+    replica
+}
+
+/// An idempotent producer's batch of `count` records at `sequence`.
+fn batch(sequence: i32, count: i32) -> Batch {
+    let mut bytes = skein_engine::batch::testing::batch(count, 8).to_vec();
+    skein_engine::batch::testing::set_producer(&mut bytes, 7, 0, sequence);
+    Batch::validate(Bytes::from(bytes), usize::MAX).unwrap()
+}
+
+/// Runs `append` as its own task: its handle, and a flag set once it answered.
+fn spawn<T: 'static>(
+    append: impl std::future::Future<Output = T> + 'static,
+) -> (glommio::task::JoinHandle<T>, Rc<std::cell::Cell<bool>>) {
+    let done = Rc::new(std::cell::Cell::new(false));
+    let flag = done.clone();
+    let task = glommio::spawn_local(async move {
+        let answer = append.await;
+        flag.set(true);
+        answer
+    })
+    .detach();
+    (task, done)
+}
+
+/// Whether the task behind `done` is still waiting after a moment.
+async fn waits(done: &std::cell::Cell<bool>) -> bool {
+    glommio::timer::sleep(Duration::from_millis(50)).await;
+    !done.get()
+}
+
+#[test]
+fn a_retried_batch_is_answered_once_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let replica = Rc::new(leader(dir.path()).await);
+        // acks=1: in the log, not yet committed (follower 2 has not fetched it).
+        let first = replica.append_as_leader(batch(0, 3), None).await.unwrap();
+        assert_eq!(first.base_offset, Offset(0));
+        assert_eq!(replica.high_watermark(), Offset(0));
+        // Its retry with acks=all waits for the ISR, then answers the original offset.
+        let (retry, done) = spawn({
+            let replica = replica.clone();
+            async move { replica.append_as_leader(batch(0, 3), Some(2)).await }
+        });
+        assert!(waits(&done).await, "a retry was answered before its batch was committed");
+        replica.follower_fetched(2, Offset(3), 3, 10).unwrap();
+        let appended = retry.await.unwrap().unwrap();
+        assert_eq!((appended.base_offset, appended.duplicate), (Offset(0), true));
+    });
+}
+
+#[test]
+fn a_batch_committed_by_too_few_replicas_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let replica = Rc::new(leader(dir.path()).await);
+        let (append, done) = spawn({
+            let replica = replica.clone();
+            async move { replica.append_as_leader(batch(0, 2), Some(2)).await }
+        });
+        assert!(waits(&done).await, "answered before the ISR held it");
+        // The ISR shrinks to the leader alone: the high watermark passes the batch,
+        // but one copy is below min.insync.replicas=2.
+        replica.assign(1, LeaderEpoch(3), 6, vec![1, 2, 3], vec![1], 20);
+        match append.await.unwrap() {
+            Err(AppendError::Refused(code)) => assert_eq!(code, NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+            other => panic!("{other:?}"),
+        }
+    });
+}
