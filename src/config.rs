@@ -108,6 +108,10 @@ pub struct StartArgs {
     /// the ISR [default: 30000].
     #[arg(long, env = "SKEIN_REPLICA_LAG_TIME_MAX_MS")]
     pub replica_lag_time_max_ms: Option<u64>,
+    /// Kafka's `replica.high.watermark.checkpoint.interval.ms`: how often the high
+    /// watermarks are written to `replication-offset-checkpoint` [default: 5000].
+    #[arg(long, env = "SKEIN_REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS")]
+    pub replica_high_watermark_checkpoint_interval_ms: Option<u64>,
     /// Kafka's `broker.session.timeout.ms`: a broker the active controller has not
     /// heard from for this long is fenced and its leaderships move [default: 9000].
     #[arg(long, env = "SKEIN_BROKER_SESSION_TIMEOUT_MS")]
@@ -171,6 +175,7 @@ struct FileConfig {
     controller_voters: Option<String>,
     controller_listener: Option<String>,
     replica_lag_time_max_ms: Option<u64>,
+    replica_high_watermark_checkpoint_interval_ms: Option<u64>,
     broker_session_timeout_ms: Option<u64>,
     broker_heartbeat_interval_ms: Option<u64>,
     auto_leader_rebalance_enable: Option<bool>,
@@ -213,6 +218,7 @@ pub struct NodeConfig {
     /// Where this node's controller listens, in a cluster.
     pub controller_listener: Option<SocketAddr>,
     pub replica_lag_time_max_ms: u64,
+    pub replica_high_watermark_checkpoint_interval_ms: u64,
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
     /// How often the active controller checks leader balance; `None`: never.
@@ -394,6 +400,11 @@ impl NodeConfig {
                 .replica_lag_time_max_ms
                 .or(file.replica_lag_time_max_ms)
                 .unwrap_or(30_000)
+                .clamp(1, i64::MAX as u64),
+            replica_high_watermark_checkpoint_interval_ms: args
+                .replica_high_watermark_checkpoint_interval_ms
+                .or(file.replica_high_watermark_checkpoint_interval_ms)
+                .unwrap_or(5_000)
                 .clamp(1, i64::MAX as u64),
             broker_session_timeout_ms,
             broker_heartbeat_interval_ms,

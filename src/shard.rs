@@ -98,6 +98,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             config.max_connections,
             config.max_connections_per_ip,
         )),
+        recovered_high_watermarks: recovered_high_watermarks(&config.data_dir),
     });
     let started = std::time::Instant::now();
     let ready = Arc::new(AtomicUsize::new(0));
@@ -230,7 +231,23 @@ fn sweep_stray_partitions(
     Ok(())
 }
 
-/// The cluster id, made once and kept in the data directory (Kafka's meta.properties).
+/// The high watermarks of `replication-offset-checkpoint`, read on the main thread
+/// before any shard starts. A missing or damaged file gives none: replicated
+/// partitions then start from their log start until their leader says more.
+fn recovered_high_watermarks(
+    data_dir: &std::path::Path,
+) -> std::collections::HashMap<TopicPartition, skein_engine::Offset> {
+    use skein_replication::checkpoint;
+    let path = data_dir.join(checkpoint::HIGH_WATERMARK_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => checkpoint::decode(&bytes).unwrap_or_else(|| {
+            tracing::warn!(target: "skein", path = %path.display(), "damaged high watermark checkpoint ignored");
+            Default::default()
+        }),
+        Err(_) => Default::default(),
+    }
+}
+
 /// The cluster id in `meta.properties`, written on first start: random for a single
 /// node; for a cluster, derived from the voters, so that every voter formats itself
 /// with the same id and no separate format step is needed.
@@ -456,6 +473,17 @@ async fn run_shard(
     spawn_cleaner(&shard, &config, shards);
     glommio::spawn_local(skein_net::replica_fetcher::run(shard.clone(), config.replica_lag_time_max_ms as i64))
         .detach();
+    if shard.id == 0 {
+        let every = Duration::from_millis(config.replica_high_watermark_checkpoint_interval_ms);
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(every).await;
+                shard.checkpoint_high_watermarks().await;
+            }
+        })
+        .detach();
+    }
     ready.fetch_add(1, Ordering::Release);
     let tick = Duration::from_millis(config.housekeeping_interval_ms.min(100));
     let mut since_housekeeping = Duration::ZERO;

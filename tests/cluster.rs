@@ -502,13 +502,34 @@ fn consume_numbers(node: &Broker, topic: &str, partitions: i32, expected: usize)
 // with two; back, it catches up and rejoins the ISR; every record is read once.
 #[test]
 fn followers_replicate_and_the_isr_follows_them() {
-    let mut cluster = Cluster::start_with(3, &["--replica-lag-time-max-ms", "1500"]);
+    let mut cluster = Cluster::start_with(
+        3,
+        &["--replica-lag-time-max-ms", "1500", "--replica-high-watermark-checkpoint-interval-ms", "200"],
+    );
     cluster.wait_for_brokers();
     create_replicated(cluster.node(1), "replicated", 2);
     for p in 0..2 {
         wait_for_isr(cluster.node(2), "replicated", p, &[1, 2, 3], Duration::from_secs(10));
     }
     produce_acked(&cluster, 1, "replicated", 2, 0..500);
+    // Every replica checkpoints the committed end in Kafka's
+    // `replication-offset-checkpoint` (followers learn it from their next fetch).
+    for node in &cluster.nodes {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(node.data_dir.join("replication-offset-checkpoint")).unwrap_or_default();
+            let committed: i64 = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("replicated "))
+                .map(|l| l.split(' ').nth(1).unwrap().parse::<i64>().unwrap())
+                .sum();
+            if text.starts_with("0\n") && committed == 500 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "node {}'s checkpoint: {text:?}", node.port);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 
     // The broker that leads neither partition follows both; it goes away.
     let response = metadata(cluster.node(1));

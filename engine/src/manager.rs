@@ -207,6 +207,16 @@ impl<S: Storage> LogManager<S> {
         Ok(log)
     }
 
+    /// Replaces the file `name` in the data directory with `bytes`, whole and durably
+    /// (a temp file, fdatasync, rename, directory sync): node-wide checkpoints.
+    ///
+    /// # Errors
+    /// `Io` when the file cannot be written.
+    pub async fn write_file(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        let path = self.data_dir.join(name);
+        io::write_whole_atomic(&self.ctx.storage, &path, bytes).await.map_err(|e| Error::io("write", &path, e))
+    }
+
     /// Removes the directories of deleted partitions (`<topic>-<partition>.<id>-delete`,
     /// renamed by `Log::delete`). Run by one shard: at start, and on its housekeeping.
     /// Returns how many were removed.

@@ -88,6 +88,10 @@ pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessa
     while let Some(message) = receiver.recv().await {
         let (partition, mut op, mut reply) = match message {
             ShardMessage::Partition { partition, op, reply } => (partition, op, reply),
+            ShardMessage::HighWatermarks { reply } => {
+                let _ = reply.send(shard.high_watermarks());
+                continue;
+            }
             ShardMessage::Publish { image, reply } => {
                 shard.install(image);
                 let _ = reply.send(());

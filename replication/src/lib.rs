@@ -7,6 +7,7 @@
 //!
 //! Dependencies point one way: `engine` <- `replication` <- `net` <- `skein`.
 
+pub mod checkpoint;
 pub mod code;
 pub mod delayed;
 pub mod partition;

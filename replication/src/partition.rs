@@ -32,6 +32,8 @@ pub struct Partition<S: Storage> {
     snapshot_writing: Rc<Cell<bool>>,
     /// Whether the controller's assignment reached this replica since it was opened.
     assigned: Cell<bool>,
+    /// The high watermark of `replication-offset-checkpoint` when it was opened.
+    recovered_high_watermark: Cell<Option<Offset>>,
 }
 
 /// What a leader append did.
@@ -68,7 +70,15 @@ impl<S: Storage> Partition<S> {
             snapshot_due: Cell::new(None),
             snapshot_writing: Rc::new(Cell::new(false)),
             assigned: Cell::new(false),
+            recovered_high_watermark: Cell::new(None),
         }
+    }
+
+    /// The high watermark this replica had when its broker last checkpointed it
+    /// (`replication-offset-checkpoint`): a replicated partition starts from it,
+    /// within its log, when its first assignment arrives.
+    pub fn recover_high_watermark(&self, offset: Offset) {
+        self.recovered_high_watermark.set(Some(offset));
     }
 
     /// The high watermark, after taking in what the log has written since the last
@@ -192,9 +202,13 @@ impl<S: Storage> Partition<S> {
         }
         // Opened as the sole leader of its log, the replica took the log end for its
         // high watermark; with other replicas, what lies past the committed end may
-        // not be on the ISR: consumers wait until the ISR (or the leader) says.
+        // not be on the ISR: consumers wait until the ISR (or the leader) says. What
+        // the last checkpoint recorded was committed (within what the log still holds:
+        // unsynced records may have gone with a power loss).
         if !self.assigned.replace(true) && replicas.len() > 1 {
-            replica.restart_high_watermark(self.log.log_start_offset());
+            let (start, end) = (self.log.log_start_offset(), self.log.offset_written_end());
+            let recovered = self.recovered_high_watermark.get().unwrap_or(start);
+            replica.restart_high_watermark(recovered.clamp(start, end.max(start)));
         }
         let same_term = epoch == replica.leader_epoch();
         if leader == replica.broker() {

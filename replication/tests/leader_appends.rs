@@ -106,3 +106,37 @@ fn a_batch_committed_by_too_few_replicas_is_refused() {
         }
     });
 }
+
+// A replica reopened with a checkpointed high watermark starts from it, never past its
+// log end (records the checkpoint counted may have gone with a power loss), and
+// without a checkpoint from its log start.
+#[test]
+fn a_reopened_replica_starts_from_its_checkpointed_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let replica = leader(dir.path()).await;
+        replica.append_as_leader(batch(0, 10), None).await.unwrap();
+        replica.log.flush().await.unwrap();
+        replica.log.close().await.unwrap();
+        drop(replica);
+        for (recovered, expected) in [(Some(Offset(7)), Offset(7)), (Some(Offset(25)), Offset(10)), (None, Offset(0))] {
+            let context = LogContext {
+                storage: DmaStorage,
+                cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(1 << 20))),
+                metrics: Rc::new(EngineMetrics::default()),
+            };
+            let log: Rc<Log<DmaStorage>> =
+                Log::open(context, dir.path().join("t-0"), TopicPartition::new("t", 0), 0, LogConfig::default())
+                    .await
+                    .expect("reopen");
+            assert_eq!(log.log_end_offset(), Offset(10));
+            let replica = Partition::sole_leader(log, [0; 16], 2, ProducerStates::default());
+            if let Some(offset) = recovered {
+                replica.recover_high_watermark(offset);
+            }
+            replica.assign(1, LeaderEpoch(4), 6, vec![1, 2, 3], vec![1, 2, 3], 0);
+            assert_eq!(replica.high_watermark(), expected, "checkpoint {recovered:?}");
+            replica.log.close().await.unwrap();
+        }
+    });
+}

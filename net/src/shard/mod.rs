@@ -69,6 +69,8 @@ pub struct NodeSettings {
     /// `max.connections` and `max.connections.per.ip`, with the node's open
     /// connections (shared by the shards).
     pub connections: Arc<crate::connections::ConnectionLimits>,
+    /// The high watermarks of `replication-offset-checkpoint` as the node found it.
+    pub recovered_high_watermarks: HashMap<TopicPartition, Offset>,
 }
 
 /// Gives `replica` the role, epochs, replicas and ISR of the controller's `assignment`.
@@ -233,6 +235,8 @@ pub enum ShardMessage {
     Control { request: ControllerRequest, reply: oneshot::Sender<Result<ControllerReply, Refusal>> },
     /// A new metadata image from the controller; acknowledged once installed.
     Publish { image: Arc<MetadataImage>, reply: oneshot::Sender<()> },
+    /// The high watermarks of the receiver's partitions, for the checkpoint.
+    HighWatermarks { reply: oneshot::Sender<Vec<(TopicPartition, Offset)>> },
 }
 
 pub struct Shard {
@@ -487,6 +491,30 @@ impl Shard {
         self.route_to(owner, partition, op).await
     }
 
+    /// The high watermarks of the partitions this shard hosts.
+    pub fn high_watermarks(&self) -> Vec<(TopicPartition, Offset)> {
+        let partitions = self.partitions.borrow();
+        partitions.iter().map(|(partition, state)| (partition.clone(), state.high_watermark())).collect()
+    }
+
+    /// Writes every shard's high watermarks to `replication-offset-checkpoint` (shard
+    /// 0, every `replica.high.watermark.checkpoint.interval.ms`). A shard that does not
+    /// answer leaves its partitions out: they restart from their log start, as with
+    /// no checkpoint.
+    pub async fn checkpoint_high_watermarks(self: &Rc<Self>) {
+        let mut all = self.high_watermarks();
+        for owner in (0..self.settings.shards).filter(|&s| s != self.id) {
+            let (reply, answer) = oneshot::channel();
+            if self.router.send(owner, ShardMessage::HighWatermarks { reply }).await.is_ok() {
+                all.extend(answer.await.unwrap_or_default());
+            }
+        }
+        let bytes = replication::checkpoint::encode(&all);
+        if let Err(e) = self.logs.write_file(replication::checkpoint::HIGH_WATERMARK_FILE, &bytes).await {
+            tracing::warn!(target: "skein", error = %e, "cannot write the high watermark checkpoint");
+        }
+    }
+
     /// Runs `op` on shard `owner`.
     pub async fn route_to(self: &Rc<Self>, owner: usize, partition: TopicPartition, op: PartitionOp) -> OpResult {
         let api = op.api_key();
@@ -570,6 +598,9 @@ impl Shard {
                 };
                 let replica =
                     replication::Partition::sole_leader(log, settings.topic_id, self.settings.node_id, producers);
+                if let Some(&recovered) = self.settings.recovered_high_watermarks.get(partition) {
+                    replica.recover_high_watermark(recovered);
+                }
                 assign(&replica, assignment);
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
