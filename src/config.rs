@@ -104,6 +104,10 @@ pub struct StartArgs {
     /// --controller-voters].
     #[arg(long, env = "SKEIN_CONTROLLER_LISTENER")]
     pub controller_listener: Option<String>,
+    /// Kafka's `broker.rack`: this broker's rack. Replicas of a partition are placed on
+    /// as many racks as they can be [default: none].
+    #[arg(long, env = "SKEIN_RACK")]
+    pub rack: Option<String>,
     /// Kafka's `replica.lag.time.max.ms`: a follower not caught up for this long leaves
     /// the ISR [default: 30000].
     #[arg(long, env = "SKEIN_REPLICA_LAG_TIME_MAX_MS")]
@@ -174,6 +178,7 @@ struct FileConfig {
     max_connections_per_ip: Option<usize>,
     controller_voters: Option<String>,
     controller_listener: Option<String>,
+    rack: Option<String>,
     replica_lag_time_max_ms: Option<u64>,
     replica_high_watermark_checkpoint_interval_ms: Option<u64>,
     broker_session_timeout_ms: Option<u64>,
@@ -217,6 +222,8 @@ pub struct NodeConfig {
     pub controller_voters: Vec<(i32, SocketAddr)>,
     /// Where this node's controller listens, in a cluster.
     pub controller_listener: Option<SocketAddr>,
+    /// Kafka's `broker.rack`.
+    pub rack: Option<String>,
     pub replica_lag_time_max_ms: u64,
     pub replica_high_watermark_checkpoint_interval_ms: u64,
     pub broker_session_timeout_ms: u64,
@@ -319,6 +326,10 @@ impl NodeConfig {
                 "node {node_id} is not among --controller-voters: every node is a voter (broker-only nodes are not supported yet)"
             ));
         }
+        let rack = args.rack.or(file.rack);
+        if rack.as_ref().is_some_and(|r| r.trim().is_empty() || r.len() > 255) {
+            return Err("--rack must be 1 to 255 characters".into());
+        }
         if controller_listener.is_some() && controller_voters.is_empty() {
             return Err("--controller-listener needs --controller-voters".into());
         }
@@ -396,6 +407,7 @@ impl NodeConfig {
                 .unwrap_or(i32::MAX as usize),
             controller_voters,
             controller_listener,
+            rack,
             replica_lag_time_max_ms: args
                 .replica_lag_time_max_ms
                 .or(file.replica_lag_time_max_ms)

@@ -80,6 +80,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         clustered: !config.controller_voters.is_empty(),
         advertised_host: config.advertised_host.clone(),
         advertised_port: config.advertised_port,
+        rack: config.rack.clone(),
         auto_create_topics: config.auto_create_topics,
         num_partitions: config.num_partitions,
         topic_defaults: config.topic_defaults.clone(),
@@ -332,7 +333,7 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
         epoch: 0,
         host: shard.settings.advertised_host.clone(),
         port: shard.settings.advertised_port,
-        rack: None,
+        rack: shard.settings.rack.clone(),
         fenced: false,
         incarnation: shard.settings.incarnation,
     };

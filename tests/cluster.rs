@@ -50,6 +50,11 @@ impl Cluster {
 
     /// As `start`, with `extra` flags for every node.
     fn start_with(size: i32, extra: &[&str]) -> Cluster {
+        Cluster::start_each(size, |_| extra.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// As `start`, with `extra(id)` flags for node `id`.
+    fn start_each(size: i32, extra: impl Fn(i32) -> Vec<String>) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let mut ports: Vec<u16> = Vec::new();
         while ports.len() < size as usize {
@@ -64,9 +69,10 @@ impl Cluster {
             .map(|id| {
                 let home = dir.path().join(format!("n{id}"));
                 std::fs::create_dir_all(&home).unwrap();
+                let own = extra(id);
                 let id = id.to_string();
                 let mut args = vec!["--node-id", &id, "--controller-voters", &voters];
-                args.extend_from_slice(extra);
+                args.extend(own.iter().map(String::as_str));
                 Broker::start(&home, "1", &args)
             })
             .collect();
@@ -192,10 +198,24 @@ fn metadata_quorum_survives_a_lost_controller() {
 // with Kafka's error.
 #[test]
 fn partitions_spread_over_the_brokers() {
-    let mut cluster = Cluster::start(3);
-    // Every broker registered: Metadata names three.
+    // Nodes 1 and 2 on rack "east", node 3 on "west".
+    let rack = |id: i32| if id == 3 { "west" } else { "east" };
+    let mut cluster = Cluster::start_each(3, |id| vec!["--rack".into(), rack(id).into()]);
+    // Every broker registered: Metadata names three, with their racks.
     cluster.wait_for_brokers();
+    for broker in metadata(cluster.node(1)).brokers {
+        assert_eq!(broker.rack.as_ref().map(|r| r.as_str()), Some(rack(broker.node_id.0)), "{broker:?}");
+    }
     create_with(cluster.node(1), "spread", 6, 1).unwrap();
+    // Two replicas of each partition: one on each rack, so node 3 holds them all.
+    create_with(cluster.node(1), "racked", 6, 2).unwrap();
+    let response = metadata(cluster.node(1));
+    let racked = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == "racked").unwrap();
+    for partition in &racked.partitions {
+        let mut racks: Vec<&str> = partition.replica_nodes.iter().map(|r| rack(r.0)).collect();
+        racks.sort_unstable();
+        assert_eq!(racks, ["east", "west"], "partition {}: {:?}", partition.partition_index, partition.replica_nodes);
+    }
     let (code, message) = create_with(cluster.node(2), "too-many", 1, 4).unwrap_err();
     assert_eq!(code, 38, "INVALID_REPLICATION_FACTOR: {message}");
     assert!(message.contains("only 3 broker(s) are registered"), "{message}");

@@ -179,6 +179,9 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
         ("max.connections.per.ip", settings.connections.max_per_ip().to_string(), ConfigType::Int, "Per address."),
     ];
     let mut out: Vec<Entry> = nodes.into_iter().map(|(name, value, kind, doc)| node(name, value, kind, doc)).collect();
+    if let Some(rack) = &settings.rack {
+        out.push(node("broker.rack", rack.clone(), ConfigType::String, "This broker's rack."));
+    }
     for def in TOPIC_CONFIGS {
         let Some(name) = def.broker_name else { continue };
         let (value, source) = broker_value(def, &settings.topic_defaults);

@@ -380,9 +380,13 @@ pub struct Local {
 }
 
 /// Places `replication_factor` replicas of each partition in `partitions` on distinct
-/// brokers: the registered ones, and the deciding node, which is a live broker. The
-/// first replica (the preferred leader) moves one broker on per partition, starting at
-/// a broker derived from the topic name, so leaders spread.
+/// brokers: the registered unfenced ones, and the deciding node, which is a live
+/// broker. Rack-aware, as Kafka places replicas: the brokers are listed alternating
+/// racks (`rack_alternated`); the first replica (the preferred leader) moves one
+/// broker on along that list per partition, starting at a broker derived from the topic
+/// name, so leaders spread over brokers and racks; each next replica is the next
+/// broker in the list on a rack the partition does not use yet, until every rack holds
+/// one, then the next broker not holding one. Brokers without a rack form one rack.
 ///
 /// # Errors
 /// INVALID_REPLICATION_FACTOR, in Kafka's words.
@@ -405,15 +409,46 @@ fn assign(
             format!("Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot be reached because only {} broker(s) are registered.", brokers.len()),
         ));
     }
+    let rack_of = |id: i32| image.brokers.get(&id).and_then(|b| b.rack.clone()).unwrap_or_default();
+    let brokers = rack_alternated(brokers.into_iter().map(|id| (id, rack_of(id))).collect());
+    let racks = brokers.iter().map(|(_, rack)| rack).collect::<std::collections::BTreeSet<_>>().len();
     let start = crc32c::crc32c(topic.as_bytes()) as usize;
     Ok(partitions
         .map(|p| {
-            let first = start.wrapping_add(p as usize);
-            let replicas: Vec<i32> =
-                (0..factor as usize).map(|i| brokers[first.wrapping_add(i) % brokers.len()]).collect();
+            let first = start.wrapping_add(p as usize) % brokers.len();
+            let mut replicas = vec![brokers[first].0];
+            let mut used_racks = vec![&brokers[first].1];
+            while replicas.len() < factor as usize {
+                let every_rack_used = used_racks.len() >= racks;
+                let next = (1..brokers.len())
+                    .map(|step| &brokers[(first + step) % brokers.len()])
+                    .find(|(id, rack)| !replicas.contains(id) && (every_rack_used || !used_racks.contains(&rack)))
+                    .expect("a broker left: the factor is at most the brokers");
+                replicas.push(next.0);
+                used_racks.push(&next.1);
+            }
             Assignment { leader: replicas[0], leader_epoch: 0, partition_epoch: 0, isr: replicas.clone(), replicas }
         })
         .collect())
+}
+
+/// `brokers` (id, rack) listed alternating racks, as Kafka's rack-aware placement
+/// starts: the first broker of each rack (racks by name, brokers by id), then the
+/// second of each, and so on. Without racks, the brokers by id.
+fn rack_alternated(mut brokers: Vec<(i32, String)>) -> Vec<(i32, String)> {
+    brokers.sort_by(|a, b| (&a.1, a.0).cmp(&(&b.1, b.0)));
+    let mut by_rack: Vec<std::collections::VecDeque<(i32, String)>> = Vec::new();
+    for broker in brokers {
+        match by_rack.last_mut() {
+            Some(rack) if rack.front().is_some_and(|(_, r)| *r == broker.1) => rack.push_back(broker),
+            _ => by_rack.push(std::collections::VecDeque::from([broker])),
+        }
+    }
+    let mut out = Vec::new();
+    while by_rack.iter().any(|rack| !rack.is_empty()) {
+        out.extend(by_rack.iter_mut().filter_map(|rack| rack.pop_front()));
+    }
+    out
 }
 
 /// Why a topic cannot grow to `count` partitions, in Kafka's words.
@@ -593,6 +628,51 @@ mod tests {
         let back = image.topic("replicated").unwrap().assignment(1, 9);
         assert_eq!((back.leader, back.leader_epoch), (last, offline.leader_epoch + 1));
         assert!(!image.brokers[&last].fenced);
+    }
+
+    // Replicas spread over racks as Kafka places them: every partition on as many racks
+    // as it can, leaders evenly over the brokers; without racks, consecutive brokers.
+    #[test]
+    fn replicas_spread_over_racks() {
+        let mut image = MetadataImage::default();
+        let racks = [(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "c"), (6, "c")];
+        for (id, rack) in racks {
+            let ControllerRequest::RegisterBroker(mut broker) = started(id, 0) else { unreachable!() };
+            broker.rack = Some(rack.into());
+            applied(&mut image, ControllerRequest::RegisterBroker(broker)).unwrap();
+        }
+        let rack_of = |id: i32| racks.iter().find(|(b, _)| *b == id).unwrap().1;
+        let create = |name: &str, replication_factor| ControllerRequest::CreateTopic {
+            name: name.into(),
+            partitions: 12,
+            replication_factor,
+            configs: BTreeMap::new(),
+        };
+        let Ok(ControllerReply::Topic(meta)) = applied(&mut image, create("three", 3)) else { panic!() };
+        let mut led = BTreeMap::new();
+        for p in 0..12 {
+            let a = meta.assignment(p, 9);
+            let mut used: Vec<&str> = a.replicas.iter().map(|&r| rack_of(r)).collect();
+            used.sort_unstable();
+            assert_eq!(used, ["a", "b", "c"], "partition {p}: {:?}", a.replicas);
+            *led.entry(a.leader).or_insert(0) += 1;
+        }
+        assert_eq!(led, (1..=6).map(|id| (id, 2)).collect::<BTreeMap<_, _>>(), "leaders spread");
+        // Five replicas over three racks: no rack holds more than two of them.
+        let Ok(ControllerReply::Topic(meta)) = applied(&mut image, create("five", 5)) else { panic!() };
+        for p in 0..12 {
+            let a = meta.assignment(p, 9);
+            for rack in ["a", "b", "c"] {
+                assert!(a.replicas.iter().filter(|&&r| rack_of(r) == rack).count() <= 2, "{:?}", a.replicas);
+            }
+        }
+        assert_eq!(
+            rack_alternated(vec![(4, "b".into()), (1, "a".into()), (2, "a".into()), (3, "a".into()), (5, "c".into())])
+                .iter()
+                .map(|(id, _)| *id)
+                .collect::<Vec<_>>(),
+            [1, 4, 5, 2, 3]
+        );
     }
 
     // A broker that restarts without a controlled shutdown, before its session

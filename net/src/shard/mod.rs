@@ -45,6 +45,8 @@ pub struct NodeSettings {
     pub active_controller: Arc<std::sync::atomic::AtomicI32>,
     pub advertised_host: String,
     pub advertised_port: u16,
+    /// Kafka's `broker.rack`.
+    pub rack: Option<String>,
     pub auto_create_topics: bool,
     pub num_partitions: i32,
     /// Broker-level topic config defaults (Kafka names), e.g. from the config file.
@@ -324,7 +326,7 @@ impl Shard {
             self.settings.node_id,
             self.settings.advertised_host.clone(),
             self.settings.advertised_port,
-            None,
+            self.settings.rack.clone(),
         ));
         brokers.sort_by_key(|b| b.0);
         brokers
