@@ -108,6 +108,11 @@ pub struct StartArgs {
     /// as many racks as they can be [default: none].
     #[arg(long, env = "SKEIN_RACK")]
     pub rack: Option<String>,
+    /// Kafka's `replica.selector.class`: `org.apache.kafka.common.replica.RackAwareReplicaSelector`
+    /// sends consumers that name their rack (`client.rack`) to a replica on it
+    /// (KIP-392) [default: none, consumers read from leaders].
+    #[arg(long, env = "SKEIN_REPLICA_SELECTOR_CLASS")]
+    pub replica_selector_class: Option<String>,
     /// Kafka's `replica.lag.time.max.ms`: a follower not caught up for this long leaves
     /// the ISR [default: 30000].
     #[arg(long, env = "SKEIN_REPLICA_LAG_TIME_MAX_MS")]
@@ -179,6 +184,7 @@ struct FileConfig {
     controller_voters: Option<String>,
     controller_listener: Option<String>,
     rack: Option<String>,
+    replica_selector_class: Option<String>,
     replica_lag_time_max_ms: Option<u64>,
     replica_high_watermark_checkpoint_interval_ms: Option<u64>,
     broker_session_timeout_ms: Option<u64>,
@@ -224,6 +230,8 @@ pub struct NodeConfig {
     pub controller_listener: Option<SocketAddr>,
     /// Kafka's `broker.rack`.
     pub rack: Option<String>,
+    /// `replica.selector.class` is the rack-aware selector.
+    pub rack_aware_reads: bool,
     pub replica_lag_time_max_ms: u64,
     pub replica_high_watermark_checkpoint_interval_ms: u64,
     pub broker_session_timeout_ms: u64,
@@ -330,6 +338,15 @@ impl NodeConfig {
         if rack.as_ref().is_some_and(|r| r.trim().is_empty() || r.len() > 255) {
             return Err("--rack must be 1 to 255 characters".into());
         }
+        let rack_aware_reads = match args.replica_selector_class.or(file.replica_selector_class).as_deref() {
+            None | Some("") | Some("org.apache.kafka.common.replica.LeaderSelector") => false,
+            Some("org.apache.kafka.common.replica.RackAwareReplicaSelector") => true,
+            Some(other) => {
+                return Err(format!(
+                    "--replica-selector-class {other} is not supported: use org.apache.kafka.common.replica.RackAwareReplicaSelector or LeaderSelector"
+                ))
+            }
+        };
         if controller_listener.is_some() && controller_voters.is_empty() {
             return Err("--controller-listener needs --controller-voters".into());
         }
@@ -408,6 +425,7 @@ impl NodeConfig {
             controller_voters,
             controller_listener,
             rack,
+            rack_aware_reads,
             replica_lag_time_max_ms: args
                 .replica_lag_time_max_ms
                 .or(file.replica_lag_time_max_ms)

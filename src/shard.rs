@@ -81,6 +81,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         advertised_host: config.advertised_host.clone(),
         advertised_port: config.advertised_port,
         rack: config.rack.clone(),
+        rack_aware_reads: config.rack_aware_reads,
         auto_create_topics: config.auto_create_topics,
         num_partitions: config.num_partitions,
         topic_defaults: config.topic_defaults.clone(),

@@ -200,7 +200,10 @@ fn metadata_quorum_survives_a_lost_controller() {
 fn partitions_spread_over_the_brokers() {
     // Nodes 1 and 2 on rack "east", node 3 on "west".
     let rack = |id: i32| if id == 3 { "west" } else { "east" };
-    let mut cluster = Cluster::start_each(3, |id| vec!["--rack".into(), rack(id).into()]);
+    let selector = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+    let mut cluster = Cluster::start_each(3, |id| {
+        vec!["--rack".into(), rack(id).into(), "--replica-selector-class".into(), selector.into()]
+    });
     // Every broker registered: Metadata names three, with their racks.
     cluster.wait_for_brokers();
     for broker in metadata(cluster.node(1)).brokers {
@@ -317,9 +320,83 @@ fn partitions_spread_over_the_brokers() {
         }
     }
     assert_eq!(seen.len(), 600, "records read");
+    read_from_the_nearest_replica(&cluster, rack);
     for node in &mut cluster.nodes {
         node.stop();
     }
+}
+
+/// KIP-392 on a cluster whose nodes run the rack-aware replica selector: the leader
+/// sends a consumer on another rack to an in-sync follower there
+/// (`preferred_read_replica`), the follower serves it up to its high watermark (only
+/// from Fetch v11, which knows to), and librdkafka with `client.rack` reads everything
+/// from that follower.
+fn read_from_the_nearest_replica(cluster: &Cluster, rack: impl Fn(i32) -> &'static str) {
+    create_replicated(cluster.node(1), "nearby", 1);
+    wait_for_isr(cluster.node(1), "nearby", 0, &[1, 2, 3], Duration::from_secs(10));
+    produce_acked(cluster, 1, "nearby", 1, 0..200);
+    let leader = leader_of(cluster.node(1), "nearby", 0);
+    let far = if rack(leader) == "east" { "west" } else { "east" };
+    let fetch = |node: i32, version: i16| -> fetch_response::PartitionData {
+        let request = FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_rack_id(StrBytes::from_static_str(far))
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_static_str("nearby")))
+                .with_partitions(vec![fetch_request::FetchPartition::default()
+                    .with_partition(0)
+                    .with_partition_max_bytes(1 << 20)])]);
+        let response: FetchResponse = RawClient::connect(&cluster.node(node).bootstrap()).call(&request, version);
+        response.responses[0].partitions[0].clone()
+    };
+    let sent = fetch(leader, 12);
+    let nearest = sent.preferred_read_replica.0;
+    assert_eq!(sent.error_code, 0);
+    assert!(nearest != leader && rack(nearest) == far, "sent to {nearest} from {leader}");
+    assert!(sent.records.as_ref().is_none_or(|r| r.is_empty()), "the leader sends no records with the replica");
+    // The follower serves consumers up to the high watermark it learned.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let served = fetch(nearest, 12);
+        assert_eq!((served.error_code, served.preferred_read_replica.0), (0, -1));
+        if served.high_watermark == 200 {
+            assert!(served.records.as_ref().is_some_and(|r| !r.is_empty()));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the follower's high watermark stays at {}", served.high_watermark);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(fetch(nearest, 10).error_code, 6, "Fetch v10 reads only from the leader");
+    let served_before = bytes_out(cluster.node(nearest));
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.node(leader).bootstrap())
+        .set("group.id", "nearby-reader")
+        .set("client.rack", far)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset("nearby", 0, Offset::Beginning).unwrap();
+    consumer.assign(&assignment).unwrap();
+    let mut numbers = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while numbers.len() < 200 && Instant::now() < deadline {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            numbers.push(String::from_utf8(message.payload().unwrap().to_vec()).unwrap()[1..].parse::<i32>().unwrap());
+        }
+    }
+    assert_eq!(numbers, (0..200).collect::<Vec<_>>(), "every record once, in order");
+    assert!(bytes_out(cluster.node(nearest)) > served_before, "the consumer read from the follower on its rack");
+}
+
+/// The bytes a node served to readers (`skein_bytes_out_total` over its shards).
+fn bytes_out(node: &Broker) -> u64 {
+    node.metrics()
+        .lines()
+        .filter(|l| l.starts_with("skein_bytes_out_total"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
 }
 
 /// An idempotent acks=all producer bootstrapped on every node (60 s message timeout,

@@ -129,6 +129,12 @@ impl ReplicaState {
         self.log_end
     }
 
+    /// A follower's log end as this leader last saw it (`None`: not fetched yet, or
+    /// this replica does not lead).
+    pub fn follower_log_end(&self, follower: BrokerId) -> Option<Offset> {
+        self.followers.get(&follower).map(|f| f.log_end)
+    }
+
     /// Takes leadership in `epoch` (from the controller). Followers start unknown:
     /// their log ends count from their first fetch. The high watermark carries over
     /// (a new leader never moves it back; it may lag until followers fetch).

@@ -47,6 +47,9 @@ pub struct NodeSettings {
     pub advertised_port: u16,
     /// Kafka's `broker.rack`.
     pub rack: Option<String>,
+    /// `replica.selector.class` is Kafka's `RackAwareReplicaSelector`: consumers that
+    /// name their rack are sent to a replica on it (KIP-392).
+    pub rack_aware_reads: bool,
     pub auto_create_topics: bool,
     pub num_partitions: i32,
     /// Broker-level topic config defaults (Kafka names), e.g. from the config file.
@@ -116,6 +119,18 @@ impl Partition {
     }
 }
 
+/// Who reads a partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reader {
+    /// A follower replicating: up to the log end, from the leader only.
+    Follower,
+    /// A consumer: up to the high watermark. `any_replica` (Fetch v11+, KIP-392): a
+    /// follower serves it too. `rack`: the consumer's rack, where the node's
+    /// `replica.selector.class` is rack-aware; the leader then names a replica on that
+    /// rack to read from instead (`preferred_read_replica`).
+    Consumer { any_replica: bool, rack: Option<String> },
+}
+
 /// An operation on one partition, executed by the shard that owns it.
 #[derive(Debug)]
 pub enum PartitionOp {
@@ -127,8 +142,7 @@ pub enum PartitionOp {
         offset: i64,
         max_bytes: usize,
         wait_ms: u64,
-        /// A follower's read: up to the log end, not the high watermark.
-        to_log_end: bool,
+        reader: Reader,
     },
     /// A follower's fetch position, recorded by the leader before it reads: the high
     /// watermark may move. Answers where the follower's log diverged, if it did.
@@ -184,6 +198,8 @@ pub enum PartitionReply {
         high_watermark: i64,
         log_start_offset: i64,
         records: Vec<Bytes>,
+        /// The replica the consumer should read from instead (KIP-392), or -1.
+        preferred_read_replica: i32,
     },
     /// Where a follower's log diverged from the leader's: (epoch, end offset).
     FollowerFetch {
@@ -517,6 +533,28 @@ impl Shard {
         }
     }
 
+    /// The replica a consumer on `rack` reading at `offset` should read from, where it
+    /// is not this leader, as Kafka's `RackAwareReplicaSelector` chooses: none when this
+    /// broker is on the consumer's rack; otherwise the live in-sync follower on that
+    /// rack that holds `offset` and is furthest ahead.
+    fn preferred_read_replica(&self, state: &Partition, offset: Offset, rack: &str) -> Option<i32> {
+        let me = self.settings.node_id;
+        if !self.settings.rack_aware_reads || self.settings.rack.as_deref() == Some(rack) {
+            return None;
+        }
+        let image = self.image();
+        let replica = state.replica_state.borrow();
+        replica
+            .isr()
+            .iter()
+            .filter(|&&id| id != me && image.is_live(id, me))
+            .filter(|&&id| image.brokers.get(&id).and_then(|b| b.rack.as_deref()) == Some(rack))
+            .filter_map(|&id| Some((replica.follower_log_end(id)?, id)))
+            .filter(|&(end, _)| end >= offset && offset >= state.log.log_start_offset())
+            .max()
+            .map(|(_, id)| id)
+    }
+
     /// Runs `op` on shard `owner`.
     pub async fn route_to(self: &Rc<Self>, owner: usize, partition: TopicPartition, op: PartitionOp) -> OpResult {
         let api = op.api_key();
@@ -659,13 +697,26 @@ impl Shard {
         }
         match op {
             PartitionOp::Produce { batch, acks } => self.produce(partition, &state, batch, acks).await,
-            PartitionOp::Fetch { offset, max_bytes, wait_ms, to_log_end } => {
-                // Only the leader serves reads (KIP-392 reads from followers are not
-                // offered).
-                if state.replica_state.borrow().role() != replication::Role::Leader {
+            PartitionOp::Fetch { offset, max_bytes, wait_ms, reader } => {
+                // The leader serves every read; a follower serves consumers that may
+                // read from followers (KIP-392), up to its high watermark.
+                let leads = state.replica_state.borrow().role() == replication::Role::Leader;
+                let to_log_end = reader == Reader::Follower;
+                if !leads && !matches!(reader, Reader::Consumer { any_replica: true, .. }) {
                     return Err((code::NOT_LEADER_OR_FOLLOWER, None));
                 }
                 let offset = Offset(offset);
+                if let Reader::Consumer { rack: Some(rack), .. } = &reader {
+                    let preferred = leads.then(|| self.preferred_read_replica(&state, offset, rack)).flatten();
+                    if let Some(replica) = preferred {
+                        return Ok(PartitionReply::Fetch {
+                            high_watermark: state.high_watermark().0,
+                            log_start_offset: log.log_start_offset().0,
+                            records: Vec::new(),
+                            preferred_read_replica: replica,
+                        });
+                    }
+                }
                 let visible_end = if to_log_end { log.log_end_offset() } else { state.high_watermark() };
                 if wait_ms > 0 && offset >= visible_end && offset <= log.log_end_offset() {
                     let timeout = async {
@@ -701,6 +752,7 @@ impl Shard {
                     high_watermark: state.high_watermark().0,
                     log_start_offset: log.log_start_offset().0,
                     records: batches.into_iter().map(Batch::into_bytes).collect(),
+                    preferred_read_replica: -1,
                 })
             }
             PartitionOp::FollowerFetch { follower, offset, current_leader_epoch, last_fetched_epoch } => {

@@ -26,7 +26,7 @@ use crate::budget::Grant;
 use crate::errors::code;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
 use crate::metadata::MetadataImage;
-use crate::shard::{OpResult, PartitionOp, PartitionReply, Shard};
+use crate::shard::{OpResult, PartitionOp, PartitionReply, Reader, Shard};
 pub use session::FetchSessions;
 use session::{Mode, SessionPartition, TopicKey};
 
@@ -47,8 +47,22 @@ struct Wanted {
     log_start_offset_sent: i64,
     /// A follower's fetch (Kafka's replica fetch): read to the log end.
     follower: bool,
+    /// A consumer's fetch that a follower may serve (v11+, KIP-392).
+    any_replica: bool,
+    /// The consumer's rack, where the node picks replicas by rack.
+    rack: Option<String>,
     /// Where the follower's log diverged from this leader's (epoch, end offset).
     diverging: Option<(i32, i64)>,
+}
+
+impl Wanted {
+    /// Who reads, with the consumer's rack where the leader should pick a replica.
+    fn reader(&self, with_rack: bool) -> Reader {
+        match self.follower {
+            true => Reader::Follower,
+            false => Reader::Consumer { any_replica: self.any_replica, rack: self.rack.clone().filter(|_| with_rack) },
+        }
+    }
 }
 
 /// Answers a fetch, reading no more than its response budget `grant`; returns the
@@ -114,6 +128,15 @@ pub async fn handle(
     let replica_id = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
     if replica_id >= 0 {
         follower_fetch(shard, replica_id, &request, &mut wanted).await;
+    } else if version >= 11 {
+        // KIP-392: consumers may read from followers, and the leader may name one on
+        // the consumer's rack.
+        let rack =
+            (shard.settings.rack_aware_reads && !request.rack_id.is_empty()).then(|| request.rack_id.to_string());
+        for w in &mut wanted {
+            w.any_replica = true;
+            w.rack = rack.clone();
+        }
     }
 
     let min_bytes = request.min_bytes.max(0) as usize;
@@ -124,7 +147,16 @@ pub async fn handle(
         let bytes: usize = results.iter().map(record_bytes).sum();
         grant.settle(bytes);
         let remaining = max_wait.saturating_sub(started.elapsed());
-        if bytes >= min_bytes || bytes >= limit || results.iter().any(|r| r.is_err()) || remaining.is_zero() {
+        // A consumer sent to another replica is answered at once, as Kafka does.
+        let redirected = results.iter().any(
+            |r| matches!(r, Ok(PartitionReply::Fetch { preferred_read_replica, .. }) if *preferred_read_replica >= 0),
+        );
+        if bytes >= min_bytes
+            || bytes >= limit
+            || results.iter().any(|r| r.is_err())
+            || redirected
+            || remaining.is_zero()
+        {
             break;
         }
         if !wait_for_more(shard, &wanted, &results, remaining).await {
@@ -231,6 +263,8 @@ fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>) -> Vec<Want
                 high_watermark_sent: p.high_watermark_sent,
                 log_start_offset_sent: p.log_start_offset_sent,
                 follower: false,
+                any_replica: false,
+                rack: None,
                 diverging: None,
             }
         })
@@ -258,7 +292,7 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec
         let error = w.error;
         let max_bytes = if w.diverging.is_some() { 0 } else { max_bytes };
         let partition = TopicPartition::new(w.topic.clone(), w.partition);
-        let op = PartitionOp::Fetch { offset: w.offset, max_bytes, wait_ms: 0, to_log_end: w.follower };
+        let op = PartitionOp::Fetch { offset: w.offset, max_bytes, wait_ms: 0, reader: w.reader(true) };
         async move {
             match error {
                 Some(error) => Err((error, None)),
@@ -330,7 +364,7 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
             waits.then(|| {
                 let shard = shard.clone();
                 let partition = TopicPartition::new(w.topic.clone(), w.partition);
-                let op = PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms, to_log_end: w.follower };
+                let op = PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms, reader: w.reader(false) };
                 async move { shard.route(partition, op).await }
             })
         })
@@ -355,8 +389,9 @@ fn build(shard: &Shard, version: i16, wanted: &[Wanted], results: Vec<OpResult>,
         data.preferred_read_replica = BrokerId(-1);
         data.aborted_transactions = Some(Vec::new());
         match result {
-            Ok(PartitionReply::Fetch { high_watermark, log_start_offset, records }) => {
-                let unchanged = records.is_empty()
+            Ok(PartitionReply::Fetch { high_watermark, log_start_offset, records, preferred_read_replica }) => {
+                let unchanged = preferred_read_replica < 0
+                    && records.is_empty()
                     && high_watermark == w.high_watermark_sent
                     && log_start_offset == w.log_start_offset_sent;
                 if incremental && unchanged {
@@ -366,6 +401,7 @@ fn build(shard: &Shard, version: i16, wanted: &[Wanted], results: Vec<OpResult>,
                 data.last_stable_offset = high_watermark;
                 data.log_start_offset = log_start_offset;
                 data.records = Some(concat(records));
+                data.preferred_read_replica = BrokerId(preferred_read_replica);
                 if let Some((epoch, end_offset)) = w.diverging {
                     data.diverging_epoch.epoch = epoch;
                     data.diverging_epoch.end_offset = end_offset;
