@@ -80,6 +80,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         clustered: !config.controller_voters.is_empty(),
         advertised_host: config.advertised_host.clone(),
         advertised_port: config.advertised_port,
+        controller_voters: config.controller_voters.clone(),
         rack: config.rack.clone(),
         rack_aware_reads: config.rack_aware_reads,
         auto_create_topics: config.auto_create_topics,

@@ -97,6 +97,13 @@ impl Cluster {
     }
 }
 
+fn describe_quorum(node: &Broker, topic: &str, version: i16) -> DescribeQuorumResponse {
+    let request = DescribeQuorumRequest::default().with_topics(vec![describe_quorum_request::TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_string(topic.to_string())))
+        .with_partitions(vec![describe_quorum_request::PartitionData::default().with_partition_index(0)])]);
+    RawClient::connect(&node.bootstrap()).call(&request, version)
+}
+
 fn describe(node: &Broker) -> DescribeClusterResponse {
     RawClient::connect(&node.bootstrap()).call(&DescribeClusterRequest::default(), 0)
 }
@@ -171,6 +178,33 @@ fn metadata_quorum_survives_a_lost_controller() {
     for id in 2..=3 {
         assert_eq!(describe(cluster.node(id)).controller_id.0, leader);
     }
+    cluster.wait_for_brokers();
+    assert_eq!(describe(cluster.node(2)).brokers.len(), 3, "DescribeCluster names every live broker");
+    // DescribeQuorum at a node that does not lead the quorum: the active controller's
+    // view, every voter caught up, and the voters' controller endpoints (v2).
+    let follower = if leader == 1 { 2 } else { 1 };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (quorum, nodes) = loop {
+        let response = describe_quorum(cluster.node(follower), "__cluster_metadata", 2);
+        assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+        let quorum = response.topics[0].partitions[0].clone();
+        if quorum.current_voters.iter().all(|v| v.log_end_offset == quorum.high_watermark) {
+            break (quorum, response.nodes);
+        }
+        assert!(Instant::now() < deadline, "voters do not catch up: {quorum:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(quorum.leader_id.0, leader);
+    assert!(quorum.high_watermark > 0 && quorum.leader_epoch > 0, "{quorum:?}");
+    let mut voters: Vec<i32> = quorum.current_voters.iter().map(|v| v.replica_id.0).collect();
+    voters.sort_unstable();
+    assert_eq!(voters, [1, 2, 3]);
+    assert!(quorum.current_voters.iter().all(|v| v.last_caught_up_timestamp > 0), "{quorum:?}");
+    assert_eq!(nodes.len(), 3);
+    assert!(nodes.iter().all(|n| n.listeners[0].name.as_str() == "CONTROLLER" && n.listeners[0].port > 0));
+    let v0 = describe_quorum(cluster.node(follower), "__cluster_metadata", 0);
+    assert_eq!((v0.error_code, v0.topics[0].partitions[0].current_voters.len()), (0, 3));
+    assert_eq!(describe_quorum(cluster.node(follower), "first", 1).error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
 
     cluster.node_mut(leader).kill();
     let survivor = if leader == 1 { 2 } else { 1 };
@@ -718,6 +752,60 @@ fn a_killed_leader_loses_no_acknowledged_record() {
     assert!(read.windows(2).all(|w| w[0] < w[1]), "records out of order");
     let lost: Vec<i32> = acked.iter().copied().filter(|n| !seen.contains(n)).collect();
     assert!(lost.is_empty(), "{} acknowledged records lost, first {:?}", lost.len(), lost.first());
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
+// The Java client (kafka-clients 4.1) on a three-node cluster: its Admin describes
+// the metadata quorum (DescribeQuorum), and its idempotent acks=all producer writes
+// through a kill -9 of the partition's leader: every record is acknowledged and read
+// back exactly once, in order.
+#[test]
+fn the_java_client_rides_out_a_leader_kill() {
+    let mut cluster = Cluster::start_with(3, &FAST_FAILURE_DETECTION);
+    cluster.wait_for_brokers();
+    let quorum = common::java_client(&["quorum", &cluster.node(2).bootstrap()]).output().unwrap();
+    let text = String::from_utf8_lossy(&quorum.stdout);
+    assert!(quorum.status.success(), "{}", String::from_utf8_lossy(&quorum.stderr));
+    let controller = describe(cluster.node(1)).controller_id.0;
+    assert!(text.starts_with(&format!("QUORUM leader={controller} hw=")) && text.contains("voters=1,2,3"), "{text}");
+
+    create_replicated(cluster.node(1), "jfailover", 1);
+    wait_for_isr(cluster.node(1), "jfailover", 0, &[1, 2, 3], Duration::from_secs(10));
+    let leader = leader_of(cluster.node(1), "jfailover", 0);
+    let bootstrap: Vec<String> = cluster.nodes.iter().map(Broker::bootstrap).collect();
+    let total = 3000;
+    let producer = common::java_client(&["paced", &bootstrap.join(","), "jfailover", &total.to_string(), "5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The leader dies once a few hundred records are committed.
+    let high_watermark = |node: &Broker| {
+        let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+            list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("jfailover")))
+                .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)]),
+        ]);
+        let response: ListOffsetsResponse = RawClient::connect(&node.bootstrap()).call(&request, 7);
+        response.topics[0].partitions[0].offset
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while high_watermark(cluster.node(leader)) < 300 {
+        assert!(Instant::now() < deadline, "the Java producer wrote nothing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cluster.node_mut(leader).kill();
+    let out = producer.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text.trim(), format!("ACKED {total} FAILED 0"));
+    let survivor = (1..=3).find(|&id| id != leader).unwrap();
+    let read = consume_numbers(cluster.node(survivor), "jfailover", 1, total as usize);
+    assert_eq!(read, (0..total).collect::<Vec<i32>>(), "every record once, in order");
     for node in &mut cluster.nodes {
         node.stop();
     }

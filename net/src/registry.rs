@@ -31,6 +31,7 @@ pub const APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::CreatePartitions, create_partitions::VERSIONS),
     (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS),
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS),
+    (ApiKey::DescribeQuorum, describe_quorum::VERSIONS),
     (ApiKey::ElectLeaders, elect_leaders::VERSIONS),
     (ApiKey::FindCoordinator, find_coordinator::VERSIONS),
     (ApiKey::JoinGroup, join_group::VERSIONS),
@@ -86,6 +87,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKi
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(shard, r).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(shard, r)),
+        RequestKind::DescribeQuorum(r) => {
+            ResponseKind::DescribeQuorum(describe_quorum::handle(shard, &header, r).await)
+        }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elect_leaders::handle(shard, &header, r).await),
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(shard, &header, r).await)
@@ -170,6 +174,7 @@ mod tests {
                 ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
                 ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
                 ApiKey::DescribeCluster => DescribeClusterRequest::VERSIONS,
+                ApiKey::DescribeQuorum => DescribeQuorumRequest::VERSIONS,
                 ApiKey::ElectLeaders => ElectLeadersRequest::VERSIONS,
                 ApiKey::FindCoordinator => FindCoordinatorRequest::VERSIONS,
                 ApiKey::JoinGroup => JoinGroupRequest::VERSIONS,

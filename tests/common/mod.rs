@@ -347,3 +347,30 @@ pub fn correlation_of(frame: &Bytes) -> i32 {
 pub fn addr(broker: &Broker) -> SocketAddr {
     broker.bootstrap().parse().unwrap()
 }
+
+/// The Java Kafka client's classpath: $SKEIN_KAFKA_CLASSPATH, target/kafka-classpath.txt
+/// (written by tests/java/classpath.sh, which .ci/run calls), or resolved now.
+pub fn java_classpath() -> String {
+    if let Ok(cp) = std::env::var("SKEIN_KAFKA_CLASSPATH") {
+        return cp;
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let file = format!("{root}/target/kafka-classpath.txt");
+    if std::fs::metadata(&file).is_err() {
+        let status =
+            Command::new("bash").arg(format!("{root}/tests/java/classpath.sh")).status().expect("run classpath.sh");
+        assert!(status.success(), "Maven could not resolve the Java Kafka client");
+    }
+    std::fs::read_to_string(file).unwrap().trim().to_string()
+}
+
+/// tests/java/Client.java (kafka-clients 4.1) run with `args`.
+pub fn java_client(args: &[&str]) -> Command {
+    let mut command = Command::new("java");
+    command
+        .arg("-cp")
+        .arg(java_classpath())
+        .arg(format!("{}/tests/java/Client.java", env!("CARGO_MANIFEST_DIR")))
+        .args(args);
+    command
+}

@@ -2,12 +2,18 @@
 //   produce BOOTSTRAP TOPIC COUNT
 //   member BOOTSTRAP TOPIC GROUP PROTOCOL EXPECT MAX_SECONDS
 //   assigned BOOTSTRAP TOPIC PARTITIONS SECONDS (polls every partition, no group)
+//   paced BOOTSTRAP TOPIC COUNT PAUSE_MS (idempotent, acks=all, values m00000...;
+//     prints "ACKED n FAILED m" once every send completed)
+//   quorum BOOTSTRAP (Admin.describeMetadataQuorum: "QUORUM leader=N hw=H voters=a,b,c
+//     caught-up=k", k the voters at the high watermark)
 // A member prints "ASSIGNED p,p,..." on every assignment change, "FIRST value" for
 // its first record, commits after each poll, and exits after EXPECT records (0: runs
 // MAX_SECONDS) printing "RECORDS n".
 import java.time.Duration;
 import java.util.*;
 import java.util.stream.Collectors;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.TopicPartition;
@@ -15,7 +21,43 @@ import org.apache.kafka.common.serialization.*;
 
 public class Client {
     public static void main(String[] args) throws Exception {
-        String mode = args[0], bootstrap = args[1], topic = args[2];
+        String mode = args[0], bootstrap = args[1];
+        if (mode.equals("quorum")) {
+            try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+                QuorumInfo quorum = admin.describeMetadataQuorum().quorumInfo().get();
+                String voters = quorum.voters().stream().map(v -> String.valueOf(v.replicaId())).sorted()
+                        .collect(Collectors.joining(","));
+                long caughtUp = quorum.voters().stream()
+                        .filter(v -> v.logEndOffset() == quorum.highWatermark()).count();
+                System.out.println("QUORUM leader=" + quorum.leaderId() + " hw=" + quorum.highWatermark()
+                        + " voters=" + voters + " caught-up=" + caughtUp);
+            }
+            return;
+        }
+        String topic = args[2];
+        if (mode.equals("paced")) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", bootstrap);
+            p.put("acks", "all");
+            p.put("enable.idempotence", "true");
+            p.put("linger.ms", "2");
+            p.put("key.serializer", StringSerializer.class.getName());
+            p.put("value.serializer", StringSerializer.class.getName());
+            int count = Integer.parseInt(args[3]);
+            long pause = Long.parseLong(args[4]);
+            AtomicInteger acked = new AtomicInteger(), failed = new AtomicInteger();
+            try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+                for (int i = 0; i < count; i++) {
+                    producer.send(new ProducerRecord<>(topic, String.format("m%05d", i)), (meta, error) -> {
+                        if (error == null) acked.incrementAndGet(); else failed.incrementAndGet();
+                    });
+                    if (pause > 0 && i % 10 == 9) Thread.sleep(pause);
+                }
+                producer.flush();
+            }
+            System.out.println("ACKED " + acked.get() + " FAILED " + failed.get());
+            return;
+        }
         if (mode.equals("produce")) {
             Properties p = new Properties();
             p.put("bootstrap.servers", bootstrap);

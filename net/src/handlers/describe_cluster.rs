@@ -1,4 +1,4 @@
-//! DescribeCluster (KIP-700): this node, and the active controller.
+//! DescribeCluster (KIP-700): the live brokers, and the active controller.
 
 use std::rc::Rc;
 
@@ -17,11 +17,17 @@ pub fn handle(shard: &Rc<Shard>, request: DescribeClusterRequest) -> DescribeClu
     response.endpoint_type = request.endpoint_type;
     response.cluster_id = s(settings.cluster_id.clone());
     response.controller_id = BrokerId(settings.active_controller.load(std::sync::atomic::Ordering::Relaxed));
-    let mut broker = DescribeClusterBroker::default();
-    broker.broker_id = BrokerId(settings.node_id);
-    broker.host = s(settings.advertised_host.clone());
-    broker.port = settings.advertised_port as i32;
-    response.brokers = vec![broker];
+    response.brokers = shard
+        .brokers()
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(id))
+                .with_host(s(host))
+                .with_port(i32::from(port))
+                .with_rack(rack.map(s))
+        })
+        .collect();
     response.cluster_authorized_operations = crate::operations::authorized(
         crate::operations::Resource::Cluster,
         request.include_cluster_authorized_operations,

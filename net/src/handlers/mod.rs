@@ -14,6 +14,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_quorum;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;

@@ -19,7 +19,8 @@ use futures_channel::oneshot;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
 pub use super::decide::{
-    check_growth, decide, ControllerReply, ControllerRequest, Election, Local, PRODUCER_ID_BLOCK_SIZE,
+    check_growth, decide, ControllerReply, ControllerRequest, Election, Local, QuorumStatus, VoterStatus,
+    PRODUCER_ID_BLOCK_SIZE,
 };
 use super::quorum::{quorum_id, Input, Proposal};
 use super::transport::{Forwarded, Peers};
@@ -64,6 +65,8 @@ pub struct Controller {
     rebalance_every: Option<Duration>,
     last_rebalance: Cell<Instant>,
     rebalancing: Cell<bool>,
+    /// The quorum's state as the metadata loop last saw it.
+    quorum_status: RefCell<QuorumStatus>,
 }
 
 /// Kafka's `leader.imbalance.per.broker.percentage` default.
@@ -113,6 +116,7 @@ impl Controller {
             rebalance_every,
             last_rebalance: Cell::new(Instant::now()),
             rebalancing: Cell::new(false),
+            quorum_status: RefCell::new(QuorumStatus::default()),
         };
         (controller, receiver)
     }
@@ -217,6 +221,12 @@ impl Controller {
                 return Ok((ControllerReply::Done, self.applied.get()));
             }
         }
+        if request == ControllerRequest::DescribeQuorum {
+            return match self.leader.get() {
+                true => Ok((ControllerReply::Quorum(self.quorum_status.borrow().clone()), self.applied.get())),
+                false => Err(super::quorum::not_controller(self.leader_id.get())),
+            };
+        }
         let _one = self.requests.lock().await;
         if !self.leader.get() {
             return Err(super::quorum::not_controller(self.leader_id.get()));
@@ -285,6 +295,11 @@ impl Controller {
         if let Some(done) = self.forwards.borrow_mut().remove(&id) {
             let _ = done.send(answer);
         }
+    }
+
+    /// Records the quorum's state as this member sees it, for DescribeQuorum.
+    pub fn set_quorum_status(&self, status: QuorumStatus) {
+        *self.quorum_status.borrow_mut() = status;
     }
 
     /// Records the log index this node's shards now hold.

@@ -71,6 +71,30 @@ pub enum ControllerRequest {
         partition_epoch: i32,
         isr: Vec<i32>,
     },
+    /// The metadata quorum's state (DescribeQuorum), as the active controller knows
+    /// it; answered without a record.
+    DescribeQuorum,
+}
+
+/// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are
+/// indexes of the metadata log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuorumStatus {
+    pub leader: i32,
+    pub term: i64,
+    pub high_watermark: i64,
+    pub voters: Vec<VoterStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VoterStatus {
+    pub node: i32,
+    /// -1: unknown.
+    pub log_end_offset: i64,
+    /// When the leader last heard from it, and when it last held the leader's whole
+    /// log (wall-clock ms; -1: never).
+    pub last_fetch_ms: i64,
+    pub last_caught_up_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,6 +106,7 @@ pub enum ControllerReply {
         meta: TopicMeta,
     },
     ProducerIds(std::ops::Range<i64>),
+    Quorum(QuorumStatus),
     /// The outcome of each election asked for.
     Elections(Vec<Election>),
     Done,
@@ -109,6 +134,10 @@ pub fn decide(
     let unknown = |name: &str| (code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic {name} does not exist."));
     let topic = |name: &str| image.topic(name).cloned().ok_or_else(|| unknown(name));
     Ok(match request {
+        // The quorum's state is the controller's, not the image's (`Controller::handle_here`).
+        ControllerRequest::DescribeQuorum => {
+            return Err((code::NOT_CONTROLLER, "the quorum is described by its controller".into()))
+        }
         ControllerRequest::CreateTopic { name, partitions, replication_factor, configs } => {
             if image.topics.contains_key(name) {
                 return Err((code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));

@@ -161,6 +161,7 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
     let mut applied = quorum.committed();
     controller.set_applied(applied);
     let mut next_tick = Instant::now() + TICK;
+    let mut seen = VoterTimes::default();
     loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
         let input = futures_lite::future::or(async { inputs.recv().await.map(Some) }, async {
@@ -182,7 +183,10 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
                     controller.complete(id, Err(not_controller(not_leader.leader)));
                 }
             }
-            Some(Some(Input::Raft(message))) => quorum.step(*message),
+            Some(Some(Input::Raft(message))) => {
+                seen.heard_from(message.from);
+                quorum.step(*message);
+            }
             Some(Some(Input::Unreachable(peer))) => quorum.unreachable(peer),
             Some(Some(Input::SnapshotSent(peer, delivered))) => quorum.snapshot_sent(peer, delivered),
             Some(Some(Input::TransferLeader)) => {
@@ -225,6 +229,7 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
             }
         }
         controller.set_leader(quorum.is_leader(), quorum.leader());
+        controller.set_quorum_status(seen.status(&quorum));
         controller.check_sessions(&shard);
         controller.check_balance(&shard);
         let active = controller.active().unwrap_or(-1);
@@ -236,6 +241,51 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
                 controller.fail((code::KAFKA_STORAGE_ERROR, format!("cannot persist the metadata log: {e}")));
                 return;
             }
+        }
+    }
+}
+
+/// When the leader last heard from each voter and when each last held its whole log
+/// (wall-clock ms), for DescribeQuorum.
+#[derive(Default)]
+struct VoterTimes {
+    heard: std::collections::HashMap<u64, i64>,
+    caught_up: std::collections::HashMap<u64, i64>,
+}
+
+impl VoterTimes {
+    fn heard_from(&mut self, member: u64) {
+        self.heard.insert(member, crate::shard::now_ms());
+    }
+
+    /// The quorum as `quorum` sees it; voters' progress only where it leads.
+    fn status(&mut self, quorum: &Quorum) -> super::controller::QuorumStatus {
+        use super::controller::{QuorumStatus, VoterStatus};
+        let now = crate::shard::now_ms();
+        let node = |id: u64| id as i32 - 1;
+        let last = quorum.last_index();
+        let voters = quorum
+            .voter_progress()
+            .into_iter()
+            .map(|(id, matched)| {
+                let me = id == quorum.id();
+                if me || matched >= last {
+                    self.caught_up.insert(id, now);
+                }
+                let heard = if me { now } else { self.heard.get(&id).copied().unwrap_or(-1) };
+                VoterStatus {
+                    node: node(id),
+                    log_end_offset: matched as i64,
+                    last_fetch_ms: heard,
+                    last_caught_up_ms: self.caught_up.get(&id).copied().unwrap_or(-1),
+                }
+            })
+            .collect();
+        QuorumStatus {
+            leader: quorum.leader().map(node).unwrap_or(-1),
+            term: quorum.term() as i64,
+            high_watermark: quorum.committed() as i64,
+            voters,
         }
     }
 }

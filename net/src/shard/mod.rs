@@ -45,6 +45,8 @@ pub struct NodeSettings {
     pub active_controller: Arc<std::sync::atomic::AtomicI32>,
     pub advertised_host: String,
     pub advertised_port: u16,
+    /// The controller quorum's voters with their addresses (none for a single node).
+    pub controller_voters: Vec<(i32, std::net::SocketAddr)>,
     /// Kafka's `broker.rack`.
     pub rack: Option<String>,
     /// `replica.selector.class` is Kafka's `RackAwareReplicaSelector`: consumers that

@@ -166,6 +166,29 @@ impl Quorum {
         self.node.raft.raft_log.committed
     }
 
+    /// The index of the last entry in this member's log.
+    pub fn last_index(&self) -> u64 {
+        self.node.raft.raft_log.last_index()
+    }
+
+    /// Each voter's log end as this leader knows it (the index it matched; this
+    /// leader's own last index), by id; empty unless this member leads.
+    pub fn voter_progress(&self) -> Vec<(u64, u64)> {
+        if !self.is_leader() {
+            return Vec::new();
+        }
+        let me = self.id();
+        let mut progress: Vec<(u64, u64)> = self
+            .node
+            .raft
+            .prs()
+            .iter()
+            .map(|(&id, p)| (id, if id == me { self.last_index() } else { p.matched }))
+            .collect();
+        progress.sort_unstable();
+        progress
+    }
+
     /// The state as it will be once the pending work is durable.
     pub fn durable(&self) -> &Durable {
         self.node.store()
