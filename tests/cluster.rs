@@ -630,7 +630,8 @@ fn consume_numbers(node: &Broker, topic: &str, partitions: i32, expected: usize)
 // A topic of replication factor 3 with min.insync.replicas=2: acks=all produces are
 // acknowledged only once the whole ISR holds them (the followers fetched them); a
 // killed follower leaves the ISR after replica.lag.time.max.ms and produces go on
-// with two; back, it catches up and rejoins the ISR; every record is read once.
+// with two; records the leaders delete meanwhile go from every replica; back, the
+// follower catches up and rejoins the ISR; every record left is read once.
 #[test]
 fn followers_replicate_and_the_isr_follows_them() {
     let mut cluster = Cluster::start_with(
@@ -673,14 +674,42 @@ fn followers_replicate_and_the_isr_follows_them() {
         wait_for_isr(cluster.node(remaining[0]), "replicated", p, &remaining, Duration::from_secs(15));
     }
     produce_acked(&cluster, remaining[0], "replicated", 2, 500..1000);
+    // Meanwhile the leaders delete their first 400 records of each partition: past the
+    // 250 the stopped follower holds.
+    for p in 0..2 {
+        let leader = cluster.node(leader_of(cluster.node(remaining[0]), "replicated", p));
+        let request = DeleteRecordsRequest::default().with_timeout_ms(10_000).with_topics(vec![
+            delete_records_request::DeleteRecordsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("replicated")))
+                .with_partitions(vec![delete_records_request::DeleteRecordsPartition::default()
+                    .with_partition_index(p)
+                    .with_offset(400)]),
+        ]);
+        let response: DeleteRecordsResponse = RawClient::connect(&leader.bootstrap()).call(&request, 2);
+        let result = &response.topics[0].partitions[0];
+        assert_eq!((result.error_code, result.low_watermark), (0, 400));
+    }
 
+    // Back, the follower finds its log ends below the leaders' start: it restarts there
+    // (Kafka's truncateFullyAndStartAt), catches up and rejoins the ISR; the in-sync
+    // follower moved its log start with its leader's.
     cluster.node_mut(follower).restart();
     for p in 0..2 {
         wait_for_isr(cluster.node(remaining[0]), "replicated", p, &[1, 2, 3], Duration::from_secs(20));
     }
-    let mut numbers = consume_numbers(cluster.node(follower), "replicated", 2, 1000);
+    for node in &cluster.nodes {
+        for p in 0..2 {
+            let path = node.data_dir.join(format!("replicated-{p}")).join("skein-checkpoint");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !std::fs::read_to_string(&path).unwrap_or_default().contains("log_start_offset 400\n") {
+                assert!(Instant::now() < deadline, "{}: {:?}", path.display(), std::fs::read_to_string(&path));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    let mut numbers = consume_numbers(cluster.node(follower), "replicated", 2, 200);
     numbers.sort_unstable();
-    assert_eq!(numbers, (0..1000).collect::<Vec<_>>(), "every record once");
+    assert_eq!(numbers, (800..1000).collect::<Vec<_>>(), "every record past the deleted ones, once");
     for node in &mut cluster.nodes {
         node.stop();
     }

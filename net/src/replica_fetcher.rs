@@ -331,6 +331,20 @@ async fn apply(
                 tracing::warn!(target: "skein::net", partition = %partition, error = ?e, "follower append failed");
                 refused.push(partition.clone());
             }
+            let (start, end) = (state.log.log_start_offset(), state.log.log_end_offset());
+            if data.log_start_offset > start.0 {
+                match state.follow_log_start(Offset(data.log_start_offset)).await {
+                    Ok(()) if data.log_start_offset > end.0 => {
+                        tracing::info!(target: "skein::net", partition = %partition, leader, end = end.0,
+                            leader_start = data.log_start_offset, "log ends below the leader's start: restarted there");
+                    }
+                    Ok(()) => {}
+                    Err(e) => {
+                        tracing::error!(target: "skein::net", partition = %partition, error = %e, "cannot follow the leader's log start");
+                        refused.push(partition.clone());
+                    }
+                }
+            }
             state.follower_lag.set((data.high_watermark - state.log.log_end_offset().0).max(0));
             shard.metrics.bytes_in.set(shard.metrics.bytes_in.get() + records.len() as u64);
         }

@@ -276,8 +276,17 @@ impl<S: Storage> Partition<S> {
             return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
         }
         for batch in batches {
-            if batch.next_offset() <= self.log.log_end_offset() {
+            let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
+            if batch.next_offset() <= end {
                 continue;
+            }
+            // An empty log whose start falls inside the leader's batch (it restarted
+            // at a log start the leader's DeleteRecords put mid-batch) starts at the
+            // batch instead, as Kafka's follower does; the leader's log start then
+            // moves it up again (`follow_log_start`).
+            if batch.base_offset() < end && start == end {
+                self.log.truncate_fully_and_start_at(batch.base_offset()).await.map_err(AppendError::Log)?;
+                self.replica_state.borrow_mut().truncated(self.log.offset_written_end());
             }
             let recorded = batch.clone();
             self.log.append(batch, AppendMode::Replica).await.map_err(AppendError::Log)?;
@@ -315,6 +324,27 @@ impl<S: Storage> Partition<S> {
         let producers = load_producers(&self.log).await;
         *self.producers.borrow_mut() = producers;
         self.replica_state.borrow_mut().truncated(self.log.offset_written_end());
+        Ok(())
+    }
+
+    /// Follows the leader's log start (Kafka's follower does at every fetch): a
+    /// follower whose log ends below it restarts there, empty, with no producer state
+    /// (Kafka's `truncateFullyAndStartAt`); one that holds it moves its own log start
+    /// up, so records the leader deleted (DeleteRecords, retention) go here too.
+    ///
+    /// # Errors
+    /// The log's error.
+    pub async fn follow_log_start(&self, leader_start: Offset) -> Result<(), skein_engine::Error> {
+        if leader_start <= self.log.log_start_offset() {
+            return Ok(());
+        }
+        if leader_start > self.log.log_end_offset() {
+            self.log.truncate_fully_and_start_at(leader_start).await?;
+            *self.producers.borrow_mut() = ProducerStates::default();
+            self.replica_state.borrow_mut().truncated(self.log.offset_written_end());
+        } else {
+            self.log.delete_records_before(leader_start).await?;
+        }
         Ok(())
     }
 

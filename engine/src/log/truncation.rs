@@ -24,6 +24,25 @@ impl<S: Storage> Log<S> {
         truncated
     }
 
+    /// Empties the log and restarts it at `offset` (Kafka's `truncateFullyAndStartAt`):
+    /// a follower whose log ends below its leader's log start.
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` for a negative offset; `Io` or `LogFailed` when the disk fails.
+    pub async fn truncate_fully_and_start_at(&self, offset: Offset) -> Result<()> {
+        if offset < Offset::ZERO {
+            return Err(Error::OffsetOutOfRange { offset, start: self.log_start_offset(), end: self.log_end_offset() });
+        }
+        let _maintenance = self.maintenance.lock().await;
+        let ticket = self.gate.ticket();
+        ticket.wait_turn().await;
+        self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0)
+            .await?;
+        let restarted = self.restart_at(offset).await;
+        self.cleaned_past(self.log_end_offset()).await?;
+        restarted
+    }
+
     /// `truncate_to` once the maintenance lock and the append gate are held.
     async fn truncate_locked(&self, offset: Offset) -> Result<()> {
         self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0)

@@ -708,6 +708,17 @@ impl Shard {
                     return Err((code::NOT_LEADER_OR_FOLLOWER, None));
                 }
                 let offset = Offset(offset);
+                // A follower whose log ends below this log's start reads nothing: the
+                // log start it is sent tells it to restart there (Kafka answers
+                // OFFSET_OUT_OF_RANGE and the follower then asks for the log start).
+                if to_log_end && offset < log.log_start_offset() {
+                    return Ok(PartitionReply::Fetch {
+                        high_watermark: state.high_watermark().0,
+                        log_start_offset: log.log_start_offset().0,
+                        records: Vec::new(),
+                        preferred_read_replica: -1,
+                    });
+                }
                 if let Reader::Consumer { rack: Some(rack), .. } = &reader {
                     let preferred = leads.then(|| self.preferred_read_replica(&state, offset, rack)).flatten();
                     if let Some(replica) = preferred {
