@@ -786,6 +786,84 @@ fn a_killed_leader_loses_no_acknowledged_record() {
     }
 }
 
+// AlterPartitionReassignments moves a partition to other brokers (KIP-455): the new
+// replica catches up as a follower and joins the ISR, the reassignment completes, the
+// replica that left deletes its log, and every record stays readable.
+// ListPartitionReassignments shows a reassignment that cannot complete (its new
+// replica is down), and a cancel takes the partition back.
+#[test]
+fn reassignments_move_partitions_between_brokers() {
+    let mut cluster = Cluster::start_with(3, &["--replica-lag-time-max-ms", "2000"]);
+    cluster.wait_for_brokers();
+    create_with(cluster.node(1), "moved", 1, 2).unwrap();
+    produce_acked(&cluster, 1, "moved", 1, 0..300);
+    let replicas = |node: &Broker| -> Vec<i32> {
+        let response = metadata(node);
+        let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == "moved").unwrap();
+        topic.partitions[0].replica_nodes.iter().map(|r| r.0).collect()
+    };
+    let before = replicas(cluster.node(1));
+    let (leaving, staying) = (before[0], before[1]);
+    let joining = (1..=3).find(|r| !before.contains(r)).unwrap();
+    let reassign = |node: &Broker, target: Option<Vec<i32>>| -> (i16, i16) {
+        let request = AlterPartitionReassignmentsRequest::default().with_timeout_ms(10_000).with_topics(vec![
+            alter_partition_reassignments_request::ReassignableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("moved")))
+                .with_partitions(vec![alter_partition_reassignments_request::ReassignablePartition::default()
+                    .with_partition_index(0)
+                    .with_replicas(target.map(|t| t.into_iter().map(BrokerId).collect()))]),
+        ]);
+        let response: AlterPartitionReassignmentsResponse = RawClient::connect(&node.bootstrap()).call(&request, 1);
+        (response.error_code, response.responses[0].partitions[0].error_code)
+    };
+    let ongoing = |node: &Broker| -> Vec<(Vec<i32>, Vec<i32>, Vec<i32>)> {
+        let request = ListPartitionReassignmentsRequest::default().with_timeout_ms(10_000);
+        let response: ListPartitionReassignmentsResponse = RawClient::connect(&node.bootstrap()).call(&request, 0);
+        let ids = |list: &[BrokerId]| list.iter().map(|b| b.0).collect::<Vec<_>>();
+        response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| (ids(&p.replicas), ids(&p.adding_replicas), ids(&p.removing_replicas)))
+            .collect()
+    };
+
+    assert_eq!(reassign(cluster.node(2), Some(vec![staying, joining])), (0, 0));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(ongoing(cluster.node(1)).is_empty() && replicas(cluster.node(1)) == [staying, joining]) {
+        assert!(Instant::now() < deadline, "the reassignment did not complete: {:?}", ongoing(cluster.node(1)));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_for_isr(cluster.node(1), "moved", 0, &[staying, joining], Duration::from_secs(10));
+    let gone = cluster.node(leaving).data_dir.join("moved-0");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gone.exists() {
+        assert!(Instant::now() < deadline, "the replica that left kept its log");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    produce_acked(&cluster, 1, "moved", 1, 300..600);
+    assert_eq!(consume_numbers(cluster.node(leaving), "moved", 1, 600), (0..600).collect::<Vec<_>>());
+
+    // Back to the broker that left while it is down: the move waits for it, shows in
+    // ListPartitionReassignments, and a cancel ends it where it began.
+    cluster.node_mut(leaving).kill();
+    let asker = cluster.node(staying);
+    assert_eq!(reassign(asker, Some(vec![staying, leaving])), (0, 0));
+    let (merged, adding, removing) = ongoing(asker).pop().expect("a reassignment under way");
+    assert_eq!((merged, adding, removing), (vec![staying, leaving, joining], vec![leaving], vec![joining]));
+    assert_eq!(reassign(asker, None), (0, 0));
+    assert!(ongoing(asker).is_empty());
+    let mut now = replicas(asker);
+    now.sort_unstable();
+    let mut expected = vec![staying, joining];
+    expected.sort_unstable();
+    assert_eq!(now, expected);
+    assert_eq!(reassign(asker, None), (0, 85), "NO_REASSIGNMENT_IN_PROGRESS");
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
 // The Java client (kafka-clients 4.1) on a three-node cluster: its Admin describes
 // the metadata quorum (DescribeQuorum), and its idempotent acks=all producer writes
 // through a kill -9 of the partition's leader: every record is acknowledged and read

@@ -30,6 +30,7 @@ pub mod code {
     pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
     pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
     pub const ELECTION_NOT_NEEDED: i16 = 84;
+    pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
     pub const INELIGIBLE_REPLICA: i16 = 107;
     pub const INVALID_UPDATE_VERSION: i16 = 108;
     pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;

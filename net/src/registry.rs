@@ -33,6 +33,8 @@ pub const APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS),
     (ApiKey::DescribeQuorum, describe_quorum::VERSIONS),
     (ApiKey::ElectLeaders, elect_leaders::VERSIONS),
+    (ApiKey::AlterPartitionReassignments, alter_partition_reassignments::VERSIONS),
+    (ApiKey::ListPartitionReassignments, list_partition_reassignments::VERSIONS),
     (ApiKey::FindCoordinator, find_coordinator::VERSIONS),
     (ApiKey::JoinGroup, join_group::VERSIONS),
     (ApiKey::SyncGroup, sync_group::VERSIONS),
@@ -89,6 +91,12 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKi
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(shard, r)),
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(describe_quorum::handle(shard, &header, r).await)
+        }
+        RequestKind::AlterPartitionReassignments(r) => {
+            ResponseKind::AlterPartitionReassignments(alter_partition_reassignments::handle(shard, &header, r).await)
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            ResponseKind::ListPartitionReassignments(list_partition_reassignments::handle(shard, r))
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elect_leaders::handle(shard, &header, r).await),
         RequestKind::FindCoordinator(r) => {
@@ -176,6 +184,8 @@ mod tests {
                 ApiKey::DescribeCluster => DescribeClusterRequest::VERSIONS,
                 ApiKey::DescribeQuorum => DescribeQuorumRequest::VERSIONS,
                 ApiKey::ElectLeaders => ElectLeadersRequest::VERSIONS,
+                ApiKey::AlterPartitionReassignments => AlterPartitionReassignmentsRequest::VERSIONS,
+                ApiKey::ListPartitionReassignments => ListPartitionReassignmentsRequest::VERSIONS,
                 ApiKey::FindCoordinator => FindCoordinatorRequest::VERSIONS,
                 ApiKey::JoinGroup => JoinGroupRequest::VERSIONS,
                 ApiKey::SyncGroup => SyncGroupRequest::VERSIONS,

@@ -112,7 +112,7 @@ pub fn assignment_here(shard: &Shard, image: &MetadataImage, meta: &TopicMeta, p
 
 /// Brings this node's partitions in line with a new image, as Kafka's replica manager
 /// applies a metadata delta: partitions of deleted topics (or of an older incarnation
-/// of their topic) are removed, then partitions newly assigned to this node are opened
+/// of their topic) and replicas a reassignment moved off this node are removed, then partitions newly assigned to this node are opened
 /// on their shards and those whose topic's configs changed are reconfigured, then each
 /// whose assignment changed takes its role (leader or follower, epochs, ISR). Runs on
 /// shard 0 after each image is published and before the controller answers. Moving a
@@ -121,10 +121,11 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
     let node = shard.settings.node_id;
     let mut removals = Vec::new();
     for old in before.topics.values() {
-        if after.topic(&old.name).is_some_and(|t| t.id == old.id) {
-            continue;
-        }
-        for p in (0..old.partitions).filter(|&p| old.is_replica(p, node)) {
+        // A topic deleted (or recreated) goes whole; a kept one loses the replicas a
+        // reassignment moved off this node.
+        let kept = after.topic(&old.name).filter(|t| t.id == old.id);
+        let gone = |p: i32| kept.is_none_or(|t| !t.is_replica(p, node));
+        for p in (0..old.partitions).filter(|&p| old.is_replica(p, node) && gone(p)) {
             let op = PartitionOp::Remove { topic_id: *old.id.as_bytes() };
             removals.push(shard.route_to(old.shards[p as usize], TopicPartition::new(old.name.clone(), p), op));
         }

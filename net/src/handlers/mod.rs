@@ -2,6 +2,7 @@
 //! and a `handle` function. `registry` maps API keys to them.
 
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -26,6 +27,7 @@ pub mod leaders;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;

@@ -74,6 +74,13 @@ pub enum ControllerRequest {
     /// The metadata quorum's state (DescribeQuorum), as the active controller knows
     /// it; answered without a record.
     DescribeQuorum,
+    /// Partition reassignments (AlterPartitionReassignments, KIP-455): each to its
+    /// target replicas, or `None` to cancel the one under way. `keep_factor`: refuse
+    /// a target that changes the replication factor (KIP-860).
+    Reassign {
+        partitions: Vec<(String, i32, Option<Vec<i32>>)>,
+        keep_factor: bool,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are
@@ -107,6 +114,8 @@ pub enum ControllerReply {
     },
     ProducerIds(std::ops::Range<i64>),
     Quorum(QuorumStatus),
+    /// The outcome of each reassignment asked for, in order: an error code and message.
+    Reassigned(Vec<(i16, Option<String>)>),
     /// The outcome of each election asked for.
     Elections(Vec<Election>),
     Done,
@@ -263,8 +272,11 @@ pub fn decide(
             }
             assignment.isr = isr.clone();
             assignment.partition_epoch += 1;
+            // The ISR now holding every target replica completes a reassignment.
+            complete_reassignment(assignment, &live);
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Done)
         }
+        ControllerRequest::Reassign { partitions, keep_factor } => reassign(image, partitions, *keep_factor),
         ControllerRequest::ElectLeaders { unclean, partitions } => {
             elect_leaders(image, *unclean, partitions.as_deref())
         }
@@ -274,6 +286,115 @@ pub fn decide(
             (vec![MetadataRecord::ProducerIds { next: end }], ControllerReply::ProducerIds(start..end))
         }
     })
+}
+
+/// Starts or cancels reassignments, as Kafka's controller does (KIP-455): the target
+/// replicas join as followers (`replicas` is the target followed by the leaving
+/// ones), and once the ISR holds every target replica the reassignment completes
+/// (`complete_reassignment`); a cancel goes back to the replicas before it. A new
+/// target for a partition already moving replaces the old one, from the replicas
+/// before it.
+fn reassign(
+    image: &MetadataImage,
+    partitions: &[(String, i32, Option<Vec<i32>>)],
+    keep_factor: bool,
+) -> (Vec<MetadataRecord>, ControllerReply) {
+    let live = |id: &i32| image.brokers.get(id).is_some_and(|b| !b.fenced);
+    let mut changed: BTreeMap<String, TopicMeta> = BTreeMap::new();
+    let mut outcomes = Vec::new();
+    for (topic, partition, target) in partitions {
+        let meta = changed.get(topic).cloned().or_else(|| image.topic(topic).cloned());
+        let Some(mut meta) = meta.filter(|m| *partition >= 0 && (*partition as usize) < m.assignments.len()) else {
+            outcomes.push((code::UNKNOWN_TOPIC_OR_PARTITION, Some(format!("Unknown partition {topic}-{partition}"))));
+            continue;
+        };
+        let assignment = &mut meta.assignments[*partition as usize];
+        let original = assignment.original();
+        let target = match target {
+            Some(target) => target.clone(),
+            None if !assignment.reassigning() => {
+                outcomes.push((
+                    code::NO_REASSIGNMENT_IN_PROGRESS,
+                    Some(format!("No ongoing reassignment for {topic}-{partition}")),
+                ));
+                continue;
+            }
+            None => original.clone(),
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        let refusal = if target.is_empty() {
+            Some((
+                code::INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.".to_string(),
+            ))
+        } else if let Some(dup) = target.iter().find(|r| !seen.insert(**r)) {
+            Some((
+                code::INVALID_REPLICA_ASSIGNMENT,
+                format!("The manual partition assignment includes the broker {dup} more than once."),
+            ))
+        } else if let Some(unknown) = target.iter().find(|r| !image.brokers.contains_key(r)) {
+            Some((
+                code::INVALID_REPLICA_ASSIGNMENT,
+                format!("The manual partition assignment includes broker {unknown}, but no such broker is registered."),
+            ))
+        } else if keep_factor && target.len() != original.len() {
+            Some((
+                code::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "The replication factor is changed from {} to {} but allowReplicationFactorChange is false",
+                    original.len(),
+                    target.len()
+                ),
+            ))
+        } else {
+            None
+        };
+        if let Some((error, message)) = refusal {
+            outcomes.push((error, Some(message)));
+            continue;
+        }
+        if target == assignment.replicas && !assignment.reassigning() {
+            outcomes.push((code::NONE, None));
+            continue;
+        }
+        let mut replicas = target.clone();
+        replicas.extend(original.iter().copied().filter(|r| !target.contains(r)));
+        assignment.adding = target.iter().copied().filter(|r| !original.contains(r)).collect();
+        assignment.removing = original.iter().copied().filter(|r| !target.contains(r)).collect();
+        assignment.replicas = replicas;
+        // Replicas that left take no place in the ISR (a cancel drops the joiners).
+        assignment.isr.retain(|r| assignment.replicas.contains(r));
+        if !assignment.replicas.contains(&assignment.leader) || !assignment.isr.contains(&assignment.leader) {
+            let next = assignment.replicas.iter().copied().find(|r| assignment.isr.contains(r) && live(r));
+            assignment.leader = next.unwrap_or(-1);
+            assignment.leader_epoch += 1;
+        }
+        assignment.partition_epoch += 1;
+        complete_reassignment(assignment, &live);
+        outcomes.push((code::NONE, None));
+        changed.insert(topic.clone(), meta);
+    }
+    let records = changed.into_values().map(MetadataRecord::Topic).collect();
+    (records, ControllerReply::Reassigned(outcomes))
+}
+
+/// Completes the reassignment under way once the ISR holds every target replica:
+/// the leaving replicas go from the replicas and the ISR, and if the leader leaves,
+/// the first live in-sync target replica leads in a new epoch.
+fn complete_reassignment(assignment: &mut Assignment, live: &impl Fn(&i32) -> bool) {
+    let target = assignment.target();
+    if !assignment.reassigning() || !target.iter().all(|r| assignment.isr.contains(r)) {
+        return;
+    }
+    assignment.isr.retain(|r| target.contains(r));
+    assignment.replicas = target;
+    assignment.adding.clear();
+    assignment.removing.clear();
+    if !assignment.replicas.contains(&assignment.leader) {
+        let next = assignment.replicas.iter().copied().find(|r| assignment.isr.contains(r) && live(r));
+        assignment.leader = next.unwrap_or(-1);
+        assignment.leader_epoch += 1;
+    }
 }
 
 /// Partitions changed by broker `gone` being fenced: those it led get a new leader,
@@ -456,7 +577,7 @@ fn assign(
                 replicas.push(next.0);
                 used_racks.push(&next.1);
             }
-            Assignment { leader: replicas[0], leader_epoch: 0, partition_epoch: 0, isr: replicas.clone(), replicas }
+            Assignment::new(replicas)
         })
         .collect())
 }
@@ -657,6 +778,73 @@ mod tests {
         let back = image.topic("replicated").unwrap().assignment(1, 9);
         assert_eq!((back.leader, back.leader_epoch), (last, offline.leader_epoch + 1));
         assert!(!image.brokers[&last].fenced);
+    }
+
+    // A reassignment adds its target replicas as followers, completes once the ISR
+    // holds them all (the leaving leader hands over in a new epoch), and a cancel goes
+    // back to the replicas before it; bad targets get Kafka's errors.
+    #[test]
+    fn reassignments_move_replicas() {
+        let mut image = MetadataImage::default();
+        for id in [1, 2, 3, 4] {
+            applied(&mut image, started(id, 0)).unwrap();
+        }
+        let create = ControllerRequest::CreateTopic {
+            name: "moving".into(),
+            partitions: 1,
+            replication_factor: 2,
+            configs: BTreeMap::new(),
+        };
+        applied(&mut image, create).unwrap();
+        let now = |image: &MetadataImage| image.topic("moving").unwrap().assignment(0, 9);
+        let before = now(&image);
+        let (a, b) = (before.replicas[0], before.replicas[1]);
+        let c = (1..=4).find(|r| !before.replicas.contains(r)).unwrap();
+        let reassign = |target: Option<Vec<i32>>, keep_factor| ControllerRequest::Reassign {
+            partitions: vec![("moving".into(), 0, target)],
+            keep_factor,
+        };
+        let outcome = |reply: Result<ControllerReply, Refusal>| match reply {
+            Ok(ControllerReply::Reassigned(outcomes)) => outcomes[0].0,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(outcome(applied(&mut image, reassign(None, false))), code::NO_REASSIGNMENT_IN_PROGRESS);
+        for bad in [vec![], vec![b, b], vec![b, 42]] {
+            assert_eq!(outcome(applied(&mut image, reassign(Some(bad), false))), code::INVALID_REPLICA_ASSIGNMENT);
+        }
+        assert_eq!(outcome(applied(&mut image, reassign(Some(vec![b]), true))), code::INVALID_REPLICATION_FACTOR);
+        assert_eq!(now(&image), before, "refused targets change nothing");
+
+        // [a, b] to [b, c], then cancelled: back to [a, b].
+        assert_eq!(outcome(applied(&mut image, reassign(Some(vec![b, c]), false))), code::NONE);
+        let moving = now(&image);
+        assert_eq!(
+            (moving.replicas.clone(), moving.adding.clone(), moving.removing.clone()),
+            (vec![b, c, a], vec![c], vec![a])
+        );
+        assert_eq!((moving.leader, moving.isr.len()), (a, 2), "the leader stays until the target is in sync");
+        assert_eq!(outcome(applied(&mut image, reassign(None, false))), code::NONE);
+        // As in Kafka, the replicas before it are the current ones less those joining
+        // (b first now, as in the target); a still leads.
+        let back = now(&image);
+        assert_eq!((back.replicas.clone(), back.reassigning(), back.leader), (vec![b, a], false, a));
+
+        // Again, and this time c catches up: the ISR change completes it, and a, which
+        // led, hands over to b in a new epoch.
+        applied(&mut image, reassign(Some(vec![b, c]), false)).unwrap();
+        let moving = now(&image);
+        let join = ControllerRequest::AlterPartition {
+            topic: "moving".into(),
+            partition: 0,
+            leader: a,
+            leader_epoch: moving.leader_epoch,
+            partition_epoch: moving.partition_epoch,
+            isr: vec![a, b, c],
+        };
+        applied(&mut image, join).unwrap();
+        let done = now(&image);
+        assert_eq!((done.replicas.clone(), done.isr.clone(), done.reassigning()), (vec![b, c], vec![b, c], false));
+        assert_eq!((done.leader, done.leader_epoch), (b, moving.leader_epoch + 1));
     }
 
     // Replicas spread over racks as Kafka places them: every partition on as many racks

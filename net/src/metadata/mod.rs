@@ -62,12 +62,46 @@ pub struct Assignment {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub isr: Vec<i32>,
+    /// An ongoing reassignment (KIP-455): the replicas joining and leaving. Until it
+    /// completes, `replicas` holds the target followed by the leaving ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing: Vec<i32>,
 }
 
 impl Assignment {
     /// One replica, on `node`, leading.
     pub fn sole(node: i32) -> Assignment {
-        Assignment { replicas: vec![node], leader: node, leader_epoch: 0, partition_epoch: 0, isr: vec![node] }
+        Assignment::new(vec![node])
+    }
+
+    /// Replicas `replicas`, all in sync, the first leading, in epoch 0.
+    pub fn new(replicas: Vec<i32>) -> Assignment {
+        Assignment {
+            leader: replicas[0],
+            leader_epoch: 0,
+            partition_epoch: 0,
+            isr: replicas.clone(),
+            replicas,
+            adding: Vec::new(),
+            removing: Vec::new(),
+        }
+    }
+
+    /// Whether a reassignment is under way.
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
+    /// The replicas a reassignment moves to (all of them when none is under way).
+    pub fn target(&self) -> Vec<i32> {
+        self.replicas.iter().copied().filter(|r| !self.removing.contains(r)).collect()
+    }
+
+    /// The replicas before the reassignment under way (all of them when none is).
+    pub fn original(&self) -> Vec<i32> {
+        self.replicas.iter().copied().filter(|r| !self.adding.contains(r)).collect()
     }
 }
 

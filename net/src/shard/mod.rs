@@ -83,7 +83,7 @@ pub struct NodeSettings {
 /// Gives `replica` the role, epochs, replicas and ISR of the controller's `assignment`.
 fn assign(replica: &replication::Partition<DmaStorage>, assignment: Assignment) {
     let now = skein_engine::log::now_ms();
-    let Assignment { leader, leader_epoch, partition_epoch, replicas, isr } = assignment;
+    let Assignment { leader, leader_epoch, partition_epoch, replicas, isr, .. } = assignment;
     replica.assign(leader, LeaderEpoch(leader_epoch), partition_epoch, replicas, isr, now);
 }
 
