@@ -441,7 +441,10 @@ async fn run_shard(
             }
             let partition = TopicPartition::new(topic.name.clone(), p);
             let assignment = skein_net::topics::assignment_here(&shard, &image, topic, p);
-            match shard.execute(&partition, PartitionOp::Open { settings: settings.clone(), assignment }).await {
+            match shard
+                .execute(&partition, PartitionOp::Open { settings: Box::new(settings.clone()), assignment })
+                .await
+            {
                 Ok(_) => opened += 1,
                 Err((code, message)) => {
                     tracing::error!(target: "skein", shard = shard.id, partition = %partition, code, message, "partition offline")

@@ -148,8 +148,8 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
                 assigns.push((owner, partition.clone(), PartitionOp::Assign(assignment.clone())));
             }
             let op = match (existed, reconfigured) {
-                (false, _) => PartitionOp::Open { settings: settings.clone(), assignment },
-                (true, true) => PartitionOp::Reconfigure(settings.clone()),
+                (false, _) => PartitionOp::Open { settings: Box::new(settings.clone()), assignment },
+                (true, true) => PartitionOp::Reconfigure(Box::new(settings.clone())),
                 (true, false) => continue,
             };
             opens.push(shard.route_to(owner, partition, op));
@@ -265,7 +265,7 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
     let meta = image.topic(&partition.topic).unwrap_or(&meta);
     let assignment = assignment_here(shard, &image, meta, partition.partition);
     shard
-        .route_to(target, partition.clone(), PartitionOp::Open { settings, assignment })
+        .route_to(target, partition.clone(), PartitionOp::Open { settings: Box::new(settings), assignment })
         .await
         .map_err(|(c, m)| (c, m.unwrap_or_default()))?;
     tracing::info!(target: "skein::net", partition = %partition, source, target, "partition moved");

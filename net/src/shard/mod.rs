@@ -171,10 +171,10 @@ pub enum PartitionOp {
     /// Opens (creating if needed) the partition's log with these settings, in the
     /// role the assignment gives it.
     Open {
-        settings: TopicSettings,
+        settings: Box<TopicSettings>,
         assignment: Assignment,
     },
-    Reconfigure(TopicSettings),
+    Reconfigure(Box<TopicSettings>),
     /// Deletes the partition's log (its directory is renamed `-delete` at once, its
     /// files removed later), if it belongs to the topic with this id.
     Remove {
