@@ -74,10 +74,11 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_fetch_budget_waits_total{{shard=\"{id}\"}} {}", shard.responses.waits());
     let _ = writeln!(out, "skein_request_bytes_buffered{{shard=\"{id}\"}} {}", shard.buffered_bytes.get());
     let _ = writeln!(out, "skein_partitions{{shard=\"{id}\"}} {}", shard.hosted().len());
-    let (under_replicated, high_watermark_lag, follower_lag) = shard.replication_gauges();
-    let _ = writeln!(out, "skein_under_replicated_partitions{{shard=\"{id}\"}} {under_replicated}");
-    let _ = writeln!(out, "skein_high_watermark_lag_records{{shard=\"{id}\"}} {high_watermark_lag}");
-    let _ = writeln!(out, "skein_follower_lag_records{{shard=\"{id}\"}} {follower_lag}");
+    let gauges = shard.replication_gauges();
+    let _ = writeln!(out, "skein_under_replicated_partitions{{shard=\"{id}\"}} {}", gauges.under_replicated);
+    let _ = writeln!(out, "skein_high_watermark_lag_records{{shard=\"{id}\"}} {}", gauges.high_watermark_lag);
+    let _ = writeln!(out, "skein_follower_lag_records{{shard=\"{id}\"}} {}", gauges.follower_lag);
+    let _ = writeln!(out, "skein_follower_lag_ms{{shard=\"{id}\"}} {}", gauges.follower_lag_ms);
     let _ = writeln!(out, "skein_isr_shrinks_total{{shard=\"{id}\"}} {}", m.isr_shrinks.get());
     let _ = writeln!(out, "skein_isr_expands_total{{shard=\"{id}\"}} {}", m.isr_expands.get());
     if let Some(controller) = shard.controller() {

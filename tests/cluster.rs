@@ -426,10 +426,15 @@ fn read_from_the_nearest_replica(cluster: &Cluster, rack: impl Fn(i32) -> &'stat
 
 /// The bytes a node served to readers (`skein_bytes_out_total` over its shards).
 fn bytes_out(node: &Broker) -> u64 {
+    metric(node, "skein_bytes_out_total") as u64
+}
+
+/// A `/metrics` series of `node`, summed over its shards.
+fn metric(node: &Broker, name: &str) -> i64 {
     node.metrics()
         .lines()
-        .filter(|l| l.starts_with("skein_bytes_out_total"))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<i64>().unwrap())
         .sum()
 }
 
@@ -673,6 +678,14 @@ fn followers_replicate_and_the_isr_follows_them() {
     for p in 0..2 {
         wait_for_isr(cluster.node(remaining[0]), "replicated", p, &remaining, Duration::from_secs(15));
     }
+    // Each leader reports its partition under-replicated, the shrink, and how long the
+    // lost follower has not been caught up.
+    for &leader in &remaining {
+        let node = cluster.node(leader);
+        assert!(metric(node, "skein_under_replicated_partitions") >= 1, "{}", node.metrics());
+        assert!(metric(node, "skein_isr_shrinks_total") >= 1);
+        assert!(metric(node, "skein_follower_lag_ms") >= 1500, "{}", node.metrics());
+    }
     produce_acked(&cluster, remaining[0], "replicated", 2, 500..1000);
     // Meanwhile the leaders delete their first 400 records of each partition: past the
     // 250 the stopped follower holds.
@@ -696,6 +709,15 @@ fn followers_replicate_and_the_isr_follows_them() {
     cluster.node_mut(follower).restart();
     for p in 0..2 {
         wait_for_isr(cluster.node(remaining[0]), "replicated", p, &[1, 2, 3], Duration::from_secs(20));
+    }
+    for &leader in &remaining {
+        let node = cluster.node(leader);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while metric(node, "skein_under_replicated_partitions") != 0 {
+            assert!(Instant::now() < deadline, "{}", node.metrics());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(metric(node, "skein_isr_expands_total") >= 1);
     }
     for node in &cluster.nodes {
         for p in 0..2 {

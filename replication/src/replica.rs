@@ -129,6 +129,12 @@ impl ReplicaState {
         self.log_end
     }
 
+    /// How long (ms at `now_ms`) the follower furthest behind has not been caught up
+    /// with this leader (0 when every follower that fetched is; leader only).
+    pub fn max_follower_lag_ms(&self, now_ms: i64) -> i64 {
+        self.followers.values().map(|f| (now_ms - f.last_caught_up_ms).max(0)).max().unwrap_or(0)
+    }
+
     /// A follower's log end as this leader last saw it (`None`: not fetched yet, or
     /// this replica does not lead).
     pub fn follower_log_end(&self, follower: BrokerId) -> Option<Offset> {

@@ -247,6 +247,19 @@ impl PartitionOp {
 /// A Kafka error code, with a message where Kafka sends one.
 pub type OpResult = Result<PartitionReply, (i16, Option<String>)>;
 
+/// The replication state of a shard's partitions, for `/metrics`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReplicationGauges {
+    /// Partitions led here whose ISR lacks a replica.
+    pub under_replicated: u64,
+    /// Records led here past the high watermark (written, not yet committed).
+    pub high_watermark_lag: i64,
+    /// Records the partitions followed here lack of their leaders' high watermarks.
+    pub follower_lag: i64,
+    /// The longest a follower of a partition led here has not been caught up (ms).
+    pub follower_lag_ms: i64,
+}
+
 /// A message between shards.
 pub enum ShardMessage {
     /// An operation on a partition the receiver owns.
@@ -361,18 +374,20 @@ impl Shard {
     /// Replication gauges over this shard's partitions: (partitions it leads with
     /// fewer in-sync replicas than replicas, records its leaders hold above their
     /// high watermark, records its followers are behind their leaders).
-    pub fn replication_gauges(&self) -> (u64, i64, i64) {
-        let (mut under_replicated, mut high_watermark_lag, mut follower_lag) = (0, 0, 0);
+    pub fn replication_gauges(&self) -> ReplicationGauges {
+        let mut gauges = ReplicationGauges::default();
+        let now = now_ms();
         for state in self.partitions.borrow().values() {
             let replica = state.replica_state.borrow();
             if replica.role() == replication::Role::Leader {
-                under_replicated += u64::from(replica.isr().len() < replica.replicas().len());
-                high_watermark_lag += (state.log.log_end_offset().0 - replica.high_watermark().0).max(0);
+                gauges.under_replicated += u64::from(replica.isr().len() < replica.replicas().len());
+                gauges.high_watermark_lag += (state.log.log_end_offset().0 - replica.high_watermark().0).max(0);
+                gauges.follower_lag_ms = gauges.follower_lag_ms.max(replica.max_follower_lag_ms(now));
             } else {
-                follower_lag += state.follower_lag.get();
+                gauges.follower_lag += state.follower_lag.get();
             }
         }
-        (under_replicated, high_watermark_lag, follower_lag)
+        gauges
     }
 
     /// The metadata controller, on shard 0.
