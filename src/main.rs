@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod admin;
 mod bench;
 mod cli;
+mod cluster_cli;
 mod config;
 mod exclusive;
 mod group_cli;
@@ -40,6 +41,9 @@ enum Command {
     /// Measure a Kafka-compatible broker: `run` a workload, `compare` results.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// The cluster: quorum, brokers, leader elections and partition moves.
+    #[command(subcommand)]
+    Cluster(cluster_cli::ClusterCommand),
     /// Show or change which shard owns each partition.
     #[command(subcommand)]
     Placement(placement::PlacementCommand),
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         Command::Produce(args) => cli::produce(args),
         Command::Consume(args) => cli::consume(args),
         Command::Placement(command) => placement::run(command),
+        Command::Cluster(command) => cluster_cli::run(command),
         Command::Group(command) => group_cli::run(command),
         Command::Bench(command) => bench::run(command),
     };

@@ -424,6 +424,13 @@ fn read_from_the_nearest_replica(cluster: &Cluster, rack: impl Fn(i32) -> &'stat
     assert!(bytes_out(cluster.node(nearest)) > served_before, "the consumer read from the follower on its rack");
 }
 
+/// Runs the `skein` binary: whether it succeeded, and its stdout and stderr.
+fn skein(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_skein")).args(args).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
 /// The bytes a node served to readers (`skein_bytes_out_total` over its shards).
 fn bytes_out(node: &Broker) -> u64 {
     metric(node, "skein_bytes_out_total") as u64
@@ -850,7 +857,11 @@ fn reassignments_move_partitions_between_brokers() {
             .collect()
     };
 
-    assert_eq!(reassign(cluster.node(2), Some(vec![staying, joining])), (0, 0));
+    // Through `skein cluster reassign`.
+    let bootstrap = cluster.node(2).bootstrap();
+    let target = format!("{staying},{joining}");
+    let (ok, out) = skein(&["cluster", "reassign", "moved:0", "--replicas", &target, "--bootstrap-server", &bootstrap]);
+    assert!(ok && out.contains("moving to"), "{out}");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !(ongoing(cluster.node(1)).is_empty() && replicas(cluster.node(1)) == [staying, joining]) {
         assert!(Instant::now() < deadline, "the reassignment did not complete: {:?}", ongoing(cluster.node(1)));
@@ -873,6 +884,22 @@ fn reassignments_move_partitions_between_brokers() {
     assert_eq!(reassign(asker, Some(vec![staying, leaving])), (0, 0));
     let (merged, adding, removing) = ongoing(asker).pop().expect("a reassignment under way");
     assert_eq!((merged, adding, removing), (vec![staying, leaving, joining], vec![leaving], vec![joining]));
+    // `skein cluster` shows it, with the quorum, the brokers and what is under-replicated.
+    let (ok, listed) = skein(&["cluster", "reassign", "--bootstrap-server", &asker.bootstrap()]);
+    assert!(
+        ok && listed.contains(&format!("moved-0: replicas [{staying}, {leaving}, {joining}], adding [{leaving}]")),
+        "{listed}"
+    );
+    let (ok, status) = skein(&["cluster", "status", "--bootstrap-server", &asker.bootstrap()]);
+    assert!(ok && status.contains("quorum: leader") && status.contains("reassignments under way: 1"), "{status}");
+    assert!(status.contains("under-replicated 1"), "{status}");
+    let (ok, brokers) = skein(&["cluster", "brokers", "--bootstrap-server", &asker.bootstrap()]);
+    let listed = brokers.lines().filter(|l| l.contains("127.0.0.1:")).count();
+    assert!(ok && brokers.contains("(controller)") && (2..=3).contains(&listed), "{brokers}");
+    let (ok, refused) = skein(&["cluster", "reassign", "moved", "--cancel", "--bootstrap-server", &asker.bootstrap()]);
+    assert!(!ok && refused.contains("TOPIC:PARTITION"), "{refused}");
+    let (ok, unreachable) = skein(&["cluster", "status", "--bootstrap-server", "127.0.0.1:1", "--timeout-ms", "500"]);
+    assert!(!ok && unreachable.contains("cannot reach"), "{unreachable}");
     assert_eq!(reassign(asker, None), (0, 0));
     assert!(ongoing(asker).is_empty());
     let mut now = replicas(asker);
@@ -881,6 +908,12 @@ fn reassignments_move_partitions_between_brokers() {
     expected.sort_unstable();
     assert_eq!(now, expected);
     assert_eq!(reassign(asker, None), (0, 85), "NO_REASSIGNMENT_IN_PROGRESS");
+    let (ok, elected) =
+        skein(&["cluster", "elect-leaders", "--topic", "moved", "--bootstrap-server", &asker.bootstrap()]);
+    assert!(ok && elected.starts_with("moved-0: "), "{elected}");
+    let (ok, unknown) =
+        skein(&["cluster", "elect-leaders", "--topic", "absent", "--bootstrap-server", &asker.bootstrap()]);
+    assert!(!ok && unknown.contains("absent does not exist"), "{unknown}");
     for node in &mut cluster.nodes {
         node.stop();
     }
