@@ -146,16 +146,29 @@ fn metadata(client: &mut Client) -> Result<MetadataResponse, String> {
     client.call(&MetadataRequest::default().with_topics(None), 12)
 }
 
-/// Each partition of the cluster: (topic, partition, leader, replicas, isr).
-fn partitions(response: &MetadataResponse) -> Vec<(String, i32, i32, Vec<i32>, Vec<i32>)> {
+/// A partition as Metadata describes it.
+struct PartitionInfo {
+    topic: String,
+    partition: i32,
+    leader: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+}
+
+/// Each partition of the cluster.
+fn partitions(response: &MetadataResponse) -> Vec<PartitionInfo> {
     let ids = |list: &[BrokerId]| list.iter().map(|b| b.0).collect::<Vec<_>>();
     response
         .topics
         .iter()
         .flat_map(|t| {
             let name = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
-            t.partitions.iter().map(move |p| {
-                (name.clone(), p.partition_index, p.leader_id.0, ids(&p.replica_nodes), ids(&p.isr_nodes))
+            t.partitions.iter().map(move |p| PartitionInfo {
+                topic: name.clone(),
+                partition: p.partition_index,
+                leader: p.leader_id.0,
+                replicas: ids(&p.replica_nodes),
+                isr: ids(&p.isr_nodes),
             })
         })
         .collect()
@@ -191,16 +204,16 @@ fn status(connection: &Connection) -> Result<(), String> {
         response.controller_id.0
     );
     let all = partitions(&response);
-    let under: Vec<_> = all.iter().filter(|p| p.2 >= 0 && p.4.len() < p.3.len()).collect();
-    let offline: Vec<_> = all.iter().filter(|p| p.2 < 0).collect();
-    let not_preferred = all.iter().filter(|p| p.2 >= 0 && p.3.first() != Some(&p.2)).count();
+    let under: Vec<_> = all.iter().filter(|p| p.leader >= 0 && p.isr.len() < p.replicas.len()).collect();
+    let offline: Vec<_> = all.iter().filter(|p| p.leader < 0).collect();
+    let not_preferred = all.iter().filter(|p| p.leader >= 0 && p.replicas.first() != Some(&p.leader)).count();
     println!("partitions: {}, under-replicated {}, offline {}", all.len(), under.len(), offline.len());
-    for (topic, partition, leader, replicas, isr) in under.iter().chain(&offline).take(20) {
-        println!("  {topic}-{partition}: leader {leader}, replicas {replicas:?}, isr {isr:?}");
+    for p in under.iter().chain(&offline).take(20) {
+        println!("  {}-{}: leader {}, replicas {:?}, isr {:?}", p.topic, p.partition, p.leader, p.replicas, p.isr);
     }
     let mut led: BTreeMap<i32, usize> = response.brokers.iter().map(|b| (b.node_id.0, 0)).collect();
-    for p in all.iter().filter(|p| p.2 >= 0) {
-        *led.entry(p.2).or_default() += 1;
+    for p in all.iter().filter(|p| p.leader >= 0) {
+        *led.entry(p.leader).or_default() += 1;
     }
     let (most, least) = (led.values().max().copied().unwrap_or(0), led.values().min().copied().unwrap_or(0));
     println!("leader skew: {most} to {least} leaderships per broker; {not_preferred} not on their preferred replica");
@@ -220,8 +233,8 @@ fn brokers(connection: &Connection) -> Result<(), String> {
     println!("{:>6}  {:<28} {:<12} {:>9} {:>7}", "id", "address", "rack", "replicas", "leads");
     for broker in brokers {
         let id = broker.node_id.0;
-        let held = all.iter().filter(|p| p.3.contains(&id)).count();
-        let leads = all.iter().filter(|p| p.2 == id).count();
+        let held = all.iter().filter(|p| p.replicas.contains(&id)).count();
+        let leads = all.iter().filter(|p| p.leader == id).count();
         let marker = if id == response.controller_id.0 { " (controller)" } else { "" };
         println!(
             "{id:>6}  {:<28} {:<12} {held:>9} {leads:>7}{marker}",
@@ -249,7 +262,7 @@ fn elect(connection: &Connection, topics: &[String], unclean: bool) -> Result<()
             for text in topics {
                 let (topic, partitions) = match text.contains(':') {
                     true => topic_partition(text).map(|(t, p)| (t, vec![p]))?,
-                    false => (text.clone(), known.iter().filter(|p| p.0 == *text).map(|p| p.1).collect()),
+                    false => (text.clone(), known.iter().filter(|p| p.topic == *text).map(|p| p.partition).collect()),
                 };
                 if partitions.is_empty() {
                     return Err(format!("topic {text} does not exist"));
