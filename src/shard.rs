@@ -32,6 +32,15 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     }
     // Held until the node stops: a second node on this directory is refused.
     let _lock = crate::exclusive::lock_data_dir(&config.data_dir)?;
+    // Kafka's clean-shutdown marker: present only between a clean stop and the next
+    // start. Without it the broker may have lost its unwritten tail (KIP-966: it then
+    // is no longer an eligible leader replica).
+    let marker = config.data_dir.join(CLEAN_SHUTDOWN_FILE);
+    let clean_restart = marker.exists();
+    if clean_restart {
+        std::fs::remove_file(&marker).map_err(|e| format!("cannot remove {}: {e}", marker.display()))?;
+        sync_dir(&config.data_dir)?;
+    }
     // SIGINT/SIGTERM raise `signal`; a cluster node then drains (controlled shutdown:
     // its leaderships move away first) before `stop` tells the shards to close.
     let signal = Arc::new(AtomicBool::new(false));
@@ -77,6 +86,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         })),
         cluster_id: cluster_id(&config.data_dir, &config.controller_voters)?,
         incarnation: uuid::Uuid::new_v4().as_u64_pair().0,
+        clean_restart,
         clustered: !config.controller_voters.is_empty(),
         advertised_host: config.advertised_host.clone(),
         advertised_port: config.advertised_port,
@@ -170,10 +180,22 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     match failure {
         Some(e) => Err(e),
         None => {
+            std::fs::write(&marker, b"{\"version\":0,\"brokerEpoch\":-1}")
+                .and_then(|()| std::fs::File::open(&marker)?.sync_all())
+                .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+            sync_dir(&config.data_dir)?;
             tracing::info!(target: "skein", "stopped cleanly");
             Ok(())
         }
     }
+}
+
+/// Kafka's clean-shutdown marker in the data directory.
+const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+
+/// Makes the entries of `dir` durable (main thread only).
+fn sync_dir(dir: &std::path::Path) -> Result<(), String> {
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| format!("cannot sync {}: {e}", dir.display()))
 }
 
 /// Binds `address` as the shards will (SO_REUSEPORT, which also lets a restarted node
@@ -338,6 +360,7 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
         rack: shard.settings.rack.clone(),
         fenced: false,
         incarnation: shard.settings.incarnation,
+        clean_restart: shard.settings.clean_restart,
     };
     let mut registered = false;
     loop {

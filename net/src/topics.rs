@@ -92,7 +92,7 @@ pub fn validate_create(
         replication_factor,
         configs: configs.clone(),
     };
-    let local = Local { node: shard.settings.node_id, shards: shard.settings.shards };
+    let local = Local::of(shard);
     decide(&shard.image(), &request, &local).map(|_| ())
 }
 

@@ -16,5 +16,5 @@ pub mod quorum;
 pub mod replica;
 
 pub use delayed::HighWatermarkWaiters;
-pub use partition::{load_producers, AppendError, Appended, Partition};
+pub use partition::{load_producers, AcksAll, AppendError, Appended, Partition};
 pub use replica::{divergence, truncation_offset, BrokerId, IsrProposal, ReplicaState, Role};

@@ -36,6 +36,15 @@ pub struct Partition<S: Storage> {
     recovered_high_watermark: Cell<Option<Offset>>,
 }
 
+/// What `acks=all` asks of a leader append: the ISR it needs to be acknowledged
+/// (`min.insync.replicas`) and how long the producer waits for the commit (the
+/// Produce request's `timeout_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcksAll {
+    pub min_insync: usize,
+    pub timeout: std::time::Duration,
+}
+
 /// What a leader append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {
@@ -123,8 +132,9 @@ impl<S: Storage> Partition<S> {
     /// `Refused` with the producer check's code, NOT_LEADER_OR_FOLLOWER when this
     /// replica does not lead or stops leading before the batch is committed, or
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR that committed it is below
-    /// `acks_all`; `Log` when the log fails.
-    pub async fn append_as_leader(&self, batch: Batch, acks_all: Option<usize>) -> Result<Appended, AppendError> {
+    /// `acks_all`, REQUEST_TIMED_OUT when it is not committed within the timeout (it
+    /// stays in the log); `Log` when the log fails.
+    pub async fn append_as_leader(&self, batch: Batch, acks_all: Option<AcksAll>) -> Result<Appended, AppendError> {
         if self.replica_state.borrow().role() != Role::Leader {
             return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
         }
@@ -168,14 +178,19 @@ impl<S: Storage> Partition<S> {
     /// NOT_LEADER_OR_FOLLOWER when this replica stops leading first;
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR that committed it is below
     /// `acks_all` (Kafka's checkEnoughReplicasReachOffset): too few copies to
-    /// acknowledge.
-    async fn committed(&self, end: Offset, acks_all: Option<usize>) -> Result<(), AppendError> {
-        let Some(min_insync) = acks_all else { return Ok(()) };
+    /// acknowledge; REQUEST_TIMED_OUT past the producer's timeout (Kafka's delayed
+    /// produce expiring), as while the ISR is below `min.insync.replicas` the high
+    /// watermark does not move.
+    async fn committed(&self, end: Offset, acks_all: Option<AcksAll>) -> Result<(), AppendError> {
+        let Some(AcksAll { min_insync, timeout }) = acks_all else { return Ok(()) };
         let high_watermark = self.high_watermark();
         let committed = self.acks.borrow_mut().wait_for(end, high_watermark);
-        if committed.await.is_err() {
-            return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
-        }
+        let expired = async {
+            glommio::timer::sleep(timeout).await;
+            Err(AppendError::Refused(code::REQUEST_TIMED_OUT))
+        };
+        let waited = async { committed.await.map_err(|_| AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER)) };
+        futures_lite::future::or(waited, expired).await?;
         if self.replica_state.borrow().isr().len() < min_insync {
             return Err(AppendError::Refused(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND));
         }
@@ -249,6 +264,15 @@ impl<S: Storage> Partition<S> {
         let high_watermark = replica.high_watermark();
         self.acks.borrow_mut().complete_through(high_watermark);
         Ok(proposal)
+    }
+
+    /// Takes the topic's `min.insync.replicas`: the high watermark moves only while
+    /// the ISR has that many members (KIP-966); `acks=all` waiters it passes complete.
+    pub fn set_min_insync(&self, min_insync: usize) {
+        let mut replica = self.replica_state.borrow_mut();
+        if replica.set_min_insync(min_insync) {
+            self.acks.borrow_mut().complete_through(replica.high_watermark());
+        }
     }
 
     /// An ISR change this leader proposed ended without a change: followers it would

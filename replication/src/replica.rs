@@ -73,6 +73,10 @@ pub struct ReplicaState {
     /// The offset at which this leader's epoch began.
     epoch_start: Offset,
     high_watermark: Offset,
+    /// The topic's `min.insync.replicas`: the high watermark moves only while the ISR
+    /// has at least this many members (KIP-966), so a replica that left a smaller ISR
+    /// holds every committed record and may be elected from the ELR.
+    min_insync: usize,
 }
 
 impl ReplicaState {
@@ -91,6 +95,7 @@ impl ReplicaState {
             log_end,
             epoch_start: log_end,
             high_watermark: log_end,
+            min_insync: 1,
         };
         state.become_leader(epoch, 0, vec![broker], vec![broker], log_end, 0);
         state
@@ -133,6 +138,12 @@ impl ReplicaState {
     /// with this leader (0 when every follower that fetched is; leader only).
     pub fn max_follower_lag_ms(&self, now_ms: i64) -> i64 {
         self.followers.values().map(|f| (now_ms - f.last_caught_up_ms).max(0)).max().unwrap_or(0)
+    }
+
+    /// Sets the topic's `min.insync.replicas`; a leader's high watermark may move.
+    pub fn set_min_insync(&mut self, min_insync: usize) -> bool {
+        self.min_insync = min_insync.max(1);
+        self.advance_high_watermark()
     }
 
     /// A follower's log end as this leader last saw it (`None`: not fetched yet, or
@@ -312,7 +323,7 @@ impl ReplicaState {
 
     /// Moves the high watermark up to the smallest log end over the ISR.
     fn advance_high_watermark(&mut self) -> bool {
-        if self.role != Role::Leader {
+        if self.role != Role::Leader || self.isr.len() < self.min_insync.min(self.replicas.len()) {
             return false;
         }
         let mut low = self.log_end;
@@ -419,6 +430,26 @@ mod tests {
         // A follower that truncated and fetches lower does not move it back.
         state.follower_fetch(3, Offset(4), 3, 6).unwrap();
         assert_eq!(state.high_watermark(), Offset(7));
+    }
+
+    // KIP-966's strict min ISR: below min.insync.replicas (capped at the replicas) the
+    // high watermark stays, so a replica that left the ISR then holds every committed
+    // record; back at min.insync.replicas it moves on.
+    #[test]
+    fn the_high_watermark_waits_for_min_insync_replicas() {
+        let mut state = ReplicaState::sole_leader(1, LeaderEpoch(0), Offset(0));
+        state.set_min_insync(2);
+        state.become_leader(LeaderEpoch(3), 5, vec![1, 2, 3], vec![1], Offset(10), 0);
+        state.local_append(Offset(20));
+        assert_eq!(state.high_watermark(), Offset(0), "an ISR of one is below min.insync.replicas 2");
+        state.follower_fetch(2, Offset(20), 3, 1).unwrap();
+        assert!(state.apply_isr(vec![1, 2], 6));
+        assert_eq!(state.high_watermark(), Offset(20));
+        // A sole replica of a topic asking for two is held to one.
+        let mut alone = ReplicaState::sole_leader(1, LeaderEpoch(0), Offset(0));
+        alone.set_min_insync(2);
+        alone.local_append(Offset(5));
+        assert_eq!(alone.high_watermark(), Offset(5));
     }
 
     // A follower proposed to join the ISR (the proposal sent) holds the high watermark

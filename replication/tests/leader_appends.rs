@@ -12,7 +12,7 @@ use skein_engine::log::{Log, LogContext};
 use skein_engine::metrics::EngineMetrics;
 use skein_engine::{Batch, LeaderEpoch, LogConfig, Offset, TopicPartition};
 use skein_replication::producer::ProducerStates;
-use skein_replication::{AppendError, Partition};
+use skein_replication::{AcksAll, AppendError, Partition};
 
 const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
 
@@ -36,6 +36,11 @@ async fn leader(dir: &std::path::Path) -> Partition<DmaStorage> {
     let replica = Partition::sole_leader(log, [0; 16], 1, ProducerStates::default());
     replica.assign(1, LeaderEpoch(3), 5, vec![1, 2, 3], vec![1, 2], 0);
     replica
+}
+
+/// acks=all with `min_insync`, waiting up to 30 s.
+fn acks_all(min_insync: usize) -> Option<AcksAll> {
+    Some(AcksAll { min_insync, timeout: Duration::from_secs(30) })
 }
 
 /// An idempotent producer's batch of `count` records at `sequence`.
@@ -78,7 +83,7 @@ fn a_retried_batch_is_answered_once_committed() {
         // Its retry with acks=all waits for the ISR, then answers the original offset.
         let (retry, done) = spawn({
             let replica = replica.clone();
-            async move { replica.append_as_leader(batch(0, 3), Some(2)).await }
+            async move { replica.append_as_leader(batch(0, 3), acks_all(2)).await }
         });
         assert!(waits(&done).await, "a retry was answered before its batch was committed");
         replica.follower_fetched(2, Offset(3), 3, 10).unwrap();
@@ -94,7 +99,7 @@ fn a_batch_committed_by_too_few_replicas_is_refused() {
         let replica = Rc::new(leader(dir.path()).await);
         let (append, done) = spawn({
             let replica = replica.clone();
-            async move { replica.append_as_leader(batch(0, 2), Some(2)).await }
+            async move { replica.append_as_leader(batch(0, 2), acks_all(2)).await }
         });
         assert!(waits(&done).await, "answered before the ISR held it");
         // The ISR shrinks to the leader alone: the high watermark passes the batch,
@@ -138,5 +143,23 @@ fn a_reopened_replica_starts_from_its_checkpointed_high_watermark() {
             assert_eq!(replica.high_watermark(), expected, "checkpoint {recovered:?}");
             replica.log.close().await.unwrap();
         }
+    });
+}
+
+// An acks=all append that is not committed within the producer's timeout is answered
+// REQUEST_TIMED_OUT (Kafka's delayed produce expiring), and stays in the log.
+#[test]
+fn an_uncommitted_append_times_out() {
+    const REQUEST_TIMED_OUT: i16 = 7;
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let replica = leader(dir.path()).await;
+        let quick = Some(AcksAll { min_insync: 2, timeout: Duration::from_millis(50) });
+        match replica.append_as_leader(batch(0, 4), quick).await {
+            Err(AppendError::Refused(code)) => assert_eq!(code, REQUEST_TIMED_OUT),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(replica.log.log_end_offset(), Offset(4));
+        assert_eq!(replica.high_watermark(), Offset(0));
     });
 }

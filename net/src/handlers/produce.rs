@@ -20,6 +20,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceRequest) -> Option<ProduceResponse> {
     let version = header.request_api_version;
     let acks = request.acks;
+    let timeout_ms = request.timeout_ms.max(0) as u64;
     // Transactional batches need a transactional id, which Kafka authorizes for the
     // whole request; Skein has no transaction coordinator yet, so no transaction can
     // be ongoing and such batches are refused too (KIP-890's verification).
@@ -75,7 +76,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
                     return Err(error);
                 }
                 let records = data.records.expect("checked above");
-                shard.route(partition, PartitionOp::Produce { batch: records, acks }).await
+                shard.route(partition, PartitionOp::Produce { batch: records, acks, timeout_ms }).await
             });
         }
     }

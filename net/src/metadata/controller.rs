@@ -232,7 +232,7 @@ impl Controller {
             return Err(super::quorum::not_controller(self.leader_id.get()));
         }
         let current = shard.image();
-        let local = Local { node: shard.settings.node_id, shards: shard.settings.shards };
+        let local = Local::of(shard);
         let (records, reply) = decide(&current, &request, &local)?;
         if records.is_empty() {
             return Ok((reply, self.applied.get()));

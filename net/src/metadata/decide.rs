@@ -215,7 +215,12 @@ pub fn decide(
                 // had not written, so it leaves every ISR and its leaderships move to
                 // in-sync replicas, as Kafka's handleBrokerUncleanShutdown does. Where
                 // it was the only one in sync it leads again, in a new epoch.
-                records = leave_partitions(image, broker.id);
+                records = leave_partitions(image, broker.id, false, local);
+                next.apply(&records);
+            } else if previous.is_some() && !broker.clean_restart {
+                // Back after a crash: it was out of every ISR already, but its tail
+                // may be gone, so it is no longer an eligible leader (KIP-966).
+                records = leave_partitions(image, broker.id, false, local);
                 next.apply(&records);
             }
             let mut broker = broker.clone();
@@ -223,13 +228,13 @@ pub fn decide(
             broker.fenced = false;
             records.push(MetadataRecord::RegisterBroker(broker.clone()));
             next.apply(&records[records.len() - 1..]);
-            records.extend(elect_offline(&next, broker.id));
+            records.extend(elect_offline(&next, broker.id, local));
             (records, ControllerReply::Done)
         }
         ControllerRequest::BrokerHeartbeat { id } => match image.brokers.get(id) {
             Some(broker) if broker.fenced => {
                 let mut records = vec![MetadataRecord::BrokerFencing { id: *id, fenced: false }];
-                records.extend(elect_offline(image, *id));
+                records.extend(elect_offline(image, *id, local));
                 (records, ControllerReply::Done)
             }
             Some(_) => (Vec::new(), ControllerReply::Done),
@@ -240,7 +245,7 @@ pub fn decide(
                 return Ok((Vec::new(), ControllerReply::Done));
             }
             let mut records = vec![MetadataRecord::BrokerFencing { id: *id, fenced: true }];
-            records.extend(leave_partitions(image, *id));
+            records.extend(leave_partitions(image, *id, true, local));
             (records, ControllerReply::Done)
         }
         ControllerRequest::AlterPartition { topic: name, partition, leader, leader_epoch, partition_epoch, isr } => {
@@ -270,7 +275,8 @@ pub fn decide(
             if let Some(fenced) = isr.iter().find(|r| !assignment.isr.contains(r) && !live(r)) {
                 return Err((code::INELIGIBLE_REPLICA, format!("broker {fenced} is fenced: it cannot join the ISR")));
             }
-            assignment.isr = isr.clone();
+            let min_insync = min_insync(image.topic(name).expect("checked above"), local)(slot);
+            assignment.set_isr(isr.clone(), min_insync, true);
             assignment.partition_epoch += 1;
             // The ISR now holding every target replica completes a reassignment.
             complete_reassignment(assignment, &live);
@@ -362,8 +368,10 @@ fn reassign(
         assignment.adding = target.iter().copied().filter(|r| !original.contains(r)).collect();
         assignment.removing = original.iter().copied().filter(|r| !target.contains(r)).collect();
         assignment.replicas = replicas;
-        // Replicas that left take no place in the ISR (a cancel drops the joiners).
-        assignment.isr.retain(|r| assignment.replicas.contains(r));
+        // Replicas that left take no place in the ISR or ELR (a cancel drops the joiners).
+        let kept = assignment.replicas.clone();
+        assignment.isr.retain(|r| kept.contains(r));
+        assignment.elr.retain(|r| kept.contains(r));
         if !assignment.replicas.contains(&assignment.leader) || !assignment.isr.contains(&assignment.leader) {
             let next = assignment.replicas.iter().copied().find(|r| assignment.isr.contains(r) && live(r));
             assignment.leader = next.unwrap_or(-1);
@@ -387,6 +395,7 @@ fn complete_reassignment(assignment: &mut Assignment, live: &impl Fn(&i32) -> bo
         return;
     }
     assignment.isr.retain(|r| target.contains(r));
+    assignment.elr.retain(|r| target.contains(r));
     assignment.replicas = target;
     assignment.adding.clear();
     assignment.removing.clear();
@@ -397,31 +406,87 @@ fn complete_reassignment(assignment: &mut Assignment, live: &impl Fn(&i32) -> bo
     }
 }
 
-/// Partitions changed by broker `gone` being fenced: those it led get a new leader,
-/// the first replica of the rest of the ISR that is live (the leader epoch moves on),
-/// or none when no live replica is in the ISR (the partition is offline; unclean
-/// election is off); those it followed in sync drop it from the ISR.
-fn leave_partitions(image: &MetadataImage, gone: i32) -> Vec<MetadataRecord> {
+/// Partitions changed by broker `gone` leaving (fenced, or `!clean`: restarted
+/// without a controlled shutdown, so it may have lost its unwritten tail). Those it
+/// led get a new leader in a new leader epoch: the first live replica of the rest of
+/// the ISR, else the first live eligible leader replica (KIP-966), else none (the
+/// partition is offline; unclean election is off). Those it followed in sync drop it
+/// from the ISR, into the ELR where the ISR falls below `min.insync.replicas` and it
+/// left cleanly; the last ISR member stays in the ISR. A broker that left uncleanly
+/// leaves every ELR too.
+fn leave_partitions(image: &MetadataImage, gone: i32, clean: bool, local: &Local) -> Vec<MetadataRecord> {
     let live = |id: i32| id != gone && image.brokers.get(&id).is_some_and(|b| !b.fenced);
     let mut records = Vec::new();
     for topic in image.topics.values() {
         let mut meta = topic.clone();
+        let min_insync = min_insync(topic, local);
         let mut changed = false;
-        for assignment in &mut meta.assignments {
-            if !assignment.isr.contains(&gone) && assignment.leader != gone {
+        for (p, assignment) in meta.assignments.iter_mut().enumerate() {
+            let in_elr = assignment.elr.contains(&gone);
+            if !assignment.isr.contains(&gone) && assignment.leader != gone && !(in_elr && !clean) {
                 continue;
             }
-            let rest: Vec<i32> = assignment.isr.iter().copied().filter(|&r| r != gone).collect();
-            if assignment.leader == gone {
-                let next = assignment.replicas.iter().copied().find(|&r| rest.contains(&r) && live(r));
-                assignment.leader = next.unwrap_or(-1);
-                assignment.leader_epoch += 1;
-                if next.is_some() {
-                    assignment.isr = rest;
-                }
-            } else if !rest.is_empty() {
-                assignment.isr = rest;
+            let before = assignment.clone();
+            if !clean {
+                assignment.elr.retain(|&r| r != gone);
             }
+            let rest: Vec<i32> = assignment.isr.iter().copied().filter(|&r| r != gone).collect();
+            if !rest.is_empty() && rest.len() != assignment.isr.len() {
+                assignment.set_isr(rest, min_insync(p), clean);
+            }
+            if assignment.leader == gone {
+                elect_after_loss(assignment, min_insync(p), live);
+            }
+            if *assignment != before {
+                assignment.partition_epoch += 1;
+                changed = true;
+            }
+        }
+        if changed {
+            records.push(MetadataRecord::Topic(meta));
+        }
+    }
+    records
+}
+
+/// A new leader for a partition whose leader is gone, in a new leader epoch: the
+/// first live replica in the ISR, else the first live one in the ELR (it then is the
+/// ISR, and the ISR it replaces becomes eligible where it is too small), else none.
+fn elect_after_loss(assignment: &mut Assignment, min_insync: usize, live: impl Fn(i32) -> bool) {
+    let from_isr = assignment.replicas.iter().copied().find(|r| assignment.isr.contains(r) && live(*r));
+    let from_elr = assignment.replicas.iter().copied().find(|r| assignment.elr.contains(r) && live(*r));
+    assignment.leader = match (from_isr, from_elr) {
+        (Some(leader), _) => leader,
+        (None, Some(leader)) => {
+            assignment.set_isr(vec![leader], min_insync, true);
+            leader
+        }
+        (None, None) => -1,
+    };
+    assignment.leader_epoch += 1;
+}
+
+/// Partitions without a leader that broker `back` can lead again: it is in their ISR,
+/// or in their ELR (it then is the ISR).
+fn elect_offline(image: &MetadataImage, back: i32, local: &Local) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in image.topics.values() {
+        let mut meta = topic.clone();
+        let min_insync = min_insync(topic, local);
+        let mut changed = false;
+        for (p, assignment) in meta.assignments.iter_mut().enumerate() {
+            if assignment.leader != -1 {
+                continue;
+            }
+            if assignment.isr.contains(&back) {
+                assignment.leader = back;
+            } else if assignment.elr.contains(&back) {
+                assignment.set_isr(vec![back], min_insync(p), true);
+                assignment.leader = back;
+            } else {
+                continue;
+            }
+            assignment.leader_epoch += 1;
             assignment.partition_epoch += 1;
             changed = true;
         }
@@ -432,25 +497,16 @@ fn leave_partitions(image: &MetadataImage, gone: i32) -> Vec<MetadataRecord> {
     records
 }
 
-/// Partitions without a leader that broker `back` can lead again: it is in their ISR.
-fn elect_offline(image: &MetadataImage, back: i32) -> Vec<MetadataRecord> {
-    let mut records = Vec::new();
-    for topic in image.topics.values() {
-        let mut meta = topic.clone();
-        let mut changed = false;
-        for assignment in &mut meta.assignments {
-            if assignment.leader == -1 && assignment.isr.contains(&back) {
-                assignment.leader = back;
-                assignment.leader_epoch += 1;
-                assignment.partition_epoch += 1;
-                changed = true;
-            }
-        }
-        if changed {
-            records.push(MetadataRecord::Topic(meta));
-        }
-    }
-    records
+/// A topic's effective `min.insync.replicas` for each partition: its config, else the
+/// broker default, capped at the partition's replicas (as Kafka's `effectiveMinIsr`).
+fn min_insync<'a>(meta: &'a TopicMeta, local: &Local) -> impl Fn(usize) -> usize + 'a {
+    let configured = meta
+        .configs
+        .get("min.insync.replicas")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(local.min_insync)
+        .max(1);
+    move |p: usize| configured.min(meta.assignments.get(p).map_or(1, |a| a.replicas.len()).max(1))
 }
 
 /// Elects leaders: the preferred replica (the first) where it is live and in sync
@@ -511,6 +567,7 @@ fn elect_leaders(
         assignment.leader = leader;
         if unclean {
             assignment.isr = vec![leader];
+            assignment.elr.clear();
         }
         assignment.leader_epoch += 1;
         assignment.partition_epoch += 1;
@@ -527,6 +584,19 @@ pub struct Local {
     /// The deciding node (the active controller, itself a broker).
     pub node: i32,
     pub shards: usize,
+    /// The broker default of `min.insync.replicas`.
+    pub min_insync: usize,
+}
+
+impl Local {
+    /// The node `shard` runs on.
+    pub fn of(shard: &crate::shard::Shard) -> Local {
+        let broker = &shard.settings.topic_defaults;
+        let min_insync = crate::configs::effective("min.insync.replicas", &BTreeMap::new(), broker)
+            .and_then(|(value, _)| value.trim().parse::<usize>().ok())
+            .unwrap_or(1);
+        Local { node: shard.settings.node_id, shards: shard.settings.shards, min_insync }
+    }
 }
 
 /// Places `replication_factor` replicas of each partition in `partitions` on distinct
@@ -649,11 +719,12 @@ mod tests {
             rack: None,
             fenced: false,
             incarnation,
+            clean_restart: true,
         })
     }
 
     fn applied(image: &mut MetadataImage, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
-        let (records, reply) = decide(image, &request, &Local { node: 1, shards: 2 })?;
+        let (records, reply) = decide(image, &request, &Local { node: 1, shards: 2, min_insync: 1 })?;
         image.apply(&records);
         Ok(reply)
     }
@@ -845,6 +916,70 @@ mod tests {
         let done = now(&image);
         assert_eq!((done.replicas.clone(), done.isr.clone(), done.reassigning()), (vec![b, c], vec![b, c], false));
         assert_eq!((done.leader, done.leader_epoch), (b, moving.leader_epoch + 1));
+    }
+
+    // KIP-966: a replica that leaves an ISR smaller than min.insync.replicas becomes an
+    // eligible leader replica, and leads when no ISR member can; an ISR back at
+    // min.insync.replicas empties the ELR; a broker that restarted uncleanly leaves it.
+    #[test]
+    fn eligible_leader_replicas_lead_when_the_isr_cannot() {
+        let mut image = MetadataImage::default();
+        for id in [1, 2, 3] {
+            applied(&mut image, started(id, 0)).unwrap();
+        }
+        let create = ControllerRequest::CreateTopic {
+            name: "elr".into(),
+            partitions: 1,
+            replication_factor: 3,
+            configs: BTreeMap::from([("min.insync.replicas".to_string(), "2".to_string())]),
+        };
+        applied(&mut image, create).unwrap();
+        let now = |image: &MetadataImage| image.topic("elr").unwrap().assignment(0, 9);
+        let start = now(&image);
+        let (l, x, y) = (start.leader, start.replicas[1], start.replicas[2]);
+        let shrink = |image: &mut MetadataImage, isr: Vec<i32>| {
+            let a = now(image);
+            let request = ControllerRequest::AlterPartition {
+                topic: "elr".into(),
+                partition: 0,
+                leader: a.leader,
+                leader_epoch: a.leader_epoch,
+                partition_epoch: a.partition_epoch,
+                isr,
+            };
+            applied(image, request).unwrap();
+        };
+        // y lags while two stay in sync: not eligible (the high watermark moved on).
+        shrink(&mut image, vec![l, x]);
+        assert_eq!((now(&image).isr, now(&image).elr), (vec![l, x], vec![]));
+        // x lags too: the ISR is below min.insync.replicas, x is eligible.
+        shrink(&mut image, vec![l]);
+        assert_eq!(now(&image).elr, vec![x]);
+        // The leader is fenced: x leads from the ELR, and l, which left cleanly, is
+        // eligible in its place.
+        applied(&mut image, ControllerRequest::FenceBroker { id: l }).unwrap();
+        let after = now(&image);
+        assert_eq!((after.leader, after.isr.clone(), after.elr.clone()), (x, vec![x], vec![l]));
+        assert_eq!(after.leader_epoch, start.leader_epoch + 1);
+        // x is fenced too: nobody live is in the ISR or the ELR, the partition is
+        // offline; l coming back leads it from the ELR.
+        applied(&mut image, ControllerRequest::FenceBroker { id: x }).unwrap();
+        assert_eq!(now(&image).leader, -1);
+        applied(&mut image, ControllerRequest::BrokerHeartbeat { id: l }).unwrap();
+        let back = now(&image);
+        assert_eq!((back.leader, back.isr.clone()), (l, vec![l]));
+        assert!(back.elr.contains(&x), "{back:?}");
+        // x restarts without a controlled shutdown: it may have lost its tail, so it
+        // is no longer eligible.
+        let mut unclean = started(x, 7);
+        if let ControllerRequest::RegisterBroker(broker) = &mut unclean {
+            broker.clean_restart = false;
+        }
+        applied(&mut image, unclean).unwrap();
+        assert!(!now(&image).elr.contains(&x), "{:?}", now(&image));
+        // The ISR grows back to min.insync.replicas: the ELR empties.
+        shrink(&mut image, vec![l, y]);
+        assert_eq!((now(&image).isr, now(&image).elr), (vec![l, y], vec![]));
     }
 
     // Replicas spread over racks as Kafka places them: every partition on as many racks

@@ -68,6 +68,11 @@ pub struct Assignment {
     pub adding: Vec<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removing: Vec<i32>,
+    /// Eligible leader replicas (KIP-966): replicas that left an ISR smaller than
+    /// `min.insync.replicas`. The high watermark does not move while the ISR is that
+    /// small, so they hold every committed record and may lead when no ISR member can.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elr: Vec<i32>,
 }
 
 impl Assignment {
@@ -86,7 +91,27 @@ impl Assignment {
             replicas,
             adding: Vec::new(),
             removing: Vec::new(),
+            elr: Vec::new(),
         }
+    }
+
+    /// Replaces the ISR with `isr`, keeping the ELR as KIP-966 does: below
+    /// `min_insync` members, those leaving (when `clean`: they hold their data) become
+    /// eligible; at `min_insync` or more the ELR empties; members of the ISR are never
+    /// in the ELR.
+    pub fn set_isr(&mut self, isr: Vec<i32>, min_insync: usize, clean: bool) {
+        if isr.len() >= min_insync {
+            self.elr.clear();
+        } else if clean {
+            let leaving: Vec<i32> = self.isr.iter().copied().filter(|r| !isr.contains(r)).collect();
+            for replica in leaving {
+                if !self.elr.contains(&replica) && self.replicas.contains(&replica) {
+                    self.elr.push(replica);
+                }
+            }
+        }
+        self.elr.retain(|r| !isr.contains(r));
+        self.isr = isr;
     }
 
     /// Whether a reassignment is under way.
@@ -123,6 +148,10 @@ pub struct BrokerMeta {
     /// shutdown.
     #[serde(default)]
     pub incarnation: u64,
+    /// The registering process found its data directory closed cleanly (Kafka's
+    /// `.kafka_cleanshutdown`); one that did not leaves every ELR (KIP-966).
+    #[serde(default)]
+    pub clean_restart: bool,
 }
 
 /// An immutable snapshot of the metadata, with a version that only grows.

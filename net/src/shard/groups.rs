@@ -15,6 +15,10 @@ use skein_replication::{AppendError, Role};
 use super::{now_ms, Partition, Shard};
 use crate::errors::{code, code_of};
 
+/// How long an offset commit waits for its record to be committed (Kafka's
+/// `offsets.commit.timeout.ms` default).
+const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Loads an offsets partition's groups while this broker leads it (after a load on
 /// open that failed, and when it takes the leadership over), first after `delay`,
 /// then retrying with backoff, the failure logged and counted, for as long as it
@@ -123,7 +127,8 @@ impl Shard {
         // As the partition's leader, in its epoch, answered once the ISR holds the
         // records (Kafka writes offsets with acks=all): a new coordinator has them.
         let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
-        match state.append_as_leader(batch, Some(min_insync)).await {
+        let acks_all = skein_replication::AcksAll { min_insync, timeout: OFFSET_COMMIT_TIMEOUT };
+        match state.append_as_leader(batch, Some(acks_all)).await {
             Ok(_) => Ok(()),
             Err(AppendError::Refused(code)) => Err(code),
             Err(AppendError::Log(e)) => Err(code_of(&e)),

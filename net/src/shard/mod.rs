@@ -38,6 +38,8 @@ pub struct NodeSettings {
     pub cluster_id: String,
     /// Drawn at each start (Kafka's incarnation id), registered with the controller.
     pub incarnation: u64,
+    /// The data directory was closed cleanly by the last run (`.kafka_cleanshutdown`).
+    pub clean_restart: bool,
     /// A member of a cluster (controller voters given), not a lone node.
     pub clustered: bool,
     /// The active controller's node id (-1 while the quorum has no leader), as
@@ -117,6 +119,7 @@ impl Partition {
     fn apply(&self, settings: &TopicSettings) -> Result<(), skein_engine::Error> {
         self.log.set_config(settings.log.clone())?;
         self.rules.set(settings.append);
+        self.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
         Ok(())
     }
 }
@@ -139,6 +142,8 @@ pub enum PartitionOp {
     Produce {
         batch: Bytes,
         acks: i16,
+        /// How long `acks=all` waits for the commit (the request's `timeout_ms`).
+        timeout_ms: u64,
     },
     Fetch {
         offset: i64,
@@ -658,6 +663,7 @@ impl Shard {
                 if let Some(&recovered) = self.settings.recovered_high_watermarks.get(partition) {
                     replica.recover_high_watermark(recovered);
                 }
+                replica.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
                 assign(&replica, assignment);
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
@@ -713,7 +719,9 @@ impl Shard {
             return Err((code::NOT_LEADER_OR_FOLLOWER, None));
         }
         match op {
-            PartitionOp::Produce { batch, acks } => self.produce(partition, &state, batch, acks).await,
+            PartitionOp::Produce { batch, acks, timeout_ms } => {
+                self.produce(partition, &state, batch, acks, timeout_ms).await
+            }
             PartitionOp::Fetch { offset, max_bytes, wait_ms, reader } => {
                 // The leader serves every read; a follower serves consumers that may
                 // read from followers (KIP-392), up to its high watermark.
@@ -871,7 +879,14 @@ impl Shard {
         }
     }
 
-    async fn produce(&self, partition: &TopicPartition, state: &Partition, bytes: Bytes, acks: i16) -> OpResult {
+    async fn produce(
+        &self,
+        partition: &TopicPartition,
+        state: &Partition,
+        bytes: Bytes,
+        acks: i16,
+        timeout_ms: u64,
+    ) -> OpResult {
         let log = &state.log;
         let max = log.config().max_message_bytes as usize;
         let batch = Batch::validate_fresh(bytes, max).map_err(|e| {
@@ -892,7 +907,10 @@ impl Shard {
         };
         let append_time = rules.log_append_time;
         let size = batch.size() as u64;
-        let acks_all = (acks == -1).then_some(rules.min_insync_replicas.max(1) as usize);
+        let acks_all = (acks == -1).then_some(replication::AcksAll {
+            min_insync: rules.min_insync_replicas.max(1) as usize,
+            timeout: Duration::from_millis(timeout_ms),
+        });
         match state.append_as_leader(batch, acks_all).await {
             Ok(appended) => {
                 if !appended.duplicate {
