@@ -423,7 +423,8 @@ fn leave_partitions(image: &MetadataImage, gone: i32, clean: bool, local: &Local
         let mut changed = false;
         for (p, assignment) in meta.assignments.iter_mut().enumerate() {
             let in_elr = assignment.elr.contains(&gone);
-            if !assignment.isr.contains(&gone) && assignment.leader != gone && !(in_elr && !clean) {
+            let concerned = assignment.isr.contains(&gone) || assignment.leader == gone || (in_elr && !clean);
+            if !concerned {
                 continue;
             }
             let before = assignment.clone();
