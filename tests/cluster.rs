@@ -919,6 +919,100 @@ fn reassignments_move_partitions_between_brokers() {
     }
 }
 
+// KIP-966 on a cluster (min.insync.replicas=3 on three replicas): a follower that
+// stops cleanly leaves the ISR for the ELR (DescribeTopicPartitions, through Java's
+// Admin.describeTopics too); below min.insync.replicas an acks=all produce is refused
+// and an acks=1 record is written but not committed (the high watermark stays, so the
+// eligible replica holds every committed record); back, the follower rejoins, the ELR
+// empties and the record is committed.
+#[test]
+fn a_replica_leaving_a_small_isr_stays_eligible() {
+    let mut cluster = Cluster::start_with(3, &FAST_FAILURE_DETECTION);
+    cluster.wait_for_brokers();
+    let request = CreateTopicsRequest::default().with_timeout_ms(10_000).with_topics(vec![CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str("eligible")))
+        .with_num_partitions(1)
+        .with_replication_factor(3)
+        .with_configs(vec![create_topics_request::CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("min.insync.replicas"))
+            .with_value(Some(StrBytes::from_static_str("3")))])]);
+    let response: CreateTopicsResponse = RawClient::connect(&cluster.node(1).bootstrap()).call(&request, 7);
+    assert_eq!(response.topics[0].error_code, 0);
+    wait_for_isr(cluster.node(1), "eligible", 0, &[1, 2, 3], Duration::from_secs(10));
+    produce_acked(&cluster, 1, "eligible", 1, 0..100);
+    let leader = leader_of(cluster.node(1), "eligible", 0);
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let rest: Vec<i32> = (1..=3).filter(|&id| id != follower).collect();
+    let describe = |node: &Broker| -> (Vec<i32>, Vec<i32>) {
+        let request = DescribeTopicPartitionsRequest::default()
+            .with_response_partition_limit(10)
+            .with_topics(vec![describe_topic_partitions_request::TopicRequest::default()
+                .with_name(TopicName(StrBytes::from_static_str("eligible")))]);
+        let response: DescribeTopicPartitionsResponse = RawClient::connect(&node.bootstrap()).call(&request, 0);
+        let p = &response.topics[0].partitions[0];
+        let ids = |list: &[BrokerId]| {
+            let mut ids: Vec<i32> = list.iter().map(|b| b.0).collect();
+            ids.sort_unstable();
+            ids
+        };
+        (ids(&p.isr_nodes), ids(p.eligible_leader_replicas.as_deref().unwrap_or_default()))
+    };
+    assert_eq!(describe(cluster.node(leader)), (vec![1, 2, 3], vec![]));
+
+    cluster.node_mut(follower).stop();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while describe(cluster.node(leader)) != (rest.clone(), vec![follower]) {
+        assert!(Instant::now() < deadline, "{:?}", describe(cluster.node(leader)));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let java = common::java_client(&["describe", &cluster.node(leader).bootstrap(), "eligible"]).output().unwrap();
+    let text = String::from_utf8_lossy(&java.stdout);
+    assert!(java.status.success(), "{}", String::from_utf8_lossy(&java.stderr));
+    assert!(
+        text.contains(&format!("PARTITION 0 leader={leader} ")) && text.contains(&format!("elr={follower}")),
+        "{text}"
+    );
+
+    let produce = |acks: i16| -> (i16, i64) {
+        let batch = bytes::Bytes::from(skein_engine::batch::testing::batch_with(1, 16, 0, |_| None).to_vec());
+        let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(2000).with_topic_data(vec![
+            produce_request::TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("eligible")))
+                .with_partition_data(vec![produce_request::PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch))]),
+        ]);
+        let response: ProduceResponse = RawClient::connect(&cluster.node(leader).bootstrap()).call(&request, 9);
+        let p = &response.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    };
+    assert_eq!(produce(-1).0, 19, "NOT_ENOUGH_REPLICAS below min.insync.replicas");
+    assert_eq!(produce(1), (0, 100), "acks=1 is written");
+    let latest = |node: &Broker| -> i64 {
+        let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+            list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("eligible")))
+                .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)]),
+        ]);
+        let response: ListOffsetsResponse = RawClient::connect(&node.bootstrap()).call(&request, 7);
+        response.topics[0].partitions[0].offset
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(latest(cluster.node(leader)), 100, "the high watermark stays below min.insync.replicas");
+
+    cluster.node_mut(follower).restart();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while describe(cluster.node(leader)) != (vec![1, 2, 3], vec![]) || latest(cluster.node(leader)) != 101 {
+        assert!(Instant::now() < deadline, "{:?} at {}", describe(cluster.node(leader)), latest(cluster.node(leader)));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
 // The Java client (kafka-clients 4.1) on a three-node cluster: its Admin describes
 // the metadata quorum (DescribeQuorum), and its idempotent acks=all producer writes
 // through a kill -9 of the partition's leader: every record is acknowledged and read

@@ -32,6 +32,7 @@ pub const APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS),
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS),
     (ApiKey::DescribeQuorum, describe_quorum::VERSIONS),
+    (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS),
     (ApiKey::ElectLeaders, elect_leaders::VERSIONS),
     (ApiKey::AlterPartitionReassignments, alter_partition_reassignments::VERSIONS),
     (ApiKey::ListPartitionReassignments, list_partition_reassignments::VERSIONS),
@@ -89,6 +90,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKi
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(shard, r).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(shard, r)),
+        RequestKind::DescribeTopicPartitions(r) => {
+            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(shard, r))
+        }
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(describe_quorum::handle(shard, &header, r).await)
         }
@@ -183,6 +187,7 @@ mod tests {
                 ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
                 ApiKey::DescribeCluster => DescribeClusterRequest::VERSIONS,
                 ApiKey::DescribeQuorum => DescribeQuorumRequest::VERSIONS,
+                ApiKey::DescribeTopicPartitions => DescribeTopicPartitionsRequest::VERSIONS,
                 ApiKey::ElectLeaders => ElectLeadersRequest::VERSIONS,
                 ApiKey::AlterPartitionReassignments => AlterPartitionReassignmentsRequest::VERSIONS,
                 ApiKey::ListPartitionReassignments => ListPartitionReassignmentsRequest::VERSIONS,

@@ -4,6 +4,8 @@
 //   assigned BOOTSTRAP TOPIC PARTITIONS SECONDS (polls every partition, no group)
 //   paced BOOTSTRAP TOPIC COUNT PAUSE_MS (idempotent, acks=all, values m00000...;
 //     prints "ACKED n FAILED m" once every send completed)
+//   describe BOOTSTRAP TOPIC (Admin.describeTopics: "PARTITION p leader=L isr=a,b elr=c"
+//     per partition)
 //   quorum BOOTSTRAP (Admin.describeMetadataQuorum: "QUORUM leader=N hw=H voters=a,b,c
 //     caught-up=k", k the voters at the high watermark)
 // A member prints "ASSIGNED p,p,..." on every assignment change, "FIRST value" for
@@ -35,6 +37,18 @@ public class Client {
             return;
         }
         String topic = args[2];
+        if (mode.equals("describe")) {
+            try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
+                var description = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+                for (var p : description.partitions()) {
+                    String isr = p.isr().stream().map(n -> String.valueOf(n.id())).collect(Collectors.joining(","));
+                    String elr = p.elr().stream().map(n -> String.valueOf(n.id())).collect(Collectors.joining(","));
+                    int leader = p.leader() == null ? -1 : p.leader().id();
+                    System.out.println("PARTITION " + p.partition() + " leader=" + leader + " isr=" + isr + " elr=" + elr);
+                }
+            }
+            return;
+        }
         if (mode.equals("paced")) {
             Properties p = new Properties();
             p.put("bootstrap.servers", bootstrap);
