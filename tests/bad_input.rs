@@ -489,10 +489,14 @@ fn every_advertised_version_answers() {
                 42 => answers::<DeleteGroupsRequest>(&mut client, version),
                 43 => answers::<ElectLeadersRequest>(&mut client, version),
                 44 => answers::<IncrementalAlterConfigsRequest>(&mut client, version),
+                45 => answers::<AlterPartitionReassignmentsRequest>(&mut client, version),
+                46 => answers::<ListPartitionReassignmentsRequest>(&mut client, version),
                 47 => answers::<OffsetDeleteRequest>(&mut client, version),
+                55 => answers::<DescribeQuorumRequest>(&mut client, version),
                 60 => answers::<DescribeClusterRequest>(&mut client, version),
                 68 => answers::<ConsumerGroupHeartbeatRequest>(&mut client, version),
                 69 => answers::<ConsumerGroupDescribeRequest>(&mut client, version),
+                75 => answers::<DescribeTopicPartitionsRequest>(&mut client, version),
                 other => panic!("api key {other} is advertised but missing from this test"),
             };
             assert!(ok, "api key {} v{version} got no answer", api.api_key);

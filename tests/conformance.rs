@@ -734,6 +734,111 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
+        ApiKey::DescribeQuorum => {
+            // A single node is a quorum of one: itself, leading, caught up.
+            let request =
+                DescribeQuorumRequest::default().with_topics(vec![describe_quorum_request::TopicData::default()
+                    .with_topic_name(topic("__cluster_metadata"))
+                    .with_partitions(vec![describe_quorum_request::PartitionData::default().with_partition_index(0)])]);
+            if let Some(response) = c.call(request, v) {
+                let quorum = response.topics.first().and_then(|t| t.partitions.first());
+                let ok = response.error_code == 0
+                    && quorum.is_some_and(|q| {
+                        q.leader_id.0 == 1
+                            && q.high_watermark > 0
+                            && q.current_voters.len() == 1
+                            && q.current_voters[0].log_end_offset == q.high_watermark
+                    });
+                if !ok {
+                    c.failures.push(format!("DescribeQuorum v{v}: {response:?}"));
+                }
+            }
+            let other =
+                DescribeQuorumRequest::default().with_topics(vec![describe_quorum_request::TopicData::default()
+                    .with_topic_name(topic(TOPIC))
+                    .with_partitions(vec![describe_quorum_request::PartitionData::default().with_partition_index(0)])]);
+            if let Some(response) = c.call(other, v) {
+                if response.error_code != 3 {
+                    c.failures.push(format!("DescribeQuorum v{v} of {TOPIC}: {response:?}"));
+                }
+            }
+        }
+        ApiKey::DescribeTopicPartitions => {
+            // Two pages of the fixture topic (a limit of three of its four partitions),
+            // and a topic that does not exist.
+            let named = |names: &[&str]| {
+                names
+                    .iter()
+                    .map(|n| describe_topic_partitions_request::TopicRequest::default().with_name(topic(n)))
+                    .collect()
+            };
+            let request = DescribeTopicPartitionsRequest::default()
+                .with_topics(named(&[TOPIC, "conf-missing"]))
+                .with_response_partition_limit(3);
+            if let Some(response) = c.call(request, v) {
+                let first = response.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == TOPIC));
+                let cursor = response.next_cursor.as_ref().map(|c| (c.topic_name.to_string(), c.partition_index));
+                if first.map(|t| t.partitions.len()) != Some(3) || cursor != Some((TOPIC.to_string(), 3)) {
+                    c.failures.push(format!("DescribeTopicPartitions v{v} page 1: {response:?}"));
+                }
+                let next = DescribeTopicPartitionsRequest::default()
+                    .with_topics(named(&[TOPIC, "conf-missing"]))
+                    .with_response_partition_limit(3)
+                    .with_cursor(Some(
+                        describe_topic_partitions_request::Cursor::default()
+                            .with_topic_name(topic(TOPIC))
+                            .with_partition_index(3),
+                    ));
+                if let Some(page) = c.call(next, v) {
+                    let codes: Vec<(i16, usize)> =
+                        page.topics.iter().map(|t| (t.error_code, t.partitions.len())).collect();
+                    let leaders = page.topics[0]
+                        .partitions
+                        .iter()
+                        .all(|p| p.leader_id.0 == 1 && p.eligible_leader_replicas.is_some());
+                    if codes != [(0, 1), (3, 0)] || page.next_cursor.is_some() || !leaders {
+                        c.failures.push(format!("DescribeTopicPartitions v{v} page 2: {page:?}"));
+                    }
+                }
+            }
+        }
+        ApiKey::AlterPartitionReassignments => {
+            // To the one broker it is on already: nothing to do; to a broker that does
+            // not exist: refused; a cancel with nothing under way.
+            let partition = |p: i32, replicas: Option<Vec<i32>>| {
+                alter_partition_reassignments_request::ReassignablePartition::default()
+                    .with_partition_index(p)
+                    .with_replicas(replicas.map(|r| r.into_iter().map(BrokerId).collect()))
+            };
+            let request = AlterPartitionReassignmentsRequest::default().with_timeout_ms(10_000).with_topics(vec![
+                alter_partition_reassignments_request::ReassignableTopic::default()
+                    .with_name(topic(TOPIC))
+                    .with_partitions(vec![
+                        partition(0, Some(vec![1])),
+                        partition(1, Some(vec![7])),
+                        partition(2, None),
+                    ]),
+            ]);
+            if let Some(response) = c.call(request, v) {
+                let codes: Vec<i16> =
+                    response.responses.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect();
+                if response.error_code != 0 || codes != [0, 39, 85] {
+                    c.failures.push(format!("AlterPartitionReassignments v{v}: {response:?}"));
+                }
+            }
+        }
+        ApiKey::ListPartitionReassignments => {
+            let request = ListPartitionReassignmentsRequest::default().with_timeout_ms(10_000).with_topics(Some(vec![
+                list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+                    .with_name(topic(TOPIC))
+                    .with_partition_indexes(vec![0, 1]),
+            ]));
+            if let Some(response) = c.call(request, v) {
+                if response.error_code != 0 || !response.topics.is_empty() {
+                    c.failures.push(format!("ListPartitionReassignments v{v}: {response:?}"));
+                }
+            }
+        }
         ApiKey::DescribeCluster => {
             let mut request = DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
             if v >= 1 {
