@@ -919,6 +919,96 @@ fn reassignments_move_partitions_between_brokers() {
     }
 }
 
+// Replication throttles as kafka-reassign-partitions --throttle sets them: a dynamic
+// `follower.replication.throttled.rate` on the broker a partition moves to, with the
+// topic's `follower.replication.throttled.replicas=*`, holds the move's catch-up to
+// that rate; DescribeConfigs shows the dynamic value, and a delete brings the default
+// back. Bad dynamic broker configs get Kafka's errors.
+#[test]
+fn a_throttled_move_keeps_to_its_rate() {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let mut cluster = Cluster::start(3);
+    cluster.wait_for_brokers();
+    create_with(cluster.node(1), "slow", 1, 1).unwrap();
+    let source = leader_of(cluster.node(1), "slow", 0);
+    let target = (1..=3).find(|&id| id != source).unwrap();
+    // 600 KB in two batches of 300 records of 1,000 bytes.
+    for _ in 0..2 {
+        let batch = bytes::Bytes::from(skein_engine::batch::testing::batch_with(300, 1000, 0, |_| None).to_vec());
+        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![
+            produce_request::TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("slow")))
+                .with_partition_data(vec![produce_request::PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch))]),
+        ]);
+        let response: ProduceResponse = RawClient::connect(&cluster.node(source).bootstrap()).call(&request, 9);
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    }
+    let alter = |node: &Broker, kind: i8, name: &str, configs: Vec<AlterableConfig>| -> (i16, String) {
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configs(configs)]);
+        let response: IncrementalAlterConfigsResponse = RawClient::connect(&node.bootstrap()).call(&request, 1);
+        let result = &response.responses[0];
+        (result.error_code, result.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default())
+    };
+    let set = |name: &str, value: &str| {
+        AlterableConfig::default()
+            .with_name(StrBytes::from_string(name.to_string()))
+            .with_value(Some(StrBytes::from_string(value.to_string())))
+            .with_config_operation(0)
+    };
+    let rate = "follower.replication.throttled.rate";
+    let node = cluster.node(1);
+    assert_eq!(alter(node, 4, &target.to_string(), vec![set("num.io.threads", "9")]).0, 42, "not dynamic here");
+    assert_eq!(alter(node, 4, &target.to_string(), vec![set(rate, "-5")]).0, 40, "INVALID_CONFIG");
+    assert_eq!(alter(node, 4, &target.to_string(), vec![set(rate, "150000")]), (0, String::new()));
+    assert_eq!(alter(node, 2, "slow", vec![set("follower.replication.throttled.replicas", "*")]).0, 0);
+    let described = |node: &Broker| -> (String, i8) {
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_string(target.to_string()))
+                .with_configuration_keys(Some(vec![StrBytes::from_static_str(rate)])),
+        ]);
+        let response: DescribeConfigsResponse = RawClient::connect(&node.bootstrap()).call(&request, 4);
+        let entry = &response.results[0].configs[0];
+        (entry.value.as_ref().unwrap().to_string(), entry.config_source)
+    };
+    assert_eq!(described(cluster.node(target)), ("150000".to_string(), 2), "DYNAMIC_BROKER_CONFIG");
+
+    let request = AlterPartitionReassignmentsRequest::default().with_timeout_ms(10_000).with_topics(vec![
+        alter_partition_reassignments_request::ReassignableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("slow")))
+            .with_partitions(vec![alter_partition_reassignments_request::ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(Some(vec![BrokerId(source), BrokerId(target)]))]),
+    ]);
+    let started = Instant::now();
+    let response: AlterPartitionReassignmentsResponse = RawClient::connect(&node.bootstrap()).call(&request, 0);
+    assert_eq!(response.responses[0].partitions[0].error_code, 0);
+    let mut both = vec![source, target];
+    both.sort_unstable();
+    wait_for_isr(cluster.node(1), "slow", 0, &both, Duration::from_secs(30));
+    let took = started.elapsed();
+    // 600 KB at 150 KB/s, less the first second's allowance: about three seconds
+    // (unthrottled, well under one).
+    assert!(took >= Duration::from_secs(2), "a throttled catch-up of 600 KB took {took:?}");
+
+    let delete = AlterableConfig::default().with_name(StrBytes::from_static_str(rate)).with_config_operation(1);
+    assert_eq!(alter(node, 4, &target.to_string(), vec![delete]).0, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while described(cluster.node(target)) != ("9223372036854775807".to_string(), 5) {
+        assert!(Instant::now() < deadline, "{:?}", described(cluster.node(target)));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
 // KIP-966 on a cluster (min.insync.replicas=3 on three replicas): a follower that
 // stops cleanly leaves the ISR for the ELR (DescribeTopicPartitions, through Java's
 // Admin.describeTopics too); below min.insync.replicas an acks=all produce is refused

@@ -183,7 +183,7 @@ fn java_fetch_session_sends_only_changes() {
     produce(&broker, "wide", 50, 0);
     let (requests_before, partitions_before) =
         (broker.metric_api("skein_requests_total", 1), broker.metric_sum("skein_fetch_partitions_requested_total"));
-    let output = java(&["assigned", &broker.bootstrap(), "wide", "1000", "6"]).output().unwrap();
+    let output = java(&["assigned", &broker.bootstrap(), "wide", "1000", "12"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("RECORDS 50"), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     std::thread::sleep(Duration::from_millis(300));

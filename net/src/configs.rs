@@ -25,6 +25,8 @@ pub enum ConfigType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigSource {
     DynamicTopic = 1,
+    DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
 }
@@ -446,6 +448,42 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         support: Support::Stored(NO_REPLICATION),
     },
 ];
+
+/// Broker configs that change at run time (AlterConfigs and IncrementalAlterConfigs
+/// on a BROKER resource, for one broker or, named `""`, for all): name, default, doc.
+pub const DYNAMIC_BROKER_CONFIGS: &[(&str, &str, &str)] = &[
+    (
+        "leader.replication.throttled.rate",
+        "9223372036854775807",
+        "Bytes per second this broker sends to followers of the replicas in leader.replication.throttled.replicas.",
+    ),
+    (
+        "follower.replication.throttled.rate",
+        "9223372036854775807",
+        "Bytes per second this broker fetches for the replicas in follower.replication.throttled.replicas.",
+    ),
+];
+
+/// Checks a dynamic broker config, in Kafka's words.
+///
+/// # Errors
+/// The message for INVALID_REQUEST (not dynamic here) or INVALID_CONFIG (bad value),
+/// with its code.
+pub fn validate_broker_config(name: &str, value: &str) -> Result<(), (i16, String)> {
+    if !DYNAMIC_BROKER_CONFIGS.iter().any(|(n, _, _)| *n == name) {
+        return Err((
+            crate::errors::code::INVALID_REQUEST,
+            format!("Cannot update these configs dynamically: Set({name})"),
+        ));
+    }
+    match value.trim().parse::<i64>() {
+        Ok(rate) if rate >= 0 => Ok(()),
+        _ => Err((
+            crate::errors::code::INVALID_CONFIG,
+            format!("Invalid value {value} for configuration {name}: Value must be at least 0"),
+        )),
+    }
+}
 
 pub fn config_def(name: &str) -> Option<&'static ConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)

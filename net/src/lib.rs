@@ -28,6 +28,7 @@ pub mod replica_fetcher;
 pub mod router;
 pub mod server;
 pub mod shard;
+pub mod throttle;
 pub mod topics;
 
 pub use shard::{NodeSettings, Shard};

@@ -26,6 +26,7 @@ use skein_replication::{IsrProposal, Role};
 
 use crate::metadata::controller::ControllerRequest;
 use crate::shard::{Partition, Shard};
+use crate::throttle;
 
 const FETCH_VERSION: i16 = 12;
 const FETCH_MAX_WAIT_MS: i32 = 500;
@@ -150,6 +151,18 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
         let now = Instant::now();
         delayed.retain(|_, until| *until > now);
         partitions.retain(|(partition, _)| !delayed.contains_key(partition));
+        // Throttled partitions sit out while this shard's follower quota is spent.
+        let image = shard.image();
+        let me = shard.settings.node_id;
+        let rate = throttle::shard_rate(&image, me, throttle::FOLLOWER_RATE, shard.settings.shards);
+        let throttled = |topic: &str, partition: i32| {
+            image
+                .topic(topic)
+                .is_some_and(|t| throttle::throttled(&t.configs, throttle::FOLLOWER_REPLICAS, partition, me))
+        };
+        if rate.is_some_and(|rate| shard.throttles.follower.borrow_mut().spent(rate, now)) {
+            partitions.retain(|(partition, _)| !throttled(&partition.topic, partition.partition));
+        }
         if partitions.is_empty() {
             glommio::timer::sleep(BACKOFF).await;
             continue;
@@ -186,6 +199,16 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
                 continue;
             }
         };
+        if let Some(rate) = rate {
+            let bytes: u64 = response
+                .responses
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(move |p| (t.topic.as_str(), p)))
+                .filter(|(topic, p)| throttled(topic, p.partition_index))
+                .map(|(_, p)| p.records.as_ref().map_or(0, |r| r.len() as u64))
+                .sum();
+            shard.throttles.follower.borrow_mut().record(rate, bytes, Instant::now());
+        }
         let refused = apply(&shard, leader, &partitions, response).await;
         if refused.len() == partitions.len() {
             glommio::timer::sleep(BACKOFF).await;

@@ -168,6 +168,30 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
     }
 }
 
+/// Replaces broker `broker`'s dynamic configs (`""`: the cluster defaults) through
+/// the controller, or only checks them (`validate_only`).
+///
+/// # Errors
+/// INVALID_REQUEST for a config that is not dynamic here or a bad broker id,
+/// INVALID_CONFIG for a bad value; the controller's refusal.
+pub async fn set_broker_configs(
+    shard: &Rc<Shard>,
+    broker: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    if !broker.is_empty() && broker.parse::<i32>().is_err() {
+        return Err((code::INVALID_REQUEST, format!("Invalid broker id {broker}")));
+    }
+    for (name, value) in &configs {
+        crate::configs::validate_broker_config(name, value)?;
+    }
+    if validate_only {
+        return Ok(());
+    }
+    shard.control(ControllerRequest::SetBrokerConfigs { broker: broker.to_string(), configs }).await.map(|_| ())
+}
+
 /// Deletes a topic: metadata first (the topic disappears for clients); each node
 /// removes its logs as it applies the change.
 ///

@@ -1,4 +1,4 @@
-//! AlterConfigs (legacy, whole-set replacement) for topics.
+//! AlterConfigs (legacy, whole-set replacement) for topics and brokers' dynamic configs.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -7,7 +7,7 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::describe_configs::RESOURCE_TOPIC;
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::s;
 use crate::errors::code;
 use crate::shard::Shard;
@@ -20,7 +20,15 @@ pub async fn handle(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterCon
         let mut result = AlterConfigsResourceResponse::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
-        let outcome = if resource.resource_type == RESOURCE_TOPIC {
+        let outcome = if resource.resource_type == RESOURCE_BROKER {
+            let configs: BTreeMap<String, String> = resource
+                .configs
+                .iter()
+                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+                .collect();
+            crate::topics::set_broker_configs(shard, resource.resource_name.as_str(), configs, request.validate_only)
+                .await
+        } else if resource.resource_type == RESOURCE_TOPIC {
             let mut configs = BTreeMap::new();
             let mut bad = None;
             for c in &resource.configs {
@@ -44,7 +52,7 @@ pub async fn handle(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterCon
                 }
             }
         } else {
-            Err((code::INVALID_REQUEST, "Only topic configs can be altered".to_string()))
+            Err((code::INVALID_REQUEST, "Only topic and broker configs can be altered".to_string()))
         };
         if let Err((error, message)) = outcome {
             result.error_code = error;

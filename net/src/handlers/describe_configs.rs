@@ -11,7 +11,7 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, 
 use kafka_protocol::protocol::VersionRange;
 
 use super::s;
-use crate::configs::{broker_value, effective, ConfigSource, ConfigType, TOPIC_CONFIGS};
+use crate::configs::{broker_value, effective, ConfigSource, ConfigType, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS};
 use crate::errors::code;
 use crate::shard::Shard;
 
@@ -197,6 +197,29 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
             read_only: true,
             kind: def.kind,
             doc: format!("The default of the topic config {} for every topic. {}", def.name, def.documentation()),
+            synonyms,
+        });
+    }
+    // Dynamic configs: this broker's own value, else the cluster default, else Kafka's.
+    let image = shard.image();
+    for (name, default, doc) in DYNAMIC_BROKER_CONFIGS {
+        let set_for = |broker: &str| image.broker_configs.get(broker).and_then(|c| c.get(*name)).cloned();
+        let mut synonyms = Vec::new();
+        if let Some(value) = set_for(&settings.node_id.to_string()) {
+            synonyms.push((name.to_string(), value, ConfigSource::DynamicBroker));
+        }
+        if let Some(value) = set_for("") {
+            synonyms.push((name.to_string(), value, ConfigSource::DynamicDefaultBroker));
+        }
+        synonyms.push((name.to_string(), default.to_string(), ConfigSource::Default));
+        let (_, value, source) = synonyms[0].clone();
+        out.push(Entry {
+            name: name.to_string(),
+            value,
+            source,
+            read_only: false,
+            kind: ConfigType::Long,
+            doc: doc.to_string(),
             synonyms,
         });
     }

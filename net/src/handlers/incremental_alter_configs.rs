@@ -1,5 +1,6 @@
 //! IncrementalAlterConfigs (KIP-339) for topics: SET, DELETE, APPEND and SUBTRACT
-//! (the last two for list configs: `cleanup.policy`).
+//! (the last two for list configs: `cleanup.policy`); for brokers, SET and DELETE of
+//! their dynamic configs (`configs::DYNAMIC_BROKER_CONFIGS`).
 
 use std::rc::Rc;
 
@@ -7,7 +8,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::describe_configs::RESOURCE_TOPIC;
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::s;
 use crate::configs::config_def;
 use crate::errors::code;
@@ -29,8 +30,31 @@ pub async fn handle(shard: &Rc<Shard>, request: IncrementalAlterConfigsRequest) 
         result.resource_name = resource.resource_name.clone();
         let name = resource.resource_name.to_string();
         let outcome: Result<(), Refusal> = async {
+            if resource.resource_type == RESOURCE_BROKER {
+                let image = shard.image();
+                let mut configs = image.broker_configs.get(&name).cloned().unwrap_or_default();
+                for c in &resource.configs {
+                    let key = c.name.to_string();
+                    match (c.config_operation, &c.value) {
+                        (SET, Some(value)) => {
+                            configs.insert(key, value.to_string());
+                        }
+                        (SET, None) => return Err((code::INVALID_REQUEST, format!("Null value for SET of {key}"))),
+                        (DELETE, _) => {
+                            configs.remove(&key);
+                        }
+                        _ => {
+                            return Err((
+                                code::INVALID_CONFIG,
+                                format!("Config value append is not allowed for config key: {key}"),
+                            ))
+                        }
+                    }
+                }
+                return crate::topics::set_broker_configs(shard, &name, configs, request.validate_only).await;
+            }
             if resource.resource_type != RESOURCE_TOPIC {
-                return Err((code::INVALID_REQUEST, "Only topic configs can be altered".to_string()));
+                return Err((code::INVALID_REQUEST, "Only topic and broker configs can be altered".to_string()));
             }
             let image = shard.image();
             let meta = image

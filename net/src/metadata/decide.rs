@@ -81,6 +81,11 @@ pub enum ControllerRequest {
         partitions: Vec<(String, i32, Option<Vec<i32>>)>,
         keep_factor: bool,
     },
+    /// Replaces the dynamic configs of broker `broker` (`""`: the cluster defaults).
+    SetBrokerConfigs {
+        broker: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are
@@ -285,6 +290,16 @@ pub fn decide(
         ControllerRequest::Reassign { partitions, keep_factor } => reassign(image, partitions, *keep_factor),
         ControllerRequest::ElectLeaders { unclean, partitions } => {
             elect_leaders(image, *unclean, partitions.as_deref())
+        }
+        ControllerRequest::SetBrokerConfigs { broker, configs } => {
+            if !broker.is_empty() && broker.parse::<i32>().is_err() {
+                return Err((code::INVALID_REQUEST, format!("Invalid broker id {broker}")));
+            }
+            for (name, value) in configs {
+                crate::configs::validate_broker_config(name, value)?;
+            }
+            let record = MetadataRecord::BrokerConfigs { broker: broker.clone(), configs: configs.clone() };
+            (vec![record], ControllerReply::Done)
         }
         ControllerRequest::ProducerIds => {
             let start = image.next_producer_id;

@@ -167,6 +167,10 @@ pub struct MetadataImage {
     /// The generation of the record log that continues this image (`store`).
     #[serde(default)]
     pub log_generation: u64,
+    /// Dynamic broker configs (Kafka's ConfigRecord for BROKER resources): by broker
+    /// id, `""` holding the cluster-wide defaults.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Topic ids to names, rebuilt whenever the store publishes an image, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
@@ -174,6 +178,16 @@ pub struct MetadataImage {
 }
 
 impl MetadataImage {
+    /// Broker `broker`'s dynamic config `name`: its own value, else the cluster
+    /// default, with whether it is its own.
+    pub fn broker_config(&self, broker: i32, name: &str) -> Option<(&str, bool)> {
+        let own = self.broker_configs.get(&broker.to_string()).and_then(|c| c.get(name));
+        match own {
+            Some(value) => Some((value, true)),
+            None => self.broker_configs.get("").and_then(|c| c.get(name)).map(|v| (v.as_str(), false)),
+        }
+    }
+
     pub fn topic(&self, name: &str) -> Option<&TopicMeta> {
         self.topics.get(name)
     }
@@ -270,6 +284,11 @@ pub enum MetadataRecord {
         id: i32,
         fenced: bool,
     },
+    /// The dynamic configs of broker `broker` (`""`: the cluster defaults), whole.
+    BrokerConfigs {
+        broker: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 impl MetadataImage {
@@ -294,6 +313,14 @@ impl MetadataImage {
                         broker.fenced = *fenced;
                     }
                 }
+                MetadataRecord::BrokerConfigs { broker, configs } => match configs.is_empty() {
+                    true => {
+                        self.broker_configs.remove(broker);
+                    }
+                    false => {
+                        self.broker_configs.insert(broker.clone(), configs.clone());
+                    }
+                },
             }
         }
         self.version += 1;

@@ -298,6 +298,8 @@ pub struct Shard {
     pub groups: crate::group::Coordinator,
     /// Fetch sessions (KIP-227) of this shard's connections.
     pub fetch_sessions: RefCell<crate::handlers::fetch::FetchSessions>,
+    /// This shard's replication quotas (`throttle.rs`).
+    pub throttles: crate::throttle::ReplicationThrottles,
     /// The shard is stopping: connections answer what they read, then close.
     closing: Cell<bool>,
     closing_event: event_listener::Event,
@@ -328,6 +330,7 @@ impl Shard {
             responses: Rc::new(crate::budget::ShardResponses::default()),
             groups: crate::group::Coordinator::default(),
             fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
+            throttles: crate::throttle::ReplicationThrottles::default(),
             closing: Cell::new(false),
             closing_event: event_listener::Event::new(),
         };

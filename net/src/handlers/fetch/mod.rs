@@ -167,6 +167,9 @@ pub async fn handle(
         results = read_all(shard, &wanted, limit).await;
     }
 
+    if replica_id >= 0 {
+        throttle_leader(shard, &wanted, &mut results);
+    }
     let sent: Vec<(TopicKey, i32, i64, i64, bool)> = wanted
         .iter()
         .zip(&results)
@@ -186,6 +189,30 @@ pub async fn handle(
     let mut response = build(shard, version, &wanted, results, incremental);
     response.session_id = response_session;
     (response, grant)
+}
+
+/// A leader's replication throttle: while this shard's leader quota is spent, the
+/// partitions `leader.replication.throttled.replicas` names for this broker send a
+/// follower no records (it asks again); otherwise what they send is counted.
+fn throttle_leader(shard: &Shard, wanted: &[Wanted], results: &mut [OpResult]) {
+    use crate::throttle;
+    let image = shard.image();
+    let me = shard.settings.node_id;
+    let Some(rate) = throttle::shard_rate(&image, me, throttle::LEADER_RATE, shard.settings.shards) else { return };
+    let now = Instant::now();
+    let mut quota = shard.throttles.leader.borrow_mut();
+    let spent = quota.spent(rate, now);
+    for (w, result) in wanted.iter().zip(results.iter_mut()) {
+        let listed = image
+            .topic(&w.topic)
+            .is_some_and(|t| throttle::throttled(&t.configs, throttle::LEADER_REPLICAS, w.partition, me));
+        if let (true, Ok(PartitionReply::Fetch { records, .. })) = (listed, result) {
+            match spent {
+                true => records.clear(),
+                false => quota.record(rate, records.iter().map(|b| b.len() as u64).sum(), now),
+            }
+        }
+    }
 }
 
 /// The leader's side of a follower's fetch: records each partition's fetch position
