@@ -31,6 +31,30 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// A three-broker cluster's acks=all publish latency and failover time: writes
+    /// one partition of replication factor 3 at `--rate`, kills its leader (SIGKILL)
+    /// after `--steady-secs`, and measures from the kill to the first ack after it.
+    Failover {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap_server: String,
+        /// The topic to create (it must not exist).
+        #[arg(long, default_value = "failover")]
+        topic: String,
+        /// Each broker's process: `ID=PID`, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        pids: Vec<String>,
+        #[arg(long, default_value_t = 1000)]
+        rate: u64,
+        #[arg(long, default_value_t = 10)]
+        steady_secs: u64,
+        #[arg(long, default_value_t = 20)]
+        after_secs: u64,
+        #[arg(long, default_value = "cluster")]
+        label: String,
+        /// Where to append the JSON result (one line).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Print runs side by side and write an SVG latency-percentile plot.
     Compare {
         results: Vec<PathBuf>,
@@ -61,6 +85,40 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
             if let Some(path) = out {
                 std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+        }
+        BenchCommand::Failover { bootstrap_server, topic, pids, rate, steady_secs, after_secs, label, out } => {
+            let mut by_broker = std::collections::BTreeMap::new();
+            for pair in &pids {
+                let (id, pid) = pair.split_once('=').ok_or_else(|| format!("--pids {pair}: expected ID=PID"))?;
+                let id = id.trim().parse::<i32>().map_err(|_| format!("--pids {pair}: bad broker id"))?;
+                let pid = pid.trim().parse::<u32>().map_err(|_| format!("--pids {pair}: bad pid"))?;
+                by_broker.insert(id, pid);
+            }
+            let options = skein_bench_harness::failover::FailoverOptions {
+                bootstrap: bootstrap_server,
+                topic,
+                pids: by_broker,
+                rate,
+                steady: Duration::from_secs(steady_secs.max(1)),
+                after: Duration::from_secs(after_secs.max(1)),
+                label,
+            };
+            let result = skein_bench_harness::failover::run(&options)?;
+            println!(
+                "{}: acks=all at {}/s, publish p50 {:.2} ms p99 {:.2} ms p99.9 {:.2} ms over {} records; leader {} killed, first ack {:.0} ms later; {} failed",
+                result.label, result.rate, result.publish_p50_ms, result.publish_p99_ms, result.publish_p999_ms,
+                result.acked_steady, result.killed_broker, result.failover_ms, result.failed
+            );
+            if let Some(path) = out {
+                let line = serde_json::to_string(&result).map_err(|e| e.to_string())? + "\n";
+                use std::io::Write;
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .and_then(|mut f| f.write_all(line.as_bytes()))
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             }
         }
         BenchCommand::Compare { results, svg } => {

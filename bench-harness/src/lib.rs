@@ -7,6 +7,7 @@
 //! the Kafka protocol, so it measures Skein and Apache Kafka alike.
 
 pub mod compare;
+pub mod failover;
 pub mod run;
 pub mod workload;
 
