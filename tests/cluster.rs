@@ -424,6 +424,35 @@ fn read_from_the_nearest_replica(cluster: &Cluster, rack: impl Fn(i32) -> &'stat
     assert!(bytes_out(cluster.node(nearest)) > served_before, "the consumer read from the follower on its rack");
 }
 
+/// Writes one batch of `count` records of `value_bytes` to partition 0 of `topic` at
+/// `node` with `acks`: the error code and base offset.
+fn produce_batch(node: &Broker, topic: &str, count: i32, value_bytes: usize, acks: i16) -> (i16, i64) {
+    let batch = bytes::Bytes::from(skein_engine::batch::testing::batch_with(count, value_bytes, 0, |_| None).to_vec());
+    let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(vec![
+        produce_request::TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![produce_request::PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch))]),
+    ]);
+    let response: ProduceResponse = RawClient::connect(&node.bootstrap()).call(&request, 9);
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// ListOffsets latest (the high watermark) of partition 0 of `topic` at `node`.
+fn latest_offset(node: &Broker, topic: &str) -> i64 {
+    let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+        list_offsets_request::ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)]),
+    ]);
+    let response: ListOffsetsResponse = RawClient::connect(&node.bootstrap()).call(&request, 7);
+    response.topics[0].partitions[0].offset
+}
+
 /// Runs the `skein` binary: whether it succeeded, and its stdout and stderr.
 fn skein(args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_skein")).args(args).output().unwrap();
@@ -934,16 +963,7 @@ fn a_throttled_move_keeps_to_its_rate() {
     let target = (1..=3).find(|&id| id != source).unwrap();
     // 600 KB in two batches of 300 records of 1,000 bytes.
     for _ in 0..2 {
-        let batch = bytes::Bytes::from(skein_engine::batch::testing::batch_with(300, 1000, 0, |_| None).to_vec());
-        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![
-            produce_request::TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("slow")))
-                .with_partition_data(vec![produce_request::PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(batch))]),
-        ]);
-        let response: ProduceResponse = RawClient::connect(&cluster.node(source).bootstrap()).call(&request, 9);
-        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+        assert_eq!(produce_batch(cluster.node(source), "slow", 300, 1000, -1).0, 0);
     }
     let alter = |node: &Broker, kind: i8, name: &str, configs: Vec<AlterableConfig>| -> (i16, String) {
         let request = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
@@ -1063,32 +1083,10 @@ fn a_replica_leaving_a_small_isr_stays_eligible() {
         "{text}"
     );
 
-    let produce = |acks: i16| -> (i16, i64) {
-        let batch = bytes::Bytes::from(skein_engine::batch::testing::batch_with(1, 16, 0, |_| None).to_vec());
-        let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(2000).with_topic_data(vec![
-            produce_request::TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("eligible")))
-                .with_partition_data(vec![produce_request::PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(batch))]),
-        ]);
-        let response: ProduceResponse = RawClient::connect(&cluster.node(leader).bootstrap()).call(&request, 9);
-        let p = &response.responses[0].partition_responses[0];
-        (p.error_code, p.base_offset)
-    };
+    let produce = |acks: i16| produce_batch(cluster.node(leader), "eligible", 1, 16, acks);
     assert_eq!(produce(-1).0, 19, "NOT_ENOUGH_REPLICAS below min.insync.replicas");
     assert_eq!(produce(1), (0, 100), "acks=1 is written");
-    let latest = |node: &Broker| -> i64 {
-        let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
-            list_offsets_request::ListOffsetsTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str("eligible")))
-                .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default()
-                    .with_partition_index(0)
-                    .with_timestamp(-1)]),
-        ]);
-        let response: ListOffsetsResponse = RawClient::connect(&node.bootstrap()).call(&request, 7);
-        response.topics[0].partitions[0].offset
-    };
+    let latest = |node: &Broker| latest_offset(node, "eligible");
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(latest(cluster.node(leader)), 100, "the high watermark stays below min.insync.replicas");
 
@@ -1128,19 +1126,8 @@ fn the_java_client_rides_out_a_leader_kill() {
         .spawn()
         .unwrap();
     // The leader dies once a few hundred records are committed.
-    let high_watermark = |node: &Broker| {
-        let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
-            list_offsets_request::ListOffsetsTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str("jfailover")))
-                .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default()
-                    .with_partition_index(0)
-                    .with_timestamp(-1)]),
-        ]);
-        let response: ListOffsetsResponse = RawClient::connect(&node.bootstrap()).call(&request, 7);
-        response.topics[0].partitions[0].offset
-    };
     let deadline = Instant::now() + Duration::from_secs(60);
-    while high_watermark(cluster.node(leader)) < 300 {
+    while latest_offset(cluster.node(leader), "jfailover") < 300 {
         assert!(Instant::now() < deadline, "the Java producer wrote nothing");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -169,7 +169,8 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
             acked_steady += 1;
         }
     }
-    let first_after = acked.iter().map(|(_, at)| *at).filter(|at| *at > killed).min().ok_or("nothing acknowledged after the kill")?;
+    let first_after =
+        acked.iter().map(|(_, at)| *at).filter(|at| *at > killed).min().ok_or("nothing acknowledged after the kill")?;
     let ms = |us: u64| us as f64 / 1000.0;
     let failed = *acks.failed.lock().expect("acks lock");
     Ok(FailoverResult {
