@@ -2,7 +2,8 @@
 # Three Skein nodes against three Apache Kafka 4.1 nodes on this machine, replication
 # factor 3, min.insync.replicas=2, acks=all (issue 10, section 6): publish latency
 # (p50/p99/p99.9, coordinated-omission corrected) at a fixed rate, then the failover
-# time from a SIGKILL of the partition's leader to the producer's first ack after it.
+# time from a SIGKILL of the partition's leader to the ack of the first record sent
+# after it.
 # Rounds alternate Skein and Kafka; each node of a cluster pinned to a CPU in turn.
 #   usage: bench-harness/cluster.sh [ROUNDS] [RATE] [STEADY_SECS]
 # Results (one JSON line per run) go to bench-harness/results/cluster-<date>.jsonl.
@@ -22,7 +23,8 @@ start_skein() {
   local voters="1@127.0.0.1:29101,2@127.0.0.1:29111,3@127.0.0.1:29121" pids=()
   for n in 1 2 3; do
     local port=$((29100 + (n - 1) * 10))
-    taskset -c $(( (n - 1) % cpus )) "$skein" start --node-id "$n" --cores $(( (n - 1) % cpus ))-$(( (n - 1) % cpus )) \
+    # Skein pins its shard itself (`--cores`); the JVMs are pinned with taskset.
+    "$skein" start --node-id "$n" --cores $(( (n - 1) % cpus ))-$(( (n - 1) % cpus )) \
       --listener "127.0.0.1:$port" --controller-listener "127.0.0.1:$((port + 1))" --controller-voters "$voters" \
       --data-dir "$work/skein/n$n" --admin-listener off > "$work/skein/n$n.log" 2>&1 &
     pids+=("$n=$!")

@@ -33,7 +33,7 @@ pub enum BenchCommand {
     },
     /// A three-broker cluster's acks=all publish latency and failover time: writes
     /// one partition of replication factor 3 at `--rate`, kills its leader (SIGKILL)
-    /// after `--steady-secs`, and measures from the kill to the first ack after it.
+    /// after `--steady-secs`, and measures from the kill to the ack of the first record sent after it.
     Failover {
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap_server: String,
@@ -106,7 +106,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             };
             let result = skein_bench_harness::failover::run(&options)?;
             println!(
-                "{}: acks=all at {}/s, publish p50 {:.2} ms p99 {:.2} ms p99.9 {:.2} ms over {} records; leader {} killed, first ack {:.0} ms later; {} failed",
+                "{}: acks=all at {}/s, publish p50 {:.2} ms p99 {:.2} ms p99.9 {:.2} ms over {} records; leader {} killed, the first record sent after it acked {:.0} ms later; {} failed",
                 result.label, result.rate, result.publish_p50_ms, result.publish_p99_ms, result.publish_p999_ms,
                 result.acked_steady, result.killed_broker, result.failover_ms, result.failed
             );
