@@ -130,7 +130,7 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
     }
     let killed_broker = leader(&producer, &options.topic).ok_or("the partition has no leader")?;
     let pid = *options.pids.get(&killed_broker).ok_or(format!("no pid given for broker {killed_broker}"))?;
-    let payload = vec![b'x'; 100];
+    let payload = [b'x'; 100];
     let start = Instant::now();
     let interval = Duration::from_nanos(1_000_000_000 / options.rate.max(1));
     let kill_at = options.steady;
