@@ -120,7 +120,8 @@ fn throttled_replicas(v: &str) -> Result<(), String> {
     }
 }
 
-const NO_REPLICATION: &str = "Skein runs one replica per partition until replication lands";
+const NO_AUTOMATIC_UNCLEAN: &str =
+    "the controller never elects outside the ISR and ELR by itself; ElectLeaders with the unclean type does";
 const TIERED: &str = "Skein has no tiered storage, so all data is local";
 
 /// Every topic config of Apache Kafka 4.x, plus `message.downconversion.enable`
@@ -218,7 +219,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         validate: throttled_replicas,
         broker_name: None,
         doc: "Replicas (partition:broker, or *) whose follower fetches are throttled.",
-        support: Support::Stored(NO_REPLICATION),
+        support: Support::Acted,
     },
     ConfigDef {
         name: "index.interval.bytes",
@@ -236,7 +237,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         validate: throttled_replicas,
         broker_name: None,
         doc: "Replicas (partition:broker, or *) whose leader-side replication is throttled.",
-        support: Support::Stored(NO_REPLICATION),
+        support: Support::Acted,
     },
     ConfigDef {
         name: "local.retention.bytes",
@@ -445,7 +446,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         validate: boolean,
         broker_name: Some("unclean.leader.election.enable"),
         doc: "Whether a replica outside the ISR may become leader, at the cost of losing data.",
-        support: Support::Stored(NO_REPLICATION),
+        support: Support::Stored(NO_AUTOMATIC_UNCLEAN),
     },
 ];
 
