@@ -15,32 +15,12 @@ fi
 classpath="$(cat "$cp_file")"
 voters="1@127.0.0.1:$((base + 1)),2@127.0.0.1:$((base + 11)),3@127.0.0.1:$((base + 21))"
 cluster_id="$(java -cp "$classpath" kafka.tools.StorageTool random-uuid)"
+# shellcheck source=node-config.sh
+source "$here/node-config.sh"
 pids=()
 for n in 1 2 3; do
-  port=$((base + (n - 1) * 10)); controller=$((port + 1)); home="$dir/n$n"
-  mkdir -p "$home/logs"
-  cat > "$home/server.properties" <<PROPS
-process.roles=broker,controller
-node.id=$n
-controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-inter.broker.listener.name=PLAINTEXT
-log.dirs=$home/logs
-num.partitions=1
-offsets.topic.replication.factor=3
-transaction.state.log.replication.factor=3
-transaction.state.log.min.isr=2
-group.initial.rebalance.delay.ms=0
-PROPS
-  cat > "$home/log4j.properties" <<'PROPS'
-log4j.rootLogger=WARN, stdout
-log4j.appender.stdout=org.apache.log4j.ConsoleAppender
-log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
-log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
-PROPS
+  port=$((base + (n - 1) * 10)); home="$dir/n$n"
+  write_node_config "$home" "$n" "$voters" "$port" 3
   java -cp "$classpath" -Dlog4j.configuration="file:$home/log4j.properties" kafka.tools.StorageTool format \
     -t "$cluster_id" -c "$home/server.properties" >&2
   taskset -c $(( (n - 1) % cpus )) java -Xms"$heap" -Xmx"$heap" -XX:+UseG1GC -cp "$classpath" \

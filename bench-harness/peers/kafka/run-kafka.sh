@@ -12,30 +12,9 @@ if [ ! -s "$cp_file" ]; then
   (cd "$here" && mvn -q -B dependency:build-classpath -Dmdep.outputFile="$cp_file" >&2)
 fi
 classpath="$(cat "$cp_file")"
-controller=$((port + 1))
-mkdir -p "$dir/logs"
-cat > "$dir/server.properties" <<PROPS
-process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$controller
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-inter.broker.listener.name=PLAINTEXT
-log.dirs=$dir/logs
-num.partitions=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-group.initial.rebalance.delay.ms=0
-PROPS
-cat > "$dir/log4j.properties" <<'PROPS'
-log4j.rootLogger=WARN, stdout
-log4j.appender.stdout=org.apache.log4j.ConsoleAppender
-log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
-log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
-PROPS
+# shellcheck source=node-config.sh
+source "$here/node-config.sh"
+write_node_config "$dir" 1 "1@127.0.0.1:$((port + 1))" "$port" 1
 cluster_id="$(java -cp "$classpath" kafka.tools.StorageTool random-uuid)"
 java -cp "$classpath" -Dlog4j.configuration="file:$dir/log4j.properties" kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" >&2
 taskset -c "$cpu" java -Xms1g -Xmx1g -XX:+UseG1GC -cp "$classpath" -Dlog4j.configuration="file:$dir/log4j.properties" \

@@ -1,0 +1,30 @@
+# Shared by run-kafka.sh and run-kafka-cluster.sh (sourced): writes a KRaft combined
+# node's server.properties and log4j.properties under HOME.
+#   write_node_config HOME NODE_ID VOTERS PORT REPLICATION_FACTOR
+write_node_config() {
+  local home="$1" node="$2" voters="$3" port="$4" factor="$5"
+  local controller=$((port + 1)) min_isr=$(( $5 > 1 ? 2 : 1 ))
+  mkdir -p "$home/logs"
+  cat > "$home/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=$node
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$home/logs
+num.partitions=1
+offsets.topic.replication.factor=$factor
+transaction.state.log.replication.factor=$factor
+transaction.state.log.min.isr=$min_isr
+group.initial.rebalance.delay.ms=0
+PROPS
+  cat > "$home/log4j.properties" <<'PROPS'
+log4j.rootLogger=WARN, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+PROPS
+}
