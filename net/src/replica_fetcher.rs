@@ -24,6 +24,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use skein_engine::{Batch, Offset, TopicPartition};
 use skein_replication::{IsrProposal, Role};
 
+use crate::errors::code;
 use crate::metadata::controller::ControllerRequest;
 use crate::shard::{Partition, Shard};
 use crate::throttle;
@@ -65,23 +66,35 @@ pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrP
     };
     let (shard, partition) = (shard.clone(), partition.clone());
     glommio::spawn_local(async move {
-        // An answer that does not come (a controller that went away with the request)
-        // holds the partition's next proposal for at most ISR_CHANGE_WAIT.
-        let outcome = futures_lite::future::or(async { Some(shard.control(request).await) }, async {
-            glommio::timer::sleep(ISR_CHANGE_WAIT).await;
-            None
-        })
-        .await;
-        match outcome {
-            Some(Ok(_)) => {}
-            Some(Err((code, message))) => {
-                tracing::debug!(target: "skein::net", partition = %partition, code, message, "ISR change refused");
-                state.isr_proposal_failed();
+        // As Kafka's AlterPartitionManager, the request is sent again until it is
+        // answered (a controller that went away with it never answers), while this
+        // replica still leads in the epoch it was made in: a change the controller
+        // committed must never be taken for a failed one.
+        loop {
+            let outcome = futures_lite::future::or(async { Some(shard.control(request.clone()).await) }, async {
+                glommio::timer::sleep(ISR_CHANGE_WAIT).await;
+                None
+            })
+            .await;
+            match outcome {
+                Some(Ok(_)) => {}
+                // The partition moved on (a newer partition epoch): the metadata that
+                // says how reaches this replica and settles the joining followers.
+                Some(Err((code::INVALID_UPDATE_VERSION, _))) => {}
+                Some(Err((code, message))) => {
+                    tracing::debug!(target: "skein::net", partition = %partition, code, message, "ISR change refused");
+                    state.isr_proposal_failed();
+                }
+                None => {
+                    let replica = state.replica_state.borrow();
+                    if replica.role() == Role::Leader && replica.leader_epoch().0 == epoch {
+                        drop(replica);
+                        tracing::debug!(target: "skein::net", partition = %partition, "ISR change unanswered; sending it again");
+                        continue;
+                    }
+                }
             }
-            None => {
-                tracing::debug!(target: "skein::net", partition = %partition, "ISR change unanswered; proposing again");
-                state.isr_proposal_failed();
-            }
+            break;
         }
         state.isr_change_pending.set(false);
     })
