@@ -871,8 +871,18 @@ fn reassignments_move_partitions_between_brokers() {
                     .with_partition_index(0)
                     .with_replicas(target.map(|t| t.into_iter().map(BrokerId).collect()))]),
         ]);
-        let response: AlterPartitionReassignmentsResponse = RawClient::connect(&node.bootstrap()).call(&request, 1);
-        (response.error_code, response.responses[0].partitions[0].error_code)
+        // A controller that was just lost answers NOT_CONTROLLER or REQUEST_TIMED_OUT
+        // until the quorum elects another; clients retry, as Kafka's Admin does.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let response: AlterPartitionReassignmentsResponse = RawClient::connect(&node.bootstrap()).call(&request, 1);
+            if response.error_code == 0 || Instant::now() > deadline {
+                let partition = response.responses.first().and_then(|t| t.partitions.first());
+                return (response.error_code, partition.map_or(-1, |p| p.error_code));
+            }
+            assert!([NOT_CONTROLLER, REQUEST_TIMED_OUT].contains(&response.error_code), "{response:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
     };
     let ongoing = |node: &Broker| -> Vec<(Vec<i32>, Vec<i32>, Vec<i32>)> {
         let request = ListPartitionReassignmentsRequest::default().with_timeout_ms(10_000);
