@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 pub mod controller;
 pub mod decide;
+mod elections;
 pub mod quorum;
 pub mod store;
 pub mod transport;

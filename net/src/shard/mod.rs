@@ -29,7 +29,9 @@ use crate::router::Router;
 use skein_replication::producer::ProducerStates;
 
 mod groups;
+mod ops;
 pub use groups::group_ticker;
+pub use ops::{OpResult, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage};
 
 /// Node-wide settings the handlers need.
 #[derive(Debug, Clone)]
@@ -122,159 +124,6 @@ impl Partition {
         self.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
         Ok(())
     }
-}
-
-/// Who reads a partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reader {
-    /// A follower replicating: up to the log end, from the leader only.
-    Follower,
-    /// A consumer: up to the high watermark. `any_replica` (Fetch v11+, KIP-392): a
-    /// follower serves it too. `rack`: the consumer's rack, where the node's
-    /// `replica.selector.class` is rack-aware; the leader then names a replica on that
-    /// rack to read from instead (`preferred_read_replica`).
-    Consumer { any_replica: bool, rack: Option<String> },
-}
-
-/// An operation on one partition, executed by the shard that owns it.
-#[derive(Debug)]
-pub enum PartitionOp {
-    Produce {
-        batch: Bytes,
-        acks: i16,
-        /// How long `acks=all` waits for the commit (the request's `timeout_ms`).
-        timeout_ms: u64,
-    },
-    Fetch {
-        offset: i64,
-        max_bytes: usize,
-        wait_ms: u64,
-        reader: Reader,
-    },
-    /// A follower's fetch position, recorded by the leader before it reads: the high
-    /// watermark may move. Answers where the follower's log diverged, if it did.
-    FollowerFetch {
-        follower: i32,
-        offset: i64,
-        current_leader_epoch: i32,
-        last_fetched_epoch: i32,
-    },
-    /// The controller's assignment of this partition (leader, epochs, replicas, ISR).
-    Assign(Assignment),
-    ListOffsets {
-        timestamp: i64,
-    },
-    DeleteRecords {
-        offset: i64,
-    },
-    /// OffsetForLeaderEpoch: where `leader_epoch` ends, checked against the sender's
-    /// view of the current epoch (-1: none).
-    EpochEndOffset {
-        current_leader_epoch: i32,
-        leader_epoch: i32,
-    },
-    /// Opens (creating if needed) the partition's log with these settings, in the
-    /// role the assignment gives it.
-    Open {
-        settings: Box<TopicSettings>,
-        assignment: Assignment,
-    },
-    Reconfigure(Box<TopicSettings>),
-    /// Deletes the partition's log (its directory is renamed `-delete` at once, its
-    /// files removed later), if it belongs to the topic with this id.
-    Remove {
-        topic_id: [u8; 16],
-    },
-    /// Closes the partition's log cleanly and forgets it here (a placement move).
-    Release,
-    Stats,
-    /// A group coordinator operation; the partition is the group's offsets partition.
-    Group(Box<crate::group::GroupCall>),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum PartitionReply {
-    Produce {
-        base_offset: i64,
-        log_append_time_ms: i64,
-        log_start_offset: i64,
-    },
-    /// The batch was refused before the log was touched.
-    ProduceRefused(Box<crate::append::Refused>),
-    Fetch {
-        high_watermark: i64,
-        log_start_offset: i64,
-        records: Vec<Bytes>,
-        /// The replica the consumer should read from instead (KIP-392), or -1.
-        preferred_read_replica: i32,
-    },
-    /// Where a follower's log diverged from the leader's: (epoch, end offset).
-    FollowerFetch {
-        diverging: Option<(i32, i64)>,
-    },
-    Offsets {
-        offset: i64,
-        timestamp: i64,
-    },
-    DeleteRecords {
-        low_watermark: i64,
-    },
-    /// The largest epoch at or below the one asked and where it ends (-1, -1: unknown).
-    EpochEndOffset {
-        leader_epoch: i32,
-        end_offset: i64,
-    },
-    Stats {
-        size_bytes: u64,
-        log_start_offset: i64,
-        log_end_offset: i64,
-        bytes_in: u64,
-        bytes_out: u64,
-    },
-    Group(Box<crate::group::GroupAnswer>),
-    Done,
-}
-
-impl PartitionOp {
-    /// The Kafka API an operation serves, for error metrics.
-    pub fn api_key(&self) -> Option<i16> {
-        match self {
-            PartitionOp::Produce { .. } => Some(0),
-            PartitionOp::Fetch { .. } | PartitionOp::FollowerFetch { .. } => Some(1),
-            PartitionOp::ListOffsets { .. } => Some(2),
-            PartitionOp::DeleteRecords { .. } => Some(21),
-            PartitionOp::EpochEndOffset { .. } => Some(23),
-            _ => None,
-        }
-    }
-}
-
-/// A Kafka error code, with a message where Kafka sends one.
-pub type OpResult = Result<PartitionReply, (i16, Option<String>)>;
-
-/// The replication state of a shard's partitions, for `/metrics`.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ReplicationGauges {
-    /// Partitions led here whose ISR lacks a replica.
-    pub under_replicated: u64,
-    /// Records led here past the high watermark (written, not yet committed).
-    pub high_watermark_lag: i64,
-    /// Records the partitions followed here lack of their leaders' high watermarks.
-    pub follower_lag: i64,
-    /// The longest a follower of a partition led here has not been caught up (ms).
-    pub follower_lag_ms: i64,
-}
-
-/// A message between shards.
-pub enum ShardMessage {
-    /// An operation on a partition the receiver owns.
-    Partition { partition: TopicPartition, op: PartitionOp, reply: oneshot::Sender<OpResult> },
-    /// A metadata change for the controller (shard 0).
-    Control { request: ControllerRequest, reply: oneshot::Sender<Result<ControllerReply, Refusal>> },
-    /// A new metadata image from the controller; acknowledged once installed.
-    Publish { image: Arc<MetadataImage>, reply: oneshot::Sender<()> },
-    /// The high watermarks of the receiver's partitions, for the checkpoint.
-    HighWatermarks { reply: oneshot::Sender<Vec<(TopicPartition, Offset)>> },
 }
 
 pub struct Shard {
