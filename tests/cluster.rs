@@ -971,8 +971,9 @@ fn a_throttled_move_keeps_to_its_rate() {
     create_with(cluster.node(1), "slow", 1, 1).unwrap();
     let source = leader_of(cluster.node(1), "slow", 0);
     let target = (1..=3).find(|&id| id != source).unwrap();
-    // 600 KB in two batches of 300 records of 1,000 bytes.
-    for _ in 0..2 {
+    // 2.4 MB in eight batches of 300 records of 1,000 bytes: more than the 1 MiB one
+    // replica fetch may carry, so the quota holds back the fetches after the first.
+    for _ in 0..8 {
         assert_eq!(produce_batch(cluster.node(source), "slow", 300, 1000, -1).0, 0);
     }
     let alter = |node: &Broker, kind: i8, name: &str, configs: Vec<AlterableConfig>| -> (i16, String) {
@@ -994,7 +995,7 @@ fn a_throttled_move_keeps_to_its_rate() {
     let node = cluster.node(1);
     assert_eq!(alter(node, 4, &target.to_string(), vec![set("num.io.threads", "9")]).0, 42, "not dynamic here");
     assert_eq!(alter(node, 4, &target.to_string(), vec![set(rate, "-5")]).0, 40, "INVALID_CONFIG");
-    assert_eq!(alter(node, 4, &target.to_string(), vec![set(rate, "150000")]), (0, String::new()));
+    assert_eq!(alter(node, 4, &target.to_string(), vec![set(rate, "600000")]), (0, String::new()));
     assert_eq!(alter(node, 2, "slow", vec![set("follower.replication.throttled.replicas", "*")]).0, 0);
     let described = |node: &Broker| -> (String, i8) {
         let request = DescribeConfigsRequest::default().with_resources(vec![
@@ -1007,25 +1008,38 @@ fn a_throttled_move_keeps_to_its_rate() {
         let entry = &response.results[0].configs[0];
         (entry.value.as_ref().unwrap().to_string(), entry.config_source)
     };
-    assert_eq!(described(cluster.node(target)), ("150000".to_string(), 2), "DYNAMIC_BROKER_CONFIG");
+    assert_eq!(described(cluster.node(target)), ("600000".to_string(), 2), "DYNAMIC_BROKER_CONFIG");
 
-    let request = AlterPartitionReassignmentsRequest::default().with_timeout_ms(10_000).with_topics(vec![
-        alter_partition_reassignments_request::ReassignableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("slow")))
-            .with_partitions(vec![alter_partition_reassignments_request::ReassignablePartition::default()
-                .with_partition_index(0)
-                .with_replicas(Some(vec![BrokerId(source), BrokerId(target)]))]),
-    ]);
-    let started = Instant::now();
-    let response: AlterPartitionReassignmentsResponse = RawClient::connect(&node.bootstrap()).call(&request, 0);
-    assert_eq!(response.responses[0].partitions[0].error_code, 0);
-    let mut both = vec![source, target];
-    both.sort_unstable();
-    wait_for_isr(cluster.node(1), "slow", 0, &both, Duration::from_secs(30));
-    let took = started.elapsed();
-    // 600 KB at 150 KB/s, less the first second's allowance: about three seconds
-    // (unthrottled, well under one).
-    assert!(took >= Duration::from_secs(2), "a throttled catch-up of 600 KB took {took:?}");
+    // Moves "slow" to `replicas` and waits until they are all in sync: how long it took.
+    let move_to = |replicas: Vec<i32>| -> Duration {
+        let request = AlterPartitionReassignmentsRequest::default().with_timeout_ms(10_000).with_topics(vec![
+            alter_partition_reassignments_request::ReassignableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("slow")))
+                .with_partitions(vec![alter_partition_reassignments_request::ReassignablePartition::default()
+                    .with_partition_index(0)
+                    .with_replicas(Some(replicas.iter().copied().map(BrokerId).collect()))]),
+        ]);
+        let started = Instant::now();
+        let response: AlterPartitionReassignmentsResponse = RawClient::connect(&node.bootstrap()).call(&request, 0);
+        assert_eq!(response.responses[0].partitions[0].error_code, 0);
+        let mut sorted = replicas.clone();
+        sorted.sort_unstable();
+        wait_for_isr(cluster.node(1), "slow", 0, &sorted, Duration::from_secs(30));
+        started.elapsed()
+    };
+    let took = move_to(vec![source, target]);
+    // 2.4 MB at 600 KB/s in fetches of up to 1 MiB, the first one free: over two
+    // seconds (unthrottled, well under one).
+    assert!(took >= Duration::from_millis(1500), "a follower-throttled catch-up of 2.4 MB took {took:?}");
+
+    // The leader's side: a cluster-wide default rate ("" names every broker) on the
+    // replicas the topic's leader list names holds the next move as well.
+    let leader_rate = "leader.replication.throttled.rate";
+    assert_eq!(alter(node, 4, "", vec![set(leader_rate, "600000")]).0, 0);
+    assert_eq!(alter(node, 2, "slow", vec![set("leader.replication.throttled.replicas", "*")]).0, 0);
+    let third = (1..=3).find(|&id| id != source && id != target).unwrap();
+    let took = move_to(vec![source, target, third]);
+    assert!(took >= Duration::from_millis(1500), "a leader-throttled catch-up of 2.4 MB took {took:?}");
 
     let delete = AlterableConfig::default().with_name(StrBytes::from_static_str(rate)).with_config_operation(1);
     assert_eq!(alter(node, 4, &target.to_string(), vec![delete]).0, 0);

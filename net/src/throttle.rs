@@ -7,7 +7,9 @@
 //! with no records while its quota is spent. Other partitions replicate at full speed.
 //!
 //! Quotas are per shard (each takes its share of the broker's rate), so no lock is
-//! shared: a token bucket holding at most one second of its rate.
+//! shared: a token bucket holding at most one second of its rate. As in Kafka, the
+//! quota is checked before a fetch, so one fetch (up to 1 MiB a partition) may
+//! overshoot it; the fetches after it wait until the average is back at the rate.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -173,6 +173,8 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
             None => return,
             Some(None) => {
                 quorum.tick();
+                // DescribeQuorum's view, refreshed once a tick rather than per message.
+                controller.set_quorum_status(seen.status(&quorum));
                 next_tick += TICK;
                 if next_tick < Instant::now() {
                     next_tick = Instant::now() + TICK;
@@ -229,7 +231,6 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
             }
         }
         controller.set_leader(quorum.is_leader(), quorum.leader());
-        controller.set_quorum_status(seen.status(&quorum));
         controller.check_sessions(&shard);
         controller.check_balance(&shard);
         let active = controller.active().unwrap_or(-1);
