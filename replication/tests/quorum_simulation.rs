@@ -7,7 +7,10 @@
 //! Checked: an index is applied with the same data on every member (no committed
 //! entry is ever lost or replaced); each member applies in index order, also across
 //! restarts; once the network heals, a leader is elected, a new proposal commits and
-//! every member holds the same state machine. `SIM_SEED=n` replays one seed,
+//! every member holds the same state machine. An observer (a broker-only node) follows
+//! the log through `Quorum::feed` from a random member, a few entries at a time: it
+//! applies only entries no member applies differently, in order, and ends with the
+//! members' state machine. `SIM_SEED=n` replays one seed,
 //! `SIM_SEEDS=n` runs n seeds (100 by default).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -68,6 +71,9 @@ struct Sim {
     /// Snapshots installed and crashes before persisting, to check the run covers them.
     installs: u64,
     torn: u64,
+    /// The observer's state machine, and the index its feeds covered.
+    observer: Vec<(u64, String)>,
+    observed: u64,
 }
 
 impl Sim {
@@ -92,6 +98,8 @@ impl Sim {
             trace: std::env::var("SIM_TRACE").is_ok(),
             installs: 0,
             torn: 0,
+            observer: Vec::new(),
+            observed: 0,
         }
     }
 
@@ -199,11 +207,35 @@ impl Sim {
         self.deliver(lossy);
     }
 
+    /// The observer asks member `at` for what follows what it holds (in pages of a few
+    /// entries), and applies the answer.
+    fn observe(&mut self, at: usize) {
+        let Some(quorum) = self.members[at].quorum.as_ref() else { return };
+        let feed = quorum.feed(self.observed, 8);
+        if let Some((index, data)) = &feed.snapshot {
+            let image: Vec<(u64, String)> = serde_json::from_slice(data).unwrap();
+            assert!(image.last().is_none_or(|(i, _)| i <= index));
+            assert!(*index >= self.observed || self.observed == 0, "a snapshot at {index} behind {}", self.observed);
+            self.observer = image;
+        }
+        for entry in feed.entries {
+            assert!(entry.index > self.observer.last().map_or(0, |(i, _)| *i), "observer fed out of order");
+            let data = String::from_utf8(entry.data).unwrap();
+            if let Some(previous) = self.chosen.insert(entry.index, data.clone()) {
+                assert_eq!(previous, data, "the observer was fed index {} with another value", entry.index);
+            }
+            self.observer.push((entry.index, data));
+        }
+        assert!(feed.upto >= self.observed || feed.snapshot.is_some(), "the feed went back");
+        self.observed = self.observed.max(feed.upto);
+    }
+
     fn step(&mut self) {
         let at = self.rng.random_range(0..self.members.len());
         let id = self.members[at].id;
         match self.rng.random_range(0..100) {
-            0..=39 => self.tick(true),
+            0..=34 => self.tick(true),
+            35..=39 => self.observe(at),
             40..=69 => {
                 let data = format!("p{}", self.next_proposal);
                 self.next_proposal += 1;
@@ -280,6 +312,11 @@ impl Sim {
                 assert!(images.windows(2).all(|w| w[0] == w[1]), "seed {seed}: members differ");
                 let chosen: Vec<_> = self.chosen.iter().map(|(i, d)| (*i, d.clone())).collect();
                 assert_eq!(*images[0], chosen, "seed {seed}: a chosen entry is missing");
+                let leader = self.members.iter().position(|m| m.quorum.as_ref().is_some_and(Quorum::is_leader));
+                for _ in 0..chosen.len() + 2 {
+                    self.observe(leader.unwrap_or(0));
+                }
+                assert_eq!(self.observer, chosen, "seed {seed}: the observer differs from the members");
                 return;
             }
         }

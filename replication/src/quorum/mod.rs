@@ -14,10 +14,12 @@
 //! commit index covers before raft runs (`applied` starts there), so raft hands it
 //! only later entries.
 
+mod feed;
 pub mod journal;
 mod logger;
 pub mod storage;
 
+pub use feed::Feed;
 pub use journal::Journal;
 use raft::prelude::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
 use raft::{RawNode, StateRole};
