@@ -96,14 +96,21 @@ pub struct StartArgs {
     #[arg(long, env = "SKEIN_MAX_CONNECTIONS_PER_IP")]
     pub max_connections_per_ip: Option<usize>,
     /// The controller quorum's voters, Kafka's `controller.quorum.voters`:
-    /// `id@host:port,...`. This node must be one of them. Without it the node is a
-    /// quorum of one [default: none, a single node].
+    /// `id@host:port,...`. A node among them votes; a broker-only node (`--roles
+    /// broker`) follows their log. Without it the node is a quorum of one [default:
+    /// none, a single node].
     #[arg(long, env = "SKEIN_CONTROLLER_VOTERS")]
     pub controller_voters: Option<String>,
     /// Address the controller quorum listens on [default: this node's address in
     /// --controller-voters].
     #[arg(long, env = "SKEIN_CONTROLLER_LISTENER")]
     pub controller_listener: Option<String>,
+    /// Kafka's `process.roles`: `broker`, `controller` or `broker,controller`. A
+    /// controller is one of --controller-voters; a broker-only node is not, and
+    /// follows the quorum's log; a controller-only node holds no partitions [default:
+    /// broker,controller for a voter, broker otherwise].
+    #[arg(long, env = "SKEIN_ROLES")]
+    pub roles: Option<String>,
     /// Kafka's `broker.rack`: this broker's rack. Replicas of a partition are placed on
     /// as many racks as they can be [default: none].
     #[arg(long, env = "SKEIN_RACK")]
@@ -183,6 +190,7 @@ struct FileConfig {
     max_connections_per_ip: Option<usize>,
     controller_voters: Option<String>,
     controller_listener: Option<String>,
+    roles: Option<String>,
     rack: Option<String>,
     replica_selector_class: Option<String>,
     replica_lag_time_max_ms: Option<u64>,
@@ -228,6 +236,8 @@ pub struct NodeConfig {
     pub controller_voters: Vec<(i32, SocketAddr)>,
     /// Where this node's controller listens, in a cluster.
     pub controller_listener: Option<SocketAddr>,
+    /// Kafka's `process.roles`.
+    pub roles: Roles,
     /// Kafka's `broker.rack`.
     pub rack: Option<String>,
     /// `replica.selector.class` is the rack-aware selector.
@@ -329,10 +339,27 @@ impl NodeConfig {
             ),
             None => controller_voters.iter().find(|(id, _)| *id == node_id).map(|(_, address)| *address),
         };
-        if !controller_voters.is_empty() && !controller_voters.iter().any(|(id, _)| *id == node_id) {
-            return Err(format!(
-                "node {node_id} is not among --controller-voters: every node is a voter (broker-only nodes are not supported yet)"
-            ));
+        let voter = controller_voters.is_empty() || controller_voters.iter().any(|(id, _)| *id == node_id);
+        let roles = match args.roles.or(file.roles) {
+            Some(text) => Roles::parse(&text)?,
+            None => Roles { broker: true, controller: voter },
+        };
+        match (voter, roles.controller) {
+            (true, false) if controller_voters.is_empty() => {
+                return Err("a single node (no --controller-voters) needs --roles broker,controller".into())
+            }
+            (true, false) => {
+                return Err(format!(
+                    "node {node_id} is among --controller-voters, so its --roles must include controller"
+                ))
+            }
+            (false, true) => {
+                return Err(format!("node {node_id} has the controller role but is not among --controller-voters"))
+            }
+            _ => {}
+        }
+        if !roles.broker && controller_voters.is_empty() {
+            return Err("a single node (no --controller-voters) needs --roles broker,controller".into());
         }
         let rack = args.rack.or(file.rack);
         if rack.as_ref().is_some_and(|r| r.trim().is_empty() || r.len() > 255) {
@@ -347,6 +374,9 @@ impl NodeConfig {
                 ))
             }
         };
+        if controller_listener.is_some() && !roles.controller {
+            return Err("--controller-listener is for controllers: this node's --roles has no controller".into());
+        }
         if controller_listener.is_some() && controller_voters.is_empty() {
             return Err("--controller-listener needs --controller-voters".into());
         }
@@ -423,6 +453,7 @@ impl NodeConfig {
                 .or(file.max_connections_per_ip)
                 .unwrap_or(i32::MAX as usize),
             controller_voters,
+            roles,
             controller_listener,
             rack,
             rack_aware_reads,
@@ -461,6 +492,27 @@ impl NodeConfig {
 }
 
 /// Parses Kafka's `controller.quorum.voters`: `id@host:port` separated by commas.
+/// Kafka's `process.roles`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    pub broker: bool,
+    pub controller: bool,
+}
+
+impl Roles {
+    fn parse(text: &str) -> Result<Roles, String> {
+        let mut roles = Roles { broker: false, controller: false };
+        for role in text.split(',').map(str::trim) {
+            match role {
+                "broker" => roles.broker = true,
+                "controller" => roles.controller = true,
+                _ => return Err(format!("invalid --roles {text:?}: expected broker, controller or broker,controller")),
+            }
+        }
+        Ok(roles)
+    }
+}
+
 fn parse_voters(text: &str) -> Result<Vec<(i32, SocketAddr)>, String> {
     let mut voters: Vec<(i32, SocketAddr)> = Vec::new();
     for voter in text.split(',').map(str::trim).filter(|v| !v.is_empty()) {
@@ -542,5 +594,35 @@ mod tests {
         bad(StartArgs { topic_configs: vec!["retention.ms=-7".into()], ..Default::default() }, "retention.ms");
         bad(StartArgs { topic_configs: vec!["retention.ms".into()], ..Default::default() }, "NAME=VALUE");
         bad(StartArgs { num_partitions: Some(0), ..Default::default() }, "--num-partitions");
+    }
+
+    // Kafka's process.roles: a voter is a controller (with the broker role by
+    // default), any other node a broker-only observer; contradictions are named.
+    #[test]
+    fn roles() {
+        let voters = Some("1@127.0.0.1:19093,2@127.0.0.1:29093".to_string());
+        let node = |id: i32, roles: Option<&str>| {
+            NodeConfig::load(StartArgs {
+                node_id: Some(id),
+                controller_voters: voters.clone(),
+                roles: roles.map(str::to_string),
+                ..Default::default()
+            })
+        };
+        let roles = |id, text| node(id, text).map(|c| (c.roles.broker, c.roles.controller));
+        assert_eq!(roles(1, None), Ok((true, true)));
+        assert_eq!(roles(1, Some("controller")), Ok((false, true)));
+        assert_eq!(roles(3, None), Ok((true, false)));
+        assert_eq!(roles(3, Some("broker")), Ok((true, false)));
+        assert_eq!(node(3, None).unwrap().controller_listener, None);
+        let refused = |id, text: &str, needle: &str| {
+            let e = node(id, Some(text)).unwrap_err();
+            assert!(e.contains(needle), "{e}");
+        };
+        refused(1, "broker", "must include controller");
+        refused(3, "broker,controller", "not among --controller-voters");
+        refused(3, "leader", "expected broker, controller or broker,controller");
+        let lone = NodeConfig::load(StartArgs { roles: Some("broker".into()), ..Default::default() }).unwrap_err();
+        assert!(lone.contains("needs --roles broker,controller"), "{lone}");
     }
 }

@@ -52,14 +52,34 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     let drained = Arc::new(AtomicBool::new(false));
     let exited = Arc::new(AtomicUsize::new(0));
     let shards = config.cpus.len();
-    // The metadata log: its voters, or this node alone.
-    let voter_ids: Vec<i32> = match config.controller_voters.is_empty() {
-        true => vec![config.node_id],
-        false => config.controller_voters.iter().map(|(id, _)| *id).collect(),
+    // The metadata log: its voters, or this node alone. A broker-only node fetches the
+    // quorum's image first (Kafka's brokers catch up with the metadata log before
+    // they serve).
+    let cluster_id = cluster_id(&config.data_dir, &config.controller_voters)?;
+    let log = match config.roles.controller {
+        true => {
+            let voter_ids: Vec<i32> = match config.controller_voters.is_empty() {
+                true => vec![config.node_id],
+                false => config.controller_voters.iter().map(|(id, _)| *id).collect(),
+            };
+            MetadataLog::Voter(skein_net::metadata::quorum::open(&config.data_dir, config.node_id, &voter_ids, shards)?)
+        }
+        false => {
+            let (image, index) = skein_net::metadata::observer::catch_up(
+                config.node_id,
+                &cluster_id,
+                &config.controller_voters,
+                shards,
+                &signal,
+            )?;
+            MetadataLog::Observer(image, index)
+        }
     };
-    let opened = skein_net::metadata::quorum::open(&config.data_dir, config.node_id, &voter_ids, shards)?;
-    let image = Arc::new(opened.image.clone());
-    let mut opened = Some(opened);
+    let image = Arc::new(match &log {
+        MetadataLog::Voter(opened) => opened.image.clone(),
+        MetadataLog::Observer(image, _) => image.clone(),
+    });
+    let mut log = Some(log);
     sweep_stray_partitions(&config.data_dir, &image)?;
     // Probe the listener before starting shards, for a clear error when it is taken,
     // and resolve port 0 to a free port that every shard then binds.
@@ -84,10 +104,11 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             true => config.node_id,
             false => -1,
         })),
-        cluster_id: cluster_id(&config.data_dir, &config.controller_voters)?,
+        cluster_id,
         incarnation: uuid::Uuid::new_v4().as_u64_pair().0,
         clean_restart,
         clustered: !config.controller_voters.is_empty(),
+        broker: config.roles.broker,
         advertised_host: config.advertised_host.clone(),
         advertised_port: config.advertised_port,
         controller_voters: config.controller_voters.clone(),
@@ -122,7 +143,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             (config.clone(), stop.clone(), image.clone(), settings.clone(), ready.clone());
         let (signal, drained, exited) = (signal.clone(), drained.clone(), exited.clone());
         // Shard 0 runs the metadata controller and drives the metadata log.
-        let log = if shard == 0 { opened.take() } else { None };
+        let log = if shard == 0 { log.take() } else { None };
         let (node_id, voters) = (config.node_id, config.controller_voters.clone());
         let session_timeout = Duration::from_millis(config.broker_session_timeout_ms);
         let rebalance_every = config.leader_rebalance_every;
@@ -132,8 +153,10 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 let (router, receivers) = wiring.connect().await;
                 let (controller, inputs) = match log {
                     Some(log) => {
+                        let observer = matches!(log, MetadataLog::Observer(..));
+                        let cluster_id = &settings.cluster_id;
                         let (controller, inputs) =
-                            Controller::new(node_id, &settings.cluster_id, &voters, session_timeout, rebalance_every);
+                            Controller::new(node_id, cluster_id, &voters, observer, session_timeout, rebalance_every);
                         (Some(controller), Some((log, inputs)))
                     }
                     None => (None, None),
@@ -141,7 +164,15 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 let node =
                     Rc::new(Shard::new(shard, settings, image, controller, config.cache_bytes_per_shard, router));
                 if let Some((log, inputs)) = inputs {
-                    glommio::spawn_local(skein_net::metadata::quorum::run(node.clone(), log, inputs)).detach();
+                    let follow = match log {
+                        MetadataLog::Voter(opened) => {
+                            glommio::spawn_local(skein_net::metadata::quorum::run(node.clone(), opened, inputs))
+                        }
+                        MetadataLog::Observer(image, index) => {
+                            glommio::spawn_local(skein_net::metadata::observer::run(node.clone(), image, index))
+                        }
+                    };
+                    follow.detach();
                     glommio::spawn_local(drain_on_signal(node.clone(), signal, drained)).detach();
                 }
                 let result = run_shard(node, receivers, config, stop, ready, shards).await;
@@ -304,6 +335,13 @@ async fn remove_deleted(shard: &Shard) {
     }
 }
 
+/// Where a node's metadata comes from: the quorum it votes in, or (a broker-only
+/// node) the image it fetched from the voters, with the log index it holds.
+enum MetadataLog {
+    Voter(skein_net::metadata::quorum::Opened),
+    Observer(skein_net::metadata::MetadataImage, u64),
+}
+
 /// The longest a stopping cluster node waits for its leaderships to move.
 const DRAIN_MAX: Duration = Duration::from_secs(20);
 
@@ -316,7 +354,7 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
     while !signal.load(Ordering::Relaxed) {
         glommio::timer::sleep(Duration::from_millis(20)).await;
     }
-    if let Some(controller) = shard.controller().filter(|c| c.peers().is_some()) {
+    if let Some(controller) = shard.controller().filter(|c| c.clustered() && shard.settings.broker) {
         let me = shard.settings.node_id;
         tracing::info!(target: "skein", node = me, "controlled shutdown: moving leaderships away");
         controller.begin_shutdown();
@@ -375,7 +413,7 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
             Ok(_) if !registered => {
                 tracing::info!(target: "skein", node = broker.id, "broker registered");
                 registered = true;
-                if controller.peers().is_none() {
+                if !controller.clustered() {
                     return;
                 }
             }
@@ -482,7 +520,9 @@ async fn run_shard(
     let server = glommio::spawn_local(skein_net::server::serve(shard.clone(), listener));
     if shard.id == 0 {
         let interval = Duration::from_millis(config.broker_heartbeat_interval_ms);
-        glommio::spawn_local(register_broker(shard.clone(), interval)).detach();
+        if shard.settings.broker {
+            glommio::spawn_local(register_broker(shard.clone(), interval)).detach();
+        }
         if let Some(address) = config.controller_listener {
             let listener = glommio::net::TcpListener::bind(address)
                 .map_err(|e| format!("cannot listen for the controller quorum on {address}: {e}"))?;

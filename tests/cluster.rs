@@ -55,9 +55,15 @@ impl Cluster {
 
     /// As `start`, with `extra(id)` flags for node `id`.
     fn start_each(size: i32, extra: impl Fn(i32) -> Vec<String>) -> Cluster {
+        Cluster::start_roles(size, size, extra)
+    }
+
+    /// Starts nodes 1 to `size`, of which 1 to `voters` are the controller quorum's
+    /// voters and the others broker-only nodes, with `extra(id)` flags for node `id`.
+    fn start_roles(size: i32, voters: i32, extra: impl Fn(i32) -> Vec<String>) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let mut ports: Vec<u16> = Vec::new();
-        while ports.len() < size as usize {
+        while ports.len() < voters as usize {
             let port = broker_port();
             if !ports.contains(&port) {
                 ports.push(port);
@@ -77,6 +83,20 @@ impl Cluster {
             })
             .collect();
         Cluster { nodes, _dir: dir }
+    }
+
+    /// Waits until `node`'s Metadata names exactly the brokers `expected`.
+    fn wait_for_brokers_named(&self, node: i32, expected: &[i32]) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut named: Vec<i32> = metadata(self.node(node)).brokers.iter().map(|b| b.node_id.0).collect();
+            named.sort_unstable();
+            if named == expected {
+                return;
+            }
+            assert!(Instant::now() < deadline, "node {node} names brokers {named:?}, not {expected:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Waits until every node's Metadata names every broker (all registered).
@@ -219,6 +239,83 @@ fn metadata_quorum_survives_a_lost_controller() {
 
     cluster.node_mut(leader).restart();
     wait_for_topics(cluster.node(leader), &expected);
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
+// Kafka's process.roles: node 3 is a controller-only voter, node 4 a broker-only node
+// that follows the quorum's log without voting. The brokers are 1, 2 and 4, so a
+// replication-factor-3 topic created through node 4 (its request forwarded to the
+// quorum) lives on them; records produced with acks=all through node 4 are read back.
+// DescribeQuorum lists node 4 as an observer. When the active controller is killed,
+// node 4 follows its successor and its requests still commit. Killed and restarted,
+// node 4 fetches the image before it opens its partitions: it keeps its replicas,
+// learns of a topic created while it was down, and rejoins the ISR.
+#[test]
+fn broker_only_and_controller_only_nodes() {
+    let mut cluster = Cluster::start_roles(4, 3, |id| {
+        let mut flags: Vec<String> = FAST_FAILURE_DETECTION.iter().map(|s| s.to_string()).collect();
+        if id == 3 {
+            flags.extend(["--roles".to_string(), "controller".to_string()]);
+        }
+        flags
+    });
+    cluster.wait_for_brokers_named(4, &[1, 2, 4]);
+    cluster.wait_for_brokers_named(3, &[1, 2, 4]);
+    create_replicated(cluster.node(4), "observed", 3);
+    let response = metadata(cluster.node(4));
+    let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == "observed").unwrap();
+    for partition in &topic.partitions {
+        let mut replicas: Vec<i32> = partition.replica_nodes.iter().map(|b| b.0).collect();
+        replicas.sort_unstable();
+        assert_eq!(replicas, [1, 2, 4], "partition {}", partition.partition_index);
+    }
+    for p in 0..3 {
+        wait_for_isr(cluster.node(4), "observed", p, &[1, 2, 4], Duration::from_secs(20));
+    }
+    produce_acked(&cluster, 4, "observed", 3, 0..300);
+    assert_eq!(consume_numbers(cluster.node(4), "observed", 3, 300).len(), 300);
+
+    // The active controller sees node 4 fetch its log as an observer.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let active = loop {
+        let response = describe_quorum(cluster.node(4), "__cluster_metadata", 2);
+        assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+        let quorum = &response.topics[0].partitions[0];
+        let mut voters: Vec<i32> = quorum.current_voters.iter().map(|v| v.replica_id.0).collect();
+        voters.sort_unstable();
+        assert_eq!(voters, [1, 2, 3]);
+        let observers: Vec<i32> = quorum.observers.iter().map(|o| o.replica_id.0).collect();
+        if observers == [4] && quorum.observers[0].log_end_offset > 0 {
+            break quorum.leader_id.0;
+        }
+        assert!(Instant::now() < deadline, "node 4 is not an observer: {quorum:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(describe(cluster.node(4)).controller_id.0, active);
+
+    cluster.node_mut(active).kill();
+    create_with(cluster.node(4), "after-failover", 1, 1).unwrap();
+    let survivor = (1..=3).find(|&id| id != active).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while describe(cluster.node(4)).controller_id.0 == active {
+        assert!(Instant::now() < deadline, "node 4 still names the killed controller {active}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.node_mut(active).restart();
+    wait_for_topics(cluster.node(active), &topics(cluster.node(survivor)));
+
+    cluster.node_mut(4).kill();
+    create_with(cluster.node(survivor), "while-away", 1, 1).unwrap();
+    cluster.node_mut(4).restart();
+    let expected = topics(cluster.node(survivor));
+    assert!(expected.iter().any(|(name, _)| name == "while-away"), "{expected:?}");
+    wait_for_topics(cluster.node(4), &expected);
+    for p in 0..3 {
+        wait_for_isr(cluster.node(survivor), "observed", p, &[1, 2, 4], Duration::from_secs(30));
+    }
+    assert_eq!(consume_numbers(cluster.node(4), "observed", 3, 300).len(), 300);
     for node in &mut cluster.nodes {
         node.stop();
     }

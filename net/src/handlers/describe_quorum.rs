@@ -10,7 +10,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::s;
 use crate::errors::code;
-use crate::metadata::controller::{ControllerReply, ControllerRequest};
+use crate::metadata::controller::{ControllerReply, ControllerRequest, VoterStatus};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
@@ -43,23 +43,25 @@ pub async fn handle(
         Ok(_) => return error(code::UNKNOWN_SERVER_ERROR, "unexpected controller reply".into()),
         Err((code, message)) => return error(code, message),
     };
-    let voters = status
-        .voters
-        .iter()
-        .map(|v| {
-            ReplicaState::default()
-                .with_replica_id(BrokerId(v.node))
-                .with_log_end_offset(v.log_end_offset)
-                .with_last_fetch_timestamp(v.last_fetch_ms)
-                .with_last_caught_up_timestamp(v.last_caught_up_ms)
-        })
-        .collect();
+    let states = |members: &[VoterStatus]| -> Vec<ReplicaState> {
+        members
+            .iter()
+            .map(|v| {
+                ReplicaState::default()
+                    .with_replica_id(BrokerId(v.node))
+                    .with_log_end_offset(v.log_end_offset)
+                    .with_last_fetch_timestamp(v.last_fetch_ms)
+                    .with_last_caught_up_timestamp(v.last_caught_up_ms)
+            })
+            .collect()
+    };
     let partition = PartitionData::default()
         .with_partition_index(0)
         .with_leader_id(BrokerId(status.leader))
         .with_leader_epoch(status.term.clamp(0, i32::MAX as i64) as i32)
         .with_high_watermark(status.high_watermark)
-        .with_current_voters(voters);
+        .with_current_voters(states(&status.voters))
+        .with_observers(states(&status.observers));
     let mut response = DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
         .with_topic_name(TopicName(s(METADATA_TOPIC)))
         .with_partitions(vec![partition])]);

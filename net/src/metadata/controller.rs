@@ -22,6 +22,7 @@ pub use super::decide::{
     check_growth, decide, ControllerReply, ControllerRequest, Election, Local, QuorumStatus, VoterStatus,
     PRODUCER_ID_BLOCK_SIZE,
 };
+use super::observer::Link;
 use super::quorum::{quorum_id, Input, Proposal};
 use super::transport::{Forwarded, Peers};
 use super::{BrokerMeta, Refusal};
@@ -30,15 +31,21 @@ use crate::shard::Shard;
 
 /// The controller on shard 0: decides requests one at a time and proposes their
 /// records to the metadata log (`quorum::run` drives it). On a node that does not
-/// lead the quorum, requests are forwarded to the node that does.
+/// lead the quorum, requests are forwarded to the node that does; on a broker-only
+/// node (an observer of the log), to the voter it follows, which forwards them on.
 pub struct Controller {
     quorum_id: u64,
     /// Held for a whole request: decide, propose and apply never interleave, so each
     /// request is decided against the image its predecessors left.
     requests: async_lock::Mutex<()>,
     inputs: Rc<LocalSender<Input>>,
-    /// The other voters, in a cluster.
+    /// The other voters, on a voter of a cluster.
     peers: Option<Peers>,
+    /// The connection to the voter this broker-only node follows.
+    observer: Option<Link>,
+    /// As the active controller: the observers fetching from it, by node id (the
+    /// index each holds, when it last fetched and last held the whole log, in ms).
+    observers: RefCell<BTreeMap<i32, (u64, i64, i64)>>,
     /// Proposals waiting to be applied on every shard, answered with their index.
     pending: RefCell<HashMap<u64, oneshot::Sender<Result<u64, Refusal>>>>,
     /// Requests forwarded to the active controller.
@@ -76,22 +83,26 @@ const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: usize = 10;
 const LEADERSHIP_WAIT: Duration = Duration::from_secs(10);
 /// How long a proposal may take to be applied.
 const PROPOSAL_WAIT: Duration = Duration::from_secs(30);
+/// How long an observer's fetch waits for new entries before it is answered empty.
+const FEED_WAIT: Duration = Duration::from_millis(500);
 
 impl Controller {
     /// The controller of node `node` among `voters` (node ids with their controller
     /// addresses; none for a single node), and the receiver `quorum::run` takes its
-    /// inputs from. Starts the connections to the other voters.
+    /// inputs from. Starts the connections to the other voters. An `observer` (a
+    /// broker-only node) has no quorum: `observer::run` follows the log for it.
     pub fn new(
         node: i32,
         cluster_id: &str,
         voters: &[(i32, SocketAddr)],
+        observer: bool,
         session_timeout: Duration,
         rebalance_every: Option<Duration>,
     ) -> (Controller, LocalReceiver<Input>) {
         let (inputs, receiver) = local_channel::new_bounded(64);
         let inputs = Rc::new(inputs);
         let me = quorum_id(node);
-        let peers = (voters.len() > 1).then(|| {
+        let peers = (voters.len() > 1 && !observer).then(|| {
             let voters: Vec<_> = voters.iter().map(|&(id, address)| (quorum_id(id), address)).collect();
             Peers::start(me, cluster_id, &voters, &inputs)
         });
@@ -100,6 +111,8 @@ impl Controller {
             requests: async_lock::Mutex::new(()),
             inputs,
             peers,
+            observer: observer.then(Link::default),
+            observers: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(HashMap::new()),
             forwards: RefCell::new(HashMap::new()),
             next_id: Cell::new(0),
@@ -127,6 +140,16 @@ impl Controller {
 
     pub fn peers(&self) -> Option<&Peers> {
         self.peers.as_ref()
+    }
+
+    /// The connection a broker-only node follows the log over.
+    pub fn observer_link(&self) -> Option<&Link> {
+        self.observer.as_ref()
+    }
+
+    /// Whether this node is part of a cluster (a voter among others, or an observer).
+    pub fn clustered(&self) -> bool {
+        self.peers.is_some() || self.observer.is_some()
     }
 
     /// Whether this node leads the metadata quorum (is the active controller).
@@ -189,14 +212,23 @@ impl Controller {
     /// when the metadata log cannot be persisted; REQUEST_TIMED_OUT when the quorum
     /// does not commit in time.
     pub async fn handle(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
+        self.handle_indexed(shard, request).await.map(|(reply, _)| reply)
+    }
+
+    /// As `handle`, with the log index that holds the request's records (for an
+    /// observer that forwarded it here, to wait until it applied that far).
+    ///
+    /// # Errors
+    /// As `handle`.
+    pub async fn handle_indexed(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Forwarded {
         let deadline = Instant::now() + LEADERSHIP_WAIT;
         loop {
             if let Some(failure) = self.failed.borrow().clone() {
                 return Err(failure);
             }
             match self.leader_id.get() {
-                Some(_) if self.leader.get() => return self.handle_here(shard, request).await.map(|(reply, _)| reply),
-                Some(leader) if leader != self.quorum_id && self.peers.is_some() => {
+                Some(_) if self.leader.get() => return self.handle_here(shard, request).await,
+                Some(leader) if leader != self.quorum_id && self.clustered() => {
                     return self.forward(leader, request).await;
                 }
                 _ => self.wait_for_change(deadline).await?,
@@ -222,10 +254,19 @@ impl Controller {
             }
         }
         if request == ControllerRequest::DescribeQuorum {
-            return match self.leader.get() {
-                true => Ok((ControllerReply::Quorum(self.quorum_status.borrow().clone()), self.applied.get())),
-                false => Err(super::quorum::not_controller(self.leader_id.get())),
-            };
+            if !self.leader.get() {
+                return Err(super::quorum::not_controller(self.leader_id.get()));
+            }
+            let mut status = self.quorum_status.borrow().clone();
+            status.observers = (self.observers.borrow().iter())
+                .map(|(&node, &(held, fetched, caught_up))| VoterStatus {
+                    node,
+                    log_end_offset: held as i64,
+                    last_fetch_ms: fetched,
+                    last_caught_up_ms: caught_up,
+                })
+                .collect();
+            return Ok((ControllerReply::Quorum(status), self.applied.get()));
         }
         let _one = self.requests.lock().await;
         if !self.leader.get() {
@@ -251,14 +292,19 @@ impl Controller {
         Ok((reply, outcome?))
     }
 
-    /// Sends `request` to the active controller `leader` and waits for its answer,
-    /// then until this node applied the records.
-    async fn forward(&self, leader: u64, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
-        let peers = self.peers.as_ref().expect("forwarding needs peers");
+    /// Sends `request` to the active controller `leader` (from an observer: to the
+    /// voter it follows) and waits for its answer, then until this node applied the
+    /// records.
+    async fn forward(&self, leader: u64, request: ControllerRequest) -> Forwarded {
         let id = self.next_id();
         let (done, answer) = oneshot::channel();
         self.forwards.borrow_mut().insert(id, done);
-        if !peers.forward(leader, id, &request) {
+        let sent = match (&self.peers, &self.observer) {
+            (Some(peers), _) => peers.forward(leader, id, &request),
+            (None, Some(link)) => link.forward(id, &request),
+            (None, None) => false,
+        };
+        if !sent {
             self.forwards.borrow_mut().remove(&id);
             return Err(super::quorum::not_controller(Some(leader)));
         }
@@ -269,7 +315,32 @@ impl Controller {
         while self.applied.get() < index {
             self.wait_for_change(deadline).await?;
         }
-        Ok(reply)
+        Ok((reply, index))
+    }
+
+    /// What follows `after` in the metadata log for observer `node`: committed
+    /// entries, or, when there are none yet, an empty answer after `FEED_WAIT` (a
+    /// long poll). The active controller keeps each observer's progress for
+    /// DescribeQuorum.
+    pub async fn feed(&self, node: i32, after: u64) -> Option<skein_replication::quorum::Feed> {
+        let deadline = Instant::now() + FEED_WAIT;
+        loop {
+            let listener = self.changed.listen();
+            let (reply, answer) = oneshot::channel();
+            self.inputs.send(Input::Feed { after, reply }).await.ok()?;
+            let feed = answer.await.ok()?;
+            let now = Instant::now();
+            if self.leader.get() {
+                let ms = crate::shard::now_ms();
+                let mut observers = self.observers.borrow_mut();
+                let entry = observers.entry(node).or_insert((0, -1, -1));
+                *entry = (after, ms, if after >= feed.committed { ms } else { entry.2 });
+            }
+            if feed.upto > after || feed.snapshot.is_some() || now >= deadline {
+                return Some(feed);
+            }
+            futures_lite::future::or(listener, glommio::timer::sleep(deadline - now)).await;
+        }
     }
 
     /// Waits until the leadership or the applied index changes, or `deadline`.
@@ -297,6 +368,15 @@ impl Controller {
         }
     }
 
+    /// The connection forwards went over is gone: they are answered NOT_CONTROLLER
+    /// (the caller retries).
+    pub fn forwards_lost(&self) {
+        let forwards: Vec<_> = self.forwards.borrow_mut().drain().collect();
+        for (_, done) in forwards {
+            let _ = done.send(Err(super::quorum::not_controller(self.leader_id.get())));
+        }
+    }
+
     /// Records the quorum's state as this member sees it, for DescribeQuorum.
     pub fn set_quorum_status(&self, status: QuorumStatus) {
         *self.quorum_status.borrow_mut() = status;
@@ -319,6 +399,7 @@ impl Controller {
         if leader && !was.0 {
             // Every broker gets a full session from here before it can be fenced.
             self.heartbeats.borrow_mut().clear();
+            self.observers.borrow_mut().clear();
             self.leading_since.set(Instant::now());
         }
         if was.0 && !leader {

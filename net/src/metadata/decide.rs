@@ -97,6 +97,9 @@ pub struct QuorumStatus {
     pub term: i64,
     pub high_watermark: i64,
     pub voters: Vec<VoterStatus>,
+    /// Broker-only nodes following the log from the active controller.
+    #[serde(default)]
+    pub observers: Vec<VoterStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 pub mod controller;
 pub mod decide;
 mod elections;
+pub mod observer;
 pub mod quorum;
 pub mod store;
 pub mod transport;

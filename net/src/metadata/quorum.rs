@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use glommio::channels::local_channel::{LocalReceiver, LocalSender};
 use serde::{Deserialize, Serialize};
-use skein_replication::quorum::{Committed, Durable, Journal, Quorum, QuorumConfig, Work};
+use skein_replication::quorum::{Committed, Durable, Feed, Journal, Quorum, QuorumConfig, Work};
 
 use super::{MetadataImage, MetadataRecord};
 use crate::errors::code;
@@ -27,6 +27,9 @@ use crate::shard::Shard;
 pub const TICK: Duration = Duration::from_millis(100);
 /// Entries applied past the snapshot before the log is folded into a new one.
 pub const COMPACT_EVERY: u64 = 1000;
+
+/// Entry data served to an observer in one answer.
+const FEED_MAX_BYTES: usize = 4 << 20;
 
 /// A broker's id in the quorum: raft-rs reserves 0, Kafka allows node id 0.
 pub fn quorum_id(node: i32) -> u64 {
@@ -73,7 +76,7 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
     serde_json::to_vec(image).expect("a metadata image always serialises")
 }
 
-fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
+pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
     let mut image: MetadataImage =
         serde_json::from_slice(bytes).map_err(|e| format!("the metadata snapshot does not parse: {e}"))?;
     image.index_ids();
@@ -148,6 +151,11 @@ pub enum Input {
     Raft(Box<raft::prelude::Message>),
     Unreachable(u64),
     SnapshotSent(u64, bool),
+    /// What follows `after` for an observer (`Quorum::feed`).
+    Feed {
+        after: u64,
+        reply: futures_channel::oneshot::Sender<Feed>,
+    },
     /// Hand the leadership to another voter (this node is stopping).
     TransferLeader,
 }
@@ -191,6 +199,9 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
             }
             Some(Some(Input::Unreachable(peer))) => quorum.unreachable(peer),
             Some(Some(Input::SnapshotSent(peer, delivered))) => quorum.snapshot_sent(peer, delivered),
+            Some(Some(Input::Feed { after, reply })) => {
+                let _ = reply.send(quorum.feed(after, FEED_MAX_BYTES));
+            }
             Some(Some(Input::TransferLeader)) => {
                 if let Some(peer) = quorum.successor() {
                     quorum.transfer_leader(peer);
@@ -287,6 +298,7 @@ impl VoterTimes {
             term: quorum.term() as i64,
             high_watermark: quorum.committed() as i64,
             voters,
+            observers: Vec::new(),
         }
     }
 }
@@ -339,10 +351,10 @@ async fn apply(
 
 /// An applied image on its way to the shards.
 pub struct Applied {
-    image: Arc<MetadataImage>,
-    index: u64,
+    pub(crate) image: Arc<MetadataImage>,
+    pub(crate) index: u64,
     /// This node's proposals it holds.
-    answered: Vec<u64>,
+    pub(crate) answered: Vec<u64>,
 }
 
 /// Takes applied images in log order: publishes each to every shard, brings this

@@ -6,6 +6,10 @@
 //! that voter over that one connection; what it receives comes in on the
 //! connections the others dialed. A connection starts with a hello naming the sender
 //! and the cluster id, then carries frames: a 4-byte length, a kind, the payload.
+//! A broker-only node (an observer) dials one voter and says so in its hello
+//! (`OBSERVE`): on that one connection it asks for what follows the log index it
+//! holds (`FETCH`, answered with a `Feed` once there is something or after a long
+//! poll) and forwards its controller requests, answered on the same connection.
 //! Raft tolerates lost messages, so a full queue or a broken connection drops them
 //! and tells raft the peer is unreachable; a snapshot's fate is reported to raft,
 //! which holds that peer's appends until it knows.
@@ -27,14 +31,19 @@ use crate::shard::Shard;
 
 const HELLO: u8 = 0;
 const RAFT: u8 = 1;
-const FORWARD: u8 = 2;
-const FORWARD_REPLY: u8 = 3;
+pub(super) const FORWARD: u8 = 2;
+pub(super) const FORWARD_REPLY: u8 = 3;
+pub(super) const OBSERVE: u8 = 4;
+pub(super) const FETCH: u8 = 5;
+pub(super) const FETCH_REPLY: u8 = 6;
+/// Forwarded requests an observer may have in flight on its connection.
+const OBSERVER_FORWARDS: usize = 256;
 /// The largest frame: a snapshot of the metadata image travels whole.
-const FRAME_MAX: usize = 256 << 20;
+pub(super) const FRAME_MAX: usize = 256 << 20;
 /// Frames queued per peer before raft messages are dropped.
-const QUEUE: usize = 1024;
-const RECONNECT: Duration = Duration::from_millis(200);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const QUEUE: usize = 1024;
+pub(super) const RECONNECT: Duration = Duration::from_millis(200);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A forwarded request's answer: the reply and the log index that holds its records
 /// (the forwarder answers its client once it applied that far).
@@ -57,7 +66,7 @@ impl std::fmt::Debug for Peers {
     }
 }
 
-fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+pub(super) fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(5 + payload.len());
     out.extend_from_slice(&((payload.len() + 1) as u32).to_be_bytes());
     out.push(kind);
@@ -174,7 +183,7 @@ pub async fn serve(shard: Rc<Shard>, listener: glommio::net::TcpListener, cluste
     }
 }
 
-async fn read_frame(stream: &mut glommio::net::TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+pub(super) async fn read_frame(stream: &mut (impl AsyncReadExt + Unpin)) -> std::io::Result<(u8, Vec<u8>)> {
     let mut length = [0u8; 4];
     stream.read_exact(&mut length).await?;
     let length = u32::from_be_bytes(length) as usize;
@@ -187,7 +196,7 @@ async fn read_frame(stream: &mut glommio::net::TcpStream) -> std::io::Result<(u8
     Ok((kind, body))
 }
 
-fn invalid(what: &str) -> std::io::Error {
+pub(super) fn invalid(what: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
 }
 
@@ -198,11 +207,14 @@ async fn read_from(shard: &Rc<Shard>, mut stream: glommio::net::TcpStream, clust
     let (kind, hello) = read_frame(&mut stream).await?;
     let (from, cluster) = hello.split_first_chunk::<8>().ok_or_else(|| invalid("short hello"))?;
     let from = u64::from_be_bytes(*from);
-    if kind != HELLO || cluster != cluster_id.as_bytes() {
+    if !matches!(kind, HELLO | OBSERVE) || cluster != cluster_id.as_bytes() {
         tracing::warn!(target: "skein::net", from = from.wrapping_sub(1), cluster = %String::from_utf8_lossy(cluster), "controller connection from another cluster refused");
         return Err(invalid("hello of another cluster"));
     }
     let _ = stream.set_nodelay(true);
+    if kind == OBSERVE {
+        return serve_observer(shard, stream, from).await;
+    }
     loop {
         let (kind, payload) = read_frame(&mut stream).await?;
         match kind {
@@ -233,6 +245,67 @@ async fn read_from(shard: &Rc<Shard>, mut stream: glommio::net::TcpStream, clust
                 .detach();
             }
             _ => return Err(invalid("unknown frame kind")),
+        }
+    }
+}
+
+/// Serves observer `from` (a quorum id) on its connection: one fetch at a time,
+/// answered with what follows the index it names, and its forwarded controller
+/// requests, run here (this voter forwards them on to the active controller) and
+/// answered with the index that holds their records.
+async fn serve_observer(shard: &Rc<Shard>, stream: glommio::net::TcpStream, from: u64) -> std::io::Result<()> {
+    let node = from.wrapping_sub(1) as i32;
+    tracing::debug!(target: "skein::net", observer = node, "observer connected");
+    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (replies, outgoing) = local_channel::new_bounded::<Vec<u8>>(QUEUE);
+    let replies = Rc::new(replies);
+    glommio::spawn_local(async move {
+        while let Some(bytes) = outgoing.recv().await {
+            if writer.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+    })
+    .detach();
+    // Fetches in flight (at most one), and forwards in flight.
+    let in_flight = Rc::new((std::cell::Cell::new(false), std::cell::Cell::new(0usize)));
+    loop {
+        let (kind, payload) = read_frame(&mut reader).await?;
+        match kind {
+            FETCH => {
+                let after = payload.first_chunk::<8>().map(|b| u64::from_be_bytes(*b));
+                let Some(after) = after.filter(|_| payload.len() == 8 && !in_flight.0.replace(true)) else {
+                    return Err(invalid("fetch while another is in flight, or malformed"));
+                };
+                let (shard, replies, in_flight) = (shard.clone(), replies.clone(), in_flight.clone());
+                glommio::spawn_local(async move {
+                    let Some(controller) = shard.controller() else { return };
+                    let Some(feed) = controller.feed(node, after).await else { return };
+                    in_flight.0.set(false);
+                    let _ = replies.send(frame(FETCH_REPLY, &feed.encode())).await;
+                })
+                .detach();
+            }
+            FORWARD => {
+                let (id, body) = payload.split_first_chunk::<8>().ok_or_else(|| invalid("short forward"))?;
+                let id = u64::from_be_bytes(*id);
+                let request: ControllerRequest = serde_json::from_slice(body).map_err(|_| invalid("forward"))?;
+                if in_flight.1.get() >= OBSERVER_FORWARDS {
+                    return Err(invalid("too many forwarded requests in flight"));
+                }
+                in_flight.1.set(in_flight.1.get() + 1);
+                let (shard, replies, in_flight) = (shard.clone(), replies.clone(), in_flight.clone());
+                glommio::spawn_local(async move {
+                    let Some(controller) = shard.controller() else { return };
+                    let answer = controller.handle_indexed(&shard, request).await;
+                    in_flight.1.set(in_flight.1.get() - 1);
+                    let mut payload = id.to_be_bytes().to_vec();
+                    payload.extend(serde_json::to_vec(&answer).expect("controller replies always serialise"));
+                    let _ = replies.send(frame(FORWARD_REPLY, &payload)).await;
+                })
+                .detach();
+            }
+            _ => return Err(invalid("unknown frame kind from an observer")),
         }
     }
 }

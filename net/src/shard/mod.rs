@@ -44,6 +44,9 @@ pub struct NodeSettings {
     pub clean_restart: bool,
     /// A member of a cluster (controller voters given), not a lone node.
     pub clustered: bool,
+    /// This node has the broker role (Kafka's `process.roles`): it registers and
+    /// holds partitions. A controller-only node does neither.
+    pub broker: bool,
     /// The active controller's node id (-1 while the quorum has no leader), as
     /// Metadata and DescribeCluster name it; written by shard 0's quorum loop.
     pub active_controller: Arc<std::sync::atomic::AtomicI32>,
@@ -201,7 +204,7 @@ impl Shard {
     }
 
     /// The brokers clients may reach: (id, host, port, rack) of each registered broker
-    /// not fenced, this node always with its current address.
+    /// not fenced, this node (when it is a broker) always with its current address.
     pub fn brokers(&self) -> Vec<(i32, String, u16, Option<String>)> {
         let image = self.image();
         let mut brokers: Vec<_> = image
@@ -210,19 +213,22 @@ impl Shard {
             .filter(|b| b.id != self.settings.node_id && !b.fenced)
             .map(|b| (b.id, b.host.clone(), b.port, b.rack.clone()))
             .collect();
-        brokers.push((
-            self.settings.node_id,
-            self.settings.advertised_host.clone(),
-            self.settings.advertised_port,
-            self.settings.rack.clone(),
-        ));
+        // A controller-only node is no broker.
+        brokers.extend(self.settings.broker.then(|| {
+            (
+                self.settings.node_id,
+                self.settings.advertised_host.clone(),
+                self.settings.advertised_port,
+                self.settings.rack.clone(),
+            )
+        }));
         brokers.sort_by_key(|b| b.0);
         brokers
     }
 
     /// A broker's address: this node's own, or that of a registered broker not fenced.
     pub fn broker_address(&self, id: i32) -> Option<(String, u16)> {
-        if id == self.settings.node_id {
+        if id == self.settings.node_id && self.settings.broker {
             return Some((self.settings.advertised_host.clone(), self.settings.advertised_port));
         }
         self.image().brokers.get(&id).filter(|b| !b.fenced).map(|b| (b.host.clone(), b.port))

@@ -1,0 +1,254 @@
+//! A broker-only node (`--roles broker`, not among `--controller-voters`) follows the
+//! metadata log as an observer, as Kafka's brokers fetch `__cluster_metadata`
+//! without voting. It dials one voter's controller listener (the active controller
+//! when it knows it), asks for what follows the index it holds, applies the committed
+//! entries (or the snapshot it is sent) to its image and publishes it to every shard
+//! through the same applier a voter uses. Its controller requests (registration,
+//! heartbeats, AlterPartition, CreateTopics...) go over the same connection.
+//!
+//! Before the shards start, `catch_up` (blocking, for the main thread) fetches the
+//! image as the quorum holds it now, so that the node opens and sweeps its partitions
+//! against the cluster's metadata rather than an empty image.
+
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_lite::AsyncWriteExt;
+use glommio::channels::local_channel::{self, LocalSender};
+use skein_replication::quorum::Feed;
+
+use super::controller::ControllerRequest;
+use super::quorum::{decode_image, quorum_id, Applied, Proposal};
+use super::transport::{
+    frame, invalid, read_frame, CONNECT_TIMEOUT, FETCH, FETCH_REPLY, FORWARD, FORWARD_REPLY, FRAME_MAX, OBSERVE, QUEUE,
+    RECONNECT,
+};
+use super::MetadataImage;
+use crate::shard::Shard;
+
+/// A voter that answers nothing for this long (its fetches are answered within a
+/// second even when nothing is new) is left for another.
+const SILENT: Duration = Duration::from_secs(5);
+
+/// The observer's current connection, for its forwarded requests.
+#[derive(Default)]
+pub struct Link {
+    queue: RefCell<Option<Rc<LocalSender<Vec<u8>>>>>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link").field("connected", &self.queue.borrow().is_some()).finish()
+    }
+}
+
+impl Link {
+    /// Queues controller request `id` for the voter this node follows; false when
+    /// there is no connection (the caller answers NOT_CONTROLLER and is retried).
+    pub fn forward(&self, id: u64, request: &ControllerRequest) -> bool {
+        let Some(queue) = self.queue.borrow().clone() else { return false };
+        let mut payload = id.to_be_bytes().to_vec();
+        payload.extend(serde_json::to_vec(request).expect("controller requests always serialise"));
+        queue.try_send(frame(FORWARD, &payload)).is_ok()
+    }
+}
+
+fn hello(node: i32, cluster_id: &str) -> Vec<u8> {
+    frame(OBSERVE, &[&quorum_id(node).to_be_bytes()[..], cluster_id.as_bytes()].concat())
+}
+
+/// Applies `feed` to `image`; returns whether anything changed.
+fn apply(image: &mut MetadataImage, applied: &mut u64, feed: Feed) -> Result<bool, String> {
+    let mut changed = false;
+    if let Some((index, data)) = feed.snapshot {
+        *image = decode_image(&data)?;
+        *applied = index;
+        changed = true;
+    }
+    for entry in feed.entries.into_iter().filter(|e| e.index > *applied) {
+        let proposal: Proposal = serde_json::from_slice(&entry.data)
+            .map_err(|e| format!("metadata log entry {} does not parse: {e}", entry.index))?;
+        image.apply(&proposal.records);
+        changed = true;
+    }
+    if feed.upto > *applied {
+        *applied = feed.upto;
+        changed = true;
+    }
+    Ok(changed)
+}
+
+/// Fetches the metadata image from the voters, trying each in turn, until it holds
+/// what one of them had committed when it first answered. Blocking: for the main
+/// thread, before the shards start. Waits (logging) while no voter answers, until
+/// `stop` is raised.
+///
+/// # Errors
+/// A message when a voter's answer cannot be applied, or on `stop`.
+pub fn catch_up(
+    node: i32,
+    cluster_id: &str,
+    voters: &[(i32, SocketAddr)],
+    shards: usize,
+    stop: &Arc<AtomicBool>,
+) -> Result<(MetadataImage, u64), String> {
+    let mut attempt = 0usize;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err("stopped before the metadata log was reached".into());
+        }
+        let (voter, address) = voters[attempt % voters.len()];
+        attempt += 1;
+        match fetch_all(node, cluster_id, address) {
+            Ok((mut image, applied)) => {
+                image.place_within(shards);
+                tracing::info!(target: "skein::net", voter, index = applied, "metadata caught up from the quorum");
+                return Ok((image, applied));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(format!("controller {voter} at {address}: {e}"));
+            }
+            Err(e) => {
+                if attempt % voters.len() == 0 {
+                    tracing::warn!(target: "skein::net", error = %e, "no controller voter answers yet; retrying");
+                }
+                std::thread::sleep(RECONNECT);
+            }
+        }
+    }
+}
+
+fn fetch_all(node: i32, cluster_id: &str, address: SocketAddr) -> std::io::Result<(MetadataImage, u64)> {
+    let mut stream = std::net::TcpStream::connect_timeout(&address, CONNECT_TIMEOUT)?;
+    stream.set_read_timeout(Some(SILENT))?;
+    stream.set_nodelay(true)?;
+    stream.write_all(&hello(node, cluster_id))?;
+    let (mut image, mut applied) = (MetadataImage::default(), 0u64);
+    let mut target = None;
+    loop {
+        stream.write_all(&frame(FETCH, &applied.to_be_bytes()))?;
+        let mut length = [0u8; 4];
+        stream.read_exact(&mut length)?;
+        let length = u32::from_be_bytes(length) as usize;
+        if length == 0 || length > FRAME_MAX {
+            return Err(invalid("frame length"));
+        }
+        let mut body = vec![0u8; length];
+        stream.read_exact(&mut body)?;
+        if body[0] != FETCH_REPLY {
+            return Err(invalid("unexpected frame from the controller"));
+        }
+        let feed = Feed::decode(&body[1..]).map_err(|e| invalid(&e))?;
+        let committed = *target.get_or_insert(feed.committed);
+        apply(&mut image, &mut applied, feed).map_err(|e| invalid(&e))?;
+        if applied >= committed {
+            return Ok((image, applied));
+        }
+    }
+}
+
+/// Follows the metadata log on shard 0 of a broker-only node, from `image` at index
+/// `applied` (what `catch_up` fetched), for as long as the shard runs.
+pub async fn run(shard: Rc<Shard>, mut image: MetadataImage, mut applied: u64) {
+    let Some(controller) = shard.controller() else { return };
+    let Some(link) = controller.observer_link() else { return };
+    let (applier, images) = local_channel::new_bounded(64);
+    glommio::spawn_local(super::quorum::run_applier(shard.clone(), images)).detach();
+    controller.set_applied(applied);
+    let voters = shard.settings.controller_voters.clone();
+    let hello = hello(shard.settings.node_id, &shard.settings.cluster_id);
+    let mut next = 0usize;
+    loop {
+        // The active controller when known (its answers are the freshest), else the
+        // next voter in turn.
+        let known = controller.active().and_then(|leader| voters.iter().find(|(id, _)| *id == leader));
+        let &(voter, address) = known.unwrap_or_else(|| &voters[next % voters.len()]);
+        next += 1;
+        let connected =
+            futures_lite::future::or(async { Some(glommio::net::TcpStream::connect(address).await) }, async {
+                glommio::timer::sleep(CONNECT_TIMEOUT).await;
+                None
+            })
+            .await;
+        let Some(Ok(stream)) = connected else {
+            controller.set_leader(false, None);
+            glommio::timer::sleep(RECONNECT).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (mut reader, mut writer) = futures_lite::io::split(stream);
+        let (queue, outgoing) = local_channel::new_bounded::<Vec<u8>>(QUEUE);
+        if queue.try_send(hello.clone()).is_err() || queue.try_send(frame(FETCH, &applied.to_be_bytes())).is_err() {
+            continue;
+        }
+        let queue = Rc::new(queue);
+        *link.queue.borrow_mut() = Some(queue.clone());
+        let writing = glommio::spawn_local(async move {
+            while let Some(bytes) = outgoing.recv().await {
+                if writer.write_all(&bytes).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tracing::debug!(target: "skein::net", voter, %address, "following the metadata log");
+        let ended = loop {
+            let read = futures_lite::future::or(async { Some(read_frame(&mut reader).await) }, async {
+                glommio::timer::sleep(SILENT).await;
+                None
+            })
+            .await;
+            let (kind, payload) = match read {
+                Some(Ok(frame)) => frame,
+                Some(Err(e)) => break e.to_string(),
+                None => break format!("no answer in {SILENT:?}"),
+            };
+            match kind {
+                FETCH_REPLY => {
+                    let feed = match Feed::decode(&payload) {
+                        Ok(feed) => feed,
+                        Err(e) => break e,
+                    };
+                    let leader = feed.leader;
+                    match apply(&mut image, &mut applied, feed) {
+                        Ok(true) => {
+                            image.place_within(shard.settings.shards);
+                            let next = Applied { image: Arc::new(image.clone()), index: applied, answered: Vec::new() };
+                            let _ = applier.send(next).await;
+                        }
+                        Ok(false) => {}
+                        Err(e) => break e,
+                    }
+                    controller.set_leader(false, leader);
+                    let active = leader.map_or(-1, |l| (l - 1) as i32);
+                    shard.settings.active_controller.store(active, Ordering::Relaxed);
+                    // Follow the active controller once it is known and is not this voter.
+                    if leader.is_some_and(|l| l != quorum_id(voter) && voters.iter().any(|(id, _)| quorum_id(*id) == l))
+                    {
+                        break "the active controller is another voter".into();
+                    }
+                    if queue.try_send(frame(FETCH, &applied.to_be_bytes())).is_err() {
+                        break "the connection's queue is full".into();
+                    }
+                }
+                FORWARD_REPLY => {
+                    let Some((id, body)) = payload.split_first_chunk::<8>() else { break "short forward reply".into() };
+                    match serde_json::from_slice(body) {
+                        Ok(answer) => controller.forward_done(u64::from_be_bytes(*id), answer),
+                        Err(_) => break "malformed forward reply".into(),
+                    }
+                }
+                _ => break "unknown frame kind".into(),
+            }
+        };
+        tracing::debug!(target: "skein::net", voter, reason = %ended, "metadata connection closed");
+        link.queue.borrow_mut().take();
+        drop(queue);
+        writing.cancel().await;
+        controller.forwards_lost();
+    }
+}
