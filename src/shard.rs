@@ -354,30 +354,35 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
     while !signal.load(Ordering::Relaxed) {
         glommio::timer::sleep(Duration::from_millis(20)).await;
     }
-    if let Some(controller) = shard.controller().filter(|c| c.clustered() && shard.settings.broker) {
+    if let Some(controller) = shard.controller().filter(|c| c.clustered()) {
         let me = shard.settings.node_id;
-        tracing::info!(target: "skein", node = me, "controlled shutdown: moving leaderships away");
-        controller.begin_shutdown();
         let deadline = std::time::Instant::now() + DRAIN_MAX - Duration::from_secs(2);
-        let request = skein_net::metadata::controller::ControllerRequest::FenceBroker { id: me };
-        while let Err((code, message)) = controller.handle(&shard, request.clone()).await {
-            tracing::debug!(target: "skein", code, message, "controlled shutdown refused; retrying");
-            if std::time::Instant::now() > deadline {
-                break;
+        // A controller-only node leads no partition: it only hands the quorum on.
+        if shard.settings.broker {
+            tracing::info!(target: "skein", node = me, "controlled shutdown: moving leaderships away");
+            controller.begin_shutdown();
+            let request = skein_net::metadata::controller::ControllerRequest::FenceBroker { id: me };
+            while let Err((code, message)) = controller.handle(&shard, request.clone()).await {
+                tracing::debug!(target: "skein", code, message, "controlled shutdown refused; retrying");
+                if std::time::Instant::now() > deadline {
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_millis(100)).await;
             }
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-        }
-        let leads = |shard: &Shard| {
-            let image = shard.image();
-            image.topics.values().any(|t| (0..t.partitions).any(|p| t.assignment(p, me).leader == me))
-        };
-        while leads(&shard) && std::time::Instant::now() < deadline {
-            glommio::timer::sleep(Duration::from_millis(20)).await;
+            let leads = |shard: &Shard| {
+                let image = shard.image();
+                image.topics.values().any(|t| (0..t.partitions).any(|p| t.assignment(p, me).leader == me))
+            };
+            while leads(&shard) && std::time::Instant::now() < deadline {
+                glommio::timer::sleep(Duration::from_millis(20)).await;
+            }
         }
         controller.hand_over().await;
-        // Clients still sending here are told NOT_LEADER_OR_FOLLOWER meanwhile and
-        // look the new leaders up before this node goes.
-        glommio::timer::sleep(Duration::from_millis(500)).await;
+        if shard.settings.broker {
+            // Clients still sending here are told NOT_LEADER_OR_FOLLOWER meanwhile
+            // and look the new leaders up before this node goes.
+            glommio::timer::sleep(Duration::from_millis(500)).await;
+        }
         tracing::info!(target: "skein", node = me, "controlled shutdown done");
     }
     drained.store(true, Ordering::Release);

@@ -316,8 +316,10 @@ pub fn decide(
 /// What `decide` needs to know of the node deciding.
 #[derive(Debug, Clone, Copy)]
 pub struct Local {
-    /// The deciding node (the active controller, itself a broker).
+    /// The deciding node (the active controller), and whether it is itself a broker
+    /// (a live one: it is deciding) or controller-only.
     pub node: i32,
+    pub broker: bool,
     pub shards: usize,
     /// The broker default of `min.insync.replicas`.
     pub min_insync: usize,
@@ -330,13 +332,13 @@ impl Local {
         let min_insync = crate::configs::effective("min.insync.replicas", &BTreeMap::new(), broker)
             .and_then(|(value, _)| value.trim().parse::<usize>().ok())
             .unwrap_or(1);
-        Local { node: shard.settings.node_id, shards: shard.settings.shards, min_insync }
+        Local { node: shard.settings.node_id, broker: shard.settings.broker, shards: shard.settings.shards, min_insync }
     }
 }
 
 /// Places `replication_factor` replicas of each partition in `partitions` on distinct
-/// brokers: the registered unfenced ones, and the deciding node, which is a live
-/// broker. Rack-aware, as Kafka places replicas: the brokers are listed alternating
+/// brokers: the registered unfenced ones, and the deciding node when it is a broker
+/// (it is live). Rack-aware, as Kafka places replicas: the brokers are listed alternating
 /// racks (`rack_alternated`); the first replica (the preferred leader) moves one
 /// broker on along that list per partition, starting at a broker derived from the topic
 /// name, so leaders spread over brokers and racks; each next replica is the next
@@ -354,7 +356,7 @@ fn assign(
 ) -> Result<Vec<Assignment>, Refusal> {
     let factor = if replication_factor == -1 { 1 } else { replication_factor };
     let mut brokers: Vec<i32> = image.brokers.values().filter(|b| !b.fenced).map(|b| b.id).collect();
-    if !brokers.contains(&local.node) {
+    if local.broker && !brokers.contains(&local.node) {
         brokers.push(local.node);
         brokers.sort_unstable();
     }
@@ -459,7 +461,7 @@ mod tests {
     }
 
     fn applied(image: &mut MetadataImage, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
-        let (records, reply) = decide(image, &request, &Local { node: 1, shards: 2, min_insync: 1 })?;
+        let (records, reply) = decide(image, &request, &Local { node: 1, broker: true, shards: 2, min_insync: 1 })?;
         image.apply(&records);
         Ok(reply)
     }
