@@ -62,7 +62,12 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 true => vec![config.node_id],
                 false => config.controller_voters.iter().map(|(id, _)| *id).collect(),
             };
-            MetadataLog::Voter(skein_net::metadata::quorum::open(&config.data_dir, config.node_id, &voter_ids, shards)?)
+            MetadataLog::Voter(Box::new(skein_net::metadata::quorum::open(
+                &config.data_dir,
+                config.node_id,
+                &voter_ids,
+                shards,
+            )?))
         }
         false => {
             let (image, index) = skein_net::metadata::observer::catch_up(
@@ -166,7 +171,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 if let Some((log, inputs)) = inputs {
                     let follow = match log {
                         MetadataLog::Voter(opened) => {
-                            glommio::spawn_local(skein_net::metadata::quorum::run(node.clone(), opened, inputs))
+                            glommio::spawn_local(skein_net::metadata::quorum::run(node.clone(), *opened, inputs))
                         }
                         MetadataLog::Observer(image, index) => {
                             glommio::spawn_local(skein_net::metadata::observer::run(node.clone(), image, index))
@@ -338,7 +343,7 @@ async fn remove_deleted(shard: &Shard) {
 /// Where a node's metadata comes from: the quorum it votes in, or (a broker-only
 /// node) the image it fetched from the voters, with the log index it holds.
 enum MetadataLog {
-    Voter(skein_net::metadata::quorum::Opened),
+    Voter(Box<skein_net::metadata::quorum::Opened>),
     Observer(skein_net::metadata::MetadataImage, u64),
 }
 

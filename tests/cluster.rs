@@ -1617,6 +1617,9 @@ fn group_offsets_survive_their_coordinator() {
 // The controller listener refuses what is not a voter of this cluster: a hello with
 // another cluster id, a frame past the size bound, and garbage each close the
 // connection, and the node goes on answering its clients and changing its metadata.
+// An observer (a broker-only node) of this cluster is answered its fetch with a feed;
+// one that breaks the protocol (a short fetch, a second fetch while one waits, a
+// forward that does not parse) is cut off.
 #[test]
 fn the_controller_listener_refuses_strangers() {
     use std::io::{Read, Write};
@@ -1624,20 +1627,37 @@ fn the_controller_listener_refuses_strangers() {
     let port = broker_port();
     let voters = format!("1@127.0.0.1:{port}");
     let mut node = Broker::start(dir.path(), "1", &["--node-id", "1", "--controller-voters", &voters]);
-    let hello = |cluster: &[u8]| {
-        let mut frame = ((1 + 8 + cluster.len()) as u32).to_be_bytes().to_vec();
-        frame.push(0);
-        frame.extend_from_slice(&2u64.to_be_bytes());
-        frame.extend_from_slice(cluster);
+    let frame = |kind: u8, payload: &[u8]| {
+        let mut frame = ((1 + payload.len()) as u32).to_be_bytes().to_vec();
+        frame.push(kind);
+        frame.extend_from_slice(payload);
         frame
     };
+    let hello = |cluster: &[u8]| frame(0, &[&2u64.to_be_bytes()[..], cluster].concat());
     let cluster_id = describe(&node).cluster_id.to_string();
+    let observe = frame(4, &[&5u64.to_be_bytes()[..], cluster_id.as_bytes()].concat());
+    let fetch = |after: u64| frame(5, &after.to_be_bytes());
+    create(&node, "before-observer");
+    let mut observer = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    observer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    observer.write_all(&[&observe[..], &fetch(0)[..]].concat()).unwrap();
+    let mut head = [0u8; 5];
+    observer.read_exact(&mut head).unwrap();
+    assert_eq!(head[4], 6, "an observer's fetch is answered with a feed");
+    let mut feed = vec![0u8; u32::from_be_bytes(head[..4].try_into().unwrap()) as usize - 1];
+    observer.read_exact(&mut feed).unwrap();
+    let feed = skein_replication::quorum::Feed::decode(&feed).unwrap();
+    assert!(feed.snapshot.is_some() && !feed.entries.is_empty() && feed.upto == feed.committed, "{feed:?}");
+    drop(observer);
     let strangers: Vec<Vec<u8>> = vec![
         hello(b"another-cluster-id-xyz"),
         // This cluster's hello, then a frame of 4 GiB, and one of an unknown kind.
         [&hello(cluster_id.as_bytes())[..], &u32::MAX.to_be_bytes()].concat(),
         [&hello(cluster_id.as_bytes())[..], &[0, 0, 0, 1, 9]].concat(),
         b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+        [&observe[..], &frame(5, &[1, 2, 3])].concat(),
+        [&observe[..], &fetch(u64::MAX / 2), &fetch(u64::MAX / 2)].concat(),
+        [&observe[..], &frame(2, &[&7u64.to_be_bytes()[..], b"{not json"].concat())].concat(),
         u32::MAX.to_be_bytes().to_vec(),
     ];
     for bytes in strangers {

@@ -114,7 +114,7 @@ pub fn catch_up(
                 return Err(format!("controller {voter} at {address}: {e}"));
             }
             Err(e) => {
-                if attempt % voters.len() == 0 {
+                if attempt.is_multiple_of(voters.len()) {
                     tracing::warn!(target: "skein::net", error = %e, "no controller voter answers yet; retrying");
                 }
                 std::thread::sleep(RECONNECT);

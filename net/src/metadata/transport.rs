@@ -259,18 +259,29 @@ async fn serve_observer(shard: &Rc<Shard>, stream: glommio::net::TcpStream, from
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (replies, outgoing) = local_channel::new_bounded::<Vec<u8>>(QUEUE);
     let replies = Rc::new(replies);
-    glommio::spawn_local(async move {
+    let writing = glommio::spawn_local(async move {
         while let Some(bytes) = outgoing.recv().await {
             if writer.write_all(&bytes).await.is_err() {
                 return;
             }
         }
-    })
-    .detach();
+    });
+    let ended = serve_observer_requests(shard, &mut reader, node, &replies).await;
+    // The socket closes now, not once the requests in flight are answered.
+    writing.cancel().await;
+    ended
+}
+
+async fn serve_observer_requests(
+    shard: &Rc<Shard>,
+    reader: &mut (impl AsyncReadExt + Unpin),
+    node: i32,
+    replies: &Rc<LocalSender<Vec<u8>>>,
+) -> std::io::Result<()> {
     // Fetches in flight (at most one), and forwards in flight.
     let in_flight = Rc::new((std::cell::Cell::new(false), std::cell::Cell::new(0usize)));
     loop {
-        let (kind, payload) = read_frame(&mut reader).await?;
+        let (kind, payload) = read_frame(reader).await?;
         match kind {
             FETCH => {
                 let after = payload.first_chunk::<8>().map(|b| u64::from_be_bytes(*b));
