@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use skein_engine::TopicPartition;
 
 /// One topic.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct TopicMeta {
     pub name: String,
     /// Kafka's topic id (KIP-516), random v4.
@@ -57,7 +57,7 @@ impl TopicMeta {
 }
 
 /// Where a partition's replicas live and who leads them (Kafka's PartitionRecord).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Assignment {
     pub replicas: Vec<i32>,
     pub leader: i32,
@@ -133,7 +133,7 @@ impl Assignment {
 }
 
 /// A broker as it registered with the controller (Kafka's RegisterBrokerRecord).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct BrokerMeta {
     pub id: i32,
     /// Bumped at each registration (each start).
@@ -157,7 +157,7 @@ pub struct BrokerMeta {
 }
 
 /// An immutable snapshot of the metadata, with a version that only grows.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct MetadataImage {
     pub version: u64,
     pub topics: BTreeMap<String, TopicMeta>,
@@ -176,6 +176,7 @@ pub struct MetadataImage {
     /// Topic ids to names, rebuilt whenever the store publishes an image, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
+    #[rkyv(with = rkyv::with::Skip)]
     ids: std::collections::HashMap<uuid::Uuid, String>,
 }
 
