@@ -126,10 +126,10 @@ mod tests {
     fn reads_proc_net_tcp() {
         let v4 = "  sl  local_address rem_address   st\n   0: 0100007F:2384 00000000:0000 0A 000\n   1: 0100007F:2385 0100007F:9C40 01 000\n";
         let found: Vec<SocketAddr> = listeners(v4).collect();
-        assert_eq!(found, vec!["127.0.0.1:9092".parse().unwrap()]);
+        assert_eq!(found, vec!["127.0.0.1:9092".parse::<std::net::SocketAddr>().unwrap()]);
         let v6 = "  sl  local_address rem_address st\n   0: 00000000000000000000000000000000:2384 00000000000000000000000000000000:0000 0A 0\n";
         let found: Vec<SocketAddr> = listeners(v6).collect();
-        assert_eq!(found, vec!["[::]:9092".parse().unwrap()]);
+        assert_eq!(found, vec!["[::]:9092".parse::<std::net::SocketAddr>().unwrap()]);
         assert!(overlaps("0.0.0.0".parse().unwrap(), "127.0.0.1".parse().unwrap()));
         assert!(!overlaps("127.0.0.2".parse().unwrap(), "127.0.0.1".parse().unwrap()));
     }
