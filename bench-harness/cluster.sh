@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Three Skein nodes against three Apache Kafka 4.1 nodes on this machine, replication
 # factor 3, min.insync.replicas=2, acks=all (issue 10, section 6): publish latency
-# (p50/p99/p99.9, coordinated-omission corrected) at a fixed rate, then the failover
-# time from a SIGKILL of the partition's leader to the ack of the first record sent
-# after it.
+# (p50/p99/p99.9, coordinated-omission corrected) and end-to-end latency (due time to
+# a consumer's receipt) at a fixed rate, the three brokers' CPU-seconds per GB produced
+# over that window, then the failover time from a SIGKILL of the partition's leader to
+# the ack of the first record sent after it.
 # Rounds alternate Skein and Kafka; each node of a cluster pinned to a CPU in turn.
 #   usage: bench-harness/cluster.sh [ROUNDS] [RATE] [STEADY_SECS]
 # Results (one JSON line per run) go to bench-harness/results/cluster-<date>.jsonl.
@@ -57,12 +58,14 @@ echo "== results ($out)"
 python3 - "$out" <<'PY'
 import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"{'broker':8} {'runs':>4} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'failover ms':>12}  (median; min-max)")
+print(f"{'broker':8} {'runs':>4} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'e2e p50':>8} {'e2e p99':>8} {'e2e p99.9':>9} {'cpu s/GB':>9} {'failover ms':>12}  (median; failover min-max)")
 for label in ("skein", "kafka"):
     r = [x for x in runs if x["label"] == label]
     if not r:
         continue
     med = lambda k: statistics.median(x[k] for x in r)
     span = lambda k: f"{min(x[k] for x in r):.0f}-{max(x[k] for x in r):.0f}"
-    print(f"{label:8} {len(r):>4} {med('publish_p50_ms'):8.2f} {med('publish_p99_ms'):8.2f} {med('publish_p999_ms'):9.2f} {med('failover_ms'):12.0f}  ({span('failover_ms')})")
+    print(f"{label:8} {len(r):>4} {med('publish_p50_ms'):8.2f} {med('publish_p99_ms'):8.2f} {med('publish_p999_ms'):9.2f} "
+          f"{med('e2e_p50_ms'):8.2f} {med('e2e_p99_ms'):8.2f} {med('e2e_p999_ms'):9.2f} {med('cpu_seconds_per_gb'):9.0f} "
+          f"{med('failover_ms'):12.0f}  ({span('failover_ms')})")
 PY

@@ -106,9 +106,10 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             };
             let result = skein_bench_harness::failover::run(&options)?;
             println!(
-                "{}: acks=all at {}/s, publish p50 {:.2} ms p99 {:.2} ms p99.9 {:.2} ms over {} records; leader {} killed, the first record sent after it acked {:.0} ms later; {} failed",
+                "{}: acks=all at {}/s, publish p50 {:.2} ms p99 {:.2} ms p99.9 {:.2} ms over {} records; end to end p50 {:.2} ms p99 {:.2} ms p99.9 {:.2} ms over {} records; {:.0} CPU-seconds per GB; leader {} killed, the first record sent after it acked {:.0} ms later; {} failed",
                 result.label, result.rate, result.publish_p50_ms, result.publish_p99_ms, result.publish_p999_ms,
-                result.acked_steady, result.killed_broker, result.failover_ms, result.failed
+                result.acked_steady, result.e2e_p50_ms, result.e2e_p99_ms, result.e2e_p999_ms, result.consumed_steady,
+                result.cpu_seconds_per_gb, result.killed_broker, result.failover_ms, result.failed
             );
             if let Some(path) = out {
                 let line = serde_json::to_string(&result).map_err(|e| e.to_string())? + "\n";

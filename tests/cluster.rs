@@ -9,6 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::lan::Lan;
 use common::{broker_port, Broker, RawClient};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::*;
@@ -25,6 +26,8 @@ const REQUEST_TIMED_OUT: i16 = 7;
 struct Cluster {
     nodes: Vec<Broker>,
     _dir: tempfile::TempDir,
+    /// The network namespaces the nodes run in, if any (dropped after the nodes).
+    lan: Option<Lan>,
 }
 
 /// A failed test leaves the nodes' logs in `/tmp/cluster-node-<port>.log` (their data
@@ -82,7 +85,32 @@ impl Cluster {
                 Broker::start(&home, "1", &args)
             })
             .collect();
-        Cluster { nodes, _dir: dir }
+        Cluster { nodes, _dir: dir, lan: None }
+    }
+
+    /// As `start_with`, each node in a network namespace of its own (`Lan`), so that
+    /// faults can partition the network.
+    ///
+    /// # Errors
+    /// Why the machine refuses network namespaces.
+    fn start_partitionable(size: i32, extra: &[&str]) -> Result<Cluster, String> {
+        let lan = Lan::create(size as usize)?;
+        let dir = tempfile::tempdir().unwrap();
+        let controller_port = broker_port();
+        let voters: Vec<String> =
+            (1..=size).map(|id| format!("{id}@{}:{controller_port}", lan.host(id as usize))).collect();
+        let voters = voters.join(",");
+        let nodes = (1..=size)
+            .map(|id| {
+                let home = dir.path().join(format!("n{id}"));
+                std::fs::create_dir_all(&home).unwrap();
+                let node = id.to_string();
+                let mut args = vec!["--node-id", &node, "--controller-voters", &voters];
+                args.extend(extra);
+                Broker::start_in(&home, "1", &args, &lan.netns(id as usize), &lan.host(id as usize))
+            })
+            .collect();
+        Ok(Cluster { nodes, _dir: dir, lan: Some(lan) })
     }
 
     /// Waits until `node`'s Metadata names exactly the brokers `expected`.
@@ -1317,8 +1345,10 @@ fn signal(node: &Broker, signal: i32) {
 
 // Faults in a loop under an idempotent acks=all producer writing three partitions of
 // replication factor 3 (min.insync.replicas=2): kill -9 of a leader, kill -9 of a
-// follower, SIGSTOP of a leader past its session timeout then SIGCONT, and a clean
-// stop and restart; each cycle waits until every partition has its full ISR again.
+// follower, SIGSTOP of a leader past its session timeout then SIGCONT, a clean stop
+// and restart, and, where the machine allows network namespaces (root), a network
+// partition that cuts the leader off from the other nodes (not from the clients) past
+// its session timeout; each cycle waits until every partition has its full ISR again.
 // A consumer reads throughout. Then the checker reads everything: every acknowledged
 // record is there exactly once, each partition holds its records in the order they
 // were produced, none appears that was never sent, no offset ever held two records,
@@ -1331,7 +1361,14 @@ fn signal(node: &Broker, signal: i32) {
 #[test]
 fn faults_lose_no_acknowledged_record() {
     let cycles: usize = std::env::var("FAULT_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(30);
-    let mut cluster = Cluster::start_with(3, &FAST_FAILURE_DETECTION);
+    let mut cluster = match Cluster::start_partitionable(3, &FAST_FAILURE_DETECTION) {
+        Ok(cluster) => cluster,
+        Err(why) => {
+            eprintln!("network namespaces refused ({why}): the fault loop runs without partitions");
+            Cluster::start_with(3, &FAST_FAILURE_DETECTION)
+        }
+    };
+    let kinds = if cluster.lan.is_some() { 5 } else { 4 };
     cluster.wait_for_brokers();
     let partitions = 3;
     create_replicated(cluster.node(1), "faults", partitions);
@@ -1388,7 +1425,7 @@ fn faults_lose_no_acknowledged_record() {
         let any = cluster.nodes.iter().position(|n| n.child.is_some()).unwrap() as i32 + 1;
         let leader = leader_of(cluster.node(any), "faults", partition);
         let follower = (1..=3).find(|&id| id != leader).unwrap();
-        match cycle % 4 {
+        match cycle % kinds {
             0 => {
                 cluster.node_mut(leader).kill();
                 std::thread::sleep(Duration::from_millis(2500));
@@ -1403,6 +1440,18 @@ fn faults_lose_no_acknowledged_record() {
                 signal(cluster.node(leader), libc::SIGSTOP);
                 std::thread::sleep(Duration::from_millis(3000));
                 signal(cluster.node(leader), libc::SIGCONT);
+            }
+            4 => {
+                // The leader cut off from the other nodes past its session timeout,
+                // while clients still reach it.
+                let lan = cluster.lan.as_ref().expect("partitions need namespaces");
+                let others: Vec<usize> = (1..=3).filter(|&id| id != leader).map(|id| id as usize).collect();
+                lan.partition(leader as usize, &others);
+                std::thread::sleep(Duration::from_millis(4000));
+                // The others fenced it and elected another leader: the cut was real.
+                let moved = leader_of(cluster.node(others[0] as i32), "faults", partition);
+                lan.heal(leader as usize, &others);
+                assert!(moved != leader && moved > 0, "the partitioned leader {leader} still leads ({moved})");
             }
             _ => {
                 cluster.node_mut(leader).stop();

@@ -6,7 +6,10 @@
 //! acknowledgement of the first record sent after it.
 //!
 //! Latencies are from each record's due send time (coordinated-omission corrected) to
-//! its acknowledgement.
+//! its acknowledgement (publish) and to its arrival at a consumer reading the
+//! partition throughout (end to end; each record carries its due time). The brokers'
+//! CPU time over the steady window (from `/proc/<pid>/stat`, all three processes) per
+//! GB produced gives CPU-seconds per GB.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -16,8 +19,9 @@ use hdrhistogram::Histogram;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::ClientContext;
+use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 use serde::Serialize;
 
 /// What to measure.
@@ -43,6 +47,14 @@ pub struct FailoverResult {
     pub publish_p50_ms: f64,
     pub publish_p99_ms: f64,
     pub publish_p999_ms: f64,
+    /// From the due send time to the consumer's receipt, over the steady window.
+    pub e2e_p50_ms: f64,
+    pub e2e_p99_ms: f64,
+    pub e2e_p999_ms: f64,
+    pub consumed_steady: u64,
+    /// The three brokers' CPU time over the steady window per GB of record payload
+    /// produced in it.
+    pub cpu_seconds_per_gb: f64,
     pub killed_broker: i32,
     /// From the kill to the acknowledgement of the first record sent after it.
     pub failover_ms: f64,
@@ -130,12 +142,19 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
     }
     let killed_broker = leader(&producer, &options.topic).ok_or("the partition has no leader")?;
     let pid = *options.pids.get(&killed_broker).ok_or(format!("no pid given for broker {killed_broker}"))?;
-    let payload = [b'x'; 100];
+    let mut payload = [b'x'; PAYLOAD];
     let start = Instant::now();
+    let stop_reading = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (bootstrap, topic, stop) = (options.bootstrap.clone(), options.topic.clone(), stop_reading.clone());
+        std::thread::spawn(move || read_end_to_end(&bootstrap, &topic, start, &stop))
+    };
+    let cpu_before = cpu_seconds(options.pids.values());
     let interval = Duration::from_nanos(1_000_000_000 / options.rate.max(1));
     let kill_at = options.steady;
     let end = options.steady + options.after;
     let mut killed: Option<Instant> = None;
+    let mut cpu_steady = 0.0;
     let mut sent = 0u64;
     loop {
         let due = interval * sent as u32;
@@ -143,6 +162,8 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
             break;
         }
         if killed.is_none() && due >= kill_at {
+            cpu_steady = cpu_seconds(options.pids.values()) - cpu_before;
+            stop_reading.store(true, std::sync::atomic::Ordering::Relaxed);
             // SAFETY: kill(2) with a pid the caller named; no memory is involved.
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             killed = Some(Instant::now());
@@ -150,8 +171,10 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
         while start.elapsed() < due {
             producer.poll(Duration::from_micros(200));
         }
+        let due_us = due.as_micros() as u64;
+        payload[..8].copy_from_slice(&due_us.to_le_bytes());
         let mut record: BaseRecord<'_, (), [u8], Box<u64>> =
-            BaseRecord::with_opaque_to(&options.topic, Box::new(due.as_micros() as u64)).payload(&payload[..]);
+            BaseRecord::with_opaque_to(&options.topic, Box::new(due_us)).payload(&payload[..]);
         loop {
             match producer.send(record) {
                 Ok(()) => break,
@@ -166,6 +189,7 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
     }
     producer.flush(Duration::from_secs(120)).map_err(|e| format!("flush: {e}"))?;
     let killed = killed.ok_or("the run ended before the kill")?;
+    let e2e = reader.join().map_err(|_| "the end-to-end reader failed")??;
     let acked = acks.acked.lock().expect("acks lock").clone();
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("histogram bounds");
     let steady_end = kill_at.as_micros() as u64;
@@ -187,6 +211,7 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
         .ok_or("nothing sent after the kill was acknowledged")?;
     let ms = |us: u64| us as f64 / 1000.0;
     let failed = *acks.failed.lock().expect("acks lock");
+    let steady_gb = acked_steady as f64 * PAYLOAD as f64 / 1e9;
     Ok(FailoverResult {
         label: options.label.clone(),
         rate: options.rate,
@@ -194,8 +219,63 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
         publish_p50_ms: ms(histogram.value_at_quantile(0.50)),
         publish_p99_ms: ms(histogram.value_at_quantile(0.99)),
         publish_p999_ms: ms(histogram.value_at_quantile(0.999)),
+        e2e_p50_ms: ms(e2e.value_at_quantile(0.50)),
+        e2e_p99_ms: ms(e2e.value_at_quantile(0.99)),
+        e2e_p999_ms: ms(e2e.value_at_quantile(0.999)),
+        consumed_steady: e2e.len(),
+        cpu_seconds_per_gb: if steady_gb > 0.0 { cpu_steady / steady_gb } else { 0.0 },
         killed_broker,
         failover_ms: first_after.duration_since(killed).as_secs_f64() * 1000.0,
         failed,
     })
+}
+
+/// Record payload bytes; the first 8 carry the record's due time.
+const PAYLOAD: usize = 100;
+
+/// Reads the partition from the start until `stop`: each record's latency from its
+/// due time (µs since `start`, in its first 8 bytes) to its receipt.
+fn read_end_to_end(
+    bootstrap: &str,
+    topic: &str,
+    start: Instant,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Histogram<u64>, String> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "skein-bench-end-to-end")
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "100")
+        .create()
+        .map_err(|e| format!("consumer: {e}"))?;
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset(topic, 0, Offset::Beginning).map_err(|e| format!("assign: {e}"))?;
+    consumer.assign(&assignment).map_err(|e| format!("assign: {e}"))?;
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("histogram bounds");
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let Some(Ok(message)) = consumer.poll(Duration::from_millis(50)) else { continue };
+        let now = start.elapsed().as_micros() as u64;
+        if let Some(due) = message.payload().and_then(|p| p.first_chunk::<8>()) {
+            let latency = now.saturating_sub(u64::from_le_bytes(*due)).max(1);
+            histogram.record(latency.min(600_000_000)).expect("within bounds");
+        }
+    }
+    Ok(histogram)
+}
+
+/// The CPU time (user and system) the processes `pids` used so far, in seconds; a
+/// process gone counts nothing.
+fn cpu_seconds<'a>(pids: impl Iterator<Item = &'a u32>) -> f64 {
+    // SAFETY: sysconf reads a constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    pids.filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| {
+            // Fields after the parenthesised command name: utime and stime are the
+            // 12th and 13th.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .map(|t| t as f64 / ticks)
+        .sum()
 }

@@ -3,6 +3,8 @@
 //! input; rdkafka clients for everything else.
 #![allow(dead_code)]
 
+pub mod lan;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -67,6 +69,10 @@ pub struct Broker {
     log_path: PathBuf,
     /// An address-space limit (`ulimit -v`) for the broker process, in bytes.
     pub address_space_limit: Option<u64>,
+    /// The address it listens on (127.0.0.1 unless in a namespace of a `lan::Lan`).
+    pub host: String,
+    /// The network namespace it runs in, if not the test's.
+    pub netns: Option<String>,
 }
 
 impl Broker {
@@ -81,8 +87,25 @@ impl Broker {
         Broker::launch(dir, cores, extra, Some(bytes))
     }
 
+    /// Starts a broker in network namespace `netns`, listening on `host` there.
+    pub fn start_in(dir: &Path, cores: &str, extra: &[&str], netns: &str, host: &str) -> Broker {
+        Broker::launch_at(dir, cores, extra, None, Some((netns, host)))
+    }
+
     fn launch(dir: &Path, cores: &str, extra: &[&str], address_space_limit: Option<u64>) -> Broker {
+        Broker::launch_at(dir, cores, extra, address_space_limit, None)
+    }
+
+    fn launch_at(
+        dir: &Path,
+        cores: &str,
+        extra: &[&str],
+        address_space_limit: Option<u64>,
+        netns: Option<(&str, &str)>,
+    ) -> Broker {
         let mut broker = Broker {
+            host: netns.map_or("127.0.0.1", |(_, host)| host).to_string(),
+            netns: netns.map(|(ns, _)| ns.to_string()),
             child: None,
             data_dir: dir.join("data"),
             port: broker_port(),
@@ -97,13 +120,21 @@ impl Broker {
     }
 
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.host, self.port)
     }
 
     fn spawn(&mut self) {
         let log_start = self.log().len();
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_path).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
+        let mut command = match &self.netns {
+            // `ip netns exec` execs skein in the namespace: the child is skein.
+            Some(ns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_skein")]);
+                command
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_skein")),
+        };
         if let Some(limit) = self.address_space_limit {
             use std::os::unix::process::CommandExt;
             // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
@@ -123,7 +154,7 @@ impl Broker {
             // A fresh admin port each start: a freed port may meanwhile serve as some
             // client's ephemeral port.
             .arg("--admin-listener")
-            .arg("127.0.0.1:0")
+            .arg(format!("{}:0", self.host))
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.extra)
@@ -191,7 +222,7 @@ impl Broker {
     }
 
     pub fn metrics(&self) -> String {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.admin_port)).unwrap();
+        let mut stream = TcpStream::connect((self.host.as_str(), self.admin_port)).unwrap();
         stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
         let mut out = String::new();
         stream.read_to_string(&mut out).unwrap();
