@@ -1447,9 +1447,16 @@ fn faults_lose_no_acknowledged_record() {
                 let lan = cluster.lan.as_ref().expect("partitions need namespaces");
                 let others: Vec<usize> = (1..=3).filter(|&id| id != leader).map(|id| id as usize).collect();
                 lan.partition(leader as usize, &others);
-                std::thread::sleep(Duration::from_millis(4000));
-                // The others fenced it and elected another leader: the cut was real.
-                let moved = leader_of(cluster.node(others[0] as i32), "faults", partition);
+                std::thread::sleep(Duration::from_millis(3000));
+                // The others fence it and elect another leader (after electing another
+                // active controller, which gives every broker a full session first,
+                // when the cut-off node was the active controller): the cut is real.
+                let deadline = Instant::now() + Duration::from_secs(20);
+                let mut moved = leader;
+                while moved == leader && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(200));
+                    moved = leader_of(cluster.node(others[0] as i32), "faults", partition);
+                }
                 lan.heal(leader as usize, &others);
                 assert!(moved != leader && moved > 0, "the partitioned leader {leader} still leads ({moved})");
             }
