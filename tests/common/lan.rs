@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 pub struct Lan {
+    /// The test process and its count of lans: namespaces are named after them, so
+    /// that those of a test killed before it could clean up are found and removed.
+    pid: u32,
+    n: u32,
     id: String,
     prefix: String,
     nodes: usize,
@@ -30,10 +34,11 @@ impl Lan {
     /// # Errors
     /// Why the machine refuses (not root, no iproute2, no veth or bridge).
     pub fn create(nodes: usize) -> Result<Lan, String> {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let seed = (std::process::id() << 4 | (n & 15)) & 0xff_ffff;
-        let lan =
-            Lan { id: format!("{seed:06x}"), prefix: format!("10.{}.{}", 100 + (seed >> 8) % 150, seed % 250), nodes };
+        sweep();
+        let (pid, n) = (std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let seed = seed(pid, n);
+        let prefix = format!("10.{}.{}", 100 + (seed >> 8) % 150, seed % 250);
+        let lan = Lan { pid, n, id: format!("{seed:06x}"), prefix, nodes };
         // On an error, dropping `lan` removes what was made.
         lan.setup()?;
         Ok(lan)
@@ -62,7 +67,7 @@ impl Lan {
 
     /// Node `node`'s namespace.
     pub fn netns(&self, node: usize) -> String {
-        format!("skein-{}-{node}", self.id)
+        format!("skein-{}-{}-{node}", self.pid, self.n)
     }
 
     /// Node `node`'s address.
@@ -91,6 +96,28 @@ impl Lan {
             let _ = ip(&["netns", "del", &self.netns(node)]);
         }
         let _ = ip(&["link", "del", &self.bridge()]);
+    }
+}
+
+fn seed(pid: u32, n: u32) -> u32 {
+    (pid << 4 | (n & 15)) & 0xff_ffff
+}
+
+/// Removes the namespaces and bridges of test processes that are gone.
+fn sweep() {
+    let Ok(entries) = std::fs::read_dir("/run/netns") else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let mut parts = name.strip_prefix("skein-").unwrap_or_default().split('-');
+        let (Some(Ok(pid)), Some(Ok(n))) = (parts.next().map(str::parse::<u32>), parts.next().map(str::parse::<u32>))
+        else {
+            continue;
+        };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let _ = ip(&["netns", "del", &name]);
+        let _ = ip(&["link", "del", &format!("skb{:06x}", seed(pid, n))]);
     }
 }
 
