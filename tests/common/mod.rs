@@ -405,3 +405,40 @@ pub fn java_client(args: &[&str]) -> Command {
         .args(args);
     command
 }
+
+/// Apache Kafka 4.1's command-line tools' classpath: target/kafka-tools-classpath.txt
+/// (written by tests/tools/classpath.sh, which .ci/run calls), or resolved now.
+pub fn kafka_tools_classpath() -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let file = format!("{root}/target/kafka-tools-classpath.txt");
+    if std::fs::metadata(&file).is_err() {
+        let status =
+            Command::new("bash").arg(format!("{root}/tests/tools/classpath.sh")).status().expect("run classpath.sh");
+        assert!(status.success(), "Maven could not resolve Kafka's tools");
+    }
+    std::fs::read_to_string(file).unwrap().trim().to_string()
+}
+
+/// Runs one of Kafka's own tools (its main class, as the `kafka-*.sh` script does)
+/// with `args` and `stdin`; returns whether it succeeded and its standard output,
+/// with its standard error appended (SLF4J's binding notice left out).
+pub fn kafka_tool(main: &str, args: &[&str], stdin: &str) -> (bool, String) {
+    let mut child = Command::new("java")
+        .args(["-Xss1m", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(kafka_tools_classpath())
+        .arg(main)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("java");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let mut text = String::from_utf8_lossy(&output.stdout).to_string();
+    for line in String::from_utf8_lossy(&output.stderr).lines().filter(|l| !l.starts_with("SLF4J")) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    (output.status.success(), text)
+}

@@ -1,0 +1,188 @@
+//! Apache Kafka 4.1's own command-line tools, run unchanged (their main classes on a
+//! Maven-resolved classpath, as the `kafka-*.sh` scripts run them) against a Skein
+//! node: the commands a Kafka operator types. `kafka-dump-log` then decodes the
+//! segment, offset index and time index files Skein wrote. The cluster tools
+//! (`kafka-reassign-partitions`, `kafka-leader-election`, `kafka-metadata-quorum`)
+//! are in tests/cluster.rs.
+
+mod common;
+
+use common::{kafka_tool, Broker};
+
+/// Runs a tool that must succeed; returns its output.
+fn ok(main: &str, args: &[&str]) -> String {
+    ok_with(main, args, "")
+}
+
+fn ok_with(main: &str, args: &[&str], stdin: &str) -> String {
+    let (success, output) = kafka_tool(main, args, stdin);
+    assert!(success, "{main} {args:?} failed:\n{output}");
+    output
+}
+
+const TOPICS: &str = "org.apache.kafka.tools.TopicCommand";
+const CONFIGS: &str = "kafka.admin.ConfigCommand";
+const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+
+// kafka-topics, kafka-configs, kafka-console-producer and -consumer (keys and
+// headers), kafka-consumer-groups, kafka-get-offsets, kafka-delete-records,
+// kafka-log-dirs, kafka-producer-perf-test and kafka-consumer-perf-test, each as an
+// operator runs it; then, with the node stopped, kafka-dump-log decodes its files and
+// agrees with what was produced.
+#[test]
+fn kafka_tools_work_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Broker::start(dir.path(), "2", &[]);
+    let bootstrap = node.bootstrap();
+    let b = bootstrap.as_str();
+
+    // kafka-topics: create (with a topic config Kafka's own tool sets), describe, alter,
+    // list, delete; a duplicate is refused with Kafka's message.
+    let created = ok(
+        TOPICS,
+        &["--bootstrap-server", b, "--create", "--topic", "orders", "--partitions", "3", "--replication-factor", "1"]
+            .iter()
+            .chain(&["--config", "compression.type=producer", "--config", "retention.ms=86400000"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert!(created.contains("Created topic orders."), "{created}");
+    let (duplicate, output) =
+        kafka_tool(TOPICS, &["--bootstrap-server", b, "--create", "--topic", "orders", "--partitions", "1"], "");
+    assert!(!duplicate && output.contains("already exists"), "{output}");
+    let described = ok(TOPICS, &["--bootstrap-server", b, "--describe", "--topic", "orders"]);
+    assert!(described.contains("PartitionCount: 3") && described.contains("ReplicationFactor: 1"), "{described}");
+    assert!(described.contains("compression.type=producer") && described.contains("retention.ms=86400000"));
+    assert_eq!(described.matches("Leader: 1").count(), 3, "{described}");
+    ok(TOPICS, &["--bootstrap-server", b, "--alter", "--topic", "orders", "--partitions", "4"]);
+    let described = ok(TOPICS, &["--bootstrap-server", b, "--describe", "--topic", "orders"]);
+    assert!(described.contains("PartitionCount: 4"), "{described}");
+    ok(TOPICS, &["--bootstrap-server", b, "--create", "--topic", "doomed", "--partitions", "1"]);
+    assert!(ok(TOPICS, &["--bootstrap-server", b, "--list"]).lines().any(|l| l == "doomed"));
+    ok(TOPICS, &["--bootstrap-server", b, "--delete", "--topic", "doomed"]);
+    assert!(!ok(TOPICS, &["--bootstrap-server", b, "--list"]).lines().any(|l| l == "doomed"));
+
+    // kafka-configs: topic overrides added and removed; the broker's configs described.
+    let topic = ["--bootstrap-server", b, "--entity-type", "topics", "--entity-name", "orders"];
+    let alter = [&topic[..], &["--alter", "--add-config", "retention.ms=3600000,max.message.bytes=2000000"]].concat();
+    assert!(ok(CONFIGS, &alter).contains("Completed updating config for topic orders."));
+    ok(CONFIGS, &[&topic[..], &["--alter", "--delete-config", "compression.type"]].concat());
+    let configs = ok(CONFIGS, &[&topic[..], &["--describe"]].concat());
+    assert!(configs.contains("retention.ms=3600000") && configs.contains("max.message.bytes=2000000"), "{configs}");
+    assert!(!configs.contains("compression.type="), "{configs}");
+    let broker = ok(
+        CONFIGS,
+        &["--bootstrap-server", b, "--entity-type", "brokers", "--entity-name", "1", "--describe", "--all"],
+    );
+    assert!(broker.contains("All configs for broker 1 are:") && broker.contains("log.retention.bytes=-1"), "{broker}");
+
+    // kafka-console-producer with keys and headers, kafka-console-consumer printing them.
+    let lines = "trace:a1,tenant:x\tk1\tfirst\ntrace:a2\tk2\tsecond\n";
+    let properties = ["--property", "parse.key=true", "--property", "parse.headers=true"];
+    ok_with(
+        "org.apache.kafka.tools.ConsoleProducer",
+        &[&["--bootstrap-server", b, "--topic", "orders"][..], &properties].concat(),
+        lines,
+    );
+    let consumed = ok(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &["--bootstrap-server", b, "--topic", "orders", "--from-beginning", "--max-messages", "2", "--group", "ops"]
+            .iter()
+            .chain(&["--property", "print.key=true", "--property", "print.headers=true"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert!(consumed.contains("trace:a1,tenant:x\tk1\tfirst"), "{consumed}");
+    assert!(consumed.contains("trace:a2\tk2\tsecond"), "{consumed}");
+    assert!(consumed.contains("Processed a total of 2 messages"), "{consumed}");
+
+    // kafka-consumer-groups: list, describe (committed offsets and lag), reset, delete.
+    assert!(ok(GROUPS, &["--bootstrap-server", b, "--list"]).lines().any(|l| l.trim() == "ops"));
+    let group = ok(GROUPS, &["--bootstrap-server", b, "--describe", "--group", "ops"]);
+    let committed: i64 = group
+        .lines()
+        .filter(|l| l.starts_with("ops "))
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse::<i64>().unwrap_or(0))
+        .sum();
+    assert_eq!(committed, 2, "{group}");
+    let reset = ok(
+        GROUPS,
+        &["--bootstrap-server", b, "--reset-offsets", "--group", "ops", "--topic", "orders"]
+            .iter()
+            .chain(&["--to-earliest", "--execute"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert!(reset.lines().filter(|l| l.starts_with("ops ")).all(|l| l.trim_end().ends_with(" 0")), "{reset}");
+    let deleted = ok(GROUPS, &["--bootstrap-server", b, "--delete", "--group", "ops"]);
+    assert!(deleted.contains("Deletion of requested consumer groups ('ops') was successful."), "{deleted}");
+
+    // kafka-producer-perf-test and kafka-consumer-perf-test on a one-partition topic.
+    ok(TOPICS, &["--bootstrap-server", b, "--create", "--topic", "perf", "--partitions", "1"]);
+    let props = format!("bootstrap.servers={b}");
+    let produced = ok(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &["--topic", "perf", "--num-records", "2000", "--record-size", "100", "--throughput", "-1"]
+            .iter()
+            .chain(&["--producer-props", props.as_str(), "acks=all"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert!(produced.contains("2000 records sent"), "{produced}");
+    let read = ok(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        &["--bootstrap-server", b, "--topic", "perf", "--messages", "2000", "--timeout", "30000"],
+    );
+    let data = read.lines().last().unwrap_or_default();
+    assert_eq!(data.split(',').nth(4).map(str::trim), Some("2000"), "{read}");
+
+    // kafka-get-offsets, kafka-delete-records, kafka-log-dirs.
+    let offsets = ok("org.apache.kafka.tools.GetOffsetShell", &["--bootstrap-server", b, "--topic", "perf"]);
+    assert_eq!(offsets.trim(), "perf:0:2000");
+    let plan = dir.path().join("delete.json");
+    std::fs::write(&plan, r#"{"partitions":[{"topic":"perf","partition":0,"offset":500}],"version":1}"#).unwrap();
+    let plan = plan.to_str().unwrap();
+    let deleted =
+        ok("org.apache.kafka.tools.DeleteRecordsCommand", &["--bootstrap-server", b, "--offset-json-file", plan]);
+    assert!(deleted.contains("partition: perf-0\tlow_watermark: 500"), "{deleted}");
+    let earliest =
+        ok("org.apache.kafka.tools.GetOffsetShell", &["--bootstrap-server", b, "--topic", "perf", "--time", "-2"]);
+    assert_eq!(earliest.trim(), "perf:0:500");
+    let dirs =
+        ok("org.apache.kafka.tools.LogDirsCommand", &["--bootstrap-server", b, "--describe", "--topic-list", "perf"]);
+    let json = dirs.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("{dirs}"));
+    let json: serde_json::Value = serde_json::from_str(json).unwrap();
+    let partition = &json["brokers"][0]["logDirs"][0]["partitions"][0];
+    assert_eq!(partition["partition"], "perf-0", "{json}");
+    assert!(partition["size"].as_u64().unwrap() > 200_000, "{json}");
+
+    // kafka-dump-log decodes what Skein wrote: every batch valid, the records from
+    // the log start on, and offset and time index entries that point into the log.
+    node.stop();
+    let partition_dir = node.data_dir.join("perf-0");
+    let mut segments: Vec<_> = std::fs::read_dir(&partition_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    segments.sort();
+    let segment = segments[0].to_str().unwrap().to_string();
+    let dump = ok("kafka.tools.DumpLogSegments", &["--files", &segment, "--print-data-log"]);
+    let batches: Vec<&str> = dump.lines().filter(|l| l.starts_with("baseOffset:")).collect();
+    assert!(!batches.is_empty() && batches.iter().all(|l| l.contains("isvalid: true")), "{dump}");
+    let records: Vec<&str> = dump.lines().filter(|l| l.starts_with("| offset:")).collect();
+    assert_eq!(records.len(), 2000, "the segment holds every record produced (DeleteRecords moves only the log start)");
+    assert!(records.iter().all(|l| l.contains("valueSize: 100")));
+    let index = segment.replace(".log", ".index");
+    let time_index = segment.replace(".log", ".timeindex");
+    let dump = ok("kafka.tools.DumpLogSegments", &["--files", &format!("{index},{time_index}")]);
+    let offsets: Vec<u64> = dump
+        .lines()
+        .filter(|l| l.starts_with("offset:"))
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert!(!offsets.is_empty() && offsets.windows(2).all(|w| w[0] < w[1]), "{dump}");
+    assert!(offsets.iter().all(|&o| o < 2000), "{dump}");
+    assert!(dump.lines().any(|l| l.starts_with("timestamp:")), "{dump}");
+    assert!(!dump.contains("Mismatches") && !dump.contains("is corrupt"), "{dump}");
+}
