@@ -349,6 +349,131 @@ fn broker_only_and_controller_only_nodes() {
     }
 }
 
+// Apache Kafka 4.1's own cluster tools, unchanged, against three voters and a
+// broker-only node: kafka-metadata-quorum names the voters, the active controller
+// and node 4 as an observer; kafka-reassign-partitions generates a plan, executes a
+// move onto node 4 with a throttle (set on the brokers and topic as Kafka's tool sets
+// it) and verifies it until complete (the throttle then removed); kafka-leader-election
+// then makes node 4, the new preferred replica, the leader.
+#[test]
+fn kafka_cluster_tools_work_unchanged() {
+    use common::kafka_tool;
+    let tool = |main: &str, args: &[&str]| {
+        let (ok, output) = kafka_tool(main, args, "");
+        assert!(ok, "{main} {args:?} failed:\n{output}");
+        output
+    };
+    let mut cluster = Cluster::start_roles(4, 3, |_| FAST_FAILURE_DETECTION.iter().map(|s| s.to_string()).collect());
+    cluster.wait_for_brokers_named(4, &[1, 2, 3, 4]);
+    let bootstrap = cluster.node(4).bootstrap();
+    let b = bootstrap.as_str();
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        let status =
+            tool("org.apache.kafka.tools.MetadataQuorumCommand", &["--bootstrap-server", b, "describe", "--status"]);
+        if status.contains("CurrentObservers:       [{\"id\": 4") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "node 4 is not an observer:\n{status}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    for voter in 1..=3 {
+        assert!(status.contains(&format!("{{\"id\": {voter}")), "{status}");
+    }
+    let leader = describe(cluster.node(1)).controller_id.0;
+    assert!(status.contains(&format!("LeaderId:               {leader}")), "{status}");
+    let replication =
+        tool("org.apache.kafka.tools.MetadataQuorumCommand", &["--bootstrap-server", b, "describe", "--replication"]);
+    let roles: Vec<(String, String)> = replication
+        .lines()
+        .skip(1)
+        .filter_map(|l| Some((l.split_whitespace().next()?.to_string(), l.split_whitespace().last()?.to_string())))
+        .collect();
+    assert!(roles.contains(&(leader.to_string(), "Leader".into())), "{replication}");
+    assert!(roles.contains(&("4".into(), "Observer".into())), "{replication}");
+
+    create_with(cluster.node(4), "moving", 1, 2).unwrap();
+    let replicas = || -> Vec<i32> {
+        let response = metadata(cluster.node(4));
+        let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == "moving").unwrap();
+        topic.partitions[0].replica_nodes.iter().map(|r| r.0).collect()
+    };
+    let before = replicas();
+    let target: Vec<i32> = vec![4, *before.iter().find(|&&r| r != 4).unwrap()];
+    produce_acked(&cluster, 4, "moving", 1, 0..200);
+
+    let work = tempfile::tempdir().unwrap();
+    let topics = work.path().join("topics.json");
+    std::fs::write(&topics, r#"{"topics":[{"topic":"moving"}],"version":1}"#).unwrap();
+    let reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+    let generated = tool(
+        reassign,
+        &["--bootstrap-server", b, "--generate", "--topics-to-move-json-file", topics.to_str().unwrap()]
+            .iter()
+            .chain(&["--broker-list", "1,2,4"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        generated.contains("Current partition replica assignment")
+            && generated.contains("Proposed partition reassignment configuration"),
+        "{generated}"
+    );
+    let plan = work.path().join("plan.json");
+    let json = format!(r#"{{"version":1,"partitions":[{{"topic":"moving","partition":0,"replicas":{target:?}}}]}}"#);
+    std::fs::write(&plan, json).unwrap();
+    let plan = plan.to_str().unwrap();
+    let executed = tool(
+        reassign,
+        &["--bootstrap-server", b, "--execute", "--reassignment-json-file", plan, "--throttle", "10000000"],
+    );
+    assert!(executed.contains("Successfully started partition reassignment for moving-0"), "{executed}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let verified = tool(reassign, &["--bootstrap-server", b, "--verify", "--reassignment-json-file", plan]);
+        if verified.contains("Reassignment of partition moving-0 is completed.") {
+            assert!(verified.contains("Clearing broker-level throttles on brokers"), "{verified}");
+            assert!(verified.contains("Clearing topic-level throttles on topic moving"), "{verified}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the move did not complete:\n{verified}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(replicas(), target);
+    let broker_configs = tool(
+        "kafka.admin.ConfigCommand",
+        &["--bootstrap-server", b, "--entity-type", "brokers", "--entity-name", "4", "--describe"],
+    );
+    assert!(!broker_configs.contains("throttled.rate"), "the throttle stayed:\n{broker_configs}");
+
+    wait_for_isr(
+        cluster.node(4),
+        "moving",
+        0,
+        &{
+            let mut t = target.clone();
+            t.sort_unstable();
+            t
+        },
+        Duration::from_secs(20),
+    );
+    let elected = tool(
+        "org.apache.kafka.tools.LeaderElectionCommand",
+        &["--bootstrap-server", b, "--election-type", "preferred", "--topic", "moving", "--partition", "0"],
+    );
+    assert!(
+        elected.contains("Successfully completed leader election (PREFERRED) for partitions moving-0")
+            || elected.contains("Valid replica already elected for partitions moving-0"),
+        "{elected}"
+    );
+    assert_eq!(leader_of(cluster.node(1), "moving", 0), 4);
+    assert_eq!(consume_numbers(cluster.node(4), "moving", 1, 200).len(), 200);
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
 // Partitions of a replication-factor-1 topic spread over the three brokers, each
 // leading two; every node's Metadata names the three brokers and the same leaders; an
 // idempotent librdkafka producer bootstrapped on one node writes to every leader and
