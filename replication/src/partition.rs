@@ -24,6 +24,9 @@ pub struct Partition<S: Storage> {
     pub replica_state: RefCell<ReplicaState>,
     /// `acks=all` produces waiting for the high watermark to pass their batch.
     acks: RefCell<HighWatermarkWaiters>,
+    /// Consumer fetches waiting for the high watermark to pass their offset (Kafka's
+    /// DelayedFetch): woken whenever it moves, and when the role changes.
+    reads: RefCell<HighWatermarkWaiters>,
     /// Producer snapshots: the active segment base last seen, the snapshot owed since
     /// a roll (its offset and the last reservation ticket before it), and whether one
     /// is being written.
@@ -76,6 +79,7 @@ impl<S: Storage> Partition<S> {
             topic_id,
             replica_state: RefCell::new(replica),
             acks: RefCell::new(HighWatermarkWaiters::default()),
+            reads: RefCell::new(HighWatermarkWaiters::default()),
             snapshot_due: Cell::new(None),
             snapshot_writing: Rc::new(Cell::new(false)),
             assigned: Cell::new(false),
@@ -95,9 +99,40 @@ impl<S: Storage> Partition<S> {
     pub fn high_watermark(&self) -> Offset {
         let mut replica = self.replica_state.borrow_mut();
         if replica.local_append(self.log.offset_written_end()) {
-            self.acks.borrow_mut().complete_through(replica.high_watermark());
+            self.high_watermark_moved(replica.high_watermark());
         }
         replica.high_watermark()
+    }
+
+    /// Completes the `acks=all` produces and consumer fetches the high watermark
+    /// `high_watermark` satisfies.
+    fn high_watermark_moved(&self, high_watermark: Offset) {
+        self.acks.borrow_mut().complete_through(high_watermark);
+        self.reads.borrow_mut().complete_through(high_watermark);
+    }
+
+    /// Waits until the high watermark passes `offset` (a consumer's fetch at the end of
+    /// what it may read), until the log takes a new write (a sole leader's high
+    /// watermark follows its writes, seen on the next look), or until this replica's
+    /// role changes. The caller bounds the wait with the fetch's `max_wait_ms` and
+    /// reads again. Waiting for the write alone would answer a consumer at once, again
+    /// and again, while the followers have not caught up.
+    pub async fn wait_for_high_watermark(&self, offset: Offset) {
+        let written = self.log.offset_written_end();
+        let high_watermark = self.high_watermark();
+        let moved = self.reads.borrow_mut().wait_for(offset.plus(1), high_watermark);
+        let wrote = async {
+            self.log.wait_for_data(written).await;
+            // Taken in now: a sole leader's high watermark moves with it.
+            self.high_watermark();
+        };
+        futures_lite::future::or(
+            async {
+                let _ = moved.await;
+            },
+            wrote,
+        )
+        .await;
     }
 
     /// Where `epoch` ends, as the leader answers OffsetForLeaderEpoch (KIP-101): the
@@ -234,7 +269,7 @@ impl<S: Storage> Partition<S> {
                 replica.become_leader(epoch, partition_epoch, replicas, isr, log_end, now_ms);
             }
             let high_watermark = replica.high_watermark();
-            self.acks.borrow_mut().complete_through(high_watermark);
+            self.high_watermark_moved(high_watermark);
         } else {
             if !(same_term && replica.role() == (Role::Follower { leader })) {
                 replica.become_follower(leader, epoch, partition_epoch, log_end);
@@ -242,6 +277,7 @@ impl<S: Storage> Partition<S> {
                 replica.apply_isr(isr, partition_epoch);
             }
             self.acks.borrow_mut().fail_all();
+            self.reads.borrow_mut().fail_all();
         }
     }
 
@@ -262,7 +298,7 @@ impl<S: Storage> Partition<S> {
         replica.local_append(self.log.offset_written_end());
         let (_, proposal) = replica.follower_fetch(follower, fetch_offset, epoch, now_ms)?;
         let high_watermark = replica.high_watermark();
-        self.acks.borrow_mut().complete_through(high_watermark);
+        self.high_watermark_moved(high_watermark);
         Ok(proposal)
     }
 
@@ -271,7 +307,7 @@ impl<S: Storage> Partition<S> {
     pub fn set_min_insync(&self, min_insync: usize) {
         let mut replica = self.replica_state.borrow_mut();
         if replica.set_min_insync(min_insync) {
-            self.acks.borrow_mut().complete_through(replica.high_watermark());
+            self.high_watermark_moved(replica.high_watermark());
         }
     }
 
@@ -282,7 +318,7 @@ impl<S: Storage> Partition<S> {
         let mut replica = self.replica_state.borrow_mut();
         replica.proposal_failed();
         let high_watermark = replica.high_watermark();
-        self.acks.borrow_mut().complete_through(high_watermark);
+        self.high_watermark_moved(high_watermark);
     }
 
     /// Appends the leader's batches with their offsets and epochs (a follower), keeps
@@ -320,6 +356,10 @@ impl<S: Storage> Partition<S> {
         let mut replica = self.replica_state.borrow_mut();
         replica.local_append(self.log.offset_written_end());
         replica.follower_high_watermark(leader_high_watermark);
+        let high_watermark = replica.high_watermark();
+        drop(replica);
+        // Consumers reading from this follower (KIP-392) see the new high watermark.
+        self.reads.borrow_mut().complete_through(high_watermark);
         Ok(())
     }
 

@@ -385,12 +385,17 @@ pub fn java_classpath() -> String {
     if let Ok(cp) = std::env::var("SKEIN_KAFKA_CLASSPATH") {
         return cp;
     }
+    resolved_classpath("kafka-classpath.txt", "tests/java/classpath.sh")
+}
+
+/// The classpath in target/`file`, written by the Maven resolution `script` (run now
+/// if the file is missing).
+fn resolved_classpath(file: &str, script: &str) -> String {
     let root = env!("CARGO_MANIFEST_DIR");
-    let file = format!("{root}/target/kafka-classpath.txt");
+    let file = format!("{root}/target/{file}");
     if std::fs::metadata(&file).is_err() {
-        let status =
-            Command::new("bash").arg(format!("{root}/tests/java/classpath.sh")).status().expect("run classpath.sh");
-        assert!(status.success(), "Maven could not resolve the Java Kafka client");
+        let status = Command::new("bash").arg(format!("{root}/{script}")).status().expect("run bash");
+        assert!(status.success(), "Maven could not resolve {script}'s artifacts");
     }
     std::fs::read_to_string(file).unwrap().trim().to_string()
 }
@@ -406,17 +411,16 @@ pub fn java_client(args: &[&str]) -> Command {
     command
 }
 
+/// Kafka Streams 4.1's classpath: target/kafka-streams-classpath.txt (written by
+/// tests/streams/classpath.sh, which .ci/run calls), or resolved now.
+pub fn kafka_streams_classpath() -> String {
+    resolved_classpath("kafka-streams-classpath.txt", "tests/streams/classpath.sh")
+}
+
 /// Apache Kafka 4.1's command-line tools' classpath: target/kafka-tools-classpath.txt
 /// (written by tests/tools/classpath.sh, which .ci/run calls), or resolved now.
 pub fn kafka_tools_classpath() -> String {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let file = format!("{root}/target/kafka-tools-classpath.txt");
-    if std::fs::metadata(&file).is_err() {
-        let status =
-            Command::new("bash").arg(format!("{root}/tests/tools/classpath.sh")).status().expect("run classpath.sh");
-        assert!(status.success(), "Maven could not resolve Kafka's tools");
-    }
-    std::fs::read_to_string(file).unwrap().trim().to_string()
+    resolved_classpath("kafka-tools-classpath.txt", "tests/tools/classpath.sh")
 }
 
 /// Runs one of Kafka's own tools (its main class, as the `kafka-*.sh` script does)

@@ -240,6 +240,12 @@ impl<S: Storage> Log<S> {
         self.state.borrow().log_end_offset
     }
 
+    /// Whether the log is closed or failed: nothing will be written to it any more.
+    pub fn is_closed(&self) -> bool {
+        let state = self.state.borrow();
+        state.closed || state.failed.is_some()
+    }
+
     pub fn offset_written_end(&self) -> Offset {
         self.state.borrow().offset_written_end
     }

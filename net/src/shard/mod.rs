@@ -617,7 +617,20 @@ impl Shard {
                         glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
                     };
                     let _parked = Parked::new(&self.metrics.fetch_waits_parked);
-                    futures_lite::future::or(log.wait_for_data(offset), timeout).await;
+                    // A follower waits for the next write; a consumer for the high
+                    // watermark to pass its offset (written records the followers
+                    // have not caught up with are not for it yet).
+                    let more = async {
+                        match to_log_end {
+                            true => log.wait_for_data(offset).await,
+                            false => {
+                                while state.high_watermark() <= offset && !log.is_closed() {
+                                    state.wait_for_high_watermark(offset).await;
+                                }
+                            }
+                        }
+                    };
+                    futures_lite::future::or(more, timeout).await;
                 }
                 // A fetch the response budget did not reach asks only for watermarks;
                 // so does a diverged follower's, whose position may lie past this

@@ -1,0 +1,180 @@
+//! Kafka Streams 4.1, unchanged, against Skein (tests/streams/ClickStream.java): a
+//! stateful topology with a repartition topic, a windowed aggregation in a
+//! changelog-backed RocksDB store and a KTable–KStream join, run at-least-once on two
+//! instances. One is killed with kill -9 mid-stream: its tasks move to the other,
+//! which restores their state from the changelog, and the final output matches a
+//! model computed here.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{create_topic, kafka_streams_classpath, Broker};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+const USERS: usize = 10;
+const PAGES: usize = 7;
+
+/// One application instance and what it printed.
+struct Instance {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Instance {
+    fn start(bootstrap: &str, state_dir: &std::path::Path) -> Instance {
+        let mut child = Command::new("java")
+            .arg("-cp")
+            .arg(kafka_streams_classpath())
+            .arg(format!("{}/tests/streams/ClickStream.java", env!("CARGO_MANIFEST_DIR")))
+            .arg(bootstrap)
+            .arg(state_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("java");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (out, seen) = (child.stdout.take().unwrap(), lines.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                seen.lock().unwrap().push(line);
+            }
+        });
+        Instance { child, lines }
+    }
+
+    fn printed(&self, prefix: &str) -> Vec<String> {
+        self.lines.lock().unwrap().iter().filter(|l| l.starts_with(prefix)).cloned().collect()
+    }
+
+    fn wait_for(&self, prefix: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.printed(prefix).is_empty() {
+            assert!(self.printed("FAILED").is_empty(), "the application failed: {:?}", self.lines.lock().unwrap());
+            assert!(Instant::now() < deadline, "no {prefix} in {within:?}: {:?}", self.lines.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn produce(bootstrap: &str, topic: &str, records: impl Iterator<Item = (String, String)>) {
+    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+    for (key, value) in records {
+        let record = BaseRecord::to(topic).key(&key).payload(&value);
+        producer.send(record).unwrap();
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+/// Every record of `topic` (4 partitions) as (key, value), in each partition's order.
+fn read_all(bootstrap: &str, topic: &str) -> Vec<(String, String)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "streams-test-reader")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..4 {
+        assignment.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let (mut out, mut ended) = (Vec::new(), BTreeSet::new());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ended.len() < 4 && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                let text = |b: Option<&[u8]>| String::from_utf8_lossy(b.unwrap_or_default()).to_string();
+                out.push((text(m.key()), text(m.payload())));
+            }
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                ended.insert(p);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn clicks(range: std::ops::Range<usize>) -> impl Iterator<Item = (String, String)> {
+    range.map(|n| (format!("u{}", n % USERS), format!("c{n},p{}", n % PAGES)))
+}
+
+#[test]
+fn streams_survive_a_killed_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    let bootstrap = broker.bootstrap();
+    create_topic(&broker, "users", 4);
+    for topic in ["clicks", "enriched", "page-counts"] {
+        create_topic(&broker, topic, 4);
+    }
+    produce(&bootstrap, "users", (0..USERS).map(|u| (format!("u{u}"), format!("r{}", u % 3))));
+
+    let a = Instance::start(&bootstrap, &dir.path().join("state-a"));
+    let b = Instance::start(&bootstrap, &dir.path().join("state-b"));
+    a.wait_for("RUNNING", Duration::from_secs(90));
+    b.wait_for("RUNNING", Duration::from_secs(90));
+    produce(&bootstrap, "clicks", clicks(0..3000));
+
+    // The model: each click enriched with its user's region; each page's distinct clicks.
+    let expected_enriched = |upto: usize| -> BTreeSet<String> {
+        (0..upto).map(|n| format!("r{},p{},c{n}", (n % USERS) % 3, n % PAGES)).collect()
+    };
+    let expected_counts = |upto: usize| -> BTreeMap<String, String> {
+        (0..PAGES).map(|p| (format!("p{p}"), (0..upto).filter(|n| n % PAGES == p).count().to_string())).collect()
+    };
+    let settled = |upto: usize| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let enriched: BTreeSet<String> = read_all(&bootstrap, "enriched").into_iter().map(|(_, v)| v).collect();
+            let mut counts = BTreeMap::new();
+            for (page, count) in read_all(&bootstrap, "page-counts") {
+                counts.insert(page, count);
+            }
+            if enriched == expected_enriched(upto) && counts == expected_counts(upto) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not settled: {} of {upto} enriched (extra: {:?}), counts {counts:?}, expected {:?}",
+                enriched.len(),
+                enriched.difference(&expected_enriched(upto)).take(3).collect::<Vec<_>>(),
+                expected_counts(upto)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    settled(3000);
+
+    // kill -9 one instance mid-stream: the other takes its tasks over and restores
+    // their stores from the changelog topics.
+    let restored_before = b.printed("RESTORED clicks-per-page").len();
+    drop(a);
+    produce(&bootstrap, "clicks", clicks(3000..6000));
+    settled(6000);
+    let restored = b.printed("RESTORED clicks-per-page");
+    assert!(restored.len() > restored_before, "the survivor restored no store: {:?}", b.lines.lock().unwrap());
+    assert!(
+        restored[restored_before..].iter().any(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap() > 0),
+        "nothing came back from the changelog: {restored:?}"
+    );
+    assert!(b.printed("FAILED").is_empty() && b.printed("ERROR").is_empty());
+    drop(b);
+}
