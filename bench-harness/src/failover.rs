@@ -147,7 +147,8 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
     let stop_reading = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
         let (bootstrap, topic, stop) = (options.bootstrap.clone(), options.topic.clone(), stop_reading.clone());
-        std::thread::spawn(move || read_end_to_end(&bootstrap, &topic, start, &stop))
+        let warm_us = warm_up(options.steady).as_micros() as u64;
+        std::thread::spawn(move || read_end_to_end(&bootstrap, &topic, start, warm_us, &stop))
     };
     let cpu_before = cpu_seconds(options.pids.values());
     let interval = Duration::from_nanos(1_000_000_000 / options.rate.max(1));
@@ -193,9 +194,10 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
     let acked = acks.acked.lock().expect("acks lock").clone();
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("histogram bounds");
     let steady_end = kill_at.as_micros() as u64;
+    let warm_us = warm_up(options.steady).as_micros() as u64;
     let mut acked_steady = 0;
     for (due_us, at) in &acked {
-        if *due_us < steady_end && *at < killed {
+        if *due_us < steady_end && *due_us >= warm_us && *at < killed {
             let latency = (at.duration_since(start).as_micros() as u64).saturating_sub(*due_us).max(1);
             histogram.record(latency.min(600_000_000)).expect("within bounds");
             acked_steady += 1;
@@ -211,7 +213,9 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
         .ok_or("nothing sent after the kill was acknowledged")?;
     let ms = |us: u64| us as f64 / 1000.0;
     let failed = *acks.failed.lock().expect("acks lock");
-    let steady_gb = acked_steady as f64 * PAYLOAD as f64 / 1e9;
+    // The CPU time covers the whole steady window, warm-up included: so do the bytes.
+    let produced_steady = acked.iter().filter(|(due_us, at)| *due_us < steady_end && *at < killed).count();
+    let steady_gb = produced_steady as f64 * PAYLOAD as f64 / 1e9;
     Ok(FailoverResult {
         label: options.label.clone(),
         rate: options.rate,
@@ -230,15 +234,23 @@ pub fn run(options: &FailoverOptions) -> Result<FailoverResult, String> {
     })
 }
 
+/// The start of the steady window left out of the latencies (clients and brokers
+/// still finding each other): 2 s, or a quarter of a shorter window.
+fn warm_up(steady: Duration) -> Duration {
+    Duration::from_secs(2).min(steady / 4)
+}
+
 /// Record payload bytes; the first 8 carry the record's due time.
 const PAYLOAD: usize = 100;
 
 /// Reads the partition from the start until `stop`: each record's latency from its
-/// due time (µs since `start`, in its first 8 bytes) to its receipt.
+/// due time (µs since `start`, in its first 8 bytes) to its receipt, for records due
+/// after the warm-up (`warm_us`).
 fn read_end_to_end(
     bootstrap: &str,
     topic: &str,
     start: Instant,
+    warm_us: u64,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<Histogram<u64>, String> {
     let consumer: BaseConsumer = ClientConfig::new()
@@ -255,7 +267,9 @@ fn read_end_to_end(
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let Some(Ok(message)) = consumer.poll(Duration::from_millis(50)) else { continue };
         let now = start.elapsed().as_micros() as u64;
-        if let Some(due) = message.payload().and_then(|p| p.first_chunk::<8>()) {
+        if let Some(due) =
+            message.payload().and_then(|p| p.first_chunk::<8>()).filter(|d| u64::from_le_bytes(**d) >= warm_us)
+        {
             let latency = now.saturating_sub(u64::from_le_bytes(*due)).max(1);
             histogram.record(latency.min(600_000_000)).expect("within bounds");
         }

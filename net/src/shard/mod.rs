@@ -611,7 +611,10 @@ impl Shard {
                         });
                     }
                 }
-                let visible_end = if to_log_end { log.log_end_offset() } else { state.high_watermark() };
+                // What a reader may see: a follower what is written (appended records
+                // still on their way to disk are not readable yet: it waits for them
+                // rather than being answered empty), a consumer the high watermark.
+                let visible_end = if to_log_end { log.offset_written_end() } else { state.high_watermark() };
                 if wait_ms > 0 && offset >= visible_end && offset <= log.log_end_offset() {
                     let timeout = async {
                         glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
