@@ -501,7 +501,7 @@ async fn run_shard(
     glommio::spawn_local(skein_net::shard::group_ticker(shard.clone())).detach();
     // Recover the partitions this shard owns.
     let image = shard.image();
-    let mut opened = 0;
+    let (mut opened, mut hosted) = (0, Vec::new());
     for topic in image.topics.values() {
         let settings = TopicSettings::of(topic, &shard.settings.topic_defaults);
         for p in 0..topic.partitions {
@@ -511,16 +511,37 @@ async fn run_shard(
                 continue;
             }
             let partition = TopicPartition::new(topic.name.clone(), p);
-            let assignment = skein_net::topics::assignment_here(&shard, &image, topic, p);
+            // The assignment as the metadata says now: images applied while earlier
+            // logs recovered may have changed it.
+            let now = shard.image();
+            let current = now.topic(&topic.name).filter(|t| t.id == topic.id).unwrap_or(topic);
+            let assignment = skein_net::topics::assignment_here(&shard, &now, current, p);
             match shard
                 .execute(&partition, PartitionOp::Open { settings: Box::new(settings.clone()), assignment })
                 .await
             {
-                Ok(_) => opened += 1,
+                Ok(_) => {
+                    opened += 1;
+                    hosted.push((partition, topic.id));
+                }
                 Err((code, message)) => {
                     tracing::error!(target: "skein", shard = shard.id, partition = %partition, code, message, "partition offline")
                 }
             }
+        }
+    }
+    // An image applied while a log was still recovering could not reach it (the
+    // partition was not open): every partition takes its assignment once more, from
+    // the image as it is now (the same epoch only refreshes the ISR).
+    for (partition, id) in hosted {
+        let image = shard.image();
+        let Some(topic) = image.topic(&partition.topic).filter(|t| t.id == id) else { continue };
+        if !topic.is_replica(partition.partition, shard.settings.node_id) {
+            continue;
+        }
+        let assignment = skein_net::topics::assignment_here(&shard, &image, topic, partition.partition);
+        if let Err((code, message)) = shard.execute(&partition, PartitionOp::Assign(assignment)).await {
+            tracing::warn!(target: "skein", partition = %partition, code, message, "assignment after recovery failed");
         }
     }
     tracing::info!(target: "skein", shard = shard.id, partitions = opened, recovery_ms = started.elapsed().as_millis() as u64, "shard ready");
