@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
-# Resolves Apache Kafka 4.1's command-line tools with Maven and writes their classpath
-# to target/kafka-tools-classpath.txt (at the repository root), for tests/tools.rs.
+# Resolves Apache Kafka 4.1's command-line tools with Maven and writes its classpath to
+# target/kafka-tools-classpath.txt, for tests/tools.rs and tests/cluster/quorum.rs.
 set -euo pipefail
-cd "$(dirname "$0")"
-root="$(cd ../.. && pwd)"
-mkdir -p "$root/target"
-mvn -q -B dependency:build-classpath -Dmdep.outputFile="$root/target/kafka-tools-classpath.txt" >&2
-echo "$root/target/kafka-tools-classpath.txt"
+here="$(cd "$(dirname "$0")" && pwd)"
+exec bash "$here/../maven-classpath.sh" "$here" kafka-tools-classpath.txt
