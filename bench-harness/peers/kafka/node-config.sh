@@ -1,5 +1,18 @@
-# Shared by run-kafka.sh and run-kafka-cluster.sh (sourced): writes a KRaft combined
-# node's server.properties and log4j.properties under HOME.
+# Shared by run-kafka.sh and run-kafka-cluster.sh (sourced).
+
+# The Kafka 4.1 server's classpath, resolved by Maven (pom.xml in DIR) once and kept
+# in DIR/target/classpath.txt.
+#   kafka_classpath DIR
+kafka_classpath() {
+  local cp_file="$1/target/classpath.txt"
+  if [ ! -s "$cp_file" ]; then
+    mkdir -p "$1/target"
+    (cd "$1" && mvn -q -B dependency:build-classpath -Dmdep.outputFile="$cp_file" >&2)
+  fi
+  cat "$cp_file"
+}
+
+# Writes a KRaft combined node's server.properties and log4j.properties under HOME.
 #   write_node_config HOME NODE_ID VOTERS PORT REPLICATION_FACTOR
 write_node_config() {
   local home="$1" node="$2" voters="$3" port="$4" factor="$5"

@@ -7,16 +7,11 @@
 set -euo pipefail
 dir="$1"; base="$2"; cpus="${3:-2}"; heap="${4:-768m}"
 here="$(cd "$(dirname "$0")" && pwd)"
-cp_file="$here/target/classpath.txt"
-if [ ! -s "$cp_file" ]; then
-  mkdir -p "$here/target"
-  (cd "$here" && mvn -q -B dependency:build-classpath -Dmdep.outputFile="$cp_file" >&2)
-fi
-classpath="$(cat "$cp_file")"
-voters="1@127.0.0.1:$((base + 1)),2@127.0.0.1:$((base + 11)),3@127.0.0.1:$((base + 21))"
-cluster_id="$(java -cp "$classpath" kafka.tools.StorageTool random-uuid)"
 # shellcheck source=node-config.sh
 source "$here/node-config.sh"
+classpath="$(kafka_classpath "$here")"
+voters="1@127.0.0.1:$((base + 1)),2@127.0.0.1:$((base + 11)),3@127.0.0.1:$((base + 21))"
+cluster_id="$(java -cp "$classpath" kafka.tools.StorageTool random-uuid)"
 pids=()
 for n in 1 2 3; do
   port=$((base + (n - 1) * 10)); home="$dir/n$n"

@@ -6,14 +6,9 @@
 set -euo pipefail
 dir="$1"; port="$2"; cpu="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
-cp_file="$here/target/classpath.txt"
-if [ ! -s "$cp_file" ]; then
-  mkdir -p "$here/target"
-  (cd "$here" && mvn -q -B dependency:build-classpath -Dmdep.outputFile="$cp_file" >&2)
-fi
-classpath="$(cat "$cp_file")"
 # shellcheck source=node-config.sh
 source "$here/node-config.sh"
+classpath="$(kafka_classpath "$here")"
 write_node_config "$dir" 1 "1@127.0.0.1:$((port + 1))" "$port" 1
 cluster_id="$(java -cp "$classpath" kafka.tools.StorageTool random-uuid)"
 java -cp "$classpath" -Dlog4j.configuration="file:$dir/log4j.properties" kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" >&2

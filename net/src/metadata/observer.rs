@@ -11,7 +11,7 @@
 //! against the cluster's metadata rather than an empty image.
 
 use std::cell::RefCell;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,8 +25,7 @@ use skein_replication::quorum::Feed;
 use super::controller::ControllerRequest;
 use super::quorum::{decode_image, quorum_id, Applied, Proposal};
 use super::transport::{
-    frame, invalid, read_frame, CONNECT_TIMEOUT, FETCH, FETCH_REPLY, FORWARD, FORWARD_REPLY, FRAME_MAX, OBSERVE, QUEUE,
-    RECONNECT,
+    frame, invalid, read_frame, CONNECT_TIMEOUT, FETCH, FETCH_REPLY, FORWARD, FORWARD_REPLY, OBSERVE, QUEUE, RECONNECT,
 };
 use super::MetadataImage;
 use crate::shard::Shard;
@@ -132,18 +131,13 @@ fn fetch_all(node: i32, cluster_id: &str, address: SocketAddr) -> std::io::Resul
     let mut target = None;
     loop {
         stream.write_all(&frame(FETCH, &applied.to_be_bytes()))?;
-        let mut length = [0u8; 4];
-        stream.read_exact(&mut length)?;
-        let length = u32::from_be_bytes(length) as usize;
-        if length == 0 || length > FRAME_MAX {
-            return Err(invalid("frame length"));
-        }
-        let mut body = vec![0u8; length];
-        stream.read_exact(&mut body)?;
-        if body[0] != FETCH_REPLY {
+        // The transport's frame reader, over the blocking socket.
+        let mut reader = futures_lite::io::AssertAsync::new(&mut stream);
+        let (kind, payload) = futures_lite::future::block_on(read_frame(&mut reader))?;
+        if kind != FETCH_REPLY {
             return Err(invalid("unexpected frame from the controller"));
         }
-        let feed = Feed::decode(&body[1..]).map_err(|e| invalid(&e))?;
+        let feed = Feed::decode(&payload).map_err(|e| invalid(&e))?;
         let committed = *target.get_or_insert(feed.committed);
         apply(&mut image, &mut applied, feed).map_err(|e| invalid(&e))?;
         if applied >= committed {

@@ -39,7 +39,7 @@ pub(super) const FETCH_REPLY: u8 = 6;
 /// Forwarded requests an observer may have in flight on its connection.
 const OBSERVER_FORWARDS: usize = 256;
 /// The largest frame: a snapshot of the metadata image travels whole.
-pub(super) const FRAME_MAX: usize = 256 << 20;
+const FRAME_MAX: usize = 256 << 20;
 /// Frames queued per peer before raft messages are dropped.
 pub(super) const QUEUE: usize = 1024;
 pub(super) const RECONNECT: Duration = Duration::from_millis(200);
