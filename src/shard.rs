@@ -499,6 +499,7 @@ async fn run_shard(
         glommio::spawn_local(skein_net::router::serve_peer(shard.clone(), receiver)).detach();
     }
     glommio::spawn_local(skein_net::shard::group_ticker(shard.clone())).detach();
+    glommio::spawn_local(skein_net::shard::txn_ticker(shard.clone())).detach();
     // Recover the partitions this shard owns.
     let image = shard.image();
     let (mut opened, mut hosted) = (0, Vec::new());

@@ -49,8 +49,8 @@ const BASE_SEQUENCE_AT: usize = 53;
 pub(crate) const RECORD_COUNT_AT: usize = 57;
 
 const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
-const ATTR_TRANSACTIONAL: i16 = 0x10;
-const ATTR_CONTROL: i16 = 0x20;
+pub const ATTR_TRANSACTIONAL: i16 = 0x10;
+pub const ATTR_CONTROL: i16 = 0x20;
 
 const _: () = assert!(RECORD_COUNT_AT + 4 == HEADER_BYTES);
 

@@ -563,6 +563,34 @@ pub fn filter_batch(
 /// buffers only do on allocation failure, the batch is written uncompressed
 /// so the result is still a valid batch.
 pub fn build_batch(base_offset: i64, base_timestamp: i64, compression: Compression, records: &[Record]) -> Vec<u8> {
+    build_batch_for(base_offset, base_timestamp, compression, records, BatchProducer::NONE)
+}
+
+/// The producer fields of a batch header, and whether it is transactional or a
+/// control batch (a transaction marker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchProducer {
+    pub id: i64,
+    pub epoch: i16,
+    pub base_sequence: i32,
+    pub transactional: bool,
+    pub control: bool,
+}
+
+impl BatchProducer {
+    /// No producer: a plain batch.
+    pub const NONE: BatchProducer =
+        BatchProducer { id: -1, epoch: -1, base_sequence: -1, transactional: false, control: false };
+}
+
+/// `build_batch` with the producer fields and attribute bits of `producer`.
+pub fn build_batch_for(
+    base_offset: i64,
+    base_timestamp: i64,
+    compression: Compression,
+    records: &[Record],
+    producer: BatchProducer,
+) -> Vec<u8> {
     let mut raw = Vec::new();
     encode_records(records, &mut raw);
     let (compression, section) = match compress(compression, &raw) {
@@ -571,20 +599,23 @@ pub fn build_batch(base_offset: i64, base_timestamp: i64, compression: Compressi
     };
     let last_offset_delta = records.iter().map(|r| r.offset_delta).max().unwrap_or(0);
     let max_delta = records.iter().map(|r| r.timestamp_delta).max().unwrap_or(0);
+    let attributes = compression.attribute_bits()
+        | if producer.transactional { crate::batch::ATTR_TRANSACTIONAL } else { 0 }
+        | if producer.control { crate::batch::ATTR_CONTROL } else { 0 };
     let mut h = Vec::with_capacity(HEADER_LEN);
     h.extend_from_slice(&base_offset.to_be_bytes());
     h.extend_from_slice(&0i32.to_be_bytes()); // batchLength, set by assemble
     h.extend_from_slice(&(-1i32).to_be_bytes()); // partitionLeaderEpoch
     h.push(2); // magic
     h.extend_from_slice(&0u32.to_be_bytes()); // crc, set by assemble
-    h.extend_from_slice(&compression.attribute_bits().to_be_bytes());
+    h.extend_from_slice(&attributes.to_be_bytes());
     h.extend_from_slice(&last_offset_delta.to_be_bytes());
     h.extend_from_slice(&base_timestamp.to_be_bytes());
     // Java computes this with wrapping long arithmetic, so we do too.
     h.extend_from_slice(&base_timestamp.wrapping_add(max_delta).to_be_bytes());
-    h.extend_from_slice(&(-1i64).to_be_bytes()); // producerId
-    h.extend_from_slice(&(-1i16).to_be_bytes()); // producerEpoch
-    h.extend_from_slice(&(-1i32).to_be_bytes()); // baseSequence
+    h.extend_from_slice(&producer.id.to_be_bytes());
+    h.extend_from_slice(&producer.epoch.to_be_bytes());
+    h.extend_from_slice(&producer.base_sequence.to_be_bytes());
     h.extend_from_slice(&0i32.to_be_bytes()); // recordCount, set by assemble
     let mut template = [0u8; HEADER_LEN];
     template.copy_from_slice(&h);

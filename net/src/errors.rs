@@ -46,6 +46,13 @@ pub mod code {
     pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
     pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
     pub const INVALID_TXN_STATE: i16 = 48;
+    pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+    pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
+    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
+    pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+    pub const PRODUCER_FENCED: i16 = 90;
+    pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
     pub const INCONSISTENT_TOPIC_ID: i16 = 103;
     pub const UNKNOWN_SERVER_ERROR: i16 = -1;

@@ -23,6 +23,7 @@ pub mod limits;
 pub mod metadata;
 pub mod metrics;
 pub mod operations;
+pub mod peer;
 pub mod registry;
 pub mod replica_fetcher;
 pub mod router;
@@ -30,5 +31,6 @@ pub mod server;
 pub mod shard;
 pub mod throttle;
 pub mod topics;
+pub mod txn;
 
 pub use shard::{NodeSettings, Shard};

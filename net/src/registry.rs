@@ -49,6 +49,14 @@ pub const APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::OffsetDelete, offset_delete::VERSIONS),
     (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS),
     (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS),
+    (ApiKey::AddPartitionsToTxn, add_partitions_to_txn::VERSIONS),
+    (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS),
+    (ApiKey::EndTxn, end_txn::VERSIONS),
+    (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS),
+    (ApiKey::TxnOffsetCommit, txn_offset_commit::VERSIONS),
+    (ApiKey::DescribeTransactions, describe_transactions::VERSIONS),
+    (ApiKey::ListTransactions, list_transactions::VERSIONS),
+    (ApiKey::DescribeProducers, describe_producers::VERSIONS),
 ];
 
 /// The versions of `key` Skein serves.
@@ -123,6 +131,20 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKi
         ),
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(shard, r).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(shard, &header, r).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(shard, r).await),
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(shard, r).await),
+        RequestKind::WriteTxnMarkers(r) => ResponseKind::WriteTxnMarkers(write_txn_markers::handle(shard, r).await),
+        RequestKind::TxnOffsetCommit(r) => ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(shard, r).await),
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(describe_transactions::handle(shard, r).await)
+        }
+        RequestKind::ListTransactions(r) => ResponseKind::ListTransactions(list_transactions::handle(shard, r).await),
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(describe_producers::handle(shard, r).await)
         }
         other => {
             // `server::parse` refuses keys missing from `APIS`; reaching here means the
@@ -204,6 +226,14 @@ mod tests {
                 ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
                 ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
                 ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
+                ApiKey::AddPartitionsToTxn => AddPartitionsToTxnRequest::VERSIONS,
+                ApiKey::AddOffsetsToTxn => AddOffsetsToTxnRequest::VERSIONS,
+                ApiKey::EndTxn => EndTxnRequest::VERSIONS,
+                ApiKey::WriteTxnMarkers => WriteTxnMarkersRequest::VERSIONS,
+                ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::VERSIONS,
+                ApiKey::DescribeTransactions => DescribeTransactionsRequest::VERSIONS,
+                ApiKey::ListTransactions => ListTransactionsRequest::VERSIONS,
+                ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
                 other => panic!("{other:?} missing from this test"),
             }
         };

@@ -16,11 +16,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use skein_engine::{Batch, Offset, TopicPartition};
 use skein_replication::{IsrProposal, Role};
 
@@ -33,7 +31,6 @@ const FETCH_VERSION: i16 = 12;
 const FETCH_MAX_WAIT_MS: i32 = 500;
 const PARTITION_MAX_BYTES: i32 = 1 << 20;
 const FETCH_MAX_BYTES: i32 = 16 << 20;
-const RESPONSE_MAX_BYTES: usize = 64 << 20;
 const BACKOFF: Duration = Duration::from_millis(100);
 /// Kafka's `replica.fetch.backoff.ms`.
 const FETCH_BACKOFF: Duration = Duration::from_millis(1000);
@@ -199,7 +196,9 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
         let stream = connection.as_mut().expect("connected above");
         correlation = correlation.wrapping_add(1);
         let request = fetch_request(shard.settings.node_id, &partitions);
-        let response = match within(exchange(stream, &request, correlation, shard.settings.node_id)).await {
+        let client = format!("skein-replica-{}", shard.settings.node_id);
+        let exchange = crate::peer::exchange(stream, &request, FETCH_VERSION, correlation, &client);
+        let response = match within(exchange).await {
             Some(Ok(response)) => response,
             failed => {
                 let error = match failed {
@@ -273,46 +272,6 @@ fn fetch_request(node: i32, partitions: &[(TopicPartition, Rc<Partition>)]) -> F
                 })
                 .collect(),
         )
-}
-
-/// Sends `request` and reads its response.
-async fn exchange(
-    stream: &mut glommio::net::TcpStream,
-    request: &FetchRequest,
-    correlation: i32,
-    node: i32,
-) -> std::io::Result<FetchResponse> {
-    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
-    let header = RequestHeader::default()
-        .with_request_api_key(1)
-        .with_request_api_version(FETCH_VERSION)
-        .with_correlation_id(correlation)
-        .with_client_id(Some(StrBytes::from_string(format!("skein-replica-{node}"))));
-    let mut frame = BytesMut::new();
-    frame.put_i32(0);
-    header.encode(&mut frame, 2).map_err(|e| invalid(e.to_string()))?;
-    request.encode(&mut frame, FETCH_VERSION).map_err(|e| invalid(e.to_string()))?;
-    let length = (frame.len() - 4) as i32;
-    frame[..4].copy_from_slice(&length.to_be_bytes());
-    stream.write_all(&frame).await?;
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).await?;
-    let size = i32::from_be_bytes(size);
-    if size < 0 || size as usize > RESPONSE_MAX_BYTES {
-        return Err(invalid(format!("response of {size} bytes")));
-    }
-    let mut body = vec![0u8; size as usize];
-    stream.read_exact(&mut body).await?;
-    let mut body = Bytes::from(body);
-    let header = ResponseHeader::decode(&mut body, 1).map_err(|e| invalid(e.to_string()))?;
-    if header.correlation_id != correlation {
-        return Err(invalid(format!("correlation {} for {correlation}", header.correlation_id)));
-    }
-    let response = FetchResponse::decode(&mut body, FETCH_VERSION).map_err(|e| invalid(e.to_string()))?;
-    if body.has_remaining() {
-        return Err(invalid("trailing bytes in a fetch response".into()));
-    }
-    Ok(response)
 }
 
 /// Applies a leader's answer: records appended, the high watermark taken, diverged

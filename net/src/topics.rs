@@ -296,31 +296,81 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
     Ok(())
 }
 
-/// Kafka's `offsets.topic.replication.factor` default.
-const OFFSETS_TOPIC_REPLICATION_FACTOR: i16 = 3;
+/// Kafka's `offsets.topic.replication.factor` and
+/// `transaction.state.log.replication.factor` default.
+const INTERNAL_TOPIC_REPLICATION_FACTOR: i16 = 3;
 
 /// Creates `__consumer_offsets` (compacted, `offsets.topic.num.partitions`) on first use.
 ///
 /// # Errors
 /// When the topic cannot be created.
 pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
-    if shard.image().topic(crate::group::OFFSETS_TOPIC).is_some() {
-        return Ok(());
-    }
-    let configs = BTreeMap::from([
-        ("cleanup.policy".to_string(), "compact".to_string()),
-        ("segment.bytes".to_string(), "104857600".to_string()),
-    ]);
-    // Kafka's `offsets.topic.replication.factor` (3), within the live brokers, so
-    // that a group's coordinator moves to an in-sync replica when its broker goes.
+    let partitions = crate::group::OFFSETS_TOPIC_PARTITIONS;
+    ensure_internal_topic(shard, crate::group::OFFSETS_TOPIC, partitions, BTreeMap::new()).await
+}
+
+/// Creates `__transaction_state` (compacted, `transaction.state.log.num.partitions`,
+/// `transaction.state.log.min.isr` 2 within its replicas) on first use.
+///
+/// # Errors
+/// When the topic cannot be created.
+pub async fn ensure_transaction_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
+    let factor = internal_replication_factor(shard);
+    let configs = BTreeMap::from([("min.insync.replicas".to_string(), factor.min(2).to_string())]);
+    let partitions = crate::txn::TRANSACTION_TOPIC_PARTITIONS;
+    ensure_internal_topic(shard, crate::txn::TRANSACTION_TOPIC, partitions, configs).await
+}
+
+/// Kafka's `offsets.topic.replication.factor` and
+/// `transaction.state.log.replication.factor` (3), within the live brokers, so that a
+/// coordinator moves to an in-sync replica when its broker goes.
+fn internal_replication_factor(shard: &Shard) -> i16 {
     let image = shard.image();
     let live = image.brokers.values().filter(|b| !b.fenced && b.id != shard.settings.node_id).count() + 1;
-    let factor = OFFSETS_TOPIC_REPLICATION_FACTOR.min(live as i16);
-    match create_topic(shard, crate::group::OFFSETS_TOPIC, crate::group::OFFSETS_TOPIC_PARTITIONS, factor, configs)
-        .await
-    {
+    INTERNAL_TOPIC_REPLICATION_FACTOR.min(live as i16)
+}
+
+async fn ensure_internal_topic(
+    shard: &Rc<Shard>,
+    name: &str,
+    partitions: i32,
+    mut configs: BTreeMap<String, String>,
+) -> Result<(), Refusal> {
+    if shard.image().topic(name).is_some() {
+        return Ok(());
+    }
+    configs.insert("cleanup.policy".to_string(), "compact".to_string());
+    configs.insert("segment.bytes".to_string(), "104857600".to_string());
+    let factor = internal_replication_factor(shard);
+    match create_topic(shard, name, partitions, factor, configs).await {
         Ok(_) | Err((code::TOPIC_ALREADY_EXISTS, _)) => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// Runs a transaction coordinator operation on the shard that coordinates `id`.
+///
+/// # Errors
+/// The Kafka error code when the coordinator cannot answer: NOT_COORDINATOR when
+/// another broker leads the id's partition, COORDINATOR_LOAD_IN_PROGRESS while it loads.
+pub async fn txn_call(shard: &Rc<Shard>, id: &str, call: crate::txn::TxnCall) -> Result<crate::txn::TxnAnswer, i16> {
+    ensure_transaction_topic(shard).await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
+    let partition = TopicPartition::new(crate::txn::TRANSACTION_TOPIC, crate::txn::partition_for(id));
+    let leads = {
+        let image = shard.image();
+        let node = shard.settings.node_id;
+        image
+            .topic(crate::txn::TRANSACTION_TOPIC)
+            .is_some_and(|t| t.assignment(partition.partition, node).leader == node)
+    };
+    match shard.route(partition, PartitionOp::Txn(Box::new(call))).await {
+        Ok(crate::shard::PartitionReply::Txn(answer)) => Ok(*answer),
+        Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
+        Err((code::NOT_LEADER_OR_FOLLOWER, _)) if !leads => Err(code::NOT_COORDINATOR),
+        Err((c, _)) if c == code::NOT_LEADER_OR_FOLLOWER || c == code::UNKNOWN_TOPIC_OR_PARTITION => {
+            Err(code::COORDINATOR_LOAD_IN_PROGRESS)
+        }
+        Err((c, _)) => Err(c),
     }
 }
 

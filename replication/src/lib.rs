@@ -14,6 +14,7 @@ pub mod partition;
 pub mod producer;
 pub mod quorum;
 pub mod replica;
+pub mod txn;
 
 pub use delayed::HighWatermarkWaiters;
 pub use partition::{load_producers, AcksAll, AppendError, Appended, Partition};

@@ -27,6 +27,8 @@ pub struct Partition<S: Storage> {
     /// Consumer fetches waiting for the high watermark to pass their offset (Kafka's
     /// DelayedFetch): woken whenever it moves, and when the role changes.
     reads: RefCell<HighWatermarkWaiters>,
+    /// read_committed fetches waiting for the last stable offset to pass their offset.
+    stable_reads: RefCell<HighWatermarkWaiters>,
     /// Producer snapshots: the active segment base last seen, the snapshot owed since
     /// a roll (its offset and the last reservation ticket before it), and whether one
     /// is being written.
@@ -80,6 +82,7 @@ impl<S: Storage> Partition<S> {
             replica_state: RefCell::new(replica),
             acks: RefCell::new(HighWatermarkWaiters::default()),
             reads: RefCell::new(HighWatermarkWaiters::default()),
+            stable_reads: RefCell::new(HighWatermarkWaiters::default()),
             snapshot_due: Cell::new(None),
             snapshot_writing: Rc::new(Cell::new(false)),
             assigned: Cell::new(false),
@@ -109,6 +112,49 @@ impl<S: Storage> Partition<S> {
     fn high_watermark_moved(&self, high_watermark: Offset) {
         self.acks.borrow_mut().complete_through(high_watermark);
         self.reads.borrow_mut().complete_through(high_watermark);
+        let stable = self.stable_below(high_watermark);
+        self.stable_reads.borrow_mut().complete_through(stable);
+    }
+
+    /// The last stable offset under `high_watermark`: read_committed consumers read
+    /// below the first transaction not known complete on the whole ISR.
+    fn stable_below(&self, high_watermark: Offset) -> Offset {
+        match self.producers.borrow().txns.first_unstable_offset(high_watermark.0) {
+            Some(first) => Offset(first.min(high_watermark.0)),
+            None => high_watermark,
+        }
+    }
+
+    /// The last stable offset (LSO): what read_committed consumers may read, and
+    /// what ListOffsets answers them for the latest offset.
+    pub fn last_stable_offset(&self) -> Offset {
+        let high_watermark = self.high_watermark();
+        self.stable_below(high_watermark)
+    }
+
+    /// The aborted transactions a read_committed read from `from` up to `upper` may
+    /// meet (Fetch's `aborted_transactions`).
+    pub fn aborted_between(&self, from: Offset, upper: Offset) -> Vec<crate::txn::AbortedTxn> {
+        self.producers.borrow().txns.aborted_between(from.0, upper.0)
+    }
+
+    /// `wait_for_high_watermark` for a read_committed consumer: until the last stable
+    /// offset passes `offset`, the log takes a new write, or the role changes.
+    pub async fn wait_for_stable(&self, offset: Offset) {
+        let written = self.log.offset_written_end();
+        let stable = self.last_stable_offset();
+        let moved = self.stable_reads.borrow_mut().wait_for(offset.plus(1), stable);
+        let wrote = async {
+            self.log.wait_for_data(written).await;
+            self.high_watermark();
+        };
+        futures_lite::future::or(
+            async {
+                let _ = moved.await;
+            },
+            wrote,
+        )
+        .await;
     }
 
     /// Waits until the high watermark passes `offset` (a consumer's fetch at the end of
@@ -173,9 +219,13 @@ impl<S: Storage> Partition<S> {
         if self.replica_state.borrow().role() != Role::Leader {
             return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
         }
-        let (pid, first_seq) = (batch.producer_id(), batch.base_sequence());
+        let (pid, first_seq, transactional) = (batch.producer_id(), batch.base_sequence(), batch.is_transactional());
         let verdict = self.producers.borrow_mut().check_and_reserve(&batch);
         match verdict {
+            // A transaction's first batch here opens it, at the log end until it lands.
+            Check::Append if transactional => {
+                self.producers.borrow_mut().txns.begin(pid, self.log.log_end_offset().0, false);
+            }
             Check::Append => {}
             Check::Duplicate(seq) => {
                 // A retry of a batch in the log is answered with its offset, but with
@@ -200,10 +250,47 @@ impl<S: Storage> Partition<S> {
                 return Err(AppendError::Log(e));
             }
         };
-        self.producers.borrow_mut().complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
+        {
+            let mut producers = self.producers.borrow_mut();
+            producers.complete(pid, first_seq, info.base_offset.0, info.last_offset.0);
+            if transactional {
+                producers.txns.landed(pid, info.base_offset.0);
+            }
+        }
         self.snapshot_after_roll();
         self.committed(info.last_offset.plus(1), acks_all).await?;
         Ok(Appended { base_offset: info.base_offset, log_start_offset: info.log_start_offset, duplicate: false })
+    }
+
+    /// Writes a transaction marker as leader (WriteTxnMarkers): COMMIT or ABORT for
+    /// `producer_id`'s transaction, in `epoch`, from the coordinator in
+    /// `coordinator_epoch`. With `acks_all`, answered once the ISR holds it. Returns
+    /// the marker's offset.
+    ///
+    /// # Errors
+    /// NOT_LEADER_OR_FOLLOWER; INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED
+    /// for a stale marker; those of `committed`; the log's.
+    pub async fn write_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+        acks_all: Option<AcksAll>,
+    ) -> Result<Offset, AppendError> {
+        if self.replica_state.borrow().role() != Role::Leader {
+            return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
+        }
+        self.producers.borrow().check_marker(producer_id, epoch, coordinator_epoch).map_err(AppendError::Refused)?;
+        let now = skein_engine::log::now_ms();
+        let batch = crate::txn::marker_batch(producer_id, epoch, coordinator_epoch, commit, now);
+        let leader_epoch = self.replica_state.borrow().leader_epoch();
+        let info =
+            self.log.append(batch, AppendMode::Leader { epoch: leader_epoch }).await.map_err(AppendError::Log)?;
+        self.producers.borrow_mut().end_txn(producer_id, epoch, coordinator_epoch, info.base_offset.0, commit, now);
+        self.snapshot_after_roll();
+        self.committed(info.last_offset.plus(1), acks_all).await?;
+        Ok(info.base_offset)
     }
 
     /// With `acks_all` (min.insync.replicas), waits until the high watermark reaches
@@ -278,6 +365,7 @@ impl<S: Storage> Partition<S> {
             }
             self.acks.borrow_mut().fail_all();
             self.reads.borrow_mut().fail_all();
+            self.stable_reads.borrow_mut().fail_all();
         }
     }
 
@@ -360,6 +448,8 @@ impl<S: Storage> Partition<S> {
         drop(replica);
         // Consumers reading from this follower (KIP-392) see the new high watermark.
         self.reads.borrow_mut().complete_through(high_watermark);
+        let stable = self.stable_below(high_watermark);
+        self.stable_reads.borrow_mut().complete_through(stable);
         Ok(())
     }
 
@@ -417,11 +507,17 @@ impl<S: Storage> Partition<S> {
     /// time per partition).
     fn snapshot_after_roll(&self) {
         let base = self.log.active_segment_base();
-        let producers = self.producers.borrow();
         if base != self.snapshot_base.get() {
             self.snapshot_base.set(base);
-            self.snapshot_due.set(Some((base, producers.last_ticket())));
+            let ticket = self.producers.borrow().last_ticket();
+            self.snapshot_due.set(Some((base, ticket)));
         }
+        // Ended transactions are kept while a snapshot may be taken below their
+        // marker (it shows them open) or the high watermark has not passed it.
+        let floor = self.snapshot_due.get().map_or(base, |(at, _)| at);
+        let high_watermark = self.replica_state.borrow().high_watermark();
+        self.producers.borrow_mut().txns.prune_completed(floor.min(high_watermark).0);
+        let producers = self.producers.borrow();
         let Some((at, ticket)) = self.snapshot_due.get() else { return };
         if self.snapshot_writing.get() || !producers.settled_through(ticket) {
             return;

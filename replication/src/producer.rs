@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use skein_engine::{Batch, Offset};
 
 use crate::code;
+use crate::txn::{marker_of, Transactions};
 
 /// Batches remembered per producer, as Kafka (and max.in.flight=5) assume.
 pub const BATCHES_PER_PRODUCER: usize = 5;
@@ -34,6 +35,10 @@ pub struct ProducerEntry {
     /// The max timestamp of the producer's latest batch, for expiry (as Kafka).
     #[serde(default)]
     pub last_timestamp: i64,
+    /// The epoch of the transaction coordinator that wrote its latest marker: markers
+    /// of an older coordinator are refused.
+    #[serde(default)]
+    pub coordinator_epoch: i32,
 }
 
 /// The verdict on an incoming batch.
@@ -56,6 +61,9 @@ pub struct ProducerStates {
     outstanding: BTreeMap<u64, (i64, i32)>,
     #[serde(skip)]
     next_ticket: u64,
+    /// Open, recently ended and aborted transactions.
+    #[serde(default)]
+    pub txns: Transactions,
 }
 
 /// First line of a snapshot file; the JSON state follows.
@@ -91,6 +99,11 @@ impl ProducerStates {
             return Check::Append;
         }
         let (epoch, first) = (batch.producer_epoch(), batch.base_sequence());
+        // A producer with a transaction open here writes only within it (Kafka's
+        // ProducerAppendInfo).
+        if !batch.is_transactional() && self.txns.is_ongoing(pid) {
+            return Check::Reject(code::INVALID_TXN_STATE);
+        }
         let last = last_seq_of(batch);
         let verdict = match self.producers.get(&pid) {
             // Kafka 4.x accepts any sequence from a producer it has no state for (its
@@ -154,11 +167,19 @@ impl ProducerStates {
         }
     }
 
-    /// Records a batch found in the log (recovery).
+    /// Records a batch found in the log (recovery) or from the leader (a follower).
     pub fn record(&mut self, batch: &Batch) {
         let pid = batch.producer_id();
+        if let (true, Some((commit, coordinator_epoch))) = (pid >= 0, marker_of(batch)) {
+            let (epoch, offset) = (batch.producer_epoch(), batch.base_offset().0);
+            self.end_txn(pid, epoch, coordinator_epoch, offset, commit, batch.max_timestamp());
+            return;
+        }
         if pid < 0 || batch.base_sequence() < 0 {
             return;
+        }
+        if batch.is_transactional() {
+            self.txns.begin(pid, batch.base_offset().0, true);
         }
         let seq = BatchSeq {
             first_seq: batch.base_sequence(),
@@ -167,6 +188,50 @@ impl ProducerStates {
             last_offset: batch.last_offset().0,
         };
         self.push(pid, batch.producer_epoch(), seq, batch.max_timestamp());
+    }
+
+    /// Checks a transaction marker before it is written: refused for an epoch older
+    /// than the producer's (INVALID_PRODUCER_EPOCH) or from an older coordinator
+    /// (TRANSACTION_COORDINATOR_FENCED).
+    ///
+    /// # Errors
+    /// The Kafka error code.
+    pub fn check_marker(&self, pid: i64, epoch: i16, coordinator_epoch: i32) -> Result<(), i16> {
+        match self.producers.get(&pid) {
+            Some(entry) if epoch < entry.epoch => Err(code::INVALID_PRODUCER_EPOCH),
+            Some(entry) if coordinator_epoch < entry.coordinator_epoch => Err(code::TRANSACTION_COORDINATOR_FENCED),
+            _ => Ok(()),
+        }
+    }
+
+    /// A marker at `offset` ended `pid`'s transaction; a newer epoch in it (the
+    /// coordinator bumped it, fencing the producer) resets the producer's sequences.
+    pub fn end_txn(&mut self, pid: i64, epoch: i16, coordinator_epoch: i32, offset: i64, commit: bool, timestamp: i64) {
+        let entry = self.producers.entry(pid).or_default();
+        if epoch != entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = entry.coordinator_epoch.max(coordinator_epoch);
+        entry.last_timestamp = entry.last_timestamp.max(timestamp);
+        self.txns.end(pid, offset, commit);
+    }
+
+    /// The producers this partition knows, for DescribeProducers: id, epoch, last
+    /// sequence, last timestamp, coordinator epoch and the first offset of the open
+    /// transaction (-1: none).
+    pub fn describe(&self) -> Vec<(i64, i16, i32, i64, i32, i64)> {
+        let mut all: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(&pid, e)| {
+                let last_seq = e.batches.back().map_or(-1, |b| b.last_seq);
+                let first = self.txns.first_offset(pid).unwrap_or(-1);
+                (pid, e.epoch, last_seq, e.last_timestamp, e.coordinator_epoch, first)
+            })
+            .collect();
+        all.sort_unstable();
+        all
     }
 
     /// Forgets a batch whose append failed, so that its retry is not a "duplicate".
@@ -200,7 +265,10 @@ impl ProducerStates {
     pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
         let busy: std::collections::HashSet<i64> = self.outstanding.values().map(|&(pid, _)| pid).collect();
-        self.producers.retain(|pid, e| busy.contains(pid) || e.last_timestamp.saturating_add(expiration_ms) > now_ms);
+        let txns = &self.txns;
+        self.producers.retain(|pid, e| {
+            busy.contains(pid) || txns.is_ongoing(*pid) || e.last_timestamp.saturating_add(expiration_ms) > now_ms
+        });
         before - self.producers.len()
     }
 
@@ -212,11 +280,10 @@ impl ProducerStates {
             let batches: VecDeque<BatchSeq> =
                 entry.batches.iter().filter(|b| b.base_offset >= 0 && b.last_offset < offset.0).copied().collect();
             if !batches.is_empty() {
-                below
-                    .producers
-                    .insert(pid, ProducerEntry { epoch: entry.epoch, batches, last_timestamp: entry.last_timestamp });
+                below.producers.insert(pid, ProducerEntry { batches, ..entry.clone() });
             }
         }
+        below.txns = self.txns.below(offset.0);
         let body = serde_json::to_vec(&below).expect("producer state always serialises");
         let mut bytes = format!("{SNAPSHOT_MAGIC}{:08x}\n", crc32c::crc32c(&body)).into_bytes();
         bytes.extend_from_slice(&body);
@@ -250,8 +317,11 @@ impl ProducerStates {
     /// Forgets producers whose batches all lie below `log_start` (deleted by
     /// retention or DeleteRecords).
     pub fn truncate_head(&mut self, log_start: Offset) {
-        self.producers
-            .retain(|_, e| e.batches.back().is_some_and(|b| b.last_offset >= log_start.0 || b.base_offset < 0));
+        let txns = &self.txns;
+        self.producers.retain(|pid, e| {
+            txns.is_ongoing(*pid) || e.batches.back().is_some_and(|b| b.last_offset >= log_start.0 || b.base_offset < 0)
+        });
+        self.txns.truncate_head(log_start.0);
     }
 
     pub fn len(&self) -> usize {

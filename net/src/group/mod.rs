@@ -120,6 +120,9 @@ pub struct Group {
     /// expired): the next tick writes it.
     record_stale: bool,
     pub offsets: BTreeMap<(String, i32), Committed>,
+    /// Offsets committed in transactions not yet ended (TxnOffsetCommit), by producer
+    /// id: they replace `offsets` at a COMMIT marker and are dropped at an ABORT.
+    pending_txn: BTreeMap<i64, BTreeMap<(String, i32), Committed>>,
     /// When the current rebalance must complete, joined or not.
     rebalance_deadline: Option<Instant>,
     /// The first rebalance of an empty group: when it started and how long it may last
@@ -144,6 +147,7 @@ impl Group {
             pending: BTreeMap::new(),
             record_stale: false,
             offsets: BTreeMap::new(),
+            pending_txn: BTreeMap::new(),
             rebalance_deadline: None,
             initial_join: None,
             empty_since: None,
@@ -691,6 +695,18 @@ pub enum GroupCall {
     Fetch {
         group: String,
         wanted: Option<Vec<(String, i32)>>,
+        /// OffsetFetch v7+ (KIP-447): partitions with offsets of an open transaction
+        /// answer UNSTABLE_OFFSET_COMMIT.
+        require_stable: bool,
+    },
+    /// TxnOffsetCommit: offsets of `producer_id`'s open transaction.
+    TxnCommit {
+        group: String,
+        producer_id: i64,
+        epoch: i16,
+        generation: i32,
+        member_id: String,
+        offsets: Vec<(String, i32, Committed)>,
     },
     Describe {
         group: String,
@@ -731,7 +747,8 @@ pub enum GroupAnswer {
     Sync(SyncGroupResponse),
     Code(i16),
     Codes(Vec<i16>),
-    Offsets(Vec<(String, i32, Option<Committed>)>),
+    /// Committed offsets, with a partition error (UNSTABLE_OFFSET_COMMIT).
+    Offsets(Vec<(String, i32, Option<Committed>, i16)>),
     Described(DescribedGroup),
     Listed(Vec<ListedGroup>),
     ConsumerHeartbeat(kafka_protocol::messages::ConsumerGroupHeartbeatResponse),

@@ -45,20 +45,59 @@ impl Coordinator {
     }
 
     /// Committed offsets of a group: all, or those asked for (`None` when absent).
-    pub fn fetch(&self, group_id: &str, wanted: Option<Vec<(String, i32)>>) -> Vec<(String, i32, Option<Committed>)> {
+    /// With `require_stable`, a partition with offsets of an open transaction answers
+    /// UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka.
+    pub fn fetch(
+        &self,
+        group_id: &str,
+        wanted: Option<Vec<(String, i32)>>,
+        require_stable: bool,
+    ) -> Vec<(String, i32, Option<Committed>, i16)> {
         let groups = self.groups.borrow();
         let group = groups.get(group_id);
+        let answer = |t: String, p: i32| {
+            let pending = group.is_some_and(|g| g.pending_txn.values().any(|o| o.contains_key(&(t.clone(), p))));
+            if require_stable && pending {
+                return (t, p, None, code::UNSTABLE_OFFSET_COMMIT);
+            }
+            let c = group.and_then(|g| g.offsets.get(&(t.clone(), p)).cloned());
+            (t, p, c, code::NONE)
+        };
         match wanted {
-            Some(list) => list
-                .into_iter()
-                .map(|(t, p)| {
-                    let c = group.and_then(|g| g.offsets.get(&(t.clone(), p)).cloned());
-                    (t, p, c)
-                })
-                .collect(),
-            None => group
-                .map(|g| g.offsets.iter().map(|((t, p), c)| (t.clone(), *p, Some(c.clone()))).collect())
-                .unwrap_or_default(),
+            Some(list) => list.into_iter().map(|(t, p)| answer(t, p)).collect(),
+            None => group.map(|g| g.offsets.keys().map(|(t, p)| answer(t.clone(), *p)).collect()).unwrap_or_default(),
+        }
+    }
+
+    /// Records offsets of `producer_id`'s open transaction (after they were
+    /// persisted): visible once its COMMIT marker arrives.
+    pub fn commit_pending(&self, group_id: &str, producer_id: i64, offsets: Vec<(String, i32, Committed)>) {
+        let mut groups = self.groups.borrow_mut();
+        let group = groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id));
+        let pending = group.pending_txn.entry(producer_id).or_default();
+        for (topic, partition, committed) in offsets {
+            pending.insert((topic, partition), committed);
+        }
+    }
+
+    /// A transactional offset commit replayed from the log.
+    pub fn replay_pending(&self, producer_id: i64, entry: Entry) {
+        if let Entry::Offset { group, topic, partition, value: Some(v) } = entry {
+            let committed = Committed { offset: v.offset, leader_epoch: v.leader_epoch, metadata: v.metadata };
+            self.commit_pending(&group, producer_id, vec![(topic, partition, committed)]);
+        }
+    }
+
+    /// A marker of `producer_id` reached offsets partition `partition`: its pending
+    /// offsets there become committed (COMMIT) or are dropped (ABORT).
+    pub fn complete_txn(&self, partition: i32, producer_id: i64, commit: bool) {
+        let mut groups = self.groups.borrow_mut();
+        for group in groups.values_mut().filter(|g| super::partition_for(&g.id) == partition) {
+            if let Some(pending) = group.pending_txn.remove(&producer_id) {
+                if commit {
+                    group.offsets.extend(pending);
+                }
+            }
         }
     }
 

@@ -171,7 +171,7 @@ fn decode_members(v: &mut Bytes, version: i16) -> Option<Vec<MemberValue>> {
     Some(members)
 }
 
-fn put_string(out: &mut BytesMut, s: &str) {
+pub(crate) fn put_string(out: &mut BytesMut, s: &str) {
     out.put_i16(s.len() as i16);
     out.put_slice(s.as_bytes());
 }
@@ -183,7 +183,7 @@ fn put_nullable(out: &mut BytesMut, s: Option<&str>) {
     }
 }
 
-fn get_string(buf: &mut Bytes) -> Option<String> {
+pub(crate) fn get_string(buf: &mut Bytes) -> Option<String> {
     if buf.remaining() < 2 {
         return None;
     }

@@ -4,7 +4,8 @@
 //! until then the key gets COORDINATOR_NOT_AVAILABLE, which every client retries (a
 //! client told the address early would send its commit into the load and, for
 //! librdkafka's synchronous commit, fail on COORDINATOR_LOAD_IN_PROGRESS).
-//! Transaction coordinators do not exist yet: COORDINATOR_NOT_AVAILABLE.
+//! A transactional id's coordinator (key type 1) is the leader of its partition of
+//! `__transaction_state`, named the same way once that partition is loaded.
 
 use std::rc::Rc;
 
@@ -22,6 +23,7 @@ use crate::shard::Shard;
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -29,10 +31,10 @@ pub async fn handle(
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let keys = if header.request_api_version >= 4 { request.coordinator_keys } else { vec![request.key] };
-    let coordinators: Vec<Option<(i32, String, u16)>> = if request.key_type != KEY_TYPE_GROUP {
-        vec![None; keys.len()]
-    } else {
-        join_all(keys.iter().map(|key| coordinator_of(shard, key))).await
+    let coordinators: Vec<Option<(i32, String, u16)>> = match request.key_type {
+        KEY_TYPE_GROUP => join_all(keys.iter().map(|key| coordinator_of(shard, key))).await,
+        KEY_TYPE_TRANSACTION => join_all(keys.iter().map(|key| txn_coordinator_of(shard, key))).await,
+        _ => vec![None; keys.len()],
     };
     let node = |(key, found): (kafka_protocol::protocol::StrBytes, Option<(i32, String, u16)>)| {
         let c = Coordinator::default().with_key(key);
@@ -62,6 +64,20 @@ async fn coordinator_of(shard: &Rc<Shard>, group: &str) -> Option<(i32, String, 
     let leader = shard.image().topic(crate::group::OFFSETS_TOPIC)?.assignment(partition, shard.settings.node_id).leader;
     if leader == shard.settings.node_id {
         crate::topics::group_call(shard, group, GroupCall::Ready).await.ok()?;
+    }
+    let (host, port) = shard.broker_address(leader)?;
+    Some((leader, host, port))
+}
+
+/// The broker that coordinates transactional id `id`: the leader of its
+/// `__transaction_state` partition, once that partition is loaded when it is this node.
+async fn txn_coordinator_of(shard: &Rc<Shard>, id: &str) -> Option<(i32, String, u16)> {
+    crate::topics::ensure_transaction_topic(shard).await.ok()?;
+    let partition = crate::txn::partition_for(id);
+    let leader =
+        shard.image().topic(crate::txn::TRANSACTION_TOPIC)?.assignment(partition, shard.settings.node_id).leader;
+    if leader == shard.settings.node_id {
+        crate::topics::txn_call(shard, id, crate::txn::TxnCall::Ready).await.ok()?;
     }
     let (host, port) = shard.broker_address(leader)?;
     Some((leader, host, port))

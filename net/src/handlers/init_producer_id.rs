@@ -1,7 +1,8 @@
-//! InitProducerId for idempotent producers: a new producer id, epoch 0, from this
-//! shard's block of ids (a metadata write once per block, not per producer). Transactions are not implemented yet, so a request
-//! with a transactional id is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) rather
-//! than answered as if it were coordinated.
+//! InitProducerId. Without a transactional id, for idempotent producers: a new
+//! producer id, epoch 0, from this shard's block of ids (a metadata write once per
+//! block, not per producer). With one, the transaction coordinator's: a new id, or
+//! the id's next epoch (fencing older instances), after aborting a transaction the
+//! previous instance left open (CONCURRENT_TRANSACTIONS meanwhile; the client retries).
 
 use std::rc::Rc;
 
@@ -10,6 +11,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
 use crate::shard::Shard;
+use crate::txn::{TxnAnswer, TxnCall};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -17,8 +19,25 @@ pub async fn handle(shard: &Rc<Shard>, request: InitProducerIdRequest) -> InitPr
     let mut response = InitProducerIdResponse::default();
     response.producer_id = ProducerId(-1);
     response.producer_epoch = -1;
-    if request.transactional_id.is_some() {
-        response.error_code = code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    if let Some(id) = request.transactional_id {
+        if id.is_empty() {
+            response.error_code = code::INVALID_REQUEST;
+            return response;
+        }
+        let call = TxnCall::Init {
+            id: id.to_string(),
+            timeout_ms: request.transaction_timeout_ms,
+            producer_id: request.producer_id.0,
+            epoch: request.producer_epoch,
+        };
+        match crate::topics::txn_call(shard, &id, call).await {
+            Ok(TxnAnswer::Producer { producer_id, epoch }) => {
+                response.producer_id = ProducerId(producer_id);
+                response.producer_epoch = epoch;
+            }
+            Ok(TxnAnswer::Code(error)) | Err(error) => response.error_code = error,
+            Ok(_) => response.error_code = code::UNKNOWN_SERVER_ERROR,
+        }
         return response;
     }
     match shard.next_producer_id().await {

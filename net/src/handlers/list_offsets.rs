@@ -1,5 +1,6 @@
 //! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4)
-//! and by timestamp, answered by each partition's owner.
+//! and by timestamp, answered by each partition's owner; latest is the last stable
+//! offset for read_committed clients.
 
 use std::rc::Rc;
 
@@ -17,10 +18,14 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ListOffs
     // Leader epochs exist in the response from v4 (KIP-320).
     let with_epoch = header.request_api_version >= 4;
     let image = shard.image();
+    // read_committed (v2+): the latest offset is the last stable offset.
+    let committed = request.isolation_level == 1;
     let mut response = ListOffsetsResponse::default();
     for topic in request.topics {
-        let ops =
-            topic.partitions.iter().map(|p| (p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp }));
+        let ops = topic
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp, committed }));
         let results = route_partitions(shard, &image, &topic.name, ops).await;
         let mut out = ListOffsetsTopicResponse::default();
         out.name = topic.name.clone();

@@ -1,5 +1,6 @@
 //! OffsetFetch: committed offsets of one group (v1-7) or several (v8+, KIP-709); all of
-//! a group's offsets when no topics are named. Absent commits are offset -1.
+//! a group's offsets when no topics are named. Absent commits are offset -1. With
+//! `require_stable` (v7+), offsets of an open transaction answer UNSTABLE_OFFSET_COMMIT.
 
 use std::rc::Rc;
 
@@ -17,10 +18,11 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
 
-type Fetched = Result<Vec<(String, i32, Option<Committed>)>, i16>;
+type Fetched = Result<Vec<(String, i32, Option<Committed>, i16)>, i16>;
 
-async fn fetch(shard: &Rc<Shard>, group: &str, wanted: Option<Vec<(String, i32)>>) -> Fetched {
-    match crate::topics::group_call(shard, group, GroupCall::Fetch { group: group.to_owned(), wanted }).await {
+async fn fetch(shard: &Rc<Shard>, group: &str, wanted: Option<Vec<(String, i32)>>, require_stable: bool) -> Fetched {
+    let call = GroupCall::Fetch { group: group.to_owned(), wanted, require_stable };
+    match crate::topics::group_call(shard, group, call).await {
         Ok(GroupAnswer::Offsets(offsets)) => Ok(offsets),
         Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
         Err(c) => Err(c),
@@ -40,13 +42,14 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
                     .collect()
             });
             let mut out = OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0.clone()));
-            match fetch(shard, g.group_id.0.as_str(), wanted).await {
+            match fetch(shard, g.group_id.0.as_str(), wanted, request.require_stable).await {
                 Err(c) => out.error_code = c,
                 Ok(offsets) => {
-                    let partitions = offsets.into_iter().map(|(topic, partition, committed)| {
+                    let partitions = offsets.into_iter().map(|(topic, partition, committed, error)| {
                         let c = committed.unwrap_or_else(Committed::none);
                         let p = OffsetFetchResponsePartitions::default()
                             .with_partition_index(partition)
+                            .with_error_code(error)
                             .with_committed_offset(c.offset)
                             .with_committed_leader_epoch(c.leader_epoch)
                             .with_metadata(Some(s(c.metadata)));
@@ -74,13 +77,14 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
             })
             .collect()
     });
-    match fetch(shard, request.group_id.0.as_str(), wanted).await {
+    match fetch(shard, request.group_id.0.as_str(), wanted, request.require_stable).await {
         Err(c) => response.error_code = c,
         Ok(offsets) => {
-            let partitions = offsets.into_iter().map(|(topic, partition, committed)| {
+            let partitions = offsets.into_iter().map(|(topic, partition, committed, error)| {
                 let c = committed.unwrap_or_else(Committed::none);
                 let p = OffsetFetchResponsePartition::default()
                     .with_partition_index(partition)
+                    .with_error_code(error)
                     .with_committed_offset(c.offset)
                     .with_committed_leader_epoch(c.leader_epoch)
                     .with_metadata(Some(s(c.metadata)));

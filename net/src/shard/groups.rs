@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use skein_engine::io::dma::DmaStorage;
+use skein_engine::records::BatchProducer;
 use skein_engine::{Batch, Log, TopicPartition};
 use skein_replication::{AppendError, Role};
 
@@ -65,6 +66,12 @@ impl Shard {
             let Some(last) = batches.last() else { break };
             offset = last.next_offset();
             for batch in &batches {
+                // A transaction's offset commits wait for its marker.
+                if let Some((commit, _)) = skein_replication::txn::marker_of(batch) {
+                    self.groups.complete_txn(partition, batch.producer_id(), commit);
+                    continue;
+                }
+                let transactional = batch.is_transactional().then(|| batch.producer_id());
                 let decoded = skein_engine::records::decode_records(
                     batch.bytes(),
                     skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX,
@@ -74,7 +81,10 @@ impl Shard {
                     // Keys of unknown versions are skipped, as Kafka skips them.
                     if let Some(key) = &record.key {
                         if let Some(entry) = crate::group::records::decode(key, record.value.as_ref()) {
-                            self.groups.replay(entry, &image);
+                            match transactional {
+                                Some(producer_id) => self.groups.replay_pending(producer_id, entry),
+                                None => self.groups.replay(entry, &image),
+                            }
                             records += 1;
                         }
                     }
@@ -111,23 +121,47 @@ impl Shard {
     /// Appends coordinator records to the group's offsets partition and waits until
     /// they are written.
     async fn persist(&self, state: &Partition, entries: Vec<crate::group::records::Entry>) -> Result<(), i16> {
+        self.persist_as(state, entries, BatchProducer::NONE).await
+    }
+
+    /// `persist` in a batch of `producer` (a transaction's offset commits).
+    async fn persist_as(
+        &self,
+        state: &Partition,
+        entries: Vec<crate::group::records::Entry>,
+        producer: BatchProducer,
+    ) -> Result<(), i16> {
         if entries.is_empty() {
             return Ok(());
         }
         let records: Vec<skein_engine::records::Record> = entries
             .iter()
-            .enumerate()
-            .map(|(i, entry)| {
+            .map(|entry| {
                 let (key, value) = crate::group::records::encode(entry);
-                skein_engine::records::Record { offset_delta: i as i32, key: Some(key), value, ..Default::default() }
+                skein_engine::records::Record { key: Some(key), value, ..Default::default() }
             })
             .collect();
-        let bytes = skein_engine::records::build_batch(0, now_ms(), skein_engine::records::Compression::None, &records);
+        self.write_records(state, records, producer, OFFSET_COMMIT_TIMEOUT).await
+    }
+
+    /// Appends a coordinator's records (offset deltas assigned here) to its partition
+    /// as its leader, in its epoch, answered once the ISR holds them (Kafka writes
+    /// coordinator records with acks=all): a new coordinator has them.
+    pub(super) async fn write_records(
+        &self,
+        state: &Partition,
+        mut records: Vec<skein_engine::records::Record>,
+        producer: BatchProducer,
+        timeout: Duration,
+    ) -> Result<(), i16> {
+        for (i, record) in records.iter_mut().enumerate() {
+            record.offset_delta = i as i32;
+        }
+        let compression = skein_engine::records::Compression::None;
+        let bytes = skein_engine::records::build_batch_for(0, now_ms(), compression, &records, producer);
         let batch = Batch::validate(Bytes::from(bytes), usize::MAX).map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
-        // As the partition's leader, in its epoch, answered once the ISR holds the
-        // records (Kafka writes offsets with acks=all): a new coordinator has them.
         let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
-        let acks_all = skein_replication::AcksAll { min_insync, timeout: OFFSET_COMMIT_TIMEOUT };
+        let acks_all = skein_replication::AcksAll { min_insync, timeout };
         match state.append_as_leader(batch, Some(acks_all)).await {
             Ok(_) => Ok(()),
             Err(AppendError::Refused(code)) => Err(code),
@@ -187,7 +221,29 @@ impl Shard {
                     Err(c) => GroupAnswer::Codes(vec![c; offsets.len()]),
                 }
             }
-            GroupCall::Fetch { group, wanted } => GroupAnswer::Offsets(groups.fetch(&group, wanted)),
+            GroupCall::TxnCommit { group, producer_id, epoch, generation, member_id, offsets } => {
+                // Members are checked as for OffsetCommit when the client names one
+                // (TxnOffsetCommit v3+); the offsets become visible at the marker.
+                let checked = generation >= 0 || !member_id.is_empty();
+                let verdict = if checked { groups.check_commit(&group, generation, &member_id) } else { code::NONE };
+                if verdict != code::NONE {
+                    return Ok(GroupAnswer::Codes(vec![verdict; offsets.len()]));
+                }
+                let writes = offsets.iter().map(|(t, p, c)| crate::group::offset_entry(&group, t, *p, c)).collect();
+                let producer =
+                    BatchProducer { id: producer_id, epoch, base_sequence: -1, transactional: true, control: false };
+                match self.persist_as(state, writes, producer).await {
+                    Ok(()) => {
+                        let n = offsets.len();
+                        groups.commit_pending(&group, producer_id, offsets);
+                        GroupAnswer::Codes(vec![code::NONE; n])
+                    }
+                    Err(c) => GroupAnswer::Codes(vec![c; offsets.len()]),
+                }
+            }
+            GroupCall::Fetch { group, wanted, require_stable } => {
+                GroupAnswer::Offsets(groups.fetch(&group, wanted, require_stable))
+            }
             GroupCall::Describe { group } => GroupAnswer::Described(groups.describe(&group)),
             GroupCall::List { states } => GroupAnswer::Listed(groups.list(&states)),
             GroupCall::Ready => GroupAnswer::Code(code::NONE),

@@ -30,8 +30,10 @@ use skein_replication::producer::ProducerStates;
 
 mod groups;
 mod ops;
+mod txns;
 pub use groups::group_ticker;
 pub use ops::{OpResult, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage};
+pub use txns::txn_ticker;
 
 /// Node-wide settings the handlers need.
 #[derive(Debug, Clone)]
@@ -148,6 +150,8 @@ pub struct Shard {
     pub responses: Rc<crate::budget::ShardResponses>,
     /// The groups whose offsets partitions this shard owns.
     pub groups: crate::group::Coordinator,
+    /// The transactional ids whose `__transaction_state` partitions this shard owns.
+    pub txns: crate::txn::Coordinator,
     /// Fetch sessions (KIP-227) of this shard's connections.
     pub fetch_sessions: RefCell<crate::handlers::fetch::FetchSessions>,
     /// This shard's replication quotas (`throttle.rs`).
@@ -181,6 +185,7 @@ impl Shard {
             buffered_bytes: Cell::new(0),
             responses: Rc::new(crate::budget::ShardResponses::default()),
             groups: crate::group::Coordinator::default(),
+            txns: crate::txn::Coordinator::default(),
             fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
             throttles: crate::throttle::ReplicationThrottles::default(),
             closing: Cell::new(false),
@@ -463,12 +468,23 @@ impl Shard {
     /// the replica kept the log in sync).
     fn take_assignment(self: &Rc<Self>, partition: &TopicPartition, state: &Rc<Partition>, assignment: Assignment) {
         let was_leader = state.replica_state.borrow().role() == replication::Role::Leader;
+        let was_epoch = state.replica_state.borrow().leader_epoch().0;
         assign(state, assignment);
         let leads = state.replica_state.borrow().role() == replication::Role::Leader;
         if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
             self.groups.unload(partition.partition);
             if leads {
                 let load = groups::load_as_leader(self.clone(), partition.clone(), state.log.clone(), Duration::ZERO);
+                glommio::spawn_local(load).detach();
+            }
+        }
+        // So does the transaction coordinator, loaded again in each new leader epoch
+        // (its coordinator epoch, which fences markers of an older coordinator).
+        let epoch = state.replica_state.borrow().leader_epoch().0;
+        if partition.topic == crate::txn::TRANSACTION_TOPIC && (was_leader != leads || epoch != was_epoch) {
+            self.txns.unload(partition.partition);
+            if leads {
+                let load = txns::load_as_leader(self.clone(), partition.clone(), state.log.clone(), Duration::ZERO);
                 glommio::spawn_local(load).detach();
             }
         }
@@ -513,6 +529,9 @@ impl Shard {
                         glommio::spawn_local(retry).detach();
                     }
                     ProducerStates::default()
+                } else if partition.topic == crate::txn::TRANSACTION_TOPIC {
+                    // Loaded by its leader once the partition is hosted (below).
+                    ProducerStates::default()
                 } else {
                     replication::load_producers(&log).await
                 };
@@ -534,6 +553,12 @@ impl Shard {
                         follower_lag: Cell::new(0),
                     }),
                 );
+                if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
+                    let hosted = self.partition(partition).expect("inserted above");
+                    let load =
+                        txns::load_as_leader(self.clone(), partition.clone(), hosted.log.clone(), Duration::ZERO);
+                    glommio::spawn_local(load).detach();
+                }
                 return Ok(PartitionReply::Done);
             }
             PartitionOp::Release => {
@@ -572,6 +597,8 @@ impl Shard {
                 | PartitionOp::ListOffsets { .. }
                 | PartitionOp::DeleteRecords { .. }
                 | PartitionOp::Group(_)
+                | PartitionOp::Txn(_)
+                | PartitionOp::Producers
         );
         if leader_only && state.replica_state.borrow().role() != replication::Role::Leader {
             return Err((code::NOT_LEADER_OR_FOLLOWER, None));
@@ -589,6 +616,7 @@ impl Shard {
                     return Err((code::NOT_LEADER_OR_FOLLOWER, None));
                 }
                 let offset = Offset(offset);
+                let committed = matches!(reader, Reader::Consumer { committed: true, .. });
                 // A follower whose log ends below this log's start reads nothing: the
                 // log start it is sent tells it to restart there (Kafka answers
                 // OFFSET_OUT_OF_RANGE and the follower then asks for the log start).
@@ -598,6 +626,8 @@ impl Shard {
                         log_start_offset: log.log_start_offset().0,
                         records: Vec::new(),
                         preferred_read_replica: -1,
+                        last_stable_offset: state.last_stable_offset().0,
+                        aborted: Vec::new(),
                     });
                 }
                 if let Reader::Consumer { rack: Some(rack), .. } = &reader {
@@ -608,13 +638,20 @@ impl Shard {
                             log_start_offset: log.log_start_offset().0,
                             records: Vec::new(),
                             preferred_read_replica: replica,
+                            last_stable_offset: state.last_stable_offset().0,
+                            aborted: Vec::new(),
                         });
                     }
                 }
                 // What a reader may see: a follower what is written (appended records
                 // still on their way to disk are not readable yet: it waits for them
                 // rather than being answered empty), a consumer the high watermark.
-                let visible_end = if to_log_end { log.offset_written_end() } else { state.high_watermark() };
+                // A read_committed consumer, the last stable offset.
+                let visible_end = match (to_log_end, committed) {
+                    (true, _) => log.offset_written_end(),
+                    (false, true) => state.last_stable_offset(),
+                    (false, false) => state.high_watermark(),
+                };
                 if wait_ms > 0 && offset >= visible_end && offset <= log.log_end_offset() {
                     let timeout = async {
                         glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
@@ -626,6 +663,11 @@ impl Shard {
                     let more = async {
                         match to_log_end {
                             true => log.wait_for_data(offset).await,
+                            false if committed => {
+                                while state.last_stable_offset() <= offset && !log.is_closed() {
+                                    state.wait_for_stable(offset).await;
+                                }
+                            }
                             false => {
                                 while state.high_watermark() <= offset && !log.is_closed() {
                                     state.wait_for_high_watermark(offset).await;
@@ -645,9 +687,13 @@ impl Shard {
                     }
                     Vec::new()
                 } else {
-                    // Consumers never read past the high watermark; followers read
-                    // to the log end.
-                    let limit = (!to_log_end).then(|| state.high_watermark());
+                    // Consumers never read past the high watermark (read_committed
+                    // ones past the last stable offset); followers read to the log end.
+                    let limit = match (to_log_end, committed) {
+                        (true, _) => None,
+                        (false, true) => Some(state.last_stable_offset()),
+                        (false, false) => Some(state.high_watermark()),
+                    };
                     log.read(offset, max_bytes, limit).await.inspect_err(|e| {
                         if to_log_end {
                             tracing::debug!(target: "skein::net", partition = %partition, error = %e, "a follower's read failed");
@@ -658,11 +704,20 @@ impl Shard {
                 self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
                 // Per partition too, for `skein placement show`.
                 state.bytes_out.set(state.bytes_out.get() + sent);
+                let last_stable_offset = state.last_stable_offset();
+                // What a read_committed consumer must drop: the aborted transactions
+                // the records read may hold (Kafka's `collectAbortedTxns`).
+                let aborted = match (committed, batches.last()) {
+                    (true, Some(last)) => state.aborted_between(offset, last.next_offset()),
+                    _ => Vec::new(),
+                };
                 Ok(PartitionReply::Fetch {
                     high_watermark: state.high_watermark().0,
                     log_start_offset: log.log_start_offset().0,
                     records: batches.into_iter().map(Batch::into_bytes).collect(),
                     preferred_read_replica: -1,
+                    last_stable_offset: last_stable_offset.0,
+                    aborted,
                 })
             }
             PartitionOp::FollowerFetch { follower, offset, current_leader_epoch, last_fetched_epoch } => {
@@ -694,9 +749,10 @@ impl Shard {
                 self.take_assignment(partition, &state, assignment);
                 Ok(PartitionReply::Done)
             }
-            PartitionOp::ListOffsets { timestamp } => {
+            PartitionOp::ListOffsets { timestamp, committed } => {
                 let (offset, ts) = match timestamp {
                     -2 => (log.log_start_offset().0, -1),
+                    -1 if committed => (state.last_stable_offset().0, -1),
                     -1 => (state.high_watermark().0, -1),
                     -3 => match log.max_timestamp_offset().await.map_err(engine)? {
                         Some((o, t)) => (o.0, t),
@@ -747,6 +803,24 @@ impl Shard {
                     .map(|answer| PartitionReply::Group(Box::new(answer)))
                     .map_err(|c| (c, None))
             }
+            PartitionOp::Txn(call) => {
+                let ready = matches!(*call, crate::txn::TxnCall::Ready);
+                if !self.txns.is_loaded(partition.partition) {
+                    return Err((code::COORDINATOR_LOAD_IN_PROGRESS, None));
+                }
+                let answer = if ready {
+                    crate::txn::TxnAnswer::Code(code::NONE)
+                } else {
+                    self.txn(&state, partition.partition, *call).await
+                };
+                Ok(PartitionReply::Txn(Box::new(answer)))
+            }
+            PartitionOp::WriteMarker { producer_id, epoch, coordinator_epoch, commit } => {
+                let marker = (producer_id, epoch, coordinator_epoch, commit);
+                self.write_marker(partition, &state, marker).await.map_err(|c| (c, None))?;
+                Ok(PartitionReply::Done)
+            }
+            PartitionOp::Producers => Ok(PartitionReply::Producers(state.producers.borrow().describe())),
             PartitionOp::Open { .. } | PartitionOp::Remove { .. } | PartitionOp::Release => {
                 unreachable!("handled above")
             }

@@ -21,7 +21,8 @@ pub enum Reader {
     /// follower serves it too. `rack`: the consumer's rack, where the node's
     /// `replica.selector.class` is rack-aware; the leader then names a replica on that
     /// rack to read from instead (`preferred_read_replica`).
-    Consumer { any_replica: bool, rack: Option<String> },
+    /// `committed`: read_committed (isolation level 1), up to the last stable offset.
+    Consumer { any_replica: bool, rack: Option<String>, committed: bool },
 }
 
 /// An operation on one partition, executed by the shard that owns it.
@@ -51,6 +52,8 @@ pub enum PartitionOp {
     Assign(Assignment),
     ListOffsets {
         timestamp: i64,
+        /// read_committed: the latest offset is the last stable offset.
+        committed: bool,
     },
     DeleteRecords {
         offset: i64,
@@ -78,6 +81,18 @@ pub enum PartitionOp {
     Stats,
     /// A group coordinator operation; the partition is the group's offsets partition.
     Group(Box<crate::group::GroupCall>),
+    /// A transaction coordinator operation; the partition is the transactional id's
+    /// partition of `__transaction_state`.
+    Txn(Box<crate::txn::TxnCall>),
+    /// A transaction marker (WriteTxnMarkers), written as leader.
+    WriteMarker {
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+    },
+    /// The producers the partition knows (DescribeProducers).
+    Producers,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +110,9 @@ pub enum PartitionReply {
         records: Vec<Bytes>,
         /// The replica the consumer should read from instead (KIP-392), or -1.
         preferred_read_replica: i32,
+        last_stable_offset: i64,
+        /// For a read_committed read: the aborted transactions its records may hold.
+        aborted: Vec<skein_replication::txn::AbortedTxn>,
     },
     /// Where a follower's log diverged from the leader's: (epoch, end offset).
     FollowerFetch {
@@ -120,6 +138,10 @@ pub enum PartitionReply {
         bytes_out: u64,
     },
     Group(Box<crate::group::GroupAnswer>),
+    Txn(Box<crate::txn::TxnAnswer>),
+    /// (producer id, epoch, last sequence, last timestamp, coordinator epoch, first
+    /// offset of its open transaction or -1).
+    Producers(Vec<(i64, i16, i32, i64, i32, i64)>),
     Done,
 }
 
@@ -132,6 +154,7 @@ impl PartitionOp {
             PartitionOp::ListOffsets { .. } => Some(2),
             PartitionOp::DeleteRecords { .. } => Some(21),
             PartitionOp::EpochEndOffset { .. } => Some(23),
+            PartitionOp::WriteMarker { .. } => Some(27),
             _ => None,
         }
     }

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, RequestHeader, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
 
@@ -51,6 +53,8 @@ struct Wanted {
     any_replica: bool,
     /// The consumer's rack, where the node picks replicas by rack.
     rack: Option<String>,
+    /// read_committed (isolation level 1): up to the last stable offset.
+    committed: bool,
     /// Where the follower's log diverged from this leader's (epoch, end offset).
     diverging: Option<(i32, i64)>,
 }
@@ -60,7 +64,11 @@ impl Wanted {
     fn reader(&self, with_rack: bool) -> Reader {
         match self.follower {
             true => Reader::Follower,
-            false => Reader::Consumer { any_replica: self.any_replica, rack: self.rack.clone().filter(|_| with_rack) },
+            false => Reader::Consumer {
+                any_replica: self.any_replica,
+                rack: self.rack.clone().filter(|_| with_rack),
+                committed: self.committed,
+            },
         }
     }
 }
@@ -125,6 +133,9 @@ pub async fn handle(
             + request.topics.iter().map(|t| t.partitions.len() as u64).sum::<u64>(),
     );
     let mut wanted = resolve(&shard.image(), partitions);
+    for w in &mut wanted {
+        w.committed = request.isolation_level == 1;
+    }
     let replica_id = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
     if replica_id >= 0 {
         follower_fetch(shard, replica_id, &request, &mut wanted).await;
@@ -292,6 +303,7 @@ fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>) -> Vec<Want
                 follower: false,
                 any_replica: false,
                 rack: None,
+                committed: false,
                 diverging: None,
             }
         })
@@ -380,14 +392,17 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
         .iter()
         .zip(results)
         .filter_map(|(w, result)| {
-            let Ok(PartitionReply::Fetch { high_watermark, records, .. }) = result else { return None };
+            let Ok(PartitionReply::Fetch { high_watermark, last_stable_offset, records, .. }) = result else {
+                return None;
+            };
+            let visible_end = if w.committed { *last_stable_offset } else { *high_watermark };
             let next = match records.last() {
                 Some(last) => skein_engine::batch::next_offset_of(last)?.0,
                 None => w.offset,
             };
             // A follower that read nothing waits for the log end to move; one that
             // read is answered (it reads on at once).
-            let waits = if w.follower { records.is_empty() && w.diverging.is_none() } else { next >= *high_watermark };
+            let waits = if w.follower { records.is_empty() && w.diverging.is_none() } else { next >= visible_end };
             waits.then(|| {
                 let shard = shard.clone();
                 let partition = TopicPartition::new(w.topic.clone(), w.partition);
@@ -416,7 +431,14 @@ fn build(shard: &Shard, version: i16, wanted: &[Wanted], results: Vec<OpResult>,
         data.preferred_read_replica = BrokerId(-1);
         data.aborted_transactions = Some(Vec::new());
         match result {
-            Ok(PartitionReply::Fetch { high_watermark, log_start_offset, records, preferred_read_replica }) => {
+            Ok(PartitionReply::Fetch {
+                high_watermark,
+                log_start_offset,
+                records,
+                preferred_read_replica,
+                last_stable_offset,
+                aborted,
+            }) => {
                 let unchanged = preferred_read_replica < 0
                     && records.is_empty()
                     && high_watermark == w.high_watermark_sent
@@ -425,7 +447,18 @@ fn build(shard: &Shard, version: i16, wanted: &[Wanted], results: Vec<OpResult>,
                     return None;
                 }
                 data.high_watermark = high_watermark;
-                data.last_stable_offset = high_watermark;
+                data.last_stable_offset = last_stable_offset;
+                // Listed for read_committed reads only; null otherwise, as Kafka.
+                data.aborted_transactions = w.committed.then(|| {
+                    aborted
+                        .iter()
+                        .map(|t| {
+                            AbortedTransaction::default()
+                                .with_producer_id(ProducerId(t.producer_id))
+                                .with_first_offset(t.first_offset)
+                        })
+                        .collect()
+                });
                 data.log_start_offset = log_start_offset;
                 data.records = Some(concat(records));
                 data.preferred_read_replica = BrokerId(preferred_read_replica);

@@ -1,0 +1,41 @@
+//! AddOffsetsToTxn: a transactional producer adds its consumer group's partition of
+//! `__consumer_offsets` to the open transaction, before TxnOffsetCommit
+//! (`sendOffsetsToTransaction`).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use crate::errors::code;
+use crate::shard::Shard;
+use crate::txn::{TxnAnswer, TxnCall};
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+
+pub async fn handle(shard: &Rc<Shard>, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    let mut response = AddOffsetsToTxnResponse::default();
+    let group = request.group_id.0.to_string();
+    if group.is_empty() {
+        response.error_code = code::INVALID_GROUP_ID;
+        return response;
+    }
+    if crate::topics::ensure_offsets_topic(shard).await.is_err() {
+        response.error_code = code::COORDINATOR_NOT_AVAILABLE;
+        return response;
+    }
+    let id = request.transactional_id.0.to_string();
+    let partition = (crate::group::OFFSETS_TOPIC.to_string(), crate::group::partition_for(&group));
+    let call = TxnCall::Add {
+        id: id.clone(),
+        producer_id: request.producer_id.0,
+        epoch: request.producer_epoch,
+        partitions: vec![partition],
+        verify_only: false,
+    };
+    response.error_code = match crate::topics::txn_call(shard, &id, call).await {
+        Ok(TxnAnswer::Code(c)) | Err(c) => c,
+        Ok(_) => code::UNKNOWN_SERVER_ERROR,
+    };
+    response
+}

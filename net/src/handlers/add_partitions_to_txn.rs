@@ -1,0 +1,80 @@
+//! AddPartitionsToTxn: a transactional producer adds the partitions it is about to
+//! write to its open transaction (v0-3, one transaction), or a broker checks or adds
+//! them for several (v4+, KIP-890: `verify_only` asks whether they are in it).
+//! Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION and the others of
+//! the transaction OPERATION_NOT_ATTEMPTED, as Kafka: nothing is half-added.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, RequestHeader, TopicName};
+use kafka_protocol::protocol::VersionRange;
+
+use super::{group_by_topic, s};
+use crate::errors::code;
+use crate::shard::Shard;
+use crate::txn::{TxnAnswer, TxnCall};
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    let mut response = AddPartitionsToTxnResponse::default();
+    if header.request_api_version <= 3 {
+        let id = request.v3_and_below_transactional_id.0.to_string();
+        let (pid, epoch) = (request.v3_and_below_producer_id.0, request.v3_and_below_producer_epoch);
+        response.results_by_topic_v3_and_below = add(shard, &id, pid, epoch, &request.v3_and_below_topics, false).await;
+        return response;
+    }
+    for txn in request.transactions {
+        let id = txn.transactional_id.0.to_string();
+        let results = add(shard, &id, txn.producer_id.0, txn.producer_epoch, &txn.topics, txn.verify_only).await;
+        response.results_by_transaction.push(
+            AddPartitionsToTxnResult::default().with_transactional_id(txn.transactional_id).with_topic_results(results),
+        );
+    }
+    response
+}
+
+/// Adds (or checks) the partitions of one transaction; one result per partition.
+async fn add(
+    shard: &Rc<Shard>,
+    id: &str,
+    producer_id: i64,
+    epoch: i16,
+    topics: &[AddPartitionsToTxnTopic],
+    verify_only: bool,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let image = shard.image();
+    let wanted: Vec<(String, i32)> =
+        topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p))).collect();
+    let unknown = |(t, p): &(String, i32)| image.topic(t).is_none_or(|m| *p < 0 || *p >= m.partitions);
+    let codes: Vec<i16> = if wanted.iter().any(unknown) {
+        wanted
+            .iter()
+            .map(|w| if unknown(w) { code::UNKNOWN_TOPIC_OR_PARTITION } else { code::OPERATION_NOT_ATTEMPTED })
+            .collect()
+    } else {
+        let call = TxnCall::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted.clone(), verify_only };
+        let error = match crate::topics::txn_call(shard, id, call).await {
+            Ok(TxnAnswer::Code(c)) | Err(c) => c,
+            Ok(_) => code::UNKNOWN_SERVER_ERROR,
+        };
+        vec![error; wanted.len()]
+    };
+    let partitions = wanted.into_iter().zip(codes).map(|((topic, p), error)| {
+        (topic, AddPartitionsToTxnPartitionResult::default().with_partition_index(p).with_partition_error_code(error))
+    });
+    group_by_topic(partitions)
+        .into_iter()
+        .map(|(topic, results)| {
+            AddPartitionsToTxnTopicResult::default().with_name(TopicName(s(topic))).with_results_by_partition(results)
+        })
+        .collect()
+}

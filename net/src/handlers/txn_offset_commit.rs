@@ -1,0 +1,78 @@
+//! TxnOffsetCommit: a transactional producer commits its consumer group's offsets
+//! within its transaction. Sent to the group's coordinator, they are written to
+//! `__consumer_offsets` in a transactional batch of the producer and become visible
+//! when the transaction's COMMIT marker reaches that partition (dropped at ABORT).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::{group_by_topic, s};
+use crate::errors::code;
+use crate::group::{Committed, GroupAnswer, GroupCall};
+use crate::shard::Shard;
+
+/// v5 belongs to KIP-890 part 2, not offered (see EndTxn).
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+
+pub async fn handle(shard: &Rc<Shard>, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+    let group = request.group_id.0.to_string();
+    let image = shard.image();
+    let mut slots: Vec<(String, i32, Option<i16>)> = Vec::new();
+    let mut offsets = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.0.to_string();
+        let meta = image.topic(&name);
+        for p in &topic.partitions {
+            if !meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions) {
+                slots.push((name.clone(), p.partition_index, Some(code::UNKNOWN_TOPIC_OR_PARTITION)));
+                continue;
+            }
+            if p.committed_metadata.as_ref().is_some_and(|m| m.len() > crate::group::OFFSET_METADATA_MAX_BYTES) {
+                slots.push((name.clone(), p.partition_index, Some(code::OFFSET_METADATA_TOO_LARGE)));
+                continue;
+            }
+            slots.push((name.clone(), p.partition_index, None));
+            let metadata = p.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
+            let committed = Committed { offset: p.committed_offset, leader_epoch: p.committed_leader_epoch, metadata };
+            offsets.push((name.clone(), p.partition_index, committed));
+        }
+    }
+    let codes = if group.is_empty() {
+        vec![code::INVALID_GROUP_ID; offsets.len()]
+    } else if offsets.is_empty() {
+        Vec::new()
+    } else {
+        let n = offsets.len();
+        let call = GroupCall::TxnCommit {
+            group: group.clone(),
+            producer_id: request.producer_id.0,
+            epoch: request.producer_epoch,
+            generation: request.generation_id,
+            member_id: request.member_id.to_string(),
+            offsets,
+        };
+        match crate::topics::group_call(shard, &group, call).await {
+            Ok(GroupAnswer::Codes(codes)) => codes,
+            Ok(_) => vec![code::UNKNOWN_SERVER_ERROR; n],
+            Err(c) => vec![c; n],
+        }
+    };
+    let mut codes = codes.into_iter();
+    let partitions = slots.into_iter().map(|(topic, partition, known_error)| {
+        let error = known_error.unwrap_or_else(|| codes.next().unwrap_or(code::UNKNOWN_SERVER_ERROR));
+        (topic, TxnOffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(error))
+    });
+    let mut response = TxnOffsetCommitResponse::default();
+    response.topics = group_by_topic(partitions)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            TxnOffsetCommitResponseTopic::default().with_name(TopicName(s(topic))).with_partitions(partitions)
+        })
+        .collect();
+    response
+}

@@ -1,0 +1,451 @@
+//! The shard's side of the transaction coordinator: loading a `__transaction_state`
+//! partition's transactional ids while this broker leads it, running coordinator
+//! requests against `txn::Coordinator` (each state written to the partition, as its
+//! leader, before the answer that depends on it), sending the markers of a
+//! transaction being completed to its partitions' leaders (here through
+//! `PartitionOp::WriteMarker`, on other brokers with WriteTxnMarkers), and the ticker
+//! that aborts timed-out transactions and expires idle ids.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
+use kafka_protocol::protocol::StrBytes;
+use skein_engine::io::dma::DmaStorage;
+use skein_engine::records::{BatchProducer, Record};
+use skein_engine::{Log, TopicPartition};
+use skein_replication::Role;
+
+use super::{now_ms, Partition, PartitionOp, PartitionReply, Shard};
+use crate::errors::code;
+use crate::txn::{self, records, EndPlan, InitPlan, TxnAnswer, TxnCall, TxnMeta, TxnState};
+
+/// How long a coordinator write waits for the ISR (Kafka's
+/// `transaction.state.log` writes time out with the request timeout).
+const TXN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a marker write waits for the partition's ISR.
+const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` is 10 s;
+/// Skein looks every second, so a timed-out transaction holds the LSO back less.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Loads a `__transaction_state` partition while this broker leads it, retrying with
+/// backoff for as long as it still leads that log (as `groups::load_as_leader`).
+pub(super) async fn load_as_leader(
+    shard: Rc<Shard>,
+    partition: TopicPartition,
+    log: Rc<Log<DmaStorage>>,
+    delay: Duration,
+) {
+    let mut backoff = Duration::from_millis(200);
+    glommio::timer::sleep(delay).await;
+    loop {
+        let leader_epoch = shard.partition(&partition).and_then(|p| {
+            let replica = p.replica_state.borrow();
+            (Rc::ptr_eq(&p.log, &log) && replica.role() == Role::Leader).then(|| replica.leader_epoch().0)
+        });
+        let Some(coordinator_epoch) = leader_epoch else { return };
+        match shard.load_txns(&log, partition.partition, coordinator_epoch).await {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::error!(target: "skein::net", partition = %partition, error, "cannot load transactions; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
+            }
+        }
+        glommio::timer::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+impl Shard {
+    /// Replays a `__transaction_state` partition into the coordinator, marks it loaded
+    /// in `coordinator_epoch`, and sends again the markers of transactions it left in
+    /// a Prepare state.
+    ///
+    /// # Errors
+    /// A message when a batch cannot be read or decoded.
+    async fn load_txns(
+        self: &Rc<Self>,
+        log: &Log<DmaStorage>,
+        partition: i32,
+        coordinator_epoch: i32,
+    ) -> Result<(), String> {
+        let mut offset = log.log_start_offset();
+        loop {
+            let batches =
+                log.read(offset, 1 << 20, None).await.map_err(|e| format!("read at offset {}: {e}", offset.0))?;
+            let Some(last) = batches.last() else { break };
+            offset = last.next_offset();
+            for batch in batches.iter().filter(|b| !b.is_control()) {
+                let decoded = skein_engine::records::decode_records(
+                    batch.bytes(),
+                    skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX,
+                )
+                .map_err(|e| format!("batch at offset {}: {e}", batch.base_offset().0))?;
+                for record in decoded {
+                    let Some(id) = record.key.as_ref().and_then(records::decode_key) else { continue };
+                    let meta = record.value.as_ref().and_then(records::decode_value);
+                    self.txns.replay(partition, id, meta);
+                }
+            }
+        }
+        self.txns.mark_loaded(partition, coordinator_epoch);
+        let resumed: Vec<String> = self
+            .txns
+            .all()
+            .into_iter()
+            .filter(|(id, m)| {
+                txn::partition_for(id) == partition
+                    && matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+            })
+            .map(|(id, _)| id)
+            .collect();
+        tracing::debug!(target: "skein::net", partition, coordinator_epoch, resumed = resumed.len(), "transactions loaded");
+        for id in resumed {
+            glommio::spawn_local(send_markers(self.clone(), id, partition)).detach();
+        }
+        Ok(())
+    }
+
+    /// Writes `id`'s state (a tombstone for `None`) to its partition and waits until
+    /// the ISR holds it.
+    async fn write_txn(&self, state: &Partition, id: &str, meta: Option<&TxnMeta>) -> Result<(), i16> {
+        let record =
+            Record { key: Some(records::encode_key(id)), value: meta.map(records::encode_value), ..Default::default() };
+        self.write_records(state, vec![record], BatchProducer::NONE, TXN_WRITE_TIMEOUT).await
+    }
+
+    /// Writes `next` for `id` (marked busy by the caller) and ends the write.
+    async fn commit_txn_state(&self, state: &Partition, partition: i32, id: &str, next: TxnMeta) -> Result<(), i16> {
+        match self.write_txn(state, id, Some(&next)).await {
+            Ok(()) => {
+                self.txns.end_write(id, partition, Some(next));
+                Ok(())
+            }
+            Err(error) => {
+                self.txns.end_write(id, partition, None);
+                Err(error)
+            }
+        }
+    }
+
+    /// Runs a coordinator request on the partition `state` that holds its id.
+    pub(super) async fn txn(self: &Rc<Self>, state: &Partition, partition: i32, call: TxnCall) -> TxnAnswer {
+        let now = now_ms();
+        match call {
+            TxnCall::Init { id, timeout_ms, producer_id, epoch } => {
+                if !self.txns.begin_write(&id) {
+                    return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
+                }
+                let max = self.txns.settings.get().max_timeout_ms;
+                let current = self.txns.get(&id);
+                let plan = match txn::plan_init(current.as_ref(), timeout_ms, max, (producer_id, epoch), now) {
+                    Ok(plan) => plan,
+                    Err(error) => {
+                        self.txns.end_write(&id, partition, None);
+                        return TxnAnswer::Code(error);
+                    }
+                };
+                let next = match plan {
+                    InitPlan::Same(m) => {
+                        self.txns.end_write(&id, partition, None);
+                        return TxnAnswer::Producer { producer_id: m.producer_id, epoch: m.producer_epoch };
+                    }
+                    InitPlan::AbortOpen(next) => {
+                        // The open transaction is aborted in the new epoch; the client
+                        // retries until that completes.
+                        if let Err(error) = self.commit_txn_state(state, partition, &id, next).await {
+                            return TxnAnswer::Code(error);
+                        }
+                        glommio::spawn_local(send_markers(self.clone(), id, partition)).detach();
+                        return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
+                    }
+                    InitPlan::New => TxnMeta {
+                        producer_id: -1,
+                        producer_epoch: 0,
+                        last_producer_epoch: -1,
+                        timeout_ms,
+                        state: TxnState::Empty,
+                        partitions: BTreeSet::new(),
+                        start_ms: -1,
+                        update_ms: now,
+                    },
+                    InitPlan::Bump(next) => next,
+                };
+                let next = match next.producer_id {
+                    -1 => match self.next_producer_id().await {
+                        Ok(producer_id) => TxnMeta { producer_id, ..next },
+                        Err((error, _)) => {
+                            self.txns.end_write(&id, partition, None);
+                            return TxnAnswer::Code(error);
+                        }
+                    },
+                    _ => next,
+                };
+                let answer = TxnAnswer::Producer { producer_id: next.producer_id, epoch: next.producer_epoch };
+                match self.commit_txn_state(state, partition, &id, next).await {
+                    Ok(()) => answer,
+                    Err(error) => TxnAnswer::Code(error),
+                }
+            }
+            TxnCall::Add { id, producer_id, epoch, partitions, verify_only } => {
+                if verify_only {
+                    // KIP-890: a partition leader asks whether a transactional produce
+                    // belongs to the open transaction.
+                    let open = self.txns.get(&id).is_some_and(|m| {
+                        m.producer_id == producer_id
+                            && m.producer_epoch == epoch
+                            && m.state == TxnState::Ongoing
+                            && partitions.iter().all(|p| m.partitions.contains(p))
+                    });
+                    return TxnAnswer::Code(if open { code::NONE } else { code::INVALID_TXN_STATE });
+                }
+                if !self.txns.begin_write(&id) {
+                    return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
+                }
+                match txn::plan_add(self.txns.get(&id).as_ref(), producer_id, epoch, &partitions, now) {
+                    Err(error) => {
+                        self.txns.end_write(&id, partition, None);
+                        TxnAnswer::Code(error)
+                    }
+                    Ok(None) => {
+                        self.txns.end_write(&id, partition, None);
+                        TxnAnswer::Code(code::NONE)
+                    }
+                    Ok(Some(next)) => TxnAnswer::Code(
+                        self.commit_txn_state(state, partition, &id, next).await.err().unwrap_or(code::NONE),
+                    ),
+                }
+            }
+            TxnCall::End { id, producer_id, epoch, commit } => {
+                if !self.txns.begin_write(&id) {
+                    return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
+                }
+                match txn::plan_end(self.txns.get(&id).as_ref(), producer_id, epoch, commit, now) {
+                    Err(error) => {
+                        self.txns.end_write(&id, partition, None);
+                        TxnAnswer::Code(error)
+                    }
+                    Ok(EndPlan::Done) => {
+                        self.txns.end_write(&id, partition, None);
+                        TxnAnswer::Code(code::NONE)
+                    }
+                    Ok(EndPlan::Prepare(next)) => {
+                        // Answered once the decision is written; the markers follow.
+                        if let Err(error) = self.commit_txn_state(state, partition, &id, next).await {
+                            return TxnAnswer::Code(error);
+                        }
+                        glommio::spawn_local(send_markers(self.clone(), id, partition)).detach();
+                        TxnAnswer::Code(code::NONE)
+                    }
+                }
+            }
+            TxnCall::Describe { id } => TxnAnswer::Described(self.txns.get(&id)),
+            TxnCall::List => TxnAnswer::Listed(self.txns.all()),
+            TxnCall::Ready => TxnAnswer::Code(code::NONE),
+        }
+    }
+
+    /// Writes a marker to a partition this shard owns (`PartitionOp::WriteMarker`);
+    /// one ending a transaction's offset commits completes them in the group
+    /// coordinator.
+    pub(super) async fn write_marker(
+        &self,
+        partition: &TopicPartition,
+        state: &Partition,
+        marker: (i64, i16, i32, bool),
+    ) -> Result<(), i16> {
+        let (producer_id, epoch, coordinator_epoch, commit) = marker;
+        let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
+        let acks_all = skein_replication::AcksAll { min_insync, timeout: MARKER_TIMEOUT };
+        match state.write_marker(producer_id, epoch, coordinator_epoch, commit, Some(acks_all)).await {
+            Ok(_) => {
+                if partition.topic == crate::group::OFFSETS_TOPIC {
+                    self.groups.complete_txn(partition.partition, producer_id, commit);
+                }
+                Ok(())
+            }
+            Err(skein_replication::AppendError::Refused(code)) => Err(code),
+            Err(skein_replication::AppendError::Log(e)) => Err(crate::errors::code_of(&e)),
+        }
+    }
+}
+
+/// Sends the markers of `id`'s transaction, in a Prepare state, to every partition in
+/// it until each took its marker (a partition whose topic is gone needs none), then
+/// writes the Complete state. Stops when this shard no longer coordinates `id`.
+async fn send_markers(shard: Rc<Shard>, id: String, partition: i32) {
+    let mut done: BTreeSet<(String, i32)> = BTreeSet::new();
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        let Some(meta) = shard.txns.get(&id) else { return };
+        let commit = match meta.state {
+            TxnState::PrepareCommit => true,
+            TxnState::PrepareAbort => false,
+            _ => return,
+        };
+        let Some(coordinator_epoch) = shard.txns.coordinator_epoch(partition) else { return };
+        let pending: Vec<(String, i32)> = meta.partitions.iter().filter(|p| !done.contains(*p)).cloned().collect();
+        let marker = (meta.producer_id, meta.producer_epoch, coordinator_epoch, commit);
+        for (target, result) in write_markers(&shard, &pending, marker).await {
+            let gone = shard.image().topic(&target.0).is_none_or(|t| target.1 >= t.partitions);
+            match result {
+                Ok(()) => {
+                    done.insert(target);
+                }
+                Err(_) if gone => {
+                    done.insert(target);
+                }
+                Err(error) => {
+                    tracing::debug!(target: "skein::net", id, topic = target.0, partition = target.1, error, "transaction marker not written; retrying");
+                }
+            }
+        }
+        if meta.partitions.iter().all(|p| done.contains(p)) && shard.txns.begin_write(&id) {
+            let txn_partition = TopicPartition::new(txn::TRANSACTION_TOPIC, partition);
+            let Some(state) = shard.partition(&txn_partition) else {
+                shard.txns.end_write(&id, partition, None);
+                return;
+            };
+            let next = txn::completed(&meta, now_ms());
+            if shard.commit_txn_state(&state, partition, &id, next).await.is_ok() {
+                return;
+            }
+        }
+        glommio::timer::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Writes `marker` (producer id, epoch, coordinator epoch, commit) to `partitions`:
+/// those this broker leads through their owner shards, the others with one
+/// WriteTxnMarkers request per leader broker.
+async fn write_markers(
+    shard: &Rc<Shard>,
+    partitions: &[(String, i32)],
+    marker: (i64, i16, i32, bool),
+) -> Vec<((String, i32), Result<(), i16>)> {
+    let image = shard.image();
+    let me = shard.settings.node_id;
+    let mut remote: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
+    let mut local = Vec::new();
+    for (topic, p) in partitions {
+        match image.topic(topic).map(|t| t.assignment(*p, me).leader) {
+            Some(leader) if leader != me && leader >= 0 => remote.entry(leader).or_default().push((topic.clone(), *p)),
+            _ => local.push((topic.clone(), *p)),
+        }
+    }
+    drop(image);
+    let (producer_id, epoch, coordinator_epoch, commit) = marker;
+    let local_writes = local.into_iter().map(|(topic, p)| async move {
+        let op = PartitionOp::WriteMarker { producer_id, epoch, coordinator_epoch, commit };
+        let result = match shard.route(TopicPartition::new(topic.clone(), p), op).await {
+            Ok(PartitionReply::Done) => Ok(()),
+            Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
+            Err((error, _)) => Err(error),
+        };
+        vec![((topic, p), result)]
+    });
+    let remote_writes = remote.into_iter().map(|(broker, targets)| write_remote(shard, broker, targets, marker));
+    let (mut results, remote_results) =
+        futures_lite::future::zip(join_all(local_writes), join_all(remote_writes)).await;
+    results.extend(remote_results);
+    results.into_iter().flatten().collect()
+}
+
+/// WriteTxnMarkers to another broker, on a connection of its own.
+async fn write_remote(
+    shard: &Rc<Shard>,
+    broker: i32,
+    targets: Vec<(String, i32)>,
+    marker: (i64, i16, i32, bool),
+) -> Vec<((String, i32), Result<(), i16>)> {
+    let failed = |targets: &[(String, i32)], error: i16| targets.iter().map(|t| (t.clone(), Err(error))).collect();
+    let Some((host, port)) = shard.broker_address(broker) else { return failed(&targets, code::BROKER_NOT_AVAILABLE) };
+    let (producer_id, epoch, coordinator_epoch, commit) = marker;
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (topic, p) in &targets {
+        by_topic.entry(topic).or_default().push(*p);
+    }
+    let topics = by_topic
+        .into_iter()
+        .map(|(topic, ids)| {
+            WritableTxnMarkerTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partition_indexes(ids)
+        })
+        .collect();
+    let request = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(epoch)
+        .with_transaction_result(commit)
+        .with_coordinator_epoch(coordinator_epoch)
+        .with_topics(topics)]);
+    let client = format!("skein-txn-coordinator-{}", shard.settings.node_id);
+    let call = async {
+        let mut stream = glommio::net::TcpStream::connect(format!("{host}:{port}")).await?;
+        let _ = stream.set_nodelay(true);
+        crate::peer::exchange(&mut stream, &request, 1, 1, &client).await
+    };
+    let timeout = async {
+        glommio::timer::sleep(MARKER_TIMEOUT).await;
+        Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))
+    };
+    let response = match futures_lite::future::or(call, timeout).await {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::debug!(target: "skein::net", broker, error = %error, "WriteTxnMarkers failed");
+            return failed(&targets, code::REQUEST_TIMED_OUT);
+        }
+    };
+    let mut answered: BTreeMap<(String, i32), i16> = BTreeMap::new();
+    for result in response.markers {
+        for topic in result.topics {
+            for p in topic.partitions {
+                answered.insert((topic.name.0.to_string(), p.partition_index), p.error_code);
+            }
+        }
+    }
+    targets
+        .into_iter()
+        .map(|t| {
+            let error = answered.get(&t).copied().unwrap_or(code::UNKNOWN_SERVER_ERROR);
+            (t, if error == code::NONE { Ok(()) } else { Err(error) })
+        })
+        .collect()
+}
+
+/// Aborts transactions open past their timeout (in a new epoch, fencing their
+/// producer) and removes ids idle past `transactional.id.expiration.ms`, every second.
+pub async fn txn_ticker(shard: Rc<Shard>) {
+    loop {
+        glommio::timer::sleep(TICK).await;
+        let (timed_out, expired) = shard.txns.due(now_ms());
+        for id in timed_out {
+            let partition = txn::partition_for(&id);
+            let txn_partition = TopicPartition::new(txn::TRANSACTION_TOPIC, partition);
+            let (Some(state), Some(meta)) = (shard.partition(&txn_partition), shard.txns.get(&id)) else { continue };
+            if !shard.txns.begin_write(&id) {
+                continue;
+            }
+            tracing::info!(target: "skein::net", id, producer_id = meta.producer_id, "aborting a transaction past its timeout");
+            if shard.commit_txn_state(&state, partition, &id, txn::timed_out(&meta, now_ms())).await.is_ok() {
+                glommio::spawn_local(send_markers(shard.clone(), id, partition)).detach();
+            }
+        }
+        for id in expired {
+            let partition = txn::partition_for(&id);
+            let txn_partition = TopicPartition::new(txn::TRANSACTION_TOPIC, partition);
+            let Some(state) = shard.partition(&txn_partition) else { continue };
+            if !shard.txns.begin_write(&id) {
+                continue;
+            }
+            match shard.write_txn(&state, &id, None).await {
+                Ok(()) => shard.txns.replay(partition, id, None),
+                Err(_) => shard.txns.end_write(&id, partition, None),
+            }
+        }
+    }
+}
