@@ -53,6 +53,7 @@ pub mod code {
     pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
     pub const PRODUCER_FENCED: i16 = 90;
     pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+    pub const TRANSACTION_ABORTABLE: i16 = 120;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
     pub const INCONSISTENT_TOPIC_ID: i16 = 103;
     pub const UNKNOWN_SERVER_ERROR: i16 = -1;

@@ -135,10 +135,14 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKi
         RequestKind::AddPartitionsToTxn(r) => {
             ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(shard, &header, r).await)
         }
-        RequestKind::AddOffsetsToTxn(r) => ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(shard, r).await),
-        RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(shard, r).await),
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(shard, &header, r).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(shard, &header, r).await),
         RequestKind::WriteTxnMarkers(r) => ResponseKind::WriteTxnMarkers(write_txn_markers::handle(shard, r).await),
-        RequestKind::TxnOffsetCommit(r) => ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(shard, r).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(shard, &header, r).await)
+        }
         RequestKind::DescribeTransactions(r) => {
             ResponseKind::DescribeTransactions(describe_transactions::handle(shard, r).await)
         }

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
@@ -13,7 +13,11 @@ use crate::txn::{TxnAnswer, TxnCall};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
-pub async fn handle(shard: &Rc<Shard>, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
     let mut response = AddOffsetsToTxnResponse::default();
     let group = request.group_id.0.to_string();
     if group.is_empty() {
@@ -33,9 +37,10 @@ pub async fn handle(shard: &Rc<Shard>, request: AddOffsetsToTxnRequest) -> AddOf
         partitions: vec![partition],
         verify_only: false,
     };
-    response.error_code = match crate::topics::txn_call(shard, &id, call).await {
+    let error = match crate::topics::txn_call(shard, &id, call).await {
         Ok(TxnAnswer::Code(c)) | Err(c) => c,
         Ok(_) => code::UNKNOWN_SERVER_ERROR,
     };
+    response.error_code = crate::txn::fenced_for(error, header.request_api_version >= 2);
     response
 }

@@ -29,12 +29,15 @@ pub async fn handle(
     if header.request_api_version <= 3 {
         let id = request.v3_and_below_transactional_id.0.to_string();
         let (pid, epoch) = (request.v3_and_below_producer_id.0, request.v3_and_below_producer_epoch);
-        response.results_by_topic_v3_and_below = add(shard, &id, pid, epoch, &request.v3_and_below_topics, false).await;
+        let knows_fenced = header.request_api_version >= 2;
+        response.results_by_topic_v3_and_below =
+            add(shard, &id, pid, epoch, &request.v3_and_below_topics, false, knows_fenced).await;
         return response;
     }
     for txn in request.transactions {
         let id = txn.transactional_id.0.to_string();
-        let results = add(shard, &id, txn.producer_id.0, txn.producer_epoch, &txn.topics, txn.verify_only).await;
+        let (pid, epoch) = (txn.producer_id.0, txn.producer_epoch);
+        let results = add(shard, &id, pid, epoch, &txn.topics, txn.verify_only, true).await;
         response.results_by_transaction.push(
             AddPartitionsToTxnResult::default().with_transactional_id(txn.transactional_id).with_topic_results(results),
         );
@@ -50,6 +53,7 @@ async fn add(
     epoch: i16,
     topics: &[AddPartitionsToTxnTopic],
     verify_only: bool,
+    knows_fenced: bool,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let image = shard.image();
     let wanted: Vec<(String, i32)> =
@@ -66,7 +70,7 @@ async fn add(
             Ok(TxnAnswer::Code(c)) | Err(c) => c,
             Ok(_) => code::UNKNOWN_SERVER_ERROR,
         };
-        vec![error; wanted.len()]
+        vec![crate::txn::fenced_for(error, knows_fenced); wanted.len()]
     };
     let partitions = wanted.into_iter().zip(codes).map(|((topic, p), error)| {
         (topic, AddPartitionsToTxnPartitionResult::default().with_partition_index(p).with_partition_error_code(error))

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
+use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
@@ -15,7 +15,7 @@ use crate::txn::{TxnAnswer, TxnCall};
 /// keep to the transaction protocol of version 1.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
-pub async fn handle(shard: &Rc<Shard>, request: EndTxnRequest) -> EndTxnResponse {
+pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: EndTxnRequest) -> EndTxnResponse {
     let id = request.transactional_id.0.to_string();
     let call = TxnCall::End {
         id: id.clone(),
@@ -27,5 +27,6 @@ pub async fn handle(shard: &Rc<Shard>, request: EndTxnRequest) -> EndTxnResponse
         Ok(TxnAnswer::Code(c)) | Err(c) => c,
         Ok(_) => code::UNKNOWN_SERVER_ERROR,
     };
+    let error = crate::txn::fenced_for(error, header.request_api_version >= 2);
     EndTxnResponse::default().with_error_code(error).with_producer_id(ProducerId(-1)).with_producer_epoch(-1)
 }

@@ -22,13 +22,9 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
     let acks = request.acks;
     let timeout_ms = request.timeout_ms.max(0) as u64;
     // Transactional batches need a transactional id, which Kafka authorizes for the
-    // whole request; Skein has no transaction coordinator yet, so no transaction can
-    // be ongoing and such batches are refused too (KIP-890's verification).
-    let transactional_error = if request.transactional_id.is_some() {
-        code::INVALID_TXN_STATE
-    } else {
-        code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    };
+    // whole request; the partition leader then checks with its coordinator that the
+    // transaction is open and holds the partition (KIP-890).
+    let transactional_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
     let image = shard.image();
     let mut slots = Vec::new();
     let mut work = Vec::new();
@@ -43,14 +39,15 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
             let internal = name == crate::group::OFFSETS_TOPIC;
             let shard = shard.clone();
             let partition = TopicPartition::new(name.clone(), index);
+            let transactional_id = transactional_id.clone();
             work.push(async move {
                 let transactional = data.records.as_ref().is_some_and(|r| {
                     r.len() > skein_engine::batch::HEADER_BYTES && skein_engine::batch::attributes_of(r) & 0x10 != 0
                 });
                 let refused = if !(acks == 0 || acks == 1 || acks == -1) {
                     Some((code::INVALID_REQUIRED_ACKS, None))
-                } else if transactional {
-                    Some((transactional_error, None))
+                } else if transactional && transactional_id.is_none() {
+                    Some((code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None))
                 } else if internal {
                     Some((
                         code::INVALID_TOPIC_EXCEPTION,
@@ -76,7 +73,9 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
                     return Err(error);
                 }
                 let records = data.records.expect("checked above");
-                shard.route(partition, PartitionOp::Produce { batch: records, acks, timeout_ms }).await
+                let transactional_id = transactional_id.filter(|_| transactional);
+                let op = PartitionOp::Produce { batch: records, acks, timeout_ms, transactional_id };
+                shard.route(partition, op).await
             });
         }
     }

@@ -8,8 +8,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::messages::{RequestHeader, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_engine::TopicPartition;
 
 use super::{group_by_topic, s};
 use crate::errors::code;
@@ -19,7 +20,11 @@ use crate::shard::Shard;
 /// v5 belongs to KIP-890 part 2, not offered (see EndTxn).
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
-pub async fn handle(shard: &Rc<Shard>, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
     let group = request.group_id.0.to_string();
     let image = shard.image();
     let mut slots: Vec<(String, i32, Option<i16>)> = Vec::new();
@@ -46,6 +51,8 @@ pub async fn handle(shard: &Rc<Shard>, request: TxnOffsetCommitRequest) -> TxnOf
         vec![code::INVALID_GROUP_ID; offsets.len()]
     } else if offsets.is_empty() {
         Vec::new()
+    } else if let Err(error) = verify(shard, header.request_api_version, &request, &group).await {
+        vec![error; offsets.len()]
     } else {
         let n = offsets.len();
         let call = GroupCall::TxnCommit {
@@ -75,4 +82,18 @@ pub async fn handle(shard: &Rc<Shard>, request: TxnOffsetCommitRequest) -> TxnOf
         })
         .collect();
     response
+}
+
+/// The producer's transaction must be open with the group's offsets partition in it
+/// (AddOffsetsToTxn), as Kafka's coordinator checks: INVALID_PRODUCER_ID_MAPPING,
+/// INVALID_PRODUCER_EPOCH for another epoch, INVALID_TXN_STATE when the group was not
+/// added (TRANSACTION_ABORTABLE from v4).
+async fn verify(shard: &Rc<Shard>, version: i16, request: &TxnOffsetCommitRequest, group: &str) -> Result<(), i16> {
+    let id = request.transactional_id.0.to_string();
+    let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
+    let verified = shard.verify_txn(&id, request.producer_id.0, request.producer_epoch, &partition).await;
+    verified.map_err(|error| match crate::txn::fenced_for(error, false) {
+        code::INVALID_TXN_STATE if version >= 4 => code::TRANSACTION_ABORTABLE,
+        error => error,
+    })
 }

@@ -604,8 +604,8 @@ impl Shard {
             return Err((code::NOT_LEADER_OR_FOLLOWER, None));
         }
         match op {
-            PartitionOp::Produce { batch, acks, timeout_ms } => {
-                self.produce(partition, &state, batch, acks, timeout_ms).await
+            PartitionOp::Produce { batch, acks, timeout_ms, transactional_id } => {
+                self.produce(partition, &state, batch, acks, timeout_ms, transactional_id).await
             }
             PartitionOp::Fetch { offset, max_bytes, wait_ms, reader } => {
                 // The leader serves every read; a follower serves consumers that may
@@ -828,12 +828,13 @@ impl Shard {
     }
 
     async fn produce(
-        &self,
+        self: &Rc<Self>,
         partition: &TopicPartition,
         state: &Partition,
         bytes: Bytes,
         acks: i16,
         timeout_ms: u64,
+        transactional_id: Option<String>,
     ) -> OpResult {
         let log = &state.log;
         let max = log.config().max_message_bytes as usize;
@@ -853,6 +854,15 @@ impl Shard {
             Ok(batch) => batch,
             Err(refused) => return Ok(PartitionReply::ProduceRefused(Box::new(refused))),
         };
+        // A transaction's first batch here: its coordinator must have it open with this
+        // partition in it (KIP-890), so no transaction hangs on a partition it never
+        // added.
+        let (pid, epoch) = (batch.producer_id(), batch.producer_epoch());
+        if batch.is_transactional() && !state.producers.borrow().txns.is_ongoing(pid) {
+            let id = transactional_id.unwrap_or_default();
+            let verified = self.verify_txn(&id, pid, epoch, partition).await;
+            verified.map_err(|c| (crate::txn::fenced_for(c, false), None))?;
+        }
         let append_time = rules.log_append_time;
         let size = batch.size() as u64;
         let acks_all = (acks == -1).then_some(replication::AcksAll {

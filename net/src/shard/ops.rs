@@ -33,6 +33,8 @@ pub enum PartitionOp {
         acks: i16,
         /// How long `acks=all` waits for the commit (the request's `timeout_ms`).
         timeout_ms: u64,
+        /// The request's transactional id, for a transactional batch's verification.
+        transactional_id: Option<String>,
     },
     Fetch {
         offset: i64,

@@ -192,15 +192,10 @@ impl Shard {
             }
             TxnCall::Add { id, producer_id, epoch, partitions, verify_only } => {
                 if verify_only {
-                    // KIP-890: a partition leader asks whether a transactional produce
-                    // belongs to the open transaction.
-                    let open = self.txns.get(&id).is_some_and(|m| {
-                        m.producer_id == producer_id
-                            && m.producer_epoch == epoch
-                            && m.state == TxnState::Ongoing
-                            && partitions.iter().all(|p| m.partitions.contains(p))
-                    });
-                    return TxnAnswer::Code(if open { code::NONE } else { code::INVALID_TXN_STATE });
+                    // KIP-890: a partition leader (or the group coordinator) asks
+                    // whether a transactional write belongs to the open transaction.
+                    let verdict = txn::plan_verify(self.txns.get(&id).as_ref(), producer_id, epoch, &partitions);
+                    return TxnAnswer::Code(verdict.err().unwrap_or(code::NONE));
                 }
                 if !self.txns.begin_write(&id) {
                     return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
@@ -246,6 +241,87 @@ impl Shard {
             TxnCall::List => TxnAnswer::Listed(self.txns.all()),
             TxnCall::Ready => TxnAnswer::Code(code::NONE),
         }
+    }
+
+    /// Asks `id`'s coordinator, here or on another broker (AddPartitionsToTxn v4 with
+    /// `verify_only`), whether its open transaction, in this producer id and epoch,
+    /// holds `partition`.
+    ///
+    /// # Errors
+    /// INVALID_TXN_STATE when it does not, PRODUCER_FENCED for another epoch,
+    /// INVALID_PRODUCER_ID_MAPPING for another producer; the coordinator's error
+    /// otherwise.
+    pub async fn verify_txn(
+        self: &Rc<Self>,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partition: &TopicPartition,
+    ) -> Result<(), i16> {
+        let wanted = vec![(partition.topic.clone(), partition.partition)];
+        let call = TxnCall::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, verify_only: true };
+        // Boxed: a produce routes a coordinator call, which routes again.
+        let answer: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
+            Box::pin(crate::topics::txn_call(self, id, call));
+        match answer.await {
+            Ok(TxnAnswer::Code(code::NONE)) => Ok(()),
+            Ok(TxnAnswer::Code(error)) => Err(error),
+            Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
+            Err(code::NOT_COORDINATOR) => self.verify_remote(id, producer_id, epoch, partition).await,
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn verify_remote(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partition: &TopicPartition,
+    ) -> Result<(), i16> {
+        use kafka_protocol::messages::add_partitions_to_txn_request::{
+            AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+        };
+        use kafka_protocol::messages::{AddPartitionsToTxnRequest, TransactionalId};
+        let image = self.image();
+        let node = self.settings.node_id;
+        let coordinator = image
+            .topic(txn::TRANSACTION_TOPIC)
+            .map(|t| t.assignment(txn::partition_for(id), node).leader)
+            .ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
+        let (host, port) = self.broker_address(coordinator).ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
+        let topic = AddPartitionsToTxnTopic::default()
+            .with_name(TopicName(StrBytes::from_string(partition.topic.clone())))
+            .with_partitions(vec![partition.partition]);
+        let request =
+            AddPartitionsToTxnRequest::default().with_transactions(vec![AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(id.to_owned())))
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(epoch)
+                .with_verify_only(true)
+                .with_topics(vec![topic])]);
+        let client = format!("skein-txn-verify-{node}");
+        let call = async {
+            let mut stream = glommio::net::TcpStream::connect(format!("{host}:{port}")).await?;
+            let _ = stream.set_nodelay(true);
+            crate::peer::exchange(&mut stream, &request, 4, 1, &client).await
+        };
+        let timeout = async {
+            glommio::timer::sleep(TXN_WRITE_TIMEOUT).await;
+            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))
+        };
+        let response = futures_lite::future::or(call, timeout).await.map_err(|_| code::NOT_ENOUGH_REPLICAS)?;
+        if response.error_code != code::NONE {
+            return Err(response.error_code);
+        }
+        let error = response
+            .results_by_transaction
+            .iter()
+            .flat_map(|t| t.topic_results.iter())
+            .flat_map(|t| t.results_by_partition.iter())
+            .map(|p| p.partition_error_code)
+            .find(|&c| c != code::NONE);
+        error.map_or(Ok(()), Err)
     }
 
     /// Writes a marker to a partition this shard owns (`PartitionOp::WriteMarker`);

@@ -353,6 +353,35 @@ fn check_producer(m: &TxnMeta, producer_id: i64, epoch: i16) -> Result<(), i16> 
     Ok(())
 }
 
+/// KIP-890's check of a transactional write (a produce, a TxnOffsetCommit): the
+/// transaction of this producer is open and holds `partitions`.
+///
+/// # Errors
+/// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, INVALID_TXN_STATE.
+pub fn plan_verify(
+    current: Option<&TxnMeta>,
+    producer_id: i64,
+    epoch: i16,
+    partitions: &[(String, i32)],
+) -> Result<(), i16> {
+    let m = current.ok_or(code::INVALID_PRODUCER_ID_MAPPING)?;
+    check_producer(m, producer_id, epoch)?;
+    if m.state != TxnState::Ongoing || !partitions.iter().all(|p| m.partitions.contains(p)) {
+        return Err(code::INVALID_TXN_STATE);
+    }
+    Ok(())
+}
+
+/// Kafka answers PRODUCER_FENCED (KIP-588) only to request versions that know it;
+/// older ones get INVALID_PRODUCER_EPOCH.
+pub fn fenced_for(error: i16, knows_fenced: bool) -> i16 {
+    if error == code::PRODUCER_FENCED && !knows_fenced {
+        code::INVALID_PRODUCER_EPOCH
+    } else {
+        error
+    }
+}
+
 /// AddPartitionsToTxn / AddOffsetsToTxn: the state with `partitions` in the open
 /// transaction, or `None` when nothing changes (already in it).
 ///
