@@ -28,6 +28,8 @@ mod operations;
 mod quorum;
 #[path = "cluster/replication.rs"]
 mod replication;
+#[path = "cluster/transactions.rs"]
+mod transactions;
 
 const NOT_CONTROLLER: i16 = 41;
 
