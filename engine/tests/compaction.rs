@@ -271,3 +271,75 @@ fn cleaner_io_is_throttled() {
         );
     });
 }
+
+/// The transactions of `aborted_or_open` as the cleaner sees them.
+struct Txns {
+    aborted: Vec<skein_engine::log::AbortedRange>,
+    first_unstable: Option<Offset>,
+}
+
+impl skein_engine::log::Transactions for Txns {
+    fn aborted(&self) -> Vec<skein_engine::log::AbortedRange> {
+        self.aborted.clone()
+    }
+
+    fn first_unstable(&self) -> Option<Offset> {
+        self.first_unstable
+    }
+}
+
+/// A batch of `pairs` from transactional producer `pid` (a marker when `control`).
+fn transactional(pid: i64, control: bool, pairs: &[(&str, Option<&str>)]) -> skein_engine::Batch {
+    let plain = keyed(10_000, Compression::None, pairs);
+    let records = decode_records(plain.bytes(), 1 << 20).unwrap();
+    let producer = skein_engine::records::BatchProducer {
+        id: pid,
+        epoch: 0,
+        base_sequence: if control { -1 } else { 0 },
+        transactional: true,
+        control,
+    };
+    let bytes = skein_engine::records::build_batch_for(0, 10_000, Compression::None, &records, producer);
+    skein_engine::Batch::validate(bytes::Bytes::from(bytes), usize::MAX).unwrap()
+}
+
+// As Kafka's cleaner: an aborted transaction's records go and never supersede a
+// committed value of their key; markers stay; nothing at or past the first open
+// transaction is cleaned.
+#[test]
+fn aborted_transactions_are_cleaned_and_open_ones_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let log = open_dma(dir.path(), compact_config()).await;
+        let append = |batch| log.append(batch, LEADER);
+        append(keyed(10_000, Compression::None, &[("k", Some("committed"))])).await.unwrap();
+        let aborted_at = append(transactional(7, false, &[("k", Some("aborted"))])).await.unwrap().base_offset;
+        let marker_at = append(transactional(7, true, &[("\0\0\0\0", Some("marker"))])).await.unwrap().base_offset;
+        for round in 0..20 {
+            let value = format!("old-{round}");
+            append(keyed(10_000, Compression::None, &[("filler", Some(value.as_str()))])).await.unwrap();
+        }
+        let open_at = append(transactional(8, false, &[("o", Some("open"))])).await.unwrap().base_offset;
+        for round in 0..30 {
+            let value = format!("new-{round}");
+            append(keyed(10_000, Compression::None, &[("late", Some(value.as_str()))])).await.unwrap();
+        }
+        assert!(log.segment_count() > 4, "{} segments", log.segment_count());
+        let txns = Txns { aborted: vec![(7, aborted_at, marker_at)], first_unstable: Some(open_at) };
+        log.set_transactions(std::rc::Rc::new(txns));
+        log.compact(20_000).await.unwrap();
+        let after = records(&log).await;
+        let values = |key: &str| -> Vec<String> {
+            after.iter().filter(|(_, k, _)| k == key).map(|(_, _, v)| v.clone().unwrap_or_default()).collect()
+        };
+        assert_eq!(values("k"), ["committed"], "the aborted value neither stays nor wins");
+        assert_eq!(values("\0\0\0\0"), ["marker"], "the marker stays");
+        assert_eq!(values("o"), ["open"]);
+        // Fillers below the open transaction were compacted; the "late" records past
+        // it were not touched, duplicates and all.
+        assert_eq!(values("filler").len(), 1);
+        assert!(values("late").len() > 1);
+        assert!(after.iter().any(|(o, _, _)| *o == marker_at.0));
+        log.close().await.unwrap();
+    });
+}

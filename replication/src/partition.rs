@@ -17,7 +17,8 @@ use crate::replica::{BrokerId, IsrProposal, ReplicaState, Role};
 
 pub struct Partition<S: Storage> {
     pub log: Rc<Log<S>>,
-    pub producers: RefCell<ProducerStates>,
+    /// Shared with the log's cleaner (`skein_engine::log::Transactions`).
+    pub producers: Rc<RefCell<ProducerStates>>,
     /// The id of the topic incarnation this partition belongs to.
     pub topic_id: [u8; 16],
     /// The replica's role, epoch, ISR and high watermark.
@@ -74,10 +75,12 @@ impl<S: Storage> Partition<S> {
     /// idempotent producer writes.
     pub fn sole_leader(log: Rc<Log<S>>, topic_id: [u8; 16], broker: BrokerId, producers: ProducerStates) -> Self {
         let replica = ReplicaState::sole_leader(broker, LeaderEpoch(0), log.offset_written_end());
+        let producers = Rc::new(RefCell::new(producers));
+        log.set_transactions(Rc::new(crate::txn::CleanerView(producers.clone())));
         Partition {
             snapshot_base: Cell::new(log.active_segment_base()),
             log,
-            producers: RefCell::new(producers),
+            producers,
             topic_id,
             replica_state: RefCell::new(replica),
             acks: RefCell::new(HighWatermarkWaiters::default()),

@@ -141,6 +141,26 @@ impl Transactions {
     }
 }
 
+/// What the log cleaner sees of a partition's transactions: the aborted ones, whose
+/// records it removes, and the first open one, where it stops.
+pub struct CleanerView(pub std::rc::Rc<std::cell::RefCell<crate::producer::ProducerStates>>);
+
+impl skein_engine::log::Transactions for CleanerView {
+    fn aborted(&self) -> Vec<skein_engine::log::AbortedRange> {
+        let producers = self.0.borrow();
+        producers
+            .txns
+            .aborted
+            .iter()
+            .map(|t| (t.producer_id, skein_engine::Offset(t.first_offset), skein_engine::Offset(t.last_offset)))
+            .collect()
+    }
+
+    fn first_unstable(&self) -> Option<skein_engine::Offset> {
+        self.0.borrow().txns.ongoing.values().min().map(|&first| skein_engine::Offset(first))
+    }
+}
+
 /// Kafka's control record type of a transaction marker.
 const ABORT: i16 = 0;
 const COMMIT: i16 = 1;

@@ -300,17 +300,23 @@ impl<S: Storage> Log<S> {
             return Ok(CompactionStats::default());
         }
         self.load_cleaner_checkpoint().await;
+        // What transactions say: aborted records go, and nothing at or past the first
+        // open transaction is cleaned (its fate is unknown).
+        let transactions = self.transactions.borrow().clone();
+        let aborted = transactions.as_ref().map(|t| t.aborted()).unwrap_or_default();
+        let first_unstable = transactions.as_ref().and_then(|t| t.first_unstable());
         let (first_dirty, end) = {
             let state = self.state.borrow();
             let first_dirty = self.first_dirty.get().unwrap_or(Offset(0)).max(state.log_start_offset);
-            (first_dirty, first_uncleanable(&state, now))
+            let end = first_uncleanable(&state, now);
+            (first_dirty, first_unstable.map_or(end, |unstable| end.min(unstable)))
         };
         let step = cleaner.io_buffer_bytes.max(crate::limits::DMA_ALIGNMENT);
         let mut throttle = Throttle::new(cleaner.io_max_bytes_per_second);
         map.clear();
         // With nothing dirty the map stays empty: a pass for expired tombstones only.
         let mapped_end = if first_dirty < end {
-            let mapped_end = self.build_offset_map(map, first_dirty, end, step, &mut throttle).await?;
+            let mapped_end = self.build_offset_map(map, &aborted, first_dirty, end, step, &mut throttle).await?;
             if mapped_end <= first_dirty {
                 tracing::warn!(target: "skein::engine", partition = %self.partition, "log.cleaner.dedupe.buffer.size holds no key");
                 return Ok(CompactionStats::default());
@@ -331,6 +337,7 @@ impl<S: Storage> Log<S> {
         };
         let rules = Rules {
             map,
+            aborted: &aborted,
             tombstone_horizon: now.saturating_sub(config.delete_retention_ms),
             oldest_tombstone: Cell::new(None),
         };
@@ -353,6 +360,7 @@ impl<S: Storage> Log<S> {
     async fn build_offset_map(
         &self,
         map: &mut OffsetMap,
+        aborted: &[AbortedRange],
         first_dirty: Offset,
         end: Offset,
         step: usize,
@@ -370,7 +378,9 @@ impl<S: Storage> Log<S> {
         for base in segments {
             let Some(mut steps) = self.steps(base, step) else { continue };
             while let Some(batches) = steps.next(throttle).await? {
-                for batch in batches.iter().filter(|b| !b.is_control() && b.last_offset() >= first_dirty) {
+                // Aborted records never supersede a committed value.
+                let mapped = |b: &&Batch| !b.is_control() && b.last_offset() >= first_dirty && !is_aborted(aborted, b);
+                for batch in batches.iter().filter(mapped) {
                     throttle.tick().await;
                     for record in self.decode(batch)? {
                         let offset = batch.base_offset().plus(record.offset_delta as i64);
@@ -496,9 +506,31 @@ impl<S: Storage> Log<S> {
     }
 }
 
+/// An aborted transaction's records: (producer id, first offset, marker offset).
+pub type AbortedRange = (i64, Offset, Offset);
+
+/// What the cleaner must know of a log's transactions, told by the layer that tracks
+/// them (Kafka's cleaner reads the producer state and the `.txnindex`): the aborted
+/// transactions, whose records it removes, and the first offset of a transaction
+/// still open, at or past which it cleans nothing. Markers themselves are kept.
+pub trait Transactions {
+    fn aborted(&self) -> Vec<AbortedRange>;
+    fn first_unstable(&self) -> Option<Offset>;
+}
+
+/// Whether `batch` holds records of an aborted transaction.
+fn is_aborted(aborted: &[AbortedRange], batch: &Batch) -> bool {
+    batch.is_transactional()
+        && !batch.is_control()
+        && aborted.iter().any(|&(pid, first, last)| {
+            pid == batch.producer_id() && first <= batch.base_offset() && batch.base_offset() <= last
+        })
+}
+
 /// What a cleaning pass keeps.
 struct Rules<'a> {
     map: &'a OffsetMap,
+    aborted: &'a [AbortedRange],
     tombstone_horizon: TimestampMs,
     /// The oldest tombstone kept, so the cleaner knows when it expires.
     oldest_tombstone: Cell<Option<TimestampMs>>,
@@ -507,6 +539,9 @@ struct Rules<'a> {
 impl Rules<'_> {
     /// A record stays unless its key has a later offset, or it is an expired tombstone.
     fn keep(&self, batch: &Batch, record: &crate::records::Record) -> bool {
+        if is_aborted(self.aborted, batch) {
+            return false;
+        }
         let Some(key) = &record.key else { return true };
         let offset = batch.base_offset().plus(record.offset_delta as i64);
         if self.map.get(key).is_some_and(|latest| latest > offset) {

@@ -69,7 +69,7 @@ pub mod snapshots;
 mod truncation;
 
 pub(crate) use compaction::pace;
-pub use compaction::{CleanerConfig, Dirtiness, CLEANER_CHECKPOINT_FILE};
+pub use compaction::{AbortedRange, CleanerConfig, Dirtiness, Transactions, CLEANER_CHECKPOINT_FILE};
 use gate::Gate;
 use recovery::restore_bookkeeping;
 use retention::remove_segment_files;
@@ -154,6 +154,8 @@ pub struct Log<S: Storage> {
     /// The oldest tombstone the last cleaning pass kept, to clean again once it
     /// expires (not persisted: after a restart, the next dirty pass finds it).
     oldest_tombstone: Cell<Option<TimestampMs>>,
+    /// The log's transactions as its owner tracks them, for the cleaner.
+    transactions: RefCell<Option<std::rc::Rc<dyn Transactions>>>,
 }
 
 struct Pending {
@@ -205,6 +207,11 @@ enum Admission {
 }
 
 impl<S: Storage> Log<S> {
+    /// Tells the cleaner about this log's transactions (`compaction::Transactions`).
+    pub fn set_transactions(&self, transactions: std::rc::Rc<dyn Transactions>) {
+        *self.transactions.borrow_mut() = Some(transactions);
+    }
+
     pub fn partition(&self) -> &TopicPartition {
         &self.partition
     }

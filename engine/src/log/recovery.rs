@@ -225,6 +225,7 @@ impl<S: Storage> Log<S> {
             written_epochs: RefCell::new(epochs_on_disk),
             first_dirty: Cell::new(None),
             oldest_tombstone: Cell::new(None),
+            transactions: RefCell::new(None),
         });
         // From here on a crash is not a clean shutdown.
         log.write_checkpoint(false).await?;

@@ -366,7 +366,7 @@ impl Shard {
             .partitions
             .borrow()
             .iter()
-            .filter(|(p, _)| p.topic != crate::group::OFFSETS_TOPIC)
+            .filter(|(p, _)| p.topic != crate::txn::TRANSACTION_TOPIC)
             .map(|(_, state)| state.clone())
             .collect();
         for state in partitions {
@@ -508,9 +508,10 @@ impl Shard {
                     .open_for_topic(partition.clone(), settings.log.clone(), settings.topic_id)
                     .await
                     .map_err(|e| (code_of(&e), Some(e.to_string())))?;
-                // The offsets topic is written only by the coordinator, never by an
-                // idempotent producer: its log is read once, to load the groups, by
-                // its leader (a follower loads them when it comes to lead).
+                // The offsets topic is written only by the coordinator: its leader
+                // loads the groups from it (a follower loads them when it comes to
+                // lead). Its producer state holds the transactions of offset commits
+                // (TxnOffsetCommit), so that the cleaner drops aborted ones.
                 let leads = assignment.leader == self.settings.node_id;
                 let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
                     let loaded = match leads {
@@ -528,7 +529,7 @@ impl Shard {
                         );
                         glommio::spawn_local(retry).detach();
                     }
-                    ProducerStates::default()
+                    replication::load_producers(&log).await
                 } else if partition.topic == crate::txn::TRANSACTION_TOPIC {
                     // Loaded by its leader once the partition is hosted (below).
                     ProducerStates::default()
