@@ -66,13 +66,13 @@ pub struct Connection {
 }
 
 /// One connection to a broker, speaking the Kafka protocol.
-struct Client {
+pub(crate) struct Client {
     stream: TcpStream,
     correlation: i32,
 }
 
 impl Client {
-    fn connect(connection: &Connection) -> Result<Client, String> {
+    pub(crate) fn connect(connection: &Connection) -> Result<Client, String> {
         let fail = |e: std::io::Error| format!("cannot reach {}: {e}", connection.bootstrap_server);
         let timeout = Duration::from_millis(connection.timeout_ms.max(1));
         let address = connection
@@ -87,7 +87,7 @@ impl Client {
         Ok(Client { stream, correlation: 0 })
     }
 
-    fn call<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, String> {
+    pub(crate) fn call<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, String> {
         let key = ApiKey::try_from(R::KEY).map_err(|_| format!("unknown api key {}", R::KEY))?;
         self.correlation += 1;
         let header = RequestHeader::default()
@@ -119,7 +119,7 @@ impl Client {
 }
 
 /// Kafka's name of an error code, for messages.
-fn error_name(code: i16) -> String {
+pub(crate) fn error_name(code: i16) -> String {
     match kafka_protocol::ResponseError::try_from_code(code) {
         Some(error) => format!("{error:?}"),
         None => format!("error {code}"),
@@ -142,7 +142,7 @@ pub fn run(command: ClusterCommand) -> Result<(), String> {
     }
 }
 
-fn metadata(client: &mut Client) -> Result<MetadataResponse, String> {
+pub(crate) fn metadata(client: &mut Client) -> Result<MetadataResponse, String> {
     client.call(&MetadataRequest::default().with_topics(None), 12)
 }
 

@@ -13,6 +13,7 @@ mod exclusive;
 mod group_cli;
 mod placement;
 mod shard;
+mod txn_cli;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -44,6 +45,9 @@ enum Command {
     /// The cluster: quorum, brokers, leader elections and partition moves.
     #[command(subcommand)]
     Cluster(cluster_cli::ClusterCommand),
+    /// Transactions: list, describe, their producers, abort a hanging one.
+    #[command(subcommand)]
+    Txn(txn_cli::TxnCommand),
     /// Show or change which shard owns each partition.
     #[command(subcommand)]
     Placement(placement::PlacementCommand),
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
         Command::Placement(command) => placement::run(command),
         Command::Cluster(command) => cluster_cli::run(command),
         Command::Group(command) => group_cli::run(command),
+        Command::Txn(command) => txn_cli::run(command),
         Command::Bench(command) => bench::run(command),
     };
     match result {

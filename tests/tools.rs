@@ -186,3 +186,88 @@ fn kafka_tools_work_unchanged() {
     assert!(dump.lines().any(|l| l.starts_with("timestamp:")), "{dump}");
     assert!(!dump.contains("Mismatches") && !dump.contains("is corrupt"), "{dump}");
 }
+
+const TRANSACTIONS: &str = "org.apache.kafka.tools.TransactionsCommand";
+
+/// A read_committed consumer's view of `topic`'s partition 0 end (its last stable
+/// offset), through librdkafka.
+fn last_stable_offset(bootstrap: &str, topic: &str) -> i64 {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "lso-probe")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    consumer.fetch_watermarks(topic, 0, std::time::Duration::from_secs(10)).unwrap().1
+}
+
+fn skein(args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_skein")).args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string() + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "skein {args:?} failed:\n{text}");
+    text
+}
+
+// kafka-transactions (list, describe, describe-producers, abort) and
+// `skein txn` over a transaction left open by a producer that stopped talking: both
+// see it, and aborting it at the partition (the path for hanging transactions)
+// releases read_committed consumers.
+#[test]
+fn kafka_transactions_tool_and_skein_txn() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Broker::start(dir.path(), "2", &[]);
+    let bootstrap = node.bootstrap();
+    let b = bootstrap.as_str();
+    ok(TOPICS, &["--bootstrap-server", b, "--create", "--topic", "ledger", "--partitions", "1"]);
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", b)
+        .set("transactional.id", "ledger-writer")
+        .set("transaction.timeout.ms", "900000")
+        .create()
+        .unwrap();
+    producer.init_transactions(std::time::Duration::from_secs(30)).unwrap();
+    producer.begin_transaction().unwrap();
+    for n in 0..3 {
+        producer.send(BaseRecord::<(), str>::to("ledger").partition(0).payload(&format!("entry-{n}"))).unwrap();
+    }
+    producer.flush(std::time::Duration::from_secs(10)).unwrap();
+    assert_eq!(last_stable_offset(b, "ledger"), 0, "the open transaction holds read_committed back");
+
+    let listed = ok(TRANSACTIONS, &["--bootstrap-server", b, "list"]);
+    assert!(listed.contains("ledger-writer") && listed.contains("Ongoing"), "{listed}");
+    let described = ok(TRANSACTIONS, &["--bootstrap-server", b, "describe", "--transactional-id", "ledger-writer"]);
+    assert!(described.contains("Ongoing") && described.contains("ledger-0"), "{described}");
+    let producers =
+        ok(TRANSACTIONS, &["--bootstrap-server", b, "describe-producers", "--topic", "ledger", "--partition", "0"]);
+    let row = producers.lines().find(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<i64>().is_ok()));
+    let row: Vec<&str> = row.unwrap_or_else(|| panic!("no producer row:\n{producers}")).split_whitespace().collect();
+    // ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
+    assert_eq!(row.last(), Some(&"0"), "the transaction starts at offset 0: {producers}");
+    let ours = skein(&["txn", "list", "--bootstrap-server", b]);
+    assert!(ours.contains("ledger-writer") && ours.contains("Ongoing"), "{ours}");
+    let ours = skein(&["txn", "describe", "ledger-writer", "--bootstrap-server", b]);
+    assert!(ours.contains("state: Ongoing") && ours.contains("partition: ledger:0"), "{ours}");
+    let ours = skein(&["txn", "producers", "ledger:0", "--bootstrap-server", b]);
+    assert!(ours.contains("open transaction from offset 0"), "{ours}");
+
+    // The producer goes silent; an operator aborts its transaction where it hangs.
+    drop(producer);
+    let aborted = ok(
+        TRANSACTIONS,
+        &["--bootstrap-server", b, "abort", "--topic", "ledger", "--partition", "0", "--start-offset", "0"],
+    );
+    assert!(!aborted.to_lowercase().contains("error"), "{aborted}");
+    assert_eq!(last_stable_offset(b, "ledger"), 4, "three records and the abort marker");
+    let producers = skein(&["txn", "producers", "ledger:0", "--bootstrap-server", b]);
+    assert!(producers.contains("open transaction from none"), "{producers}");
+    // `skein txn abort` refuses what is not there.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["txn", "abort", "ledger:0", "--start-offset", "0", "--bootstrap-server", b])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no open transaction starts at offset 0"));
+    node.stop();
+}
