@@ -46,6 +46,13 @@ pub fn table(runs: &[RunResult]) -> String {
             format!("{:.2}", v as f64 / 1000.0)
         });
     }
+    let commit = |r: &RunResult, f: fn(&crate::run::Latency) -> u64| {
+        r.commit_latency.as_ref().map_or("-".into(), |l| format!("{:.2}", f(l) as f64 / 1000.0))
+    };
+    if runs.iter().any(|r| r.commit_latency.is_some()) {
+        row(&mut out, "commit p50 ms", &|r| commit(r, |l| l.p50_us));
+        row(&mut out, "commit p99 ms", &|r| commit(r, |l| l.p99_us));
+    }
     row(&mut out, "broker CPU s / GB", &|r| r.broker_cpu_secs_per_gb.map_or("-".into(), |v| format!("{v:.2}")));
     row(&mut out, "broker peak RSS MB", &|r| r.broker_peak_rss_mb.map_or("-".into(), |v| format!("{v:.0}")));
     row(&mut out, "publish errors", &|r| r.publish_errors.to_string());
@@ -74,10 +81,12 @@ pub fn ratios(runs: &[RunResult]) -> String {
         let a = if brokers.contains(&"skein") { "skein" } else { of[0].broker.as_str() };
         let b = if brokers[0] == a { brokers[1] } else { brokers[0] };
         let _ = writeln!(out, "{workload}: {a} / {b} (median ratio; each side's median [min..max])");
-        let figures: [(&str, Figure); 4] = [
+        let figures: [(&str, Figure); 6] = [
             ("published MB/s", |r| Some(r.published_mb_per_sec)),
             ("publish p99 ms", |r| Some(r.publish_latency.p99_us as f64 / 1000.0)),
             ("end-to-end p99 ms", |r| Some(r.end_to_end_latency.p99_us as f64 / 1000.0)),
+            ("commit p50 ms", |r| r.commit_latency.as_ref().map(|l| l.p50_us as f64 / 1000.0)),
+            ("commit p99 ms", |r| r.commit_latency.as_ref().map(|l| l.p99_us as f64 / 1000.0)),
             ("broker CPU s / GB", |r| r.broker_cpu_secs_per_gb),
         ];
         for (name, f) in figures {
@@ -202,6 +211,7 @@ mod tests {
             broker_cpu_secs: Some(1.0),
             broker_cpu_secs_per_gb: Some(2.5),
             broker_peak_rss_mb: None,
+            commit_latency: None,
         }
     }
 

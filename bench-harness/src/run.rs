@@ -89,6 +89,10 @@ pub struct RunResult {
     pub broker_cpu_secs: Option<f64>,
     pub broker_cpu_secs_per_gb: Option<f64>,
     pub broker_peak_rss_mb: Option<f64>,
+    /// Transactional workloads: how long each commit took (commit call to its
+    /// return), after warm-up.
+    #[serde(default)]
+    pub commit_latency: Option<Latency>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -226,6 +230,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                     .set("auto.offset.reset", "latest")
                     .set("enable.auto.commit", "true")
                     .set("fetch.wait.max.ms", "100")
+                    .set("isolation.level", "read_committed")
                     .create()
                     .map_err(|e| format!("consumer: {e}"))?;
                 consumer.subscribe(&[topic]).map_err(|e| format!("subscribe: {e}"))?;
@@ -284,23 +289,33 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
     };
     let producer_count = (workload.producers_per_topic * workload.topics) as u64;
     let per_producer_rate = rate.map(|r| (r as f64 / producer_count as f64).max(0.001));
-    let mut producers: Vec<JoinHandle<()>> = Vec::new();
+    let mut producers: Vec<JoinHandle<Result<(), String>>> = Vec::new();
     let mut publish_histograms = Vec::new();
+    let commits = Arc::new(Mutex::new(histogram()));
     let started = Instant::now();
     for topic in &topics {
         for _ in 0..workload.producers_per_topic {
             let latency = Arc::new(Mutex::new(histogram()));
             publish_histograms.push(latency.clone());
             let context = Delivery { shared: shared.clone(), latency };
-            let producer: BaseProducer<Delivery> = ClientConfig::new()
+            let mut config = ClientConfig::new();
+            config
                 .set("bootstrap.servers", &options.bootstrap)
                 .set("acks", &workload.acks)
                 .set("batch.size", workload.batch_size.to_string())
                 .set("linger.ms", workload.linger_ms.to_string())
                 .set("compression.type", &workload.compression)
-                .set("queue.buffering.max.kbytes", "1048576")
-                .create_with_context(context)
-                .map_err(|e| format!("producer: {e}"))?;
+                .set("queue.buffering.max.kbytes", "1048576");
+            if workload.transaction_size.is_some() {
+                config.set("transactional.id", format!("bench-{suffix}-{}", producers.len()));
+            }
+            let producer: BaseProducer<Delivery> =
+                config.create_with_context(context).map_err(|e| format!("producer: {e}"))?;
+            if workload.transaction_size.is_some() {
+                producer.init_transactions(Duration::from_secs(30)).map_err(|e| format!("init transactions: {e}"))?;
+            }
+            let transaction_size = workload.transaction_size.map(u64::from);
+            let commits = commits.clone();
             let (topic, shared) = (topic.clone(), shared.clone());
             let template = payload(workload.message_size, file.as_deref());
             let partitions = workload.partitions_per_topic as i32;
@@ -308,6 +323,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                 let mut body = template;
                 let mut i: u64 = 0;
                 let start_us = now_us();
+                let txn = |e: rdkafka::error::KafkaError| format!("transaction: {e}");
                 while !shared.stop.load(Ordering::Relaxed) {
                     let due = match per_producer_rate {
                         Some(r) => {
@@ -322,6 +338,9 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                         }
                         None => now_us(),
                     };
+                    if transaction_size.is_some_and(|n| i % n == 0) {
+                        producer.begin_transaction().map_err(txn)?;
+                    }
                     body[..8].copy_from_slice(&due.to_be_bytes());
                     let partition = (i % partitions as u64) as i32;
                     let mut opaque = Box::new((due, body.len() as u64));
@@ -335,15 +354,27 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                                 opaque = record.delivery_opaque;
                                 producer.poll(Duration::from_millis(1));
                                 if shared.stop.load(Ordering::Relaxed) {
-                                    return;
+                                    return Ok(());
                                 }
                             }
                         }
                     }
                     producer.poll(Duration::ZERO);
                     i += 1;
+                    if transaction_size.is_some_and(|n| i % n == 0) {
+                        let begun = Instant::now();
+                        producer.commit_transaction(Duration::from_secs(60)).map_err(txn)?;
+                        if shared.measuring.load(Ordering::Relaxed) {
+                            let took = begun.elapsed().as_micros().max(1) as u64;
+                            let _ = commits.lock().expect("histogram").record(took);
+                        }
+                    }
+                }
+                if transaction_size.is_some_and(|n| i % n != 0) {
+                    producer.commit_transaction(Duration::from_secs(60)).map_err(txn)?;
                 }
                 let _ = producer.flush(Duration::from_secs(30));
+                Ok(())
             }));
         }
     }
@@ -379,8 +410,14 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
     let consumed_bytes_at_end = shared.consumed_bytes.load(Ordering::Relaxed);
     shared.measuring.store(false, Ordering::Relaxed);
     shared.stop.store(true, Ordering::Relaxed);
+    let mut failures = Vec::new();
     for p in producers {
-        let _ = p.join();
+        if let Ok(Err(error)) = p.join() {
+            failures.push(error);
+        }
+    }
+    if let Some(error) = failures.first() {
+        return Err(format!("a producer failed: {error}"));
     }
     let mut e2e = histogram();
     for c in consumers {
@@ -412,5 +449,6 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
         broker_cpu_secs: cpu,
         broker_cpu_secs_per_gb: cpu.filter(|_| gb > 0.0).map(|c| c / gb),
         broker_peak_rss_mb: cpu_end.map(|(_, rss)| rss),
+        commit_latency: workload.transaction_size.map(|_| Latency::of(&commits.lock().expect("histogram"))),
     })
 }

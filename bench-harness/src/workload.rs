@@ -60,6 +60,10 @@ pub struct Workload {
     /// Topic configs (Kafka names), e.g. `"flush.messages" = "1"`.
     #[serde(default)]
     pub topic_config: BTreeMap<String, String>,
+    /// Messages per transaction: each producer is transactional and commits every
+    /// this many messages (consumers read committed), and commit latency is measured.
+    #[serde(default)]
+    pub transaction_size: Option<u32>,
 }
 
 fn one() -> u32 {
@@ -101,6 +105,9 @@ impl Workload {
         }
         if self.topics == 0 || self.partitions_per_topic == 0 || self.producers_per_topic == 0 {
             return Err("topics, partitions_per_topic and producers_per_topic must be positive".into());
+        }
+        if self.transaction_size == Some(0) {
+            return Err("transaction_size must be positive".into());
         }
         if self.duration_secs == 0 {
             return Err("duration_secs must be positive".into());
