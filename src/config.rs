@@ -84,6 +84,14 @@ pub struct StartArgs {
     /// is forgotten by each partition [default: 86400000].
     #[arg(long, env = "SKEIN_PRODUCER_ID_EXPIRATION_MS")]
     pub producer_id_expiration_ms: Option<u64>,
+    /// Kafka's `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a
+    /// transactional producer may ask for [default: 900000].
+    #[arg(long, env = "SKEIN_TRANSACTION_MAX_TIMEOUT_MS")]
+    pub transaction_max_timeout_ms: Option<u32>,
+    /// Kafka's `transactional.id.expiration.ms`: a transactional id idle this long
+    /// is forgotten by its coordinator [default: 604800000].
+    #[arg(long, env = "SKEIN_TRANSACTIONAL_ID_EXPIRATION_MS")]
+    pub transactional_id_expiration_ms: Option<u64>,
     /// Kafka's `max.incremental.fetch.session.cache.slots`: fetch sessions (KIP-227)
     /// kept by the node; 0 turns sessions off [default: 1000].
     #[arg(long, env = "SKEIN_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS")]
@@ -185,6 +193,8 @@ struct FileConfig {
     group_consumer_max_size: Option<usize>,
     offsets_retention_minutes: Option<u64>,
     producer_id_expiration_ms: Option<u64>,
+    transaction_max_timeout_ms: Option<u32>,
+    transactional_id_expiration_ms: Option<u64>,
     max_incremental_fetch_session_cache_slots: Option<usize>,
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
@@ -229,6 +239,8 @@ pub struct NodeConfig {
     pub group_consumer_max_size: usize,
     pub offsets_retention_minutes: u64,
     pub producer_id_expiration_ms: u64,
+    pub transaction_max_timeout_ms: i32,
+    pub transactional_id_expiration_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
@@ -443,6 +455,16 @@ impl NodeConfig {
                 .or(file.producer_id_expiration_ms)
                 .unwrap_or(86_400_000)
                 .min(i64::MAX as u64),
+            transaction_max_timeout_ms: args
+                .transaction_max_timeout_ms
+                .or(file.transaction_max_timeout_ms)
+                .unwrap_or(900_000)
+                .clamp(1, i32::MAX as u32) as i32,
+            transactional_id_expiration_ms: args
+                .transactional_id_expiration_ms
+                .or(file.transactional_id_expiration_ms)
+                .unwrap_or(604_800_000)
+                .clamp(1, i64::MAX as u64),
             max_incremental_fetch_session_cache_slots: args
                 .max_incremental_fetch_session_cache_slots
                 .or(file.max_incremental_fetch_session_cache_slots)

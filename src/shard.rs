@@ -132,6 +132,8 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         group_consumer_max_size: config.group_consumer_max_size,
         offsets_retention_minutes: config.offsets_retention_minutes,
         producer_id_expiration_ms: config.producer_id_expiration_ms as i64,
+        transaction_max_timeout_ms: config.transaction_max_timeout_ms,
+        transactional_id_expiration_ms: config.transactional_id_expiration_ms as i64,
         fetch_session_cache_slots: config.max_incremental_fetch_session_cache_slots,
         connections: Arc::new(skein_net::connections::ConnectionLimits::new(
             config.max_connections,

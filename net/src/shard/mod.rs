@@ -80,6 +80,9 @@ pub struct NodeSettings {
     pub offsets_retention_minutes: u64,
     /// Kafka's `producer.id.expiration.ms`.
     pub producer_id_expiration_ms: i64,
+    /// Kafka's `transaction.max.timeout.ms` and `transactional.id.expiration.ms`.
+    pub transaction_max_timeout_ms: i32,
+    pub transactional_id_expiration_ms: i64,
     /// Kafka's `max.incremental.fetch.session.cache.slots`, over the whole node.
     pub fetch_session_cache_slots: usize,
     /// `max.connections` and `max.connections.per.ip`, with the node's open
@@ -196,6 +199,10 @@ impl Shard {
             .initial_rebalance_delay
             .set(Duration::from_millis(shard.settings.group_initial_rebalance_delay_ms));
         shard.groups.max_size.set(shard.settings.group_max_size);
+        shard.txns.settings.set(crate::txn::TxnSettings {
+            max_timeout_ms: shard.settings.transaction_max_timeout_ms,
+            id_expiration_ms: shard.settings.transactional_id_expiration_ms,
+        });
         shard
             .groups
             .offsets_retention

@@ -26,6 +26,8 @@ use crate::txn::{self, records, EndPlan, InitPlan, TxnAnswer, TxnCall, TxnMeta, 
 /// How long a coordinator write waits for the ISR (Kafka's
 /// `transaction.state.log` writes time out with the request timeout).
 const TXN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long EndTxn waits for its markers before it answers anyway (they go on).
+const END_TXN_MARKER_WAIT: Duration = Duration::from_secs(2);
 /// How long a marker write waits for the partition's ISR.
 const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` is 10 s;
@@ -228,11 +230,26 @@ impl Shard {
                         TxnAnswer::Code(code::NONE)
                     }
                     Ok(EndPlan::Prepare(next)) => {
-                        // Answered once the decision is written; the markers follow.
                         if let Err(error) = self.commit_txn_state(state, partition, &id, next).await {
                             return TxnAnswer::Code(error);
                         }
-                        glommio::spawn_local(send_markers(self.clone(), id, partition)).detach();
+                        // The decision is written: the transaction will complete. Kafka
+                        // answers now and the producer's next transaction meets
+                        // CONCURRENT_TRANSACTIONS until the markers are written, then
+                        // backs off (librdkafka 100 ms, Java 20 ms). Skein answers once
+                        // they are, within `END_TXN_MARKER_WAIT`, so the next one starts
+                        // at once.
+                        let (done, completed) = futures_channel::oneshot::channel();
+                        let markers = send_markers(self.clone(), id, partition);
+                        glommio::spawn_local(async move {
+                            markers.await;
+                            let _ = done.send(());
+                        })
+                        .detach();
+                        let waited = async {
+                            let _ = completed.await;
+                        };
+                        futures_lite::future::or(waited, glommio::timer::sleep(END_TXN_MARKER_WAIT)).await;
                         TxnAnswer::Code(code::NONE)
                     }
                 }
