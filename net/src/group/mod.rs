@@ -545,8 +545,10 @@ impl Coordinator {
                     }
                 }
                 // An empty group without offsets is gone, as Kafka's cleanup removes it:
-                // a tombstone for its record, and it leaves the coordinator.
-                if group.offsets.is_empty() && group.pending.is_empty() && group.state == State::Empty {
+                // a tombstone for its record, and it leaves the coordinator. Offsets of
+                // an open transaction keep it until their marker.
+                let idle = group.pending.is_empty() && group.pending_txn.is_empty();
+                if group.offsets.is_empty() && idle && group.state == State::Empty {
                     writes.push(Entry::Group { group: group.id.clone(), value: None });
                     removed.push(group.id.clone());
                     continue;
