@@ -148,8 +148,12 @@ fn api_versions_lists_the_registry() {
     assert_eq!(range(22), Some((0, 5)), "InitProducerId");
     assert_eq!(range(10), Some((0, 6)), "FindCoordinator");
     assert_eq!(range(68), Some((0, 1)), "ConsumerGroupHeartbeat");
-    // Nothing unimplemented is advertised: transactions do not exist yet.
-    assert_eq!(range(24), None, "AddPartitionsToTxn");
+    assert_eq!(range(24), Some((0, 5)), "AddPartitionsToTxn");
+    // KIP-890 part 2 is not implemented, so its versions are not advertised.
+    assert_eq!(range(26), Some((0, 4)), "EndTxn");
+    assert_eq!(range(28), Some((0, 4)), "TxnOffsetCommit");
+    // Nothing unimplemented is advertised: no ACLs yet.
+    assert_eq!(range(29), None, "DescribeAcls");
 }
 
 // A body cut short, and an array count far beyond the frame, close the connection
@@ -482,6 +486,11 @@ fn every_advertised_version_answers() {
                 21 => answers::<DeleteRecordsRequest>(&mut client, version),
                 22 => answers::<InitProducerIdRequest>(&mut client, version),
                 23 => answers::<OffsetForLeaderEpochRequest>(&mut client, version),
+                24 => answers::<AddPartitionsToTxnRequest>(&mut client, version),
+                25 => answers::<AddOffsetsToTxnRequest>(&mut client, version),
+                26 => answers::<EndTxnRequest>(&mut client, version),
+                27 => answers::<WriteTxnMarkersRequest>(&mut client, version),
+                28 => answers::<TxnOffsetCommitRequest>(&mut client, version),
                 32 => answers::<DescribeConfigsRequest>(&mut client, version),
                 33 => answers::<AlterConfigsRequest>(&mut client, version),
                 35 => answers::<DescribeLogDirsRequest>(&mut client, version),
@@ -494,6 +503,9 @@ fn every_advertised_version_answers() {
                 47 => answers::<OffsetDeleteRequest>(&mut client, version),
                 55 => answers::<DescribeQuorumRequest>(&mut client, version),
                 60 => answers::<DescribeClusterRequest>(&mut client, version),
+                61 => answers::<DescribeProducersRequest>(&mut client, version),
+                65 => answers::<DescribeTransactionsRequest>(&mut client, version),
+                66 => answers::<ListTransactionsRequest>(&mut client, version),
                 68 => answers::<ConsumerGroupHeartbeatRequest>(&mut client, version),
                 69 => answers::<ConsumerGroupDescribeRequest>(&mut client, version),
                 75 => answers::<DescribeTopicPartitionsRequest>(&mut client, version),

@@ -212,7 +212,8 @@ fn skein(args: &[&str]) -> String {
 // kafka-transactions (list, describe, describe-producers, abort) and
 // `skein txn` over a transaction left open by a producer that stopped talking: both
 // see it, and aborting it at the partition (the path for hanging transactions)
-// releases read_committed consumers.
+// releases read_committed consumers; kafka-dump-log then reads the segment's
+// `.txnindex` and its ABORT marker.
 #[test]
 fn kafka_transactions_tool_and_skein_txn() {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -270,4 +271,16 @@ fn kafka_transactions_tool_and_skein_txn() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("no open transaction starts at offset 0"));
     node.stop();
+    // The segment's `.txnindex` lists the aborted transaction as Kafka's tools read it,
+    // and kafka-dump-log shows the marker as a control batch.
+    let partition_dir = node.data_dir.join("ledger-0");
+    let txn_index = partition_dir.join("00000000000000000000.txnindex");
+    let dump = ok("kafka.tools.DumpLogSegments", &["--files", txn_index.to_str().unwrap()]);
+    let entry = dump.lines().find(|l| l.contains("producerId:")).unwrap_or_else(|| panic!("{dump}"));
+    assert!(entry.contains("firstOffset: 0") && entry.contains("lastOffset: 3"), "{dump}");
+    assert!(entry.contains("lastStableOffset: 4"), "{dump}");
+    let segment = partition_dir.join("00000000000000000000.log");
+    let dump = ok("kafka.tools.DumpLogSegments", &["--files", segment.to_str().unwrap(), "--print-data-log"]);
+    assert!(dump.lines().any(|l| l.contains("isControl: true") && l.contains("isTransactional: true")), "{dump}");
+    assert!(dump.contains("endTxnMarker: ABORT"), "{dump}");
 }

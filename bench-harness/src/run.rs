@@ -338,7 +338,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                         }
                         None => now_us(),
                     };
-                    if transaction_size.is_some_and(|n| i % n == 0) {
+                    if transaction_size.is_some_and(|n| i.is_multiple_of(n)) {
                         producer.begin_transaction().map_err(txn)?;
                     }
                     body[..8].copy_from_slice(&due.to_be_bytes());
@@ -361,7 +361,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                     }
                     producer.poll(Duration::ZERO);
                     i += 1;
-                    if transaction_size.is_some_and(|n| i % n == 0) {
+                    if transaction_size.is_some_and(|n| i.is_multiple_of(n)) {
                         let begun = Instant::now();
                         // The rdkafka crate's commit flushes first, polling 100 ms at a
                         // time (its `flush`); short polls here instead, so that commit
@@ -376,7 +376,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                         }
                     }
                 }
-                if transaction_size.is_some_and(|n| i % n != 0) {
+                if transaction_size.is_some_and(|n| !i.is_multiple_of(n)) {
                     producer.commit_transaction(Duration::from_secs(60)).map_err(txn)?;
                 }
                 let _ = producer.flush(Duration::from_secs(30));

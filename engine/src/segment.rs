@@ -1,4 +1,5 @@
-//! One segment of a partition log: a `.log` file of batches plus its two indexes.
+//! One segment of a partition log: a `.log` file of batches plus its two indexes (and,
+//! when it holds ABORT markers, Kafka's `.txnindex`).
 //!
 //! A segment is named by its base offset, 20 digits, as Kafka names it. Closed
 //! segments are immutable except by compaction, which replaces the whole file. The
@@ -19,10 +20,26 @@ use crate::types::{Offset, TimestampMs};
 pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Kafka's transaction index: the aborted transactions whose markers the segment holds.
+pub const TXN_INDEX_SUFFIX: &str = ".txnindex";
 /// A compacted copy being written; deleted by recovery (the swap never started).
 pub const CLEANED_SUFFIX: &str = ".log.cleaned";
 /// A compacted copy that is complete; recovery finishes renaming it over the `.log`.
 pub const SWAP_SUFFIX: &str = ".log.swap";
+
+/// A `.txnindex` file: one 34-byte entry per aborted transaction (version 0, producer
+/// id, first offset, last offset, last stable offset), as Kafka's `TransactionIndex`.
+pub fn encode_txn_index(entries: &[crate::log::AbortedRange]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.len() * 34);
+    for entry in entries {
+        out.extend_from_slice(&0i16.to_be_bytes());
+        out.extend_from_slice(&entry.producer_id.to_be_bytes());
+        out.extend_from_slice(&entry.first_offset.0.to_be_bytes());
+        out.extend_from_slice(&entry.last_offset.0.to_be_bytes());
+        out.extend_from_slice(&entry.last_stable_offset.0.to_be_bytes());
+    }
+    out
+}
 
 /// `<dir>/<20-digit base offset><suffix>`.
 pub fn file_path(dir: &Path, base_offset: Offset, suffix: &str) -> PathBuf {

@@ -325,7 +325,13 @@ fn aborted_transactions_are_cleaned_and_open_ones_wait() {
             append(keyed(10_000, Compression::None, &[("late", Some(value.as_str()))])).await.unwrap();
         }
         assert!(log.segment_count() > 4, "{} segments", log.segment_count());
-        let txns = Txns { aborted: vec![(7, aborted_at, marker_at)], first_unstable: Some(open_at) };
+        let aborted = skein_engine::log::AbortedRange {
+            producer_id: 7,
+            first_offset: aborted_at,
+            last_offset: marker_at,
+            last_stable_offset: marker_at.plus(1),
+        };
+        let txns = Txns { aborted: vec![aborted], first_unstable: Some(open_at) };
         log.set_transactions(std::rc::Rc::new(txns));
         log.compact(20_000).await.unwrap();
         let after = records(&log).await;

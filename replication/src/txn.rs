@@ -25,6 +25,9 @@ pub struct AbortedTxn {
     pub producer_id: i64,
     pub first_offset: i64,
     pub last_offset: i64,
+    /// The last stable offset once it ended (Kafka's `.txnindex` keeps it).
+    #[serde(default)]
+    pub last_stable_offset: i64,
 }
 
 /// A transaction a marker ended.
@@ -89,7 +92,8 @@ impl Transactions {
         let first_offset = self.ongoing.remove(&producer_id).unwrap_or(marker_offset);
         self.completed.push(CompletedTxn { producer_id, first_offset, last_offset: marker_offset, aborted: !commit });
         if !commit {
-            self.aborted.push(AbortedTxn { producer_id, first_offset, last_offset: marker_offset });
+            let last_stable_offset = self.ongoing.values().copied().min().unwrap_or(marker_offset + 1);
+            self.aborted.push(AbortedTxn { producer_id, first_offset, last_offset: marker_offset, last_stable_offset });
         }
     }
 
@@ -152,7 +156,12 @@ impl skein_engine::log::Transactions for CleanerView {
             .txns
             .aborted
             .iter()
-            .map(|t| (t.producer_id, skein_engine::Offset(t.first_offset), skein_engine::Offset(t.last_offset)))
+            .map(|t| skein_engine::log::AbortedRange {
+                producer_id: t.producer_id,
+                first_offset: skein_engine::Offset(t.first_offset),
+                last_offset: skein_engine::Offset(t.last_offset),
+                last_stable_offset: skein_engine::Offset(t.last_stable_offset),
+            })
             .collect()
     }
 
@@ -226,7 +235,8 @@ mod tests {
         assert_eq!(txns.first_unstable_offset(19), Some(15));
         txns.end(8, 20, true);
         assert_eq!(txns.first_unstable_offset(21), None);
-        assert_eq!(txns.aborted_between(0, 13), vec![AbortedTxn { producer_id: 7, first_offset: 12, last_offset: 18 }]);
+        let aborted = AbortedTxn { producer_id: 7, first_offset: 12, last_offset: 18, last_stable_offset: 15 };
+        assert_eq!(txns.aborted_between(0, 13), vec![aborted]);
         assert!(txns.aborted_between(19, 30).is_empty());
         assert!(txns.aborted_between(0, 12).is_empty());
         // Below 16, pid 7 and 8 were open; below 19, only 8 (7 aborted at 18).

@@ -506,13 +506,21 @@ impl<S: Storage> Log<S> {
     }
 }
 
-/// An aborted transaction's records: (producer id, first offset, marker offset).
-pub type AbortedRange = (i64, Offset, Offset);
+/// An aborted transaction: its producer, its first record, its ABORT marker and the
+/// last stable offset once it ended, Kafka's `.txnindex` entry (`AbortedTxn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedRange {
+    pub producer_id: i64,
+    pub first_offset: Offset,
+    pub last_offset: Offset,
+    pub last_stable_offset: Offset,
+}
 
-/// What the cleaner must know of a log's transactions, told by the layer that tracks
-/// them (Kafka's cleaner reads the producer state and the `.txnindex`): the aborted
-/// transactions, whose records it removes, and the first offset of a transaction
-/// still open, at or past which it cleans nothing. Markers themselves are kept.
+/// What the log must know of its transactions, told by the layer that tracks them
+/// (Kafka's cleaner reads the producer state and the `.txnindex`): the aborted
+/// transactions, whose records the cleaner removes and which each segment's
+/// `.txnindex` lists, and the first offset of a transaction still open, at or past
+/// which the cleaner cleans nothing. Markers themselves are kept.
 pub trait Transactions {
     fn aborted(&self) -> Vec<AbortedRange>;
     fn first_unstable(&self) -> Option<Offset>;
@@ -522,8 +530,10 @@ pub trait Transactions {
 fn is_aborted(aborted: &[AbortedRange], batch: &Batch) -> bool {
     batch.is_transactional()
         && !batch.is_control()
-        && aborted.iter().any(|&(pid, first, last)| {
-            pid == batch.producer_id() && first <= batch.base_offset() && batch.base_offset() <= last
+        && aborted.iter().any(|t| {
+            t.producer_id == batch.producer_id()
+                && t.first_offset <= batch.base_offset()
+                && batch.base_offset() <= t.last_offset
         })
 }
 

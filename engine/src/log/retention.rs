@@ -70,7 +70,7 @@ impl<S: Storage> Log<S> {
 }
 
 pub(super) async fn remove_segment_files<S: Storage>(storage: &S, dir: &Path, base: Offset) -> Result<()> {
-    for suffix in [segment::LOG_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX] {
+    for suffix in [segment::LOG_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX, segment::TXN_INDEX_SUFFIX] {
         let path = segment::file_path(dir, base, suffix);
         match storage.remove_file(&path).await {
             Ok(()) => {}

@@ -60,7 +60,8 @@ impl<S: Storage> Log<S> {
         self.write_checkpoint(false).await
     }
 
-    /// Writes a segment's indexes if they changed.
+    /// Writes a segment's indexes if they changed, and its `.txnindex` from what the
+    /// log's owner says of its aborted transactions (none: no file).
     pub(super) async fn write_indexes(&self, base: Offset) -> Result<()> {
         let encoded = {
             let state = self.state.borrow();
@@ -68,7 +69,7 @@ impl<S: Storage> Log<S> {
             if !seg.indexes_dirty {
                 return Ok(());
             }
-            (seg.offset_index.encode(), seg.time_index.encode())
+            (seg.offset_index.encode(), seg.time_index.encode(), seg.next_offset)
         };
         let storage = &self.ctx.storage;
         let index_path = segment::file_path(&self.dir, base, segment::INDEX_SUFFIX);
@@ -77,10 +78,29 @@ impl<S: Storage> Log<S> {
             .map_err(|e| Error::io("write", &index_path, e))?;
         let time_path = segment::file_path(&self.dir, base, segment::TIME_INDEX_SUFFIX);
         io::write_whole_atomic(storage, &time_path, &encoded.1).await.map_err(|e| Error::io("write", &time_path, e))?;
+        self.write_txn_index(base, encoded.2).await?;
         if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
             seg.indexes_dirty = false;
         }
         Ok(())
+    }
+
+    /// `<base>.txnindex`: the aborted transactions whose markers lie in
+    /// `[base, next)`, removed when there are none.
+    async fn write_txn_index(&self, base: Offset, next: Offset) -> Result<()> {
+        let Some(transactions) = self.transactions.borrow().clone() else { return Ok(()) };
+        let entries: Vec<_> =
+            transactions.aborted().into_iter().filter(|t| t.last_offset >= base && t.last_offset < next).collect();
+        let storage = &self.ctx.storage;
+        let path = segment::file_path(&self.dir, base, segment::TXN_INDEX_SUFFIX);
+        if entries.is_empty() {
+            return match storage.remove_file(&path).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", &path, e)),
+                _ => Ok(()),
+            };
+        }
+        let bytes = segment::encode_txn_index(&entries);
+        io::write_whole_atomic(storage, &path, &bytes).await.map_err(|e| Error::io("write", &path, e))
     }
 }
 
