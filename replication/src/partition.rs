@@ -146,18 +146,7 @@ impl<S: Storage> Partition<S> {
     pub async fn wait_for_stable(&self, offset: Offset) {
         let written = self.log.offset_written_end();
         let stable = self.last_stable_offset();
-        let moved = self.stable_reads.borrow_mut().wait_for(offset.plus(1), stable);
-        let wrote = async {
-            self.log.wait_for_data(written).await;
-            self.high_watermark();
-        };
-        futures_lite::future::or(
-            async {
-                let _ = moved.await;
-            },
-            wrote,
-        )
-        .await;
+        self.wait_on(&self.stable_reads, offset, stable, written).await;
     }
 
     /// Waits until the high watermark passes `offset` (a consumer's fetch at the end of
@@ -169,7 +158,14 @@ impl<S: Storage> Partition<S> {
     pub async fn wait_for_high_watermark(&self, offset: Offset) {
         let written = self.log.offset_written_end();
         let high_watermark = self.high_watermark();
-        let moved = self.reads.borrow_mut().wait_for(offset.plus(1), high_watermark);
+        self.wait_on(&self.reads, offset, high_watermark, written).await;
+    }
+
+    /// A wait of `waiters` until their value (`current`, looked at after the log's
+    /// written end was `written`) passes `offset`, or the log writes past `written`
+    /// (then the high watermark is looked at again), or the role changes.
+    async fn wait_on(&self, waiters: &RefCell<HighWatermarkWaiters>, offset: Offset, current: Offset, written: Offset) {
+        let moved = waiters.borrow_mut().wait_for(offset.plus(1), current);
         let wrote = async {
             self.log.wait_for_data(written).await;
             // Taken in now: a sole leader's high watermark moves with it.

@@ -46,11 +46,17 @@ pub const SESSION_TIMEOUT_MAX_MS: i32 = 1_800_000;
 /// The partition of `__consumer_offsets` that holds a group: Kafka's
 /// `Utils.abs(groupId.hashCode) % partitions`, with Java's `String.hashCode`.
 pub fn partition_for(group: &str) -> i32 {
+    key_partition(group, OFFSETS_TOPIC_PARTITIONS)
+}
+
+/// `abs(key.hashCode()) % partitions`, with Java's `String.hashCode` (Kafka's
+/// `Utils.abs` masks the sign bit): how Kafka places a group or a transactional id.
+pub fn key_partition(key: &str, partitions: i32) -> i32 {
     let mut hash: i32 = 0;
-    for unit in group.encode_utf16() {
+    for unit in key.encode_utf16() {
         hash = hash.wrapping_mul(31).wrapping_add(unit as i32);
     }
-    (hash & 0x7fff_ffff) % OFFSETS_TOPIC_PARTITIONS
+    (hash & 0x7fff_ffff) % partitions
 }
 
 fn s(text: impl Into<String>) -> StrBytes {

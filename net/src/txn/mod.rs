@@ -27,11 +27,7 @@ pub const TRANSACTION_TOPIC_PARTITIONS: i32 = 50;
 
 /// The partition of `__transaction_state` that holds `transactional_id`.
 pub fn partition_for(transactional_id: &str) -> i32 {
-    let mut hash: i32 = 0;
-    for unit in transactional_id.encode_utf16() {
-        hash = hash.wrapping_mul(31).wrapping_add(unit as i32);
-    }
-    (hash & 0x7fff_ffff) % TRANSACTION_TOPIC_PARTITIONS
+    crate::group::key_partition(transactional_id, TRANSACTION_TOPIC_PARTITIONS)
 }
 
 /// Kafka's `TransactionState`, with its wire ids.
