@@ -13,12 +13,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_channel::oneshot;
 use skein_engine::io::dma::DmaStorage;
 use skein_engine::{Batch, LeaderEpoch, LogManager, Offset, TopicPartition};
 use skein_replication as replication;
-use skein_replication::AppendError;
 
 use crate::append::{AppendRules, TopicSettings};
 use crate::errors::{code, code_of};
@@ -30,6 +28,7 @@ use skein_replication::producer::ProducerStates;
 
 mod groups;
 mod ops;
+mod produce;
 mod txns;
 pub use groups::group_ticker;
 pub use ops::{OpResult, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage};
@@ -832,65 +831,6 @@ impl Shard {
             PartitionOp::Open { .. } | PartitionOp::Remove { .. } | PartitionOp::Release => {
                 unreachable!("handled above")
             }
-        }
-    }
-
-    async fn produce(
-        self: &Rc<Self>,
-        partition: &TopicPartition,
-        state: &Partition,
-        bytes: Bytes,
-        acks: i16,
-        timeout_ms: u64,
-        transactional_id: Option<String>,
-    ) -> OpResult {
-        let log = &state.log;
-        let max = log.config().max_message_bytes as usize;
-        let batch = Batch::validate_fresh(bytes, max).map_err(|e| {
-            let e = skein_engine::Error::InvalidBatch(e);
-            (code_of(&e), Some(e.to_string()))
-        })?;
-        let rules = state.rules.get();
-        if acks == -1 && (state.replica_state.borrow().isr().len() as i32) < rules.min_insync_replicas {
-            return Err((code::NOT_ENOUGH_REPLICAS, None));
-        }
-        let now = skein_engine::log::now_ms();
-        let batch = match crate::append::admit(batch, &rules, &partition.to_string(), now) {
-            Ok(batch) if batch.size() > max => {
-                return Err((code::MESSAGE_TOO_LARGE, Some(format!("batch of {} bytes exceeds {max}", batch.size()))))
-            }
-            Ok(batch) => batch,
-            Err(refused) => return Ok(PartitionReply::ProduceRefused(Box::new(refused))),
-        };
-        // A transaction's first batch here: its coordinator must have it open with this
-        // partition in it (KIP-890), so no transaction hangs on a partition it never
-        // added.
-        let (pid, epoch) = (batch.producer_id(), batch.producer_epoch());
-        if batch.is_transactional() && !state.producers.borrow().txns.is_ongoing(pid) {
-            let id = transactional_id.unwrap_or_default();
-            let verified = self.verify_txn(&id, pid, epoch, partition).await;
-            verified.map_err(|c| (crate::txn::fenced_for(c, false), None))?;
-        }
-        let append_time = rules.log_append_time;
-        let size = batch.size() as u64;
-        let acks_all = (acks == -1).then_some(replication::AcksAll {
-            min_insync: rules.min_insync_replicas.max(1) as usize,
-            timeout: Duration::from_millis(timeout_ms),
-        });
-        match state.append_as_leader(batch, acks_all).await {
-            Ok(appended) => {
-                if !appended.duplicate {
-                    self.metrics.bytes_in.set(self.metrics.bytes_in.get() + size);
-                    state.bytes_in.set(state.bytes_in.get() + size);
-                }
-                Ok(PartitionReply::Produce {
-                    base_offset: appended.base_offset.0,
-                    log_append_time_ms: if append_time && !appended.duplicate { now } else { -1 },
-                    log_start_offset: appended.log_start_offset.0,
-                })
-            }
-            Err(AppendError::Refused(code)) => Err((code, None)),
-            Err(AppendError::Log(e)) => Err((code_of(&e), Some(e.to_string()))),
         }
     }
 }
