@@ -115,8 +115,16 @@ impl<S: Storage> Partition<S> {
     fn high_watermark_moved(&self, high_watermark: Offset) {
         self.acks.borrow_mut().complete_through(high_watermark);
         self.reads.borrow_mut().complete_through(high_watermark);
-        let stable = self.stable_below(high_watermark);
-        self.stable_reads.borrow_mut().complete_through(stable);
+        self.stable_moved(high_watermark);
+    }
+
+    /// Completes the read_committed fetches the last stable offset under
+    /// `high_watermark` satisfies (computed only when one waits).
+    fn stable_moved(&self, high_watermark: Offset) {
+        if !self.stable_reads.borrow().is_empty() {
+            let stable = self.stable_below(high_watermark);
+            self.stable_reads.borrow_mut().complete_through(stable);
+        }
     }
 
     /// The last stable offset under `high_watermark`: read_committed consumers read
@@ -447,8 +455,7 @@ impl<S: Storage> Partition<S> {
         drop(replica);
         // Consumers reading from this follower (KIP-392) see the new high watermark.
         self.reads.borrow_mut().complete_through(high_watermark);
-        let stable = self.stable_below(high_watermark);
-        self.stable_reads.borrow_mut().complete_through(stable);
+        self.stable_moved(high_watermark);
         Ok(())
     }
 

@@ -10,7 +10,7 @@
 //! The state lives in the producer snapshots (`ProducerStates`), so a restart keeps
 //! the open transactions and the aborted ones whose markers are still in the log.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -36,7 +36,6 @@ struct CompletedTxn {
     producer_id: i64,
     first_offset: i64,
     last_offset: i64,
-    aborted: bool,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,11 +46,12 @@ pub struct Transactions {
     /// is the log end when it was admitted, at or below where it lands.
     #[serde(skip)]
     provisional: BTreeSet<i64>,
-    /// Transactions ended since the last snapshot point, in marker order: they hold
-    /// the LSO back until the high watermark passes their marker, and a snapshot
-    /// taken below their marker shows them open.
+    /// Transactions ended since the last snapshot point, in marker order (so those
+    /// past an offset are a suffix, those below it a prefix): they hold the LSO back
+    /// until the high watermark passes their marker, and a snapshot taken below their
+    /// marker shows them open.
     #[serde(skip)]
-    completed: Vec<CompletedTxn>,
+    completed: VecDeque<CompletedTxn>,
     /// Aborted transactions whose markers are in the log, in marker order.
     aborted: Vec<AbortedTxn>,
 }
@@ -90,7 +90,9 @@ impl Transactions {
     pub fn end(&mut self, producer_id: i64, marker_offset: i64, commit: bool) {
         self.provisional.remove(&producer_id);
         let first_offset = self.ongoing.remove(&producer_id).unwrap_or(marker_offset);
-        self.completed.push(CompletedTxn { producer_id, first_offset, last_offset: marker_offset, aborted: !commit });
+        // Markers of different producers may settle out of offset order: kept sorted.
+        let at = self.completed.partition_point(|t| t.last_offset < marker_offset);
+        self.completed.insert(at, CompletedTxn { producer_id, first_offset, last_offset: marker_offset });
         if !commit {
             let last_stable_offset = self.ongoing.values().copied().min().unwrap_or(marker_offset + 1);
             self.aborted.push(AbortedTxn { producer_id, first_offset, last_offset: marker_offset, last_stable_offset });
@@ -101,7 +103,9 @@ impl Transactions {
     /// or past `high_watermark` (not yet on every in-sync replica).
     pub fn first_unstable_offset(&self, high_watermark: i64) -> Option<i64> {
         let open = self.ongoing.values().copied();
-        let unreplicated = self.completed.iter().filter(|t| t.last_offset >= high_watermark).map(|t| t.first_offset);
+        // Asked at every fetch and high watermark move: only the suffix is read.
+        let unreplicated =
+            self.completed.iter().rev().take_while(|t| t.last_offset >= high_watermark).map(|t| t.first_offset);
         open.chain(unreplicated).min()
     }
 
@@ -114,7 +118,8 @@ impl Transactions {
     /// Forgets completed transactions whose markers lie below `below` (no snapshot
     /// will be taken below it, and the high watermark passed them).
     pub fn prune_completed(&mut self, below: i64) {
-        self.completed.retain(|t| t.last_offset >= below);
+        let cut = self.completed.partition_point(|t| t.last_offset < below);
+        self.completed.drain(..cut);
     }
 
     /// Forgets aborted transactions whose markers the log no longer holds.
@@ -132,7 +137,7 @@ impl Transactions {
             ongoing.insert(t.producer_id, t.first_offset);
         }
         let aborted = self.aborted.iter().filter(|t| t.last_offset < at).copied().collect();
-        Transactions { ongoing, provisional: BTreeSet::new(), completed: Vec::new(), aborted }
+        Transactions { ongoing, provisional: BTreeSet::new(), completed: VecDeque::new(), aborted }
     }
 
     /// Open transactions: (producer id, first offset).
@@ -248,6 +253,16 @@ mod tests {
         assert_eq!(below.aborted_len(), 1);
         txns.truncate_head(19);
         assert_eq!(txns.aborted_len(), 0);
+        // Markers settling out of offset order still hold the LSO where they should.
+        txns.begin(9, 30, true);
+        txns.begin(10, 31, true);
+        txns.end(10, 41, true);
+        txns.end(9, 40, true);
+        assert_eq!(txns.first_unstable_offset(41), Some(31));
+        txns.prune_completed(41);
+        assert_eq!(txns.first_unstable_offset(41), Some(31), "the unreplicated marker is kept");
+        txns.prune_completed(42);
+        assert_eq!(txns.first_unstable_offset(42), None);
     }
 
     // A marker reads back as what it marks.

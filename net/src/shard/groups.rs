@@ -11,7 +11,7 @@ use bytes::Bytes;
 use skein_engine::io::dma::DmaStorage;
 use skein_engine::records::BatchProducer;
 use skein_engine::{Batch, Log, TopicPartition};
-use skein_replication::{AppendError, Role};
+use skein_replication::AppendError;
 
 use super::{now_ms, Partition, Shard};
 use crate::errors::{code, code_of};
@@ -22,30 +22,21 @@ const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Loads an offsets partition's groups while this broker leads it (after a load on
 /// open that failed, and when it takes the leadership over), first after `delay`,
-/// then retrying with backoff, the failure logged and counted, for as long as it
-/// still leads that log.
+/// then retrying with backoff, the failure logged and counted.
 pub(super) async fn load_as_leader(
     shard: Rc<Shard>,
     partition: TopicPartition,
     log: Rc<Log<DmaStorage>>,
     delay: Duration,
 ) {
-    let mut backoff = Duration::from_millis(200);
-    glommio::timer::sleep(delay).await;
-    loop {
-        let leads = shard
-            .partition(&partition)
-            .is_some_and(|p| Rc::ptr_eq(&p.log, &log) && p.replica_state.borrow().role() == Role::Leader);
-        if !leads {
-            return;
+    super::load_while_leading(shard, partition, log, delay, |shard, partition, log, _| async move {
+        let loaded = shard.load_groups(&log, partition.partition).await;
+        if let Err(error) = &loaded {
+            shard.group_load_failed(&partition, error);
         }
-        match shard.load_groups(&log, partition.partition).await {
-            Ok(()) => return,
-            Err(error) => shard.group_load_failed(&partition, &error),
-        }
-        glommio::timer::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(10));
-    }
+        loaded.is_ok()
+    })
+    .await;
 }
 
 impl Shard {

@@ -811,16 +811,10 @@ impl Shard {
                     .map_err(|c| (c, None))
             }
             PartitionOp::Txn(call) => {
-                let ready = matches!(*call, crate::txn::TxnCall::Ready);
                 if !self.txns.is_loaded(partition.partition) {
                     return Err((code::COORDINATOR_LOAD_IN_PROGRESS, None));
                 }
-                let answer = if ready {
-                    crate::txn::TxnAnswer::Code(code::NONE)
-                } else {
-                    self.txn(&state, partition.partition, *call).await
-                };
-                Ok(PartitionReply::Txn(Box::new(answer)))
+                Ok(PartitionReply::Txn(Box::new(self.txn(&state, partition.partition, *call).await)))
             }
             PartitionOp::WriteMarker { producer_id, epoch, coordinator_epoch, commit } => {
                 let marker = (producer_id, epoch, coordinator_epoch, commit);
@@ -832,6 +826,36 @@ impl Shard {
                 unreachable!("handled above")
             }
         }
+    }
+}
+
+/// Runs a coordinator's `load` of `partition` (its groups, its transactional ids)
+/// while this shard leads it through `log`: first after `delay`, then again with
+/// backoff until `load` says it succeeded or the leadership (or the log) is gone.
+/// `load` gets the leader epoch it loads in.
+async fn load_while_leading<F, Fut>(
+    shard: Rc<Shard>,
+    partition: TopicPartition,
+    log: Rc<skein_engine::Log<DmaStorage>>,
+    delay: Duration,
+    load: F,
+) where
+    F: Fn(Rc<Shard>, TopicPartition, Rc<skein_engine::Log<DmaStorage>>, i32) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut backoff = Duration::from_millis(200);
+    glommio::timer::sleep(delay).await;
+    loop {
+        let leader_epoch = shard.partition(&partition).and_then(|p| {
+            let replica = p.replica_state.borrow();
+            (Rc::ptr_eq(&p.log, &log) && replica.role() == replication::Role::Leader).then(|| replica.leader_epoch().0)
+        });
+        let Some(epoch) = leader_epoch else { return };
+        if load(shard.clone(), partition.clone(), log.clone(), epoch).await {
+            return;
+        }
+        glommio::timer::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(10));
     }
 }
 

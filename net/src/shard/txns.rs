@@ -17,7 +17,6 @@ use kafka_protocol::protocol::StrBytes;
 use skein_engine::io::dma::DmaStorage;
 use skein_engine::records::{BatchProducer, Record};
 use skein_engine::{Log, TopicPartition};
-use skein_replication::Role;
 
 use super::{now_ms, Partition, PartitionOp, PartitionReply, Shard};
 use crate::errors::code;
@@ -34,31 +33,22 @@ const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Skein looks every second, so a timed-out transaction holds the LSO back less.
 const TICK: Duration = Duration::from_secs(1);
 
-/// Loads a `__transaction_state` partition while this broker leads it, retrying with
-/// backoff for as long as it still leads that log (as `groups::load_as_leader`).
+/// Loads a `__transaction_state` partition while this broker leads it, in its leader
+/// epoch, retrying with backoff (as `groups::load_as_leader`).
 pub(super) async fn load_as_leader(
     shard: Rc<Shard>,
     partition: TopicPartition,
     log: Rc<Log<DmaStorage>>,
     delay: Duration,
 ) {
-    let mut backoff = Duration::from_millis(200);
-    glommio::timer::sleep(delay).await;
-    loop {
-        let leader_epoch = shard.partition(&partition).and_then(|p| {
-            let replica = p.replica_state.borrow();
-            (Rc::ptr_eq(&p.log, &log) && replica.role() == Role::Leader).then(|| replica.leader_epoch().0)
-        });
-        let Some(coordinator_epoch) = leader_epoch else { return };
-        match shard.load_txns(&log, partition.partition, coordinator_epoch).await {
-            Ok(()) => return,
-            Err(error) => {
-                tracing::error!(target: "skein::net", partition = %partition, error, "cannot load transactions; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
-            }
+    super::load_while_leading(shard, partition, log, delay, |shard, partition, log, epoch| async move {
+        let loaded = shard.load_txns(&log, partition.partition, epoch).await;
+        if let Err(error) = &loaded {
+            tracing::error!(target: "skein::net", partition = %partition, error, "cannot load transactions; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
         }
-        glommio::timer::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(10));
-    }
+        loaded.is_ok()
+    })
+    .await;
 }
 
 impl Shard {
