@@ -30,6 +30,11 @@ pub enum BenchCommand {
         /// Where to write the JSON results.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// The client that generates the load: `librdkafka` (a real client's view) or
+        /// `native` (Skein's own pipelined Kafka-protocol client, cheap enough that
+        /// the broker, not the generator, is the limit).
+        #[arg(long, default_value = "librdkafka", value_parser = ["librdkafka", "native"])]
+        driver: String,
     },
     /// A three-broker cluster's acks=all publish latency and failover time: writes
     /// one partition of replication factor 3 at `--rate`, kills its leader (SIGKILL)
@@ -65,7 +70,17 @@ pub enum BenchCommand {
 
 pub fn run(command: BenchCommand) -> Result<(), String> {
     match command {
-        BenchCommand::Run { workload, bootstrap_server, broker_pid, label, rate, duration_secs, warmup_secs, out } => {
+        BenchCommand::Run {
+            workload,
+            bootstrap_server,
+            broker_pid,
+            label,
+            rate,
+            duration_secs,
+            warmup_secs,
+            out,
+            driver,
+        } => {
             let mut workload = skein_bench_harness::Workload::load(&workload)?;
             if let Some(d) = duration_secs {
                 workload.duration_secs = d.max(1);
@@ -80,7 +95,11 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 rate,
                 progress: Duration::from_secs(5),
             };
-            let result = skein_bench_harness::run(&workload, &options)?;
+            let result = if driver == "native" {
+                skein_bench_harness::native::run(&workload, &options)?
+            } else {
+                skein_bench_harness::run(&workload, &options)?
+            };
             print!("{}", skein_bench_harness::compare::table(std::slice::from_ref(&result)));
             let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
             if let Some(path) = out {

@@ -1,5 +1,7 @@
 //! `skein bench`: an OpenMessaging-style, latency-first load generator for any
-//! Kafka-compatible broker (librdkafka through the rdkafka crate), with
+//! Kafka-compatible broker, driven by librdkafka (the rdkafka crate: a real client's
+//! view) or by the native driver (pipelined, pre-built batches: a generator cheap
+//! enough that the broker is the limit), with
 //! coordinated-omission-corrected HdrHistogram latencies, broker CPU and memory
 //! sampling, JSON results and side-by-side comparison.
 //!
@@ -8,6 +10,7 @@
 
 pub mod compare;
 pub mod failover;
+pub mod native;
 pub mod run;
 pub mod workload;
 

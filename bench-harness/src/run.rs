@@ -53,7 +53,7 @@ pub struct Latency {
 }
 
 impl Latency {
-    fn of(h: &Histogram<u64>) -> Latency {
+    pub(crate) fn of(h: &Histogram<u64>) -> Latency {
         let distribution = [0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0]
             .iter()
             .map(|&p| (p, h.value_at_percentile(p)))
@@ -93,26 +93,51 @@ pub struct RunResult {
     /// return), after warm-up.
     #[serde(default)]
     pub commit_latency: Option<Latency>,
+    /// The load generator that produced this run: "librdkafka" or "native".
+    #[serde(default = "librdkafka")]
+    pub driver: String,
+    /// The producer rate the workload asked for (messages per second); `None` at max rate.
+    #[serde(default)]
+    pub target_msgs_per_sec: Option<f64>,
+    /// The load generator's own CPU seconds over the measured window, and per GB
+    /// produced + consumed.
+    #[serde(default)]
+    pub driver_cpu_secs: Option<f64>,
+    #[serde(default)]
+    pub driver_cpu_secs_per_gb: Option<f64>,
 }
 
-fn histogram() -> Histogram<u64> {
+fn librdkafka() -> String {
+    "librdkafka".into()
+}
+
+impl RunResult {
+    /// Whether the achieved publish rate is within 1% of the target (always true at
+    /// max rate): a run that fell behind measured a backlog, not the broker at that rate.
+    pub fn rate_met(&self) -> bool {
+        self.target_msgs_per_sec.is_none_or(|t| self.published_msgs_per_sec >= t * 0.99)
+    }
+}
+
+pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("histogram bounds")
 }
 
-fn now_us() -> u64 {
+pub(crate) fn now_us() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
 /// Shared between workers.
-struct Shared {
+#[derive(Default)]
+pub(crate) struct Shared {
     /// Set when the warm-up ends: only then are latencies and counts recorded.
-    measuring: AtomicBool,
-    stop: AtomicBool,
-    published: AtomicU64,
-    published_bytes: AtomicU64,
-    consumed: AtomicU64,
-    consumed_bytes: AtomicU64,
-    errors: AtomicU64,
+    pub measuring: AtomicBool,
+    pub stop: AtomicBool,
+    pub published: AtomicU64,
+    pub published_bytes: AtomicU64,
+    pub consumed: AtomicU64,
+    pub consumed_bytes: AtomicU64,
+    pub errors: AtomicU64,
 }
 
 struct Delivery {
@@ -144,8 +169,13 @@ impl ProducerContext for Delivery {
     }
 }
 
+/// CPU seconds of this process (the load generator), from /proc.
+pub(crate) fn own_cpu_secs() -> Option<f64> {
+    sample(std::process::id()).map(|(cpu, _)| cpu)
+}
+
 /// CPU seconds and peak RSS (MB) of a process, from /proc.
-fn sample(pid: u32) -> Option<(f64, f64)> {
+pub(crate) fn sample(pid: u32) -> Option<(f64, f64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may contain spaces) start after ')'.
     let rest = stat.rsplit_once(')')?.1;
@@ -158,7 +188,7 @@ fn sample(pid: u32) -> Option<(f64, f64)> {
     Some((ticks as f64 / 100.0, hwm_kb / 1024.0))
 }
 
-fn payload(size: usize, file: Option<&[u8]>) -> Vec<u8> {
+pub(crate) fn payload(size: usize, file: Option<&[u8]>) -> Vec<u8> {
     use rand::RngCore;
     let mut out = vec![0u8; size];
     match file {
@@ -172,20 +202,13 @@ fn payload(size: usize, file: Option<&[u8]>) -> Vec<u8> {
     out
 }
 
-/// Runs `workload`; prints a progress line every `options.progress`.
-///
-/// # Errors
-/// A message when topics cannot be created or clients cannot start.
-pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, String> {
-    workload.check()?;
-    let rate = match options.rate {
-        Some(r) => Some(r),
-        None => workload.producer_rate.per_second()?,
-    };
+/// Creates the workload's topics (fresh names) through librdkafka's admin client;
+/// returns the run's name suffix and the topics.
+pub(crate) fn create_topics(workload: &Workload, bootstrap: &str) -> Result<(String, Vec<String>), String> {
     let suffix = format!("{:08x}", rand::random::<u32>());
     let topics: Vec<String> = (0..workload.topics).map(|i| format!("bench-{}-{suffix}-{i}", workload.name)).collect();
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &options.bootstrap)
+        .set("bootstrap.servers", bootstrap)
         .create()
         .map_err(|e| format!("admin client: {e}"))?;
     let new_topics: Vec<NewTopic<'_>> = topics
@@ -206,15 +229,21 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
     {
         result.map_err(|(t, e)| format!("create topic {t}: {e}"))?;
     }
-    let shared = Arc::new(Shared {
-        measuring: AtomicBool::new(false),
-        stop: AtomicBool::new(false),
-        published: AtomicU64::new(0),
-        published_bytes: AtomicU64::new(0),
-        consumed: AtomicU64::new(0),
-        consumed_bytes: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-    });
+    Ok((suffix, topics))
+}
+
+/// Runs `workload`; prints a progress line every `options.progress`.
+///
+/// # Errors
+/// A message when topics cannot be created or clients cannot start.
+pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, String> {
+    workload.check()?;
+    let rate = match options.rate {
+        Some(r) => Some(r),
+        None => workload.producer_rate.per_second()?,
+    };
+    let (suffix, topics) = create_topics(workload, &options.bootstrap)?;
+    let shared = Arc::new(Shared::default());
 
     // Consumers first, and wait until they own partitions.
     let mut consumers: Vec<JoinHandle<Histogram<u64>>> = Vec::new();
@@ -384,10 +413,58 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
             }));
         }
     }
+    let window = measure(workload, options, &shared, &publish_histograms, started);
+    let mut failures = Vec::new();
+    for p in producers {
+        if let Ok(Err(error)) = p.join() {
+            failures.push(error);
+        }
+    }
+    if let Some(error) = failures.first() {
+        return Err(format!("a producer failed: {error}"));
+    }
+    let mut e2e = histogram();
+    for c in consumers {
+        if let Ok(h) = c.join() {
+            let _ = e2e.add(h);
+        }
+    }
+    let mut publish = histogram();
+    for h in publish_histograms {
+        let _ = publish.add(&*h.lock().expect("histogram"));
+    }
+    let commits = workload.transaction_size.map(|_| Latency::of(&commits.lock().expect("histogram")));
+    let mut result = window.result(workload, options, "librdkafka", rate, &publish, &e2e);
+    result.commit_latency = commits;
+    result.publish_errors = shared.errors.load(Ordering::Relaxed);
+    Ok(result)
+}
+
+/// What the measured window saw, sampled at its start and end.
+pub(crate) struct Window {
+    elapsed: f64,
+    published: u64,
+    published_bytes: u64,
+    consumed: u64,
+    consumed_bytes: u64,
+    broker: Option<((f64, f64), (f64, f64))>,
+    own: Option<(f64, f64)>,
+}
+
+/// Waits out the warm-up, then measures for the workload's duration with a progress
+/// line every `options.progress`; leaves `shared.measuring` off and `shared.stop` on.
+pub(crate) fn measure(
+    workload: &Workload,
+    options: &RunOptions,
+    shared: &Shared,
+    publish_histograms: &[Arc<Mutex<Histogram<u64>>>],
+    started: Instant,
+) -> Window {
     std::thread::sleep(Duration::from_secs(workload.warmup_secs));
     shared.measuring.store(true, Ordering::Relaxed);
     let measure_start = Instant::now();
     let cpu_start = options.broker_pid.and_then(sample);
+    let own_start = own_cpu_secs();
     let mut last = (0u64, measure_start);
     while measure_start.elapsed() < Duration::from_secs(workload.duration_secs) {
         std::thread::sleep(
@@ -410,51 +487,59 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
     }
     let elapsed = measure_start.elapsed().as_secs_f64();
     let cpu_end = options.broker_pid.and_then(sample);
+    let own_end = own_cpu_secs();
     let published = shared.published.load(Ordering::Relaxed);
     let published_bytes = shared.published_bytes.load(Ordering::Relaxed);
     let consumed_at_end = shared.consumed.load(Ordering::Relaxed);
     let consumed_bytes_at_end = shared.consumed_bytes.load(Ordering::Relaxed);
     shared.measuring.store(false, Ordering::Relaxed);
     shared.stop.store(true, Ordering::Relaxed);
-    let mut failures = Vec::new();
-    for p in producers {
-        if let Ok(Err(error)) = p.join() {
-            failures.push(error);
+    Window {
+        elapsed,
+        published,
+        published_bytes,
+        consumed: consumed_at_end,
+        consumed_bytes: consumed_bytes_at_end,
+        broker: cpu_start.zip(cpu_end),
+        own: own_start.zip(own_end),
+    }
+}
+
+impl Window {
+    /// The run's result, from this window and the merged histograms.
+    pub(crate) fn result(
+        &self,
+        workload: &Workload,
+        options: &RunOptions,
+        driver: &str,
+        rate: Option<u64>,
+        publish: &Histogram<u64>,
+        e2e: &Histogram<u64>,
+    ) -> RunResult {
+        let gb = (self.published_bytes + self.consumed_bytes) as f64 / 1e9;
+        let per_gb = |cpu: f64| (gb > 0.0).then(|| cpu / gb);
+        let broker_cpu = self.broker.map(|((a, _), (b, _))| b - a);
+        let own_cpu = self.own.map(|(a, b)| b - a);
+        RunResult {
+            workload: workload.name.clone(),
+            broker: options.label.clone(),
+            duration_secs: self.elapsed,
+            published_msgs: self.published,
+            published_msgs_per_sec: self.published as f64 / self.elapsed,
+            published_mb_per_sec: self.published_bytes as f64 / self.elapsed / 1e6,
+            consumed_msgs: self.consumed,
+            consumed_mb_per_sec: self.consumed_bytes as f64 / self.elapsed / 1e6,
+            publish_errors: 0,
+            publish_latency: Latency::of(publish),
+            end_to_end_latency: Latency::of(e2e),
+            broker_cpu_secs: broker_cpu,
+            broker_cpu_secs_per_gb: broker_cpu.and_then(per_gb),
+            broker_peak_rss_mb: self.broker.map(|(_, (_, rss))| rss),
+            commit_latency: None,
+            driver: driver.to_string(),
+            target_msgs_per_sec: rate.map(|r| r as f64),
+            driver_cpu_secs: own_cpu,
+            driver_cpu_secs_per_gb: own_cpu.and_then(per_gb),
         }
     }
-    if let Some(error) = failures.first() {
-        return Err(format!("a producer failed: {error}"));
-    }
-    let mut e2e = histogram();
-    for c in consumers {
-        if let Ok(h) = c.join() {
-            let _ = e2e.add(h);
-        }
-    }
-    let mut publish = histogram();
-    for h in publish_histograms {
-        let _ = publish.add(&*h.lock().expect("histogram"));
-    }
-    let gb = (published_bytes + consumed_bytes_at_end) as f64 / 1e9;
-    let cpu = match (cpu_start, cpu_end) {
-        (Some((a, _)), Some((b, _))) => Some(b - a),
-        _ => None,
-    };
-    Ok(RunResult {
-        workload: workload.name.clone(),
-        broker: options.label.clone(),
-        duration_secs: elapsed,
-        published_msgs: published,
-        published_msgs_per_sec: published as f64 / elapsed,
-        published_mb_per_sec: published_bytes as f64 / elapsed / 1e6,
-        consumed_msgs: consumed_at_end,
-        consumed_mb_per_sec: consumed_bytes_at_end as f64 / elapsed / 1e6,
-        publish_errors: shared.errors.load(Ordering::Relaxed),
-        publish_latency: Latency::of(&publish),
-        end_to_end_latency: Latency::of(&e2e),
-        broker_cpu_secs: cpu,
-        broker_cpu_secs_per_gb: cpu.filter(|_| gb > 0.0).map(|c| c / gb),
-        broker_peak_rss_mb: cpu_end.map(|(_, rss)| rss),
-        commit_latency: workload.transaction_size.map(|_| Latency::of(&commits.lock().expect("histogram"))),
-    })
 }
