@@ -108,7 +108,39 @@ fn render(shard: &Shard) -> String {
         "skein_recovery_zero_tail_bytes_total{{shard=\"{id}\"}} {}",
         engine.recovery_zero_tail_bytes.get()
     );
+    for (api, stages) in [("produce", &m.produce_stages), ("fetch", &m.fetch_stages)] {
+        for (stage, histogram) in stages.named() {
+            render_stage(&mut out, id, api, stage, histogram);
+        }
+    }
+    for (stage, histogram) in
+        [("gate_wait", &engine.gate_wait), ("write", &engine.write_latency), ("sync", &engine.sync_latency)]
+    {
+        render_stage(&mut out, id, "append", stage, histogram);
+    }
     out
+}
+
+/// One stage histogram as `skein_stage_latency_us` (Prometheus, cumulative buckets).
+fn render_stage(
+    out: &mut String,
+    id: usize,
+    api: &str,
+    stage: &str,
+    histogram: &skein_engine::metrics::StageHistogram,
+) {
+    use std::fmt::Write;
+    let labels = format!("shard=\"{id}\",api=\"{api}\",stage=\"{stage}\"");
+    let buckets = histogram.buckets();
+    let mut cumulative = 0;
+    for (i, bound) in skein_engine::metrics::STAGE_BUCKETS_US.iter().enumerate() {
+        cumulative += buckets[i];
+        let _ = writeln!(out, "skein_stage_latency_us_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+    }
+    cumulative += buckets[buckets.len() - 1];
+    let _ = writeln!(out, "skein_stage_latency_us_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+    let _ = writeln!(out, "skein_stage_latency_us_sum{{{labels}}} {}", histogram.sum_us());
+    let _ = writeln!(out, "skein_stage_latency_us_count{{{labels}}} {cumulative}");
 }
 
 /// Serves admin requests until the listener fails.

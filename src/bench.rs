@@ -35,6 +35,10 @@ pub enum BenchCommand {
         /// the broker, not the generator, is the limit).
         #[arg(long, default_value = "librdkafka", value_parser = ["librdkafka", "native"])]
         driver: String,
+        /// The broker's Prometheus endpoint (Skein: `http://<admin-listener>/metrics`):
+        /// scraped before and after the window to print where the broker's time went.
+        #[arg(long)]
+        metrics_url: Option<String>,
     },
     /// A three-broker cluster's acks=all publish latency and failover time: writes
     /// one partition of replication factor 3 at `--rate`, kills its leader (SIGKILL)
@@ -80,6 +84,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             warmup_secs,
             out,
             driver,
+            metrics_url,
         } => {
             let mut workload = skein_bench_harness::Workload::load(&workload)?;
             if let Some(d) = duration_secs {
@@ -94,6 +99,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 label,
                 rate,
                 progress: Duration::from_secs(5),
+                metrics_url,
             };
             let result = if driver == "native" {
                 skein_bench_harness::native::run(&workload, &options)?
@@ -101,6 +107,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 skein_bench_harness::run(&workload, &options)?
             };
             print!("{}", skein_bench_harness::compare::table(std::slice::from_ref(&result)));
+            print!("{}", skein_bench_harness::stages::report(&result.stages));
             let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
             if let Some(path) = out {
                 std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

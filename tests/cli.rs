@@ -159,3 +159,70 @@ fn failures_exit_non_zero() {
     check(produce(&dead, "t", "x\n", &["--timeout-ms", "1500"]), "failed");
     check(skein(&["placement", "show", "--admin", &dead]), "cannot reach");
 }
+
+// `skein bench run --driver native` produces at the workload's rate over two shards,
+// reads back every record it produced, and reports where the broker's time went from
+// its stage histograms; a workload it cannot drive is refused with a clear message.
+#[test]
+fn bench_native_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    let workload = dir.path().join("w.toml");
+    std::fs::write(
+        &workload,
+        "name = 'native'\npartitions_per_topic = 4\nmessage_size = 200\nproducer_rate = 2000\nwarmup_secs = 1\nduration_secs = 2\n",
+    )
+    .unwrap();
+    let out = dir.path().join("result.json");
+    let metrics = format!("http://{}:{}/metrics", broker.host, broker.admin_port);
+    let printed = ok(skein(&[
+        "bench",
+        "run",
+        workload.to_str().unwrap(),
+        "--bootstrap-server",
+        &broker.bootstrap(),
+        "--driver",
+        "native",
+        "--metrics-url",
+        &metrics,
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(result["driver"], "native");
+    assert_eq!(result["publish_errors"], 0, "{printed}");
+    let rate = result["published_msgs_per_sec"].as_f64().unwrap();
+    assert!((1900.0..2100.0).contains(&rate), "{printed}");
+    // Consumers count what arrived in the window: all of it, give or take what was in
+    // flight at its edges.
+    let (published, consumed) = (result["published_msgs"].as_u64().unwrap(), result["consumed_msgs"].as_u64().unwrap());
+    assert!(consumed + 200 >= published && consumed <= published + 200, "{published} {consumed}\n{printed}");
+    assert!(result["publish_latency"]["p99_us"].as_u64().unwrap() > 0);
+    let stages: Vec<String> = result["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} {}", s["api"].as_str().unwrap(), s["stage"].as_str().unwrap()))
+        .collect();
+    for stage in ["produce read", "produce decode", "produce handle", "produce write", "append write", "fetch handle"] {
+        assert!(stages.iter().any(|s| s == stage), "{stage} missing from {stages:?}");
+    }
+    assert!(printed.contains("broker stages"), "{printed}");
+
+    std::fs::write(
+        &workload,
+        "name = 'zstd'\nmessage_size = 200\nproducer_rate = 100\nduration_secs = 1\ncompression = 'zstd'\n",
+    )
+    .unwrap();
+    let refused = skein(&[
+        "bench",
+        "run",
+        workload.to_str().unwrap(),
+        "--bootstrap-server",
+        &broker.bootstrap(),
+        "--driver",
+        "native",
+    ]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--driver librdkafka"), "{refused:?}");
+}

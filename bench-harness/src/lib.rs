@@ -12,6 +12,7 @@ pub mod compare;
 pub mod failover;
 pub mod native;
 pub mod run;
+pub mod stages;
 pub mod workload;
 
 pub use run::{run, RunOptions, RunResult};

@@ -36,6 +36,9 @@ pub struct RunOptions {
     /// Overrides the workload's producer rate.
     pub rate: Option<u64>,
     pub progress: Duration,
+    /// The broker's Prometheus endpoint (Skein's `/metrics`), scraped before and after
+    /// the measured window for its per-stage latency.
+    pub metrics_url: Option<String>,
 }
 
 /// Latency percentiles in microseconds.
@@ -105,6 +108,9 @@ pub struct RunResult {
     pub driver_cpu_secs: Option<f64>,
     #[serde(default)]
     pub driver_cpu_secs_per_gb: Option<f64>,
+    /// Where the broker's time went over the window, when its metrics were scraped.
+    #[serde(default)]
+    pub stages: Vec<crate::stages::StageFigure>,
 }
 
 fn librdkafka() -> String {
@@ -207,10 +213,8 @@ pub(crate) fn payload(size: usize, file: Option<&[u8]>) -> Vec<u8> {
 pub(crate) fn create_topics(workload: &Workload, bootstrap: &str) -> Result<(String, Vec<String>), String> {
     let suffix = format!("{:08x}", rand::random::<u32>());
     let topics: Vec<String> = (0..workload.topics).map(|i| format!("bench-{}-{suffix}-{i}", workload.name)).collect();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .map_err(|e| format!("admin client: {e}"))?;
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", bootstrap).create().map_err(|e| format!("admin client: {e}"))?;
     let new_topics: Vec<NewTopic<'_>> = topics
         .iter()
         .map(|t| {
@@ -449,6 +453,7 @@ pub(crate) struct Window {
     consumed_bytes: u64,
     broker: Option<((f64, f64), (f64, f64))>,
     own: Option<(f64, f64)>,
+    stages: Vec<crate::stages::StageFigure>,
 }
 
 /// Waits out the warm-up, then measures for the workload's duration with a progress
@@ -465,6 +470,9 @@ pub(crate) fn measure(
     let measure_start = Instant::now();
     let cpu_start = options.broker_pid.and_then(sample);
     let own_start = own_cpu_secs();
+    let scrape =
+        |url: &String| crate::stages::scrape(url).inspect_err(|e| eprintln!("stage latency not measured: {e}")).ok();
+    let stages_before = options.metrics_url.as_ref().and_then(scrape);
     let mut last = (0u64, measure_start);
     while measure_start.elapsed() < Duration::from_secs(workload.duration_secs) {
         std::thread::sleep(
@@ -488,6 +496,10 @@ pub(crate) fn measure(
     let elapsed = measure_start.elapsed().as_secs_f64();
     let cpu_end = options.broker_pid.and_then(sample);
     let own_end = own_cpu_secs();
+    let stages = match (stages_before, options.metrics_url.as_ref().and_then(scrape)) {
+        (Some(before), Some(after)) => crate::stages::between(&before, &after),
+        _ => Vec::new(),
+    };
     let published = shared.published.load(Ordering::Relaxed);
     let published_bytes = shared.published_bytes.load(Ordering::Relaxed);
     let consumed_at_end = shared.consumed.load(Ordering::Relaxed);
@@ -502,6 +514,7 @@ pub(crate) fn measure(
         consumed_bytes: consumed_bytes_at_end,
         broker: cpu_start.zip(cpu_end),
         own: own_start.zip(own_end),
+        stages,
     }
 }
 
@@ -540,6 +553,7 @@ impl Window {
             target_msgs_per_sec: rate.map(|r| r as f64),
             driver_cpu_secs: own_cpu,
             driver_cpu_secs_per_gb: own_cpu.and_then(per_gb),
+            stages: self.stages.clone(),
         }
     }
 }

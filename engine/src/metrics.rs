@@ -2,6 +2,41 @@
 //! `/metrics` endpoint reads them from that thread.
 
 use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// Upper bounds (µs) of the buckets of a stage's latency histogram, then +Inf.
+pub const STAGE_BUCKETS_US: [u64; 16] =
+    [5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000];
+
+/// The latency of one stage of a request's path on a shard: a fixed-bucket histogram
+/// cheap enough to stay on (a clock read and two cell updates per observation).
+#[derive(Debug, Default)]
+pub struct StageHistogram {
+    buckets: [Cell<u64>; STAGE_BUCKETS_US.len() + 1],
+    sum_us: Cell<u64>,
+}
+
+impl StageHistogram {
+    pub fn observe(&self, elapsed: Duration) {
+        let us = elapsed.as_micros() as u64;
+        let bucket = STAGE_BUCKETS_US.iter().position(|&b| us <= b).unwrap_or(STAGE_BUCKETS_US.len());
+        self.buckets[bucket].set(self.buckets[bucket].get() + 1);
+        self.sum_us.set(self.sum_us.get() + us);
+    }
+
+    pub fn observe_since(&self, start: Instant) {
+        self.observe(start.elapsed());
+    }
+
+    /// Count per bucket of `STAGE_BUCKETS_US`, then the overflow bucket (not cumulative).
+    pub fn buckets(&self) -> [u64; STAGE_BUCKETS_US.len() + 1] {
+        std::array::from_fn(|i| self.buckets[i].get())
+    }
+
+    pub fn sum_us(&self) -> u64 {
+        self.sum_us.get()
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct EngineMetrics {
@@ -34,6 +69,11 @@ pub struct EngineMetrics {
     pub compacted_bytes_reclaimed: Cell<u64>,
     /// Cleaning passes the log cleaner completed.
     pub cleaner_passes: Cell<u64>,
+    /// Stages of an append: waiting for its turn at the log's gate, an O_DIRECT write
+    /// from submission to completion, an fdatasync.
+    pub gate_wait: StageHistogram,
+    pub write_latency: StageHistogram,
+    pub sync_latency: StageHistogram,
 }
 
 impl EngineMetrics {

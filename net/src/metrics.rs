@@ -2,6 +2,8 @@
 
 use std::cell::{Cell, RefCell};
 
+use skein_engine::metrics::StageHistogram;
+
 /// Upper bounds (µs) of the request latency histogram buckets, Prometheus style.
 pub const LATENCY_BUCKETS_US: [u64; 12] =
     [100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 500_000, 1_000_000];
@@ -39,6 +41,46 @@ pub struct ShardMetrics {
     /// ISR changes this shard's leaders proposed: followers dropped, followers added.
     pub isr_shrinks: Cell<u64>,
     pub isr_expands: Cell<u64>,
+    /// Where Produce and Fetch requests spend their time on this shard.
+    pub produce_stages: RequestStages,
+    pub fetch_stages: RequestStages,
+}
+
+/// The stages of a request on a shard, in order. `handle` holds the partition work
+/// (the engine's gate wait, write and sync, and the replication wait, which the
+/// engine's own stage histograms break down further).
+#[derive(Debug, Default)]
+pub struct RequestStages {
+    /// From the frame's size prefix to its last byte read (including the wait for
+    /// response budget before a frame is buffered).
+    pub read: StageHistogram,
+    pub decode: StageHistogram,
+    /// From a partition operation's send to another shard to its start there
+    /// (counted on the owning shard).
+    pub route: StageHistogram,
+    /// The handler, from dispatch to its response.
+    pub handle: StageHistogram,
+    pub encode: StageHistogram,
+    /// From the encoded response to its write starting: waiting behind earlier
+    /// responses of the same connection.
+    pub queued: StageHistogram,
+    /// Writing the response to the socket.
+    pub write: StageHistogram,
+}
+
+impl RequestStages {
+    /// The stages with their metric names.
+    pub fn named(&self) -> [(&'static str, &StageHistogram); 7] {
+        [
+            ("read", &self.read),
+            ("decode", &self.decode),
+            ("route", &self.route),
+            ("handle", &self.handle),
+            ("encode", &self.encode),
+            ("queued", &self.queued),
+            ("write", &self.write),
+        ]
+    }
 }
 
 impl ShardMetrics {
@@ -54,6 +96,15 @@ impl ShardMetrics {
         latency.buckets[bucket] += 1;
         latency.count += 1;
         latency.sum_us += us;
+    }
+
+    /// The stage histograms of an API, for Produce (0) and Fetch (1).
+    pub fn stages(&self, api_key: i16) -> Option<&RequestStages> {
+        match api_key {
+            0 => Some(&self.produce_stages),
+            1 => Some(&self.fetch_stages),
+            _ => None,
+        }
     }
 
     pub fn count_encode_failure(&self, api_key: i16) {

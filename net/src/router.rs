@@ -87,7 +87,12 @@ pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessa
     let parked = Rc::new(Cell::new(0usize));
     while let Some(message) = receiver.recv().await {
         let (partition, mut op, mut reply) = match message {
-            ShardMessage::Partition { partition, op, reply } => (partition, op, reply),
+            ShardMessage::Partition { partition, op, reply, sent } => {
+                if let Some(stages) = op.api_key().and_then(|api| shard.metrics.stages(api)) {
+                    stages.route.observe_since(sent);
+                }
+                (partition, op, reply)
+            }
             ShardMessage::HighWatermarks { reply } => {
                 let _ = reply.send(shard.high_watermarks());
                 continue;

@@ -107,7 +107,17 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
             writer_shard.buffered_bytes.set(writer_shard.buffered_bytes.get() - size);
             match (reply, broken) {
                 // The frame's budget is released once the socket has taken it.
-                (Reply::Frame(bytes, _held), false) => broken = writer.write_all(&bytes).await.is_err(),
+                (Reply::Frame { bytes, held: _held, api_key, ready }, false) => {
+                    let stages = writer_shard.metrics.stages(api_key);
+                    let started = std::time::Instant::now();
+                    if let Some(stages) = stages {
+                        stages.queued.observe(started - ready);
+                    }
+                    broken = writer.write_all(&bytes).await.is_err();
+                    if let Some(stages) = stages {
+                        stages.write.observe_since(started);
+                    }
+                }
                 // Responses after this one would be matched to the wrong requests: the
                 // client sees the connection end and retries on a new one.
                 (Reply::Close, false) => {
@@ -151,6 +161,7 @@ async fn read_loop(
             return Err(format!("frame size {size} outside [8, {max}]"));
         }
         let size = size as usize;
+        let frame_started = std::time::Instant::now();
         // Backpressure: wait for responses to drain before buffering more, per
         // connection and per shard. A connection's first frame waits for the shard's
         // budget too (many new connections cannot overrun it); a connection or shard
@@ -166,14 +177,24 @@ async fn read_loop(
         }
         let mut body = vec![0u8; size];
         reader.read_exact(&mut body).await.map_err(|e| format!("truncated frame: {e}"))?;
+        let read = std::time::Instant::now();
         let frame = parse(Bytes::from(body))?;
+        if let Frame::Request(request) = &frame {
+            if let Some(stages) = shard.metrics.stages(request.api_key as i16) {
+                stages.read.observe(read - frame_started);
+                stages.decode.observe_since(read);
+            }
+        }
         buffered.set(buffered.get() + size);
         shard.buffered_bytes.set(shard.buffered_bytes.get() + size);
         let task = match frame {
             Frame::UnsupportedApiVersions { correlation_id } => {
                 let response = registry::unsupported_api_versions(correlation_id);
                 let held = budget.hold(response.len());
-                glommio::spawn_local(async move { Reply::Frame(response, held) })
+                let ready = std::time::Instant::now();
+                glommio::spawn_local(async move {
+                    Reply::Frame { bytes: response, held, api_key: ApiKey::ApiVersions as i16, ready }
+                })
             }
             Frame::Request(mut request) => {
                 request.peer = peer.to_owned();
@@ -219,8 +240,9 @@ fn parse(mut buf: Bytes) -> Result<Frame, String> {
 
 /// What a request task hands the connection's writer.
 enum Reply {
-    /// A response frame to send, with the response budget it holds until written.
-    Frame(Bytes, Grant),
+    /// A response frame to send, with the response budget it holds until written,
+    /// its API and when it was ready (for the stage histograms).
+    Frame { bytes: Bytes, held: Grant, api_key: i16, ready: std::time::Instant },
     /// No response: a produce with acks=0.
     Nothing,
     /// The response could not be built: close the connection.
@@ -239,7 +261,19 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
     let Some((response, grant)) = registry::dispatch(shard, request).await else {
         return Reply::Nothing;
     };
-    shard.metrics.observe_latency(api_key as i16, started.elapsed());
+    let handled = std::time::Instant::now();
+    shard.metrics.observe_latency(api_key as i16, handled - started);
+    let stages = shard.metrics.stages(api_key as i16);
+    if let Some(stages) = stages {
+        stages.handle.observe(handled - started);
+    }
+    let frame = |bytes: Bytes, held: Grant| {
+        let ready = std::time::Instant::now();
+        if let Some(stages) = stages {
+            stages.encode.observe(ready - handled);
+        }
+        Reply::Frame { bytes, held, api_key: api_key as i16, ready }
+    };
     let held = |frame: &Bytes| match grant {
         Some(mut grant) => {
             grant.settle(frame.len());
@@ -248,9 +282,9 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
         None => budget.hold(frame.len()),
     };
     let error = match encode(api_key, version, correlation_id, &response) {
-        Ok(frame) => {
-            let held = held(&frame);
-            return Reply::Frame(frame, held);
+        Ok(bytes) => {
+            let held = held(&bytes);
+            return frame(bytes, held);
         }
         Err(e) => e,
     };
@@ -258,9 +292,9 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
     tracing::error!(target: "skein::net", shard = shard.id, ?api_key, version, correlation_id, error = %error, "response encoding failed");
     match crate::error_response::error_response(response, version) {
         Some(fallback) => match encode(api_key, version, correlation_id, &fallback) {
-            Ok(frame) => {
-                let held = held(&frame);
-                Reply::Frame(frame, held)
+            Ok(bytes) => {
+                let held = held(&bytes);
+                frame(bytes, held)
             }
             Err(_) => Reply::Close,
         },

@@ -341,8 +341,13 @@ impl<S: Storage> Log<S> {
             return Err(crate::batch::BatchError::TooLarge { size: batch.size(), max }.into());
         }
         let ticket = self.gate.ticket();
+        let arrived = std::time::Instant::now();
+        let mut first_turn = true;
         let (info, flush, reserve_ahead) = loop {
             ticket.wait_turn().await;
+            if std::mem::take(&mut first_turn) {
+                self.ctx.metrics.gate_wait.observe_since(arrived);
+            }
             let admission = self.admit(&batch, mode)?;
             match admission {
                 Admission::Admitted(info, flush, reserve_ahead) => break (info, flush, reserve_ahead),
@@ -483,7 +488,9 @@ impl<S: Storage> Log<S> {
             let metrics = &self.ctx.metrics;
             metrics.writes.set(metrics.writes.get() + 1);
             metrics.writes_in_flight.set(metrics.writes_in_flight.get() + 1);
+            let submitted = std::time::Instant::now();
             let result = file.write_at(write.buf, position).await;
+            metrics.write_latency.observe_since(submitted);
             metrics.writes_in_flight.set(metrics.writes_in_flight.get() - 1);
             let result = match result {
                 Ok(n) if n == len => Ok(()),
@@ -555,7 +562,9 @@ impl<S: Storage> Log<S> {
             };
             let metrics = &self.ctx.metrics;
             metrics.syncs.set(metrics.syncs.get() + 1);
+            let started = std::time::Instant::now();
             let result = file.fdatasync().await;
+            metrics.sync_latency.observe_since(started);
             let flushed = {
                 let mut state = self.state.borrow_mut();
                 state.sync_in_flight = false;

@@ -454,7 +454,12 @@ impl Shard {
         } else {
             self.metrics.cross_shard_messages.set(self.metrics.cross_shard_messages.get() + 1);
             let (reply, answer) = oneshot::channel();
-            if self.router.send(owner, ShardMessage::Partition { partition, op, reply }).await.is_err() {
+            if self
+                .router
+                .send(owner, ShardMessage::Partition { partition, op, reply, sent: std::time::Instant::now() })
+                .await
+                .is_err()
+            {
                 Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard unavailable".into())))
             } else {
                 answer.await.unwrap_or(Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard dropped the request".into()))))

@@ -181,7 +181,8 @@ pub struct ReplicationGauges {
 /// A message between shards.
 pub enum ShardMessage {
     /// An operation on a partition the receiver owns.
-    Partition { partition: TopicPartition, op: PartitionOp, reply: oneshot::Sender<OpResult> },
+    /// `sent`: when the sender routed it, for the route stage histogram.
+    Partition { partition: TopicPartition, op: PartitionOp, reply: oneshot::Sender<OpResult>, sent: std::time::Instant },
     /// A metadata change for the controller (shard 0).
     Control { request: ControllerRequest, reply: oneshot::Sender<Result<ControllerReply, Refusal>> },
     /// A new metadata image from the controller; acknowledged once installed.

@@ -1,0 +1,195 @@
+//! Where the broker's time went: Skein's per-stage latency histograms
+//! (`skein_stage_latency_us` in `/metrics`), scraped before and after the measured
+//! window, summed over shards, and reduced to each stage's count, mean and
+//! percentiles over the window.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// One stage over the measured window. Percentiles are bucket upper bounds
+/// (`f64::INFINITY` past the last bucket).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StageFigure {
+    /// "produce", "fetch" or "append" (the engine's part of a produce).
+    pub api: String,
+    pub stage: String,
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+/// Cumulative bucket counts by (api, stage), then by upper bound; and sums.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Scrape {
+    buckets: BTreeMap<(String, String), BTreeMap<Bound, u64>>,
+    sums: BTreeMap<(String, String), u64>,
+}
+
+/// A bucket's upper bound, ordered, +Inf last.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+struct Bound(f64);
+impl Eq for Bound {}
+impl Ord for Bound {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// GETs `url` (`http://host:port/path`) and parses its stage histograms.
+///
+/// # Errors
+/// A message when the endpoint cannot be reached or answers other than 200.
+pub fn scrape(url: &str) -> Result<Scrape, String> {
+    let rest = url.strip_prefix("http://").ok_or(format!("metrics url {url}: expected http://host:port/path"))?;
+    let (address, path) = rest.split_once('/').map_or((rest, "/"), |(a, p)| (a, p));
+    let mut stream = std::net::TcpStream::connect(address).map_err(|e| format!("metrics {url}: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    write!(stream, "GET /{} HTTP/1.0\r\nHost: {address}\r\n\r\n", path.trim_start_matches('/'))
+        .map_err(|e| format!("metrics {url}: {e}"))?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).map_err(|e| format!("metrics {url}: {e}"))?;
+    let (head, body) = text.split_once("\r\n\r\n").ok_or(format!("metrics {url}: no HTTP body"))?;
+    if !head.lines().next().is_some_and(|status| status.contains(" 200")) {
+        return Err(format!("metrics {url}: {}", head.lines().next().unwrap_or("")));
+    }
+    Ok(parse(body))
+}
+
+fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
+    let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
+    let end = labels[start..].find('"')? + start;
+    Some(&labels[start..end])
+}
+
+/// Parses the `skein_stage_latency_us` series of a Prometheus text page, summing shards.
+pub fn parse(text: &str) -> Scrape {
+    let mut scrape = Scrape::default();
+    for line in text.lines() {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Ok(value) = value.parse::<u64>() else { continue };
+        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+        let (Some(api), Some(stage)) = (label(labels, "api"), label(labels, "stage")) else { continue };
+        let key = (api.to_string(), stage.to_string());
+        match name {
+            "skein_stage_latency_us_bucket" => {
+                let bound = match label(labels, "le") {
+                    Some("+Inf") => f64::INFINITY,
+                    Some(b) => match b.parse() {
+                        Ok(b) => b,
+                        Err(_) => continue,
+                    },
+                    None => continue,
+                };
+                *scrape.buckets.entry(key).or_default().entry(Bound(bound)).or_default() += value;
+            }
+            "skein_stage_latency_us_sum" => *scrape.sums.entry(key).or_default() += value,
+            _ => {}
+        }
+    }
+    scrape
+}
+
+/// Each stage's figures between two scrapes; stages with nothing observed are left out.
+pub fn between(before: &Scrape, after: &Scrape) -> Vec<StageFigure> {
+    let mut figures = Vec::new();
+    for (key, buckets) in &after.buckets {
+        let earlier = before.buckets.get(key);
+        let delta: Vec<(f64, u64)> = buckets
+            .iter()
+            .map(|(bound, &n)| (bound.0, n - earlier.and_then(|e| e.get(bound)).copied().unwrap_or(0).min(n)))
+            .collect();
+        let count = delta.last().map_or(0, |&(_, n)| n);
+        if count == 0 {
+            continue;
+        }
+        let sum = after.sums.get(key).copied().unwrap_or(0) - before.sums.get(key).copied().unwrap_or(0);
+        let quantile = |q: f64| {
+            let rank = (q * count as f64).ceil() as u64;
+            delta.iter().find(|&&(_, n)| n >= rank.max(1)).map_or(f64::INFINITY, |&(bound, _)| bound)
+        };
+        figures.push(StageFigure {
+            api: key.0.clone(),
+            stage: key.1.clone(),
+            count,
+            mean_us: sum as f64 / count as f64,
+            p50_us: quantile(0.5),
+            p99_us: quantile(0.99),
+        });
+    }
+    // The request path's order, then the engine's.
+    let order = ["read", "decode", "route", "handle", "gate_wait", "write", "sync", "encode", "queued"];
+    figures.sort_by_key(|f| {
+        let api = ["produce", "append", "fetch"].iter().position(|a| *a == f.api).unwrap_or(9);
+        let mut stage = order.iter().position(|s| *s == f.stage).unwrap_or(9);
+        if f.api != "append" && f.stage == "write" {
+            stage = 10; // the socket write comes last
+        }
+        (api, stage)
+    });
+    figures
+}
+
+/// A table of where the broker's time went.
+pub fn report(figures: &[StageFigure]) -> String {
+    let mut out = String::new();
+    if figures.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "broker stages (bucket upper bounds)  {:>10} {:>10} {:>10} {:>10}",
+        "count", "mean ms", "p50 ≤ms", "p99 ≤ms"
+    );
+    let ms = |us: f64| if us.is_finite() { format!("{:.3}", us / 1000.0) } else { "> 1000".into() };
+    for f in figures {
+        let _ = writeln!(
+            out,
+            "  {:<34} {:>10} {:>10} {:>10} {:>10}",
+            format!("{} {}", f.api, f.stage),
+            f.count,
+            ms(f.mean_us),
+            ms(f.p50_us),
+            ms(f.p99_us)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(shard: u32, counts: [u64; 3], sum: u64) -> String {
+        let labels = format!("shard=\"{shard}\",api=\"produce\",stage=\"handle\"");
+        format!(
+            "skein_other_total{{shard=\"{shard}\"}} 5\n\
+             skein_stage_latency_us_bucket{{{labels},le=\"100\"}} {}\n\
+             skein_stage_latency_us_bucket{{{labels},le=\"1000\"}} {}\n\
+             skein_stage_latency_us_bucket{{{labels},le=\"+Inf\"}} {}\n\
+             skein_stage_latency_us_sum{{{labels}}} {sum}\n",
+            counts[0], counts[1], counts[2]
+        )
+    }
+
+    // Shards are summed, the window is the difference, and percentiles land on the
+    // bucket that holds them.
+    #[test]
+    fn figures_over_a_window() {
+        let before = parse(&(page(0, [10, 10, 10], 500) + &page(1, [0, 0, 0], 0)));
+        let after = parse(&(page(0, [100, 100, 100], 5000) + &page(1, [0, 89, 100], 90_000)));
+        let figures = between(&before, &after);
+        assert_eq!(figures.len(), 1);
+        let f = &figures[0];
+        assert_eq!((f.api.as_str(), f.stage.as_str(), f.count), ("produce", "handle", 190));
+        assert!((f.mean_us - 94_500.0 / 190.0).abs() < 1e-9);
+        assert_eq!(f.p50_us, 1000.0);
+        assert_eq!(f.p99_us, f64::INFINITY);
+        assert!(report(&figures).contains("produce handle"));
+        assert!(between(&after, &after).is_empty());
+    }
+}
