@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Runs shipped workloads against Skein and Apache Kafka in alternation (A B A B ...),
 # each broker pinned to CPU 0 and the load generator to CPU 1, and prints the
-# comparison with the spread over rounds, plus the machine's raw limits.
-#   usage: bench-harness/suite.sh [ROUNDS] [DURATION_SECS] [WORKLOAD...]
-# Results (JSON, SVG) go to bench-harness/results/<date>/.
+# comparison with each side's median and spread over rounds. It measures steady state
+# (steady-state.sh): each broker is warmed until its publish p99 settles before the
+# measured run, the device drains after each broker stops, each round says whether it
+# met its target rate, and the machine's raw limits are printed at the start and the end.
+#   usage: bench-harness/suite.sh [ROUNDS>=3] [DURATION_SECS] [WORKLOAD...]
+# DRIVER=librdkafka|native picks the load generator (default librdkafka);
+# WARMUP_PASS_SECS (default 10) the length of a warm-up pass.
+# Results (JSON, SVG) go to bench-harness/results/<date>/, warm-up passes to its warm-up/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=steady-state.sh
+source "$root/bench-harness/steady-state.sh"
+usage="bench-harness/suite.sh [ROUNDS>=3] [DURATION_SECS] [WORKLOAD...]"
 rounds="${1:-3}"; duration="${2:-30}"; shift $(( $# > 2 ? 2 : $# )) || true
+require_rounds "$rounds" "$usage"
 workloads=("$@")
 if [ ${#workloads[@]} -eq 0 ]; then
   workloads=("$root"/bench-harness/workloads/*.toml)
@@ -16,52 +25,40 @@ mkdir -p "$out"
 cargo build --release --manifest-path "$root/Cargo.toml" >&2
 skein="$root/target/release/skein"
 work="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-
-echo "== raw limits"
-dd if=/dev/zero of="$work/raw" bs=1M count=1024 oflag=direct conv=fsync 2>&1 | tail -1 | sed 's/^/O_DIRECT sequential write: /'
-rm -f "$work/raw"
-python3 - <<'PY'
-import socket, threading, time
-srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
-port = srv.getsockname()[1]; total = 2 << 30
-def sink():
-    c, _ = srv.accept(); n = 0
-    while n < total:
-        b = c.recv(1 << 20)
-        if not b: break
-        n += len(b)
-t = threading.Thread(target=sink); t.start()
-s = socket.create_connection(("127.0.0.1", port)); buf = b"x" * (1 << 20); start = time.time()
-for _ in range(total >> 20): s.sendall(buf)
-s.close(); t.join()
-print(f"loopback TCP, one connection: {total / (time.time() - start) / 1e6:.0f} MB/s")
-PY
+broker_pid=""
+trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
 
 start_skein() {
-  rm -rf "$work/skein"; mkdir -p "$work/skein"
+  mkdir -p "$work/skein"
   taskset -c 0 "$skein" start --cores 0-0 --data-dir "$work/skein/data" --listener 127.0.0.1:19092 --admin-listener off \
     > "$work/skein/log" 2>&1 &
-  echo $!
+  broker_pid=$!
   for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && return; sleep 0.1; done
 }
 start_kafka() {
-  rm -rf "$work/kafka"; mkdir -p "$work/kafka"
-  "$root/bench-harness/peers/kafka/run-kafka.sh" "$work/kafka" 19094 0
+  mkdir -p "$work/kafka"
+  broker_pid=$("$root/bench-harness/peers/kafka/run-kafka.sh" "$work/kafka" 19094 0 | tail -1)
 }
 
+raw_limits start "$work"
+drain_device
 for workload in "${workloads[@]}"; do
   name="$(basename "$workload" .toml)"
   for round in $(seq 1 "$rounds"); do
     for broker in skein kafka; do
-      if [ "$broker" = skein ]; then pid=$(start_skein); port=19092; else pid=$(start_kafka | tail -1); port=19094; fi
-      sleep 2
-      taskset -c 1 "$skein" bench run "$workload" --bootstrap-server 127.0.0.1:$port --broker-pid "$pid" --label "$broker" \
-        --duration-secs "$duration" --out "$out/$name-$broker-$round.json" > /dev/null
-      kill "$pid"; wait "$pid" 2>/dev/null || true
+      if [ "$broker" = skein ]; then start_skein; port=19092; else start_kafka; port=19094; fi
+      warm_up "$broker" "$port" "$broker_pid" "$workload" "$out/warm-up" "$name-$broker-$round"
+      taskset -c 1 "$skein" bench run "$workload" --bootstrap-server 127.0.0.1:$port --broker-pid "$broker_pid" \
+        --label "$broker" --duration-secs "$duration" --driver "${DRIVER:-librdkafka}" \
+        --out "$out/$name-$broker-$round.json" > /dev/null
+      report_round "$name-$broker-$round" "$out/$name-$broker-$round.json"
+      stop_broker "$broker_pid"; broker_pid=""
+      rm -rf "${work:?}/$broker"
+      drain_device
     done
   done
   echo "== $name"
   "$skein" bench compare "$out/$name"-*.json --svg "$out/$name.svg"
 done
+raw_limits end "$work"
 echo "results in $out"

@@ -21,7 +21,14 @@ pub fn table(runs: &[RunResult]) -> String {
         }
         out.push('\n');
     };
+    row(&mut out, "driver", &|r| r.driver.clone());
+    row(&mut out, "target msg/s", &|r| r.target_msgs_per_sec.map_or("max".into(), |t| format!("{t:.0}")));
     row(&mut out, "published msg/s", &|r| format!("{:.0}", r.published_msgs_per_sec));
+    row(&mut out, "rate met", &|r| match (r.target_msgs_per_sec, r.rate_met()) {
+        (None, _) => "-".into(),
+        (Some(_), true) => "yes".into(),
+        (Some(_), false) => "NO".into(),
+    });
     row(&mut out, "published MB/s", &|r| format!("{:.1}", r.published_mb_per_sec));
     row(&mut out, "consumed MB/s", &|r| format!("{:.1}", r.consumed_mb_per_sec));
     for (name, pick) in [
@@ -54,6 +61,7 @@ pub fn table(runs: &[RunResult]) -> String {
         row(&mut out, "commit p99 ms", &|r| commit(r, |l| l.p99_us));
     }
     row(&mut out, "broker CPU s / GB", &|r| r.broker_cpu_secs_per_gb.map_or("-".into(), |v| format!("{v:.2}")));
+    row(&mut out, "generator CPU s / GB", &|r| r.driver_cpu_secs_per_gb.map_or("-".into(), |v| format!("{v:.2}")));
     row(&mut out, "broker peak RSS MB", &|r| r.broker_peak_rss_mb.map_or("-".into(), |v| format!("{v:.0}")));
     row(&mut out, "publish errors", &|r| r.publish_errors.to_string());
     out
@@ -62,8 +70,79 @@ pub fn table(runs: &[RunResult]) -> String {
 /// A headline figure of a run, when the run has it.
 type Figure = fn(&RunResult) -> Option<f64>;
 
+/// Which of a broker's rounds a figure's median is taken over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Rounds {
+    /// Every round: throughput and CPU are what they were, target met or not.
+    All,
+    /// The rounds that met their target rate, when at least one did: a round that fell
+    /// behind measured its own backlog, not the broker's latency at that rate.
+    RateMet,
+}
+
+/// A figure over a broker's rounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    /// `None` when there are no values.
+    fn of(mut values: Vec<f64>) -> Option<Spread> {
+        values.sort_by(|x, y| x.total_cmp(y));
+        Some(Spread { median: median(&values)?, min: *values.first()?, max: *values.last()? })
+    }
+}
+
+/// One broker's side of a figure in `ratios`.
+struct Side {
+    spread: Spread,
+    /// Rounds of this broker, and how many of them missed their target rate.
+    rounds: usize,
+    rounds_missed: usize,
+    /// Whether the missed rounds were left out of `spread`.
+    left_out: bool,
+}
+
+impl Side {
+    /// `None` when no round of `broker` has the figure.
+    fn of(runs: &[&RunResult], broker: &str, figure: Figure, over: Rounds) -> Option<Side> {
+        let mine: Vec<&RunResult> = runs.iter().copied().filter(|r| r.broker == broker).collect();
+        let rounds_missed = mine.iter().filter(|r| !r.rate_met()).count();
+        let left_out = over == Rounds::RateMet && rounds_missed > 0 && rounds_missed < mine.len();
+        let values = mine.iter().filter(|r| !left_out || r.rate_met()).filter_map(|r| figure(r)).collect();
+        Some(Side { spread: Spread::of(values)?, rounds: mine.len(), rounds_missed, left_out })
+    }
+
+    /// "12.00 [10.00..15.00]", marked when rounds missed their target rate.
+    fn render(&self) -> String {
+        let Spread { median, min, max } = self.spread;
+        let mut text = format!("{median:.2} [{min:.2}..{max:.2}]");
+        if self.rounds_missed > 0 {
+            let _ = write!(text, " ({} of {} rounds missed the target rate", self.rounds_missed, self.rounds);
+            text.push_str(if self.left_out { ", left out)" } else { ")" });
+        }
+        text
+    }
+}
+
+/// The median of sorted values: of an even count, the mean of the two middle ones (so
+/// two rounds give their mean, not the worse of the two).
+fn median(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
 /// Per workload, when runs of exactly two brokers are present: the ratio of their
 /// medians for the headline figures, with the spread (min..max over rounds) of each.
+/// A side some of whose rounds missed their target rate is marked with how many did;
+/// its latency medians leave those rounds out when at least one round met the rate.
 pub fn ratios(runs: &[RunResult]) -> String {
     let mut out = String::new();
     let mut workloads: Vec<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
@@ -80,31 +159,35 @@ pub fn ratios(runs: &[RunResult]) -> String {
         // Skein, when present, is the numerator; otherwise the first broker listed.
         let a = if brokers.contains(&"skein") { "skein" } else { of[0].broker.as_str() };
         let b = if brokers[0] == a { brokers[1] } else { brokers[0] };
-        let _ = writeln!(out, "{workload}: {a} / {b} (median ratio; each side's median [min..max])");
-        let figures: [(&str, Figure); 6] = [
-            ("published MB/s", |r| Some(r.published_mb_per_sec)),
-            ("publish p99 ms", |r| Some(r.publish_latency.p99_us as f64 / 1000.0)),
-            ("end-to-end p99 ms", |r| Some(r.end_to_end_latency.p99_us as f64 / 1000.0)),
-            ("commit p50 ms", |r| r.commit_latency.as_ref().map(|l| l.p50_us as f64 / 1000.0)),
-            ("commit p99 ms", |r| r.commit_latency.as_ref().map(|l| l.p99_us as f64 / 1000.0)),
-            ("broker CPU s / GB", |r| r.broker_cpu_secs_per_gb),
+        let rounds_of = |broker: &str| of.iter().filter(|r| r.broker == broker).count();
+        let _ = writeln!(
+            out,
+            "{workload}: {a} / {b} (median ratio; each side's median [min..max] over its rounds: {a} {}, {b} {})",
+            rounds_of(a),
+            rounds_of(b)
+        );
+        let figures: [(&str, Figure, Rounds); 7] = [
+            ("published MB/s", |r| Some(r.published_mb_per_sec), Rounds::All),
+            ("publish p99 ms", |r| Some(r.publish_latency.p99_us as f64 / 1000.0), Rounds::RateMet),
+            ("end-to-end p99 ms", |r| Some(r.end_to_end_latency.p99_us as f64 / 1000.0), Rounds::RateMet),
+            ("commit p50 ms", |r| r.commit_latency.as_ref().map(|l| l.p50_us as f64 / 1000.0), Rounds::RateMet),
+            ("commit p99 ms", |r| r.commit_latency.as_ref().map(|l| l.p99_us as f64 / 1000.0), Rounds::RateMet),
+            ("broker CPU s / GB", |r| r.broker_cpu_secs_per_gb, Rounds::All),
+            ("generator CPU s / GB", |r| r.driver_cpu_secs_per_gb, Rounds::All),
         ];
-        for (name, f) in figures {
-            let stats = |broker: &str| -> Option<(f64, f64, f64)> {
-                let mut v: Vec<f64> = of.iter().filter(|r| r.broker == broker).filter_map(|r| f(r)).collect();
-                if v.is_empty() {
-                    return None;
-                }
-                v.sort_by(|x, y| x.total_cmp(y));
-                Some((v[v.len() / 2], v[0], v[v.len() - 1]))
-            };
-            if let (Some((ma, la, ha)), Some((mb, lb, hb))) = (stats(a), stats(b)) {
-                let ratio = if mb > 0.0 { ma / mb } else { f64::NAN };
-                let _ = writeln!(
-                    out,
-                    "  {name:<20} {ratio:>7.2}   {a} {ma:.2} [{la:.2}..{ha:.2}]   {b} {mb:.2} [{lb:.2}..{hb:.2}]"
-                );
+        let mut any_left_out = false;
+        for (name, f, rounds) in figures {
+            if let (Some(sa), Some(sb)) = (Side::of(&of, a, f, rounds), Side::of(&of, b, f, rounds)) {
+                any_left_out |= sa.left_out || sb.left_out;
+                let ratio = if sb.spread.median > 0.0 { sa.spread.median / sb.spread.median } else { f64::NAN };
+                let _ = writeln!(out, "  {name:<20} {ratio:>7.2}   {a} {}   {b} {}", sa.render(), sb.render());
             }
+        }
+        if any_left_out {
+            let _ = writeln!(
+                out,
+                "  (latency medians leave out a side's rounds that missed the target rate when another of its rounds met it)"
+            );
         }
     }
     out
@@ -212,7 +295,21 @@ mod tests {
             broker_cpu_secs_per_gb: Some(2.5),
             broker_peak_rss_mb: None,
             commit_latency: None,
+            driver: "librdkafka".into(),
+            target_msgs_per_sec: None,
+            driver_cpu_secs: Some(0.5),
+            driver_cpu_secs_per_gb: Some(1.25),
+            stages: Vec::new(),
         }
+    }
+
+    /// A run at a 10 000 msg/s target that achieved `published` msg/s.
+    fn at_rate(broker: &str, p99: u64, published: f64) -> RunResult {
+        RunResult { target_msgs_per_sec: Some(10_000.0), published_msgs_per_sec: published, ..run(broker, p99) }
+    }
+
+    fn line<'a>(text: &'a str, figure: &str) -> &'a str {
+        text.lines().find(|l| l.trim_start().starts_with(figure)).unwrap_or_else(|| panic!("no {figure} in\n{text}"))
     }
 
     // The table has a column per run; the SVG has a line per run.
@@ -221,11 +318,73 @@ mod tests {
         let runs = [run("skein", 2000), run("kafka", 9000)];
         let t = table(&runs);
         assert!(t.contains("skein/w") && t.contains("kafka/w"));
-        assert!(t.lines().any(|l| l.starts_with("publish p99 ms") && l.contains("2.00") && l.contains("9.00")));
-        let r = ratios(&[run("skein", 2000), run("kafka", 8000), run("skein", 4000), run("kafka", 9000)]);
-        assert!(r.lines().any(|l| l.contains("publish p99 ms") && l.contains("0.44")), "{r}");
+        assert!(line(&t, "publish p99 ms").contains("2.00") && line(&t, "publish p99 ms").contains("9.00"));
+        assert!(line(&t, "generator CPU s / GB").contains("1.25"), "{t}");
+        assert!(line(&t, "target msg/s").contains("max"), "{t}");
         let s = svg(&runs);
         assert_eq!(s.matches("<polyline").count(), 2);
         assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
+    }
+
+    // The median of an even count is the mean of the two middle values.
+    #[test]
+    fn median_of_sorted_values() {
+        fn check(values: &[f64], expected: Option<f64>) {
+            assert_eq!(median(values), expected, "{values:?}");
+        }
+        check(&[], None);
+        check(&[4.0], Some(4.0));
+        check(&[2.0, 4.0], Some(3.0));
+        check(&[1.0, 2.0, 9.0], Some(2.0));
+        check(&[1.0, 2.0, 10.0, 20.0], Some(6.0));
+    }
+
+    // Two rounds a side: each side's median is their mean, not the worse of the two.
+    #[test]
+    fn ratios_of_even_rounds() {
+        let r = ratios(&[run("skein", 2000), run("kafka", 8000), run("skein", 4000), run("kafka", 9000)]);
+        let p99 = line(&r, "publish p99 ms");
+        assert!(p99.contains("0.35") && p99.contains("skein 3.00 [2.00..4.00]") && p99.contains("kafka 8.50"), "{r}");
+        assert!(line(&r, "generator CPU s / GB").contains("1.00"), "{r}");
+    }
+
+    // A round that missed its target rate is flagged; latency medians leave it out
+    // when another round of that broker met the rate, throughput keeps it.
+    #[test]
+    fn rate_missed_rounds() {
+        let runs = [
+            at_rate("skein", 2000, 10_000.0),
+            at_rate("kafka", 5000, 10_000.0),
+            at_rate("skein", 3000, 10_000.0),
+            at_rate("kafka", 800_000, 9_000.0),
+            at_rate("skein", 4000, 9_950.0),
+            at_rate("kafka", 7000, 10_000.0),
+        ];
+        let t = table(&runs);
+        assert_eq!(line(&t, "rate met").split_whitespace().filter(|w| *w == "NO").count(), 1, "{t}");
+        assert!(line(&t, "target msg/s").contains("10000"), "{t}");
+        let r = ratios(&runs);
+        let p99 = line(&r, "publish p99 ms");
+        assert!(p99.contains("skein 3.00 [2.00..4.00]   kafka"), "{r}");
+        assert!(p99.contains("kafka 6.00 [5.00..7.00] (1 of 3 rounds missed the target rate, left out)"), "{r}");
+        assert!(line(&r, "published MB/s").ends_with("(1 of 3 rounds missed the target rate)"), "{r}");
+        assert!(r.contains("latency medians leave out"), "{r}");
+    }
+
+    // When every round of a side missed the rate, none is left out: the mark says so.
+    #[test]
+    fn rate_missed_in_every_round() {
+        let runs = [
+            at_rate("skein", 2000, 10_000.0),
+            at_rate("kafka", 5000, 9_000.0),
+            at_rate("kafka", 7000, 9_000.0),
+            at_rate("kafka", 9000, 9_000.0),
+        ];
+        let r = ratios(&runs);
+        assert!(
+            line(&r, "publish p99 ms").ends_with("kafka 7.00 [5.00..9.00] (3 of 3 rounds missed the target rate)"),
+            "{r}"
+        );
+        assert!(!r.contains("leave out"), "{r}");
     }
 }

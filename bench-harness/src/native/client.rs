@@ -11,8 +11,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, BrokerId, ListOffsetsRequest, MetadataRequest, RequestHeader, ResponseHeader,
-    TopicName,
+    ApiKey, ApiVersionsRequest, BrokerId, ListOffsetsRequest, MetadataRequest, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
@@ -103,8 +102,10 @@ pub fn check_versions(stream: &mut TcpStream) -> Result<(), String> {
         (ApiKey::Metadata, METADATA_VERSION),
         (ApiKey::ListOffsets, LIST_OFFSETS_VERSION),
     ] {
-        let supported =
-            response.api_keys.iter().any(|k| k.api_key == key as i16 && (k.min_version..=k.max_version).contains(&version));
+        let supported = response
+            .api_keys
+            .iter()
+            .any(|k| k.api_key == key as i16 && (k.min_version..=k.max_version).contains(&version));
         if !supported {
             return Err(format!("the broker does not speak {key:?} v{version}, which the native driver sends"));
         }
@@ -123,7 +124,8 @@ pub struct Leaders {
 
 impl Leaders {
     pub fn address(&self, topic: &str, partition: i32) -> Result<&str, String> {
-        let leader = self.partitions.get(&(topic.to_string(), partition)).ok_or(format!("{topic}-{partition}: no leader"))?;
+        let leader =
+            self.partitions.get(&(topic.to_string(), partition)).ok_or(format!("{topic}-{partition}: no leader"))?;
         self.brokers.get(leader).map(String::as_str).ok_or(format!("{topic}-{partition}: leader {leader} unknown"))
     }
 }
@@ -175,7 +177,12 @@ pub fn latest_offsets(address: &str, topic: &str, partitions: &[i32]) -> Result<
         .with_partitions(
             partitions
                 .iter()
-                .map(|&p| ListOffsetsPartition::default().with_partition_index(p).with_current_leader_epoch(-1).with_timestamp(-1))
+                .map(|&p| {
+                    ListOffsetsPartition::default()
+                        .with_partition_index(p)
+                        .with_current_leader_epoch(-1)
+                        .with_timestamp(-1)
+                })
                 .collect(),
         )];
     let response = exchange(&mut stream, &request, LIST_OFFSETS_VERSION)?;

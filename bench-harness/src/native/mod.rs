@@ -125,7 +125,14 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                     let size = workload.message_size as u64;
                     readers.push(std::thread::spawn(move || acknowledge(read, receiver, &shared, &latency, size)));
                 }
-                connections.push(Connection { stream, partitions: led, cursor: 0, sender, frame: Vec::new(), correlation: 0 });
+                connections.push(Connection {
+                    stream,
+                    partitions: led,
+                    cursor: 0,
+                    sender,
+                    frame: Vec::new(),
+                    correlation: 0,
+                });
             }
             let producer = Producer {
                 topic: topic.clone(),
