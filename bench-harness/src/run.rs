@@ -365,7 +365,15 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                             let now = now_us();
                             if due > now {
                                 // Wait for the due time, serving delivery reports meanwhile.
-                                producer.poll(Duration::from_micros((due - now).min(1000)));
+                                // librdkafka's poll timeout is in whole milliseconds: a
+                                // shorter wait polls without blocking and then sleeps
+                                // (polling it with a sub-millisecond timeout spins).
+                                if due - now >= 1000 {
+                                    producer.poll(Duration::from_millis(1));
+                                } else {
+                                    producer.poll(Duration::ZERO);
+                                    std::thread::sleep(Duration::from_micros(due - now));
+                                }
                                 continue;
                             }
                             due

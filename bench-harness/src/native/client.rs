@@ -36,7 +36,7 @@ pub fn connect(address: &str) -> Result<TcpStream, String> {
 }
 
 /// Reads one response frame (its size prefix removed) into `into`, reusing its buffer.
-pub fn read_frame(stream: &mut TcpStream, into: &mut Vec<u8>) -> std::io::Result<()> {
+pub fn read_frame(stream: &mut impl Read, into: &mut Vec<u8>) -> std::io::Result<()> {
     let mut size = [0u8; 4];
     stream.read_exact(&mut size)?;
     let size = i32::from_be_bytes(size);
@@ -178,20 +178,29 @@ pub fn latest_offsets(address: &str, topic: &str, partitions: &[i32]) -> Result<
             partitions
                 .iter()
                 .map(|&p| {
-                    ListOffsetsPartition::default()
-                        .with_partition_index(p)
-                        .with_current_leader_epoch(-1)
-                        .with_timestamp(-1)
+                    ListOffsetsPartition::default().with_partition_index(p).with_current_leader_epoch(-1).with_timestamp(-1)
                 })
                 .collect(),
         )];
-    let response = exchange(&mut stream, &request, LIST_OFFSETS_VERSION)?;
-    let mut offsets = BTreeMap::new();
-    for p in response.topics.iter().flat_map(|t| &t.partitions) {
-        if p.error_code != 0 {
-            return Err(format!("ListOffsets {topic}-{}: error {}", p.partition_index, p.error_code));
+    // A new topic's partitions can answer NOT_LEADER_OR_FOLLOWER (6), LEADER_NOT_AVAILABLE
+    // (5) or UNKNOWN_TOPIC_OR_PARTITION (3) until its leader has loaded them: retried.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = exchange(&mut stream, &request, LIST_OFFSETS_VERSION)?;
+        let mut offsets = BTreeMap::new();
+        let mut retry = None;
+        for p in response.topics.iter().flat_map(|t| &t.partitions) {
+            match p.error_code {
+                0 => {
+                    offsets.insert(p.partition_index, p.offset);
+                }
+                3 | 5 | 6 if Instant::now() < deadline => retry = Some(p.error_code),
+                code => return Err(format!("ListOffsets {topic}-{}: error {code}", p.partition_index)),
+            }
         }
-        offsets.insert(p.partition_index, p.offset);
+        if retry.is_none() {
+            return Ok(offsets);
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
-    Ok(offsets)
 }

@@ -20,9 +20,9 @@ pub mod batch;
 pub mod client;
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{BufReader, Write};
 use std::net::TcpStream;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -119,14 +119,18 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
             for (address, led) in by_leader(&leaders, topic, &partitions)? {
                 let stream = client::connect(&address)?;
                 let (sender, receiver) = std::sync::mpsc::sync_channel::<InFlight>(MAX_IN_FLIGHT - 1);
+                let in_flight = Arc::new(AtomicUsize::new(0));
                 if acks != 0 {
                     let read = stream.try_clone().map_err(|e| format!("{address}: {e}"))?;
-                    let (shared, latency) = (shared.clone(), latency.clone());
+                    let (shared, latency, in_flight) = (shared.clone(), latency.clone(), in_flight.clone());
                     let size = workload.message_size as u64;
-                    readers.push(std::thread::spawn(move || acknowledge(read, receiver, &shared, &latency, size)));
+                    readers.push(std::thread::spawn(move || {
+                        acknowledge(read, receiver, &in_flight, &shared, &latency, size)
+                    }));
                 }
                 connections.push(Connection {
                     stream,
+                    in_flight,
                     partitions: led,
                     cursor: 0,
                     sender,
@@ -140,6 +144,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                 template: template.clone(),
                 acks,
                 rate: per_producer_rate,
+                linger_us: workload.linger_ms * 1000,
                 shared: shared.clone(),
                 latency,
                 message_size: workload.message_size as u64,
@@ -216,6 +221,8 @@ impl Due {
 
 struct Connection {
     stream: TcpStream,
+    /// Requests sent and not yet answered.
+    in_flight: Arc<AtomicUsize>,
     partitions: Vec<i32>,
     /// The partition that the next wake-up's messages start at.
     cursor: usize,
@@ -230,6 +237,8 @@ struct Producer {
     template: Arc<Template>,
     acks: i16,
     rate: Option<f64>,
+    /// `linger.ms`: at a fixed rate, a partial batch waits this long for more.
+    linger_us: u64,
     shared: Arc<Shared>,
     latency: Arc<Mutex<Histogram<u64>>>,
     message_size: u64,
@@ -255,12 +264,14 @@ impl Producer {
                     let due = Due::Rate { start_us, rate };
                     let now = now_us();
                     let due_by_now = (now.saturating_sub(start_us) as f64 * rate / 1e6) as u64 + 1;
-                    if due_by_now <= next {
-                        let wait = due.of(next).saturating_sub(now);
+                    let full = (per_batch * led) as u64;
+                    let send_at = due.of(next) + self.linger_us;
+                    if due_by_now <= next || (due_by_now - next < full && now < send_at) {
+                        let wait = if due_by_now <= next { due.of(next) } else { send_at }.saturating_sub(now);
                         std::thread::sleep(Duration::from_micros(wait.clamp(1, 1000)));
                         continue;
                     }
-                    ((due_by_now - next).min((per_batch * led) as u64) as usize, due)
+                    ((due_by_now - next).min(full) as usize, due)
                 }
                 None => (per_batch * led, Due::Stamped(now_us())),
             };
@@ -295,8 +306,17 @@ impl Producer {
                 continue;
             }
             // Blocks while MAX_IN_FLIGHT requests await their responses.
+            connection.in_flight.fetch_add(1, Ordering::SeqCst);
             connection.sender.send(in_flight).map_err(|_| "the acknowledging thread stopped".to_string())?;
             connection.stream.write_all(&connection.frame).map_err(|e| format!("produce: {e}"))?;
+        }
+        // Once every request is answered, closing the socket ends its reader's read.
+        for connection in &self.connections {
+            let deadline = Instant::now() + Duration::from_secs(REQUEST_TIMEOUT_MS as u64 / 1000);
+            while connection.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let _ = connection.stream.shutdown(std::net::Shutdown::Both);
         }
         Ok(())
     }
@@ -337,19 +357,29 @@ fn record(
 }
 
 /// Reads a connection's produce responses in order, each against the request that
-/// the producer queued for it, until the producer stops and its requests are answered.
+/// the producer queued before sending it, until the producer closes the socket with
+/// nothing in flight. Reading the socket first and then the queue, which already holds
+/// the request, keeps the threads from waking each other for every response.
 fn acknowledge(
-    mut stream: TcpStream,
+    stream: TcpStream,
     requests: Receiver<InFlight>,
+    in_flight: &AtomicUsize,
     shared: &Shared,
     latency: &Mutex<Histogram<u64>>,
     message_size: u64,
 ) -> Result<(), String> {
     stream.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    let mut stream = BufReader::with_capacity(64 << 10, stream);
     let mut body = Vec::new();
     let mut errors = BTreeMap::new();
-    while let Ok(request) = requests.recv() {
-        client::read_frame(&mut stream, &mut body).map_err(|e| format!("produce response: {e}"))?;
+    loop {
+        if let Err(e) = client::read_frame(&mut stream, &mut body) {
+            if shared.stop.load(Ordering::SeqCst) && in_flight.load(Ordering::SeqCst) == 0 {
+                return Ok(());
+            }
+            return Err(format!("produce response: {e}"));
+        }
+        let request = requests.recv().map_err(|_| "a produce response to no request".to_string())?;
         let response = client::decode::<ProduceRequest>(
             Bytes::copy_from_slice(&body),
             client::PRODUCE_VERSION,
@@ -360,49 +390,48 @@ fn acknowledge(
             errors.insert(p.index, p.error_code);
         }
         record(shared, latency, &request, Some(&errors), message_size);
+        in_flight.fetch_sub(1, Ordering::SeqCst);
     }
-    Ok(())
 }
 
 /// Fetches `offsets`' partitions of `topic` from their leader on `stream` until the
 /// run stops and 2 s pass with nothing new; returns the end-to-end latencies measured.
 fn consume(
-    mut stream: TcpStream,
+    stream: TcpStream,
     topic: &str,
     mut offsets: BTreeMap<i32, i64>,
     shared: &Shared,
 ) -> Result<Histogram<u64>, String> {
     stream.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    let mut stream = BufReader::with_capacity(256 << 10, stream);
     let mut h = histogram();
     let mut idle_since: Option<Instant> = None;
     let mut body = Vec::new();
-    let name = TopicName(StrBytes::from_string(topic.to_string()));
+    let mut request = FetchRequest::default();
+    request.replica_id = BrokerId(-1);
+    request.max_wait_ms = FETCH_MAX_WAIT_MS;
+    request.min_bytes = 1;
+    request.max_bytes = FETCH_MAX_BYTES;
+    request.isolation_level = 1;
+    request.session_epoch = -1;
+    request.topics = vec![FetchTopic::default().with_topic(TopicName(StrBytes::from_string(topic.to_string())))];
     let mut correlation = 0i32;
     loop {
-        let mut request = FetchRequest::default();
-        request.replica_id = BrokerId(-1);
-        request.max_wait_ms = FETCH_MAX_WAIT_MS;
-        request.min_bytes = 1;
-        request.max_bytes = FETCH_MAX_BYTES;
-        request.isolation_level = 1;
-        request.session_epoch = -1;
-        request.topics = vec![FetchTopic::default().with_topic(name.clone()).with_partitions(
-            offsets
-                .iter()
-                .map(|(&p, &offset)| {
-                    FetchPartition::default()
-                        .with_partition(p)
-                        .with_current_leader_epoch(-1)
-                        .with_fetch_offset(offset)
-                        .with_last_fetched_epoch(-1)
-                        .with_log_start_offset(-1)
-                        .with_partition_max_bytes(PARTITION_FETCH_MAX_BYTES)
-                })
-                .collect(),
-        )];
+        request.topics[0].partitions = offsets
+            .iter()
+            .map(|(&p, &offset)| {
+                FetchPartition::default()
+                    .with_partition(p)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(offset)
+                    .with_last_fetched_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(PARTITION_FETCH_MAX_BYTES)
+            })
+            .collect();
         correlation = correlation.wrapping_add(1);
         let frame = client::frame(&request, client::FETCH_VERSION, correlation)?;
-        stream.write_all(&frame).map_err(|e| format!("fetch: {e}"))?;
+        stream.get_mut().write_all(&frame).map_err(|e| format!("fetch: {e}"))?;
         client::read_frame(&mut stream, &mut body).map_err(|e| format!("fetch response: {e}"))?;
         let arrived = now_us();
         let response =
