@@ -338,6 +338,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
                 .set("acks", &workload.acks)
                 .set("batch.size", workload.batch_size.to_string())
                 .set("linger.ms", workload.linger_ms.to_string())
+                .set("max.in.flight.requests.per.connection", workload.max_in_flight.to_string())
                 .set("compression.type", &workload.compression)
                 .set("queue.buffering.max.kbytes", "1048576");
             if workload.transaction_size.is_some() {

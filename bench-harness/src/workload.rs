@@ -52,6 +52,10 @@ pub struct Workload {
     pub batch_size: usize,
     #[serde(default)]
     pub linger_ms: u64,
+    /// Produce requests in flight per connection (`max.in.flight.requests.per.connection`,
+    /// 5 as in Kafka's clients).
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: usize,
     #[serde(default = "default_compression")]
     pub compression: String,
     #[serde(default = "default_warmup")]
@@ -74,6 +78,9 @@ fn default_acks() -> String {
 }
 fn default_batch_size() -> usize {
     131_072
+}
+fn default_max_in_flight() -> usize {
+    5
 }
 fn default_compression() -> String {
     "none".into()
@@ -105,6 +112,9 @@ impl Workload {
         }
         if self.topics == 0 || self.partitions_per_topic == 0 || self.producers_per_topic == 0 {
             return Err("topics, partitions_per_topic and producers_per_topic must be positive".into());
+        }
+        if self.max_in_flight == 0 {
+            return Err("max_in_flight must be positive".into());
         }
         if self.transaction_size == Some(0) {
             return Err("transaction_size must be positive".into());

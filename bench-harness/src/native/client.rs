@@ -178,7 +178,10 @@ pub fn latest_offsets(address: &str, topic: &str, partitions: &[i32]) -> Result<
             partitions
                 .iter()
                 .map(|&p| {
-                    ListOffsetsPartition::default().with_partition_index(p).with_current_leader_epoch(-1).with_timestamp(-1)
+                    ListOffsetsPartition::default()
+                        .with_partition_index(p)
+                        .with_current_leader_epoch(-1)
+                        .with_timestamp(-1)
                 })
                 .collect(),
         )];

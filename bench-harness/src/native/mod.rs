@@ -3,7 +3,7 @@
 //!
 //! - **Producers** stamp pre-built batches (`batch::Template`): a request is one copy
 //!   of its payload bytes, a CRC and no allocation per message. Each producer keeps up
-//!   to `MAX_IN_FLIGHT` requests in flight per leader; a reader thread per connection
+//!   to the workload's `max_in_flight` requests in flight per leader; a reader thread per connection
 //!   takes the responses in order.
 //! - **Latency** is measured as `run.rs` does: message `k` of a producer is due at
 //!   `start + k / rate` and carries its due time in its first 8 bytes, so publish and
@@ -38,9 +38,6 @@ use crate::run::{histogram, measure, now_us, payload, RunOptions, RunResult, Sha
 use crate::workload::Workload;
 use batch::{ProduceFrame, Template};
 
-/// Produce requests in flight per connection (Kafka's default
-/// `max.in.flight.requests.per.connection`).
-const MAX_IN_FLIGHT: usize = 5;
 /// Per-record overhead in a batch, for sizing batches to `batch_size`.
 const RECORD_OVERHEAD: usize = 12;
 const FETCH_MAX_BYTES: i32 = 50 << 20;
@@ -118,7 +115,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
             let mut connections = Vec::new();
             for (address, led) in by_leader(&leaders, topic, &partitions)? {
                 let stream = client::connect(&address)?;
-                let (sender, receiver) = std::sync::mpsc::sync_channel::<InFlight>(MAX_IN_FLIGHT - 1);
+                let (sender, receiver) = std::sync::mpsc::sync_channel::<InFlight>(workload.max_in_flight.max(1) - 1);
                 let in_flight = Arc::new(AtomicUsize::new(0));
                 if acks != 0 {
                     let read = stream.try_clone().map_err(|e| format!("{address}: {e}"))?;
@@ -305,7 +302,7 @@ impl Producer {
                 record(&self.shared, &self.latency, &in_flight, None, self.message_size);
                 continue;
             }
-            // Blocks while MAX_IN_FLIGHT requests await their responses.
+            // Blocks while `max_in_flight` requests await their responses.
             connection.in_flight.fetch_add(1, Ordering::SeqCst);
             connection.sender.send(in_flight).map_err(|_| "the acknowledging thread stopped".to_string())?;
             connection.stream.write_all(&connection.frame).map_err(|e| format!("produce: {e}"))?;
