@@ -107,7 +107,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 skein_bench_harness::run(&workload, &options)?
             };
             print!("{}", skein_bench_harness::compare::table(std::slice::from_ref(&result)));
-            print!("{}", skein_bench_harness::stages::report(&result.stages));
+            print!("{}", skein_bench_harness::stages::report(&result.stages, result.copies.as_ref()));
             let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
             if let Some(path) = out {
                 std::fs::write(&path, json).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

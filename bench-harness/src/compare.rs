@@ -300,6 +300,7 @@ mod tests {
             driver_cpu_secs: Some(0.5),
             driver_cpu_secs_per_gb: Some(1.25),
             stages: Vec::new(),
+            copies: None,
         }
     }
 

@@ -111,6 +111,9 @@ pub struct RunResult {
     /// Where the broker's time went over the window, when its metrics were scraped.
     #[serde(default)]
     pub stages: Vec<crate::stages::StageFigure>,
+    /// Record bytes the broker copied in user space per byte appended and fetched.
+    #[serde(default)]
+    pub copies: Option<crate::stages::CopyFigures>,
 }
 
 fn librdkafka() -> String {
@@ -464,6 +467,7 @@ pub(crate) struct Window {
     broker: Option<((f64, f64), (f64, f64))>,
     own: Option<(f64, f64)>,
     stages: Vec<crate::stages::StageFigure>,
+    copies: Option<crate::stages::CopyFigures>,
 }
 
 /// Waits out the warm-up, then measures for the workload's duration with a progress
@@ -506,9 +510,11 @@ pub(crate) fn measure(
     let elapsed = measure_start.elapsed().as_secs_f64();
     let cpu_end = options.broker_pid.and_then(sample);
     let own_end = own_cpu_secs();
-    let stages = match (stages_before, options.metrics_url.as_ref().and_then(scrape)) {
-        (Some(before), Some(after)) => crate::stages::between(&before, &after),
-        _ => Vec::new(),
+    let (stages, copies) = match (stages_before, options.metrics_url.as_ref().and_then(scrape)) {
+        (Some(before), Some(after)) => {
+            (crate::stages::between(&before, &after), crate::stages::copies(&before, &after))
+        }
+        _ => (Vec::new(), None),
     };
     let published = shared.published.load(Ordering::Relaxed);
     let published_bytes = shared.published_bytes.load(Ordering::Relaxed);
@@ -525,6 +531,7 @@ pub(crate) fn measure(
         broker: cpu_start.zip(cpu_end),
         own: own_start.zip(own_end),
         stages,
+        copies,
     }
 }
 
@@ -564,6 +571,7 @@ impl Window {
             driver_cpu_secs: own_cpu,
             driver_cpu_secs_per_gb: own_cpu.and_then(per_gb),
             stages: self.stages.clone(),
+            copies: self.copies.clone(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Where the broker's time went: Skein's per-stage latency histograms
 //! (`skein_stage_latency_us` in `/metrics`), scraped before and after the measured
 //! window, summed over shards, and reduced to each stage's count, mean and
-//! percentiles over the window.
+//! percentiles over the window. The same scrapes give the user-space copies of record
+//! bytes per byte appended and per byte fetched (`skein_copied_bytes_total`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -28,6 +29,31 @@ pub struct StageFigure {
 pub struct Scrape {
     buckets: BTreeMap<(String, String), BTreeMap<Bound, u64>>,
     sums: BTreeMap<(String, String), u64>,
+    /// Counters summed over shards: `skein_copied_bytes_total` by path ("copied
+    /// produce", "copied fetch"), `skein_appended_bytes_total`, `skein_bytes_out_total`.
+    counters: BTreeMap<String, u64>,
+}
+
+/// Record bytes copied in user space per byte, over the measured window.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CopyFigures {
+    /// Per byte appended (produced and replicated); `None` when nothing was appended.
+    pub produce_copies_per_byte: Option<f64>,
+    /// Per record byte that fetches sent; `None` when nothing was fetched.
+    pub fetch_copies_per_byte: Option<f64>,
+}
+
+/// Copies per byte between two scrapes; `None` from a broker that does not count them.
+pub fn copies(before: &Scrape, after: &Scrape) -> Option<CopyFigures> {
+    let delta = |name: &str| {
+        let after = *after.counters.get(name)?;
+        Some(after - before.counters.get(name).copied().unwrap_or(0).min(after))
+    };
+    let ratio = |copied: u64, bytes: u64| (bytes > 0).then(|| copied as f64 / bytes as f64);
+    Some(CopyFigures {
+        produce_copies_per_byte: ratio(delta("copied produce")?, delta("skein_appended_bytes_total")?),
+        fetch_copies_per_byte: ratio(delta("copied fetch")?, delta("skein_bytes_out_total")?),
+    })
 }
 
 /// A bucket's upper bound, ordered, +Inf last.
@@ -83,6 +109,15 @@ pub fn parse(text: &str) -> Scrape {
         let Some((series, value)) = line.rsplit_once(' ') else { continue };
         let Ok(value) = value.parse::<u64>() else { continue };
         let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+        let counter = match name {
+            "skein_copied_bytes_total" => label(labels, "path").map(|path| format!("copied {path}")),
+            "skein_appended_bytes_total" | "skein_bytes_out_total" => Some(name.to_string()),
+            _ => None,
+        };
+        if let Some(counter) = counter {
+            *scrape.counters.entry(counter).or_default() += value;
+            continue;
+        }
         let (Some(api), Some(stage)) = (label(labels, "api"), label(labels, "stage")) else { continue };
         let key = (api.to_string(), stage.to_string());
         match name {
@@ -144,9 +179,18 @@ pub fn between(before: &Scrape, after: &Scrape) -> Vec<StageFigure> {
     figures
 }
 
-/// A table of where the broker's time went.
-pub fn report(figures: &[StageFigure]) -> String {
+/// A table of where the broker's time went, and the copies per byte.
+pub fn report(figures: &[StageFigure], copies: Option<&CopyFigures>) -> String {
     let mut out = String::new();
+    if let Some(c) = copies {
+        let figure = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{f:.3}"));
+        let _ = writeln!(
+            out,
+            "user-space copies per byte: produce {}, fetch {}",
+            figure(c.produce_copies_per_byte),
+            figure(c.fetch_copies_per_byte)
+        );
+    }
     if figures.is_empty() {
         return out;
     }
@@ -199,7 +243,31 @@ mod tests {
         assert!((f.mean_us - 94_500.0 / 190.0).abs() < 1e-9);
         assert_eq!(f.p50_us, 1000.0);
         assert_eq!(f.p99_us, f64::INFINITY);
-        assert!(report(&figures).contains("produce handle"));
+        assert!(report(&figures, None).contains("produce handle"));
         assert!(between(&after, &after).is_empty());
+    }
+
+    // Copies per byte are the copied bytes' growth over the bytes' growth, summed
+    // over shards; a broker that does not count copies gives none.
+    #[test]
+    fn copies_over_a_window() {
+        let page = |copied: [u64; 2], appended: u64, out: u64| {
+            format!(
+                "skein_copied_bytes_total{{shard=\"0\",path=\"produce\"}} {}\n\
+                 skein_copied_bytes_total{{shard=\"1\",path=\"produce\"}} {}\n\
+                 skein_copied_bytes_total{{shard=\"0\",path=\"fetch\"}} 0\n\
+                 skein_appended_bytes_total{{shard=\"0\"}} {appended}\n\
+                 skein_bytes_out_total{{shard=\"0\"}} {out}\n",
+                copied[0], copied[1]
+            )
+        };
+        let before = parse(&page([100, 100], 1000, 0));
+        let after = parse(&page([1100, 1100], 2000, 500));
+        let figures = copies(&before, &after).expect("counted");
+        assert_eq!(figures.produce_copies_per_byte, Some(2.0));
+        assert_eq!(figures.fetch_copies_per_byte, Some(0.0));
+        assert!(report(&[], Some(&figures)).contains("produce 2.000, fetch 0.000"));
+        assert_eq!(copies(&before, &before).map(|c| c.produce_copies_per_byte), Some(None));
+        assert!(copies(&parse(""), &parse("skein_other 1")).is_none());
     }
 }

@@ -40,6 +40,9 @@ pub(crate) struct Write<B> {
     pub position: u64,
     /// Position after the last byte of real data the write carries (before padding).
     pub data_end: u64,
+    /// Appended bytes this write copied out of its chunk (a chunk still open, or
+    /// partly written, is copied; a full one is handed over).
+    pub copied: usize,
     chunk_position: u64,
 }
 
@@ -168,6 +171,7 @@ impl<F: StorageFile> Appender<F> {
                 buf,
                 position: chunk.position,
                 data_end: chunk.position + chunk.len as u64,
+                copied: 0,
                 chunk_position: chunk.position,
             }
         } else {
@@ -180,7 +184,9 @@ impl<F: StorageFile> Appender<F> {
             bytes[..chunk.len - from].copy_from_slice(&source.as_bytes()[from..chunk.len]);
             bytes[chunk.len - from..].fill(0);
             let position = chunk.position + from as u64;
-            Write { buf, position, data_end: chunk.position + chunk.len as u64, chunk_position: chunk.position }
+            let copied = chunk.len - from;
+            let data_end = chunk.position + chunk.len as u64;
+            Write { buf, position, data_end, copied, chunk_position: chunk.position }
         };
         chunk.in_flight = true;
         self.in_flight += 1;

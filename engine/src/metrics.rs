@@ -52,6 +52,11 @@ pub struct EngineMetrics {
     pub cache_reads: Cell<u64>,
     pub disk_reads: Cell<u64>,
     pub disk_read_bytes: Cell<u64>,
+    /// Bytes copied in user space on the way to disk (patching a leader's batch, the
+    /// tail buffer, writes of a chunk still open) and out of it (a cold read's buffer):
+    /// against `appended_bytes` and the bytes fetches send, copies per byte.
+    pub append_copied_bytes: Cell<u64>,
+    pub read_copied_bytes: Cell<u64>,
     /// Corruption found where data must be intact (below the recovery point, on read).
     pub corruptions: Cell<u64>,
     /// Bytes read and validated by recovery scans when logs open.

@@ -17,6 +17,7 @@ pub mod configs;
 pub mod connections;
 pub mod error_response;
 pub mod errors;
+pub mod frame;
 pub mod group;
 pub mod handlers;
 pub mod limits;

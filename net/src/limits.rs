@@ -22,6 +22,11 @@ pub const FETCH_WAIT_MAX_MS: u64 = 30_000;
 /// Bytes a single fetch response may carry, whatever the client asks.
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;
 
+/// Segments one vectored socket write of a response frame takes (`frame.rs`); a fetch
+/// of many partitions goes out in several writes. The kernel's IOV_MAX is 1024; each
+/// segment costs an `IoSlice` (16 bytes) on the writer's stack of slices.
+pub const FRAME_WRITE_SEGMENTS_MAX: usize = 256;
+
 /// Response bytes one connection may hold unwritten (`budget.rs`): a fetch reads at
 /// most what is left of this, so a client that never reads holds no more.
 pub const CONNECTION_RESPONSE_BYTES_MAX: usize = 16 << 20;

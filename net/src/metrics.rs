@@ -28,6 +28,8 @@ pub struct ShardMetrics {
     pub encode_failures: RefCell<std::collections::BTreeMap<i16, u64>>,
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
+    /// Record bytes copied to build fetch responses (the rest is shared, `frame.rs`).
+    pub fetch_copied_bytes: Cell<u64>,
     pub cross_shard_messages: Cell<u64>,
     pub connections: Cell<u64>,
     /// Connections closed on accept by a connection limit.

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, Respons
 use kafka_protocol::protocol::{Encodable, VersionRange};
 
 use crate::budget::Grant;
+use crate::frame::SharedRecords;
 use crate::handlers::*;
 use crate::server::Request;
 use crate::shard::Shard;
@@ -64,9 +65,18 @@ pub fn versions(key: ApiKey) -> Option<VersionRange> {
     APIS.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
 }
 
-/// Runs the handler of a request whose version was checked against `APIS`. Returns the
-/// response, and for a fetch the response budget it read under (`budget.rs`).
-pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKind, Option<Grant>)> {
+/// A handler's answer, ready to encode.
+pub struct Handled {
+    pub response: ResponseKind,
+    /// A fetch's response budget, that it read under (`budget.rs`).
+    pub grant: Option<Grant>,
+    /// A fetch's record bytes, behind the placeholders in `response` (`frame.rs`).
+    pub records: SharedRecords,
+}
+
+/// Runs the handler of a request whose version was checked against `APIS`. Returns
+/// `None` for a request that gets no response (a produce with acks=0).
+pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
     let header = request.header;
     let body = request.body;
     if let RequestKind::Fetch(r) = body {
@@ -74,8 +84,8 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKi
         // without a grant may read nothing past the watermarks.
         let grant =
             request.grant.unwrap_or_else(|| crate::budget::ConnectionResponses::new(shard.responses.clone()).hold(0));
-        let (response, grant) = fetch::handle(shard, &header, r, grant).await;
-        return Some((ResponseKind::Fetch(response), Some(grant)));
+        let (response, records, grant) = fetch::handle(shard, &header, r, grant).await;
+        return Some(Handled { response: ResponseKind::Fetch(response), grant: Some(grant), records });
     }
     let request = RequestParts { peer: request.peer };
     let response = match body {
@@ -158,7 +168,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<(ResponseKi
             return None;
         }
     };
-    Some((response, None))
+    Some(Handled { response, grant: None, records: SharedRecords::default() })
 }
 
 /// What a handler may need besides header and body.

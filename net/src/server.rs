@@ -9,9 +9,12 @@
 //! `CONNECTION_BUFFERED_BYTES_MAX` bytes are in flight; beyond that the connection stops
 //! reading its socket. Response frames are held against the connection's and the
 //! shard's response budgets until written (`budget.rs`); a fetch reads only what its
-//! grant allows. Malformed frames close the connection, as a Java broker does.
+//! grant allows. A fetch response goes out as segments (`frame.rs`): its framing and
+//! the record batches as they are, with vectored writes. Malformed frames close the
+//! connection, as a Java broker does.
 
 use std::cell::Cell;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::Rc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -21,6 +24,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::budget::{ConnectionResponses, Grant};
+use crate::frame::{self, Frame, SharedRecords, Splicer};
 use crate::limits::{CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION, SHARD_BUFFERED_BYTES_MAX};
 use crate::registry;
 use crate::shard::Shard;
@@ -78,7 +82,7 @@ pub struct Request {
 }
 
 /// What reading one frame gave.
-enum Frame {
+enum Incoming {
     Request(Box<Request>),
     /// An ApiVersions request at a version we do not speak: answered with v0 and
     /// UNSUPPORTED_VERSION, as clients expect (KIP-511).
@@ -89,6 +93,12 @@ enum Frame {
 
 async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> {
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    // SAFETY: the descriptor is the stream's, open for as long as `stream` lives, and
+    // it is borrowed only to duplicate it here.
+    let socket = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+    // A second descriptor of the same socket, for the writer's vectored writes (the
+    // stream's own halves write one buffer at a time); closing it closes nothing else.
+    let socket = socket2::Socket::from(socket.try_clone_to_owned().map_err(|e| format!("dup: {e}"))?);
     let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue, responses) = glommio::channels::local_channel::new_bounded(IN_FLIGHT_REQUESTS_PER_CONNECTION);
@@ -107,13 +117,13 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
             writer_shard.buffered_bytes.set(writer_shard.buffered_bytes.get() - size);
             match (reply, broken) {
                 // The frame's budget is released once the socket has taken it.
-                (Reply::Frame { bytes, held: _held, api_key, ready }, false) => {
+                (Reply::Frame { frame, held: _held, api_key, ready }, false) => {
                     let stages = writer_shard.metrics.stages(api_key);
                     let started = std::time::Instant::now();
                     if let Some(stages) = stages {
                         stages.queued.observe(started - ready);
                     }
-                    broken = writer.write_all(&bytes).await.is_err();
+                    broken = write_frame(&mut writer, &socket, &frame).await.is_err();
                     if let Some(stages) = stages {
                         stages.write.observe_since(started);
                     }
@@ -179,7 +189,7 @@ async fn read_loop(
         reader.read_exact(&mut body).await.map_err(|e| format!("truncated frame: {e}"))?;
         let read = std::time::Instant::now();
         let frame = parse(Bytes::from(body))?;
-        if let Frame::Request(request) = &frame {
+        if let Incoming::Request(request) = &frame {
             if let Some(stages) = shard.metrics.stages(request.api_key as i16) {
                 stages.read.observe(read - frame_started);
                 stages.decode.observe_since(read);
@@ -188,15 +198,16 @@ async fn read_loop(
         buffered.set(buffered.get() + size);
         shard.buffered_bytes.set(shard.buffered_bytes.get() + size);
         let task = match frame {
-            Frame::UnsupportedApiVersions { correlation_id } => {
+            Incoming::UnsupportedApiVersions { correlation_id } => {
                 let response = registry::unsupported_api_versions(correlation_id);
                 let held = budget.hold(response.len());
                 let ready = std::time::Instant::now();
                 glommio::spawn_local(async move {
-                    Reply::Frame { bytes: response, held, api_key: ApiKey::ApiVersions as i16, ready }
+                    let frame = Frame::contiguous(response);
+                    Reply::Frame { frame, held, api_key: ApiKey::ApiVersions as i16, ready }
                 })
             }
-            Frame::Request(mut request) => {
+            Incoming::Request(mut request) => {
                 request.peer = peer.to_owned();
                 if let RequestKind::Fetch(fetch) = &request.body {
                     let want = crate::handlers::fetch::response_max_bytes(fetch);
@@ -215,7 +226,7 @@ async fn read_loop(
 }
 
 /// Parses a frame: header, version check against the registry, body.
-fn parse(mut buf: Bytes) -> Result<Frame, String> {
+fn parse(mut buf: Bytes) -> Result<Incoming, String> {
     if buf.remaining() < 8 {
         return Err("frame shorter than a request header".into());
     }
@@ -227,7 +238,7 @@ fn parse(mut buf: Bytes) -> Result<Frame, String> {
     let in_range = supported.is_some_and(|v| version >= v.min && version <= v.max);
     if !in_range {
         if api_key == ApiKey::ApiVersions {
-            return Ok(Frame::UnsupportedApiVersions { correlation_id });
+            return Ok(Incoming::UnsupportedApiVersions { correlation_id });
         }
         return Err(format!("unsupported version {version} of api key {key}"));
     }
@@ -235,14 +246,14 @@ fn parse(mut buf: Bytes) -> Result<Frame, String> {
     let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
     let body =
         RequestKind::decode(api_key, &mut buf, version).map_err(|e| format!("bad {api_key:?} v{version} body: {e}"))?;
-    Ok(Frame::Request(Box::new(Request { header, body, api_key, peer: String::new(), grant: None })))
+    Ok(Incoming::Request(Box::new(Request { header, body, api_key, peer: String::new(), grant: None })))
 }
 
 /// What a request task hands the connection's writer.
 enum Reply {
     /// A response frame to send, with the response budget it holds until written,
     /// its API and when it was ready (for the stage histograms).
-    Frame { bytes: Bytes, held: Grant, api_key: i16, ready: std::time::Instant },
+    Frame { frame: Frame, held: Grant, api_key: i16, ready: std::time::Instant },
     /// No response: a produce with acks=0.
     Nothing,
     /// The response could not be built: close the connection.
@@ -258,7 +269,7 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
     let (api_key, version, correlation_id) =
         (request.api_key, request.header.request_api_version, request.header.correlation_id);
     let started = std::time::Instant::now();
-    let Some((response, grant)) = registry::dispatch(shard, request).await else {
+    let Some(registry::Handled { response, grant, records }) = registry::dispatch(shard, request).await else {
         return Reply::Nothing;
     };
     let handled = std::time::Instant::now();
@@ -267,34 +278,37 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
     if let Some(stages) = stages {
         stages.handle.observe(handled - started);
     }
-    let frame = |bytes: Bytes, held: Grant| {
+    let reply = |frame: Frame, held: Grant| {
         let ready = std::time::Instant::now();
         if let Some(stages) = stages {
             stages.encode.observe(ready - handled);
         }
-        Reply::Frame { bytes, held, api_key: api_key as i16, ready }
+        Reply::Frame { frame, held, api_key: api_key as i16, ready }
     };
-    let held = |frame: &Bytes| match grant {
+    let held = |frame: &Frame| match grant {
         Some(mut grant) => {
             grant.settle(frame.len());
             grant
         }
         None => budget.hold(frame.len()),
     };
-    let error = match encode(api_key, version, correlation_id, &response) {
-        Ok(bytes) => {
-            let held = held(&bytes);
-            return frame(bytes, held);
+    let copied = records.copied_bytes();
+    let error = match encode(api_key, version, correlation_id, &response, records) {
+        Ok(frame) => {
+            let metrics = &shard.metrics;
+            metrics.fetch_copied_bytes.set(metrics.fetch_copied_bytes.get() + copied);
+            let held = held(&frame);
+            return reply(frame, held);
         }
         Err(e) => e,
     };
     shard.metrics.count_encode_failure(api_key as i16);
     tracing::error!(target: "skein::net", shard = shard.id, ?api_key, version, correlation_id, error = %error, "response encoding failed");
     match crate::error_response::error_response(response, version) {
-        Some(fallback) => match encode(api_key, version, correlation_id, &fallback) {
-            Ok(bytes) => {
-                let held = held(&bytes);
-                frame(bytes, held)
+        Some(fallback) => match encode(api_key, version, correlation_id, &fallback, SharedRecords::default()) {
+            Ok(frame) => {
+                let held = held(&frame);
+                reply(frame, held)
             }
             Err(_) => Reply::Close,
         },
@@ -302,21 +316,62 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
     }
 }
 
-/// One response frame: size, header, body.
-fn encode(api_key: ApiKey, version: i16, correlation_id: i32, response: &ResponseKind) -> anyhow::Result<Bytes> {
-    // A fetch response is sized first: grown by doubling it would copy itself and
-    // briefly hold up to twice its size, past its response budget.
+/// One response frame: size, header, body. A fetch response's records are the
+/// `records` behind its placeholders, shared into the frame's segments.
+pub fn encode(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &ResponseKind,
+    records: SharedRecords,
+) -> anyhow::Result<Frame> {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let header_version = api_key.response_header_version(version);
-    let size = match response {
-        ResponseKind::Fetch(fetch) => header.compute_size(header_version)? + fetch.compute_size(version)?,
-        _ => 256,
-    };
-    let mut out = BytesMut::with_capacity(4 + size);
+    if let ResponseKind::Fetch(fetch) = response {
+        // Sized first: the framing buffer is allocated once, at its final size.
+        let size = header.compute_size(header_version)? + fetch.compute_size(version)?;
+        let mut out = Splicer::new(4 + size, records);
+        out.put_i32(i32::try_from(size)?);
+        header.encode(&mut out, header_version)?;
+        fetch.encode(&mut out, version)?;
+        let frame = out.finish()?;
+        anyhow::ensure!(frame.len() == 4 + size, "a fetch frame of {} bytes, sized {}", frame.len(), 4 + size);
+        return Ok(frame);
+    }
+    let mut out = BytesMut::with_capacity(4 + 256);
     out.put_i32(0);
     header.encode(&mut out, header_version)?;
     response.encode(&mut out, version)?;
     let len = (out.len() - 4) as i32;
     out[..4].copy_from_slice(&len.to_be_bytes());
-    Ok(out.freeze())
+    Ok(Frame::contiguous(out.freeze()))
+}
+
+/// Sends a frame: one write for a single segment, vectored writes (`sendmsg`, never
+/// blocking) for several. When the socket is full, the stream's own write of the
+/// current segment waits for room, then vectored writes go on.
+async fn write_frame(
+    writer: &mut futures_lite::io::WriteHalf<TcpStream>,
+    socket: &socket2::Socket,
+    frame: &Frame,
+) -> std::io::Result<()> {
+    let segments = frame.segments();
+    if let [one] = segments {
+        return writer.write_all(one).await;
+    }
+    let mut at = frame::advance(segments, (0, 0), 0);
+    while at.0 < segments.len() {
+        let slices = frame::io_slices(&segments[at.0..], at.1);
+        let sent = match socket.send_vectored_with_flags(&slices, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
+            Ok(sent) => sent,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => writer.write(&segments[at.0][at.1..]).await?,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if sent == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        at = frame::advance(segments, at, sent);
+    }
+    Ok(())
 }

@@ -34,7 +34,8 @@ fn metadata_quorum_survives_a_lost_controller() {
         let response = describe_quorum(cluster.node(follower), "__cluster_metadata", 2);
         assert_eq!(response.error_code, 0, "{:?}", response.error_message);
         let quorum = response.topics[0].partitions[0].clone();
-        if quorum.current_voters.iter().all(|v| v.log_end_offset == quorum.high_watermark) {
+        let caught_up = quorum.current_voters.iter().all(|v| v.log_end_offset == quorum.high_watermark);
+        if quorum.current_voters.len() == 3 && caught_up {
             break (quorum, response.nodes);
         }
         assert!(Instant::now() < deadline, "voters do not catch up: {quorum:?}");

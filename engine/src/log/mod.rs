@@ -416,6 +416,12 @@ impl<S: Storage> Log<S> {
             let stepped = end.div_ceil(RESERVATION_STEP_BYTES) * RESERVATION_STEP_BYTES;
             return Ok(Admission::Reserve(stepped.min(segment_bytes.max(align_up(end)))));
         }
+        // A leader's batch is a slice of its request, patched in a copy; every batch is
+        // then copied into the tail buffer.
+        let copied = match mode {
+            AppendMode::Leader { .. } => 2 * size,
+            AppendMode::Replica => size,
+        };
         let batch = match mode {
             AppendMode::Leader { epoch } => batch.clone().with_offset_and_epoch(base_offset, epoch),
             AppendMode::Replica => batch.clone(),
@@ -453,6 +459,7 @@ impl<S: Storage> Log<S> {
         let metrics = &self.ctx.metrics;
         metrics.appended_batches.set(metrics.appended_batches.get() + 1);
         metrics.appended_bytes.set(metrics.appended_bytes.get() + size as u64);
+        metrics.append_copied_bytes.set(metrics.append_copied_bytes.get() + copied as u64);
         state.pending.push_back(Pending { end_position: position + size as u64, batch });
         Ok(Admission::Admitted(info, flush, reserve_ahead))
     }
@@ -486,6 +493,7 @@ impl<S: Storage> Log<S> {
             let len = write.buf.as_bytes().len();
             let (position, data_end, chunk) = (write.position, write.data_end, write.chunk_position());
             let metrics = &self.ctx.metrics;
+            metrics.append_copied_bytes.set(metrics.append_copied_bytes.get() + write.copied as u64);
             metrics.writes.set(metrics.writes.get() + 1);
             metrics.writes_in_flight.set(metrics.writes_in_flight.get() + 1);
             let submitted = std::time::Instant::now();
@@ -810,6 +818,9 @@ impl<S: Storage> Log<S> {
                 }
             })?;
             metrics.disk_read_bytes.set(metrics.disk_read_bytes.get() + bytes_read);
+            // The DMA storage copies each read out of its buffer: glommio's buffers
+            // belong to the shard's ring and cannot travel to another shard.
+            metrics.read_copied_bytes.set(metrics.read_copied_bytes.get() + bytes_read);
             if !batches.is_empty() {
                 return Ok(batches);
             }

@@ -186,19 +186,28 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
     controller.set_applied(applied);
     let mut next_tick = Instant::now() + TICK;
     let mut seen = VoterTimes::default();
+    let mut described_leader = None;
     loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
-        let input = futures_lite::future::or(async { inputs.recv().await.map(Some) }, async {
-            glommio::timer::sleep(wait).await;
-            Some(None)
-        })
-        .await;
+        // A tick that is due goes first: `or` polls the inputs first, and a steady
+        // stream of them would otherwise hold ticks (raft's timers) back.
+        let input = match wait.is_zero() {
+            true => Some(None),
+            false => {
+                futures_lite::future::or(async { inputs.recv().await.map(Some) }, async {
+                    glommio::timer::sleep(wait).await;
+                    Some(None)
+                })
+                .await
+            }
+        };
         match input {
             None => return,
             Some(None) => {
                 quorum.tick();
                 // DescribeQuorum's view, refreshed once a tick rather than per message.
                 controller.set_quorum_status(seen.status(&quorum));
+                described_leader = quorum.leader();
                 next_tick += TICK;
                 if next_tick < Instant::now() {
                     next_tick = Instant::now() + TICK;
@@ -256,6 +265,13 @@ pub async fn run(shard: Rc<Shard>, opened: Opened, inputs: glommio::channels::lo
                     quorum.snapshot_sent(peer, false);
                 }
             }
+        }
+        // A change of leader refreshes DescribeQuorum's view at once: a new leader
+        // must not describe the quorum as the follower it was a tick ago (no leader,
+        // no voters' progress).
+        if quorum.leader() != described_leader {
+            described_leader = quorum.leader();
+            controller.set_quorum_status(seen.status(&quorum));
         }
         controller.set_leader(quorum.is_leader(), quorum.leader());
         controller.check_sessions(&shard);

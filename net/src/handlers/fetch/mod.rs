@@ -13,7 +13,7 @@ mod session;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::messages::fetch_response::{
@@ -26,6 +26,7 @@ use skein_engine::TopicPartition;
 use super::{group_by_topic, leaders, s};
 use crate::budget::Grant;
 use crate::errors::code;
+use crate::frame::SharedRecords;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
 use crate::metadata::MetadataImage;
 use crate::shard::{OpResult, PartitionOp, PartitionReply, Reader, Shard};
@@ -74,13 +75,14 @@ impl Wanted {
 }
 
 /// Answers a fetch, reading no more than its response budget `grant`; returns the
-/// grant with the response, to be held until the response is written.
+/// response with its record bytes (behind placeholders, `frame.rs`) and the grant, to
+/// be held until the response is written.
 pub async fn handle(
     shard: &Rc<Shard>,
     header: &RequestHeader,
     request: FetchRequest,
     mut grant: Grant,
-) -> (FetchResponse, Grant) {
+) -> (FetchResponse, SharedRecords, Grant) {
     // The response may hold what the budgets granted, up to max_bytes; while a long
     // poll waits it holds only what it has read.
     let started = Instant::now();
@@ -91,7 +93,7 @@ pub async fn handle(
         Ok(mode) => mode,
         Err(error) => {
             grant.settle(0);
-            return (FetchResponse::default().with_error_code(error), grant);
+            return (FetchResponse::default().with_error_code(error), SharedRecords::default(), grant);
         }
     };
     let requested: Vec<SessionPartition> = request
@@ -197,9 +199,9 @@ pub async fn handle(
     if response_session != 0 {
         shard.fetch_sessions.borrow_mut().served(response_session, &sent);
     }
-    let mut response = build(shard, version, &wanted, results, incremental);
+    let (mut response, records) = build(shard, version, &wanted, results, incremental);
     response.session_id = response_session;
-    (response, grant)
+    (response, records, grant)
 }
 
 /// A leader's replication throttle: while this shard's leader quota is spent, the
@@ -422,11 +424,19 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
 }
 
 /// The response: every partition for a full fetch; for an incremental one only those
-/// with records, an error, or a high watermark or log start offset that moved.
-fn build(shard: &Shard, version: i16, wanted: &[Wanted], results: Vec<OpResult>, incremental: bool) -> FetchResponse {
+/// with records, an error, or a high watermark or log start offset that moved. Each
+/// partition's batches stay as they were read, behind a placeholder in `records`.
+fn build(
+    shard: &Shard,
+    version: i16,
+    wanted: &[Wanted],
+    results: Vec<OpResult>,
+    incremental: bool,
+) -> (FetchResponse, SharedRecords) {
     let mut leaders = std::collections::BTreeSet::new();
     let partitions = wanted.iter().zip(results).filter_map(|(w, result)| {
         let mut data = PartitionData::default();
+        let mut batches = Vec::new();
         data.partition_index = w.partition;
         data.preferred_read_replica = BrokerId(-1);
         data.aborted_transactions = Some(Vec::new());
@@ -460,7 +470,7 @@ fn build(shard: &Shard, version: i16, wanted: &[Wanted], results: Vec<OpResult>,
                         .collect()
                 });
                 data.log_start_offset = log_start_offset;
-                data.records = Some(concat(records));
+                batches = records;
                 data.preferred_read_replica = BrokerId(preferred_read_replica);
                 if let Some((epoch, end_offset)) = w.diverging {
                     data.diverging_epoch.epoch = epoch;
@@ -484,7 +494,7 @@ fn build(shard: &Shard, version: i16, wanted: &[Wanted], results: Vec<OpResult>,
         }
         // Topics are told apart by id from v13, by name before.
         let key = if version >= 13 { (w.topic_id, String::new()) } else { (uuid::Uuid::nil(), w.topic.clone()) };
-        Some((key, data))
+        Some((key, (data, batches)))
     });
     let partitions: Vec<_> = partitions.collect();
     let mut response = FetchResponse::default();
@@ -500,28 +510,18 @@ fn build(shard: &Shard, version: i16, wanted: &[Wanted], results: Vec<OpResult>,
             })
             .collect();
     }
+    // Placeholders are taken in the order the response encodes its partitions.
+    let mut records = SharedRecords::default();
     response.responses = group_by_topic(partitions)
         .into_iter()
         .map(|((topic_id, topic), partitions)| {
+            let partitions =
+                partitions.into_iter().map(|(data, batches)| data.with_records(Some(records.add(batches)))).collect();
             FetchableTopicResponse::default()
                 .with_topic(TopicName(s(topic)))
                 .with_topic_id(topic_id)
                 .with_partitions(partitions)
         })
         .collect();
-    response
-}
-
-fn concat(batches: Vec<Bytes>) -> Bytes {
-    match batches.len() {
-        0 => Bytes::new(),
-        1 => batches.into_iter().next().expect("one batch"),
-        _ => {
-            let mut out = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
-            for b in batches {
-                out.extend_from_slice(&b);
-            }
-            out.freeze()
-        }
-    }
+    (response, records)
 }
