@@ -94,13 +94,14 @@ impl SharedRecords {
             // Only a first batch past the response's limit gets here: the codec copies
             // it into the frame as any other field (and joins several first).
             self.copied_bytes += len as u64 * if batches.len() > 1 { 2 } else { 1 };
-            let mut batches = batches.into_iter();
-            let first = batches.next().expect("records of a positive length");
-            return batches.fold(first, |joined, b| {
-                let mut out = BytesMut::from(&joined[..]);
-                out.extend_from_slice(&b);
-                out.freeze()
-            });
+            if let [one] = batches.as_slice() {
+                return one.clone();
+            }
+            let mut joined = BytesMut::with_capacity(len);
+            for b in &batches {
+                joined.extend_from_slice(b);
+            }
+            return joined.freeze();
         }
         self.partitions.push(batches);
         Bytes::from_static(&RECORDS_PLACEHOLDER[..len])
