@@ -217,7 +217,7 @@ fn compression_type_recompresses() {
             batches.iter().map(|b| Compression::from_attributes(b.attributes()).unwrap()).collect();
         assert_eq!(codecs, expect, "{topic}");
         for b in &batches {
-            let decoded = decode_records(b.bytes(), 1 << 20).unwrap();
+            let decoded = decode_records(&b.bytes(), 1 << 20).unwrap();
             assert_eq!(decoded.len(), 4);
             assert!(decoded
                 .iter()

@@ -105,11 +105,29 @@ pub fn peek_size(buf: &[u8]) -> Result<usize, BatchError> {
     Ok(LOG_OVERHEAD + length as usize)
 }
 
+/// The bytes in front of the magic byte: base offset, batch length and partition leader
+/// epoch. A leader patches the first and the last; the CRC covers none of them.
+pub const PATCHABLE_BYTES: usize = MAGIC_AT;
+
 /// A validated v2 batch. Holds its bytes as `Bytes`, so clones and slices share memory.
-#[derive(Clone, PartialEq, Eq)]
+///
+/// A batch patched while its buffer is shared (a leader's batch is a slice of the
+/// produce request) keeps the buffer as it came and carries its patched first
+/// `PATCHABLE_BYTES` beside it, in `head`: patching then copies 16 bytes, not the batch.
+/// Every accessor reads through the head; `segments` hands both pieces out uncopied.
+#[derive(Clone)]
 pub struct Batch {
     bytes: Bytes,
+    head: Option<Bytes>,
 }
+
+impl PartialEq for Batch {
+    fn eq(&self, other: &Batch) -> bool {
+        self.head() == other.head() && self.bytes[PATCHABLE_BYTES..] == other.bytes[PATCHABLE_BYTES..]
+    }
+}
+
+impl Eq for Batch {}
 
 impl std::fmt::Debug for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -154,7 +172,7 @@ impl Batch {
         if expected != actual {
             return Err(BatchError::CrcMismatch { expected, actual });
         }
-        let batch = Batch { bytes };
+        let batch = Batch { bytes, head: None };
         let count = batch.record_count();
         if count < 1 {
             return Err(BatchError::RecordCountInvalid(count));
@@ -200,12 +218,43 @@ impl Batch {
         Ok(batches)
     }
 
-    pub fn bytes(&self) -> &Bytes {
-        &self.bytes
+    /// The batch as one contiguous buffer. Shares memory unless the batch carries a
+    /// patched head, which is then joined to the rest in a copy: paths that send or
+    /// write batches use `segments` or `pieces` instead.
+    pub fn bytes(&self) -> Bytes {
+        match &self.head {
+            None => self.bytes.clone(),
+            Some(head) => {
+                let mut joined = BytesMut::with_capacity(self.bytes.len());
+                joined.extend_from_slice(head);
+                joined.extend_from_slice(&self.bytes[PATCHABLE_BYTES..]);
+                joined.freeze()
+            }
+        }
     }
 
-    pub fn into_bytes(self) -> Bytes {
-        self.bytes
+    /// The batch's bytes as the pieces it holds, in order, none copied: the whole
+    /// buffer, or the patched head and the rest of the shared buffer.
+    pub fn segments(&self) -> impl Iterator<Item = Bytes> {
+        let pieces = match &self.head {
+            None => [Some(self.bytes.clone()), None],
+            Some(head) => [Some(head.clone()), Some(self.bytes.slice(PATCHABLE_BYTES..))],
+        };
+        pieces.into_iter().flatten()
+    }
+
+    /// The batch's bytes as two borrowed pieces that join to the whole batch.
+    pub fn pieces(&self) -> [&[u8]; 2] {
+        [self.head(), &self.bytes[PATCHABLE_BYTES..]]
+    }
+
+    /// Whether the batch carries a patched head beside a shared buffer.
+    pub fn is_patched_apart(&self) -> bool {
+        self.head.is_some()
+    }
+
+    fn head(&self) -> &[u8] {
+        self.head.as_deref().unwrap_or(&self.bytes[..PATCHABLE_BYTES])
     }
 
     /// Total bytes of the batch, header included.
@@ -214,7 +263,7 @@ impl Batch {
     }
 
     pub fn base_offset(&self) -> Offset {
-        Offset(read_i64(&self.bytes, BASE_OFFSET_AT))
+        Offset(read_i64(self.head(), BASE_OFFSET_AT))
     }
 
     /// The offset of the batch's last record: base offset plus last offset delta.
@@ -228,7 +277,7 @@ impl Batch {
     }
 
     pub fn leader_epoch(&self) -> LeaderEpoch {
-        LeaderEpoch(read_i32(&self.bytes, LEADER_EPOCH_AT))
+        LeaderEpoch(read_i32(self.head(), LEADER_EPOCH_AT))
     }
 
     pub fn crc(&self) -> u32 {
@@ -292,34 +341,54 @@ impl Batch {
     }
 
     /// Returns this batch with its base offset and leader epoch replaced. Neither field
-    /// is covered by the CRC, so this costs one copy of the bytes at most and no
-    /// re-encoding; when this `Batch` is the only owner of its buffer there is no copy.
+    /// is covered by the CRC, so nothing is re-encoded and no record byte is copied:
+    /// the only owner of its buffer is patched in place, a shared buffer gets a patched
+    /// head of `PATCHABLE_BYTES` beside it.
     pub fn with_offset_and_epoch(self, base_offset: Offset, epoch: LeaderEpoch) -> Batch {
-        let mut bytes = bytes_mut(self.bytes);
-        bytes[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.0.to_be_bytes());
-        bytes[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&epoch.0.to_be_bytes());
-        Batch { bytes: bytes.freeze() }
+        let patch = |head: &mut [u8]| {
+            head[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.0.to_be_bytes());
+            head[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&epoch.0.to_be_bytes());
+        };
+        let mut head = [0u8; PATCHABLE_BYTES];
+        head.copy_from_slice(self.head());
+        match self.bytes.try_into_mut() {
+            Ok(mut owned) => {
+                patch(&mut head);
+                owned[..PATCHABLE_BYTES].copy_from_slice(&head);
+                Batch { bytes: owned.freeze(), head: None }
+            }
+            Err(shared) => {
+                patch(&mut head);
+                Batch { bytes: shared, head: Some(Bytes::copy_from_slice(&head)) }
+            }
+        }
     }
 
     /// Returns this batch with `LogAppendTime` semantics: the timestamp-type attribute
     /// set and the max timestamp replaced by `now`. Both are covered by the CRC, so the
     /// CRC is recomputed (as Kafka's LogValidator does).
     pub fn with_log_append_time(self, now: TimestampMs) -> Batch {
-        let mut bytes = bytes_mut(self.bytes);
+        let mut bytes = self.into_mut();
         let attributes = read_i16(&bytes, ATTRIBUTES_AT) | ATTR_TIMESTAMP_TYPE;
         bytes[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
         bytes[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now.to_be_bytes());
         let crc = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
         bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-        Batch { bytes: bytes.freeze() }
+        Batch { bytes: bytes.freeze(), head: None }
     }
-}
 
-/// Takes the buffer back for mutation, copying only if it is shared.
-fn bytes_mut(bytes: Bytes) -> BytesMut {
-    match bytes.try_into_mut() {
-        Ok(unique) => unique,
-        Err(shared) => BytesMut::from(&shared[..]),
+    /// Takes the bytes back for mutation, with the head applied, copying only if the
+    /// buffer is shared.
+    fn into_mut(self) -> BytesMut {
+        let head = self.head;
+        let mut bytes = match self.bytes.try_into_mut() {
+            Ok(unique) => unique,
+            Err(shared) => BytesMut::from(&shared[..]),
+        };
+        if let Some(head) = head {
+            bytes[..PATCHABLE_BYTES].copy_from_slice(&head);
+        }
+        bytes
     }
 }
 
@@ -525,7 +594,33 @@ mod tests {
         let stamped = patched.with_log_append_time(42);
         assert!(stamped.is_log_append_time());
         assert_eq!(stamped.max_timestamp(), 42);
-        assert!(Batch::validate(stamped.into_bytes(), MAX).is_ok());
+        assert!(Batch::validate(stamped.bytes(), MAX).is_ok());
+    }
+
+    // A batch whose buffer is shared is patched beside it: its pieces and segments join
+    // to the bytes an in-place patch gives, the request's bytes stay as they came, and
+    // LogAppendTime on top of it still yields one valid batch.
+    #[test]
+    fn shared_batches_are_patched_apart() {
+        let request = batch(3, 50);
+        let shared = Batch::validate(request.clone(), MAX).unwrap();
+        let owned = Batch::validate(Bytes::from(request.to_vec()), MAX).unwrap();
+        let apart = shared.with_offset_and_epoch(Offset(77), LeaderEpoch(4));
+        let in_place = owned.with_offset_and_epoch(Offset(77), LeaderEpoch(4));
+        assert!(apart.is_patched_apart());
+        assert!(!in_place.is_patched_apart());
+        assert_eq!(apart, in_place);
+        assert_eq!(apart.bytes(), in_place.bytes());
+        assert_eq!(apart.pieces().concat(), in_place.bytes().to_vec());
+        assert_eq!(apart.segments().flat_map(|b| b.to_vec()).collect::<Vec<u8>>(), in_place.bytes().to_vec());
+        assert_eq!(
+            (apart.base_offset(), apart.leader_epoch(), apart.next_offset()),
+            (Offset(77), LeaderEpoch(4), Offset(80))
+        );
+        assert_eq!(request, batch(3, 50), "the request's buffer is not written");
+        let stamped = apart.with_log_append_time(9);
+        assert_eq!(stamped.base_offset(), Offset(77));
+        assert!(Batch::validate(stamped.bytes(), MAX).is_ok());
     }
 
     // Splitting consecutive batches finds each one and reports where a bad one starts.

@@ -26,6 +26,9 @@ pub struct BatchCache {
     entries: BTreeMap<(LogKey, Offset), Entry>,
     lru: BTreeMap<u64, (LogKey, Offset)>,
     tick: u64,
+    /// Calls that dropped batches, so that a reader that read from disk meanwhile can
+    /// tell its bytes may be stale (`log/read_ahead.rs`).
+    invalidations: u64,
     /// Reads answered from the cache, and reads that had to go to disk.
     pub hits: u64,
     pub misses: u64,
@@ -39,6 +42,7 @@ impl BatchCache {
             entries: BTreeMap::new(),
             lru: BTreeMap::new(),
             tick: 0,
+            invalidations: 0,
             hits: 0,
             misses: 0,
         }
@@ -50,6 +54,18 @@ impl BatchCache {
 
     pub fn budget_bytes(&self) -> usize {
         self.budget_bytes
+    }
+
+    pub fn invalidations(&self) -> u64 {
+        self.invalidations
+    }
+
+    /// Whether the batch holding `offset` of `log` is cached.
+    pub fn contains(&self, log: LogKey, offset: Offset) -> bool {
+        self.entries
+            .range((Bound::Included((log, Offset(i64::MIN))), Bound::Included((log, offset))))
+            .next_back()
+            .is_some_and(|(_, entry)| entry.batch.last_offset() >= offset)
     }
 
     fn next_tick(&mut self) -> u64 {
@@ -131,6 +147,7 @@ impl BatchCache {
 
     /// Drops the batches of `log` that overlap `[start, end)`.
     pub fn invalidate(&mut self, log: LogKey, start: Offset, end: Offset) {
+        self.invalidations += 1;
         let keys: Vec<_> = self
             .entries
             .range((Bound::Included((log, Offset(i64::MIN))), Bound::Excluded((log, end))))

@@ -15,6 +15,12 @@ pub const APPEND_CHUNK_BYTES: usize = 512 << 10;
 /// Chunks buffered per log before appends wait for writes to complete (backpressure).
 pub const APPEND_CHUNKS_MAX: usize = 8;
 
+/// Unwritten bytes of the open chunk from which its write takes the chunk's memory
+/// instead of a copy; a fresh chunk then continues from the last partial block, which
+/// is the only part copied (under `DMA_ALIGNMENT`). Smaller writes (a lone batch on an
+/// idle device) copy their few blocks and keep the chunk.
+pub const APPEND_HANDOVER_MIN_BYTES: usize = 64 << 10;
+
 /// Writes in flight per log file. Writes cover disjoint block ranges, except a partial
 /// tail block, which is never rewritten while an earlier write of it is in flight.
 pub const WRITES_IN_FLIGHT_MAX: usize = 8;
@@ -29,6 +35,20 @@ pub const BATCH_BYTES_MAX: usize = i32::MAX as usize;
 
 /// Bytes read ahead on a cold read when the caller's `max_bytes` is smaller.
 pub const COLD_READ_MIN_BYTES: usize = 64 << 10;
+
+/// One read-ahead window (`log/read_ahead.rs`): the bytes a log reads past a cold
+/// read, in one read that the kernel splits into several device requests in flight (at
+/// most 1.25 MiB each on the virtio disks here). 4 MiB is what the appender keeps in
+/// flight to reach the disk's write bandwidth.
+pub const READ_AHEAD_BYTES: usize = 4 << 20;
+
+/// A window is at most this fraction of the shard's batch cache (where it lands), so
+/// that read-ahead cannot evict what readers are about to read.
+pub const READ_AHEAD_CACHE_DIVISOR: usize = 8;
+
+/// Read-ahead bytes in flight per shard (DMA buffers): 16 windows. Past it, cold reads
+/// go without read-ahead.
+pub const READ_AHEAD_SHARD_BYTES_MAX: u64 = 64 << 20;
 
 /// Largest index file accepted on load (Kafka's `segment.index.bytes` default, 10 MiB).
 pub const INDEX_BYTES_MAX: usize = 10 << 20;

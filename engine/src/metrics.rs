@@ -57,6 +57,9 @@ pub struct EngineMetrics {
     /// against `appended_bytes` and the bytes fetches send, copies per byte.
     pub append_copied_bytes: Cell<u64>,
     pub read_copied_bytes: Cell<u64>,
+    /// Bytes read ahead of readers behind the tail, and read-ahead bytes in flight.
+    pub read_ahead_bytes: Cell<u64>,
+    pub read_ahead_bytes_in_flight: Cell<u64>,
     /// Corruption found where data must be intact (below the recovery point, on read).
     pub corruptions: Cell<u64>,
     /// Bytes read and validated by recovery scans when logs open.

@@ -14,7 +14,7 @@ use skein_engine::{CleanupPolicy, LogConfig, Offset};
 async fn records<S: skein_engine::io::Storage>(log: &skein_engine::Log<S>) -> Vec<(i64, String, Option<String>)> {
     let mut out = Vec::new();
     for batch in read_all(log, log.log_start_offset()).await {
-        for record in decode_records(batch.bytes(), 1 << 30).unwrap() {
+        for record in decode_records(&batch.bytes(), 1 << 30).unwrap() {
             let key = String::from_utf8(record.key.unwrap().to_vec()).unwrap();
             let value = record.value.map(|v| String::from_utf8(v.to_vec()).unwrap());
             out.push((batch.base_offset().0 + record.offset_delta as i64, key, value));
@@ -291,7 +291,7 @@ impl skein_engine::log::Transactions for Txns {
 /// A batch of `pairs` from transactional producer `pid` (a marker when `control`).
 fn transactional(pid: i64, control: bool, pairs: &[(&str, Option<&str>)]) -> skein_engine::Batch {
     let plain = keyed(10_000, Compression::None, pairs);
-    let records = decode_records(plain.bytes(), 1 << 20).unwrap();
+    let records = decode_records(&plain.bytes(), 1 << 20).unwrap();
     let producer = skein_engine::records::BatchProducer {
         id: pid,
         epoch: 0,

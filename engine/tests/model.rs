@@ -36,7 +36,7 @@ impl Model {
 async fn visible<S: skein_engine::io::Storage>(log: &skein_engine::Log<S>) -> Vec<(i64, String, Option<String>)> {
     let mut out = Vec::new();
     for batch in read_all(log, log.log_start_offset()).await {
-        for record in decode_records(batch.bytes(), 1 << 30).unwrap() {
+        for record in decode_records(&batch.bytes(), 1 << 30).unwrap() {
             let offset = batch.base_offset().0 + record.offset_delta as i64;
             if offset >= log.log_start_offset().0 {
                 let key = String::from_utf8(record.key.unwrap().to_vec()).unwrap();

@@ -217,7 +217,7 @@ async fn records_of<S: Storage>(log: &Log<S>) -> Vec<(i64, Option<String>, Strin
     let mut out = Vec::new();
     let start = log.log_start_offset();
     for batch in read_all(log, start).await {
-        for record in decode_records(batch.bytes(), 1 << 30).unwrap() {
+        for record in decode_records(&batch.bytes(), 1 << 30).unwrap() {
             let offset = batch.base_offset().0 + record.offset_delta as i64;
             if offset >= start.0 {
                 let text = |b: Bytes| String::from_utf8(b.to_vec()).unwrap();

@@ -155,7 +155,7 @@ pub fn admit(batch: Batch, rules: &AppendRules, partition: &str, now_ms: i64) ->
     }
     let batch = match rules.compression {
         Some((codec, level)) if codec.attribute_bits() != batch.compression_bits() => {
-            let bytes = recompress_batch(batch.bytes(), codec, level, DECOMPRESSED_BYTES_MAX)
+            let bytes = recompress_batch(&batch.bytes(), codec, level, DECOMPRESSED_BYTES_MAX)
                 .map_err(|e| Refused::invalid(format!("cannot recompress a batch for {partition}: {e}")))?;
             // The new bytes get the same checks as any batch before they reach the log.
             Batch::validate_fresh(bytes::Bytes::from(bytes), usize::MAX)

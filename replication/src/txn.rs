@@ -204,7 +204,7 @@ pub fn marker_of(batch: &Batch) -> Option<(bool, i32)> {
     if !batch.is_control() {
         return None;
     }
-    let records = skein_engine::records::decode_records(batch.bytes(), 1 << 16).ok()?;
+    let records = skein_engine::records::decode_records(&batch.bytes(), 1 << 16).ok()?;
     let record = records.first()?;
     let key = record.key.as_ref()?;
     if key.len() < 4 {

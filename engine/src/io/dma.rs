@@ -31,6 +31,10 @@ impl IoBuf for DmaBuf {
     fn as_bytes_mut(&mut self) -> &mut [u8] {
         self.0.as_bytes_mut()
     }
+    fn truncate(&mut self, len: usize) {
+        debug_assert_eq!(len % crate::limits::DMA_ALIGNMENT, 0);
+        self.0.trim_to_size(len);
+    }
 }
 
 /// glommio opens directories relative to descriptor -1 rather than the working
@@ -128,6 +132,10 @@ impl Storage for DmaStorage {
             }
         }
         Ok(names)
+    }
+
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + 'static) {
+        glommio::spawn_local(task).detach();
     }
 
     fn available_bytes(&self, path: &Path) -> io::Result<u64> {

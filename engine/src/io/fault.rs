@@ -68,6 +68,9 @@ pub struct FaultPlan {
     pub crash_after_ops: Cell<Option<u64>>,
     /// Reported free space, overriding the real file system's.
     pub available_bytes: Cell<Option<u64>>,
+    /// Reads of at least this many bytes complete this much later than they read (a
+    /// slow device, or a read that loses a race with a change of the log).
+    pub slow_reads: Cell<Option<(usize, std::time::Duration)>>,
     ops: Cell<u64>,
     syncs: Cell<u64>,
     crashed: Cell<bool>,
@@ -290,6 +293,10 @@ impl<S: Storage> Storage for FaultStorage<S> {
         self.inner.list_dir(path)
     }
 
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + 'static) {
+        self.inner.spawn(task);
+    }
+
     fn available_bytes(&self, path: &Path) -> io::Result<u64> {
         match self.plan.available_bytes.get() {
             Some(bytes) => Ok(bytes),
@@ -353,7 +360,12 @@ impl<F: StorageFile> StorageFile for FaultFile<F> {
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         self.plan.check_crashed()?;
-        self.inner.read_at(pos, len).await
+        let read = self.inner.read_at(pos, len).await;
+        // The bytes are read now; the reader sees them later.
+        if let Some((_, delay)) = self.plan.slow_reads.get().filter(|&(min_len, _)| len >= min_len) {
+            glommio::timer::sleep(delay).await;
+        }
+        read
     }
 
     async fn fdatasync(&self) -> io::Result<()> {

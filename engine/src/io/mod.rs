@@ -24,6 +24,9 @@ use crate::limits::DMA_ALIGNMENT;
 pub trait IoBuf {
     fn as_bytes(&self) -> &[u8];
     fn as_bytes_mut(&mut self) -> &mut [u8];
+    /// Shortens the buffer to its first `len` bytes (a multiple of `DMA_ALIGNMENT`), so
+    /// that a write of it stops there.
+    fn truncate(&mut self, len: usize);
 }
 
 /// A directory tree of O_DIRECT files. Implementations are cheap to clone and used from
@@ -46,6 +49,8 @@ pub trait Storage: Clone + 'static {
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// Names in a directory. Blocks the reactor: used only while opening logs.
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Runs `task` on the shard's executor, detached (background reads).
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + 'static);
     /// Bytes an unprivileged writer can still allocate on the file system of `path`.
     fn available_bytes(&self, path: &Path) -> io::Result<u64>;
 }

@@ -447,7 +447,7 @@ impl<S: Storage> Log<S> {
                 if let Some(kept) = kept {
                     metas.push(BatchMeta::of(&kept, size));
                     size += kept.size() as u64;
-                    writer.push(kept.bytes(), throttle).await?;
+                    writer.push(&kept.bytes(), throttle).await?;
                 }
             }
         }
@@ -462,7 +462,7 @@ impl<S: Storage> Log<S> {
     /// `batch` with only the records `rules` keep; `None` when none stays.
     fn filter(&self, batch: &Batch, rules: &Rules<'_>) -> Result<Option<Batch>> {
         let filtered =
-            crate::records::filter_batch(batch.bytes(), DECOMPRESSED_BATCH_BYTES_MAX, |r| rules.keep(batch, r))
+            crate::records::filter_batch(&batch.bytes(), DECOMPRESSED_BATCH_BYTES_MAX, |r| rules.keep(batch, r))
                 .map_err(|e| Error::Corruption {
                     path: self.dir.clone(),
                     position: 0,

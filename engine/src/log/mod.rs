@@ -63,6 +63,7 @@ use crate::waiters::Waiters;
 mod compaction;
 mod gate;
 mod read;
+mod read_ahead;
 mod recovery;
 mod retention;
 mod roll;
@@ -144,6 +145,8 @@ pub struct Log<S: Storage> {
     /// `offset_written_end` they need. Kept apart from `written_waiters`: a reader
     /// never drives writes, so it must not receive a hand-off.
     readers: Waiters,
+    /// The last read-ahead window (`read_ahead.rs`), shared with its read task.
+    read_ahead: Rc<read_ahead::ReadAhead>,
     /// Serialises whole-segment maintenance (retention, compaction, truncation).
     maintenance: async_lock::Mutex<()>,
     /// What the checkpoint and epoch files hold now, so unchanged state is not
@@ -417,12 +420,9 @@ impl<S: Storage> Log<S> {
             let stepped = end.div_ceil(RESERVATION_STEP_BYTES) * RESERVATION_STEP_BYTES;
             return Ok(Admission::Reserve(stepped.min(segment_bytes.max(align_up(end)))));
         }
-        // A leader's batch is a slice of its request, patched in a copy; every batch is
-        // then copied into the tail buffer.
-        let copied = match mode {
-            AppendMode::Leader { .. } => 2 * size,
-            AppendMode::Replica => size,
-        };
+        // A leader's batch is a slice of its request with a patched head beside it (no
+        // copy); every batch is then copied into the tail buffer, once.
+        let copied = size;
         let batch = match mode {
             AppendMode::Leader { epoch } => batch.clone().with_offset_and_epoch(base_offset, epoch),
             AppendMode::Replica => batch.clone(),
@@ -431,7 +431,7 @@ impl<S: Storage> Log<S> {
         debug_assert!(batch.crc_ok());
         let position = state.appender.end();
         let file = state.active().file.clone();
-        state.appender.append(&file, batch.bytes());
+        state.appender.append(&file, batch.pieces());
         let config = state.config.clone();
         let active = state.active_mut();
         active.record(BatchMeta::of(&batch, position), &config);

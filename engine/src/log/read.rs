@@ -24,8 +24,14 @@ impl<S: Storage> Log<S> {
             return Ok(Vec::new());
         }
         let metrics = &self.ctx.metrics;
-        if let Some(batches) = self.ctx.cache.borrow_mut().read(self.key, offset, bound, max_bytes) {
+        let cached = || self.ctx.cache.borrow_mut().read(self.key, offset, bound, max_bytes);
+        let mut hit = cached();
+        if hit.is_none() && self.await_read_ahead(offset).await {
+            hit = cached();
+        }
+        if let Some(batches) = hit {
             metrics.cache_reads.set(metrics.cache_reads.get() + 1);
+            self.follow_read_ahead(offset);
             return Ok(batches);
         }
         metrics.disk_reads.set(metrics.disk_reads.get() + 1);
@@ -51,7 +57,8 @@ impl<S: Storage> Log<S> {
             // The DMA storage copies each read out of its buffer: glommio's buffers
             // belong to the shard's ring and cannot travel to another shard.
             metrics.read_copied_bytes.set(metrics.read_copied_bytes.get() + bytes_read);
-            if !batches.is_empty() {
+            if let Some(last) = batches.last() {
+                self.start_read_ahead(last.next_offset());
                 return Ok(batches);
             }
             // Nothing at or after `from` in this segment (compaction can empty a tail):
@@ -136,7 +143,7 @@ impl<S: Storage> Log<S> {
 
     /// The records of `batch`; one that cannot be decoded is corruption of this log.
     pub(super) fn decode(&self, batch: &Batch) -> Result<Vec<crate::records::Record>> {
-        crate::records::decode_records(batch.bytes(), DECOMPRESSED_BATCH_BYTES_MAX).map_err(|e| Error::Corruption {
+        crate::records::decode_records(&batch.bytes(), DECOMPRESSED_BATCH_BYTES_MAX).map_err(|e| Error::Corruption {
             path: self.dir.clone(),
             position: batch.base_offset().0 as u64,
             reason: format!("undecodable batch at offset {}: {e}", batch.base_offset()),

@@ -220,6 +220,7 @@ impl<S: Storage> Log<S> {
             written_waiters: Waiters::default(),
             sync_waiters: Waiters::default(),
             readers: Waiters::default(),
+            read_ahead: Rc::default(),
             maintenance: async_lock::Mutex::new(()),
             written_checkpoint: Cell::new(checkpoint_on_disk),
             written_epochs: RefCell::new(epochs_on_disk),

@@ -64,7 +64,7 @@ impl Shard {
                 }
                 let transactional = batch.is_transactional().then(|| batch.producer_id());
                 let decoded = skein_engine::records::decode_records(
-                    batch.bytes(),
+                    &batch.bytes(),
                     skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX,
                 )
                 .map_err(|e| format!("batch at offset {}: {e}", batch.base_offset().0))?;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use skein_engine::io::dma::DmaStorage;
-use skein_engine::{Batch, LeaderEpoch, LogManager, Offset, TopicPartition};
+use skein_engine::{LeaderEpoch, LogManager, Offset, TopicPartition};
 use skein_replication as replication;
 
 use crate::append::{AppendRules, TopicSettings};
@@ -726,7 +726,7 @@ impl Shard {
                 Ok(PartitionReply::Fetch {
                     high_watermark: state.high_watermark().0,
                     log_start_offset: log.log_start_offset().0,
-                    records: batches.into_iter().map(Batch::into_bytes).collect(),
+                    records: batches,
                     preferred_read_replica: -1,
                     last_stable_offset: last_stable_offset.0,
                     aborted,

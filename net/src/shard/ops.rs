@@ -109,7 +109,9 @@ pub enum PartitionReply {
     Fetch {
         high_watermark: i64,
         log_start_offset: i64,
-        records: Vec<Bytes>,
+        /// The batches read, each whole (a batch may hold its bytes in two pieces:
+        /// `Batch::segments`).
+        records: Vec<skein_engine::Batch>,
         /// The replica the consumer should read from instead (KIP-392), or -1.
         preferred_read_replica: i32,
         last_stable_offset: i64,

@@ -72,7 +72,7 @@ impl Shard {
             offset = last.next_offset();
             for batch in batches.iter().filter(|b| !b.is_control()) {
                 let decoded = skein_engine::records::decode_records(
-                    batch.bytes(),
+                    &batch.bytes(),
                     skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX,
                 )
                 .map_err(|e| format!("batch at offset {}: {e}", batch.base_offset().0))?;

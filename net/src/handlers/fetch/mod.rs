@@ -21,7 +21,7 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
-use skein_engine::TopicPartition;
+use skein_engine::{Batch, TopicPartition};
 
 use super::{group_by_topic, leaders, s};
 use crate::budget::Grant;
@@ -222,7 +222,7 @@ fn throttle_leader(shard: &Shard, wanted: &[Wanted], results: &mut [OpResult]) {
         if let (true, Ok(PartitionReply::Fetch { records, .. })) = (listed, result) {
             match spent {
                 true => records.clear(),
-                false => quota.record(rate, records.iter().map(|b| b.len() as u64).sum(), now),
+                false => quota.record(rate, records.iter().map(|b| b.size() as u64).sum(), now),
             }
         }
     }
@@ -314,7 +314,7 @@ fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>) -> Vec<Want
 
 fn record_bytes(result: &OpResult) -> usize {
     match result {
-        Ok(PartitionReply::Fetch { records, .. }) => records.iter().map(Bytes::len).sum(),
+        Ok(PartitionReply::Fetch { records, .. }) => records.iter().map(Batch::size).sum(),
         _ => 0,
     }
 }
@@ -362,8 +362,8 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec
             if let Ok(PartitionReply::Fetch { records, .. }) = &mut result {
                 let mut kept = Vec::new();
                 for batch in records.drain(..) {
-                    if batch.len() <= left || first {
-                        left = left.saturating_sub(batch.len());
+                    if batch.size() <= left || first {
+                        left = left.saturating_sub(batch.size());
                         first = false;
                         kept.push(batch);
                     } else {
@@ -398,10 +398,7 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
                 return None;
             };
             let visible_end = if w.committed { *last_stable_offset } else { *high_watermark };
-            let next = match records.last() {
-                Some(last) => skein_engine::batch::next_offset_of(last)?.0,
-                None => w.offset,
-            };
+            let next = records.last().map_or(w.offset, |last| last.next_offset().0);
             // A follower that read nothing waits for the log end to move; one that
             // read is answered (it reads on at once).
             let waits = if w.follower { records.is_empty() && w.diverging.is_none() } else { next >= visible_end };
@@ -421,6 +418,11 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
         }
     }
     false
+}
+
+/// The pieces of `batches` in order, shared, for a response's records.
+fn pieces(batches: &[Batch]) -> Vec<Bytes> {
+    batches.iter().flat_map(Batch::segments).collect()
 }
 
 /// The response: every partition for a full fetch; for an incremental one only those
@@ -515,8 +517,10 @@ fn build(
     response.responses = group_by_topic(partitions)
         .into_iter()
         .map(|((topic_id, topic), partitions)| {
-            let partitions =
-                partitions.into_iter().map(|(data, batches)| data.with_records(Some(records.add(batches)))).collect();
+            let partitions = partitions
+                .into_iter()
+                .map(|(data, batches)| data.with_records(Some(records.add(pieces(&batches)))))
+                .collect();
             FetchableTopicResponse::default()
                 .with_topic(TopicName(s(topic)))
                 .with_topic_id(topic_id)

@@ -1,0 +1,138 @@
+//! Sequential read-ahead for readers behind the tail.
+//!
+//! A consumer catching up, a follower or a coordinator replaying its log reads from
+//! disk. Alone, each such read is one DMA read at a time, and the device idles while
+//! the response is sent and the next fetch arrives. So after a cold read the log reads
+//! the next window (`READ_AHEAD_BYTES`: one large read, which the kernel splits into
+//! several device requests in flight) in a task of its own, and puts its batches in the
+//! shard's cache. A read that lands in a completed window starts the next one: while a
+//! reader consumes one window from memory, the next is on its way, and the device stays
+//! busy as long as the reader keeps up. A read that misses the cache while a window
+//! that may hold its offset is in flight waits for that window instead of reading the
+//! same bytes again.
+//!
+//! Bounds: one window in flight per log, `READ_AHEAD_SHARD_BYTES_MAX` in flight per
+//! shard, and a window of at most `1/READ_AHEAD_CACHE_DIVISOR` of the cache's budget (no
+//! read-ahead without a cache). Batches read ahead are CRC-checked like any cold read; a
+//! window stops before a bad batch, and the reader's own cold read reports it. A window
+//! read while the cache dropped batches (truncation, retention, compaction, deletion)
+//! is discarded rather than cached, so it never brings back bytes a log let go of.
+
+use bytes::Bytes;
+
+use super::*;
+use crate::limits::{
+    BATCH_BYTES_MAX, COLD_READ_MIN_BYTES, READ_AHEAD_BYTES, READ_AHEAD_CACHE_DIVISOR, READ_AHEAD_SHARD_BYTES_MAX,
+};
+use crate::waiters::Waiters;
+
+/// A log's read-ahead: its last window, and the readers waiting for it.
+#[derive(Default)]
+pub(super) struct ReadAhead {
+    window: RefCell<Option<Window>>,
+    done: Waiters,
+}
+
+#[derive(Clone, Copy)]
+struct Window {
+    /// The offset the window was read from.
+    start: Offset,
+    /// After the window's last whole batch; `None` while the read is in flight.
+    end: Option<Offset>,
+}
+
+impl<S: Storage> Log<S> {
+    /// After a read at `offset`: starts the next window when the read landed in the
+    /// last completed one.
+    pub(super) fn follow_read_ahead(&self, offset: Offset) {
+        let next = match *self.read_ahead.window.borrow() {
+            Some(Window { start, end: Some(end) }) if start <= offset && offset < end => end,
+            _ => return,
+        };
+        self.start_read_ahead(next);
+    }
+
+    /// Waits for a window in flight that may hold `offset`. Returns whether it waited
+    /// (the caller then looks in the cache again).
+    pub(super) async fn await_read_ahead(&self, offset: Offset) -> bool {
+        let mut waited = false;
+        loop {
+            match *self.read_ahead.window.borrow() {
+                Some(Window { start, end: None }) if start <= offset => {}
+                _ => return waited,
+            }
+            self.read_ahead.done.wait(0).await;
+            waited = true;
+        }
+    }
+
+    /// Reads the window from `from` in the background, unless one is in flight, `from`
+    /// is written but not yet on disk, already cached, or a bound says no.
+    pub(super) fn start_read_ahead(&self, from: Offset) {
+        if matches!(*self.read_ahead.window.borrow(), Some(Window { end: None, .. })) {
+            return;
+        }
+        if from >= self.state.borrow().offset_written_end {
+            return;
+        }
+        let window_bytes = {
+            let cache = self.ctx.cache.borrow();
+            if cache.contains(self.key, from) {
+                return;
+            }
+            READ_AHEAD_BYTES.min(cache.budget_bytes() / READ_AHEAD_CACHE_DIVISOR)
+        };
+        let metrics = self.ctx.metrics.clone();
+        let in_flight = metrics.read_ahead_bytes_in_flight.get();
+        if window_bytes < COLD_READ_MIN_BYTES || in_flight + window_bytes as u64 > READ_AHEAD_SHARD_BYTES_MAX {
+            return;
+        }
+        let Some(range) = self.locate(from) else { return };
+        let len = range.len.min(window_bytes as u64) as usize;
+        if len == 0 {
+            return;
+        }
+        *self.read_ahead.window.borrow_mut() = Some(Window { start: from, end: None });
+        metrics.read_ahead_bytes_in_flight.set(in_flight + len as u64);
+        let (cache, key, read_ahead) = (self.ctx.cache.clone(), self.key, self.read_ahead.clone());
+        let invalidations = cache.borrow().invalidations();
+        self.ctx.storage.spawn(async move {
+            let read = range.file.read_at(range.position, len).await;
+            let in_flight = &metrics.read_ahead_bytes_in_flight;
+            in_flight.set(in_flight.get() - len as u64);
+            let mut end = from;
+            if let Ok(buf) = read {
+                EngineMetrics::add(&metrics.disk_read_bytes, buf.len() as u64);
+                EngineMetrics::add(&metrics.read_copied_bytes, buf.len() as u64);
+                EngineMetrics::add(&metrics.read_ahead_bytes, buf.len() as u64);
+                let mut cache = cache.borrow_mut();
+                if cache.invalidations() == invalidations {
+                    for batch in whole_batches(&buf) {
+                        if batch.last_offset() >= from {
+                            end = end.max(batch.next_offset());
+                            cache.insert(key, batch);
+                        }
+                    }
+                }
+            }
+            let mut window = read_ahead.window.borrow_mut();
+            if let Some(w) = window.as_mut().filter(|w| w.start == from) {
+                w.end = Some(end);
+            }
+            drop(window);
+            read_ahead.done.wake_all();
+        });
+    }
+}
+
+/// The valid whole batches at the start of `buf`, up to the first partial or bad one.
+fn whole_batches(buf: &Bytes) -> impl Iterator<Item = Batch> + '_ {
+    let mut position = 0;
+    std::iter::from_fn(move || {
+        let size = crate::batch::peek_size(buf.get(position..)?).ok()?;
+        let bytes = buf.get(position..position + size).map(|_| buf.slice(position..position + size))?;
+        let batch = Batch::validate(bytes, BATCH_BYTES_MAX).ok()?;
+        position += size;
+        Some(batch)
+    })
+}
