@@ -97,7 +97,7 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_disk_read_bytes_total{{shard=\"{id}\"}} {}", engine.disk_read_bytes.get());
     // User-space copies of record bytes, against skein_appended_bytes_total (produce)
     // and skein_bytes_out_total (fetch).
-    let copied_produce = engine.append_copied_bytes.get() + m.produce_copied_bytes.get();
+    let copied_produce = engine.append_copied_bytes.get();
     let copied_fetch = engine.read_copied_bytes.get() + m.fetch_copied_bytes.get();
     let _ = writeln!(out, "skein_copied_bytes_total{{shard=\"{id}\",path=\"produce\"}} {copied_produce}");
     let _ = writeln!(out, "skein_copied_bytes_total{{shard=\"{id}\",path=\"fetch\"}} {copied_fetch}");

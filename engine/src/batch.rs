@@ -119,6 +119,25 @@ pub const PATCHABLE_BYTES: usize = MAGIC_AT;
 pub struct Batch {
     bytes: Bytes,
     head: Option<Bytes>,
+    backing: Option<Backing>,
+}
+
+/// The allocation a batch's bytes are a slice of, when it holds more than the batch (a
+/// produce request's frame, with other partitions' batches): its address, which tells
+/// allocations apart while any slice of them lives, and its length. The shard's cache
+/// charges such an allocation once and whole, however many of its batches it holds,
+/// so what it pins stays within its budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Backing {
+    pub id: usize,
+    pub len: usize,
+}
+
+impl Backing {
+    /// The allocation `frame` is, for the slices taken from it.
+    pub fn of(frame: &[u8]) -> Backing {
+        Backing { id: frame.as_ptr() as usize, len: frame.len() }
+    }
 }
 
 impl PartialEq for Batch {
@@ -172,7 +191,7 @@ impl Batch {
         if expected != actual {
             return Err(BatchError::CrcMismatch { expected, actual });
         }
-        let batch = Batch { bytes, head: None };
+        let batch = Batch { bytes, head: None, backing: None };
         let count = batch.record_count();
         if count < 1 {
             return Err(BatchError::RecordCountInvalid(count));
@@ -246,6 +265,17 @@ impl Batch {
     /// The batch's bytes as two borrowed pieces that join to the whole batch.
     pub fn pieces(&self) -> [&[u8]; 2] {
         [self.head(), &self.bytes[PATCHABLE_BYTES..]]
+    }
+
+    /// This batch, noting the larger allocation its bytes are a slice of. Kept through
+    /// patching (a copy keeps it too: the cache may then over-charge, never under).
+    pub fn with_backing(mut self, backing: Backing) -> Batch {
+        self.backing = Some(backing);
+        self
+    }
+
+    pub fn backing(&self) -> Option<Backing> {
+        self.backing
     }
 
     /// Whether the batch carries a patched head beside a shared buffer.
@@ -351,16 +381,14 @@ impl Batch {
         };
         let mut head = [0u8; PATCHABLE_BYTES];
         head.copy_from_slice(self.head());
+        patch(&mut head);
+        let backing = self.backing;
         match self.bytes.try_into_mut() {
             Ok(mut owned) => {
-                patch(&mut head);
                 owned[..PATCHABLE_BYTES].copy_from_slice(&head);
-                Batch { bytes: owned.freeze(), head: None }
+                Batch { bytes: owned.freeze(), head: None, backing }
             }
-            Err(shared) => {
-                patch(&mut head);
-                Batch { bytes: shared, head: Some(Bytes::copy_from_slice(&head)) }
-            }
+            Err(shared) => Batch { bytes: shared, head: Some(Bytes::copy_from_slice(&head)), backing },
         }
     }
 
@@ -368,13 +396,14 @@ impl Batch {
     /// set and the max timestamp replaced by `now`. Both are covered by the CRC, so the
     /// CRC is recomputed (as Kafka's LogValidator does).
     pub fn with_log_append_time(self, now: TimestampMs) -> Batch {
+        let backing = self.backing;
         let mut bytes = self.into_mut();
         let attributes = read_i16(&bytes, ATTRIBUTES_AT) | ATTR_TIMESTAMP_TYPE;
         bytes[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
         bytes[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now.to_be_bytes());
         let crc = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
         bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-        Batch { bytes: bytes.freeze(), head: None }
+        Batch { bytes: bytes.freeze(), head: None, backing }
     }
 
     /// Takes the bytes back for mutation, with the head applied, copying only if the

@@ -5,11 +5,16 @@
 //! byte budget. Eviction is least-recently-used: a `BTreeMap` keyed by (log, base
 //! offset) for range lookups, and a second map keyed by a use tick for LRU order.
 //! Both operations are O(log n).
+//!
+//! The budget counts the memory entries keep alive: a batch that owns its buffer
+//! costs its size; batches that are slices of a larger allocation (`Backing`: a
+//! produce request's frame) cost that allocation once, whole, while any of them is
+//! cached. So a small batch cached for long cannot pin a large request unaccounted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
-use crate::batch::Batch;
+use crate::batch::{Backing, Batch};
 use crate::types::Offset;
 
 /// Identifies a log within a shard's cache.
@@ -25,6 +30,8 @@ pub struct BatchCache {
     used_bytes: usize,
     entries: BTreeMap<(LogKey, Offset), Entry>,
     lru: BTreeMap<u64, (LogKey, Offset)>,
+    /// Allocations charged whole, with how many cached batches they back.
+    backings: HashMap<usize, (usize, usize)>,
     tick: u64,
     /// Calls that dropped batches, so that a reader that read from disk meanwhile can
     /// tell its bytes may be stale (`log/read_ahead.rs`).
@@ -41,6 +48,7 @@ impl BatchCache {
             used_bytes: 0,
             entries: BTreeMap::new(),
             lru: BTreeMap::new(),
+            backings: HashMap::new(),
             tick: 0,
             invalidations: 0,
             hits: 0,
@@ -73,30 +81,57 @@ impl BatchCache {
         self.tick
     }
 
-    /// Caches a batch that is now written. Batches larger than the budget are skipped.
-    pub fn insert(&mut self, log: LogKey, batch: Batch) {
-        let size = batch.size();
-        if size > self.budget_bytes {
-            return;
+    /// What caching `batch` would add to `used_bytes` now.
+    fn charge(&self, batch: &Batch) -> usize {
+        match batch.backing() {
+            Some(b) if self.backings.contains_key(&b.id) => 0,
+            Some(b) => b.len.max(batch.size()),
+            None => batch.size(),
         }
+    }
+
+    /// Caches a batch that is now written. Batches that would cost more than the budget
+    /// are skipped.
+    pub fn insert(&mut self, log: LogKey, batch: Batch) {
         let key = (log, batch.base_offset());
         self.remove(key);
-        while self.used_bytes + size > self.budget_bytes {
+        if self.charge(&batch) > self.budget_bytes {
+            return;
+        }
+        // Evicting may release this batch's own allocation; the charge is taken again.
+        while self.used_bytes + self.charge(&batch) > self.budget_bytes {
             let Some((_, oldest)) = self.lru.pop_first() else { break };
-            if let Some(entry) = self.entries.remove(&oldest) {
-                self.used_bytes -= entry.batch.size();
-            }
+            self.drop_entry(oldest);
+        }
+        self.used_bytes += self.charge(&batch);
+        if let Some(Backing { id, len }) = batch.backing() {
+            self.backings.entry(id).or_insert((0, len.max(batch.size()))).0 += 1;
         }
         let tick = self.next_tick();
         self.lru.insert(tick, key);
         self.entries.insert(key, Entry { batch, tick });
-        self.used_bytes += size;
     }
 
     fn remove(&mut self, key: (LogKey, Offset)) {
-        if let Some(entry) = self.entries.remove(&key) {
-            self.lru.remove(&entry.tick);
-            self.used_bytes -= entry.batch.size();
+        if let Some(tick) = self.entries.get(&key).map(|e| e.tick) {
+            self.lru.remove(&tick);
+            self.drop_entry(key);
+        }
+    }
+
+    /// Removes an entry whose LRU tick is already gone, releasing what it cost.
+    fn drop_entry(&mut self, key: (LogKey, Offset)) {
+        let Some(entry) = self.entries.remove(&key) else { return };
+        match entry.batch.backing() {
+            None => self.used_bytes -= entry.batch.size(),
+            Some(b) => {
+                let backed = self.backings.get_mut(&b.id).expect("a cached backing is counted");
+                backed.0 -= 1;
+                if backed.0 == 0 {
+                    self.used_bytes -= backed.1;
+                    self.backings.remove(&b.id);
+                }
+            }
         }
     }
 
@@ -207,5 +242,36 @@ mod tests {
         assert!(cache.read(1, Offset(0), Offset(10), 1).is_some());
         assert!(cache.read(1, Offset(1), Offset(10), 1).is_none());
         assert!(cache.read(1, Offset(2), Offset(10), 1).is_some());
+    }
+
+    // Batches sliced from one frame cost the frame once, while any of them is cached;
+    // the budget holds frames whole, and a frame larger than the budget is not cached.
+    #[test]
+    fn frames_are_charged_once_and_whole() {
+        let frame = Backing { id: 0x1000, len: 10_000 };
+        let sliced = |offset| at(offset, 1).with_backing(frame);
+        let mut cache = BatchCache::new(25_000);
+        cache.insert(1, sliced(0));
+        cache.insert(2, sliced(0));
+        assert_eq!(cache.used_bytes(), 10_000, "two batches of one frame");
+        cache.insert(1, at(1, 1));
+        assert_eq!(cache.used_bytes(), 10_000 + at(1, 1).size());
+        cache.invalidate_log(1);
+        assert_eq!(cache.used_bytes(), 10_000, "the other log still holds the frame");
+        cache.invalidate_log(2);
+        assert_eq!(cache.used_bytes(), 0);
+        // Three frames do not fit in 25 000 bytes: the oldest goes whole.
+        for (i, id) in [0x1000, 0x2000, 0x3000].into_iter().enumerate() {
+            let backing = Backing { id, len: 10_000 };
+            cache.insert(1, at(i as i64 * 2, 1).with_backing(backing));
+            cache.insert(2, at(i as i64 * 2, 1).with_backing(backing));
+            assert!(cache.used_bytes() <= cache.budget_bytes());
+        }
+        assert_eq!(cache.used_bytes(), 20_000);
+        assert!(cache.read(1, Offset(0), Offset(10), 1).is_none());
+        assert!(cache.read(2, Offset(4), Offset(10), 1).is_some());
+        cache.insert(1, at(9, 1).with_backing(Backing { id: 0x4000, len: 30_000 }));
+        assert!(cache.read(1, Offset(9), Offset(10), 1).is_none(), "larger than the budget");
+        assert_eq!(cache.used_bytes(), 20_000);
     }
 }

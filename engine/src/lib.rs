@@ -39,7 +39,7 @@ pub mod types;
 pub mod validate;
 mod waiters;
 
-pub use batch::{Batch, BatchError};
+pub use batch::{Backing, Batch, BatchError};
 pub use config::{CleanupPolicy, LogConfig};
 pub use error::{Error, Result};
 pub use log::{AppendInfo, AppendMode, CleanerConfig, Dirtiness, Log, LogContext};

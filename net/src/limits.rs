@@ -16,12 +16,6 @@ pub const CONNECTION_BUFFERED_BYTES_MAX: usize = 64 << 20;
 /// Kafka's `socket.request.max.bytes` default: the largest request frame accepted.
 pub const SOCKET_REQUEST_MAX_BYTES_DEFAULT: usize = 100 << 20;
 
-/// The smallest share of a produce request's record bytes that one partition's batch
-/// may have and still keep the request's buffer (without a copy) in the log's tail
-/// cache: a cached batch then pins at most this many times its own size. A smaller
-/// batch is copied into its own buffer before it is routed.
-pub const PRODUCE_SHARE_MIN_DIVISOR: usize = 2;
-
 /// Longest `max_wait_ms` honoured for a fetch; Kafka clients send at most a few seconds.
 pub const FETCH_WAIT_MAX_MS: u64 = 30_000;
 

@@ -30,9 +30,6 @@ pub struct ShardMetrics {
     pub bytes_out: Cell<u64>,
     /// Record bytes copied to build fetch responses (the rest is shared, `frame.rs`).
     pub fetch_copied_bytes: Cell<u64>,
-    /// Record bytes of produce requests copied out of their request buffer before
-    /// routing (a batch small beside its request, `handlers/produce.rs`).
-    pub produce_copied_bytes: Cell<u64>,
     pub cross_shard_messages: Cell<u64>,
     pub connections: Cell<u64>,
     /// Connections closed on accept by a connection limit.

@@ -87,9 +87,10 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         let (response, records, grant) = fetch::handle(shard, &header, r, grant).await;
         return Some(Handled { response: ResponseKind::Fetch(response), grant: Some(grant), records });
     }
+    let frame = request.frame;
     let request = RequestParts { peer: request.peer };
     let response = match body {
-        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(shard, &header, r).await?),
+        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(shard, &header, r, frame).await?),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(shard, &header, r).await),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(shard, &header, r).await),
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::response()),

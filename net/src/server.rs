@@ -79,6 +79,8 @@ pub struct Request {
     /// A fetch's response budget, granted by its connection before it reads the next
     /// request.
     pub grant: Option<Grant>,
+    /// The frame's buffer, which a produce's batches are slices of.
+    pub frame: skein_engine::Backing,
 }
 
 /// What reading one frame gave.
@@ -242,11 +244,12 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
         }
         return Err(format!("unsupported version {version} of api key {key}"));
     }
+    let frame = skein_engine::Backing::of(&buf);
     let header_version = api_key.request_header_version(version);
     let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
     let body =
         RequestKind::decode(api_key, &mut buf, version).map_err(|e| format!("bad {api_key:?} v{version} body: {e}"))?;
-    Ok(Incoming::Request(Box::new(Request { header, body, api_key, peer: String::new(), grant: None })))
+    Ok(Incoming::Request(Box::new(Request { header, body, api_key, peer: String::new(), grant: None, frame })))
 }
 
 /// What a request task hands the connection's writer.

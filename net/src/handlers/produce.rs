@@ -13,12 +13,18 @@ use skein_engine::TopicPartition;
 
 use super::{group_by_topic, leaders, s};
 use crate::errors::code;
-use crate::limits::PRODUCE_SHARE_MIN_DIVISOR;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceRequest) -> Option<ProduceResponse> {
+/// `frame` is the request's buffer: each partition's batch is routed as a slice of it,
+/// and the shard's cache charges the frame whole while it holds any of them.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: ProduceRequest,
+    frame: skein_engine::Backing,
+) -> Option<ProduceResponse> {
     let version = header.request_api_version;
     let acks = request.acks;
     let timeout_ms = request.timeout_ms.max(0) as u64;
@@ -27,15 +33,6 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
     // transaction is open and holds the partition (KIP-890).
     let transactional_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
     let image = shard.image();
-    // A batch that is a small part of its request is copied out of it, so that the
-    // tail cache never pins a large request for a small batch (see the limit).
-    let request_records: usize = request
-        .topic_data
-        .iter()
-        .flat_map(|t| &t.partition_data)
-        .filter_map(|p| p.records.as_ref())
-        .map(|r| r.len())
-        .sum();
     let mut slots = Vec::new();
     let mut work = Vec::new();
     for topic in request.topic_data {
@@ -82,14 +79,10 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ProduceR
                     shard.metrics.count_error(0);
                     return Err(error);
                 }
-                let mut records = data.records.expect("checked above");
-                if records.len() * PRODUCE_SHARE_MIN_DIVISOR < request_records {
-                    records = bytes::Bytes::copy_from_slice(&records);
-                    let copied = &shard.metrics.produce_copied_bytes;
-                    copied.set(copied.get() + records.len() as u64);
-                }
+                let records = data.records.expect("checked above");
                 let transactional_id = transactional_id.filter(|_| transactional);
-                let op = PartitionOp::Produce { batch: records, acks, timeout_ms, transactional_id };
+                let op =
+                    PartitionOp::Produce { batch: records, backing: Some(frame), acks, timeout_ms, transactional_id };
                 shard.route(partition, op).await
             });
         }

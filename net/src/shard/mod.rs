@@ -616,8 +616,8 @@ impl Shard {
             return Err((code::NOT_LEADER_OR_FOLLOWER, None));
         }
         match op {
-            PartitionOp::Produce { batch, acks, timeout_ms, transactional_id } => {
-                self.produce(partition, &state, batch, acks, timeout_ms, transactional_id).await
+            PartitionOp::Produce { batch, backing, acks, timeout_ms, transactional_id } => {
+                self.produce(partition, &state, batch, backing, acks, timeout_ms, transactional_id).await
             }
             PartitionOp::Fetch { offset, max_bytes, wait_ms, reader } => {
                 // The leader serves every read; a follower serves consumers that may
