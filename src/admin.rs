@@ -93,6 +93,8 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_io_writes_in_flight{{shard=\"{id}\"}} {}", engine.writes_in_flight.get());
     let _ = writeln!(out, "skein_io_writes_total{{shard=\"{id}\"}} {}", engine.writes.get());
     let _ = writeln!(out, "skein_io_syncs_total{{shard=\"{id}\"}} {}", engine.syncs.get());
+    let _ = writeln!(out, "skein_group_commit_windows_total{{shard=\"{id}\"}} {}", engine.coalescing_windows.get());
+    let _ = writeln!(out, "skein_read_ahead_bytes_total{{shard=\"{id}\"}} {}", engine.read_ahead_bytes.get());
     let _ = writeln!(out, "skein_appended_bytes_total{{shard=\"{id}\"}} {}", engine.appended_bytes.get());
     let _ = writeln!(out, "skein_disk_read_bytes_total{{shard=\"{id}\"}} {}", engine.disk_read_bytes.get());
     // User-space copies of record bytes, against skein_appended_bytes_total (produce)

@@ -96,6 +96,12 @@ pub struct StartArgs {
     /// kept by the node; 0 turns sessions off [default: 1000].
     #[arg(long, env = "SKEIN_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS")]
     pub max_incremental_fetch_session_cache_slots: Option<usize>,
+    /// Adaptive group commit: the longest, in microseconds, an idle partition holds a
+    /// small write back to let more appends share it. The window opens only when the
+    /// partition's appends come faster than this; 0 never holds a write back
+    /// [default: 0, at most 100000].
+    #[arg(long, env = "SKEIN_GROUP_COMMIT_MAX_DELAY_US")]
+    pub group_commit_max_delay_us: Option<u64>,
     /// Kafka's `max.connections`: connections the node accepts at once [default:
     /// 2147483647].
     #[arg(long, env = "SKEIN_MAX_CONNECTIONS")]
@@ -196,6 +202,7 @@ struct FileConfig {
     transaction_max_timeout_ms: Option<u32>,
     transactional_id_expiration_ms: Option<u64>,
     max_incremental_fetch_session_cache_slots: Option<usize>,
+    group_commit_max_delay_us: Option<u64>,
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
     controller_voters: Option<String>,
@@ -242,6 +249,7 @@ pub struct NodeConfig {
     pub transaction_max_timeout_ms: i32,
     pub transactional_id_expiration_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
+    pub group_commit_max_delay_us: u64,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
     /// The controller quorum's voters with their addresses; empty for a single node.
@@ -318,6 +326,12 @@ impl NodeConfig {
             return Err(format!("invalid --node-id {node_id}: must be 0 or more"));
         }
         let num_partitions = args.num_partitions.or(file.num_partitions).unwrap_or(1);
+        let group_commit_max_delay_us = args.group_commit_max_delay_us.or(file.group_commit_max_delay_us).unwrap_or(0);
+        if group_commit_max_delay_us > 100_000 {
+            return Err(format!(
+                "invalid --group-commit-max-delay-us {group_commit_max_delay_us}: at most 100000 (100 ms)"
+            ));
+        }
         if num_partitions < 1 {
             return Err(format!("invalid --num-partitions {num_partitions}: must be at least 1"));
         }
@@ -469,6 +483,7 @@ impl NodeConfig {
                 .max_incremental_fetch_session_cache_slots
                 .or(file.max_incremental_fetch_session_cache_slots)
                 .unwrap_or(1000),
+            group_commit_max_delay_us,
             max_connections: args.max_connections.or(file.max_connections).unwrap_or(i32::MAX as usize),
             max_connections_per_ip: args
                 .max_connections_per_ip

@@ -135,6 +135,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         transaction_max_timeout_ms: config.transaction_max_timeout_ms,
         transactional_id_expiration_ms: config.transactional_id_expiration_ms as i64,
         fetch_session_cache_slots: config.max_incremental_fetch_session_cache_slots,
+        group_commit_max_delay: Duration::from_micros(config.group_commit_max_delay_us),
         connections: Arc::new(skein_net::connections::ConnectionLimits::new(
             config.max_connections,
             config.max_connections_per_ip,

@@ -123,6 +123,17 @@ impl<F: StorageFile> Appender<F> {
         self.written
     }
 
+    /// Whether the only write waiting is a small one of the open chunk, with nothing in
+    /// flight: what a coalescing window may hold back.
+    pub fn coalescible(&self) -> bool {
+        if self.chunks.len() != 1 || self.in_flight != 0 {
+            return false;
+        }
+        let open = &self.chunks[0];
+        open.written_len < open.len
+            && open.len - (align_down(open.written_len as u64) as usize) < APPEND_HANDOVER_MIN_BYTES
+    }
+
     pub fn writes_in_flight(&self) -> usize {
         self.in_flight
     }

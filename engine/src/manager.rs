@@ -40,6 +40,13 @@ pub struct LogManager<S: Storage> {
 
 impl<S: Storage> LogManager<S> {
     /// A manager over `data_dir` with a batch cache of `cache_bytes`.
+    /// Sets the adaptive group commit's maximum delay for the logs opened from now on
+    /// (`log/coalesce.rs`); zero, the default, never holds a write back.
+    pub fn with_group_commit(mut self, max_delay: std::time::Duration) -> LogManager<S> {
+        self.ctx.group_commit_max_delay = max_delay;
+        self
+    }
+
     pub fn new(storage: S, data_dir: impl Into<PathBuf>, cache_bytes: usize) -> LogManager<S> {
         LogManager {
             data_dir: data_dir.into(),
@@ -47,6 +54,7 @@ impl<S: Storage> LogManager<S> {
                 storage,
                 cache: Rc::new(RefCell::new(BatchCache::new(cache_bytes))),
                 metrics: Rc::new(EngineMetrics::default()),
+                group_commit_max_delay: std::time::Duration::ZERO,
             },
             logs: RefCell::new(BTreeMap::new()),
             topic_ids: RefCell::new(BTreeMap::new()),

@@ -57,6 +57,8 @@ pub struct EngineMetrics {
     /// against `appended_bytes` and the bytes fetches send, copies per byte.
     pub append_copied_bytes: Cell<u64>,
     pub read_copied_bytes: Cell<u64>,
+    /// Windows an idle log held a write back in, to coalesce appends (`log/coalesce.rs`).
+    pub coalescing_windows: Cell<u64>,
     /// Bytes read ahead of readers behind the tail, and read-ahead bytes in flight.
     pub read_ahead_bytes: Cell<u64>,
     pub read_ahead_bytes_in_flight: Cell<u64>,

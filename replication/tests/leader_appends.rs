@@ -29,6 +29,7 @@ async fn leader(dir: &std::path::Path) -> Partition<DmaStorage> {
         storage: DmaStorage,
         cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(1 << 20))),
         metrics: Rc::new(EngineMetrics::default()),
+        group_commit_max_delay: std::time::Duration::ZERO,
     };
     let partition = TopicPartition::new("t", 0);
     let log: Rc<Log<DmaStorage>> =
@@ -129,6 +130,7 @@ fn a_reopened_replica_starts_from_its_checkpointed_high_watermark() {
                 storage: DmaStorage,
                 cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(1 << 20))),
                 metrics: Rc::new(EngineMetrics::default()),
+                group_commit_max_delay: std::time::Duration::ZERO,
             };
             let log: Rc<Log<DmaStorage>> =
                 Log::open(context, dir.path().join("t-0"), TopicPartition::new("t", 0), 0, LogConfig::default())

@@ -60,6 +60,7 @@ use crate::segment::{self, BatchMeta, Segment};
 use crate::types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
 use crate::waiters::Waiters;
 
+mod coalesce;
 mod compaction;
 mod gate;
 mod read;
@@ -121,11 +122,19 @@ pub struct LogContext<S> {
     pub storage: S,
     pub cache: Rc<RefCell<BatchCache>>,
     pub metrics: Rc<EngineMetrics>,
+    /// The longest an idle log holds a write back to coalesce appends (`coalesce.rs`);
+    /// zero never does.
+    pub group_commit_max_delay: std::time::Duration,
 }
 
 impl<S: Clone> Clone for LogContext<S> {
     fn clone(&self) -> Self {
-        LogContext { storage: self.storage.clone(), cache: self.cache.clone(), metrics: self.metrics.clone() }
+        LogContext {
+            storage: self.storage.clone(),
+            cache: self.cache.clone(),
+            metrics: self.metrics.clone(),
+            group_commit_max_delay: self.group_commit_max_delay,
+        }
     }
 }
 
@@ -186,6 +195,8 @@ struct LogState<F: StorageFile> {
     epochs: LeaderEpochCache,
     failed: Option<String>,
     closed: bool,
+    /// Adaptive group commit: the mean gap between appends, and the open window.
+    coalescing: coalesce::Coalescing,
 }
 
 impl<F: StorageFile> LogState<F> {
@@ -457,6 +468,8 @@ impl<S: Storage> Log<S> {
             max_timestamp: batch.max_timestamp(),
             log_start_offset: state.log_start_offset,
         };
+        let cap = (4 * self.ctx.group_commit_max_delay).max(std::time::Duration::from_millis(1));
+        state.coalescing.arrived(std::time::Instant::now(), cap);
         let metrics = &self.ctx.metrics;
         metrics.appended_batches.set(metrics.appended_batches.get() + 1);
         metrics.appended_bytes.set(metrics.appended_bytes.get() + size as u64);
@@ -483,6 +496,11 @@ impl<S: Storage> Log<S> {
                         self.written_waiters.wake_first();
                     }
                     return Ok(());
+                }
+                if state.coalescing.wants(&state.appender, self.ctx.group_commit_max_delay) {
+                    drop(state);
+                    self.coalesce(key).await;
+                    continue;
                 }
                 let file = state.active().file.clone();
                 (state.appender.take_write(&file), file)

@@ -215,6 +215,7 @@ impl<S: Storage> Log<S> {
                 epochs,
                 failed: None,
                 closed: false,
+                coalescing: Default::default(),
             }),
             gate: Gate::default(),
             written_waiters: Waiters::default(),

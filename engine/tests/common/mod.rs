@@ -28,6 +28,7 @@ pub fn context<S: Storage>(storage: S, cache_bytes: usize) -> LogContext<S> {
         storage,
         cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(cache_bytes))),
         metrics: Rc::new(EngineMetrics::default()),
+        group_commit_max_delay: std::time::Duration::ZERO,
     }
 }
 

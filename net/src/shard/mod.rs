@@ -84,6 +84,9 @@ pub struct NodeSettings {
     pub transactional_id_expiration_ms: i64,
     /// Kafka's `max.incremental.fetch.session.cache.slots`, over the whole node.
     pub fetch_session_cache_slots: usize,
+    /// The adaptive group commit's maximum delay (`skein_engine::log`'s coalescing
+    /// window); zero never holds a write back.
+    pub group_commit_max_delay: std::time::Duration,
     /// `max.connections` and `max.connections.per.ip`, with the node's open
     /// connections (shared by the shards).
     pub connections: Arc<crate::connections::ConnectionLimits>,
@@ -172,7 +175,8 @@ impl Shard {
         cache_bytes: usize,
         router: Router,
     ) -> Shard {
-        let logs = LogManager::new(DmaStorage, settings.data_dir.clone(), cache_bytes);
+        let logs = LogManager::new(DmaStorage, settings.data_dir.clone(), cache_bytes)
+            .with_group_commit(settings.group_commit_max_delay);
         let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
         let shard = Shard {
             id,
