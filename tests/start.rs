@@ -52,6 +52,7 @@ fn bad_flags_are_refused() {
         (vec!["--cores".into(), "99999".into()], "invalid --cores"),
         (vec!["--cores".into(), "banana".into()], "invalid --cores"),
         (vec!["--cache-mb-per-shard".into(), "0".into()], "--cache-mb-per-shard"),
+        (vec!["--group-commit-max-delay-us".into(), "100001".into()], "--group-commit-max-delay-us"),
         (vec!["--listener".into(), "localhost".into()], "invalid listener"),
         (vec!["--topic-config".into(), "retention.ms=soon".into()], "retention.ms"),
         (vec!["--config".into(), config.display().to_string()], "invalid config file"),

@@ -278,11 +278,6 @@ impl Batch {
         self.backing
     }
 
-    /// Whether the batch carries a patched head beside a shared buffer.
-    pub fn is_patched_apart(&self) -> bool {
-        self.head.is_some()
-    }
-
     fn head(&self) -> &[u8] {
         self.head.as_deref().unwrap_or(&self.bytes[..PATCHABLE_BYTES])
     }
@@ -636,8 +631,8 @@ mod tests {
         let owned = Batch::validate(Bytes::from(request.to_vec()), MAX).unwrap();
         let apart = shared.with_offset_and_epoch(Offset(77), LeaderEpoch(4));
         let in_place = owned.with_offset_and_epoch(Offset(77), LeaderEpoch(4));
-        assert!(apart.is_patched_apart());
-        assert!(!in_place.is_patched_apart());
+        assert_eq!(apart.segments().count(), 2, "patched beside the shared buffer");
+        assert_eq!(in_place.segments().count(), 1, "patched in place");
         assert_eq!(apart, in_place);
         assert_eq!(apart.bytes(), in_place.bytes());
         assert_eq!(apart.pieces().concat(), in_place.bytes().to_vec());

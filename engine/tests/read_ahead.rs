@@ -34,6 +34,18 @@ async fn reopen(dir: &std::path::Path, cache_bytes: usize) -> std::rc::Rc<Log<Dm
     Log::open(context(DmaStorage, cache_bytes), dir.join("t-0"), tp(), 0, config()).await.unwrap()
 }
 
+/// Writes `count` batches `big(0..count)` into a log of `dir` and closes it, so that
+/// the next open starts with nothing cached.
+fn write_closed(dir: &std::path::Path, count: u64) {
+    run(async {
+        let log = reopen(dir, 0).await;
+        for tag in 0..count {
+            log.append(big(tag), LEADER).await.unwrap();
+        }
+        log.close().await.unwrap();
+    });
+}
+
 /// Reads from `from` to the log end in reads of `max_bytes`, checking that each batch
 /// is the one appended at its offset (`tag_at`).
 async fn read_through<S: skein_engine::io::Storage>(
@@ -61,13 +73,7 @@ async fn read_through<S: skein_engine::io::Storage>(
 #[test]
 fn readers_behind_the_tail_read_from_windows_read_ahead() {
     let dir = tempfile::tempdir().unwrap();
-    run(async {
-        let log = reopen(dir.path(), 0).await;
-        for tag in 0..600 {
-            log.append(big(tag), LEADER).await.unwrap();
-        }
-        log.close().await.unwrap();
-    });
+    write_closed(dir.path(), 600);
     run(async {
         // An 8 MiB cache: windows of 1 MiB.
         let log = reopen(dir.path(), 8 << 20).await;
@@ -102,13 +108,7 @@ fn no_cache_no_read_ahead() {
 #[test]
 fn truncation_drops_windows_read_ahead() {
     let dir = tempfile::tempdir().unwrap();
-    run(async {
-        let log = reopen(dir.path(), 0).await;
-        for tag in 0..400 {
-            log.append(big(tag), LEADER).await.unwrap();
-        }
-        log.close().await.unwrap();
-    });
+    write_closed(dir.path(), 400);
     run(async {
         // Windows (2 MiB) are slow: the first is still in flight when the log truncates
         // (the truncation's own reads are smaller, and quick).
@@ -133,5 +133,28 @@ fn truncation_drops_windows_read_ahead() {
         };
         read_through(&log, Offset(16), 64 << 10, tag_at).await;
         read_through(&log, Offset(0), 1 << 20, tag_at).await;
+    });
+}
+
+// A window whose reads fail caches nothing and stalls no one: the reader's own read
+// reports the error, and once the disk reads again the reader gets every batch.
+#[test]
+fn a_failed_window_caches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_closed(dir.path(), 200);
+    run(async {
+        let plan = skein_engine::io::fault::FaultPlan::new();
+        let log = Log::open(context(faulty(&plan), 16 << 20), dir.path().join("t-0"), tp(), 0, config()).await.unwrap();
+        // The window's 512 KiB reads fail (EIO); the reader's first read, 64 KiB, does not.
+        plan.fail_reads.set(Some((512 << 10, 5)));
+        let first = log.read(Offset(0), 1, None).await.unwrap();
+        assert_eq!(first.len(), 1);
+        glommio::timer::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(log.metrics().read_ahead_bytes.get(), 0, "nothing was read ahead");
+        assert_eq!(log.metrics().read_ahead_bytes_in_flight.get(), 0, "the failed window is not counted in flight");
+        // The next read is a cold read of its own (1 MiB: it fails too, and says so).
+        assert!(log.read(Offset(16), 1 << 20, None).await.is_err());
+        plan.fail_reads.set(None);
+        read_through(&log, Offset(16), 64 << 10, |offset| big(offset as u64 / 16)).await;
     });
 }

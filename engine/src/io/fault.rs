@@ -58,6 +58,8 @@ pub struct FaultPlan {
     pub fail_writes: Cell<Option<i32>>,
     /// Fail every fdatasync with this errno while set.
     pub fail_syncs: Cell<Option<i32>>,
+    /// Fail every read of at least `.0` bytes with errno `.1` while set.
+    pub fail_reads: Cell<Option<(usize, i32)>>,
     /// Fail every allocation (fallocate) with this errno while set.
     pub fail_allocates: Cell<Option<i32>>,
     /// Write only the first half of the next write, then report EIO (a torn write).
@@ -360,6 +362,7 @@ impl<F: StorageFile> StorageFile for FaultFile<F> {
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         self.plan.check_crashed()?;
+        errno(self.plan.fail_reads.get().filter(|&(min_len, _)| len >= min_len).map(|(_, code)| code))?;
         let read = self.inner.read_at(pos, len).await;
         // The bytes are read now; the reader sees them later.
         if let Some((_, delay)) = self.plan.slow_reads.get().filter(|&(min_len, _)| len >= min_len) {

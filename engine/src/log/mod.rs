@@ -468,8 +468,10 @@ impl<S: Storage> Log<S> {
             max_timestamp: batch.max_timestamp(),
             log_start_offset: state.log_start_offset,
         };
-        let cap = (4 * self.ctx.group_commit_max_delay).max(std::time::Duration::from_millis(1));
-        state.coalescing.arrived(std::time::Instant::now(), cap);
+        if !self.ctx.group_commit_max_delay.is_zero() {
+            let cap = (4 * self.ctx.group_commit_max_delay).max(std::time::Duration::from_millis(1));
+            state.coalescing.arrived(std::time::Instant::now(), cap);
+        }
         let metrics = &self.ctx.metrics;
         metrics.appended_batches.set(metrics.appended_batches.get() + 1);
         metrics.appended_bytes.set(metrics.appended_bytes.get() + size as u64);

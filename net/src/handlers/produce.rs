@@ -81,8 +81,7 @@ pub async fn handle(
                 }
                 let records = data.records.expect("checked above");
                 let transactional_id = transactional_id.filter(|_| transactional);
-                let op =
-                    PartitionOp::Produce { batch: records, backing: Some(frame), acks, timeout_ms, transactional_id };
+                let op = PartitionOp::Produce { batch: records, backing: frame, acks, timeout_ms, transactional_id };
                 shard.route(partition, op).await
             });
         }

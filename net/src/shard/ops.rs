@@ -31,7 +31,7 @@ pub enum PartitionOp {
     Produce {
         batch: Bytes,
         /// The request frame `batch` is a slice of, for the cache's accounting.
-        backing: Option<skein_engine::Backing>,
+        backing: skein_engine::Backing,
         acks: i16,
         /// How long `acks=all` waits for the commit (the request's `timeout_ms`).
         timeout_ms: u64,

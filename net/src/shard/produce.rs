@@ -18,21 +18,19 @@ impl Shard {
         partition: &TopicPartition,
         state: &Partition,
         bytes: Bytes,
-        backing: Option<skein_engine::Backing>,
+        backing: skein_engine::Backing,
         acks: i16,
         timeout_ms: u64,
         transactional_id: Option<String>,
     ) -> OpResult {
         let log = &state.log;
         let max = log.config().max_message_bytes as usize;
-        let batch = Batch::validate_fresh(bytes, max).map_err(|e| {
-            let e = skein_engine::Error::InvalidBatch(e);
-            (code_of(&e), Some(e.to_string()))
-        })?;
-        let batch = match backing {
-            Some(backing) => batch.with_backing(backing),
-            None => batch,
-        };
+        let batch = Batch::validate_fresh(bytes, max)
+            .map_err(|e| {
+                let e = skein_engine::Error::InvalidBatch(e);
+                (code_of(&e), Some(e.to_string()))
+            })?
+            .with_backing(backing);
         let rules = state.rules.get();
         if acks == -1 && (state.replica_state.borrow().isr().len() as i32) < rules.min_insync_replicas {
             return Err((code::NOT_ENOUGH_REPLICAS, None));
