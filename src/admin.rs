@@ -62,6 +62,15 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_cross_shard_messages_total{{shard=\"{id}\"}} {}", m.cross_shard_messages.get());
     let _ = writeln!(out, "skein_connections{{shard=\"{id}\"}} {}", m.connections.get());
     let _ = writeln!(out, "skein_connections_refused_total{{shard=\"{id}\"}} {}", m.connections_refused.get());
+    let _ = writeln!(out, "skein_sasl_authentications_total{{shard=\"{id}\"}} {}", m.sasl_authentications.get());
+    let _ = writeln!(
+        out,
+        "skein_sasl_authentication_failures_total{{shard=\"{id}\"}} {}",
+        m.sasl_authentication_failures.get()
+    );
+    let _ = writeln!(out, "skein_tls_handshake_failures_total{{shard=\"{id}\"}} {}", m.tls_handshake_failures.get());
+    let _ =
+        writeln!(out, "skein_unauthenticated_requests_total{{shard=\"{id}\"}} {}", m.unauthenticated_requests.get());
     let _ = writeln!(
         out,
         "skein_fetch_partitions_requested_total{{shard=\"{id}\"}} {}",

@@ -25,10 +25,11 @@ pub struct StartArgs {
     /// TOML config file.
     #[arg(long, env = "SKEIN_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Address to listen on for Kafka clients [default: 127.0.0.1:9092].
+    /// Address of a PLAINTEXT listener for Kafka clients, a shorthand beside
+    /// `--listeners` [default: 127.0.0.1:9092 when `--listeners` is not given].
     #[arg(long, env = "SKEIN_LISTENER")]
     pub listener: Option<String>,
-    /// Address advertised to clients in Metadata [default: the listener].
+    /// Address advertised for the PLAINTEXT listener [default: its own].
     #[arg(long, env = "SKEIN_ADVERTISED_LISTENER")]
     pub advertised_listener: Option<String>,
     /// Address of the admin HTTP endpoint (/metrics, /v1/placement, /v1/health)
@@ -175,6 +176,8 @@ pub struct StartArgs {
     /// A default topic config, `name=value` with Kafka's names; repeatable.
     #[arg(long = "topic-config", value_name = "NAME=VALUE")]
     pub topic_configs: Vec<String>,
+    #[command(flatten)]
+    pub security: crate::security_config::SecurityArgs,
 }
 
 /// The TOML file's shape.
@@ -227,9 +230,12 @@ struct FileConfig {
 /// Validated node settings.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
-    pub listener: SocketAddr,
-    pub advertised_host: String,
-    pub advertised_port: u16,
+    /// The listeners, the `--listener` shorthand's PLAINTEXT one first.
+    pub listeners: Vec<skein_net::security::ListenerConfig>,
+    /// Kafka's `inter.broker.listener.name`.
+    pub inter_broker_listener: String,
+    /// TLS and SASL settings, loaded.
+    pub security: std::sync::Arc<skein_net::security::Security>,
     pub admin_listener: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub cpus: Vec<usize>,
@@ -280,26 +286,26 @@ impl NodeConfig {
     /// # Errors
     /// A message naming the bad setting.
     pub fn load(args: StartArgs) -> Result<NodeConfig, String> {
-        let file: FileConfig = match &args.config {
+        let (file, file_security): (FileConfig, crate::security_config::SecurityArgs) = match &args.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-                toml::from_str(&text).map_err(|e| format!("invalid config file {}: {e}", path.display()))?
+                let invalid = |e: toml::de::Error| format!("invalid config file {}: {e}", path.display());
+                // The security keys are read by their own struct; both refuse unknown keys.
+                let mut table: toml::Table = toml::from_str(&text).map_err(invalid)?;
+                let mut security = toml::Table::new();
+                for key in crate::security_config::FILE_KEYS {
+                    if let Some(value) = table.remove(*key) {
+                        security.insert(key.to_string(), value);
+                    }
+                }
+                (table.try_into().map_err(invalid)?, security.try_into().map_err(invalid)?)
             }
-            None => FileConfig::default(),
+            None => Default::default(),
         };
-        let listener_text = args.listener.or(file.listener).unwrap_or_else(|| "127.0.0.1:9092".into());
-        let listener: SocketAddr = listener_text
-            .parse()
-            .map_err(|_| format!("invalid listener {listener_text:?}: expected host:port, e.g. 127.0.0.1:9092"))?;
-        let advertised = args.advertised_listener.or(file.advertised_listener).unwrap_or_else(|| listener.to_string());
-        let (host, port) = advertised
-            .rsplit_once(':')
-            .and_then(|(h, p)| {
-                Some((h.trim_start_matches('[').trim_end_matches(']').to_string(), p.parse::<u16>().ok()?))
-            })
-            .filter(|(h, _)| !h.is_empty())
-            .ok_or_else(|| format!("invalid advertised listener {advertised:?}: expected host:port"))?;
+        let listener = args.listener.or(file.listener);
+        let advertised = args.advertised_listener.or(file.advertised_listener);
+        let security_args = args.security.or(file_security);
         let admin_text = args.admin_listener.or(file.admin_listener).unwrap_or_else(|| "127.0.0.1:9644".into());
         let admin_listener = if admin_text == "off" {
             None
@@ -427,12 +433,15 @@ impl NodeConfig {
             io_buffer_bytes: args.log_cleaner_io_buffer_size.or(file.log_cleaner_io_buffer_size).unwrap_or(512 << 10),
             io_max_bytes_per_second: io_max.unwrap_or(f64::INFINITY),
         };
+        let data_dir = args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./skein-data"));
+        let clustered = !controller_voters.is_empty();
+        let security = crate::security_config::resolve(security_args, listener, advertised, clustered, &data_dir)?;
         Ok(NodeConfig {
-            listener,
-            advertised_host: host,
-            advertised_port: port,
+            listeners: security.listeners,
+            inter_broker_listener: security.inter_broker_listener,
+            security: security.security,
             admin_listener,
-            data_dir: args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./skein-data")),
+            data_dir,
             cpus,
             cache_bytes_per_shard: cache_mb << 20,
             housekeeping_interval_ms,
@@ -620,8 +629,9 @@ mod tests {
     #[test]
     fn defaults_and_errors() {
         let config = NodeConfig::load(StartArgs::default()).unwrap();
-        assert_eq!(config.listener.to_string(), "127.0.0.1:9092");
-        assert_eq!((config.advertised_host.as_str(), config.advertised_port), ("127.0.0.1", 9092));
+        let listener = &config.listeners[0];
+        assert_eq!(listener.address.to_string(), "127.0.0.1:9092");
+        assert_eq!((listener.advertised_host.as_str(), listener.advertised_port), ("127.0.0.1", 9092));
         assert_eq!(config.data_dir, PathBuf::from("./skein-data"));
         let bad = |args: StartArgs, needle: &str| {
             let e = NodeConfig::load(args).unwrap_err();

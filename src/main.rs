@@ -12,8 +12,10 @@ mod config;
 mod exclusive;
 mod group_cli;
 mod placement;
+mod security_config;
 mod shard;
 mod txn_cli;
+mod user_cli;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -48,6 +50,9 @@ enum Command {
     /// Transactions: list, describe, their producers, abort a hanging one.
     #[command(subcommand)]
     Txn(txn_cli::TxnCommand),
+    /// SCRAM users: add, delete, list (on a running node or a stopped one's data directory).
+    #[command(subcommand)]
+    User(user_cli::UserCommand),
     /// Show or change which shard owns each partition.
     #[command(subcommand)]
     Placement(placement::PlacementCommand),
@@ -71,6 +76,7 @@ fn main() -> ExitCode {
         Command::Cluster(command) => cluster_cli::run(command),
         Command::Group(command) => group_cli::run(command),
         Command::Txn(command) => txn_cli::run(command),
+        Command::User(command) => user_cli::run(command),
         Command::Bench(command) => bench::run(command),
     };
     match result {

@@ -88,8 +88,14 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     sweep_stray_partitions(&config.data_dir, &image)?;
     // Probe the listener before starting shards, for a clear error when it is taken,
     // and resolve port 0 to a free port that every shard then binds.
-    crate::exclusive::refuse_taken(config.listener, "Kafka listener")?;
-    config.listener = probe_listener(config.listener)?;
+    for listener in &mut config.listeners {
+        crate::exclusive::refuse_taken(listener.address, &format!("Kafka listener {}", listener.name))?;
+        let bound = probe_listener(listener.address)?;
+        if listener.advertised_port == 0 {
+            listener.advertised_port = bound.port();
+        }
+        listener.address = bound;
+    }
     if let Some(controller) = config.controller_listener {
         crate::exclusive::refuse_taken(controller, "controller listener")?;
         probe_listener(controller)?;
@@ -98,8 +104,24 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         crate::exclusive::refuse_taken(admin, "admin listener")?;
         config.admin_listener = Some(probe_listener(admin)?);
     }
-    if config.advertised_port == 0 {
-        config.advertised_port = config.listener.port();
+    let inter_broker = config
+        .listeners
+        .iter()
+        .find(|l| l.name == config.inter_broker_listener)
+        .expect("the configuration checked the inter-broker listener")
+        .clone();
+    // The certificates are watched for changes on a thread of their own.
+    if config.security.tls.is_some() {
+        let security = config.security.clone();
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("tls-reload".into())
+            .spawn(move || {
+                if let Some(tls) = &security.tls {
+                    tls.watch(&stop);
+                }
+            })
+            .map_err(|e| format!("cannot start the TLS reload thread: {e}"))?;
     }
     let settings = Arc::new(NodeSettings {
         node_id: config.node_id,
@@ -114,8 +136,11 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         clean_restart,
         clustered: !config.controller_voters.is_empty(),
         broker: config.roles.broker,
-        advertised_host: config.advertised_host.clone(),
-        advertised_port: config.advertised_port,
+        advertised_host: inter_broker.advertised_host.clone(),
+        advertised_port: inter_broker.advertised_port,
+        listeners: config.listeners.clone(),
+        inter_broker_listener: config.inter_broker_listener.clone(),
+        security: config.security.clone(),
         controller_voters: config.controller_voters.clone(),
         rack: config.rack.clone(),
         rack_aware_reads: config.rack_aware_reads,
@@ -194,7 +219,8 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     while ready.load(Ordering::Acquire) < shards && running() {
         std::thread::sleep(Duration::from_millis(5));
     }
-    tracing::info!(target: "skein", listener = %config.listener, shards, startup_ms = started.elapsed().as_millis() as u64, "listening");
+    let listeners: Vec<String> = config.listeners.iter().map(|l| format!("{}://{}", l.name, l.address)).collect();
+    tracing::info!(target: "skein", listener = %config.listeners[0].address, listeners = listeners.join(","), shards, startup_ms = started.elapsed().as_millis() as u64, "listening");
     while running() {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -412,6 +438,16 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
         fenced: false,
         incarnation: shard.settings.incarnation,
         clean_restart: shard.settings.clean_restart,
+        listeners: shard
+            .settings
+            .listeners
+            .iter()
+            .map(|l| skein_net::security::Endpoint {
+                listener: l.name.clone(),
+                host: l.advertised_host.clone(),
+                port: l.advertised_port,
+            })
+            .collect(),
     };
     let mut registered = false;
     loop {
@@ -550,14 +586,19 @@ async fn run_shard(
     }
     tracing::info!(target: "skein", shard = shard.id, partitions = opened, recovery_ms = started.elapsed().as_millis() as u64, "shard ready");
     remove_deleted(&shard).await;
-    let listener = glommio::net::TcpListener::bind(config.listener)
-        .map_err(|e| format!("shard {}: cannot listen on {}: {e}", shard.id, config.listener))?;
-    let server = glommio::spawn_local(skein_net::server::serve(shard.clone(), listener));
+    let mut servers = Vec::new();
+    for listener in &config.listeners {
+        let socket = glommio::net::TcpListener::bind(listener.address)
+            .map_err(|e| format!("shard {}: cannot listen on {}: {e}", shard.id, listener.address))?;
+        let config = Rc::new(listener.clone());
+        servers.push(glommio::spawn_local(skein_net::server::serve(shard.clone(), socket, config)));
+    }
     if shard.id == 0 {
         let interval = Duration::from_millis(config.broker_heartbeat_interval_ms);
         if shard.settings.broker {
             glommio::spawn_local(register_broker(shard.clone(), interval)).detach();
         }
+        glommio::spawn_local(crate::user_cli::apply_staged(shard.clone())).detach();
         if let Some(address) = config.controller_listener {
             let listener = glommio::net::TcpListener::bind(address)
                 .map_err(|e| format!("cannot listen for the controller quorum on {address}: {e}"))?;
@@ -608,7 +649,9 @@ async fn run_shard(
     }
     // Stop accepting; connections answer what they read (so clients know how their
     // requests ended) and close, for up to two seconds; then close every log.
-    drop(server.cancel());
+    for server in servers {
+        drop(server.cancel());
+    }
     shard.close_connections();
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     while shard.metrics.connections.get() > 0 && std::time::Instant::now() < deadline {

@@ -75,6 +75,12 @@ pub mod code {
     pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
     pub const FENCED_INSTANCE_ID: i16 = 82;
     pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+    pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+    pub const ILLEGAL_SASL_STATE: i16 = 34;
+    pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+    pub const RESOURCE_NOT_FOUND: i16 = 91;
+    pub const DUPLICATE_RESOURCE: i16 = 92;
+    pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 }
 
 /// The Kafka error code for an engine error, as a Java broker would answer.

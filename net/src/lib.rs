@@ -28,6 +28,7 @@ pub mod peer;
 pub mod registry;
 pub mod replica_fetcher;
 pub mod router;
+pub mod security;
 pub mod server;
 pub mod shard;
 pub mod throttle;

@@ -64,3 +64,21 @@ pub const PEER_TASKS_MAX: usize = 1024;
 /// answers with what the partition holds now instead of parking, so parked polls never
 /// hold up the peer's produce requests behind the task bound.
 pub const PEER_PARKED_MAX: usize = 4096;
+
+/// The largest frame a connection may send before it has authenticated, and the
+/// largest SASL token (Kafka's `sasl.server.max.receive.size`, 512 KiB): a client
+/// that has not proved who it is cannot make the broker buffer more.
+pub const SASL_TOKEN_MAX_BYTES: usize = 512 << 10;
+
+/// How long a TLS handshake may take before the connection is closed: a client that
+/// opens a connection and sends nothing holds only its socket, for this long.
+pub const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often the TLS files are checked for changes (one `stat` each, on the
+/// watcher's own thread).
+pub const TLS_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// SCRAM iterations Kafka accepts for a credential (`ScramMechanism`'s bounds): fewer
+/// is too weak, more costs the broker too much CPU per authentication.
+pub const SCRAM_ITERATIONS_MIN: u32 = 4096;
+pub const SCRAM_ITERATIONS_MAX: u32 = 16384;

@@ -34,6 +34,15 @@ pub struct ShardMetrics {
     pub connections: Cell<u64>,
     /// Connections closed on accept by a connection limit.
     pub connections_refused: Cell<u64>,
+    /// SASL authentications that succeeded and that failed (bad credentials, a
+    /// malformed or oversized token, an exchange out of order), and TLS handshakes that
+    /// failed or timed out.
+    pub sasl_authentications: Cell<u64>,
+    pub sasl_authentication_failures: Cell<u64>,
+    pub tls_handshake_failures: Cell<u64>,
+    /// Connections closed for a request sent before authenticating or after the SASL
+    /// session expired.
+    pub unauthenticated_requests: Cell<u64>,
     /// Partitions named in Fetch requests (with sessions, only the changed ones).
     pub fetch_partitions_requested: Cell<u64>,
     /// Fetch waits parked on this shard's partitions now (long polls).

@@ -58,6 +58,10 @@ pub const APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::DescribeTransactions, describe_transactions::VERSIONS),
     (ApiKey::ListTransactions, list_transactions::VERSIONS),
     (ApiKey::DescribeProducers, describe_producers::VERSIONS),
+    (ApiKey::SaslHandshake, sasl::HANDSHAKE_VERSIONS),
+    (ApiKey::SaslAuthenticate, sasl::AUTHENTICATE_VERSIONS),
+    (ApiKey::DescribeUserScramCredentials, user_scram_credentials::DESCRIBE_VERSIONS),
+    (ApiKey::AlterUserScramCredentials, user_scram_credentials::ALTER_VERSIONS),
 ];
 
 /// The versions of `key` Skein serves.
@@ -84,15 +88,19 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         // without a grant may read nothing past the watermarks.
         let grant =
             request.grant.unwrap_or_else(|| crate::budget::ConnectionResponses::new(shard.responses.clone()).hold(0));
-        let (response, records, grant) = fetch::handle(shard, &header, r, grant).await;
+        let (response, records, grant) = fetch::handle(shard, &header, r, grant, &request.listener).await;
         return Some(Handled { response: ResponseKind::Fetch(response), grant: Some(grant), records });
     }
     let frame = request.frame;
-    let request = RequestParts { peer: request.peer };
+    let request = RequestParts { peer: request.peer, listener: request.listener };
     let response = match body {
-        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(shard, &header, r, frame).await?),
+        RequestKind::Produce(r) => {
+            ResponseKind::Produce(produce::handle(shard, &header, r, frame, &request.listener).await?)
+        }
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(shard, &header, r).await),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(shard, &header, r).await),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(shard, &header, r, &request.listener).await)
+        }
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::response()),
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(shard, &header, r).await),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(shard, &header, r).await),
@@ -108,7 +116,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(shard, r).await)
         }
-        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(shard, r)),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(shard, r, &request.listener))
+        }
         RequestKind::DescribeTopicPartitions(r) => {
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(shard, r))
         }
@@ -123,7 +133,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elect_leaders::handle(shard, &header, r).await),
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(shard, &header, r).await)
+            ResponseKind::FindCoordinator(find_coordinator::handle(shard, &header, r, &request.listener).await)
         }
         RequestKind::JoinGroup(r) => {
             ResponseKind::JoinGroup(join_group::handle(shard, &header, r, &request.peer).await)
@@ -161,6 +171,14 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(shard, r).await)
         }
+        RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
+        RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(sasl::authenticate()),
+        RequestKind::DescribeUserScramCredentials(r) => {
+            ResponseKind::DescribeUserScramCredentials(user_scram_credentials::describe(shard, r))
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            ResponseKind::AlterUserScramCredentials(user_scram_credentials::alter(shard, r).await)
+        }
         other => {
             // `server::parse` refuses keys missing from `APIS`; reaching here means the
             // table and this match disagree, a programmer error.
@@ -175,6 +193,8 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
 /// What a handler may need besides header and body.
 struct RequestParts {
     peer: String,
+    /// The listener the request came in on, whose addresses the brokers are given at.
+    listener: Rc<str>,
 }
 
 /// The v0 ApiVersions response with UNSUPPORTED_VERSION that a client receives when it

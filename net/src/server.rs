@@ -12,29 +12,44 @@
 //! grant allows. A fetch response goes out as segments (`frame.rs`): its framing and
 //! the record batches as they are, with vectored writes. Malformed frames close the
 //! connection, as a Java broker does.
+//!
+//! Each shard serves every listener of the node (`security`). An SSL or SASL_SSL
+//! listener's connections start with a TLS handshake, bounded in time, on the shard
+//! that accepted them; their frames are then written through rustls, segment by
+//! segment, instead of with vectored writes. A SASL listener's connections
+//! authenticate first (`security::sasl`): the connection answers SaslHandshake and
+//! SaslAuthenticate itself, in order with its other responses, takes frames of at most
+//! `SASL_TOKEN_MAX_BYTES` until authenticated, and closes on any other request before.
 
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::Rc;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::budget::{ConnectionResponses, Grant};
 use crate::frame::{self, Frame, SharedRecords, Splicer};
-use crate::limits::{CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION, SHARD_BUFFERED_BYTES_MAX};
+use crate::limits::{
+    CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION, SASL_TOKEN_MAX_BYTES, SHARD_BUFFERED_BYTES_MAX,
+    TLS_HANDSHAKE_TIMEOUT,
+};
 use crate::registry;
+use crate::security::sasl::{Authenticator, Gate};
+use crate::security::{ListenerConfig, Principal};
 use crate::shard::Shard;
 
-/// Accepts connections until the listener fails; each runs as its own task.
-pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
+/// Accepts connections on `config`'s listener until it fails; each runs as its own
+/// task.
+pub async fn serve(shard: Rc<Shard>, listener: TcpListener, config: Rc<ListenerConfig>) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
                 let shard = shard.clone();
+                let config = config.clone();
                 let ip = match stream.peer_addr() {
                     Ok(peer) => peer.ip(),
                     Err(_) => continue,
@@ -54,7 +69,7 @@ pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
                 shard.metrics.connections.set(shard.metrics.connections.get() + 1);
                 glommio::spawn_local(async move {
                     let _admitted = admitted;
-                    if let Err(reason) = connection(&shard, stream).await {
+                    if let Err(reason) = connection(&shard, stream, &config).await {
                         tracing::debug!(target: "skein::net", shard = shard.id, reason, "connection closed");
                     }
                     shard.metrics.connections.set(shard.metrics.connections.get() - 1);
@@ -76,6 +91,8 @@ pub struct Request {
     pub api_key: ApiKey,
     /// The client's address, for DescribeGroups' client host.
     pub peer: String,
+    /// The listener it came in on: Metadata gives the brokers' addresses on it.
+    pub listener: Rc<str>,
     /// A fetch's response budget, granted by its connection before it reads the next
     /// request.
     pub grant: Option<Grant>,
@@ -93,15 +110,61 @@ enum Incoming {
     },
 }
 
-async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> {
+async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerConfig) -> Result<(), String> {
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+    let sasl = listener.protocol.sasl().then(Authenticator::new);
+    let name: Rc<str> = Rc::from(listener.name.as_str());
+    if listener.protocol.tls() {
+        let tls = shard.settings.security.tls.as_ref().ok_or("a TLS listener without TLS settings")?;
+        let acceptor = futures_rustls::TlsAcceptor::from(tls.config(&shard.tls));
+        let handshake = futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
+            glommio::timer::sleep(TLS_HANDSHAKE_TIMEOUT).await;
+            None
+        });
+        let stream = match handshake.await {
+            Some(Ok(stream)) => stream,
+            failed => {
+                let metrics = &shard.metrics;
+                metrics.tls_handshake_failures.set(metrics.tls_handshake_failures.get() + 1);
+                return Err(match failed {
+                    Some(Err(e)) => format!("TLS handshake failed: {e}"),
+                    _ => "TLS handshake timed out".into(),
+                });
+            }
+        };
+        // An mTLS client acts as its certificate's subject (until SASL says otherwise).
+        let principal: Option<Principal> = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|leaf| tls.principal_of(leaf))
+            .map(|name| Principal { name });
+        if let Some(principal) = &principal {
+            tracing::debug!(target: "skein::net", shard = shard.id, %principal, "TLS client authenticated");
+        }
+        return serve_stream(shard, stream, None, peer, name, sasl).await;
+    }
     // SAFETY: the descriptor is the stream's, open for as long as `stream` lives, and
     // it is borrowed only to duplicate it here.
     let socket = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
     // A second descriptor of the same socket, for the writer's vectored writes (the
     // stream's own halves write one buffer at a time); closing it closes nothing else.
     let socket = socket2::Socket::from(socket.try_clone_to_owned().map_err(|e| format!("dup: {e}"))?);
-    let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+    serve_stream(shard, stream, Some(socket), peer, name, sasl).await
+}
+
+/// Serves one connection's requests over `stream`, plain or TLS. `socket`, on plain
+/// connections, takes vectored writes of multi-segment frames.
+async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+    shard: &Rc<Shard>,
+    stream: S,
+    socket: Option<socket2::Socket>,
+    peer: String,
+    listener: Rc<str>,
+    sasl: Option<Authenticator>,
+) -> Result<(), String> {
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue, responses) = glommio::channels::local_channel::new_bounded(IN_FLIGHT_REQUESTS_PER_CONNECTION);
     let buffered = Rc::new(Cell::new(0usize));
@@ -125,7 +188,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
                     if let Some(stages) = stages {
                         stages.queued.observe(started - ready);
                     }
-                    broken = write_frame(&mut writer, &socket, &frame).await.is_err();
+                    broken = write_frame(&mut writer, socket.as_ref(), &frame).await.is_err();
                     if let Some(stages) = stages {
                         stages.write.observe_since(started);
                     }
@@ -141,22 +204,39 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream) -> Result<(), String> 
         }
         let _ = writer.close().await;
     });
-    let result = read_loop(shard, &mut reader, &queue, &buffered, &budget, &peer).await;
+    let connection = Connection { peer, listener, sasl };
+    let result = read_loop(shard, &mut reader, &queue, &buffered, &budget, connection).await;
     drop(queue);
     writer_task.await;
     result
 }
 
-async fn read_loop(
+/// What a connection knows about itself.
+struct Connection {
+    peer: String,
+    listener: Rc<str>,
+    /// A SASL listener's authentication state.
+    sasl: Option<Authenticator>,
+}
+
+type Queue = glommio::channels::local_channel::LocalSender<(glommio::Task<Reply>, usize)>;
+
+async fn read_loop<S: AsyncRead + Unpin>(
     shard: &Rc<Shard>,
-    reader: &mut futures_lite::io::ReadHalf<TcpStream>,
-    queue: &glommio::channels::local_channel::LocalSender<(glommio::Task<Reply>, usize)>,
+    reader: &mut futures_lite::io::ReadHalf<S>,
+    queue: &Queue,
     buffered: &Rc<Cell<usize>>,
     budget: &Rc<ConnectionResponses>,
-    peer: &str,
+    mut connection: Connection,
 ) -> Result<(), String> {
-    let max = shard.settings.socket_request_max_bytes;
     loop {
+        // Until it has authenticated, a client can make the broker buffer no more
+        // than a SASL token's worth.
+        let authenticated = connection.sasl.as_ref().is_none_or(|a| a.principal().is_some());
+        let max = match authenticated {
+            true => shard.settings.socket_request_max_bytes,
+            false => SASL_TOKEN_MAX_BYTES.min(shard.settings.socket_request_max_bytes),
+        };
         let mut size = [0u8; 4];
         // A shard that is stopping reads no more requests: what was read is answered,
         // then the connection closes.
@@ -190,6 +270,29 @@ async fn read_loop(
         let mut body = vec![0u8; size];
         reader.read_exact(&mut body).await.map_err(|e| format!("truncated frame: {e}"))?;
         let read = std::time::Instant::now();
+        if let Some(auth) = connection.sasl.as_mut().filter(|a| a.expects_raw_token()) {
+            // After a v0 handshake the tokens come as bare frames, answered bare.
+            let request =
+                kafka_protocol::messages::SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(body));
+            let reply = authenticate(shard, auth, 0, &request, read);
+            if reply.close {
+                return Err("SASL authentication failed".into());
+            }
+            let token = &reply.response.auth_bytes;
+            let mut out = BytesMut::with_capacity(4 + token.len());
+            out.put_i32(token.len() as i32);
+            out.extend_from_slice(token);
+            let frame = Frame::contiguous(out.freeze());
+            let held = budget.hold(frame.len());
+            let task = glommio::spawn_local(async move {
+                let ready = std::time::Instant::now();
+                Reply::Frame { frame, held, api_key: ApiKey::SaslAuthenticate as i16, ready }
+            });
+            if queue.send((task, 0)).await.is_err() {
+                return Ok(());
+            }
+            continue;
+        }
         let frame = parse(Bytes::from(body))?;
         if let Incoming::Request(request) = &frame {
             if let Some(stages) = shard.metrics.stages(request.api_key as i16) {
@@ -197,8 +300,6 @@ async fn read_loop(
                 stages.decode.observe_since(read);
             }
         }
-        buffered.set(buffered.get() + size);
-        shard.buffered_bytes.set(shard.buffered_bytes.get() + size);
         let task = match frame {
             Incoming::UnsupportedApiVersions { correlation_id } => {
                 let response = registry::unsupported_api_versions(correlation_id);
@@ -210,7 +311,38 @@ async fn read_loop(
                 })
             }
             Incoming::Request(mut request) => {
-                request.peer = peer.to_owned();
+                if let Some(auth) = connection.sasl.as_mut() {
+                    match auth.gate(request.api_key, read) {
+                        Gate::Serve => {}
+                        Gate::Close(reason) => {
+                            let metrics = &shard.metrics;
+                            metrics.unauthenticated_requests.set(metrics.unauthenticated_requests.get() + 1);
+                            return Err(format!("{:?}: {reason}", request.api_key));
+                        }
+                        Gate::Authenticate => {
+                            let (response, close) = sasl_step(shard, auth, &request, read);
+                            let (key, version, correlation_id) =
+                                (request.api_key, request.header.request_api_version, request.header.correlation_id);
+                            let frame = encode(key, version, correlation_id, &response, SharedRecords::default())
+                                .map_err(|e| format!("a SASL response did not encode: {e}"))?;
+                            let held = budget.hold(frame.len());
+                            let task = glommio::spawn_local(async move {
+                                let ready = std::time::Instant::now();
+                                Reply::Frame { frame, held, api_key: key as i16, ready }
+                            });
+                            // The frame's bytes were read, not counted: nothing to release.
+                            if queue.send((task, 0)).await.is_err() || close {
+                                return match close {
+                                    true => Err("SASL authentication failed".into()),
+                                    false => Ok(()),
+                                };
+                            }
+                            continue;
+                        }
+                    }
+                }
+                request.peer = connection.peer.clone();
+                request.listener = connection.listener.clone();
                 if let RequestKind::Fetch(fetch) = &request.body {
                     let want = crate::handlers::fetch::response_max_bytes(fetch);
                     request.grant = Some(budget.grant(want).await);
@@ -221,6 +353,8 @@ async fn read_loop(
                 glommio::spawn_local(async move { respond(&shard, &budget, *request).await })
             }
         };
+        buffered.set(buffered.get() + size);
+        shard.buffered_bytes.set(shard.buffered_bytes.get() + size);
         if queue.send((task, size)).await.is_err() {
             return Ok(());
         }
@@ -249,7 +383,66 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
     let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
     let body =
         RequestKind::decode(api_key, &mut buf, version).map_err(|e| format!("bad {api_key:?} v{version} body: {e}"))?;
-    Ok(Incoming::Request(Box::new(Request { header, body, api_key, peer: String::new(), grant: None, frame })))
+    let listener = Rc::from("");
+    Ok(Incoming::Request(Box::new(Request {
+        header,
+        body,
+        api_key,
+        peer: String::new(),
+        listener,
+        grant: None,
+        frame,
+    })))
+}
+
+/// Answers a SaslHandshake or SaslAuthenticate on a SASL listener: the response and
+/// whether the connection closes after it.
+fn sasl_step(
+    shard: &Shard,
+    auth: &mut Authenticator,
+    request: &Request,
+    now: std::time::Instant,
+) -> (ResponseKind, bool) {
+    let version = request.header.request_api_version;
+    match &request.body {
+        RequestKind::SaslHandshake(handshake) => {
+            let (response, close) = auth.handshake(&shard.settings.security, version, handshake);
+            if close {
+                let metrics = &shard.metrics;
+                metrics.sasl_authentication_failures.set(metrics.sasl_authentication_failures.get() + 1);
+            }
+            (ResponseKind::SaslHandshake(response), close)
+        }
+        RequestKind::SaslAuthenticate(token) => {
+            let reply = authenticate(shard, auth, version, token, now);
+            (ResponseKind::SaslAuthenticate(reply.response), reply.close)
+        }
+        _ => unreachable!("the gate sends only SASL requests here"),
+    }
+}
+
+/// One SASL token, counted in the metrics.
+fn authenticate(
+    shard: &Shard,
+    auth: &mut Authenticator,
+    version: i16,
+    request: &kafka_protocol::messages::SaslAuthenticateRequest,
+    now: std::time::Instant,
+) -> crate::security::sasl::TokenReply {
+    let image = shard.image();
+    let security = &shard.settings.security;
+    let lookup = |user: &str, mechanism| security.scram_credential(&image, user, mechanism);
+    let reply = auth.authenticate(&shard.settings.security, version, request, lookup, now);
+    let metrics = &shard.metrics;
+    if reply.close {
+        metrics.sasl_authentication_failures.set(metrics.sasl_authentication_failures.get() + 1);
+    } else if reply.authenticated {
+        metrics.sasl_authentications.set(metrics.sasl_authentications.get() + 1);
+        if let Some(principal) = auth.principal() {
+            tracing::debug!(target: "skein::net", shard = shard.id, %principal, "SASL authenticated");
+        }
+    }
+    reply
 }
 
 /// What a request task hands the connection's writer.
@@ -353,15 +546,19 @@ pub fn encode(
 /// Sends a frame: one write for a single segment, vectored writes (`sendmsg`, never
 /// blocking) for several. When the socket is full, the stream's own write of the
 /// current segment waits for room, then vectored writes go on.
-async fn write_frame(
-    writer: &mut futures_lite::io::WriteHalf<TcpStream>,
-    socket: &socket2::Socket,
+async fn write_frame<S: AsyncWrite + Unpin>(
+    writer: &mut futures_lite::io::WriteHalf<S>,
+    socket: Option<&socket2::Socket>,
     frame: &Frame,
 ) -> std::io::Result<()> {
     let segments = frame.segments();
-    if let [one] = segments {
-        return writer.write_all(one).await;
-    }
+    let Some(socket) = socket.filter(|_| segments.len() > 1) else {
+        // One segment, or a TLS stream: rustls takes the segments in turn.
+        for segment in segments {
+            writer.write_all(segment).await?;
+        }
+        return writer.flush().await;
+    };
     let mut at = frame::advance(segments, (0, 0), 0);
     while at.0 < segments.len() {
         let slices = frame::io_slices(&segments[at.0..], at.1);

@@ -11,14 +11,14 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
-pub fn handle(shard: &Rc<Shard>, request: DescribeClusterRequest) -> DescribeClusterResponse {
+pub fn handle(shard: &Rc<Shard>, request: DescribeClusterRequest, listener: &str) -> DescribeClusterResponse {
     let settings = &shard.settings;
     let mut response = DescribeClusterResponse::default();
     response.endpoint_type = request.endpoint_type;
     response.cluster_id = s(settings.cluster_id.clone());
     response.controller_id = BrokerId(settings.active_controller.load(std::sync::atomic::Ordering::Relaxed));
     response.brokers = shard
-        .brokers()
+        .brokers(listener)
         .into_iter()
         .map(|(id, host, port, rack)| {
             DescribeClusterBroker::default()

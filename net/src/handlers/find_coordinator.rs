@@ -29,11 +29,12 @@ pub async fn handle(
     shard: &Rc<Shard>,
     header: &RequestHeader,
     request: FindCoordinatorRequest,
+    listener: &str,
 ) -> FindCoordinatorResponse {
     let keys = if header.request_api_version >= 4 { request.coordinator_keys } else { vec![request.key] };
     let coordinators: Vec<Option<(i32, String, u16)>> = match request.key_type {
-        KEY_TYPE_GROUP => join_all(keys.iter().map(|key| coordinator_of(shard, key))).await,
-        KEY_TYPE_TRANSACTION => join_all(keys.iter().map(|key| txn_coordinator_of(shard, key))).await,
+        KEY_TYPE_GROUP => join_all(keys.iter().map(|key| coordinator_of(shard, key, listener))).await,
+        KEY_TYPE_TRANSACTION => join_all(keys.iter().map(|key| txn_coordinator_of(shard, key, listener))).await,
         _ => vec![None; keys.len()],
     };
     let node = |(key, found): (kafka_protocol::protocol::StrBytes, Option<(i32, String, u16)>)| {
@@ -58,20 +59,20 @@ pub async fn handle(
 
 /// The broker that coordinates `group`: the leader of its `__consumer_offsets`
 /// partition, once that partition is loaded when it is this node.
-async fn coordinator_of(shard: &Rc<Shard>, group: &str) -> Option<(i32, String, u16)> {
+async fn coordinator_of(shard: &Rc<Shard>, group: &str, listener: &str) -> Option<(i32, String, u16)> {
     crate::topics::ensure_offsets_topic(shard).await.ok()?;
     let partition = crate::group::partition_for(group);
     let leader = shard.image().topic(crate::group::OFFSETS_TOPIC)?.assignment(partition, shard.settings.node_id).leader;
     if leader == shard.settings.node_id {
         crate::topics::group_call(shard, group, GroupCall::Ready).await.ok()?;
     }
-    let (host, port) = shard.broker_address(leader)?;
+    let (host, port) = shard.client_address(leader, listener)?;
     Some((leader, host, port))
 }
 
 /// The broker that coordinates transactional id `id`: the leader of its
 /// `__transaction_state` partition, once that partition is loaded when it is this node.
-async fn txn_coordinator_of(shard: &Rc<Shard>, id: &str) -> Option<(i32, String, u16)> {
+async fn txn_coordinator_of(shard: &Rc<Shard>, id: &str, listener: &str) -> Option<(i32, String, u16)> {
     crate::topics::ensure_transaction_topic(shard).await.ok()?;
     let partition = crate::txn::partition_for(id);
     let leader =
@@ -79,6 +80,6 @@ async fn txn_coordinator_of(shard: &Rc<Shard>, id: &str) -> Option<(i32, String,
     if leader == shard.settings.node_id {
         crate::topics::txn_call(shard, id, crate::txn::TxnCall::Ready).await.ok()?;
     }
-    let (host, port) = shard.broker_address(leader)?;
+    let (host, port) = shard.client_address(leader, listener)?;
     Some((leader, host, port))
 }

@@ -35,12 +35,12 @@ pub struct Endpoint {
 }
 
 /// The endpoints of `leaders` that are live (no unknown or fenced leader is named).
-pub fn endpoints(shard: &Shard, leaders: &BTreeSet<i32>) -> Vec<Endpoint> {
+pub fn endpoints(shard: &Shard, leaders: &BTreeSet<i32>, listener: &str) -> Vec<Endpoint> {
     let image = shard.image();
     leaders
         .iter()
         .filter_map(|&id| {
-            let (host, port) = shard.broker_address(id)?;
+            let (host, port) = shard.client_address(id, listener)?;
             let rack = image.brokers.get(&id).and_then(|b| b.rack.clone());
             Some(Endpoint { id, host, port, rack })
         })

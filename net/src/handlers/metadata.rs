@@ -19,7 +19,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
 
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: MetadataRequest) -> MetadataResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: MetadataRequest,
+    listener: &str,
+) -> MetadataResponse {
     let version = header.request_api_version;
     let settings = &shard.settings;
     // Before v4 every Metadata request may create topics.
@@ -65,7 +70,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: Metadata
     }
     let mut response = MetadataResponse::default();
     response.brokers = shard
-        .brokers()
+        .brokers(listener)
         .into_iter()
         .map(|(id, host, port, rack)| {
             let mut broker = MetadataResponseBroker::default();

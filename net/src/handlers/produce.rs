@@ -24,6 +24,7 @@ pub async fn handle(
     header: &RequestHeader,
     request: ProduceRequest,
     frame: skein_engine::Backing,
+    listener: &str,
 ) -> Option<ProduceResponse> {
     let version = header.request_api_version;
     let acks = request.acks;
@@ -137,7 +138,7 @@ pub async fn handle(
     });
     let mut response = ProduceResponse::default();
     let partitions: Vec<_> = partitions.collect();
-    response.node_endpoints = leaders::endpoints(shard, &leaders)
+    response.node_endpoints = leaders::endpoints(shard, &leaders, listener)
         .into_iter()
         .map(|e| {
             NodeEndpoint::default()

@@ -87,6 +87,11 @@ pub enum ControllerRequest {
         broker: String,
         configs: BTreeMap<String, String>,
     },
+    /// Sets and removes SCRAM credentials (AlterUserScramCredentials), checked by the
+    /// handler: (user, mechanism name, credential or `None` to remove).
+    AlterScram {
+        changes: Vec<(String, String, Option<crate::security::scram::ScramCredential>)>,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are
@@ -305,6 +310,17 @@ pub fn decide(
             let record = MetadataRecord::BrokerConfigs { broker: broker.clone(), configs: configs.clone() };
             (vec![record], ControllerReply::Done)
         }
+        ControllerRequest::AlterScram { changes } => {
+            let records = changes
+                .iter()
+                .map(|(user, mechanism, credential)| MetadataRecord::ScramCredential {
+                    user: user.clone(),
+                    mechanism: mechanism.clone(),
+                    credential: credential.clone(),
+                })
+                .collect();
+            (records, ControllerReply::Done)
+        }
         ControllerRequest::ProducerIds => {
             let start = image.next_producer_id;
             let end = start + PRODUCER_ID_BLOCK_SIZE;
@@ -457,6 +473,7 @@ mod tests {
             fenced: false,
             incarnation,
             clean_restart: true,
+            listeners: Vec::new(),
         })
     }
 

@@ -15,6 +15,7 @@ pub mod decide;
 mod elections;
 pub mod observer;
 pub mod quorum;
+mod snapshot_v1;
 pub mod store;
 pub mod transport;
 
@@ -154,6 +155,22 @@ pub struct BrokerMeta {
     /// `.kafka_cleanshutdown`); one that did not leaves every ELR (KIP-966).
     #[serde(default)]
     pub clean_restart: bool,
+    /// Its advertised endpoint on each listener, so that Metadata answers a client
+    /// with the addresses of the listener it connected to. `host` and `port` are the
+    /// inter-broker listener's.
+    #[serde(default)]
+    pub listeners: Vec<crate::security::Endpoint>,
+}
+
+impl BrokerMeta {
+    /// Its endpoint on listener `name`: the registered one, or `host:port` for a
+    /// broker that registered no listeners (an earlier version, one listener).
+    pub fn endpoint(&self, name: &str) -> Option<(String, u16)> {
+        match self.listeners.is_empty() {
+            true => Some((self.host.clone(), self.port)),
+            false => self.listeners.iter().find(|l| l.listener == name).map(|l| (l.host.clone(), l.port)),
+        }
+    }
 }
 
 /// An immutable snapshot of the metadata, with a version that only grows.
@@ -173,6 +190,10 @@ pub struct MetadataImage {
     /// id, `""` holding the cluster-wide defaults.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// SCRAM credentials by user, then by mechanism name (Kafka's
+    /// UserScramCredentialRecord).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scram: BTreeMap<String, BTreeMap<String, crate::security::scram::ScramCredential>>,
     /// Topic ids to names, rebuilt whenever the store publishes an image, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
@@ -292,6 +313,12 @@ pub enum MetadataRecord {
         broker: String,
         configs: BTreeMap<String, String>,
     },
+    /// A user's SCRAM credential for one mechanism, set or (`None`) removed.
+    ScramCredential {
+        user: String,
+        mechanism: String,
+        credential: Option<crate::security::scram::ScramCredential>,
+    },
 }
 
 impl MetadataImage {
@@ -322,6 +349,19 @@ impl MetadataImage {
                     }
                     false => {
                         self.broker_configs.insert(broker.clone(), configs.clone());
+                    }
+                },
+                MetadataRecord::ScramCredential { user, mechanism, credential } => match credential {
+                    Some(credential) => {
+                        self.scram.entry(user.clone()).or_default().insert(mechanism.clone(), credential.clone());
+                    }
+                    None => {
+                        if let Some(mechanisms) = self.scram.get_mut(user) {
+                            mechanisms.remove(mechanism);
+                            if mechanisms.is_empty() {
+                                self.scram.remove(user);
+                            }
+                        }
                     }
                 },
             }

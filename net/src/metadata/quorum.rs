@@ -73,27 +73,37 @@ impl std::fmt::Debug for Opened {
 }
 
 /// What starts a snapshot of the image in rkyv's form; snapshots of earlier versions
-/// are JSON (they start with `{`).
-const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK1";
+/// are `SKEINRK1` (`snapshot_v1`) or JSON (they start with `{`).
+const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK2";
+const RKYV_SNAPSHOT_V1: &[u8; 8] = b"SKEINRK1";
 
-/// A snapshot of `image` (the data of the quorum's snapshots): rkyv's archive after
-/// `RKYV_SNAPSHOT`.
+/// A snapshot of `image` (the data of the quorum's snapshots): `RKYV_SNAPSHOT`, the
+/// CRC-32C of the archive (a cut or damaged archive can still validate as rkyv), then
+/// rkyv's archive.
 pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
     let archive = rkyv::to_bytes::<rkyv::rancor::Error>(image).expect("a metadata image always serialises");
-    [&RKYV_SNAPSHOT[..], &archive[..]].concat()
+    let crc = crc32c::crc32c(&archive).to_be_bytes();
+    [&RKYV_SNAPSHOT[..], &crc[..], &archive[..]].concat()
 }
 
 /// The image a snapshot holds, checked (rkyv's validation) before it is read; a JSON
 /// snapshot of an earlier version is read too.
 pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
     let mut image: MetadataImage = match bytes.strip_prefix(&RKYV_SNAPSHOT[..]) {
-        Some(archive) => {
+        Some(framed) => {
+            let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
+            if crc32c::crc32c(archive).to_be_bytes() != crc {
+                return Err("the metadata snapshot does not match its checksum".into());
+            }
             let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
             aligned.extend_from_slice(archive);
             rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned)
                 .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?
         }
-        None => serde_json::from_slice(bytes).map_err(|e| format!("the metadata snapshot does not parse: {e}"))?,
+        None => match bytes.strip_prefix(&RKYV_SNAPSHOT_V1[..]) {
+            Some(archive) => super::snapshot_v1::decode(archive)?,
+            None => serde_json::from_slice(bytes).map_err(|e| format!("the metadata snapshot does not parse: {e}"))?,
+        },
     };
     image.index_ids();
     Ok(image)
@@ -440,10 +450,26 @@ mod tests {
             fenced: true,
             incarnation: 77,
             clean_restart: true,
+            listeners: vec![crate::security::Endpoint { listener: "SASL_SSL".into(), host: "h".into(), port: 9094 }],
         };
         image.apply(&[MetadataRecord::Topic(topic.clone()), MetadataRecord::RegisterBroker(broker.clone())]);
         image.broker_configs.insert("".into(), [("follower.replication.throttled.rate".into(), "10".into())].into());
         let json = |image: &MetadataImage| serde_json::to_value(image).unwrap();
+        // An earlier version's archive reads, without the fields it lacked.
+        let v1 = decode_image(&super::super::snapshot_v1::encode(&image)).unwrap();
+        let mut without = image.clone();
+        without.brokers.get_mut(&2).unwrap().listeners.clear();
+        assert_eq!(json(&v1), json(&without));
+        image.apply(&[MetadataRecord::ScramCredential {
+            user: "alice".into(),
+            mechanism: "SCRAM-SHA-512".into(),
+            credential: Some(crate::security::scram::ScramCredential::from_password(
+                crate::security::scram::ScramMechanism::Sha512,
+                "pw",
+                b"salt",
+                4096,
+            )),
+        }]);
         let bytes = encode_image(&image);
         assert!(bytes.starts_with(RKYV_SNAPSHOT));
         let decoded = decode_image(&bytes).unwrap();

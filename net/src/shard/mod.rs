@@ -26,6 +26,7 @@ use crate::metrics::ShardMetrics;
 use crate::router::Router;
 use skein_replication::producer::ProducerStates;
 
+mod brokers;
 mod groups;
 mod ops;
 mod produce;
@@ -51,8 +52,15 @@ pub struct NodeSettings {
     /// The active controller's node id (-1 while the quorum has no leader), as
     /// Metadata and DescribeCluster name it; written by shard 0's quorum loop.
     pub active_controller: Arc<std::sync::atomic::AtomicI32>,
+    /// The inter-broker listener's advertised address (registered as the broker's).
     pub advertised_host: String,
     pub advertised_port: u16,
+    /// The node's listeners (`listeners`, `advertised.listeners`).
+    pub listeners: Vec<crate::security::ListenerConfig>,
+    /// The listener brokers reach each other on (`inter.broker.listener.name`).
+    pub inter_broker_listener: String,
+    /// TLS and SASL settings.
+    pub security: Arc<crate::security::Security>,
     /// The controller quorum's voters with their addresses (none for a single node).
     pub controller_voters: Vec<(i32, std::net::SocketAddr)>,
     /// Kafka's `broker.rack`.
@@ -161,6 +169,8 @@ pub struct Shard {
     pub fetch_sessions: RefCell<crate::handlers::fetch::FetchSessions>,
     /// This shard's replication quotas (`throttle.rs`).
     pub throttles: crate::throttle::ReplicationThrottles,
+    /// This shard's copy of the TLS config (`security::tls`).
+    pub tls: crate::security::tls::ShardTls,
     /// The shard is stopping: connections answer what they read, then close.
     closing: Cell<bool>,
     closing_event: event_listener::Event,
@@ -194,6 +204,7 @@ impl Shard {
             txns: crate::txn::Coordinator::default(),
             fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
             throttles: crate::throttle::ReplicationThrottles::default(),
+            tls: RefCell::new(None),
             closing: Cell::new(false),
             closing_event: event_listener::Event::new(),
         };
@@ -216,37 +227,6 @@ impl Shard {
             max_size: shard.settings.group_consumer_max_size,
         });
         shard
-    }
-
-    /// The brokers clients may reach: (id, host, port, rack) of each registered broker
-    /// not fenced, this node (when it is a broker) always with its current address.
-    pub fn brokers(&self) -> Vec<(i32, String, u16, Option<String>)> {
-        let image = self.image();
-        let mut brokers: Vec<_> = image
-            .brokers
-            .values()
-            .filter(|b| b.id != self.settings.node_id && !b.fenced)
-            .map(|b| (b.id, b.host.clone(), b.port, b.rack.clone()))
-            .collect();
-        // A controller-only node is no broker.
-        brokers.extend(self.settings.broker.then(|| {
-            (
-                self.settings.node_id,
-                self.settings.advertised_host.clone(),
-                self.settings.advertised_port,
-                self.settings.rack.clone(),
-            )
-        }));
-        brokers.sort_by_key(|b| b.0);
-        brokers
-    }
-
-    /// A broker's address: this node's own, or that of a registered broker not fenced.
-    pub fn broker_address(&self, id: i32) -> Option<(String, u16)> {
-        if id == self.settings.node_id && self.settings.broker {
-            return Some((self.settings.advertised_host.clone(), self.settings.advertised_port));
-        }
-        self.image().brokers.get(&id).filter(|b| !b.fenced).map(|b| (b.host.clone(), b.port))
     }
 
     /// Replication gauges over this shard's partitions: (partitions it leads with

@@ -82,6 +82,7 @@ pub async fn handle(
     header: &RequestHeader,
     request: FetchRequest,
     mut grant: Grant,
+    listener: &str,
 ) -> (FetchResponse, SharedRecords, Grant) {
     // The response may hold what the budgets granted, up to max_bytes; while a long
     // poll waits it holds only what it has read.
@@ -199,7 +200,7 @@ pub async fn handle(
     if response_session != 0 {
         shard.fetch_sessions.borrow_mut().served(response_session, &sent);
     }
-    let (mut response, records) = build(shard, version, &wanted, results, incremental);
+    let (mut response, records) = build(shard, version, &wanted, results, incremental, listener);
     response.session_id = response_session;
     (response, records, grant)
 }
@@ -434,6 +435,7 @@ fn build(
     wanted: &[Wanted],
     results: Vec<OpResult>,
     incremental: bool,
+    listener: &str,
 ) -> (FetchResponse, SharedRecords) {
     let mut leaders = std::collections::BTreeSet::new();
     let partitions = wanted.iter().zip(results).filter_map(|(w, result)| {
@@ -501,7 +503,7 @@ fn build(
     let partitions: Vec<_> = partitions.collect();
     let mut response = FetchResponse::default();
     if version >= 16 {
-        response.node_endpoints = leaders::endpoints(shard, &leaders)
+        response.node_endpoints = leaders::endpoints(shard, &leaders, listener)
             .into_iter()
             .map(|e| {
                 NodeEndpoint::default()

@@ -1,0 +1,116 @@
+//! The rkyv layout of metadata snapshots before brokers registered their listeners
+//! and the image held SCRAM credentials (`SKEINRK1`): read once, at the first start
+//! of this version, and written back in the current layout with the next snapshot.
+
+use std::collections::BTreeMap;
+
+use super::{BrokerMeta, MetadataImage, TopicMeta};
+
+#[derive(rkyv::Archive, rkyv::Deserialize)]
+struct BrokerV1 {
+    id: i32,
+    epoch: u64,
+    host: String,
+    port: u16,
+    rack: Option<String>,
+    fenced: bool,
+    incarnation: u64,
+    clean_restart: bool,
+}
+
+#[derive(rkyv::Archive, rkyv::Deserialize)]
+struct ImageV1 {
+    version: u64,
+    topics: BTreeMap<String, TopicMeta>,
+    next_producer_id: i64,
+    brokers: BTreeMap<i32, BrokerV1>,
+    log_generation: u64,
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// The image an `SKEINRK1` archive holds, validated.
+pub(super) fn decode(archive: &[u8]) -> Result<MetadataImage, String> {
+    let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
+    aligned.extend_from_slice(archive);
+    let old = rkyv::from_bytes::<ImageV1, rkyv::rancor::Error>(&aligned)
+        .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?;
+    let brokers = old
+        .brokers
+        .into_iter()
+        .map(|(id, b)| {
+            let broker = BrokerMeta {
+                id: b.id,
+                epoch: b.epoch,
+                host: b.host,
+                port: b.port,
+                rack: b.rack,
+                fenced: b.fenced,
+                incarnation: b.incarnation,
+                clean_restart: b.clean_restart,
+                listeners: Vec::new(),
+            };
+            (id, broker)
+        })
+        .collect();
+    Ok(MetadataImage {
+        version: old.version,
+        topics: old.topics,
+        next_producer_id: old.next_producer_id,
+        brokers,
+        log_generation: old.log_generation,
+        broker_configs: old.broker_configs,
+        ..Default::default()
+    })
+}
+
+/// An `SKEINRK1` archive of `image` (what an earlier version wrote), for the test
+/// that this version reads it.
+#[cfg(test)]
+pub(super) fn encode(image: &MetadataImage) -> Vec<u8> {
+    #[derive(rkyv::Archive, rkyv::Serialize)]
+    struct BrokerOut {
+        id: i32,
+        epoch: u64,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+        fenced: bool,
+        incarnation: u64,
+        clean_restart: bool,
+    }
+    #[derive(rkyv::Archive, rkyv::Serialize)]
+    struct ImageOut {
+        version: u64,
+        topics: BTreeMap<String, TopicMeta>,
+        next_producer_id: i64,
+        brokers: BTreeMap<i32, BrokerOut>,
+        log_generation: u64,
+        broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    }
+    let out = ImageOut {
+        version: image.version,
+        topics: image.topics.clone(),
+        next_producer_id: image.next_producer_id,
+        brokers: image
+            .brokers
+            .iter()
+            .map(|(id, b)| {
+                let broker = BrokerOut {
+                    id: b.id,
+                    epoch: b.epoch,
+                    host: b.host.clone(),
+                    port: b.port,
+                    rack: b.rack.clone(),
+                    fenced: b.fenced,
+                    incarnation: b.incarnation,
+                    clean_restart: b.clean_restart,
+                };
+                (*id, broker)
+            })
+            .collect(),
+        log_generation: image.log_generation,
+        broker_configs: image.broker_configs.clone(),
+    };
+    let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&out).expect("serialises");
+    [&b"SKEINRK1"[..], &archive[..]].concat()
+}

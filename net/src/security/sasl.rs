@@ -1,0 +1,351 @@
+//! One connection's SASL authentication, as Kafka's `SaslServerAuthenticator` runs it:
+//! SaslHandshake names the mechanism, then the tokens travel in SaslAuthenticate
+//! requests (handshake v1, KIP-152) or as raw size-prefixed frames (handshake v0).
+//! Until it succeeds the connection may send only ApiVersions, SaslHandshake and
+//! SaslAuthenticate. With `connections.max.reauth.ms` the session has a lifetime, told
+//! to the client in SaslAuthenticate v1+; the client re-authenticates on the same
+//! connection before it ends (KIP-368), as the same principal, and a connection that
+//! lets it lapse is closed at its next request.
+//!
+//! A failure is answered with SASL_AUTHENTICATION_FAILED and one message whatever the
+//! cause, then the connection is closed.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::scram::{self, ScramCredential, ScramMechanism};
+use super::{Principal, Security};
+use crate::errors::code;
+use crate::limits::SASL_TOKEN_MAX_BYTES;
+
+/// A SASL mechanism Skein serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    Plain,
+    Scram(ScramMechanism),
+}
+
+impl Mechanism {
+    pub fn parse(name: &str) -> Option<Mechanism> {
+        match name {
+            "PLAIN" => Some(Mechanism::Plain),
+            other => ScramMechanism::parse(other).map(Mechanism::Scram),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Plain => "PLAIN",
+            Mechanism::Scram(m) => m.name(),
+        }
+    }
+}
+
+/// Where a connection's authentication is.
+#[derive(Debug)]
+enum State {
+    /// Waiting for SaslHandshake (first, or a re-authentication).
+    Handshake,
+    /// Mechanism chosen; waiting for tokens.
+    Tokens { mechanism: Mechanism, scram: scram::Exchange, raw: bool },
+}
+
+/// What the connection does with a request while it authenticates.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Serve it as usual.
+    Serve,
+    /// A SASL request: answer it with `Authenticator::handshake` or `authenticate`.
+    Authenticate,
+    /// Close the connection: a request before authentication, or after the session
+    /// lapsed.
+    Close(&'static str),
+}
+
+/// What a token step gives the connection.
+#[derive(Debug)]
+pub struct TokenReply {
+    pub response: SaslAuthenticateResponse,
+    /// Close the connection after sending the response.
+    pub close: bool,
+    /// This token completed an authentication (or a re-authentication).
+    pub authenticated: bool,
+}
+
+/// One connection's authentication state.
+#[derive(Debug)]
+pub struct Authenticator {
+    state: State,
+    /// The authenticated principal, once authenticated.
+    principal: Option<Principal>,
+    /// When the session ends (`connections.max.reauth.ms`).
+    expires: Option<Instant>,
+}
+
+impl Default for Authenticator {
+    fn default() -> Authenticator {
+        Authenticator::new()
+    }
+}
+
+impl Authenticator {
+    pub fn new() -> Authenticator {
+        Authenticator { state: State::Handshake, principal: None, expires: None }
+    }
+
+    /// The principal the connection acts as, once authenticated.
+    pub fn principal(&self) -> Option<&Principal> {
+        self.principal.as_ref()
+    }
+
+    /// Whether the next frame is a raw token (after a v0 handshake).
+    pub fn expects_raw_token(&self) -> bool {
+        matches!(self.state, State::Tokens { raw: true, .. })
+    }
+
+    /// What to do with a request of `api_key` now.
+    pub fn gate(&self, api_key: ApiKey, now: Instant) -> Gate {
+        if matches!(api_key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate) {
+            return Gate::Authenticate;
+        }
+        if self.principal.is_none() {
+            return match api_key {
+                ApiKey::ApiVersions => Gate::Serve,
+                _ => Gate::Close("a request before SASL authentication"),
+            };
+        }
+        match self.expires {
+            Some(expires) if now >= expires => Gate::Close("the SASL session expired without re-authentication"),
+            _ => Gate::Serve,
+        }
+    }
+
+    /// Answers SaslHandshake. Returns the response and whether to close the
+    /// connection after it (an unsupported mechanism, or a handshake out of order).
+    pub fn handshake(
+        &mut self,
+        security: &Security,
+        version: i16,
+        request: &SaslHandshakeRequest,
+    ) -> (SaslHandshakeResponse, bool) {
+        let mut response = SaslHandshakeResponse::default();
+        response.mechanisms = security.mechanisms.iter().map(|m| StrBytes::from_static_str(m.name())).collect();
+        let wanted = Mechanism::parse(request.mechanism.as_str()).filter(|m| security.mechanisms.contains(m));
+        let Some(mechanism) = wanted else {
+            response.error_code = code::UNSUPPORTED_SASL_MECHANISM;
+            return (response, true);
+        };
+        // A re-authentication (KIP-368) needs handshake v1 and the same mechanism's
+        // tokens in SaslAuthenticate.
+        let reauthenticating = self.principal.is_some();
+        if !matches!(self.state, State::Handshake) || (reauthenticating && version == 0) {
+            response.error_code = code::ILLEGAL_SASL_STATE;
+            return (response, true);
+        }
+        self.state = State::Tokens { mechanism, scram: scram::Exchange::Start, raw: version == 0 };
+        (response, false)
+    }
+
+    /// Takes one token, from SaslAuthenticate or a raw frame. `lookup` finds a SCRAM
+    /// credential by user and mechanism.
+    pub fn authenticate(
+        &mut self,
+        security: &Security,
+        version: i16,
+        request: &SaslAuthenticateRequest,
+        lookup: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
+        now: Instant,
+    ) -> TokenReply {
+        let failed = |code: i16, message: String| {
+            let mut response = SaslAuthenticateResponse::default();
+            response.error_code = code;
+            response.error_message = Some(StrBytes::from_string(message));
+            TokenReply { response, close: true, authenticated: false }
+        };
+        let State::Tokens { mechanism, scram: exchange, .. } = &mut self.state else {
+            return failed(code::ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake".into());
+        };
+        let mechanism = *mechanism;
+        let bad_credentials = || {
+            failed(
+                code::SASL_AUTHENTICATION_FAILED,
+                format!(
+                    "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+                    mechanism.name()
+                ),
+            )
+        };
+        if request.auth_bytes.len() > SASL_TOKEN_MAX_BYTES {
+            self.state = State::Handshake;
+            return failed(
+                code::SASL_AUTHENTICATION_FAILED,
+                "Authentication failed: the SASL token is too large".into(),
+            );
+        }
+        let token = &request.auth_bytes;
+        let (user, server_bytes) = match mechanism {
+            Mechanism::Plain => match plain(security, token) {
+                Some(user) => (user, Bytes::new()),
+                None => {
+                    self.state = State::Handshake;
+                    return bad_credentials();
+                }
+            },
+            Mechanism::Scram(scram_mechanism) => {
+                let step =
+                    exchange.step(scram_mechanism, token, |user| lookup(user, scram_mechanism), &security.scram_secret);
+                match step {
+                    Ok(scram::Step::Continue(bytes)) => {
+                        let mut response = SaslAuthenticateResponse::default();
+                        response.auth_bytes = Bytes::from(bytes);
+                        return TokenReply { response, close: false, authenticated: false };
+                    }
+                    Ok(scram::Step::Authenticated { user, server_final }) => (user, Bytes::from(server_final)),
+                    Err(failure) => {
+                        // The reason stays in the broker's log; the client hears one answer.
+                        tracing::debug!(target: "skein::net", mechanism = mechanism.name(), ?failure, "SCRAM exchange failed");
+                        self.state = State::Handshake;
+                        return bad_credentials();
+                    }
+                }
+            }
+        };
+        let principal = Principal { name: user };
+        self.state = State::Handshake;
+        if self.principal.as_ref().is_some_and(|p| *p != principal) {
+            return failed(
+                code::SASL_AUTHENTICATION_FAILED,
+                "Cannot change principals during re-authentication".into(),
+            );
+        }
+        self.principal = Some(principal);
+        let mut response = SaslAuthenticateResponse::default();
+        response.auth_bytes = server_bytes;
+        self.expires = match security.max_reauth_ms {
+            0 => None,
+            ms => {
+                // Only v1+ clients learn the lifetime; an older one keeps its
+                // session as long as its connection (as Kafka does).
+                if version >= 1 {
+                    response.session_lifetime_ms = ms as i64;
+                    Some(now + Duration::from_millis(ms))
+                } else {
+                    None
+                }
+            }
+        };
+        TokenReply { response, close: false, authenticated: true }
+    }
+}
+
+/// Checks a PLAIN token (`authzid NUL user NUL password`): the user, when the
+/// password is right and any authorization id is the user's own.
+fn plain(security: &Security, token: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(token).ok()?;
+    let mut parts = text.split('\0');
+    let (authzid, user, password) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || user.is_empty() || (!authzid.is_empty() && authzid != user) {
+        return None;
+    }
+    let stored = security.plain_users.get(user);
+    // Compared in constant time, against a dummy for an unknown user.
+    let expected = stored.map_or("\u{0}unknown-user\u{0}", |p| p.as_str());
+    let equal = expected.len() == password.len()
+        && expected.bytes().zip(password.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+    (equal && stored.is_some()).then(|| user.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn security() -> Security {
+        Security {
+            mechanisms: vec![Mechanism::Plain, Mechanism::Scram(ScramMechanism::Sha512)],
+            plain_users: [("alice".to_string(), "secret".to_string())].into(),
+            max_reauth_ms: 60_000,
+            ..Security::default()
+        }
+    }
+
+    fn handshake(auth: &mut Authenticator, mechanism: &str, version: i16) -> (i16, bool) {
+        let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+        let (response, close) = auth.handshake(&security(), version, &request);
+        (response.error_code, close)
+    }
+
+    fn token(auth: &mut Authenticator, bytes: &[u8]) -> TokenReply {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(bytes));
+        auth.authenticate(&security(), 2, &request, |_, _| None, Instant::now())
+    }
+
+    // PLAIN: the right password authenticates, with the session's lifetime told.
+    #[test]
+    fn plain_authenticates() {
+        let mut auth = Authenticator::new();
+        assert_eq!(auth.gate(ApiKey::Metadata, Instant::now()), Gate::Close("a request before SASL authentication"));
+        assert_eq!(auth.gate(ApiKey::ApiVersions, Instant::now()), Gate::Serve);
+        assert_eq!(handshake(&mut auth, "PLAIN", 1), (0, false));
+        let reply = token(&mut auth, b"\0alice\0secret");
+        assert_eq!((reply.response.error_code, reply.close), (0, false));
+        assert_eq!(reply.response.session_lifetime_ms, 60_000);
+        assert_eq!(auth.principal().unwrap().to_string(), "User:alice");
+        assert_eq!(auth.gate(ApiKey::Metadata, Instant::now()), Gate::Serve);
+        let later = Instant::now() + Duration::from_secs(61);
+        assert!(matches!(auth.gate(ApiKey::Metadata, later), Gate::Close(_)));
+    }
+
+    // A bad password and an unknown user get the same answer, and a close.
+    #[test]
+    fn plain_failures_look_alike() {
+        let mut answers = Vec::new();
+        for bytes in [&b"\0alice\0wrong"[..], b"\0mallory\0secret", b"bob\0alice\0secret", b"garbage"] {
+            let mut auth = Authenticator::new();
+            handshake(&mut auth, "PLAIN", 1);
+            let reply = token(&mut auth, bytes);
+            assert!(reply.close);
+            assert!(auth.principal().is_none());
+            answers.push((reply.response.error_code, reply.response.error_message));
+        }
+        assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
+        assert_eq!(answers[0].0, code::SASL_AUTHENTICATION_FAILED);
+    }
+
+    // Out of order and unknown mechanisms are refused with Kafka's codes and a close.
+    #[test]
+    fn out_of_order_exchanges_close() {
+        let mut auth = Authenticator::new();
+        let reply = token(&mut auth, b"\0alice\0secret");
+        assert_eq!((reply.response.error_code, reply.close), (code::ILLEGAL_SASL_STATE, true));
+        assert_eq!(handshake(&mut Authenticator::new(), "GSSAPI", 1), (code::UNSUPPORTED_SASL_MECHANISM, true));
+        assert_eq!(handshake(&mut Authenticator::new(), "SCRAM-SHA-256", 1), (code::UNSUPPORTED_SASL_MECHANISM, true));
+        let mut twice = Authenticator::new();
+        handshake(&mut twice, "PLAIN", 1);
+        assert_eq!(handshake(&mut twice, "PLAIN", 1), (code::ILLEGAL_SASL_STATE, true));
+        let mut big = Authenticator::new();
+        handshake(&mut big, "PLAIN", 1);
+        let reply = token(&mut big, &vec![b'a'; SASL_TOKEN_MAX_BYTES + 1]);
+        assert_eq!((reply.response.error_code, reply.close), (code::SASL_AUTHENTICATION_FAILED, true));
+    }
+
+    // Re-authentication keeps the connection and must keep the principal.
+    #[test]
+    fn reauthentication_keeps_the_principal() {
+        let mut auth = Authenticator::new();
+        handshake(&mut auth, "PLAIN", 1);
+        token(&mut auth, b"\0alice\0secret");
+        assert_eq!(handshake(&mut auth, "PLAIN", 1), (0, false));
+        assert_eq!(token(&mut auth, b"\0alice\0secret").response.error_code, 0);
+        let security = Security { plain_users: [("eve".into(), "x".into())].into(), ..security() };
+        let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+        auth.handshake(&security, 1, &request);
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0eve\0x"));
+        let reply = auth.authenticate(&security, 2, &request, |_, _| None, Instant::now());
+        assert_eq!((reply.response.error_code, reply.close), (code::SASL_AUTHENTICATION_FAILED, true));
+    }
+}

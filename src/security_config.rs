@@ -1,0 +1,309 @@
+//! The security half of the node configuration: listeners with Kafka's syntax, TLS
+//! files and SASL mechanisms, from flags, `SKEIN_*` variables or top-level TOML keys
+//! (the flag's name with `_` for `-`), validated and loaded at start (certificates
+//! included) with clear errors.
+
+use std::sync::Arc;
+
+use clap::Args;
+use serde::Deserialize;
+use skein_net::security::sasl::Mechanism;
+use skein_net::security::tls::{ClientAuth, Tls, TlsFiles};
+use skein_net::security::{self, ListenerConfig, SecurityProtocol};
+
+#[derive(Args, Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecurityArgs {
+    /// Kafka's `listeners`: `NAME://host:port`, comma-separated, e.g.
+    /// `PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094`. `--listener` is a
+    /// shorthand for one PLAINTEXT listener.
+    #[arg(long, env = "SKEIN_LISTENERS")]
+    pub listeners: Option<String>,
+    /// Kafka's `advertised.listeners`, by listener name [default: each listener's address].
+    #[arg(long, env = "SKEIN_ADVERTISED_LISTENERS")]
+    pub advertised_listeners: Option<String>,
+    /// Kafka's `listener.security.protocol.map`: `NAME:PROTOCOL`, comma-separated
+    /// [default: the four protocol names map to themselves].
+    #[arg(long, env = "SKEIN_LISTENER_SECURITY_PROTOCOL_MAP")]
+    pub listener_security_protocol_map: Option<String>,
+    /// Kafka's `inter.broker.listener.name` [default: the first PLAINTEXT listener].
+    #[arg(long, env = "SKEIN_INTER_BROKER_LISTENER_NAME")]
+    pub inter_broker_listener_name: Option<String>,
+    /// The server's certificate chain, PEM (for SSL and SASL_SSL listeners).
+    #[arg(long, env = "SKEIN_SSL_KEYSTORE_PEM")]
+    pub ssl_keystore_pem: Option<std::path::PathBuf>,
+    /// The server's private key, PEM.
+    #[arg(long, env = "SKEIN_SSL_KEY_PEM")]
+    pub ssl_key_pem: Option<std::path::PathBuf>,
+    /// CA certificates client certificates are checked against, PEM.
+    #[arg(long, env = "SKEIN_SSL_TRUSTSTORE_PEM")]
+    pub ssl_truststore_pem: Option<std::path::PathBuf>,
+    /// Kafka's `ssl.client.auth`: required, requested or none [default: none].
+    #[arg(long, env = "SKEIN_SSL_CLIENT_AUTH")]
+    pub ssl_client_auth: Option<String>,
+    /// Kafka's `ssl.principal.mapping.rules` [default: DEFAULT].
+    #[arg(long, env = "SKEIN_SSL_PRINCIPAL_MAPPING_RULES")]
+    pub ssl_principal_mapping_rules: Option<String>,
+    /// Kafka's `sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    /// [default: SCRAM-SHA-256,SCRAM-SHA-512, and PLAIN with --sasl-plain-users].
+    #[arg(long, env = "SKEIN_SASL_ENABLED_MECHANISMS")]
+    pub sasl_enabled_mechanisms: Option<String>,
+    /// PLAIN users: a file of `user:password` lines.
+    #[arg(long, env = "SKEIN_SASL_PLAIN_USERS")]
+    pub sasl_plain_users: Option<std::path::PathBuf>,
+    /// Kafka's `connections.max.reauth.ms`: a SASL session's lifetime, after which the
+    /// client re-authenticates (KIP-368) [default: 0, unbounded].
+    #[arg(long, env = "SKEIN_CONNECTIONS_MAX_REAUTH_MS")]
+    pub connections_max_reauth_ms: Option<u64>,
+}
+
+/// The TOML keys `SecurityArgs` reads (split from the rest of the file).
+pub const FILE_KEYS: &[&str] = &[
+    "listeners",
+    "advertised_listeners",
+    "listener_security_protocol_map",
+    "inter_broker_listener_name",
+    "ssl_keystore_pem",
+    "ssl_key_pem",
+    "ssl_truststore_pem",
+    "ssl_client_auth",
+    "ssl_principal_mapping_rules",
+    "sasl_enabled_mechanisms",
+    "sasl_plain_users",
+    "connections_max_reauth_ms",
+];
+
+impl SecurityArgs {
+    /// Each setting from `self` (flags, environment), else from `file`.
+    pub fn or(self, file: SecurityArgs) -> SecurityArgs {
+        SecurityArgs {
+            listeners: self.listeners.or(file.listeners),
+            advertised_listeners: self.advertised_listeners.or(file.advertised_listeners),
+            listener_security_protocol_map: self.listener_security_protocol_map.or(file.listener_security_protocol_map),
+            inter_broker_listener_name: self.inter_broker_listener_name.or(file.inter_broker_listener_name),
+            ssl_keystore_pem: self.ssl_keystore_pem.or(file.ssl_keystore_pem),
+            ssl_key_pem: self.ssl_key_pem.or(file.ssl_key_pem),
+            ssl_truststore_pem: self.ssl_truststore_pem.or(file.ssl_truststore_pem),
+            ssl_client_auth: self.ssl_client_auth.or(file.ssl_client_auth),
+            ssl_principal_mapping_rules: self.ssl_principal_mapping_rules.or(file.ssl_principal_mapping_rules),
+            sasl_enabled_mechanisms: self.sasl_enabled_mechanisms.or(file.sasl_enabled_mechanisms),
+            sasl_plain_users: self.sasl_plain_users.or(file.sasl_plain_users),
+            connections_max_reauth_ms: self.connections_max_reauth_ms.or(file.connections_max_reauth_ms),
+        }
+    }
+}
+
+/// The listeners and security settings a node starts with.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub listeners: Vec<ListenerConfig>,
+    pub inter_broker_listener: String,
+    pub security: Arc<security::Security>,
+}
+
+/// Validates the listeners and loads the TLS and SASL material. `listener` and
+/// `advertised` are the single-listener shorthands (`--listener`,
+/// `--advertised-listener`): a PLAINTEXT listener placed first.
+///
+/// # Errors
+/// A message naming the flag at fault.
+pub fn resolve(
+    args: SecurityArgs,
+    listener: Option<String>,
+    advertised: Option<String>,
+    clustered: bool,
+    data_dir: &std::path::Path,
+) -> Result<Resolved, String> {
+    let mut text = args.listeners.clone().unwrap_or_default();
+    let mut advertised_text = args.advertised_listeners.clone().unwrap_or_default();
+    let named_plaintext = |t: &str| t.split(',').any(|e| e.trim().to_uppercase().starts_with("PLAINTEXT://"));
+    if let Some(address) = &listener {
+        address
+            .parse::<std::net::SocketAddr>()
+            .map_err(|_| format!("invalid listener {address:?}: expected host:port, e.g. 127.0.0.1:9092"))?;
+        if named_plaintext(&text) {
+            return Err("--listener and a PLAINTEXT listener in --listeners: give one of them".into());
+        }
+        text = join(&format!("PLAINTEXT://{address}"), &text);
+    } else if text.is_empty() {
+        text = "PLAINTEXT://127.0.0.1:9092".into();
+    }
+    if let Some(address) = &advertised {
+        if !named_plaintext(&text) {
+            return Err("--advertised-listener is for the PLAINTEXT listener, and there is none".into());
+        }
+        if named_plaintext(&advertised_text) {
+            return Err("--advertised-listener and a PLAINTEXT entry in --advertised-listeners: give one".into());
+        }
+        let valid = address.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+        if !valid {
+            return Err(format!("invalid advertised listener {address:?}: expected host:port"));
+        }
+        advertised_text = join(&format!("PLAINTEXT://{address}"), &advertised_text);
+    }
+    let advertised_text = (!advertised_text.is_empty()).then_some(advertised_text);
+    let listeners =
+        security::parse_listeners(&text, advertised_text.as_deref(), args.listener_security_protocol_map.as_deref())?;
+    let inter_broker_listener = match &args.inter_broker_listener_name {
+        Some(name) => {
+            let name = name.to_uppercase();
+            listeners
+                .iter()
+                .find(|l| l.name == name)
+                .ok_or_else(|| format!("--inter-broker-listener-name {name} is not in --listeners"))?;
+            name
+        }
+        None => {
+            listeners.iter().find(|l| l.protocol == SecurityProtocol::Plaintext).unwrap_or(&listeners[0]).name.clone()
+        }
+    };
+    let inter_broker = listeners.iter().find(|l| l.name == inter_broker_listener).expect("checked above");
+    if clustered && inter_broker.protocol != SecurityProtocol::Plaintext {
+        return Err(format!(
+            "the inter-broker listener {} is {}: brokers reach each other over PLAINTEXT only for now; add a PLAINTEXT listener on a private address and name it with --inter-broker-listener-name",
+            inter_broker.name,
+            inter_broker.protocol.name()
+        ));
+    }
+    let mut security = load(&args, &listeners)?;
+    security.staged = read_staged(data_dir)?;
+    Ok(Resolved { listeners, inter_broker_listener, security: Arc::new(security) })
+}
+
+/// The credentials `skein user add --data-dir` staged (none when there is no file).
+///
+/// # Errors
+/// A file that exists but does not read or parse.
+pub fn read_staged(data_dir: &std::path::Path) -> Result<Vec<security::StagedScram>, String> {
+    let path = data_dir.join(security::STAGED_SCRAM_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{} does not parse: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+fn join(first: &str, rest: &str) -> String {
+    match rest.is_empty() {
+        true => first.to_string(),
+        false => format!("{first},{rest}"),
+    }
+}
+
+/// Loads the TLS and SASL material the listeners need.
+fn load(args: &SecurityArgs, listeners: &[ListenerConfig]) -> Result<security::Security, String> {
+    let needs_tls = listeners.iter().find(|l| l.protocol.tls());
+    let needs_sasl = listeners.iter().any(|l| l.protocol.sasl());
+    let client_auth = match &args.ssl_client_auth {
+        Some(text) => ClientAuth::parse(text)
+            .ok_or_else(|| format!("invalid --ssl-client-auth {text:?}: expected required, requested or none"))?,
+        None => ClientAuth::None,
+    };
+    let tls = match (needs_tls, &args.ssl_keystore_pem, &args.ssl_key_pem) {
+        (None, _, _) => None,
+        (Some(_), Some(certificates), Some(key)) => {
+            let files = TlsFiles {
+                certificates: certificates.clone(),
+                key: key.clone(),
+                trust: args.ssl_truststore_pem.clone(),
+                client_auth,
+            };
+            Some(Tls::load(files, args.ssl_principal_mapping_rules.as_deref().unwrap_or("DEFAULT"))?)
+        }
+        (Some(listener), _, _) => {
+            return Err(format!(
+                "listener {} is {}: --ssl-keystore-pem and --ssl-key-pem are required",
+                listener.name,
+                listener.protocol.name()
+            ))
+        }
+    };
+    let plain_users = match &args.sasl_plain_users {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --sasl-plain-users {}: {e}", path.display()))?;
+            security::parse_plain_users(&text).map_err(|e| format!("--sasl-plain-users {}: {e}", path.display()))?
+        }
+        None => Default::default(),
+    };
+    let default_mechanisms = match args.sasl_plain_users.is_some() {
+        true => "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        false => "SCRAM-SHA-256,SCRAM-SHA-512",
+    };
+    let mut mechanisms = Vec::new();
+    for name in args.sasl_enabled_mechanisms.as_deref().unwrap_or(default_mechanisms).split(',').map(str::trim) {
+        if name.is_empty() {
+            continue;
+        }
+        let mechanism = Mechanism::parse(name).ok_or_else(|| {
+            format!("--sasl-enabled-mechanisms: {name} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)")
+        })?;
+        if !mechanisms.contains(&mechanism) {
+            mechanisms.push(mechanism);
+        }
+    }
+    if needs_sasl && mechanisms.is_empty() {
+        return Err("a SASL listener needs at least one of --sasl-enabled-mechanisms".into());
+    }
+    if mechanisms.contains(&Mechanism::Plain) && needs_sasl && args.sasl_plain_users.is_none() {
+        return Err("PLAIN is enabled but no users are: give --sasl-plain-users FILE".into());
+    }
+    Ok(security::Security {
+        tls,
+        mechanisms,
+        plain_users,
+        max_reauth_ms: args.connections_max_reauth_ms.unwrap_or(0),
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved(args: SecurityArgs, listener: Option<&str>) -> Result<Resolved, String> {
+        resolve(args, listener.map(String::from), None, false, std::path::Path::new("/nonexistent"))
+    }
+
+    // `--listener` stays a PLAINTEXT shorthand beside `--listeners`; no flag at all
+    // is PLAINTEXT on 127.0.0.1:9092.
+    #[test]
+    fn the_single_listener_shorthand() {
+        let none = resolved(SecurityArgs::default(), None).unwrap();
+        assert_eq!(none.listeners.len(), 1);
+        assert_eq!(none.listeners[0].address.to_string(), "127.0.0.1:9092");
+        let args = SecurityArgs {
+            listeners: Some("SASL_PLAINTEXT://127.0.0.1:9094".into()),
+            sasl_enabled_mechanisms: Some("SCRAM-SHA-512".into()),
+            ..Default::default()
+        };
+        let both = resolved(args.clone(), Some("127.0.0.1:9092")).unwrap();
+        let names: Vec<&str> = both.listeners.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["PLAINTEXT", "SASL_PLAINTEXT"]);
+        assert_eq!(both.inter_broker_listener, "PLAINTEXT");
+        let twice = SecurityArgs { listeners: Some("PLAINTEXT://127.0.0.1:9093".into()), ..Default::default() };
+        assert!(resolved(twice, Some("127.0.0.1:9092")).unwrap_err().contains("give one of them"));
+    }
+
+    // Missing TLS files, PLAIN without users, unknown mechanisms and a secured
+    // inter-broker listener in a cluster are refused, each with its flag named.
+    #[test]
+    fn incomplete_security_is_refused() {
+        let refused = |args: SecurityArgs, clustered: bool, want: &str| {
+            let error = resolve(args, None, None, clustered, std::path::Path::new("/nonexistent")).unwrap_err();
+            assert!(error.contains(want), "{error}");
+        };
+        let ssl = SecurityArgs { listeners: Some("SSL://127.0.0.1:9093".into()), ..Default::default() };
+        refused(ssl, false, "--ssl-keystore-pem and --ssl-key-pem are required");
+        let sasl = |mechanisms: &str| SecurityArgs {
+            listeners: Some("SASL_PLAINTEXT://127.0.0.1:9094".into()),
+            sasl_enabled_mechanisms: Some(mechanisms.into()),
+            ..Default::default()
+        };
+        refused(sasl("PLAIN"), false, "--sasl-plain-users");
+        refused(sasl("GSSAPI"), false, "GSSAPI is not supported");
+        refused(sasl("SCRAM-SHA-512"), true, "PLAINTEXT only for now");
+        let auth = SecurityArgs { ssl_client_auth: Some("maybe".into()), ..Default::default() };
+        refused(auth, false, "--ssl-client-auth");
+    }
+}

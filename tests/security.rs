@@ -1,0 +1,391 @@
+//! Secured listeners with real clients: Debian's kcat (librdkafka 2.0) and kafka-python
+//! 2.x and 3.x over SSL, SASL_PLAINTEXT and SASL_SSL with PLAIN, SCRAM-SHA-256 and
+//! SCRAM-SHA-512; SCRAM users staged on a stopped node and added to a running one;
+//! Metadata answering with the connected listener's addresses; certificates reloaded
+//! without a restart; mTLS; and hostile input on each secured listener (TLS garbage,
+//! requests before authentication, SASL out of order, oversized tokens, a replayed
+//! SCRAM nonce), each a closed connection that a metric counts. Certificates are made
+//! by the test (rcgen), never checked in.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{broker_port, Broker, RawClient};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+/// A CA and certificates it signed, as PEM files in `dir`.
+struct Pki {
+    ca: PathBuf,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+    client_cert: PathBuf,
+    client_key: PathBuf,
+}
+
+fn pki(dir: &Path, name: &str) -> Pki {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, format!("{name} CA"));
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let signed = |sans: Vec<String>, cn: &str| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(sans).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        (params.signed_by(&key, &ca, &ca_key).unwrap(), key)
+    };
+    let (server, server_key) = signed(vec!["localhost".into(), "127.0.0.1".into()], "skein");
+    let (client, client_key) = signed(vec![], "client-1");
+    let write = |file: &str, text: String| {
+        let path = dir.join(format!("{name}-{file}"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    Pki {
+        ca: write("ca.pem", ca.pem()),
+        server_cert: write("server.pem", server.pem()),
+        server_key: write("server.key", server_key.serialize_pem()),
+        client_cert: write("client.pem", client.pem()),
+        client_key: write("client.key", client_key.serialize_pem()),
+    }
+}
+
+/// Runs `command` with a time limit; its output whatever the exit status.
+fn run(mut command: Command, input: Option<&str>) -> Output {
+    command.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    if let Some(input) = input {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    let pid = child.id() as i32;
+    let (done, output) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait_with_output()));
+    match output.recv_timeout(Duration::from_secs(90)) {
+        Ok(result) => result.unwrap(),
+        Err(_) => {
+            // SAFETY: signalling our own child, still running.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let output = output.recv().unwrap().unwrap();
+            panic!("{command:?} did not finish:\n{}", String::from_utf8_lossy(&output.stderr));
+        }
+    }
+}
+
+fn kcat(args: &[&str], input: Option<&str>) -> Output {
+    let mut command = Command::new("kcat");
+    // cargo's library path would load the rdkafka crate's newer librdkafka into kcat.
+    command.env_remove("LD_LIBRARY_PATH").args(args);
+    run(command, input)
+}
+
+fn ok(output: Output, what: &str) -> String {
+    assert!(
+        output.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn skein(args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skein"));
+    command.args(args);
+    run(command, None)
+}
+
+/// kcat's `-X` options for a secured connection.
+fn secured(protocol: &str, sasl: Option<(&str, &str, &str)>, ca: &Path) -> Vec<String> {
+    let mut options = vec!["-X".to_string(), format!("security.protocol={protocol}")];
+    if protocol.ends_with("SSL") {
+        options.extend(["-X".into(), format!("ssl.ca.location={}", ca.display())]);
+    }
+    if let Some((mechanism, user, password)) = sasl {
+        for option in [
+            format!("sasl.mechanisms={mechanism}"),
+            format!("sasl.username={user}"),
+            format!("sasl.password={password}"),
+        ] {
+            options.extend(["-X".into(), option]);
+        }
+    }
+    options
+}
+
+fn args<'a>(base: &[&'a str], options: &'a [String]) -> Vec<&'a str> {
+    base.iter().copied().chain(options.iter().map(String::as_str)).collect()
+}
+
+/// A node with SSL, SASL_PLAINTEXT and SASL_SSL listeners beside the harness's
+/// PLAINTEXT one, PLAIN users from a file, and `extra` flags. Returns the broker and
+/// the three ports.
+fn secured_node(dir: &Path, pki: &Pki, extra: &[&str], before_start: impl FnOnce(&Path)) -> (Broker, [u16; 3]) {
+    let users = dir.join("plain-users");
+    std::fs::write(&users, "# PLAIN users\nbob:bob-secret\n").unwrap();
+    before_start(&dir.join("data"));
+    let ports = [broker_port(), broker_port(), broker_port()];
+    let listeners = format!(
+        "SSL://127.0.0.1:{},SASL_PLAINTEXT://127.0.0.1:{},SASL_SSL://127.0.0.1:{}",
+        ports[0], ports[1], ports[2]
+    );
+    let mut flags: Vec<String> = [
+        "--listeners",
+        &listeners,
+        "--ssl-keystore-pem",
+        pki.server_cert.to_str().unwrap(),
+        "--ssl-key-pem",
+        pki.server_key.to_str().unwrap(),
+        "--sasl-plain-users",
+        users.to_str().unwrap(),
+        "--sasl-enabled-mechanisms",
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    (Broker::start(dir, "1", &flags), ports)
+}
+
+fn python(venv: &str, script_args: &[&str]) -> Output {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let setup = Command::new("bash").arg(root.join("tests/clients/python/setup.sh")).stdout(Stdio::null()).status();
+    assert!(setup.unwrap().success(), "tests/clients/python/setup.sh failed");
+    let mut command = Command::new(root.join("target/clients").join(venv).join("bin/python"));
+    command.arg(root.join("tests/clients/python/secured.py")).args(script_args);
+    run(command, None)
+}
+
+// Real clients authenticate with each mechanism over each secured listener, read what
+// the others wrote, and are given the brokers at their own listener's address; SCRAM
+// users come from a stopped node's staged file and from AlterUserScramCredentials.
+#[test]
+fn real_clients_over_ssl_and_sasl() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "a");
+    let (broker, [ssl, sasl_plain, sasl_ssl]) = secured_node(dir.path(), &pki, &[], |data| {
+        let data = data.to_str().unwrap();
+        let staged = skein(&[
+            "user",
+            "add",
+            "alice",
+            "--mechanism",
+            "SCRAM-SHA-512",
+            "--password",
+            "alice-secret",
+            "--data-dir",
+            data,
+        ]);
+        ok(staged, "skein user add --data-dir");
+    });
+    let added = skein(&[
+        "user",
+        "add",
+        "carol",
+        "--mechanism",
+        "SCRAM-SHA-256",
+        "--password",
+        "carol-secret",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+    ]);
+    ok(added, "skein user add --bootstrap-server");
+    let listed = ok(skein(&["user", "list", "--bootstrap-server", &broker.bootstrap()]), "skein user list");
+    assert!(listed.contains("alice\tSCRAM-SHA-512\titerations=4096"), "{listed}");
+    assert!(listed.contains("carol\tSCRAM-SHA-256"), "{listed}");
+
+    let at = |port: u16| format!("127.0.0.1:{port}");
+    let alice = secured("SASL_SSL", Some(("SCRAM-SHA-512", "alice", "alice-secret")), &pki.ca);
+    let input: String = (0..20).map(|i| format!("record-{i}\n")).collect();
+    ok(kcat(&args(&["-P", "-b", &at(sasl_ssl), "-t", "secure"], &alice), Some(&input)), "kcat produce over SASL_SSL");
+    // Metadata names this node at the SASL_SSL listener's port to a SASL_SSL client.
+    let listing = ok(kcat(&args(&["-L", "-b", &at(sasl_ssl)], &alice), None), "kcat -L over SASL_SSL");
+    assert!(listing.contains(&format!("127.0.0.1:{sasl_ssl}")), "{listing}");
+    assert!(!listing.contains(&format!("127.0.0.1:{}", broker.port)), "{listing}");
+    let consumers = [
+        ("SSL", ssl, None),
+        ("SASL_PLAINTEXT", sasl_plain, Some(("PLAIN", "bob", "bob-secret"))),
+        ("SASL_PLAINTEXT", sasl_plain, Some(("SCRAM-SHA-256", "carol", "carol-secret"))),
+    ];
+    for (protocol, port, sasl) in consumers {
+        let options = secured(protocol, sasl, &pki.ca);
+        let read = kcat(&args(&["-C", "-b", &at(port), "-t", "secure", "-o", "beginning", "-e", "-q"], &options), None);
+        let read = ok(read, &format!("kcat consume over {protocol} {sasl:?}"));
+        assert_eq!(read, input, "{protocol} {sasl:?}");
+    }
+    // A wrong password gets nothing.
+    let wrong = secured("SASL_SSL", Some(("SCRAM-SHA-512", "alice", "guess")), &pki.ca);
+    let refused = kcat(&args(&["-L", "-b", &at(sasl_ssl), "-m", "5"], &wrong), None);
+    assert!(!refused.status.success(), "a wrong password listed metadata");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("uthentication"), "{refused:?}");
+
+    let ca = pki.ca.to_str().unwrap();
+    for venv in ["kafka-python-2", "kafka-python-3"] {
+        let runs = [
+            ("SASL_SSL", sasl_ssl, "SCRAM-SHA-512", "alice", "alice-secret"),
+            ("SASL_PLAINTEXT", sasl_plain, "PLAIN", "bob", "bob-secret"),
+            ("SSL", ssl, "-", "-", "-"),
+        ];
+        for (protocol, port, mechanism, user, password) in runs {
+            let topic = format!("py-{venv}-{protocol}");
+            let output = python(venv, &[&at(port), protocol, mechanism, user, password, ca, &topic]);
+            ok(output, &format!("{venv} over {protocol} {mechanism}"));
+        }
+    }
+    assert!(broker.metric_sum("skein_sasl_authentications_total") >= 5);
+}
+
+/// Whether the broker closes the connection, whatever it sends first (a TLS alert).
+fn closes(client: &mut RawClient) -> bool {
+    use std::io::Read;
+    let mut buf = [0u8; 4096];
+    for _ in 0..16 {
+        match client.stream.read(&mut buf) {
+            Ok(0) | Err(_) => return true,
+            Ok(_) => {}
+        }
+    }
+    false
+}
+
+/// SaslHandshake v1 on `port` for `mechanism`: the connection and the error code.
+fn handshake(port: u16, mechanism: &str) -> (RawClient, i16) {
+    let mut client = RawClient::connect(&format!("127.0.0.1:{port}"));
+    let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+    let response = client.call(&request, 1);
+    (client, response.error_code)
+}
+
+fn token(client: &mut RawClient, bytes: &[u8]) -> SaslAuthenticateResponse {
+    let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(bytes));
+    client.call(&request, 2)
+}
+
+// Hostile input on secured listeners closes the connection and is counted; an
+// unknown user and a bad password get the same answer; the node serves on.
+#[test]
+fn bad_input_on_secured_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "b");
+    let (broker, [ssl, sasl_plain, _]) = secured_node(dir.path(), &pki, &[], |_| {});
+    let added = skein(&[
+        "user",
+        "add",
+        "alice",
+        "--mechanism",
+        "SCRAM-SHA-512",
+        "--password",
+        "pw-alice",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+    ]);
+    ok(added, "skein user add");
+
+    // Garbage instead of a TLS ClientHello.
+    let mut garbage = RawClient::connect(&format!("127.0.0.1:{ssl}"));
+    garbage.send_bytes(&[0x16, 0x03, 0x01, 0xff, 0xff, 0, 0, 0, 0, 0, 1, 2, 3]);
+    garbage.send_bytes(&[0u8; 64]);
+    assert!(closes(&mut garbage), "TLS garbage kept the connection");
+
+    // A request before authenticating.
+    let mut early = RawClient::connect(&format!("127.0.0.1:{sasl_plain}"));
+    let frame = early.frame(&MetadataRequest::default(), 12);
+    early.send_bytes(&frame);
+    assert!(early.is_closed(), "Metadata before SASL was served");
+
+    // SaslAuthenticate before SaslHandshake.
+    let mut out_of_order = RawClient::connect(&format!("127.0.0.1:{sasl_plain}"));
+    let response = token(&mut out_of_order, b"\0bob\0bob-secret");
+    assert_eq!(response.error_code, 34, "ILLEGAL_SASL_STATE");
+    assert!(out_of_order.is_closed());
+
+    // An unsupported mechanism.
+    let (mut gssapi, code) = handshake(sasl_plain, "GSSAPI");
+    assert_eq!(code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    assert!(gssapi.is_closed());
+
+    // An oversized frame before authenticating is refused unread.
+    let (mut big, code) = handshake(sasl_plain, "PLAIN");
+    assert_eq!(code, 0);
+    let size = (600u32 << 10).to_be_bytes();
+    big.send_bytes(&size);
+    assert!(big.is_closed(), "a 600 KiB token before authentication was taken");
+
+    // A bad password and an unknown user: one answer.
+    let mut answers = Vec::new();
+    for plain in [&b"\0bob\0wrong"[..], b"\0nobody\0bob-secret"] {
+        let (mut client, _) = handshake(sasl_plain, "PLAIN");
+        let response = token(&mut client, plain);
+        answers.push((response.error_code, response.error_message.map(|m| m.to_string())));
+        assert!(client.is_closed());
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0].0, 58, "SASL_AUTHENTICATION_FAILED");
+
+    // A SCRAM client-final carrying another exchange's nonce (a replay).
+    let (mut first, _) = handshake(sasl_plain, "SCRAM-SHA-512");
+    let server_first = token(&mut first, b"n,,n=alice,r=client-nonce-1").auth_bytes;
+    let nonce = String::from_utf8(server_first.to_vec()).unwrap();
+    let nonce = nonce.split(',').next().unwrap().trim_start_matches("r=").to_string();
+    let (mut second, _) = handshake(sasl_plain, "SCRAM-SHA-512");
+    token(&mut second, b"n,,n=alice,r=client-nonce-1");
+    let replayed = format!("c=biws,r={nonce},p=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
+    let response = token(&mut second, replayed.as_bytes());
+    assert_eq!(response.error_code, 58);
+    assert!(second.is_closed(), "a replayed nonce kept the connection");
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while broker.metric_sum("skein_tls_handshake_failures_total") == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(broker.metric_sum("skein_tls_handshake_failures_total") >= 1);
+    assert!(broker.metric_sum("skein_unauthenticated_requests_total") >= 1);
+    assert!(broker.metric_sum("skein_sasl_authentication_failures_total") >= 5);
+    // The node still serves.
+    let mut plain = RawClient::connect(&broker.bootstrap());
+    let metadata = plain.call(&MetadataRequest::default(), 12);
+    assert_eq!(metadata.brokers.len(), 1);
+    assert_eq!(metadata.brokers[0].port, broker.port as i32);
+}
+
+// New certificates are picked up without a restart, and a required client
+// certificate is enforced: kcat without one is refused, with one it is served.
+#[test]
+fn certificates_reload_and_mtls() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = pki(dir.path(), "first");
+    let trust = first.ca.to_str().unwrap().to_string();
+    let (_broker, [ssl, _, _]) =
+        secured_node(dir.path(), &first, &["--ssl-client-auth", "required", "--ssl-truststore-pem", &trust], |_| {});
+    let at = format!("127.0.0.1:{ssl}");
+    let list = |ca: &Path, client: Option<&Pki>| {
+        let mut options = secured("SSL", None, ca);
+        if let Some(client) = client {
+            options.extend(["-X".into(), format!("ssl.certificate.location={}", client.client_cert.display())]);
+            options.extend(["-X".into(), format!("ssl.key.location={}", client.client_key.display())]);
+        }
+        kcat(&args(&["-L", "-b", &at, "-m", "5"], &options), None)
+    };
+    assert!(!list(&first.ca, None).status.success(), "served without a client certificate");
+    ok(list(&first.ca, Some(&first)), "kcat with a client certificate");
+    // Rotate the server's certificate to one of a second CA.
+    let second = pki(dir.path(), "second");
+    std::fs::copy(&second.server_key, &first.server_key).unwrap();
+    std::fs::copy(&second.server_cert, &first.server_cert).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if list(&second.ca, Some(&first)).status.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new certificate was not picked up");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(!list(&first.ca, Some(&first)).status.success(), "the old certificate is still served");
+}
