@@ -39,6 +39,10 @@ pub enum BenchCommand {
         /// scraped before and after the window to print where the broker's time went.
         #[arg(long)]
         metrics_url: Option<String>,
+        /// A librdkafka property for every client, `name=value` (repeatable): e.g.
+        /// `-X security.protocol=SASL_SSL -X ssl.ca.location=ca.pem`.
+        #[arg(short = 'X', value_name = "NAME=VALUE")]
+        client_config: Vec<String>,
     },
     /// A three-broker cluster's acks=all publish latency and failover time: writes
     /// one partition of replication factor 3 at `--rate`, kills its leader (SIGKILL)
@@ -85,7 +89,13 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             out,
             driver,
             metrics_url,
+            client_config,
         } => {
+            let client_config = client_config
+                .iter()
+                .map(|p| p.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect::<Option<Vec<_>>>()
+                .ok_or("-X takes name=value")?;
             let mut workload = skein_bench_harness::Workload::load(&workload)?;
             if let Some(d) = duration_secs {
                 workload.duration_secs = d.max(1);
@@ -100,6 +110,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 rate,
                 progress: Duration::from_secs(5),
                 metrics_url,
+                client_config,
             };
             let result = if driver == "native" {
                 skein_bench_harness::native::run(&workload, &options)?

@@ -9,6 +9,8 @@
 //! `response encoding failed`, which this test reports with the API and version.
 
 mod common;
+#[path = "conformance/security.rs"]
+mod security;
 #[path = "conformance/transactions.rs"]
 mod transactions;
 

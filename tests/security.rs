@@ -389,3 +389,67 @@ fn certificates_reload_and_mtls() {
     }
     assert!(!list(&first.ca, Some(&first)).status.success(), "the old certificate is still served");
 }
+
+// The newest librdkafka (the rdkafka crate) over SASL_SSL with SCRAM-SHA-256 and
+// `connections.max.reauth.ms`: it re-authenticates on its open connections as the
+// sessions run out (KIP-368) and every record it sends is acknowledged and read back.
+#[test]
+fn rdkafka_reauthenticates_on_open_connections() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "c");
+    let (broker, [_, _, sasl_ssl]) = secured_node(dir.path(), &pki, &["--connections-max-reauth-ms", "1500"], |_| {});
+    let added = skein(&[
+        "user",
+        "add",
+        "dana",
+        "--mechanism",
+        "SCRAM-SHA-256",
+        "--password",
+        "dana-pw",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+    ]);
+    ok(added, "skein user add");
+    let config = || {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", format!("127.0.0.1:{sasl_ssl}"))
+            .set("security.protocol", "SASL_SSL")
+            .set("sasl.mechanisms", "SCRAM-SHA-256")
+            .set("sasl.username", "dana")
+            .set("sasl.password", "dana-pw")
+            .set("ssl.ca.location", pki.ca.to_str().unwrap());
+        config
+    };
+    let producer: BaseProducer = config().set("linger.ms", "5").create().unwrap();
+    let before = broker.metric_sum("skein_sasl_authentications_total");
+    let started = Instant::now();
+    let mut sent = 0;
+    while started.elapsed() < Duration::from_secs(6) {
+        let payload = format!("reauth-{sent}");
+        producer.send(BaseRecord::<(), str>::to("reauth").payload(&payload)).unwrap();
+        sent += 1;
+        producer.poll(Duration::from_millis(20));
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    // One session at the start, then one per 1.5 s on each open connection.
+    let authentications = broker.metric_sum("skein_sasl_authentications_total") - before;
+    assert!(authentications >= 4, "{authentications} authentications in 6 s of 1.5 s sessions");
+    let consumer: BaseConsumer =
+        config().set("group.id", "reauth").set("auto.offset.reset", "earliest").create().unwrap();
+    consumer.subscribe(&["reauth"]).unwrap();
+    let mut read = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read < sent && Instant::now() < deadline {
+        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+            let message = message.unwrap();
+            assert_eq!(message.payload_view::<str>().unwrap().unwrap(), format!("reauth-{read}"));
+            read += 1;
+        }
+    }
+    assert_eq!(read, sent, "records read back");
+}

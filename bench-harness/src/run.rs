@@ -39,6 +39,19 @@ pub struct RunOptions {
     /// The broker's Prometheus endpoint (Skein's `/metrics`), scraped before and after
     /// the measured window for its per-stage latency.
     pub metrics_url: Option<String>,
+    /// librdkafka properties set on every client (`-X name=value`): security
+    /// settings for a TLS or SASL listener, for example.
+    pub client_config: Vec<(String, String)>,
+}
+
+/// A librdkafka config for `options`' broker, with its `-X` properties.
+pub(crate) fn client_config(options: &RunOptions) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", &options.bootstrap);
+    for (name, value) in &options.client_config {
+        config.set(name, value);
+    }
+    config
 }
 
 /// Latency percentiles in microseconds.
@@ -214,11 +227,11 @@ pub(crate) fn payload(size: usize, file: Option<&[u8]>) -> Vec<u8> {
 
 /// Creates the workload's topics (fresh names) through librdkafka's admin client;
 /// returns the run's name suffix and the topics.
-pub(crate) fn create_topics(workload: &Workload, bootstrap: &str) -> Result<(String, Vec<String>), String> {
+pub(crate) fn create_topics(workload: &Workload, options: &RunOptions) -> Result<(String, Vec<String>), String> {
     let suffix = format!("{:08x}", rand::random::<u32>());
     let topics: Vec<String> = (0..workload.topics).map(|i| format!("bench-{}-{suffix}-{i}", workload.name)).collect();
     let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", bootstrap).create().map_err(|e| format!("admin client: {e}"))?;
+        client_config(options).create().map_err(|e| format!("admin client: {e}"))?;
     let new_topics: Vec<NewTopic<'_>> = topics
         .iter()
         .map(|t| {
@@ -250,7 +263,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
         Some(r) => Some(r),
         None => workload.producer_rate.per_second()?,
     };
-    let (suffix, topics) = create_topics(workload, &options.bootstrap)?;
+    let (suffix, topics) = create_topics(workload, options)?;
     let shared = Arc::new(Shared::default());
 
     // Consumers first, and wait until they own partitions.
@@ -261,8 +274,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
         for s in 0..workload.subscriptions_per_topic {
             for _ in 0..workload.consumers_per_subscription {
                 expected_consumers += 1;
-                let consumer: BaseConsumer = ClientConfig::new()
-                    .set("bootstrap.servers", &options.bootstrap)
+                let consumer: BaseConsumer = client_config(options)
                     .set("group.id", format!("bench-{suffix}-{s}"))
                     .set("auto.offset.reset", "latest")
                     .set("enable.auto.commit", "true")
@@ -335,9 +347,8 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
             let latency = Arc::new(Mutex::new(histogram()));
             publish_histograms.push(latency.clone());
             let context = Delivery { shared: shared.clone(), latency };
-            let mut config = ClientConfig::new();
+            let mut config = client_config(options);
             config
-                .set("bootstrap.servers", &options.bootstrap)
                 .set("acks", &workload.acks)
                 .set("batch.size", workload.batch_size.to_string())
                 .set("linger.ms", workload.linger_ms.to_string())

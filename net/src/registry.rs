@@ -269,6 +269,10 @@ mod tests {
                 ApiKey::DescribeTransactions => DescribeTransactionsRequest::VERSIONS,
                 ApiKey::ListTransactions => ListTransactionsRequest::VERSIONS,
                 ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
+                ApiKey::SaslHandshake => SaslHandshakeRequest::VERSIONS,
+                ApiKey::SaslAuthenticate => SaslAuthenticateRequest::VERSIONS,
+                ApiKey::DescribeUserScramCredentials => DescribeUserScramCredentialsRequest::VERSIONS,
+                ApiKey::AlterUserScramCredentials => AlterUserScramCredentialsRequest::VERSIONS,
                 other => panic!("{other:?} missing from this test"),
             }
         };

@@ -193,7 +193,7 @@ pub(super) fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
             ]);
             c.call(request, v);
         }
-        _ => return false,
+        _ => return super::security::exercise(c, key, v),
     }
     true
 }

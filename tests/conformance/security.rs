@@ -1,0 +1,63 @@
+//! Samples for the SASL and SCRAM credential APIs, for `exercise`. The fixture's
+//! broker listens on PLAINTEXT only, where SaslHandshake and SaslAuthenticate get
+//! ILLEGAL_SASL_STATE as from a Java broker (tests/security.rs covers SASL listeners).
+
+use super::*;
+
+pub fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
+    match key {
+        ApiKey::SaslHandshake => {
+            let request = SaslHandshakeRequest::default().with_mechanism(s("PLAIN"));
+            if let Some(response) = c.call(request, v) {
+                if response.error_code != 34 {
+                    c.failures.push(format!("SaslHandshake v{v} on PLAINTEXT: {response:?}"));
+                }
+            }
+        }
+        ApiKey::SaslAuthenticate => {
+            let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0user\0password"));
+            if let Some(response) = c.call(request, v) {
+                if response.error_code != 34 {
+                    c.failures.push(format!("SaslAuthenticate v{v} on PLAINTEXT: {response:?}"));
+                }
+            }
+        }
+        ApiKey::AlterUserScramCredentials => {
+            use alter_user_scram_credentials_request::{ScramCredentialDeletion, ScramCredentialUpsertion};
+            let upsert = |name: &str, iterations: i32| {
+                ScramCredentialUpsertion::default()
+                    .with_name(s(name))
+                    .with_mechanism(1)
+                    .with_iterations(iterations)
+                    .with_salt(Bytes::from_static(b"conformance-salt"))
+                    .with_salted_password(Bytes::from(vec![7u8; 32]))
+            };
+            let request = AlterUserScramCredentialsRequest::default()
+                .with_upsertions(vec![upsert("conf-user", 4096), upsert("conf-weak", 10)])
+                .with_deletions(vec![ScramCredentialDeletion::default().with_name(s("conf-nobody")).with_mechanism(2)]);
+            if let Some(response) = c.call(request, v) {
+                let code = |user: &str| response.results.iter().find(|r| r.user.as_str() == user).map(|r| r.error_code);
+                let want = [("conf-user", Some(0)), ("conf-weak", Some(93)), ("conf-nobody", Some(91))];
+                if want.iter().any(|(user, code_wanted)| code(user) != *code_wanted) {
+                    c.failures.push(format!("AlterUserScramCredentials v{v}: {response:?}"));
+                }
+            }
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let all = c.call(DescribeUserScramCredentialsRequest::default(), v);
+            if all.is_some_and(|r| r.error_code != 0) {
+                c.failures.push(format!("DescribeUserScramCredentials v{v}: all users refused"));
+            }
+            let unknown = DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+                describe_user_scram_credentials_request::UserName::default().with_name(s("conf-unknown-user")),
+            ]));
+            if let Some(response) = c.call(unknown, v) {
+                if response.results.first().map(|r| r.error_code) != Some(91) {
+                    c.failures.push(format!("DescribeUserScramCredentials v{v}: {response:?}"));
+                }
+            }
+        }
+        _ => return false,
+    }
+    true
+}
