@@ -453,3 +453,52 @@ fn rdkafka_reauthenticates_on_open_connections() {
     }
     assert_eq!(read, sent, "records read back");
 }
+
+// The Java client over SASL_SSL with SCRAM-SHA-512 (a PEM trust store): it adds a
+// SCRAM user through Admin.alterUserScramCredentials, lists the users, and produces
+// and consumes idempotently; the user it added then authenticates with kcat.
+#[test]
+fn java_client_over_sasl_ssl() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "d");
+    let (broker, [_, sasl_plain, sasl_ssl]) = secured_node(dir.path(), &pki, &[], |data| {
+        let data = data.to_str().unwrap();
+        ok(
+            skein(&[
+                "user",
+                "add",
+                "admin",
+                "--mechanism",
+                "SCRAM-SHA-512",
+                "--password",
+                "admin-pw",
+                "--data-dir",
+                data,
+            ]),
+            "stage",
+        );
+    });
+    let config = dir.path().join("client.properties");
+    let ca = std::fs::read_to_string(&pki.ca).unwrap().replace('\n', "\\n");
+    std::fs::write(
+        &config,
+        format!(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"admin-pw\";\n\
+             ssl.truststore.type=PEM\nssl.truststore.certificates={ca}\n"
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new("java");
+    command
+        .arg("-cp")
+        .arg(common::java_classpath())
+        .arg(format!("{}/tests/java/Secured.java", env!("CARGO_MANIFEST_DIR")))
+        .args([&format!("127.0.0.1:{sasl_ssl}"), config.to_str().unwrap(), "java-secured", "erin"]);
+    let out = ok(run(command, None), "java Secured");
+    assert!(out.contains("USERS admin,erin"), "{out}");
+    assert!(out.contains("RECORDS 100"), "{out}");
+    let erin = secured("SASL_PLAINTEXT", Some(("SCRAM-SHA-256", "erin", "new-secret")), &pki.ca);
+    ok(kcat(&args(&["-L", "-b", &format!("127.0.0.1:{sasl_plain}"), "-m", "10"], &erin), None), "kcat as erin");
+    drop(broker);
+}

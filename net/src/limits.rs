@@ -82,3 +82,8 @@ pub const TLS_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_s
 /// is too weak, more costs the broker too much CPU per authentication.
 pub const SCRAM_ITERATIONS_MIN: u32 = 4096;
 pub const SCRAM_ITERATIONS_MAX: u32 = 16384;
+
+/// The read and write buffers under a TLS connection (`security::buffered`): 128 KiB
+/// per connection, so that rustls' 4 KiB reads and per-record writes become few
+/// large syscalls.
+pub const TLS_SOCKET_BUFFER_BYTES: usize = 64 << 10;

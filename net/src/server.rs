@@ -118,7 +118,8 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
     if listener.protocol.tls() {
         let tls = shard.settings.security.tls.as_ref().ok_or("a TLS listener without TLS settings")?;
         let acceptor = futures_rustls::TlsAcceptor::from(tls.config(&shard.tls));
-        let handshake = futures_lite::future::or(async { Some(acceptor.accept(stream).await) }, async {
+        let socket = crate::security::buffered::buffered(stream);
+        let handshake = futures_lite::future::or(async { Some(acceptor.accept(socket).await) }, async {
             glommio::timer::sleep(TLS_HANDSHAKE_TIMEOUT).await;
             None
         });

@@ -7,6 +7,7 @@
 //! when their files change; a shard reads the current TLS config at accept with one
 //! atomic load.
 
+pub mod buffered;
 pub mod sasl;
 pub mod scram;
 pub mod tls;
