@@ -255,10 +255,14 @@ fn closes(client: &mut RawClient) -> bool {
     false
 }
 
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
+
 /// SaslHandshake v1 on `port` for `mechanism`: the connection and the error code.
 fn handshake(port: u16, mechanism: &str) -> (RawClient, i16) {
     let mut client = RawClient::connect(&format!("127.0.0.1:{port}"));
-    let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+    let request = SaslHandshakeRequest::default().with_mechanism(s(mechanism));
     let response = client.call(&request, 1);
     (client, response.error_code)
 }
@@ -340,6 +344,19 @@ fn bad_input_on_secured_listeners() {
     let response = token(&mut second, replayed.as_bytes());
     assert_eq!(response.error_code, 58);
     assert!(second.is_closed(), "a replayed nonce kept the connection");
+
+    // An old client's v0 handshake: the PLAIN token goes as a bare frame and is
+    // answered with one; then the connection is served.
+    let mut old = RawClient::connect(&format!("127.0.0.1:{sasl_plain}"));
+    let response = old.call(&SaslHandshakeRequest::default().with_mechanism(s("PLAIN")), 0);
+    assert_eq!(response.error_code, 0);
+    let token = b"\0bob\0bob-secret";
+    let mut bare = (token.len() as u32).to_be_bytes().to_vec();
+    bare.extend_from_slice(token);
+    old.send_bytes(&bare);
+    assert_eq!(old.read_frame().expect("the bare answer").len(), 0);
+    let metadata = old.call(&MetadataRequest::default(), 12);
+    assert_eq!(metadata.brokers[0].port, sasl_plain as i32, "Metadata on SASL_PLAINTEXT names its port");
 
     let deadline = Instant::now() + Duration::from_secs(5);
     while broker.metric_sum("skein_tls_handshake_failures_total") == 0 && Instant::now() < deadline {
