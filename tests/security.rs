@@ -1,5 +1,5 @@
-//! Secured listeners with real clients: Debian's kcat (librdkafka 2.0) and kafka-python
-//! 2.x and 3.x over SSL, SASL_PLAINTEXT and SASL_SSL with PLAIN, SCRAM-SHA-256 and
+//! Secured listeners with real clients: Debian's kcat (librdkafka 2.0), kafka-python
+//! 2.x and 3.x and kafkajs 2.x over SSL, SASL_PLAINTEXT and SASL_SSL with PLAIN, SCRAM-SHA-256 and
 //! SCRAM-SHA-512; SCRAM users staged on a stopped node and added to a running one;
 //! Metadata answering with the connected listener's addresses; certificates reloaded
 //! without a restart; mTLS; and hostile input on each secured listener (TLS garbage,
@@ -238,6 +238,20 @@ fn real_clients_over_ssl_and_sasl() {
             let output = python(venv, &[&at(port), protocol, mechanism, user, password, ca, &topic]);
             ok(output, &format!("{venv} over {protocol} {mechanism}"));
         }
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let setup = Command::new("bash").arg(root.join("tests/clients/kafkajs/setup.sh")).stdout(Stdio::null()).status();
+    assert!(setup.unwrap().success(), "tests/clients/kafkajs/setup.sh failed");
+    let runs = [
+        ("SASL_SSL", sasl_ssl, "SCRAM-SHA-512", "alice", "alice-secret"),
+        ("SASL_PLAINTEXT", sasl_plain, "PLAIN", "bob", "bob-secret"),
+        ("SSL", ssl, "-", "-", "-"),
+    ];
+    for (protocol, port, mechanism, user, password) in runs {
+        let mut command = Command::new("node");
+        command.arg(root.join("tests/clients/kafkajs/secured.js"));
+        command.args([&at(port), protocol, mechanism, user, password, ca, &format!("js-{protocol}")]);
+        ok(run(command, None), &format!("kafkajs over {protocol} {mechanism}"));
     }
     assert!(broker.metric_sum("skein_sasl_authentications_total") >= 5);
 }
