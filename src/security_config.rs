@@ -44,7 +44,8 @@ pub struct SecurityArgs {
     /// Kafka's `ssl.principal.mapping.rules` [default: DEFAULT].
     #[arg(long, env = "SKEIN_SSL_PRINCIPAL_MAPPING_RULES")]
     pub ssl_principal_mapping_rules: Option<String>,
-    /// Kafka's `sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    /// Kafka's `sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512,
+    /// OAUTHBEARER (unsecured tokens, for tests)
     /// [default: SCRAM-SHA-256,SCRAM-SHA-512, and PLAIN with --sasl-plain-users].
     #[arg(long, env = "SKEIN_SASL_ENABLED_MECHANISMS")]
     pub sasl_enabled_mechanisms: Option<String>,
@@ -236,7 +237,7 @@ fn load(args: &SecurityArgs, listeners: &[ListenerConfig]) -> Result<security::S
             continue;
         }
         let mechanism = Mechanism::parse(name).ok_or_else(|| {
-            format!("--sasl-enabled-mechanisms: {name} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)")
+            format!("--sasl-enabled-mechanisms: {name} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER are)")
         })?;
         if !mechanisms.contains(&mechanism) {
             mechanisms.push(mechanism);
@@ -244,6 +245,9 @@ fn load(args: &SecurityArgs, listeners: &[ListenerConfig]) -> Result<security::S
     }
     if needs_sasl && mechanisms.is_empty() {
         return Err("a SASL listener needs at least one of --sasl-enabled-mechanisms".into());
+    }
+    if mechanisms.contains(&Mechanism::OAuthBearer) && needs_sasl {
+        tracing::warn!(target: "skein", "OAUTHBEARER takes unsecured tokens (alg none): anyone can claim any principal; for tests and development only");
     }
     if mechanisms.contains(&Mechanism::Plain) && needs_sasl && args.sasl_plain_users.is_none() {
         return Err("PLAIN is enabled but no users are: give --sasl-plain-users FILE".into());

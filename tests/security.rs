@@ -144,7 +144,7 @@ fn secured_node(dir: &Path, pki: &Pki, extra: &[&str], before_start: impl FnOnce
         "--sasl-plain-users",
         users.to_str().unwrap(),
         "--sasl-enabled-mechanisms",
-        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -487,7 +487,8 @@ fn rdkafka_reauthenticates_on_open_connections() {
 
 // The Java client over SASL_SSL with SCRAM-SHA-512 (a PEM trust store): it adds a
 // SCRAM user through Admin.alterUserScramCredentials, lists the users, and produces
-// and consumes idempotently; the user it added then authenticates with kcat.
+// and consumes idempotently; the user it added then authenticates with kcat. Then
+// the same over SASL_PLAINTEXT with OAUTHBEARER and the client's unsecured tokens.
 #[test]
 fn java_client_over_sasl_ssl() {
     let dir = tempfile::tempdir().unwrap();
@@ -531,5 +532,21 @@ fn java_client_over_sasl_ssl() {
     assert!(out.contains("RECORDS 100"), "{out}");
     let erin = secured("SASL_PLAINTEXT", Some(("SCRAM-SHA-256", "erin", "new-secret")), &pki.ca);
     ok(kcat(&args(&["-L", "-b", &format!("127.0.0.1:{sasl_plain}"), "-m", "10"], &erin), None), "kcat as erin");
+    let oauth = dir.path().join("oauth.properties");
+    std::fs::write(
+        &oauth,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n\
+         sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"frank\";\n",
+    )
+    .unwrap();
+    let mut command = Command::new("java");
+    command
+        .arg("-cp")
+        .arg(common::java_classpath())
+        .arg(format!("{}/tests/java/Secured.java", env!("CARGO_MANIFEST_DIR")))
+        .args([&format!("127.0.0.1:{sasl_plain}"), oauth.to_str().unwrap(), "java-oauth", "gina"]);
+    let out = ok(run(command, None), "java Secured over OAUTHBEARER");
+    assert!(out.contains("USERS admin,erin,gina"), "{out}");
+    assert!(out.contains("RECORDS 100"), "{out}");
     drop(broker);
 }

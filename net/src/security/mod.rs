@@ -8,6 +8,7 @@
 //! atomic load.
 
 pub mod buffered;
+pub mod oauthbearer;
 pub mod sasl;
 pub mod scram;
 pub mod tls;

@@ -28,12 +28,15 @@ use crate::limits::SASL_TOKEN_MAX_BYTES;
 pub enum Mechanism {
     Plain,
     Scram(ScramMechanism),
+    /// With unsecured JWS tokens (`oauthbearer`).
+    OAuthBearer,
 }
 
 impl Mechanism {
     pub fn parse(name: &str) -> Option<Mechanism> {
         match name {
             "PLAIN" => Some(Mechanism::Plain),
+            "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
             other => ScramMechanism::parse(other).map(Mechanism::Scram),
         }
     }
@@ -42,6 +45,7 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
@@ -188,7 +192,24 @@ impl Authenticator {
             );
         }
         let token = &request.auth_bytes;
+        let mut token_expires_ms = None;
         let (user, server_bytes) = match mechanism {
+            Mechanism::OAuthBearer => {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                match super::oauthbearer::validate_unsecured(token, now_ms) {
+                    Ok((user, expires_ms)) => {
+                        token_expires_ms = Some(expires_ms - now_ms);
+                        (user, Bytes::new())
+                    }
+                    Err(reason) => {
+                        tracing::debug!(target: "skein::net", reason, "OAUTHBEARER token refused");
+                        self.state = State::Handshake;
+                        return bad_credentials();
+                    }
+                }
+            }
             Mechanism::Plain => match plain(security, token) {
                 Some(user) => (user, Bytes::new()),
                 None => {
@@ -229,6 +250,8 @@ impl Authenticator {
         self.expires = match security.max_reauth_ms {
             0 => None,
             ms => {
+                // A token's session ends with the token, as in Kafka.
+                let ms = token_expires_ms.map_or(ms, |left| ms.min(left.max(1) as u64));
                 // Only v1+ clients learn the lifetime; an older one keeps its
                 // session as long as its connection (as Kafka does).
                 if version >= 1 {
