@@ -330,3 +330,52 @@ fn the_controller_listener_refuses_strangers() {
     assert!(topics(&node).iter().any(|(name, _)| name == "after-strangers"));
     node.stop();
 }
+
+// Each broker registers every listener: a client on a node's second listener is
+// given every broker at its address on that listener (and the group coordinator
+// too), one on the first listener at the first listener's.
+#[test]
+fn metadata_names_the_brokers_on_the_clients_listener() {
+    let internal: Vec<u16> = (0..3).map(|_| broker_port()).collect();
+    let cluster = Cluster::start_each(3, |id| {
+        vec![
+            "--listeners".into(),
+            format!("INTERNAL://127.0.0.1:{}", internal[(id - 1) as usize]),
+            "--listener-security-protocol-map".into(),
+            "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT".into(),
+        ]
+    });
+    cluster.wait_for_brokers();
+    let ports = |response: &MetadataResponse| {
+        let mut ports: Vec<(i32, i32)> = response.brokers.iter().map(|b| (b.node_id.0, b.port)).collect();
+        ports.sort_unstable();
+        ports
+    };
+    let want_internal: Vec<(i32, i32)> = (1..=3).map(|id| (id, internal[(id - 1) as usize] as i32)).collect();
+    let want_plain: Vec<(i32, i32)> = (1..=3).map(|id| (id, cluster.node(id).port as i32)).collect();
+    for id in 1..=3 {
+        let mut client = RawClient::connect(&format!("127.0.0.1:{}", internal[(id - 1) as usize]));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let response = client.call(&MetadataRequest::default(), 12);
+            if ports(&response) == want_internal {
+                break;
+            }
+            assert!(Instant::now() < deadline, "node {id} on INTERNAL: {:?}", ports(&response));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(ports(&metadata(cluster.node(id))), want_plain, "node {id} on PLAINTEXT");
+        let find = FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("listener-group"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let coordinator = client.call(&find, 3);
+            if coordinator.error_code == 0 {
+                let expected = internal[(coordinator.node_id.0 - 1) as usize] as i32;
+                assert_eq!(coordinator.port, expected, "the coordinator at its INTERNAL port");
+                break;
+            }
+            assert!(Instant::now() < deadline, "no coordinator: {coordinator:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
