@@ -470,6 +470,9 @@ fn rdkafka_reauthenticates_on_open_connections() {
     // One session at the start, then one per 1.5 s on each open connection.
     let authentications = broker.metric_sum("skein_sasl_authentications_total") - before;
     assert!(authentications >= 4, "{authentications} authentications in 6 s of 1.5 s sessions");
+    // On the same connections: a session left to lapse would have been closed at its
+    // next request, and counted.
+    assert_eq!(broker.metric_sum("skein_unauthenticated_requests_total"), 0, "a session lapsed");
     let consumer: BaseConsumer =
         config().set("group.id", "reauth").set("auto.offset.reset", "earliest").create().unwrap();
     consumer.subscribe(&["reauth"]).unwrap();
@@ -483,6 +486,18 @@ fn rdkafka_reauthenticates_on_open_connections() {
         }
     }
     assert_eq!(read, sent, "records read back");
+}
+
+/// tests/java/Secured.java against port `port` with the client properties in
+/// `config`: what it printed.
+fn java_secured(port: u16, config: &Path, topic: &str, new_user: &str) -> String {
+    let mut command = Command::new("java");
+    command
+        .arg("-cp")
+        .arg(common::java_classpath())
+        .arg(format!("{}/tests/java/Secured.java", env!("CARGO_MANIFEST_DIR")))
+        .args([&format!("127.0.0.1:{port}"), config.to_str().unwrap(), topic, new_user]);
+    ok(run(command, None), &format!("java Secured with {}", config.display()))
 }
 
 // The Java client over SASL_SSL with SCRAM-SHA-512 (a PEM trust store): it adds a
@@ -521,13 +536,7 @@ fn java_client_over_sasl_ssl() {
         ),
     )
     .unwrap();
-    let mut command = Command::new("java");
-    command
-        .arg("-cp")
-        .arg(common::java_classpath())
-        .arg(format!("{}/tests/java/Secured.java", env!("CARGO_MANIFEST_DIR")))
-        .args([&format!("127.0.0.1:{sasl_ssl}"), config.to_str().unwrap(), "java-secured", "erin"]);
-    let out = ok(run(command, None), "java Secured");
+    let out = java_secured(sasl_ssl, &config, "java-secured", "erin");
     assert!(out.contains("USERS admin,erin"), "{out}");
     assert!(out.contains("RECORDS 100"), "{out}");
     let erin = secured("SASL_PLAINTEXT", Some(("SCRAM-SHA-256", "erin", "new-secret")), &pki.ca);
@@ -539,13 +548,7 @@ fn java_client_over_sasl_ssl() {
          sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"frank\";\n",
     )
     .unwrap();
-    let mut command = Command::new("java");
-    command
-        .arg("-cp")
-        .arg(common::java_classpath())
-        .arg(format!("{}/tests/java/Secured.java", env!("CARGO_MANIFEST_DIR")))
-        .args([&format!("127.0.0.1:{sasl_plain}"), oauth.to_str().unwrap(), "java-oauth", "gina"]);
-    let out = ok(run(command, None), "java Secured over OAUTHBEARER");
+    let out = java_secured(sasl_plain, &oauth, "java-oauth", "gina");
     assert!(out.contains("USERS admin,erin,gina"), "{out}");
     assert!(out.contains("RECORDS 100"), "{out}");
     drop(broker);

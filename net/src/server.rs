@@ -283,12 +283,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
             let mut out = BytesMut::with_capacity(4 + token.len());
             out.put_i32(token.len() as i32);
             out.extend_from_slice(token);
-            let frame = Frame::contiguous(out.freeze());
-            let held = budget.hold(frame.len());
-            let task = glommio::spawn_local(async move {
-                let ready = std::time::Instant::now();
-                Reply::Frame { frame, held, api_key: ApiKey::SaslAuthenticate as i16, ready }
-            });
+            let task = ready_frame(budget, Frame::contiguous(out.freeze()), ApiKey::SaslAuthenticate);
             if queue.send((task, 0)).await.is_err() {
                 return Ok(());
             }
@@ -304,12 +299,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
         let task = match frame {
             Incoming::UnsupportedApiVersions { correlation_id } => {
                 let response = registry::unsupported_api_versions(correlation_id);
-                let held = budget.hold(response.len());
-                let ready = std::time::Instant::now();
-                glommio::spawn_local(async move {
-                    let frame = Frame::contiguous(response);
-                    Reply::Frame { frame, held, api_key: ApiKey::ApiVersions as i16, ready }
-                })
+                ready_frame(budget, Frame::contiguous(response), ApiKey::ApiVersions)
             }
             Incoming::Request(mut request) => {
                 if let Some(auth) = connection.sasl.as_mut() {
@@ -326,11 +316,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
                                 (request.api_key, request.header.request_api_version, request.header.correlation_id);
                             let frame = encode(key, version, correlation_id, &response, SharedRecords::default())
                                 .map_err(|e| format!("a SASL response did not encode: {e}"))?;
-                            let held = budget.hold(frame.len());
-                            let task = glommio::spawn_local(async move {
-                                let ready = std::time::Instant::now();
-                                Reply::Frame { frame, held, api_key: key as i16, ready }
-                            });
+                            let task = ready_frame(budget, frame, key);
                             // The frame's bytes were read, not counted: nothing to release.
                             if queue.send((task, 0)).await.is_err() || close {
                                 return match close {
@@ -396,6 +382,14 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
     })))
 }
 
+/// A response the read loop built itself, held against the connection's budget and
+/// queued for the writer in request order.
+fn ready_frame(budget: &Rc<ConnectionResponses>, frame: Frame, api_key: ApiKey) -> glommio::Task<Reply> {
+    let held = budget.hold(frame.len());
+    let ready = std::time::Instant::now();
+    glommio::spawn_local(async move { Reply::Frame { frame, held, api_key: api_key as i16, ready } })
+}
+
 /// Answers a SaslHandshake or SaslAuthenticate on a SASL listener: the response and
 /// whether the connection closes after it.
 fn sasl_step(
@@ -433,7 +427,7 @@ fn authenticate(
     let image = shard.image();
     let security = &shard.settings.security;
     let lookup = |user: &str, mechanism| security.scram_credential(&image, user, mechanism);
-    let reply = auth.authenticate(&shard.settings.security, version, request, lookup, now);
+    let reply = auth.authenticate(security, version, request, lookup, now);
     let metrics = &shard.metrics;
     if reply.close {
         metrics.sasl_authentication_failures.set(metrics.sasl_authentication_failures.get() + 1);
@@ -553,12 +547,17 @@ async fn write_frame<S: AsyncWrite + Unpin>(
     frame: &Frame,
 ) -> std::io::Result<()> {
     let segments = frame.segments();
-    let Some(socket) = socket.filter(|_| segments.len() > 1) else {
-        // One segment, or a TLS stream: rustls takes the segments in turn.
-        for segment in segments {
-            writer.write_all(segment).await?;
+    let socket = match (socket, segments) {
+        // A TLS stream: rustls seals the segments in turn, and the buffered socket
+        // under it sends them when flushed.
+        (None, _) => {
+            for segment in segments {
+                writer.write_all(segment).await?;
+            }
+            return writer.flush().await;
         }
-        return writer.flush().await;
+        (Some(_), [one]) => return writer.write_all(one).await,
+        (Some(socket), _) => socket,
     };
     let mut at = frame::advance(segments, (0, 0), 0);
     while at.0 < segments.len() {

@@ -333,19 +333,44 @@ fn the_controller_listener_refuses_strangers() {
 
 // Each broker registers every listener: a client on a node's second listener is
 // given every broker at its address on that listener (and the group coordinator
-// too), one on the first listener at the first listener's.
+// too), one on the first listener at the first listener's. A SCRAM user added
+// through one node authenticates on another's SASL listener: credentials travel
+// with the metadata.
 #[test]
 fn metadata_names_the_brokers_on_the_clients_listener() {
     let internal: Vec<u16> = (0..3).map(|_| broker_port()).collect();
+    let sasl: Vec<u16> = (0..3).map(|_| broker_port()).collect();
     let cluster = Cluster::start_each(3, |id| {
+        let i = (id - 1) as usize;
         vec![
             "--listeners".into(),
-            format!("INTERNAL://127.0.0.1:{}", internal[(id - 1) as usize]),
+            format!("INTERNAL://127.0.0.1:{},SASL_PLAINTEXT://127.0.0.1:{}", internal[i], sasl[i]),
             "--listener-security-protocol-map".into(),
-            "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT".into(),
+            "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT".into(),
+            "--sasl-enabled-mechanisms".into(),
+            "SCRAM-SHA-512".into(),
         ]
     });
     cluster.wait_for_brokers();
+    let bootstrap = cluster.node(1).bootstrap();
+    let add = ["user", "add", "hana", "--mechanism", "SCRAM-SHA-512", "--password", "hana-pw", "--bootstrap-server"];
+    let (added, out) = skein(&[&add[..], &[bootstrap.as_str()]].concat());
+    assert!(added, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = std::process::Command::new("kcat")
+            .env_remove("LD_LIBRARY_PATH")
+            .args(["-L", "-m", "5", "-b", &format!("127.0.0.1:{}", sasl[2])])
+            .args(["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=SCRAM-SHA-512"])
+            .args(["-X", "sasl.username=hana", "-X", "sasl.password=hana-pw"])
+            .output()
+            .unwrap();
+        if listed.status.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 3 refused hana: {}", String::from_utf8_lossy(&listed.stderr));
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let ports = |response: &MetadataResponse| {
         let mut ports: Vec<(i32, i32)> = response.brokers.iter().map(|b| (b.node_id.0, b.port)).collect();
         ports.sort_unstable();

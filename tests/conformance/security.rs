@@ -42,6 +42,14 @@ pub fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                     c.failures.push(format!("AlterUserScramCredentials v{v}: {response:?}"));
                 }
             }
+            // The same user and mechanism twice in one request: DUPLICATE_RESOURCE.
+            let twice = AlterUserScramCredentialsRequest::default()
+                .with_upsertions(vec![upsert("conf-twice", 4096), upsert("conf-twice", 8192)]);
+            if let Some(response) = c.call(twice, v) {
+                if response.results.iter().map(|r| r.error_code).collect::<Vec<_>>() != [92] {
+                    c.failures.push(format!("AlterUserScramCredentials v{v} twice: {response:?}"));
+                }
+            }
         }
         ApiKey::DescribeUserScramCredentials => {
             let all = c.call(DescribeUserScramCredentialsRequest::default(), v);

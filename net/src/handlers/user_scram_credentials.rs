@@ -20,6 +20,7 @@ use kafka_protocol::protocol::VersionRange;
 use super::s;
 use crate::errors::code;
 use crate::metadata::controller::ControllerRequest;
+use crate::metadata::Refusal;
 use crate::security::scram::{self, ScramCredential, ScramMechanism};
 use crate::shard::Shard;
 
@@ -83,80 +84,65 @@ pub fn describe(
 
 pub async fn alter(shard: &Rc<Shard>, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse {
     let image = shard.image();
-    // A user named more than once in one request gets DUPLICATE_RESOURCE for all of
-    // it, as in Kafka.
+    // A user's credential for one mechanism named more than once in one request gets
+    // DUPLICATE_RESOURCE for all of that user's changes, as in Kafka.
     let mut counts: BTreeMap<(String, i8), usize> = BTreeMap::new();
-    for d in &request.deletions {
-        *counts.entry((d.name.to_string(), d.mechanism)).or_default() += 1;
+    let named = request.deletions.iter().map(|d| (&d.name, d.mechanism));
+    for (name, mechanism) in named.chain(request.upsertions.iter().map(|u| (&u.name, u.mechanism))) {
+        *counts.entry((name.to_string(), mechanism)).or_default() += 1;
     }
-    for u in &request.upsertions {
-        *counts.entry((u.name.to_string(), u.mechanism)).or_default() += 1;
+    let mut errors: BTreeMap<String, Refusal> = BTreeMap::new();
+    for ((user, _), _) in counts.iter().filter(|(_, n)| **n > 1) {
+        let message = format!("A user credential cannot be altered twice in the same request: {user}");
+        errors.entry(user.clone()).or_insert((code::DUPLICATE_RESOURCE, message));
     }
-    let duplicated: BTreeSet<String> = counts.iter().filter(|(_, n)| **n > 1).map(|((u, _), _)| u.clone()).collect();
-    let mut errors: BTreeMap<String, (i16, String)> = BTreeMap::new();
-    let mut changes: Vec<(String, String, Option<ScramCredential>)> = Vec::new();
-    let mut fail = |user: &str, code: i16, message: String| {
-        errors.entry(user.to_string()).or_insert((code, message));
+    // The checks both kinds of change share: the mechanism is known, the user named.
+    let checked = |user: &str, id: i8| -> Result<ScramMechanism, Refusal> {
+        let mechanism = ScramMechanism::from_id(id)
+            .ok_or_else(|| (code::UNSUPPORTED_SASL_MECHANISM, format!("Unknown SCRAM mechanism {id}")))?;
+        match user.is_empty() {
+            true => Err((code::UNACCEPTABLE_CREDENTIAL, "Username must not be empty".into())),
+            false => Ok(mechanism),
+        }
     };
-    for user in &duplicated {
-        fail(
-            user,
-            code::DUPLICATE_RESOURCE,
-            format!("A user credential cannot be altered twice in the same request: {user}"),
-        );
-    }
+    let mut changes: Vec<(String, String, Option<ScramCredential>)> = Vec::new();
+    let mut outcomes = Vec::new();
     for deletion in &request.deletions {
         let user = deletion.name.to_string();
-        if duplicated.contains(&user) {
-            continue;
-        }
-        let Some(mechanism) = ScramMechanism::from_id(deletion.mechanism) else {
-            fail(&user, code::UNSUPPORTED_SASL_MECHANISM, format!("Unknown SCRAM mechanism {}", deletion.mechanism));
-            continue;
-        };
-        if user.is_empty() {
-            fail(&user, code::UNACCEPTABLE_CREDENTIAL, "Username must not be empty".into());
-        } else if image.scram.get(&user).is_none_or(|m| !m.contains_key(mechanism.name())) {
-            fail(
-                &user,
-                code::RESOURCE_NOT_FOUND,
-                format!("Attempt to delete a user credential that does not exist: {user}"),
-            );
-        } else {
-            changes.push((user, mechanism.name().to_string(), None));
-        }
+        let change = checked(&user, deletion.mechanism).and_then(|mechanism| {
+            match image.scram.get(&user).is_some_and(|m| m.contains_key(mechanism.name())) {
+                true => Ok((mechanism, None)),
+                false => Err((
+                    code::RESOURCE_NOT_FOUND,
+                    format!("Attempt to delete a user credential that does not exist: {user}"),
+                )),
+            }
+        });
+        outcomes.push((user, change));
     }
     for upsertion in &request.upsertions {
         let user = upsertion.name.to_string();
-        if duplicated.contains(&user) {
-            continue;
-        }
-        let Some(mechanism) = ScramMechanism::from_id(upsertion.mechanism) else {
-            fail(&user, code::UNSUPPORTED_SASL_MECHANISM, format!("Unknown SCRAM mechanism {}", upsertion.mechanism));
-            continue;
-        };
-        if user.is_empty() {
-            fail(&user, code::UNACCEPTABLE_CREDENTIAL, "Username must not be empty".into());
-        } else if !scram::iterations_valid(upsertion.iterations as i64) {
-            fail(
-                &user,
-                code::UNACCEPTABLE_CREDENTIAL,
-                format!("Iterations {} not within [4096, 16384]", upsertion.iterations),
-            );
-        } else if upsertion.salt.is_empty() || upsertion.salted_password.len() != mechanism.key_len() {
-            fail(
-                &user,
-                code::UNACCEPTABLE_CREDENTIAL,
-                "Salt and salted password must be set, the password of the mechanism's length".into(),
-            );
-        } else {
-            let credential = ScramCredential::from_salted(
-                mechanism,
-                &upsertion.salted_password,
-                &upsertion.salt,
-                upsertion.iterations as u32,
-            );
-            changes.push((user, mechanism.name().to_string(), Some(credential)));
+        let change = checked(&user, upsertion.mechanism).and_then(|mechanism| {
+            if !scram::iterations_valid(upsertion.iterations as i64) {
+                let message = format!("Iterations {} not within [4096, 16384]", upsertion.iterations);
+                return Err((code::UNACCEPTABLE_CREDENTIAL, message));
+            }
+            if upsertion.salt.is_empty() || upsertion.salted_password.len() != mechanism.key_len() {
+                let message = "Salt and salted password must be set, the password of the mechanism's length";
+                return Err((code::UNACCEPTABLE_CREDENTIAL, message.into()));
+            }
+            let iterations = upsertion.iterations as u32;
+            let salted = &upsertion.salted_password;
+            Ok((mechanism, Some(ScramCredential::from_salted(mechanism, salted, &upsertion.salt, iterations))))
+        });
+        outcomes.push((user, change));
+    }
+    for (user, change) in outcomes {
+        match change {
+            Ok((mechanism, credential)) => changes.push((user, mechanism.name().to_string(), credential)),
+            Err(refusal) => {
+                errors.entry(user).or_insert(refusal);
+            }
         }
     }
     // A user with any failed change has none of its changes applied.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{BrokerMeta, MetadataImage, TopicMeta};
 
-#[derive(rkyv::Archive, rkyv::Deserialize)]
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct BrokerV1 {
     id: i32,
     epoch: u64,
@@ -18,7 +18,7 @@ struct BrokerV1 {
     clean_restart: bool,
 }
 
-#[derive(rkyv::Archive, rkyv::Deserialize)]
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct ImageV1 {
     version: u64,
     topics: BTreeMap<String, TopicMeta>,
@@ -67,27 +67,7 @@ pub(super) fn decode(archive: &[u8]) -> Result<MetadataImage, String> {
 /// that this version reads it.
 #[cfg(test)]
 pub(super) fn encode(image: &MetadataImage) -> Vec<u8> {
-    #[derive(rkyv::Archive, rkyv::Serialize)]
-    struct BrokerOut {
-        id: i32,
-        epoch: u64,
-        host: String,
-        port: u16,
-        rack: Option<String>,
-        fenced: bool,
-        incarnation: u64,
-        clean_restart: bool,
-    }
-    #[derive(rkyv::Archive, rkyv::Serialize)]
-    struct ImageOut {
-        version: u64,
-        topics: BTreeMap<String, TopicMeta>,
-        next_producer_id: i64,
-        brokers: BTreeMap<i32, BrokerOut>,
-        log_generation: u64,
-        broker_configs: BTreeMap<String, BTreeMap<String, String>>,
-    }
-    let out = ImageOut {
+    let old = ImageV1 {
         version: image.version,
         topics: image.topics.clone(),
         next_producer_id: image.next_producer_id,
@@ -95,7 +75,7 @@ pub(super) fn encode(image: &MetadataImage) -> Vec<u8> {
             .brokers
             .iter()
             .map(|(id, b)| {
-                let broker = BrokerOut {
+                let broker = BrokerV1 {
                     id: b.id,
                     epoch: b.epoch,
                     host: b.host.clone(),
@@ -111,6 +91,6 @@ pub(super) fn encode(image: &MetadataImage) -> Vec<u8> {
         log_generation: image.log_generation,
         broker_configs: image.broker_configs.clone(),
     };
-    let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&out).expect("serialises");
+    let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).expect("serialises");
     [&b"SKEINRK1"[..], &archive[..]].concat()
 }

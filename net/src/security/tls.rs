@@ -144,13 +144,7 @@ impl Tls {
 }
 
 fn build(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
-    let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.certificates)
-        .map_err(|e| format!("cannot read --ssl-keystore-pem {}: {e}", files.certificates.display()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("--ssl-keystore-pem {}: {e}", files.certificates.display()))?;
-    if certificates.is_empty() {
-        return Err(format!("--ssl-keystore-pem {} holds no certificate", files.certificates.display()));
-    }
+    let certificates = read_certificates(&files.certificates, "--ssl-keystore-pem")?;
     let key = PrivateKeyDer::from_pem_file(&files.key)
         .map_err(|e| format!("--ssl-key-pem {}: no usable private key: {e}", files.key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -162,7 +156,7 @@ fn build(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
         (_, None) => return Err("--ssl-client-auth required or requested needs --ssl-truststore-pem".into()),
         (auth, Some(trust)) => {
             let mut roots = rustls::RootCertStore::empty();
-            for certificate in read_certificates(trust)? {
+            for certificate in read_certificates(trust, "--ssl-truststore-pem")? {
                 roots.add(certificate).map_err(|e| format!("--ssl-truststore-pem {}: {e}", trust.display()))?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
@@ -173,19 +167,19 @@ fn build(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
             builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("--ssl-truststore-pem: {e}"))?)
         }
     };
-    let mut config =
+    let config =
         builder.with_single_cert(certificates, key).map_err(|e| format!("the TLS certificate and key: {e}"))?;
-    config.alpn_protocols.clear();
     Ok(Arc::new(config))
 }
 
-fn read_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+/// The certificates of PEM file `path`, given with `flag`; errors name both.
+fn read_certificates(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let certificates: Vec<_> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .map_err(|e| format!("cannot read {flag} {}: {e}", path.display()))?
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
     if certificates.is_empty() {
-        return Err(format!("{} holds no certificate", path.display()));
+        return Err(format!("{flag} {} holds no certificate", path.display()));
     }
     Ok(certificates)
 }
