@@ -71,6 +71,7 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_tls_handshake_failures_total{{shard=\"{id}\"}} {}", m.tls_handshake_failures.get());
     let _ =
         writeln!(out, "skein_unauthenticated_requests_total{{shard=\"{id}\"}} {}", m.unauthenticated_requests.get());
+    let _ = writeln!(out, "skein_authorization_denials_total{{shard=\"{id}\"}} {}", m.authorization_denials.get());
     let _ = writeln!(
         out,
         "skein_fetch_partitions_requested_total{{shard=\"{id}\"}} {}",

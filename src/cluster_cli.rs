@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use clap::Subcommand;
+use skein_net::security::scram::{self, ScramMechanism};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 
@@ -63,6 +64,21 @@ pub struct Connection {
     /// How long to wait for each answer, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
+    #[command(flatten)]
+    pub sasl: SaslLogin,
+}
+
+/// Authentication on a SASL_PLAINTEXT listener, as a Kafka client's `sasl.mechanism`
+/// and JAAS user and password configure it.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SaslLogin {
+    /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 [default: no SASL].
+    #[arg(long, env = "SKEIN_SASL_MECHANISM")]
+    pub sasl_mechanism: Option<String>,
+    #[arg(long, env = "SKEIN_SASL_USERNAME")]
+    pub sasl_username: Option<String>,
+    #[arg(long, env = "SKEIN_SASL_PASSWORD", hide_env_values = true)]
+    pub sasl_password: Option<String>,
 }
 
 /// One connection to a broker, speaking the Kafka protocol.
@@ -84,7 +100,52 @@ impl Client {
         let stream = TcpStream::connect_timeout(&address, timeout).map_err(fail)?;
         stream.set_read_timeout(Some(timeout)).map_err(fail)?;
         stream.set_write_timeout(Some(timeout)).map_err(fail)?;
-        Ok(Client { stream, correlation: 0 })
+        let mut client = Client { stream, correlation: 0 };
+        if let Some(mechanism) = &connection.sasl.sasl_mechanism {
+            client.authenticate(mechanism, &connection.sasl)?;
+        }
+        Ok(client)
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate v2 tokens (KIP-152).
+    fn authenticate(&mut self, mechanism: &str, login: &SaslLogin) -> Result<(), String> {
+        let user = login.sasl_username.as_deref().ok_or("--sasl-mechanism needs --sasl-username")?;
+        let password = login.sasl_password.as_deref().ok_or("--sasl-mechanism needs --sasl-password")?;
+        let handshake = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.to_string()));
+        let answer = self.call(&handshake, 1)?;
+        if answer.error_code != 0 {
+            let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(format!("SASL {mechanism}: {} (the broker offers {offered:?})", error_name(answer.error_code)));
+        }
+        let mut token = |bytes: Vec<u8>| -> Result<Bytes, String> {
+            let answer = self.call(&SaslAuthenticateRequest::default().with_auth_bytes(bytes.into()), 2)?;
+            match answer.error_code {
+                0 => Ok(answer.auth_bytes),
+                code => Err(format!(
+                    "SASL {mechanism} as {user}: {} {}",
+                    error_name(code),
+                    answer.error_message.as_deref().unwrap_or("")
+                )),
+            }
+        };
+        if mechanism.eq_ignore_ascii_case("PLAIN") {
+            token(format!("\0{user}\0{password}").into_bytes())?;
+            return Ok(());
+        }
+        let scram = ScramMechanism::parse(mechanism)
+            .ok_or_else(|| format!("--sasl-mechanism {mechanism}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+        let nonce: String = scram::random_secret().iter().map(|b| format!("{b:02x}")).collect();
+        let escaped = user.replace('=', "=3D").replace(',', "=2C");
+        let bare = format!("n={escaped},r={nonce}");
+        let server_first = token(format!("n,,{bare}").into_bytes())?;
+        let server_first = std::str::from_utf8(&server_first).map_err(|_| "the server-first is not UTF-8")?;
+        let (client_final, signature) = scram::client_reply(scram, password, &bare, server_first)?;
+        let server_final = token(client_final.into_bytes())?;
+        let engine = base64::engine::general_purpose::STANDARD;
+        if server_final != format!("v={}", base64::Engine::encode(&engine, signature)).as_bytes() {
+            return Err("the broker's SCRAM signature does not verify: it does not hold this user's credential".into());
+        }
+        Ok(())
     }
 
     pub(crate) fn call<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, String> {

@@ -16,6 +16,7 @@ mod security_config;
 mod shard;
 mod txn_cli;
 mod user_cli;
+mod acl_cli;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -53,6 +54,9 @@ enum Command {
     /// SCRAM users: add, delete, list (on a running node or a stopped one's data directory).
     #[command(subcommand)]
     User(user_cli::UserCommand),
+    /// ACLs, as kafka-acls manages them (CreateAcls, DescribeAcls, DeleteAcls).
+    #[command(subcommand)]
+    Acl(acl_cli::AclCommand),
     /// Show or change which shard owns each partition.
     #[command(subcommand)]
     Placement(placement::PlacementCommand),
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
         Command::Group(command) => group_cli::run(command),
         Command::Txn(command) => txn_cli::run(command),
         Command::User(command) => user_cli::run(command),
+        Command::Acl(command) => acl_cli::run(command),
         Command::Bench(command) => bench::run(command),
     };
     match result {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use serde::Deserialize;
+use skein_net::security::acl::{parse_super_users, AuthorizerConfig};
 use skein_net::security::sasl::Mechanism;
 use skein_net::security::tls::{ClientAuth, Tls, TlsFiles};
 use skein_net::security::{self, ListenerConfig, SecurityProtocol};
@@ -56,6 +57,17 @@ pub struct SecurityArgs {
     /// client re-authenticates (KIP-368) [default: 0, unbounded].
     #[arg(long, env = "SKEIN_CONNECTIONS_MAX_REAUTH_MS")]
     pub connections_max_reauth_ms: Option<u64>,
+    /// Kafka's `authorizer.class.name`: `standard` checks ACLs (StandardAuthorizer's
+    /// rules), `none` allows everything [default: none].
+    #[arg(long, env = "SKEIN_AUTHORIZER")]
+    pub authorizer: Option<String>,
+    /// Kafka's `super.users`: principals every check allows, `User:admin;User:ops`.
+    #[arg(long, env = "SKEIN_SUPER_USERS")]
+    pub super_users: Option<String>,
+    /// Kafka's `allow.everyone.if.no.acl.found`: a resource no ACL names is open to
+    /// everyone [default: false].
+    #[arg(long, env = "SKEIN_ALLOW_EVERYONE_IF_NO_ACL_FOUND", num_args = 0..=1, default_missing_value = "true")]
+    pub allow_everyone_if_no_acl_found: Option<bool>,
 }
 
 /// The TOML keys `SecurityArgs` reads (split from the rest of the file).
@@ -72,6 +84,9 @@ pub const FILE_KEYS: &[&str] = &[
     "sasl_enabled_mechanisms",
     "sasl_plain_users",
     "connections_max_reauth_ms",
+    "authorizer",
+    "super_users",
+    "allow_everyone_if_no_acl_found",
 ];
 
 impl SecurityArgs {
@@ -90,6 +105,9 @@ impl SecurityArgs {
             sasl_enabled_mechanisms: self.sasl_enabled_mechanisms.or(file.sasl_enabled_mechanisms),
             sasl_plain_users: self.sasl_plain_users.or(file.sasl_plain_users),
             connections_max_reauth_ms: self.connections_max_reauth_ms.or(file.connections_max_reauth_ms),
+            authorizer: self.authorizer.or(file.authorizer),
+            super_users: self.super_users.or(file.super_users),
+            allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found.or(file.allow_everyone_if_no_acl_found),
         }
     }
 }
@@ -257,8 +275,24 @@ fn load(args: &SecurityArgs, listeners: &[ListenerConfig]) -> Result<security::S
         mechanisms,
         plain_users,
         max_reauth_ms: args.connections_max_reauth_ms.unwrap_or(0),
+        authorizer: authorizer(args)?,
         ..Default::default()
     })
+}
+
+/// The authorizer `--authorizer` names, with its super users.
+fn authorizer(args: &SecurityArgs) -> Result<Option<AuthorizerConfig>, String> {
+    let config = AuthorizerConfig {
+        super_users: parse_super_users(args.super_users.as_deref().unwrap_or(""))
+            .map_err(|e| format!("--super-users: {e}"))?,
+        allow_everyone_if_no_acl_found: args.allow_everyone_if_no_acl_found.unwrap_or(false),
+    };
+    match args.authorizer.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("none") | Some("") => Ok(None),
+        // Kafka's class names for the standard authorizer work too.
+        Some("standard") | Some("org.apache.kafka.metadata.authorizer.standardauthorizer") => Ok(Some(config)),
+        Some(other) => Err(format!("--authorizer {other}: only `standard` and `none` exist")),
+    }
 }
 
 #[cfg(test)]

@@ -64,6 +64,8 @@ pub struct Target {
     /// How long to wait for each answer, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
+    #[command(flatten)]
+    pub sasl: crate::cluster_cli::SaslLogin,
 }
 
 impl Target {
@@ -71,6 +73,7 @@ impl Target {
         Connection {
             bootstrap_server: self.bootstrap_server.clone().unwrap_or_else(|| "127.0.0.1:9092".into()),
             timeout_ms: self.timeout_ms,
+            sasl: self.sasl.clone(),
         }
     }
 }

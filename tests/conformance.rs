@@ -1067,7 +1067,7 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
 fn every_advertised_version_answers_populated_requests() {
     let (mut c, _dir) = setup();
     let mut pairs = 0;
-    for (key, range) in skein_net::registry::APIS {
+    for (key, range, _) in skein_net::registry::APIS {
         for version in range.min..=range.max {
             if !exercise(&mut c, *key, version) {
                 c.failures.push(format!("{key:?}: no sample request in tests/conformance.rs"));

@@ -12,6 +12,7 @@
 //! storage or replica logic: it calls `skein_replication` and `skein_engine`.
 
 pub mod append;
+pub mod authorize;
 pub mod budget;
 pub mod configs;
 pub mod connections;
@@ -32,6 +33,7 @@ pub mod security;
 pub mod server;
 pub mod shard;
 pub mod throttle;
+pub mod quota;
 pub mod topics;
 pub mod txn;
 

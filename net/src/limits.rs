@@ -87,3 +87,11 @@ pub const SCRAM_ITERATIONS_MAX: u32 = 16384;
 /// per connection, so that rustls' 4 KiB reads and per-record writes become few
 /// large syscalls.
 pub const TLS_SOCKET_BUFFER_BYTES: usize = 64 << 10;
+
+/// ACL decisions one connection caches (`security::acl::Session`): past this the
+/// cache starts over, so a client naming endless resources costs bounded memory.
+pub const SESSION_ACL_CACHE_ENTRIES_MAX: usize = 4096;
+
+/// ACL bindings a CreateAcls or DeleteAcls request may name, and bindings the
+/// cluster holds: each is replicated to every shard's index.
+pub const ACL_BINDINGS_MAX: usize = 100_000;

@@ -43,6 +43,8 @@ pub struct ShardMetrics {
     /// Connections closed for a request sent before authenticating or after the SASL
     /// session expired.
     pub unauthenticated_requests: Cell<u64>,
+    /// ACL checks that refused (a whole request, or one resource of it).
+    pub authorization_denials: Cell<u64>,
     /// Partitions named in Fetch requests (with sessions, only the changed ones).
     pub fetch_partitions_requested: Cell<u64>,
     /// Fetch waits parked on this shard's partitions now (long polls).
@@ -95,6 +97,10 @@ impl RequestStages {
 }
 
 impl ShardMetrics {
+    pub fn count_denials(&self, denials: u64) {
+        self.authorization_denials.set(self.authorization_denials.get() + denials);
+    }
+
     pub fn count_request(&self, api_key: i16) {
         *self.requests.borrow_mut().entry(api_key).or_default() += 1;
     }

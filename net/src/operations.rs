@@ -2,9 +2,13 @@
 //! resource, as a bit set, returned by Metadata, DescribeCluster, DescribeGroups and
 //! ConsumerGroupDescribe when the client asks for them.
 //!
-//! Skein has no authorizer yet, so everything a resource supports is allowed, which is
-//! what Apache Kafka answers without an authorizer. A client that did not ask gets
-//! Kafka's "not requested" value (`i32::MIN`), which clients must not decode.
+//! Without an authorizer everything a resource supports is allowed, which is what
+//! Apache Kafka answers then; with one, the operations the caller's ACLs allow. A
+//! client that did not ask gets Kafka's "not requested" value (`i32::MIN`), which
+//! clients must not decode.
+
+use crate::authorize::Caller;
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 
 /// Kafka's `AclOperation` codes.
 const READ: u8 = 3;
@@ -39,8 +43,27 @@ const fn bits(operations: &[u8]) -> i32 {
     set
 }
 
-/// The operations allowed on `resource` when `requested`, else `NOT_REQUESTED`.
-pub fn authorized(resource: Resource, requested: bool) -> i32 {
+/// The operations `caller` may perform on `resource` named `name` when
+/// `requested`, else `NOT_REQUESTED`.
+pub fn authorized(caller: &Caller, resource: Resource, name: &str, requested: bool) -> i32 {
+    let all = supported(resource, requested);
+    if !requested || !caller.checked() {
+        return all;
+    }
+    let (kind, name) = match resource {
+        Resource::Cluster => (ResourceType::Cluster, CLUSTER_NAME),
+        Resource::Topic => (ResourceType::Topic, name),
+        Resource::Group => (ResourceType::Group, name),
+    };
+    (0..31u8)
+        .filter(|bit| all & (1 << bit) != 0)
+        .filter_map(|bit| Operation::from_code(bit as i8))
+        .filter(|op| caller.may(*op, kind, name))
+        .fold(0, |set, op| set | (1 << op.code()))
+}
+
+/// Every operation `resource` supports, when `requested`.
+fn supported(resource: Resource, requested: bool) -> i32 {
     if !requested {
         return NOT_REQUESTED;
     }
@@ -61,9 +84,10 @@ mod tests {
     #[test]
     fn sets_match_kafka() {
         let decode = |set: i32| (0..31).filter(|b| set & (1 << b) != 0).collect::<Vec<i32>>();
-        assert_eq!(decode(authorized(Resource::Cluster, true)), vec![5, 7, 8, 9, 10, 11, 12]);
-        assert_eq!(decode(authorized(Resource::Topic, true)), vec![3, 4, 5, 6, 7, 8, 10, 11]);
-        assert_eq!(decode(authorized(Resource::Group, true)), vec![3, 6, 8, 10, 11]);
-        assert_eq!(authorized(Resource::Topic, false), i32::MIN);
+        let caller = Caller::unchecked();
+        assert_eq!(decode(authorized(&caller, Resource::Cluster, "", true)), vec![5, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(decode(authorized(&caller, Resource::Topic, "t", true)), vec![3, 4, 5, 6, 7, 8, 10, 11]);
+        assert_eq!(decode(authorized(&caller, Resource::Group, "g", true)), vec![3, 6, 8, 10, 11]);
+        assert_eq!(authorized(&caller, Resource::Topic, "t", false), i32::MIN);
     }
 }

@@ -8,65 +8,75 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::{Encodable, VersionRange};
 
+use crate::authorize::{Access, Access::*, Caller, Op};
 use crate::budget::Grant;
 use crate::frame::SharedRecords;
 use crate::handlers::*;
 use crate::server::Request;
 use crate::shard::Shard;
 
-/// Every API Skein serves, with the versions it implements.
-pub const APIS: &[(ApiKey, VersionRange)] = &[
-    (ApiKey::Produce, produce::VERSIONS),
-    (ApiKey::Fetch, fetch::VERSIONS),
-    (ApiKey::ListOffsets, list_offsets::VERSIONS),
-    (ApiKey::Metadata, metadata::VERSIONS),
-    (ApiKey::ApiVersions, api_versions::VERSIONS),
-    (ApiKey::CreateTopics, create_topics::VERSIONS),
-    (ApiKey::DeleteTopics, delete_topics::VERSIONS),
-    (ApiKey::DeleteRecords, delete_records::VERSIONS),
-    (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS),
-    (ApiKey::InitProducerId, init_producer_id::VERSIONS),
-    (ApiKey::DescribeConfigs, describe_configs::VERSIONS),
-    (ApiKey::AlterConfigs, alter_configs::VERSIONS),
-    (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS),
-    (ApiKey::CreatePartitions, create_partitions::VERSIONS),
-    (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS),
-    (ApiKey::DescribeCluster, describe_cluster::VERSIONS),
-    (ApiKey::DescribeQuorum, describe_quorum::VERSIONS),
-    (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS),
-    (ApiKey::ElectLeaders, elect_leaders::VERSIONS),
-    (ApiKey::AlterPartitionReassignments, alter_partition_reassignments::VERSIONS),
-    (ApiKey::ListPartitionReassignments, list_partition_reassignments::VERSIONS),
-    (ApiKey::FindCoordinator, find_coordinator::VERSIONS),
-    (ApiKey::JoinGroup, join_group::VERSIONS),
-    (ApiKey::SyncGroup, sync_group::VERSIONS),
-    (ApiKey::Heartbeat, heartbeat::VERSIONS),
-    (ApiKey::LeaveGroup, leave_group::VERSIONS),
-    (ApiKey::OffsetCommit, offset_commit::VERSIONS),
-    (ApiKey::OffsetFetch, offset_fetch::VERSIONS),
-    (ApiKey::ListGroups, list_groups::VERSIONS),
-    (ApiKey::DescribeGroups, describe_groups::VERSIONS),
-    (ApiKey::DeleteGroups, delete_groups::VERSIONS),
-    (ApiKey::OffsetDelete, offset_delete::VERSIONS),
-    (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS),
-    (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS),
-    (ApiKey::AddPartitionsToTxn, add_partitions_to_txn::VERSIONS),
-    (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS),
-    (ApiKey::EndTxn, end_txn::VERSIONS),
-    (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS),
-    (ApiKey::TxnOffsetCommit, txn_offset_commit::VERSIONS),
-    (ApiKey::DescribeTransactions, describe_transactions::VERSIONS),
-    (ApiKey::ListTransactions, list_transactions::VERSIONS),
-    (ApiKey::DescribeProducers, describe_producers::VERSIONS),
-    (ApiKey::SaslHandshake, sasl::HANDSHAKE_VERSIONS),
-    (ApiKey::SaslAuthenticate, sasl::AUTHENTICATE_VERSIONS),
-    (ApiKey::DescribeUserScramCredentials, user_scram_credentials::DESCRIBE_VERSIONS),
-    (ApiKey::AlterUserScramCredentials, user_scram_credentials::ALTER_VERSIONS),
+/// Every API Skein serves, with the versions it implements and what its caller needs
+/// (`authorize.rs`).
+pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
+    (ApiKey::Produce, produce::VERSIONS, Topics(Op::Write)),
+    (ApiKey::Fetch, fetch::VERSIONS, Topics(Op::Read)),
+    (ApiKey::ListOffsets, list_offsets::VERSIONS, Topics(Op::Describe)),
+    (ApiKey::Metadata, metadata::VERSIONS, Topics(Op::Describe)),
+    (ApiKey::ApiVersions, api_versions::VERSIONS, Open),
+    (ApiKey::CreateTopics, create_topics::VERSIONS, CreateTopics),
+    (ApiKey::DeleteTopics, delete_topics::VERSIONS, Topics(Op::Delete)),
+    (ApiKey::DeleteRecords, delete_records::VERSIONS, Topics(Op::Delete)),
+    (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS, Topics(Op::Describe)),
+    (ApiKey::InitProducerId, init_producer_id::VERSIONS, ProducerId),
+    (ApiKey::DescribeConfigs, describe_configs::VERSIONS, Configs(Op::DescribeConfigs)),
+    (ApiKey::AlterConfigs, alter_configs::VERSIONS, Configs(Op::AlterConfigs)),
+    (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS, Cluster(Op::Describe)),
+    (ApiKey::CreatePartitions, create_partitions::VERSIONS, Topics(Op::Alter)),
+    (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS, Configs(Op::AlterConfigs)),
+    (ApiKey::DescribeCluster, describe_cluster::VERSIONS, Open),
+    (ApiKey::DescribeQuorum, describe_quorum::VERSIONS, Cluster(Op::Describe)),
+    (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS, Topics(Op::Describe)),
+    (ApiKey::ElectLeaders, elect_leaders::VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::AlterPartitionReassignments, alter_partition_reassignments::VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::ListPartitionReassignments, list_partition_reassignments::VERSIONS, Cluster(Op::Describe)),
+    (ApiKey::FindCoordinator, find_coordinator::VERSIONS, CoordinatorKey),
+    (ApiKey::JoinGroup, join_group::VERSIONS, Groups(Op::Read)),
+    (ApiKey::SyncGroup, sync_group::VERSIONS, Groups(Op::Read)),
+    (ApiKey::Heartbeat, heartbeat::VERSIONS, Groups(Op::Read)),
+    (ApiKey::LeaveGroup, leave_group::VERSIONS, Groups(Op::Read)),
+    (ApiKey::OffsetCommit, offset_commit::VERSIONS, Both(&Groups(Op::Read), &Topics(Op::Read))),
+    (ApiKey::OffsetFetch, offset_fetch::VERSIONS, Both(&Groups(Op::Describe), &Topics(Op::Describe))),
+    (ApiKey::ListGroups, list_groups::VERSIONS, Groups(Op::Describe)),
+    (ApiKey::DescribeGroups, describe_groups::VERSIONS, Groups(Op::Describe)),
+    (ApiKey::DeleteGroups, delete_groups::VERSIONS, Groups(Op::Delete)),
+    (ApiKey::OffsetDelete, offset_delete::VERSIONS, Both(&Groups(Op::Delete), &Topics(Op::Read))),
+    (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS, Groups(Op::Read)),
+    (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS, Groups(Op::Describe)),
+    (ApiKey::AddPartitionsToTxn, add_partitions_to_txn::VERSIONS, Both(&TransactionalIds(Op::Write), &Topics(Op::Write))),
+    (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS, Both(&TransactionalIds(Op::Write), &Groups(Op::Read))),
+    (ApiKey::EndTxn, end_txn::VERSIONS, TransactionalIds(Op::Write)),
+    (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS, Cluster(Op::ClusterAction)),
+    (ApiKey::TxnOffsetCommit, txn_offset_commit::VERSIONS, Both(&TransactionalIds(Op::Write), &Groups(Op::Read))),
+    (ApiKey::DescribeTransactions, describe_transactions::VERSIONS, TransactionalIds(Op::Describe)),
+    (ApiKey::ListTransactions, list_transactions::VERSIONS, TransactionalIds(Op::Describe)),
+    (ApiKey::DescribeProducers, describe_producers::VERSIONS, Topics(Op::Read)),
+    (ApiKey::SaslHandshake, sasl::HANDSHAKE_VERSIONS, Open),
+    (ApiKey::SaslAuthenticate, sasl::AUTHENTICATE_VERSIONS, Open),
+    (ApiKey::DescribeUserScramCredentials, user_scram_credentials::DESCRIBE_VERSIONS, Cluster(Op::Describe)),
+    (ApiKey::AlterUserScramCredentials, user_scram_credentials::ALTER_VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::CreateAcls, acls::VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::DescribeAcls, acls::VERSIONS, Cluster(Op::Describe)),
+    (ApiKey::DeleteAcls, acls::VERSIONS, Cluster(Op::Alter)),
 ];
 
 /// The versions of `key` Skein serves.
 pub fn versions(key: ApiKey) -> Option<VersionRange> {
-    APIS.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    APIS.iter().find(|(k, _, _)| *k == key).map(|(_, v, _)| *v)
+}
+
+/// What the caller of `key` needs.
+pub fn access(key: ApiKey) -> Option<Access> {
+    APIS.iter().find(|(k, _, _)| *k == key).map(|(_, _, a)| *a)
 }
 
 /// A handler's answer, ready to encode.
@@ -83,44 +93,52 @@ pub struct Handled {
 pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
     let header = request.header;
     let body = request.body;
+    let session = request.session.unwrap_or_else(|| Caller::unchecked().session);
+    let caller = Caller::new(session, shard.authorizer());
+    if let Some(response) = crate::authorize::denied(&caller, &body, header.request_api_version) {
+        shard.metrics.count_denials(caller.denials.get().max(1));
+        return Some(Handled { response, grant: None, records: SharedRecords::default() });
+    }
+    let caller = &caller;
     if let RequestKind::Fetch(r) = body {
         // The connection grants every fetch it reads (`server::read_loop`); a fetch
         // without a grant may read nothing past the watermarks.
         let grant =
             request.grant.unwrap_or_else(|| crate::budget::ConnectionResponses::new(shard.responses.clone()).hold(0));
-        let (response, records, grant) = fetch::handle(shard, &header, r, grant, &request.listener).await;
+        let (response, records, grant) = fetch::handle(shard, &header, r, grant, &request.listener, caller).await;
+        shard.metrics.count_denials(caller.denials.get());
         return Some(Handled { response: ResponseKind::Fetch(response), grant: Some(grant), records });
     }
     let frame = request.frame;
     let request = RequestParts { peer: request.peer, listener: request.listener };
     let response = match body {
         RequestKind::Produce(r) => {
-            ResponseKind::Produce(produce::handle(shard, &header, r, frame, &request.listener).await?)
+            ResponseKind::Produce(produce::handle(shard, &header, r, frame, &request.listener, caller).await?)
         }
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(shard, &header, r).await),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(shard, &header, r, caller).await),
         RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(metadata::handle(shard, &header, r, &request.listener).await)
+            ResponseKind::Metadata(metadata::handle(shard, &header, r, &request.listener, caller).await)
         }
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::response()),
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(shard, &header, r).await),
-        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(shard, &header, r).await),
-        RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(shard, r).await),
+        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(shard, &header, r, caller).await),
+        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(shard, &header, r, caller).await),
+        RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(shard, r, caller).await),
         RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(shard, r).await)
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(shard, r, caller).await)
         }
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(shard, r).await),
-        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(describe_configs::handle(shard, &header, r)),
-        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(alter_configs::handle(shard, r).await),
+        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(describe_configs::handle(shard, &header, r, caller)),
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(alter_configs::handle(shard, r, caller).await),
         RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(describe_log_dirs::handle(shard, r).await),
-        RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(create_partitions::handle(shard, r).await),
+        RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(create_partitions::handle(shard, r, caller).await),
         RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(shard, r).await)
+            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(shard, r, caller).await)
         }
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(shard, r, &request.listener))
+            ResponseKind::DescribeCluster(describe_cluster::handle(shard, r, &request.listener, caller))
         }
         RequestKind::DescribeTopicPartitions(r) => {
-            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(shard, r))
+            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(shard, r, caller))
         }
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(describe_quorum::handle(shard, &header, r).await)
@@ -133,7 +151,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elect_leaders::handle(shard, &header, r).await),
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(shard, &header, r, &request.listener).await)
+            ResponseKind::FindCoordinator(find_coordinator::handle(shard, &header, r, &request.listener, caller).await)
         }
         RequestKind::JoinGroup(r) => {
             ResponseKind::JoinGroup(join_group::handle(shard, &header, r, &request.peer).await)
@@ -141,20 +159,20 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(sync_group::handle(shard, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(shard, r).await),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(shard, &header, r).await),
-        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(shard, &header, r).await),
-        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(shard, &header, r).await),
-        RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(shard, r).await),
-        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(describe_groups::handle(shard, r).await),
-        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(shard, r).await),
-        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(shard, r).await),
+        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(shard, &header, r, caller).await),
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(shard, &header, r, caller).await),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(shard, r, caller).await),
+        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(describe_groups::handle(shard, r, caller).await),
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(shard, r, caller).await),
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(shard, r, caller).await),
         RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
             consumer_group_heartbeat::handle(shard, &header, r, &request.peer).await,
         ),
         RequestKind::ConsumerGroupDescribe(r) => {
-            ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(shard, r).await)
+            ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(shard, r, caller).await)
         }
         RequestKind::AddPartitionsToTxn(r) => {
-            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(shard, &header, r).await)
+            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(shard, &header, r, caller).await)
         }
         RequestKind::AddOffsetsToTxn(r) => {
             ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(shard, &header, r).await)
@@ -162,14 +180,14 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(shard, &header, r).await),
         RequestKind::WriteTxnMarkers(r) => ResponseKind::WriteTxnMarkers(write_txn_markers::handle(shard, r).await),
         RequestKind::TxnOffsetCommit(r) => {
-            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(shard, &header, r).await)
+            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(shard, &header, r, caller).await)
         }
         RequestKind::DescribeTransactions(r) => {
-            ResponseKind::DescribeTransactions(describe_transactions::handle(shard, r).await)
+            ResponseKind::DescribeTransactions(describe_transactions::handle(shard, r, caller).await)
         }
-        RequestKind::ListTransactions(r) => ResponseKind::ListTransactions(list_transactions::handle(shard, r).await),
+        RequestKind::ListTransactions(r) => ResponseKind::ListTransactions(list_transactions::handle(shard, r, caller).await),
         RequestKind::DescribeProducers(r) => {
-            ResponseKind::DescribeProducers(describe_producers::handle(shard, r).await)
+            ResponseKind::DescribeProducers(describe_producers::handle(shard, r, caller).await)
         }
         RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(sasl::handshake()),
         RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(sasl::authenticate()),
@@ -179,6 +197,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::AlterUserScramCredentials(r) => {
             ResponseKind::AlterUserScramCredentials(user_scram_credentials::alter(shard, r).await)
         }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(shard, r).await),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(shard, r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(shard, r).await),
         other => {
             // `server::parse` refuses keys missing from `APIS`; reaching here means the
             // table and this match disagree, a programmer error.
@@ -187,6 +208,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
             return None;
         }
     };
+    shard.metrics.count_denials(caller.denials.get());
     Some(Handled { response, grant: None, records: SharedRecords::default() })
 }
 
@@ -276,7 +298,7 @@ mod tests {
                 other => panic!("{other:?} missing from this test"),
             }
         };
-        for (key, range) in APIS {
+        for (key, range, _) in APIS {
             let supported = codec(*key);
             assert!(range.min >= supported.min && range.max <= supported.max, "{key:?} {range} vs codec {supported}");
         }

@@ -39,6 +39,7 @@ use crate::limits::{
 };
 use crate::registry;
 use crate::security::sasl::{Authenticator, Gate};
+use crate::security::acl::Session;
 use crate::security::{ListenerConfig, Principal};
 use crate::shard::Shard;
 
@@ -98,6 +99,8 @@ pub struct Request {
     pub grant: Option<Grant>,
     /// The frame's buffer, which a produce's batches are slices of.
     pub frame: skein_engine::Backing,
+    /// Who sent it, for the ACL checks; set by the connection.
+    pub session: Option<Rc<Session>>,
 }
 
 /// What reading one frame gave.
@@ -145,7 +148,8 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
         if let Some(principal) = &principal {
             tracing::debug!(target: "skein::net", shard = shard.id, %principal, "TLS client authenticated");
         }
-        return serve_stream(shard, stream, None, peer, name, sasl).await;
+        let connection = Connection { peer, listener: name, sasl, tls_principal: principal, session: None };
+        return serve_stream(shard, stream, None, connection).await;
     }
     // SAFETY: the descriptor is the stream's, open for as long as `stream` lives, and
     // it is borrowed only to duplicate it here.
@@ -153,7 +157,8 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
     // A second descriptor of the same socket, for the writer's vectored writes (the
     // stream's own halves write one buffer at a time); closing it closes nothing else.
     let socket = socket2::Socket::from(socket.try_clone_to_owned().map_err(|e| format!("dup: {e}"))?);
-    serve_stream(shard, stream, Some(socket), peer, name, sasl).await
+    let connection = Connection { peer, listener: name, sasl, tls_principal: None, session: None };
+    serve_stream(shard, stream, Some(socket), connection).await
 }
 
 /// Serves one connection's requests over `stream`, plain or TLS. `socket`, on plain
@@ -162,9 +167,7 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     shard: &Rc<Shard>,
     stream: S,
     socket: Option<socket2::Socket>,
-    peer: String,
-    listener: Rc<str>,
-    sasl: Option<Authenticator>,
+    connection: Connection,
 ) -> Result<(), String> {
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (queue, responses) = glommio::channels::local_channel::new_bounded(IN_FLIGHT_REQUESTS_PER_CONNECTION);
@@ -205,7 +208,6 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
         }
         let _ = writer.close().await;
     });
-    let connection = Connection { peer, listener, sasl };
     let result = read_loop(shard, &mut reader, &queue, &buffered, &budget, connection).await;
     drop(queue);
     writer_task.await;
@@ -218,6 +220,26 @@ struct Connection {
     listener: Rc<str>,
     /// A SASL listener's authentication state.
     sasl: Option<Authenticator>,
+    /// The mapped subject of an mTLS client's certificate.
+    tls_principal: Option<Principal>,
+    /// Who the client acts as, once it is known: the SASL user, else the mTLS
+    /// subject, else `User:ANONYMOUS`.
+    session: Option<Rc<Session>>,
+}
+
+impl Connection {
+    /// The session of an authenticated connection (SASL re-authentication keeps
+    /// the principal, so it is made once).
+    fn session(&mut self) -> Rc<Session> {
+        if let Some(session) = &self.session {
+            return session.clone();
+        }
+        let sasl = self.sasl.as_ref().and_then(|a| a.principal());
+        let principal = sasl.or(self.tls_principal.as_ref()).cloned().unwrap_or_else(Principal::anonymous);
+        let session = Session::new(principal.to_string(), self.peer.clone());
+        self.session = Some(session.clone());
+        session
+    }
 }
 
 type Queue = glommio::channels::local_channel::LocalSender<(glommio::Task<Reply>, usize)>;
@@ -330,6 +352,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
                 }
                 request.peer = connection.peer.clone();
                 request.listener = connection.listener.clone();
+                request.session = Some(connection.session());
                 if let RequestKind::Fetch(fetch) = &request.body {
                     let want = crate::handlers::fetch::response_max_bytes(fetch);
                     request.grant = Some(budget.grant(want).await);
@@ -379,6 +402,7 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
         listener,
         grant: None,
         frame,
+        session: None,
     })))
 }
 

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResp
 use kafka_protocol::protocol::VersionRange;
 
 use super::{group_by_topic, s};
+use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::shard::Shard;
 use crate::txn::{TxnAnswer, TxnCall};
@@ -24,6 +25,7 @@ pub async fn handle(
     shard: &Rc<Shard>,
     header: &RequestHeader,
     request: AddPartitionsToTxnRequest,
+    caller: &Caller,
 ) -> AddPartitionsToTxnResponse {
     let mut response = AddPartitionsToTxnResponse::default();
     if header.request_api_version <= 3 {
@@ -31,13 +33,14 @@ pub async fn handle(
         let (pid, epoch) = (request.v3_and_below_producer_id.0, request.v3_and_below_producer_epoch);
         let knows_fenced = header.request_api_version >= 2;
         response.results_by_topic_v3_and_below =
-            add(shard, &id, pid, epoch, &request.v3_and_below_topics, false, knows_fenced).await;
+            add(shard, caller, &id, pid, epoch, &request.v3_and_below_topics, false, knows_fenced).await;
         return response;
     }
     for txn in request.transactions {
         let id = txn.transactional_id.0.to_string();
         let (pid, epoch) = (txn.producer_id.0, txn.producer_epoch);
-        let results = add(shard, &id, pid, epoch, &txn.topics, txn.verify_only, true).await;
+        // A broker's batched verification (v4+) was authorized whole, for CLUSTER_ACTION.
+        let results = add(shard, &Caller::unchecked(), &id, pid, epoch, &txn.topics, txn.verify_only, true).await;
         response.results_by_transaction.push(
             AddPartitionsToTxnResult::default().with_transactional_id(txn.transactional_id).with_topic_results(results),
         );
@@ -46,8 +49,11 @@ pub async fn handle(
 }
 
 /// Adds (or checks) the partitions of one transaction; one result per partition.
+/// `caller` needs WRITE on each topic: if any is refused, none is added.
+#[allow(clippy::too_many_arguments)]
 async fn add(
     shard: &Rc<Shard>,
+    caller: &Caller,
     id: &str,
     producer_id: i64,
     epoch: i16,
@@ -59,7 +65,13 @@ async fn add(
     let wanted: Vec<(String, i32)> =
         topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p))).collect();
     let unknown = |(t, p): &(String, i32)| image.topic(t).is_none_or(|m| *p < 0 || *p >= m.partitions);
-    let codes: Vec<i16> = if wanted.iter().any(unknown) {
+    let denied = |(t, _): &(String, i32)| !caller.topic(Op::Write, t);
+    let codes: Vec<i16> = if wanted.iter().any(denied) {
+        wanted
+            .iter()
+            .map(|w| if denied(w) { TOPIC_AUTHORIZATION_FAILED } else { code::OPERATION_NOT_ATTEMPTED })
+            .collect()
+    } else if wanted.iter().any(unknown) {
         wanted
             .iter()
             .map(|w| if unknown(w) { code::UNKNOWN_TOPIC_OR_PARTITION } else { code::OPERATION_NOT_ATTEMPTED })

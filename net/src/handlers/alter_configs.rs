@@ -14,13 +14,21 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
-pub async fn handle(shard: &Rc<Shard>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: AlterConfigsRequest,
+    caller: &crate::authorize::Caller,
+) -> AlterConfigsResponse {
     let mut response = AlterConfigsResponse::default();
     for resource in request.resources {
         let mut result = AlterConfigsResourceResponse::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
-        let outcome = if resource.resource_type == RESOURCE_BROKER {
+        let name = resource.resource_name.as_str();
+        let denied = crate::authorize::config_denied(caller, resource.resource_type, name, crate::authorize::Op::AlterConfigs);
+        let outcome = if let Some(denied) = denied {
+            Err(denied)
+        } else if resource.resource_type == RESOURCE_BROKER {
             let configs: BTreeMap<String, String> = resource
                 .configs
                 .iter()

@@ -10,7 +10,7 @@ pub fn response() -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
     response.api_keys = crate::registry::APIS
         .iter()
-        .map(|(key, range)| {
+        .map(|(key, range, _)| {
             let mut v = ApiVersion::default();
             v.api_key = *key as i16;
             v.min_version = range.min;

@@ -7,18 +7,28 @@ use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
 use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED};
 use crate::errors::code;
+use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::group::{GroupAnswer, GroupCall};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
-pub async fn handle(shard: &Rc<Shard>, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse {
-    let operations =
-        crate::operations::authorized(crate::operations::Resource::Group, request.include_authorized_operations);
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: ConsumerGroupDescribeRequest,
+    caller: &Caller,
+) -> ConsumerGroupDescribeResponse {
     let mut response = ConsumerGroupDescribeResponse::default();
     for group in request.group_ids {
         let name = group.0.to_string();
+        if !caller.group(Op::Describe, &name) {
+            let denied = DescribedGroup::default().with_group_id(group).with_error_code(GROUP_AUTHORIZATION_FAILED);
+            response.groups.push(denied.with_authorized_operations(NOT_REQUESTED));
+            continue;
+        }
+        let operations = authorized(caller, Resource::Group, &name, request.include_authorized_operations);
         let described =
             match crate::topics::group_call(shard, &name, GroupCall::ConsumerDescribe { group: name.clone() }).await {
                 Ok(GroupAnswer::ConsumerDescribed(d)) => d,

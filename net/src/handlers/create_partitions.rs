@@ -12,7 +12,11 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 
-pub async fn handle(shard: &Rc<Shard>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: CreatePartitionsRequest,
+    caller: &crate::authorize::Caller,
+) -> CreatePartitionsResponse {
     let mut response = CreatePartitionsResponse::default();
     for topic in request.topics {
         let mut result = CreatePartitionsTopicResult::default();
@@ -21,7 +25,9 @@ pub async fn handle(shard: &Rc<Shard>, request: CreatePartitionsRequest) -> Crea
         let assignments_ok = topic.assignments.as_ref().is_none_or(|list| {
             list.iter().all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == shard.settings.node_id)
         });
-        let outcome = if assignments_ok {
+        let outcome = if !caller.topic(crate::authorize::Op::Alter, &name) {
+            Err((crate::authorize::TOPIC_AUTHORIZATION_FAILED, "Authorization failed.".into()))
+        } else if assignments_ok {
             crate::topics::create_partitions(shard, &name, topic.count, request.validate_only).await
         } else {
             Err((code::INVALID_REPLICA_ASSIGNMENT, "Replica assignments must name this broker".into()))

@@ -16,7 +16,12 @@ use crate::topics;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
 
-pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _header: &RequestHeader,
+    request: CreateTopicsRequest,
+    caller: &crate::authorize::Caller,
+) -> CreateTopicsResponse {
     let mut seen = HashSet::new();
     let duplicates: HashSet<String> =
         request.topics.iter().map(|t| t.name.0.to_string()).filter(|n| !seen.insert(n.clone())).collect();
@@ -52,7 +57,9 @@ pub async fn handle(shard: &Rc<Shard>, _header: &RequestHeader, request: CreateT
                 }
             }
         }
-        if duplicates.contains(&name) {
+        if !caller.may_create_topic(&name) {
+            outcome = Err((crate::authorize::TOPIC_AUTHORIZATION_FAILED, "Authorization failed.".into()));
+        } else if duplicates.contains(&name) {
             outcome = Err((
                 code::INVALID_REQUEST,
                 format!("Create topics request from client contains a duplicate topic {name}"),

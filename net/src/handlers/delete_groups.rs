@@ -12,10 +12,19 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
-pub async fn handle(shard: &Rc<Shard>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: DeleteGroupsRequest,
+    caller: &crate::authorize::Caller,
+) -> DeleteGroupsResponse {
     let mut response = DeleteGroupsResponse::default();
     for group in request.groups_names {
         let name = group.0.to_string();
+        if !caller.group(crate::authorize::Op::Delete, &name) {
+            let denied = crate::authorize::GROUP_AUTHORIZATION_FAILED;
+            response.results.push(DeletableGroupResult::default().with_group_id(group).with_error_code(denied));
+            continue;
+        }
         let error = match crate::topics::group_call(shard, &name, GroupCall::Delete { group: name.clone() }).await {
             Ok(GroupAnswer::Code(c)) => c,
             Ok(_) => code::UNKNOWN_SERVER_ERROR,

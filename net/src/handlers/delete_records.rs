@@ -7,17 +7,18 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::route_partitions;
+use crate::authorize::{Caller, Op};
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
-pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest, caller: &Caller) -> DeleteRecordsResponse {
     let image = shard.image();
     let mut response = DeleteRecordsResponse::default();
     for topic in request.topics {
         let ops = topic.partitions.iter().map(|p| (p.partition_index, PartitionOp::DeleteRecords { offset: p.offset }));
-        let results = route_partitions(shard, &image, &topic.name, ops).await;
+        let results = route_partitions(shard, &image, &topic.name, ops, caller.topic(Op::Delete, &topic.name)).await;
         let mut out = DeleteRecordsTopicResult::default();
         out.name = topic.name.clone();
         for (p, result) in topic.partitions.iter().zip(results) {

@@ -11,7 +11,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
-pub fn handle(shard: &Rc<Shard>, request: DescribeClusterRequest, listener: &str) -> DescribeClusterResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    request: DescribeClusterRequest,
+    listener: &str,
+    caller: &crate::authorize::Caller,
+) -> DescribeClusterResponse {
     let settings = &shard.settings;
     let mut response = DescribeClusterResponse::default();
     response.endpoint_type = request.endpoint_type;
@@ -29,7 +34,9 @@ pub fn handle(shard: &Rc<Shard>, request: DescribeClusterRequest, listener: &str
         })
         .collect();
     response.cluster_authorized_operations = crate::operations::authorized(
+        caller,
         crate::operations::Resource::Cluster,
+        "",
         request.include_cluster_authorized_operations,
     );
     response

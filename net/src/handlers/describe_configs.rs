@@ -32,7 +32,12 @@ struct Entry {
     synonyms: Vec<(String, String, ConfigSource)>,
 }
 
-pub fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: DescribeConfigsRequest,
+    caller: &crate::authorize::Caller,
+) -> DescribeConfigsResponse {
     let version = header.request_api_version;
     let mut response = DescribeConfigsResponse::default();
     let image = shard.image();
@@ -45,7 +50,15 @@ pub fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: DescribeConfig
         let keys: Option<Vec<String>> =
             resource.configuration_keys.filter(|k| !k.is_empty()).map(|k| k.iter().map(|x| x.to_string()).collect());
         let wanted = |config: &str| keys.as_ref().is_none_or(|k| k.iter().any(|x| x == config));
+        let denied =
+            crate::authorize::config_denied(caller, resource.resource_type, &name, crate::authorize::Op::DescribeConfigs);
         let entries: Vec<Entry> = match resource.resource_type {
+            _ if denied.is_some() => {
+                let (error, message) = denied.unwrap_or_default();
+                result.error_code = error;
+                result.error_message = Some(s(message));
+                Vec::new()
+            }
             RESOURCE_TOPIC => match image.topic(&name) {
                 Some(meta) => topic_configs(&meta.configs, &shard.settings.topic_defaults),
                 None => {

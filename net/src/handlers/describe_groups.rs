@@ -6,18 +6,24 @@ use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED};
 use crate::errors::code;
+use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::group::{GroupAnswer, GroupCall};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
-pub async fn handle(shard: &Rc<Shard>, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
-    let operations =
-        crate::operations::authorized(crate::operations::Resource::Group, request.include_authorized_operations);
+pub async fn handle(shard: &Rc<Shard>, request: DescribeGroupsRequest, caller: &Caller) -> DescribeGroupsResponse {
     let mut response = DescribeGroupsResponse::default();
     for group in request.groups {
         let name = group.0.to_string();
+        if !caller.group(Op::Describe, &name) {
+            let denied = DescribedGroup::default().with_group_id(group).with_error_code(GROUP_AUTHORIZATION_FAILED);
+            response.groups.push(denied.with_authorized_operations(NOT_REQUESTED));
+            continue;
+        }
+        let operations = authorized(caller, Resource::Group, &name, request.include_authorized_operations);
         let described = match crate::topics::group_call(shard, &name, GroupCall::Describe { group: name.clone() }).await
         {
             Ok(GroupAnswer::Described(d)) => d,

@@ -9,17 +9,18 @@ use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 use kafka_protocol::protocol::VersionRange;
 
 use super::route_partitions;
+use crate::authorize::{Caller, Op};
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
-pub async fn handle(shard: &Rc<Shard>, request: DescribeProducersRequest) -> DescribeProducersResponse {
+pub async fn handle(shard: &Rc<Shard>, request: DescribeProducersRequest, caller: &Caller) -> DescribeProducersResponse {
     let image = shard.image();
     let mut response = DescribeProducersResponse::default();
     for topic in request.topics {
         let ops = topic.partition_indexes.iter().map(|&p| (p, PartitionOp::Producers));
-        let results = route_partitions(shard, &image, &topic.name.0, ops).await;
+        let results = route_partitions(shard, &image, &topic.name.0, ops, caller.topic(Op::Read, &topic.name.0)).await;
         let partitions = topic
             .partition_indexes
             .iter()

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{BrokerId, DescribeTopicPartitionsRequest, Describ
 use kafka_protocol::protocol::VersionRange;
 
 use super::s;
+use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::operations::{authorized, Resource};
 use crate::shard::Shard;
@@ -23,11 +24,17 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 /// Kafka's `max.request.partition.size.limit` default.
 const PARTITIONS_PER_PAGE_MAX: usize = 2000;
 
-pub fn handle(shard: &Rc<Shard>, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    request: DescribeTopicPartitionsRequest,
+    caller: &Caller,
+) -> DescribeTopicPartitionsResponse {
     let node = shard.settings.node_id;
     let image = shard.image();
+    // All topics: those the caller may describe; one named that it may not gets
+    // TOPIC_AUTHORIZATION_FAILED, as in Kafka.
     let names: BTreeSet<String> = match request.topics.is_empty() {
-        true => image.topics.keys().cloned().collect(),
+        true => image.topics.keys().filter(|t| caller.topic(Op::Describe, t)).cloned().collect(),
         false => request.topics.iter().map(|t| t.name.to_string()).collect(),
     };
     let mut response = DescribeTopicPartitionsResponse::default();
@@ -49,6 +56,14 @@ pub fn handle(shard: &Rc<Shard>, request: DescribeTopicPartitionsRequest) -> Des
     let ids = |list: &[i32]| list.iter().map(|&r| BrokerId(r)).collect::<Vec<_>>();
     let start = first_topic.clone().unwrap_or_default();
     for name in names.range(start..) {
+        if !caller.topic(Op::Describe, name) {
+            response.topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                    .with_name(Some(TopicName(s(name.clone())))),
+            );
+            continue;
+        }
         let Some(meta) = image.topic(name) else {
             response.topics.push(
                 DescribeTopicPartitionsResponseTopic::default()
@@ -87,7 +102,7 @@ pub fn handle(shard: &Rc<Shard>, request: DescribeTopicPartitionsRequest) -> Des
                 .with_topic_id(meta.id)
                 .with_is_internal(name.starts_with("__"))
                 .with_partitions(partitions)
-                .with_topic_authorized_operations(authorized(Resource::Topic, true)),
+                .with_topic_authorized_operations(authorized(caller, Resource::Topic, name, true)),
         );
         if to < meta.partitions {
             response.next_cursor =

@@ -16,10 +16,17 @@ use crate::txn::{TxnAnswer, TxnCall};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
-pub async fn handle(shard: &Rc<Shard>, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: DescribeTransactionsRequest,
+    caller: &crate::authorize::Caller,
+) -> DescribeTransactionsResponse {
     let states = request.transactional_ids.into_iter().map(|id| async move {
         let name = id.0.to_string();
         let out = TransactionState::default().with_transactional_id(id).with_producer_id(ProducerId(-1));
+        if !caller.transactional_id(crate::authorize::Op::Describe, &name) {
+            return out.with_error_code(crate::authorize::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        }
         match crate::topics::txn_call(shard, &name, TxnCall::Describe { id: name.clone() }).await {
             Ok(TxnAnswer::Described(Some(m))) => {
                 let partitions = m.partitions.iter().map(|(t, p)| (t.clone(), *p));

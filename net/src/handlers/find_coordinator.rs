@@ -16,6 +16,7 @@ use kafka_protocol::protocol::VersionRange;
 use futures_util::future::join_all;
 
 use super::s;
+use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::group::GroupCall;
 use crate::shard::Shard;
@@ -30,22 +31,39 @@ pub async fn handle(
     header: &RequestHeader,
     request: FindCoordinatorRequest,
     listener: &str,
+    caller: &Caller,
 ) -> FindCoordinatorResponse {
     let keys = if header.request_api_version >= 4 { request.coordinator_keys } else { vec![request.key] };
-    let coordinators: Vec<Option<(i32, String, u16)>> = match request.key_type {
-        KEY_TYPE_GROUP => join_all(keys.iter().map(|key| coordinator_of(shard, key, listener))).await,
-        KEY_TYPE_TRANSACTION => join_all(keys.iter().map(|key| txn_coordinator_of(shard, key, listener))).await,
-        _ => vec![None; keys.len()],
-    };
-    let node = |(key, found): (kafka_protocol::protocol::StrBytes, Option<(i32, String, u16)>)| {
+    // DESCRIBE on the group or transactional id, as in Kafka.
+    let denied: Vec<Option<i16>> = keys
+        .iter()
+        .map(|key| match request.key_type {
+            KEY_TYPE_GROUP if !caller.group(Op::Describe, key) => Some(GROUP_AUTHORIZATION_FAILED),
+            KEY_TYPE_TRANSACTION if !caller.transactional_id(Op::Describe, key) => {
+                Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            }
+            _ => None,
+        })
+        .collect();
+    let lookups = keys.iter().zip(&denied).map(|(key, denied)| async move {
+        match (request.key_type, denied) {
+            (_, Some(_)) => None,
+            (KEY_TYPE_GROUP, None) => coordinator_of(shard, key, listener).await,
+            (KEY_TYPE_TRANSACTION, None) => txn_coordinator_of(shard, key, listener).await,
+            _ => None,
+        }
+    });
+    let coordinators: Vec<Option<(i32, String, u16)>> = join_all(lookups).await;
+    let node = |((key, found), denied): ((kafka_protocol::protocol::StrBytes, Option<(i32, String, u16)>), Option<i16>)| {
         let c = Coordinator::default().with_key(key);
-        match found {
-            Some((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(s(host)).with_port(port as i32),
-            None => c.with_error_code(code::COORDINATOR_NOT_AVAILABLE).with_node_id(BrokerId(-1)).with_port(-1),
+        match (found, denied) {
+            (_, Some(error)) => c.with_error_code(error).with_node_id(BrokerId(-1)).with_port(-1),
+            (Some((id, host, port)), None) => c.with_node_id(BrokerId(id)).with_host(s(host)).with_port(port as i32),
+            (None, None) => c.with_error_code(code::COORDINATOR_NOT_AVAILABLE).with_node_id(BrokerId(-1)).with_port(-1),
         }
     };
     let mut response = FindCoordinatorResponse::default();
-    let mut coordinators = keys.into_iter().zip(coordinators).map(node);
+    let mut coordinators = keys.into_iter().zip(coordinators).zip(denied).map(node);
     if header.request_api_version >= 4 {
         response.coordinators = coordinators.collect();
     } else if let Some(c) = coordinators.next() {

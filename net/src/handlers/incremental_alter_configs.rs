@@ -22,14 +22,23 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
-pub async fn handle(shard: &Rc<Shard>, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: IncrementalAlterConfigsRequest,
+    caller: &crate::authorize::Caller,
+) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();
     for resource in request.resources {
         let mut result = AlterConfigsResourceResponse::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
         let name = resource.resource_name.to_string();
+        let denied =
+            crate::authorize::config_denied(caller, resource.resource_type, &name, crate::authorize::Op::AlterConfigs);
         let outcome: Result<(), Refusal> = async {
+            if let Some(denied) = denied {
+                return Err(denied);
+            }
             if resource.resource_type == RESOURCE_BROKER {
                 let image = shard.image();
                 let mut configs = image.broker_configs.get(&name).cloned().unwrap_or_default();

@@ -10,7 +10,9 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
-pub async fn handle(shard: &Rc<Shard>, request: ListGroupsRequest) -> ListGroupsResponse {
+/// DESCRIBE on the cluster lists every group; otherwise the groups the caller may
+/// describe, as in Kafka.
+pub async fn handle(shard: &Rc<Shard>, request: ListGroupsRequest, caller: &crate::authorize::Caller) -> ListGroupsResponse {
     let states: Vec<String> = request.states_filter.iter().map(|s| s.to_string()).collect();
     let mut response = ListGroupsResponse::default();
     for answer in crate::topics::group_call_everywhere(shard, || GroupCall::List { states: states.clone() }).await {
@@ -19,6 +21,9 @@ pub async fn handle(shard: &Rc<Shard>, request: ListGroupsRequest) -> ListGroups
             Ok(_) => {}
             Err(c) => response.error_code = c,
         }
+    }
+    if !caller.cluster(crate::authorize::Op::Describe) {
+        response.groups.retain(|g| caller.group(crate::authorize::Op::Describe, &g.group_id));
     }
     response
 }

@@ -9,12 +9,13 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, RequestH
 use kafka_protocol::protocol::VersionRange;
 
 use super::route_partitions;
+use crate::authorize::{Caller, Op};
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 8 };
 
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ListOffsetsRequest, caller: &Caller) -> ListOffsetsResponse {
     // Leader epochs exist in the response from v4 (KIP-320).
     let with_epoch = header.request_api_version >= 4;
     let image = shard.image();
@@ -26,7 +27,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ListOffs
             .partitions
             .iter()
             .map(|p| (p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp, committed }));
-        let results = route_partitions(shard, &image, &topic.name, ops).await;
+        let results = route_partitions(shard, &image, &topic.name, ops, caller.topic(Op::Describe, &topic.name)).await;
         let mut out = ListOffsetsTopicResponse::default();
         out.name = topic.name.clone();
         for (p, result) in topic.partitions.iter().zip(results) {

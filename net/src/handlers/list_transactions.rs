@@ -29,7 +29,12 @@ const STATES: [&str; 8] = [
     "PrepareEpochFence",
 ];
 
-pub async fn handle(shard: &Rc<Shard>, request: ListTransactionsRequest) -> ListTransactionsResponse {
+/// The transactions whose ids the caller may describe, as in Kafka.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: ListTransactionsRequest,
+    caller: &crate::authorize::Caller,
+) -> ListTransactionsResponse {
     let mut response = ListTransactionsResponse::default();
     let pattern = match request.transactional_id_pattern.as_deref().filter(|p| !p.is_empty()).map(regex::Regex::new) {
         Some(Ok(re)) => Some(re),
@@ -67,7 +72,8 @@ pub async fn handle(shard: &Rc<Shard>, request: ListTransactionsRequest) -> List
             let kept = (states.is_empty() || states.contains(m.state.name()))
                 && (pids.is_empty() || pids.contains(&m.producer_id))
                 && (request.duration_filter < 0 || running)
-                && pattern.as_ref().is_none_or(|re| re.is_match(&id));
+                && pattern.as_ref().is_none_or(|re| re.is_match(&id))
+                && caller.transactional_id(crate::authorize::Op::Describe, &id);
             if kept {
                 response.transaction_states.push(
                     TransactionState::default()

@@ -12,6 +12,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Requ
 use kafka_protocol::protocol::VersionRange;
 
 use super::s;
+use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::metadata::{validate_topic_name, TopicMeta};
 use crate::operations::{authorized, Resource, NOT_REQUESTED};
@@ -24,23 +25,26 @@ pub async fn handle(
     header: &RequestHeader,
     request: MetadataRequest,
     listener: &str,
+    caller: &Caller,
 ) -> MetadataResponse {
     let version = header.request_api_version;
     let settings = &shard.settings;
     // Before v4 every Metadata request may create topics.
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
-    let topic_operations = authorized(Resource::Topic, request.include_topic_authorized_operations);
+    let include_operations = request.include_topic_authorized_operations;
     let topic_response = |shard: &Shard, meta: &TopicMeta| {
         let mut topic = topic_response(shard, meta);
-        topic.topic_authorized_operations = topic_operations;
+        topic.topic_authorized_operations = authorized(caller, Resource::Topic, &meta.name, include_operations);
         topic
     };
+    // All topics: those the caller may describe, the others left out, as in Kafka.
+    let visible = |meta: &&TopicMeta| caller.topic(Op::Describe, &meta.name);
     let mut topics = Vec::new();
     match request.topics {
         // v0: an empty list means all topics; later versions use null for that.
-        None => topics.extend(shard.image().topics.values().map(|t| topic_response(shard, t))),
+        None => topics.extend(shard.image().topics.values().filter(visible).map(|t| topic_response(shard, t))),
         Some(list) if list.is_empty() && version == 0 => {
-            topics.extend(shard.image().topics.values().map(|t| topic_response(shard, t)))
+            topics.extend(shard.image().topics.values().filter(visible).map(|t| topic_response(shard, t)))
         }
         Some(list) => {
             for wanted in list {
@@ -51,9 +55,24 @@ pub async fn handle(
                     None => image.topic_by_id(wanted.topic_id).cloned(),
                 };
                 let response = match (found, name) {
+                    // A topic named by id that the caller may not see is unknown to it.
+                    (Some(meta), None) if !visible(&&meta) => {
+                        error_topic(None, wanted.topic_id, code::UNKNOWN_TOPIC_ID)
+                    }
+                    (Some(meta), Some(n)) if !visible(&&meta) => {
+                        error_topic(Some(n), wanted.topic_id, TOPIC_AUTHORIZATION_FAILED)
+                    }
                     (Some(meta), _) => topic_response(shard, &meta),
                     (None, Some(n)) => match validate_topic_name(&n) {
                         Err(_) => error_topic(Some(n), wanted.topic_id, code::INVALID_TOPIC_EXCEPTION),
+                        // Auto-creation needs CREATE, and the caller must be allowed to
+                        // learn the topic does not exist.
+                        Ok(()) if !caller.topic(Op::Describe, &n) => {
+                            error_topic(Some(n), wanted.topic_id, TOPIC_AUTHORIZATION_FAILED)
+                        }
+                        Ok(()) if allow_auto_create && settings.auto_create_topics && !caller.may_create_topic(&n) => {
+                            error_topic(Some(n), wanted.topic_id, TOPIC_AUTHORIZATION_FAILED)
+                        }
                         Ok(()) if allow_auto_create && settings.auto_create_topics => {
                             match crate::topics::auto_create(shard, &n).await {
                                 Ok(meta) => topic_response(shard, &meta),
@@ -84,8 +103,8 @@ pub async fn handle(
     response.cluster_id = Some(s(settings.cluster_id.clone()));
     response.controller_id = BrokerId(settings.active_controller.load(std::sync::atomic::Ordering::Relaxed));
     response.topics = topics;
-    response.cluster_authorized_operations =
-        authorized(Resource::Cluster, (8..=10).contains(&version) && request.include_cluster_authorized_operations);
+    let include_cluster = (8..=10).contains(&version) && request.include_cluster_authorized_operations;
+    response.cluster_authorized_operations = authorized(caller, Resource::Cluster, "", include_cluster);
     response
 }
 

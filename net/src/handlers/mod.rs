@@ -1,6 +1,7 @@
 //! One module per Kafka API, each declaring the versions it implements (`VERSIONS`)
 //! and a `handle` function. `registry` maps API keys to them.
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
@@ -65,6 +66,7 @@ pub(crate) async fn route_partitions(
     image: &MetadataImage,
     name: &str,
     ops: impl Iterator<Item = (i32, PartitionOp)>,
+    authorized: bool,
 ) -> Vec<OpResult> {
     let meta = image.topic(name);
     let calls = ops.map(|(index, op)| {
@@ -72,6 +74,9 @@ pub(crate) async fn route_partitions(
         let known = meta.is_some_and(|m| index >= 0 && index < m.partitions);
         let partition = TopicPartition::new(name.to_owned(), index);
         async move {
+            if !authorized {
+                return Err((crate::authorize::TOPIC_AUTHORIZATION_FAILED, None));
+            }
             if !known {
                 return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
             }

@@ -14,7 +14,14 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
 
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetCommitRequest) -> OffsetCommitResponse {
+/// The group's READ was checked for the whole request (`authorize`); each topic
+/// needs READ too.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: OffsetCommitRequest,
+    caller: &crate::authorize::Caller,
+) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
     let image = shard.image();
     // (topic, partition, error known before the coordinator is asked)
@@ -23,8 +30,13 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetCo
     for topic in &request.topics {
         let name = topic.name.0.to_string();
         let meta = image.topic(&name);
+        let authorized = caller.topic(crate::authorize::Op::Read, &name);
         for p in &topic.partitions {
             let known = meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
+            if !authorized {
+                slots.push((name.clone(), p.partition_index, Some(crate::authorize::TOPIC_AUTHORIZATION_FAILED)));
+                continue;
+            }
             if !known {
                 slots.push((name.clone(), p.partition_index, Some(code::UNKNOWN_TOPIC_OR_PARTITION)));
                 continue;

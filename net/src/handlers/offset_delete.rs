@@ -12,11 +12,19 @@ use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
-pub async fn handle(shard: &Rc<Shard>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+/// The group's DELETE was checked for the whole request (`authorize`); the offsets
+/// of a topic the caller may not READ stay, and get TOPIC_AUTHORIZATION_FAILED.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: OffsetDeleteRequest,
+    caller: &crate::authorize::Caller,
+) -> OffsetDeleteResponse {
     let group = request.group_id.0.to_string();
+    let readable = |t: &str| caller.topic(crate::authorize::Op::Read, t);
     let partitions: Vec<(String, i32)> = request
         .topics
         .iter()
+        .filter(|t| readable(&t.name))
         .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), p.partition_index)))
         .collect();
     let error =
@@ -34,7 +42,15 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetDeleteRequest) -> OffsetDe
                 OffsetDeleteResponseTopic::default().with_name(t.name.clone()).with_partitions(
                     t.partitions
                         .iter()
-                        .map(|p| OffsetDeleteResponsePartition::default().with_partition_index(p.partition_index))
+                        .map(|p| {
+                            let denied = match readable(&t.name) {
+                                true => code::NONE,
+                                false => crate::authorize::TOPIC_AUTHORIZATION_FAILED,
+                            };
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(denied)
+                        })
                         .collect(),
                 ),
             );

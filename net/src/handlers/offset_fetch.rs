@@ -12,6 +12,7 @@ use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse,
 use kafka_protocol::protocol::VersionRange;
 
 use super::{group_by_topic, s};
+use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::group::{Committed, GroupAnswer, GroupCall};
 use crate::shard::Shard;
@@ -20,16 +21,51 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
 
 type Fetched = Result<Vec<(String, i32, Option<Committed>, i16)>, i16>;
 
-async fn fetch(shard: &Rc<Shard>, group: &str, wanted: Option<Vec<(String, i32)>>, require_stable: bool) -> Fetched {
-    let call = GroupCall::Fetch { group: group.to_owned(), wanted, require_stable };
-    match crate::topics::group_call(shard, group, call).await {
-        Ok(GroupAnswer::Offsets(offsets)) => Ok(offsets),
-        Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
-        Err(c) => Err(c),
+/// The group's committed offsets that `caller` may see: DESCRIBE on the group, and
+/// on each topic (asked for all topics, the others are left out; named, they get
+/// TOPIC_AUTHORIZATION_FAILED), as in Kafka.
+async fn fetch(
+    shard: &Rc<Shard>,
+    caller: &Caller,
+    group: &str,
+    wanted: Option<Vec<(String, i32)>>,
+    require_stable: bool,
+) -> Fetched {
+    if !caller.group(Op::Describe, group) {
+        return Err(GROUP_AUTHORIZATION_FAILED);
     }
+    let all = wanted.is_none();
+    let (wanted, denied): (Option<Vec<(String, i32)>>, Vec<(String, i32)>) = match wanted {
+        None => (None, Vec::new()),
+        Some(list) => {
+            let (allowed, denied) = list.into_iter().partition(|(t, _)| caller.topic(Op::Describe, t));
+            (Some(allowed), denied)
+        }
+    };
+    let mut offsets = match wanted.as_ref().is_some_and(|w| w.is_empty()) {
+        true => Vec::new(),
+        false => {
+            let call = GroupCall::Fetch { group: group.to_owned(), wanted, require_stable };
+            match crate::topics::group_call(shard, group, call).await {
+                Ok(GroupAnswer::Offsets(offsets)) => offsets,
+                Ok(_) => return Err(code::UNKNOWN_SERVER_ERROR),
+                Err(c) => return Err(c),
+            }
+        }
+    };
+    if all {
+        offsets.retain(|(topic, ..)| caller.topic(Op::Describe, topic));
+    }
+    offsets.extend(denied.into_iter().map(|(t, p)| (t, p, None, TOPIC_AUTHORIZATION_FAILED)));
+    Ok(offsets)
 }
 
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFetchRequest) -> OffsetFetchResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: OffsetFetchRequest,
+    caller: &Caller,
+) -> OffsetFetchResponse {
     let mut response = OffsetFetchResponse::default();
     if header.request_api_version >= 8 {
         for g in request.groups {
@@ -42,7 +78,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
                     .collect()
             });
             let mut out = OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0.clone()));
-            match fetch(shard, g.group_id.0.as_str(), wanted, request.require_stable).await {
+            match fetch(shard, caller, g.group_id.0.as_str(), wanted, request.require_stable).await {
                 Err(c) => out.error_code = c,
                 Ok(offsets) => {
                     let partitions = offsets.into_iter().map(|(topic, partition, committed, error)| {
@@ -77,7 +113,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: OffsetFe
             })
             .collect()
     });
-    match fetch(shard, request.group_id.0.as_str(), wanted, request.require_stable).await {
+    match fetch(shard, caller, request.group_id.0.as_str(), wanted, request.require_stable).await {
         Err(c) => response.error_code = c,
         Ok(offsets) => {
             let partitions = offsets.into_iter().map(|(topic, partition, committed, error)| {

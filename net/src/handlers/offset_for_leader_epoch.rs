@@ -11,13 +11,14 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use kafka_protocol::protocol::VersionRange;
 
 use super::route_partitions;
+use crate::authorize::{Caller, Op};
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
 /// Kafka 4.x serves 2-4 (KIP-896 removed 0 and 1).
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 4 };
 
-pub async fn handle(shard: &Rc<Shard>, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub async fn handle(shard: &Rc<Shard>, request: OffsetForLeaderEpochRequest, caller: &Caller) -> OffsetForLeaderEpochResponse {
     let image = shard.image();
     let mut response = OffsetForLeaderEpochResponse::default();
     for topic in request.topics {
@@ -28,7 +29,7 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetForLeaderEpochRequest) -> 
             };
             (p.partition, op)
         });
-        let results = route_partitions(shard, &image, &topic.topic, ops).await;
+        let results = route_partitions(shard, &image, &topic.topic, ops, caller.topic(Op::Describe, &topic.topic)).await;
         let mut out = OffsetForLeaderTopicResult::default().with_topic(topic.topic.clone());
         for (p, result) in topic.partitions.iter().zip(results) {
             let mut answer =

@@ -12,6 +12,7 @@ use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
 
 use super::{group_by_topic, leaders, s};
+use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::shard::{PartitionOp, PartitionReply, Shard};
 
@@ -25,6 +26,7 @@ pub async fn handle(
     request: ProduceRequest,
     frame: skein_engine::Backing,
     listener: &str,
+    caller: &Caller,
 ) -> Option<ProduceResponse> {
     let version = header.request_api_version;
     let acks = request.acks;
@@ -39,6 +41,7 @@ pub async fn handle(
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
         let meta = image.topic(&name);
+        let authorized = caller.topic(Op::Write, &name);
         for data in topic.partition_data {
             let index = data.index;
             slots.push((name.clone(), index));
@@ -56,6 +59,8 @@ pub async fn handle(
                     Some((code::INVALID_REQUIRED_ACKS, None))
                 } else if transactional && transactional_id.is_none() {
                     Some((code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None))
+                } else if !authorized {
+                    Some((TOPIC_AUTHORIZATION_FAILED, None))
                 } else if internal {
                     Some((
                         code::INVALID_TOPIC_EXCEPTION,

@@ -24,6 +24,7 @@ pub async fn handle(
     shard: &Rc<Shard>,
     header: &RequestHeader,
     request: TxnOffsetCommitRequest,
+    caller: &crate::authorize::Caller,
 ) -> TxnOffsetCommitResponse {
     let group = request.group_id.0.to_string();
     let image = shard.image();
@@ -32,7 +33,12 @@ pub async fn handle(
     for topic in &request.topics {
         let name = topic.name.0.to_string();
         let meta = image.topic(&name);
+        let authorized = caller.topic(crate::authorize::Op::Read, &name);
         for p in &topic.partitions {
+            if !authorized {
+                slots.push((name.clone(), p.partition_index, Some(crate::authorize::TOPIC_AUTHORIZATION_FAILED)));
+                continue;
+            }
             if !meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions) {
                 slots.push((name.clone(), p.partition_index, Some(code::UNKNOWN_TOPIC_OR_PARTITION)));
                 continue;

@@ -35,7 +35,7 @@ pub async fn handle(shard: &Rc<Shard>, request: WriteTxnMarkersRequest) -> Write
                     };
                     (p, op)
                 });
-                let results = route_partitions(shard, &image, &topic.name.0, ops).await;
+                let results = route_partitions(shard, &image, &topic.name.0, ops, true).await;
                 let partitions = topic
                     .partition_indexes
                     .iter()

@@ -92,6 +92,19 @@ pub enum ControllerRequest {
     AlterScram {
         changes: Vec<(String, String, Option<crate::security::scram::ScramCredential>)>,
     },
+    /// Adds ACL bindings (CreateAcls), checked by the handler; one already present
+    /// is left as it is.
+    CreateAcls {
+        bindings: Vec<crate::security::acl::AclBinding>,
+    },
+    /// Removes ACL bindings (DeleteAcls: those its filters matched).
+    DeleteAcls {
+        bindings: Vec<crate::security::acl::AclBinding>,
+    },
+    /// Sets and removes client quotas (AlterClientQuotas), checked by the handler.
+    AlterClientQuotas {
+        changes: Vec<(crate::quota::QuotaEntity, String, Option<f64>)>,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are
@@ -317,6 +330,30 @@ pub fn decide(
                     user: user.clone(),
                     mechanism: mechanism.clone(),
                     credential: credential.clone(),
+                })
+                .collect();
+            (records, ControllerReply::Done)
+        }
+        ControllerRequest::CreateAcls { bindings } => {
+            let added: std::collections::BTreeSet<_> =
+                bindings.iter().filter(|b| image.acls.binary_search(b).is_err()).collect();
+            if image.acls.len() + added.len() > crate::limits::ACL_BINDINGS_MAX {
+                let message = format!("The cluster holds at most {} ACLs", crate::limits::ACL_BINDINGS_MAX);
+                return Err((code::POLICY_VIOLATION, message));
+            }
+            (added.into_iter().cloned().map(MetadataRecord::AclAdded).collect(), ControllerReply::Done)
+        }
+        ControllerRequest::DeleteAcls { bindings } => {
+            let removed = bindings.iter().filter(|b| image.acls.binary_search(b).is_ok()).cloned();
+            (removed.map(MetadataRecord::AclRemoved).collect(), ControllerReply::Done)
+        }
+        ControllerRequest::AlterClientQuotas { changes } => {
+            let records = changes
+                .iter()
+                .map(|(entity, key, value)| MetadataRecord::ClientQuota {
+                    entity: entity.clone(),
+                    key: key.clone(),
+                    value: *value,
                 })
                 .collect();
             (records, ControllerReply::Done)

@@ -15,7 +15,7 @@ pub mod decide;
 mod elections;
 pub mod observer;
 pub mod quorum;
-mod snapshot_v1;
+mod snapshot_old;
 pub mod store;
 pub mod transport;
 
@@ -194,6 +194,12 @@ pub struct MetadataImage {
     /// UserScramCredentialRecord).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scram: BTreeMap<String, BTreeMap<String, crate::security::scram::ScramCredential>>,
+    /// ACL bindings, sorted, each once (Kafka's AccessControlEntryRecord).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acls: Vec<crate::security::acl::AclBinding>,
+    /// Client quotas by entity (Kafka's ClientQuotaRecord).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_quotas: Vec<crate::quota::ClientQuota>,
     /// Topic ids to names, rebuilt whenever the store publishes an image, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
@@ -236,6 +242,27 @@ impl MetadataImage {
                     *shard = default_shard(&meta.name, p as i32, shards);
                 }
             }
+        }
+    }
+
+    /// Sets or removes one of an entity's quotas; an entity left without any is gone.
+    fn set_client_quota(&mut self, entity: &crate::quota::QuotaEntity, key: &str, value: Option<f64>) {
+        let at = self.client_quotas.iter().position(|q| q.entity == *entity);
+        match (at, value) {
+            (Some(at), Some(value)) => {
+                self.client_quotas[at].values.insert(key.to_string(), value);
+            }
+            (Some(at), None) => {
+                self.client_quotas[at].values.remove(key);
+                if self.client_quotas[at].values.is_empty() {
+                    self.client_quotas.remove(at);
+                }
+            }
+            (None, Some(value)) => self.client_quotas.push(crate::quota::ClientQuota {
+                entity: entity.clone(),
+                values: [(key.to_string(), value)].into(),
+            }),
+            (None, None) => {}
         }
     }
 
@@ -319,6 +346,16 @@ pub enum MetadataRecord {
         mechanism: String,
         credential: Option<crate::security::scram::ScramCredential>,
     },
+    /// An ACL added (Kafka's AccessControlEntryRecord).
+    AclAdded(crate::security::acl::AclBinding),
+    /// An ACL removed (Kafka's RemoveAccessControlEntryRecord).
+    AclRemoved(crate::security::acl::AclBinding),
+    /// An entity's quota `key` set or (`None`) removed (Kafka's ClientQuotaRecord).
+    ClientQuota {
+        entity: crate::quota::QuotaEntity,
+        key: String,
+        value: Option<f64>,
+    },
 }
 
 impl MetadataImage {
@@ -364,6 +401,17 @@ impl MetadataImage {
                         }
                     }
                 },
+                MetadataRecord::AclAdded(acl) => {
+                    if let Err(at) = self.acls.binary_search(acl) {
+                        self.acls.insert(at, acl.clone());
+                    }
+                }
+                MetadataRecord::AclRemoved(acl) => {
+                    if let Ok(at) = self.acls.binary_search(acl) {
+                        self.acls.remove(at);
+                    }
+                }
+                MetadataRecord::ClientQuota { entity, key, value } => self.set_client_quota(entity, key, *value),
             }
         }
         self.version += 1;

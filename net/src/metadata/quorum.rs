@@ -73,8 +73,9 @@ impl std::fmt::Debug for Opened {
 }
 
 /// What starts a snapshot of the image in rkyv's form; snapshots of earlier versions
-/// are `SKEINRK1` (`snapshot_v1`) or JSON (they start with `{`).
-const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK2";
+/// are `SKEINRK2`, `SKEINRK1` (`snapshot_old`) or JSON (they start with `{`).
+const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK3";
+const RKYV_SNAPSHOT_V2: &[u8; 8] = b"SKEINRK2";
 const RKYV_SNAPSHOT_V1: &[u8; 8] = b"SKEINRK1";
 
 /// A snapshot of `image` (the data of the quorum's snapshots): `RKYV_SNAPSHOT`, the
@@ -89,21 +90,26 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
 /// The image a snapshot holds, checked (rkyv's validation) before it is read; a JSON
 /// snapshot of an earlier version is read too.
 pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
-    let mut image: MetadataImage = match bytes.strip_prefix(&RKYV_SNAPSHOT[..]) {
-        Some(framed) => {
-            let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
-            if crc32c::crc32c(archive).to_be_bytes() != crc {
-                return Err("the metadata snapshot does not match its checksum".into());
-            }
-            let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
-            aligned.extend_from_slice(archive);
-            rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned)
-                .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?
+    // The current layout and `SKEINRK2` carry a checksum of the archive.
+    let checked = |framed: &[u8]| -> Result<Vec<u8>, String> {
+        let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
+        match crc32c::crc32c(archive).to_be_bytes() == crc {
+            true => Ok(archive.to_vec()),
+            false => Err("the metadata snapshot does not match its checksum".into()),
         }
-        None => match bytes.strip_prefix(&RKYV_SNAPSHOT_V1[..]) {
-            Some(archive) => super::snapshot_v1::decode(archive)?,
-            None => serde_json::from_slice(bytes).map_err(|e| format!("the metadata snapshot does not parse: {e}"))?,
-        },
+    };
+    let mut image: MetadataImage = if let Some(framed) = bytes.strip_prefix(&RKYV_SNAPSHOT[..]) {
+        let archive = checked(framed)?;
+        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
+        aligned.extend_from_slice(&archive);
+        rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?
+    } else if let Some(framed) = bytes.strip_prefix(&RKYV_SNAPSHOT_V2[..]) {
+        super::snapshot_old::decode_v2(&checked(framed)?)?
+    } else if let Some(archive) = bytes.strip_prefix(&RKYV_SNAPSHOT_V1[..]) {
+        super::snapshot_old::decode(archive)?
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| format!("the metadata snapshot does not parse: {e}"))?
     };
     image.index_ids();
     Ok(image)
@@ -456,7 +462,7 @@ mod tests {
         image.broker_configs.insert("".into(), [("follower.replication.throttled.rate".into(), "10".into())].into());
         let json = |image: &MetadataImage| serde_json::to_value(image).unwrap();
         // An earlier version's archive reads, without the fields it lacked.
-        let v1 = decode_image(&super::super::snapshot_v1::encode(&image)).unwrap();
+        let v1 = decode_image(&super::super::snapshot_old::encode(&image)).unwrap();
         let mut without = image.clone();
         without.brokers.get_mut(&2).unwrap().listeners.clear();
         assert_eq!(json(&v1), json(&without));
@@ -470,6 +476,30 @@ mod tests {
                 4096,
             )),
         }]);
+        // `SKEINRK2` reads, without ACLs and quotas.
+        let v2 = super::super::snapshot_old::encode_v2(&image);
+        let crc = crc32c::crc32c(&v2).to_be_bytes();
+        let v2 = decode_image(&[&RKYV_SNAPSHOT_V2[..], &crc[..], &v2[..]].concat()).unwrap();
+        assert_eq!(json(&v2), json(&image));
+        image.apply(&[
+            MetadataRecord::AclAdded(crate::security::acl::AclBinding {
+                resource_type: crate::security::acl::ResourceType::Topic,
+                name: "orders".into(),
+                pattern: crate::security::acl::PatternType::Prefixed,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: crate::security::acl::Operation::Read,
+                permission: crate::security::acl::Permission::Allow,
+            }),
+            MetadataRecord::ClientQuota {
+                entity: crate::quota::QuotaEntity {
+                    user: Some(crate::quota::EntityName::Default),
+                    ..Default::default()
+                },
+                key: "producer_byte_rate".into(),
+                value: Some(1048576.0),
+            },
+        ]);
         let bytes = encode_image(&image);
         assert!(bytes.starts_with(RKYV_SNAPSHOT));
         let decoded = decode_image(&bytes).unwrap();

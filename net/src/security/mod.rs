@@ -7,6 +7,7 @@
 //! when their files change; a shard reads the current TLS config at accept with one
 //! atomic load.
 
+pub mod acl;
 pub mod buffered;
 pub mod oauthbearer;
 pub mod sasl;
@@ -214,6 +215,8 @@ pub struct Security {
     pub staged: Vec<StagedScram>,
     /// The staged credentials are in the metadata now: the image alone answers.
     pub staged_applied: std::sync::atomic::AtomicBool,
+    /// `--authorizer standard`: ACLs are checked; `None`, everything is allowed.
+    pub authorizer: Option<acl::AuthorizerConfig>,
 }
 
 impl Security {
@@ -258,6 +261,7 @@ impl Default for Security {
             scram_secret: scram::random_secret(),
             staged: Vec::new(),
             staged_applied: std::sync::atomic::AtomicBool::new(false),
+            authorizer: None,
         }
     }
 }

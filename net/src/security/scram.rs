@@ -322,38 +322,48 @@ fn client_final(
     Ok(Step::Authenticated { user: user.to_owned(), server_final })
 }
 
+/// The client side of RFC 5802 (the CLI's, and the tests'): the client-final message
+/// answering `server_first` to `client_first_bare`, and the server signature the
+/// server-final must carry.
+///
+/// # Errors
+/// A server-first that is not SCRAM's syntax.
+pub fn client_reply(
+    mechanism: ScramMechanism,
+    password: &str,
+    client_first_bare: &str,
+    server_first: &str,
+) -> Result<(String, Vec<u8>), String> {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let field = |name: &str| {
+        server_first
+            .split(',')
+            .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+            .ok_or_else(|| format!("the server-first message has no {name}"))
+    };
+    let nonce = field("r")?;
+    let salt = engine.decode(field("s")?).map_err(|_| "the salt is not base64".to_string())?;
+    let iterations: u32 = field("i")?.parse().map_err(|_| "the iteration count is not a number".to_string())?;
+    if !iterations_valid(iterations as i64) {
+        return Err(format!("the server asks for {iterations} iterations"));
+    }
+    let salted = salted_password(mechanism, password, &salt, iterations);
+    let credential = ScramCredential::from_salted(mechanism, &salted, &salt, iterations);
+    let client_key = hmac_of(mechanism, &salted, b"Client Key");
+    let without_proof = format!("c=biws,r={nonce}");
+    let auth = format!("{client_first_bare},{server_first},{without_proof}");
+    let signature = hmac_of(mechanism, &credential.stored_key, auth.as_bytes());
+    let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
+    let server_signature = hmac_of(mechanism, &credential.server_key, auth.as_bytes());
+    Ok((format!("{without_proof},p={}", engine.encode(proof)), server_signature))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The client side of RFC 5802, for the tests: client-final for `server_first`.
-    fn client_final_for(
-        mechanism: ScramMechanism,
-        password: &str,
-        client_first_bare: &str,
-        server_first: &str,
-    ) -> (String, Vec<u8>) {
-        let engine = base64::engine::general_purpose::STANDARD;
-        let fields: Vec<&str> = server_first.split(',').collect();
-        let nonce = &fields[0][2..];
-        let salt = engine.decode(&fields[1][2..]).unwrap();
-        let iterations: u32 = fields[2][2..].parse().unwrap();
-        let credential = ScramCredential::from_password(mechanism, password, &salt, iterations);
-        let mut salted = vec![0u8; mechanism.key_len()];
-        pbkdf2::derive(
-            mechanism.pbkdf2(),
-            std::num::NonZeroU32::new(iterations).unwrap(),
-            &salt,
-            password.as_bytes(),
-            &mut salted,
-        );
-        let client_key = hmac_of(mechanism, &salted, b"Client Key");
-        let without_proof = format!("c=biws,r={nonce}");
-        let auth = format!("{client_first_bare},{server_first},{without_proof}");
-        let signature = hmac_of(mechanism, &credential.stored_key, auth.as_bytes());
-        let proof: Vec<u8> = client_key.iter().zip(&signature).map(|(a, b)| a ^ b).collect();
-        let server_signature = hmac_of(mechanism, &credential.server_key, auth.as_bytes());
-        (format!("{without_proof},p={}", engine.encode(proof)), server_signature)
+    fn client_final_for(m: ScramMechanism, password: &str, bare: &str, server_first: &str) -> (String, Vec<u8>) {
+        client_reply(m, password, bare, server_first).unwrap()
     }
 
     fn exchange(password: &str, known: bool) -> (Result<Step, Failure>, Vec<u8>) {

@@ -169,6 +169,8 @@ pub struct Shard {
     pub fetch_sessions: RefCell<crate::handlers::fetch::FetchSessions>,
     /// This shard's replication quotas (`throttle.rs`).
     pub throttles: crate::throttle::ReplicationThrottles,
+    /// This shard's index of the image's ACLs, when an authorizer is configured.
+    authorizer: RefCell<Option<Rc<crate::security::acl::Authorizer>>>,
     /// This shard's copy of the TLS config (`security::tls`).
     pub tls: crate::security::tls::ShardTls,
     /// The shard is stopping: connections answer what they read, then close.
@@ -188,9 +190,11 @@ impl Shard {
         let logs = LogManager::new(DmaStorage, settings.data_dir.clone(), cache_bytes)
             .with_group_commit(settings.group_commit_max_delay);
         let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
+        let authorizer = RefCell::new(Self::index_acls(&settings, &image));
         let shard = Shard {
             id,
             settings,
+            authorizer,
             image: RefCell::new(image),
             controller,
             producer_ids: RefCell::new(0..0),
@@ -283,8 +287,22 @@ impl Shard {
     pub fn install(&self, image: Arc<MetadataImage>) {
         let mut current = self.image.borrow_mut();
         if image.version > current.version {
+            if image.acls != current.acls {
+                *self.authorizer.borrow_mut() = Self::index_acls(&self.settings, &image);
+            }
             *current = image;
         }
+    }
+
+    /// This shard's ACL index; `None` when no authorizer is configured.
+    pub fn authorizer(&self) -> Option<Rc<crate::security::acl::Authorizer>> {
+        self.authorizer.borrow().clone()
+    }
+
+    /// The index of `image`'s ACLs, its epoch the image's version.
+    fn index_acls(settings: &NodeSettings, image: &MetadataImage) -> Option<Rc<crate::security::acl::Authorizer>> {
+        let config = settings.security.authorizer.clone()?;
+        Some(Rc::new(crate::security::acl::Authorizer::new(config, &image.acls, image.version)))
     }
 
     /// Installs `image` here and on every other shard, and waits until each holds it.

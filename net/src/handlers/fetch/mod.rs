@@ -25,6 +25,7 @@ use skein_engine::{Batch, TopicPartition};
 
 use super::{group_by_topic, leaders, s};
 use crate::budget::Grant;
+use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::frame::SharedRecords;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
@@ -83,6 +84,7 @@ pub async fn handle(
     request: FetchRequest,
     mut grant: Grant,
     listener: &str,
+    caller: &Caller,
 ) -> (FetchResponse, SharedRecords, Grant) {
     // The response may hold what the budgets granted, up to max_bytes; while a long
     // poll waits it holds only what it has read.
@@ -135,7 +137,9 @@ pub async fn handle(
         shard.metrics.fetch_partitions_requested.get()
             + request.topics.iter().map(|t| t.partitions.len() as u64).sum::<u64>(),
     );
-    let mut wanted = resolve(&shard.image(), partitions);
+    // A follower's fetch was authorized whole, for CLUSTER_ACTION (`authorize`).
+    let follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
+    let mut wanted = resolve(&shard.image(), partitions, (!follower).then_some(caller));
     for w in &mut wanted {
         w.committed = request.isolation_level == 1;
     }
@@ -272,7 +276,9 @@ pub fn response_max_bytes(request: &FetchRequest) -> usize {
 }
 
 /// The partitions to read, in order, with what the metadata says of each.
-fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>) -> Vec<Wanted> {
+/// A consumer's `caller` must have READ on each topic.
+fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>, caller: Option<&Caller>) -> Vec<Wanted> {
+    let denied = |name: &str| caller.is_some_and(|c| !c.topic(Op::Read, name));
     partitions
         .into_iter()
         .map(|p| {
@@ -282,6 +288,8 @@ fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>) -> Vec<Want
             };
             let error = match (meta, &p.topic) {
                 (None, TopicKey::Id(_)) => Some(code::UNKNOWN_TOPIC_ID),
+                (None, TopicKey::Name(name)) if denied(name) => Some(TOPIC_AUTHORIZATION_FAILED),
+                (Some(m), _) if denied(&m.name) => Some(TOPIC_AUTHORIZATION_FAILED),
                 (None, TopicKey::Name(_)) => Some(code::UNKNOWN_TOPIC_OR_PARTITION),
                 (Some(m), _) if p.partition < 0 || p.partition >= m.partitions => {
                     Some(code::UNKNOWN_TOPIC_OR_PARTITION)

@@ -1,10 +1,12 @@
-//! The rkyv layout of metadata snapshots before brokers registered their listeners
-//! and the image held SCRAM credentials (`SKEINRK1`): read once, at the first start
-//! of this version, and written back in the current layout with the next snapshot.
+//! The rkyv layouts of metadata snapshots of earlier versions, read once, at the
+//! first start of this version, and written back in the current layout with the next
+//! snapshot: `SKEINRK1`, before brokers registered their listeners and the image held
+//! SCRAM credentials, and `SKEINRK2`, before it held ACLs and client quotas.
 
 use std::collections::BTreeMap;
 
 use super::{BrokerMeta, MetadataImage, TopicMeta};
+use crate::security::scram::ScramCredential;
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct BrokerV1 {
@@ -28,12 +30,63 @@ struct ImageV1 {
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-/// The image an `SKEINRK1` archive holds, validated.
-pub(super) fn decode(archive: &[u8]) -> Result<MetadataImage, String> {
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct ImageV2 {
+    version: u64,
+    topics: BTreeMap<String, TopicMeta>,
+    next_producer_id: i64,
+    brokers: BTreeMap<i32, BrokerMeta>,
+    log_generation: u64,
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    scram: BTreeMap<String, BTreeMap<String, ScramCredential>>,
+}
+
+/// Validates and reads an archive of an earlier layout.
+fn read<T>(archive: &[u8]) -> Result<T, String>
+where
+    T: rkyv::Archive,
+    T::Archived: for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, rkyv::rancor::Error>>
+        + rkyv::Deserialize<T, rkyv::api::high::HighDeserializer<rkyv::rancor::Error>>,
+{
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
     aligned.extend_from_slice(archive);
-    let old = rkyv::from_bytes::<ImageV1, rkyv::rancor::Error>(&aligned)
-        .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?;
+    rkyv::from_bytes::<T, rkyv::rancor::Error>(&aligned).map_err(|e| format!("the metadata snapshot does not validate: {e}"))
+}
+
+/// The image an `SKEINRK2` archive holds, validated.
+pub(super) fn decode_v2(archive: &[u8]) -> Result<MetadataImage, String> {
+    let old: ImageV2 = read(archive)?;
+    Ok(MetadataImage {
+        version: old.version,
+        topics: old.topics,
+        next_producer_id: old.next_producer_id,
+        brokers: old.brokers,
+        log_generation: old.log_generation,
+        broker_configs: old.broker_configs,
+        scram: old.scram,
+        ..Default::default()
+    })
+}
+
+/// An `SKEINRK2` archive of `image`, without its checksum, for the test that this
+/// version reads it.
+#[cfg(test)]
+pub(super) fn encode_v2(image: &MetadataImage) -> Vec<u8> {
+    let old = ImageV2 {
+        version: image.version,
+        topics: image.topics.clone(),
+        next_producer_id: image.next_producer_id,
+        brokers: image.brokers.clone(),
+        log_generation: image.log_generation,
+        broker_configs: image.broker_configs.clone(),
+        scram: image.scram.clone(),
+    };
+    rkyv::to_bytes::<rkyv::rancor::Error>(&old).expect("serialises").to_vec()
+}
+
+/// The image an `SKEINRK1` archive holds, validated.
+pub(super) fn decode(archive: &[u8]) -> Result<MetadataImage, String> {
+    let old: ImageV1 = read(archive)?;
     let brokers = old
         .brokers
         .into_iter()
