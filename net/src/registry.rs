@@ -56,7 +56,11 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS, Both(&TransactionalIds(Op::Write), &Groups(Op::Read))),
     (ApiKey::EndTxn, end_txn::VERSIONS, TransactionalIds(Op::Write)),
     (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS, Cluster(Op::ClusterAction)),
-    (ApiKey::TxnOffsetCommit, txn_offset_commit::VERSIONS, Both(&TransactionalIds(Op::Write), &Groups(Op::Read))),
+    (
+        ApiKey::TxnOffsetCommit,
+        txn_offset_commit::VERSIONS,
+        Both(&TransactionalIds(Op::Write), &Both(&Groups(Op::Read), &Topics(Op::Read))),
+    ),
     (ApiKey::DescribeTransactions, describe_transactions::VERSIONS, TransactionalIds(Op::Describe)),
     (ApiKey::ListTransactions, list_transactions::VERSIONS, TransactionalIds(Op::Describe)),
     (ApiKey::DescribeProducers, describe_producers::VERSIONS, Topics(Op::Read)),
@@ -295,6 +299,11 @@ mod tests {
                 ApiKey::SaslAuthenticate => SaslAuthenticateRequest::VERSIONS,
                 ApiKey::DescribeUserScramCredentials => DescribeUserScramCredentialsRequest::VERSIONS,
                 ApiKey::AlterUserScramCredentials => AlterUserScramCredentialsRequest::VERSIONS,
+                ApiKey::CreateAcls => CreateAclsRequest::VERSIONS,
+                ApiKey::DescribeAcls => DescribeAclsRequest::VERSIONS,
+                ApiKey::DeleteAcls => DeleteAclsRequest::VERSIONS,
+                ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
+                ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
                 other => panic!("{other:?} missing from this test"),
             }
         };

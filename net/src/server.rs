@@ -237,7 +237,11 @@ impl Connection {
         let sasl = self.sasl.as_ref().and_then(|a| a.principal());
         let principal = sasl.or(self.tls_principal.as_ref()).cloned().unwrap_or_else(Principal::anonymous);
         let session = Session::new(principal.to_string(), self.peer.clone());
-        self.session = Some(session.clone());
+        // Before a SASL client has authenticated (its ApiVersions) it is anonymous,
+        // but only for that request.
+        if self.sasl.as_ref().is_none_or(|a| a.principal().is_some()) {
+            self.session = Some(session.clone());
+        }
         session
     }
 }

@@ -65,6 +65,51 @@ pub fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
+        // The fixture has no authorizer: as from a Java broker without one, the ACL
+        // APIs answer SECURITY_DISABLED (tests/acls.rs covers them with one).
+        ApiKey::CreateAcls => {
+            let creation = create_acls_request::AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(s("conf"))
+                .with_resource_pattern_type(3)
+                .with_principal(s("User:alice"))
+                .with_host(s("*"))
+                .with_operation(3)
+                .with_permission_type(3);
+            if let Some(response) = c.call(CreateAclsRequest::default().with_creations(vec![creation]), v) {
+                if response.results.iter().map(|r| r.error_code).collect::<Vec<_>>() != [54] {
+                    c.failures.push(format!("CreateAcls v{v}: {response:?}"));
+                }
+            }
+        }
+        ApiKey::DescribeAcls => {
+            let request = DescribeAclsRequest::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(Some(s("conf")))
+                .with_pattern_type_filter(2)
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1);
+            if c.call(request, v).is_some_and(|r| r.error_code != 54) {
+                c.failures.push(format!("DescribeAcls v{v}: not SECURITY_DISABLED"));
+            }
+        }
+        ApiKey::DeleteAcls => {
+            let filter = delete_acls_request::DeleteAclsFilter::default()
+                .with_resource_type_filter(1)
+                .with_resource_name_filter(None)
+                .with_pattern_type_filter(1)
+                .with_principal_filter(Some(s("User:alice")))
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1);
+            if let Some(response) = c.call(DeleteAclsRequest::default().with_filters(vec![filter]), v) {
+                if response.filter_results.iter().map(|r| r.error_code).collect::<Vec<_>>() != [54] {
+                    c.failures.push(format!("DeleteAcls v{v}: {response:?}"));
+                }
+            }
+        }
         _ => return false,
     }
     true
