@@ -131,6 +131,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             true => config.node_id,
             false => -1,
         })),
+        quota_ledger: Default::default(),
         cluster_id,
         incarnation: uuid::Uuid::new_v4().as_u64_pair().0,
         clean_restart,
@@ -196,6 +197,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 };
                 let node =
                     Rc::new(Shard::new(shard, settings, image, controller, config.cache_bytes_per_shard, router));
+                glommio::spawn_local(skein_net::quota::enforce::rebalance(node.clone())).detach();
                 if let Some((log, inputs)) = inputs {
                     let follow = match log {
                         MetadataLog::Voter(opened) => {

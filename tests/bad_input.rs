@@ -152,8 +152,11 @@ fn api_versions_lists_the_registry() {
     // KIP-890 part 2 is not implemented, so its versions are not advertised.
     assert_eq!(range(26), Some((0, 4)), "EndTxn");
     assert_eq!(range(28), Some((0, 4)), "TxnOffsetCommit");
-    // Nothing unimplemented is advertised: no ACLs yet.
-    assert_eq!(range(29), None, "DescribeAcls");
+    // The ACL APIs at Kafka 4's versions (v0 was removed by KIP-896).
+    assert_eq!(range(29), Some((1, 3)), "DescribeAcls");
+    assert_eq!(range(30), Some((1, 3)), "CreateAcls");
+    // Nothing unimplemented is advertised: no delegation tokens.
+    assert_eq!(range(38), None, "CreateDelegationToken");
 }
 
 // A body cut short, and an array count far beyond the frame, close the connection
@@ -506,6 +509,8 @@ fn every_advertised_version_answers() {
                 45 => answers::<AlterPartitionReassignmentsRequest>(&mut client, version),
                 46 => answers::<ListPartitionReassignmentsRequest>(&mut client, version),
                 47 => answers::<OffsetDeleteRequest>(&mut client, version),
+                48 => answers::<DescribeClientQuotasRequest>(&mut client, version),
+                49 => answers::<AlterClientQuotasRequest>(&mut client, version),
                 50 => answers::<DescribeUserScramCredentialsRequest>(&mut client, version),
                 51 => answers::<AlterUserScramCredentialsRequest>(&mut client, version),
                 55 => answers::<DescribeQuorumRequest>(&mut client, version),

@@ -95,3 +95,21 @@ pub const SESSION_ACL_CACHE_ENTRIES_MAX: usize = 4096;
 /// ACL bindings a CreateAcls or DeleteAcls request may name, and bindings the
 /// cluster holds: each is replicated to every shard's index.
 pub const ACL_BINDINGS_MAX: usize = 100_000;
+
+/// Client quota buckets one shard keeps (`quota::manager`): past this the idlest is
+/// dropped, so clients naming endless client ids cost bounded memory.
+pub const QUOTA_BUCKETS_PER_SHARD_MAX: usize = 10_000;
+
+/// The burst a quota bucket allows: at most this long of its rate saved up.
+pub const QUOTA_BURST: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The longest throttle a quota imposes on one response (Kafka caps it at its quota
+/// window).
+pub const QUOTA_THROTTLE_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often shards publish their quota use and take new shares of each quota.
+pub const QUOTA_REBALANCE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The part of a quota shared equally by the shards regardless of use, so that a
+/// shard a client just moved to is not starved until the next rebalance.
+pub const QUOTA_SHARE_FLOOR: f64 = 0.05;

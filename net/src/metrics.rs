@@ -43,6 +43,11 @@ pub struct ShardMetrics {
     /// Connections closed for a request sent before authenticating or after the SASL
     /// session expired.
     pub unauthenticated_requests: Cell<u64>,
+    /// Responses throttled by a client quota, and the throttle they were given.
+    pub quota_throttled_responses: Cell<u64>,
+    pub quota_throttle_ms: Cell<u64>,
+    /// Connections delayed by a connection creation rate quota.
+    pub connections_throttled: Cell<u64>,
     /// ACL checks that refused (a whole request, or one resource of it).
     pub authorization_denials: Cell<u64>,
     /// Partitions named in Fetch requests (with sessions, only the changed ones).
@@ -97,6 +102,11 @@ impl RequestStages {
 }
 
 impl ShardMetrics {
+    pub fn count_throttle(&self, throttle: std::time::Duration) {
+        self.quota_throttled_responses.set(self.quota_throttled_responses.get() + 1);
+        self.quota_throttle_ms.set(self.quota_throttle_ms.get() + throttle.as_millis() as u64);
+    }
+
     pub fn count_denials(&self, denials: u64) {
         self.authorization_denials.set(self.authorization_denials.get() + denials);
     }

@@ -71,6 +71,8 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::CreateAcls, acls::VERSIONS, Cluster(Op::Alter)),
     (ApiKey::DescribeAcls, acls::VERSIONS, Cluster(Op::Describe)),
     (ApiKey::DeleteAcls, acls::VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::DescribeClientQuotas, client_quotas::DESCRIBE_VERSIONS, Cluster(Op::DescribeConfigs)),
+    (ApiKey::AlterClientQuotas, client_quotas::ALTER_VERSIONS, Cluster(Op::AlterConfigs)),
 ];
 
 /// The versions of `key` Skein serves.
@@ -204,6 +206,8 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(shard, r).await),
         RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(shard, r)),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(shard, r).await),
+        RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(client_quotas::describe(shard, r)),
+        RequestKind::AlterClientQuotas(r) => ResponseKind::AlterClientQuotas(client_quotas::alter(shard, r).await),
         other => {
             // `server::parse` refuses keys missing from `APIS`; reaching here means the
             // table and this match disagree, a programmer error.

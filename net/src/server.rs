@@ -22,6 +22,7 @@
 //! `SASL_TOKEN_MAX_BYTES` until authenticated, and closes on any other request before.
 
 use std::cell::Cell;
+use std::time::Instant;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::Rc;
 
@@ -37,6 +38,7 @@ use crate::limits::{
     CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION, SASL_TOKEN_MAX_BYTES, SHARD_BUFFERED_BYTES_MAX,
     TLS_HANDSHAKE_TIMEOUT,
 };
+use crate::quota::enforce::{self, QuotaClient};
 use crate::registry;
 use crate::security::sasl::{Authenticator, Gate};
 use crate::security::acl::Session;
@@ -70,6 +72,16 @@ pub async fn serve(shard: Rc<Shard>, listener: TcpListener, config: Rc<ListenerC
                 shard.metrics.connections.set(shard.metrics.connections.get() + 1);
                 glommio::spawn_local(async move {
                     let _admitted = admitted;
+                    // KIP-612: a connection over its ip's creation rate is held for
+                    // the throttle, then closed.
+                    let throttle = enforce::connection_throttle(&shard, ip);
+                    if !throttle.is_zero() {
+                        shard.metrics.connections_throttled.set(shard.metrics.connections_throttled.get() + 1);
+                        glommio::timer::sleep(throttle).await;
+                        drop(stream);
+                        shard.metrics.connections.set(shard.metrics.connections.get() - 1);
+                        return;
+                    }
                     if let Err(reason) = connection(&shard, stream, &config).await {
                         tracing::debug!(target: "skein::net", shard = shard.id, reason, "connection closed");
                     }
@@ -101,6 +113,10 @@ pub struct Request {
     pub frame: skein_engine::Backing,
     /// Who sent it, for the ACL checks; set by the connection.
     pub session: Option<Rc<Session>>,
+    /// The frame's size, charged to a produce quota.
+    pub size: usize,
+    /// Until when the connection reads no more requests: a quota's throttle.
+    pub muted_until: Option<Rc<Cell<Instant>>>,
 }
 
 /// What reading one frame gave.
@@ -148,7 +164,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
         if let Some(principal) = &principal {
             tracing::debug!(target: "skein::net", shard = shard.id, %principal, "TLS client authenticated");
         }
-        let connection = Connection { peer, listener: name, sasl, tls_principal: principal, session: None };
+        let connection = Connection::new(peer, name, sasl, principal);
         return serve_stream(shard, stream, None, connection).await;
     }
     // SAFETY: the descriptor is the stream's, open for as long as `stream` lives, and
@@ -157,7 +173,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
     // A second descriptor of the same socket, for the writer's vectored writes (the
     // stream's own halves write one buffer at a time); closing it closes nothing else.
     let socket = socket2::Socket::from(socket.try_clone_to_owned().map_err(|e| format!("dup: {e}"))?);
-    let connection = Connection { peer, listener: name, sasl, tls_principal: None, session: None };
+    let connection = Connection::new(peer, name, sasl, None);
     serve_stream(shard, stream, Some(socket), connection).await
 }
 
@@ -225,9 +241,16 @@ struct Connection {
     /// Who the client acts as, once it is known: the SASL user, else the mTLS
     /// subject, else `User:ANONYMOUS`.
     session: Option<Rc<Session>>,
+    /// Until when it reads no more requests (a quota's throttle, KIP-219).
+    muted_until: Rc<Cell<Instant>>,
 }
 
 impl Connection {
+    fn new(peer: String, listener: Rc<str>, sasl: Option<Authenticator>, tls_principal: Option<Principal>) -> Connection {
+        let muted_until = Rc::new(Cell::new(Instant::now()));
+        Connection { peer, listener, sasl, tls_principal, session: None, muted_until }
+    }
+
     /// The session of an authenticated connection (SASL re-authentication keeps
     /// the principal, so it is made once).
     fn session(&mut self) -> Rc<Session> {
@@ -264,6 +287,11 @@ async fn read_loop<S: AsyncRead + Unpin>(
             true => shard.settings.socket_request_max_bytes,
             false => SASL_TOKEN_MAX_BYTES.min(shard.settings.socket_request_max_bytes),
         };
+        // A throttled client's next request waits out its throttle (KIP-219).
+        let muted = connection.muted_until.get().saturating_duration_since(Instant::now());
+        if !muted.is_zero() {
+            glommio::timer::sleep(muted).await;
+        }
         let mut size = [0u8; 4];
         // A shard that is stopping reads no more requests: what was read is answered,
         // then the connection closes.
@@ -357,6 +385,8 @@ async fn read_loop<S: AsyncRead + Unpin>(
                 request.peer = connection.peer.clone();
                 request.listener = connection.listener.clone();
                 request.session = Some(connection.session());
+                request.size = size;
+                request.muted_until = Some(connection.muted_until.clone());
                 if let RequestKind::Fetch(fetch) = &request.body {
                     let want = crate::handlers::fetch::response_max_bytes(fetch);
                     request.grant = Some(budget.grant(want).await);
@@ -407,6 +437,8 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
         grant: None,
         frame,
         session: None,
+        size: 0,
+        muted_until: None,
     })))
 }
 
@@ -488,9 +520,49 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
     let (api_key, version, correlation_id) =
         (request.api_key, request.header.request_api_version, request.header.correlation_id);
     let started = std::time::Instant::now();
-    let Some(registry::Handled { response, grant, records }) = registry::dispatch(shard, request).await else {
+    // Client quotas: who is charged, and whether its fetch must wait (`quota`).
+    let image = shard.image();
+    let quotas = &image.client_quotas;
+    // Copied only when some client has a quota: the common path allocates nothing.
+    let (principal, client_id) = match quotas.is_empty() {
+        true => (String::new(), String::new()),
+        false => (
+            request.session.as_ref().map_or_else(String::new, |s| s.principal.clone()),
+            request.header.client_id.as_deref().unwrap_or("").to_string(),
+        ),
+    };
+    let client = QuotaClient::new(&principal, &client_id);
+    let (request_bytes, muted_until) = (request.size, request.muted_until.clone());
+    let mute = |throttle: std::time::Duration| {
+        if let Some(until) = &muted_until {
+            until.set(until.get().max(Instant::now() + throttle));
+        }
+    };
+    if let RequestKind::Fetch(fetch) = &request.body {
+        let throttle = enforce::fetch_throttled(shard, quotas, &client);
+        if !throttle.is_zero() {
+            shard.metrics.count_throttle(throttle);
+            mute(throttle);
+            let response = ResponseKind::Fetch(enforce::throttled_fetch(fetch, version, throttle));
+            return match encode(api_key, version, correlation_id, &response, SharedRecords::default()) {
+                Ok(frame) => {
+                    let held = budget.hold(frame.len());
+                    Reply::Frame { frame, held, api_key: api_key as i16, ready: Instant::now() }
+                }
+                Err(_) => Reply::Close,
+            };
+        }
+    }
+    let (handled, busy) = match enforce::meters_time(quotas, &client) {
+        true => enforce::Timed::new(registry::dispatch(shard, request)).await,
+        false => (registry::dispatch(shard, request).await, std::time::Duration::ZERO),
+    };
+    let throttle = enforce::charge(shard, quotas, &client, api_key, request_bytes, handled.as_ref().map(|h| &h.response), busy);
+    mute(throttle);
+    let Some(registry::Handled { mut response, grant, records }) = handled else {
         return Reply::Nothing;
     };
+    enforce::set_throttle_time(&mut response, throttle);
     let handled = std::time::Instant::now();
     shard.metrics.observe_latency(api_key as i16, handled - started);
     let stages = shard.metrics.stages(api_key as i16);

@@ -110,6 +110,45 @@ pub fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
+        ApiKey::AlterClientQuotas => {
+            use alter_client_quotas_request::{EntityData, EntryData, OpData};
+            let entity = |kind: &str, name: Option<&str>| {
+                EntityData::default().with_entity_type(s(kind)).with_entity_name(name.map(s))
+            };
+            let set = |key: &str, value: f64| OpData::default().with_key(s(key)).with_value(value);
+            let good = EntryData::default()
+                .with_entity(vec![entity("user", Some("conf-user")), entity("client-id", None)])
+                .with_ops(vec![set("producer_byte_rate", 1e9), set("request_percentage", 500.0)]);
+            let request = AlterClientQuotasRequest::default().with_entries(vec![good]);
+            if let Some(response) = c.call(request, v) {
+                if response.entries.iter().map(|e| e.error_code).collect::<Vec<_>>() != [0] {
+                    c.failures.push(format!("AlterClientQuotas v{v}: {response:?}"));
+                }
+            }
+            // An unknown key: INVALID_REQUEST, and nothing changes.
+            let bad = EntryData::default()
+                .with_entity(vec![entity("ip", Some("10.1.2.3"))])
+                .with_ops(vec![set("producer_byte_rate", 5.0)]);
+            let request = AlterClientQuotasRequest::default().with_entries(vec![bad]).with_validate_only(true);
+            if let Some(response) = c.call(request, v) {
+                if response.entries.iter().map(|e| e.error_code).collect::<Vec<_>>() != [42] {
+                    c.failures.push(format!("AlterClientQuotas v{v} bad key: {response:?}"));
+                }
+            }
+        }
+        ApiKey::DescribeClientQuotas => {
+            use describe_client_quotas_request::ComponentData;
+            let component = ComponentData::default().with_entity_type(s("user")).with_match_type(0);
+            let request = DescribeClientQuotasRequest::default()
+                .with_components(vec![component.with__match(Some(s("conf-user")))])
+                .with_strict(false);
+            if let Some(response) = c.call(request, v) {
+                let entries = response.entries.as_deref().unwrap_or_default();
+                if response.error_code != 0 || entries.len() != 1 || entries[0].values.len() != 2 {
+                    c.failures.push(format!("DescribeClientQuotas v{v}: {response:?}"));
+                }
+            }
+        }
         _ => return false,
     }
     true

@@ -103,6 +103,8 @@ pub struct ClientQuota {
 pub struct Bucket {
     pub user: Option<String>,
     pub client_id: Option<String>,
+    /// The client's address, for connection creation rates.
+    pub ip: Option<String>,
     pub key: &'static str,
 }
 
@@ -131,6 +133,7 @@ pub fn resolve(quotas: &[ClientQuota], user: &str, client_id: &str, key: &'stati
             let bucket = Bucket {
                 user: u.map(|_| user.to_string()),
                 client_id: c.map(|_| client_id.to_string()),
+                ip: None,
                 key,
             };
             return Some((*value, bucket));
@@ -139,15 +142,17 @@ pub fn resolve(quotas: &[ClientQuota], user: &str, client_id: &str, key: &'stati
     None
 }
 
-/// The connection creation rate of clients from `ip`: its own, else the default ip's.
-pub fn ip_rate(quotas: &[ClientQuota], ip: &str) -> Option<f64> {
+/// The connection creation rate of clients from `ip` (its own, else the default
+/// ip's), and the budget it draws from: each ip's own.
+pub fn resolve_ip(quotas: &[ClientQuota], ip: &str) -> Option<(f64, Bucket)> {
     let find = |name: EntityName| {
         quotas
             .iter()
             .find(|q| q.entity.ip.as_ref() == Some(&name))
             .and_then(|q| q.values.get(CONNECTION_CREATION_RATE).copied())
     };
-    find(EntityName::Named(ip.to_string())).or_else(|| find(EntityName::Default))
+    let rate = find(EntityName::Named(ip.to_string())).or_else(|| find(EntityName::Default))?;
+    Some((rate, Bucket { user: None, client_id: None, ip: Some(ip.to_string()), key: CONNECTION_CREATION_RATE }))
 }
 
 #[cfg(test)]
@@ -177,7 +182,7 @@ mod tests {
         assert_eq!(rate("alice", "other").0, 3.0);
         let (value, bucket) = rate("bob", "app");
         assert_eq!(value, 2.0);
-        assert_eq!(bucket, Bucket { user: Some("bob".into()), client_id: None, key: PRODUCER_BYTE_RATE });
+        assert_eq!(bucket, Bucket { user: Some("bob".into()), client_id: None, ip: None, key: PRODUCER_BYTE_RATE });
         assert!(resolve(&quotas, "bob", "app", CONSUMER_BYTE_RATE).is_none());
         let clients_only = vec![quota(None, Some(EntityName::Default), 1.0)];
         assert_eq!(resolve(&clients_only, "bob", "app", PRODUCER_BYTE_RATE).unwrap().1.client_id.as_deref(), Some("app"));

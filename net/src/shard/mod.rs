@@ -52,6 +52,8 @@ pub struct NodeSettings {
     /// The active controller's node id (-1 while the quorum has no leader), as
     /// Metadata and DescribeCluster name it; written by shard 0's quorum loop.
     pub active_controller: Arc<std::sync::atomic::AtomicI32>,
+    /// The shards' use of each client quota (`quota::manager`).
+    pub quota_ledger: Arc<crate::quota::Ledger>,
     /// The inter-broker listener's advertised address (registered as the broker's).
     pub advertised_host: String,
     pub advertised_port: u16,
@@ -171,6 +173,8 @@ pub struct Shard {
     pub throttles: crate::throttle::ReplicationThrottles,
     /// This shard's index of the image's ACLs, when an authorizer is configured.
     authorizer: RefCell<Option<Rc<crate::security::acl::Authorizer>>>,
+    /// This shard's client quota buckets (`quota::manager`).
+    pub quotas: crate::quota::ShardQuotas,
     /// This shard's copy of the TLS config (`security::tls`).
     pub tls: crate::security::tls::ShardTls,
     /// The shard is stopping: connections answer what they read, then close.
@@ -208,6 +212,7 @@ impl Shard {
             txns: crate::txn::Coordinator::default(),
             fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
             throttles: crate::throttle::ReplicationThrottles::default(),
+            quotas: Default::default(),
             tls: RefCell::new(None),
             closing: Cell::new(false),
             closing_event: event_listener::Event::new(),

@@ -1,0 +1,171 @@
+//! Where the quotas meet the requests (Kafka's KIP-219 throttling): a produce is
+//! charged its request's bytes, a fetch its response's record bytes, and every
+//! request the shard time its handler held the shard (the time spent inside its
+//! polls, so a long poll's wait is free). A client over a quota gets the throttle in
+//! its Produce or Fetch response's `throttle_time_ms`, and its connection reads no
+//! more requests until the throttle has passed. A fetch arriving while its client is
+//! throttled gets an empty response, as Kafka answers it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ResponseKind};
+
+use super::entity::{ClientQuota, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE};
+use super::manager::Charge;
+use crate::shard::Shard;
+
+/// A client as quotas name it: its principal's name and its client id.
+pub struct QuotaClient<'a> {
+    pub user: &'a str,
+    pub client_id: &'a str,
+}
+
+impl<'a> QuotaClient<'a> {
+    /// `principal` is `User:alice`: the quota user is `alice`.
+    pub fn new(principal: &'a str, client_id: &'a str) -> QuotaClient<'a> {
+        QuotaClient { user: principal.split_once(':').map_or(principal, |(_, name)| name), client_id }
+    }
+}
+
+/// Whether the client's request time is metered (it has a request quota).
+pub fn meters_time(quotas: &[ClientQuota], client: &QuotaClient<'_>) -> bool {
+    !quotas.is_empty() && super::resolve(quotas, client.user, client.client_id, REQUEST_PERCENTAGE).is_some()
+}
+
+/// How long the client's fetches are still throttled for.
+pub fn fetch_throttled(shard: &Shard, quotas: &[ClientQuota], client: &QuotaClient<'_>) -> Duration {
+    if quotas.is_empty() {
+        return Duration::ZERO;
+    }
+    let bytes = shard.quotas.throttled(quotas, client.user, client.client_id, CONSUMER_BYTE_RATE, 1.0);
+    let time = shard.quotas.throttled(quotas, client.user, client.client_id, REQUEST_PERCENTAGE, 1e4);
+    bytes.max(time)
+}
+
+/// The empty response a throttled fetch gets: no partitions, the session kept for an
+/// incremental fetch and none opened for a full one.
+pub fn throttled_fetch(request: &FetchRequest, version: i16, throttle: Duration) -> FetchResponse {
+    let incremental = version >= 7 && request.session_id > 0 && request.session_epoch > 0;
+    FetchResponse::default()
+        .with_throttle_time_ms(throttle_ms(throttle))
+        .with_session_id(if incremental { request.session_id } else { 0 })
+}
+
+/// Charges one handled request and returns the client's throttle.
+pub fn charge(
+    shard: &Shard,
+    quotas: &[ClientQuota],
+    client: &QuotaClient<'_>,
+    api_key: ApiKey,
+    request_bytes: usize,
+    response: Option<&ResponseKind>,
+    busy: Duration,
+) -> Duration {
+    if quotas.is_empty() {
+        return Duration::ZERO;
+    }
+    let (ledger, place) = (&shard.settings.quota_ledger, (shard.id, shard.settings.shards));
+    let mut throttle = Duration::ZERO;
+    let mut record = |key: &'static str, amount: u64, per_second: f64| {
+        let charge = Charge { user: client.user, client_id: client.client_id, key, amount };
+        throttle = throttle.max(shard.quotas.record(quotas, ledger, place, charge, per_second));
+    };
+    match (api_key, response) {
+        (ApiKey::Produce, _) => record(PRODUCER_BYTE_RATE, request_bytes as u64, 1.0),
+        (ApiKey::Fetch, Some(ResponseKind::Fetch(fetch))) => record(CONSUMER_BYTE_RATE, record_bytes(fetch), 1.0),
+        _ => {}
+    }
+    if !busy.is_zero() {
+        // request_percentage is a percentage of one core: microseconds a second are
+        // 10,000 times the percentage.
+        record(REQUEST_PERCENTAGE, busy.as_micros() as u64, 1e4);
+    }
+    if !throttle.is_zero() {
+        shard.metrics.count_throttle(throttle);
+    }
+    throttle
+}
+
+/// How long a new connection from `ip` is held before it is closed: zero when its
+/// ip is within its connection creation rate.
+pub fn connection_throttle(shard: &Shard, ip: std::net::IpAddr) -> Duration {
+    let image = shard.image();
+    if image.client_quotas.is_empty() {
+        return Duration::ZERO;
+    }
+    let ip = ip.to_string();
+    let charge = Charge { user: "", client_id: &ip, key: super::CONNECTION_CREATION_RATE, amount: 1 };
+    let place = (shard.id, shard.settings.shards);
+    shard.quotas.record(&image.client_quotas, &shard.settings.quota_ledger, place, charge, 1.0)
+}
+
+/// The record bytes a fetch response carries.
+fn record_bytes(response: &FetchResponse) -> u64 {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.records.as_ref().map_or(0, |r| r.len() as u64))
+        .sum()
+}
+
+/// Puts the throttle in the responses that carry one at every version Skein serves
+/// them at (Produce from v3, Fetch from v4); others are throttled by muting alone.
+pub fn set_throttle_time(response: &mut ResponseKind, throttle: Duration) {
+    match response {
+        ResponseKind::Produce(r) => r.throttle_time_ms = r.throttle_time_ms.max(throttle_ms(throttle)),
+        ResponseKind::Fetch(r) => r.throttle_time_ms = r.throttle_time_ms.max(throttle_ms(throttle)),
+        _ => {}
+    }
+}
+
+fn throttle_ms(throttle: Duration) -> i32 {
+    throttle.as_millis().min(i32::MAX as u128) as i32
+}
+
+/// A future and the time spent inside its polls: the time it held the shard.
+pub struct Timed<F> {
+    inner: Pin<Box<F>>,
+    busy: Duration,
+}
+
+impl<F: Future> Timed<F> {
+    pub fn new(inner: F) -> Timed<F> {
+        Timed { inner: Box::pin(inner), busy: Duration::ZERO }
+    }
+}
+
+impl<F: Future> Future for Timed<F> {
+    type Output = (F::Output, Duration);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let started = Instant::now();
+        let polled = self.inner.as_mut().poll(cx);
+        self.busy += started.elapsed();
+        polled.map(|output| (output, self.busy))
+    }
+}
+
+/// Every `QUOTA_REBALANCE_INTERVAL`, this shard publishes its quota use and takes
+/// its new shares (`manager`), until the shard stops.
+pub async fn rebalance(shard: std::rc::Rc<Shard>) {
+    loop {
+        let stopping = futures_lite::future::or(
+            async {
+                glommio::timer::sleep(crate::limits::QUOTA_REBALANCE_INTERVAL).await;
+                false
+            },
+            async {
+                shard.closing().await;
+                true
+            },
+        );
+        if stopping.await {
+            return;
+        }
+        shard.quotas.rebalance(shard.id);
+    }
+}
