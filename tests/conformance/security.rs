@@ -140,7 +140,7 @@ pub fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
             use describe_client_quotas_request::ComponentData;
             let component = ComponentData::default().with_entity_type(s("user")).with_match_type(0);
             let request = DescribeClientQuotasRequest::default()
-                .with_components(vec![component.with__match(Some(s("conf-user")))])
+                .with_components(vec![component.with_match(Some(s("conf-user")))])
                 .with_strict(false);
             if let Some(response) = c.call(request, v) {
                 let entries = response.entries.as_deref().unwrap_or_default();
