@@ -72,7 +72,8 @@ fn render(shard: &Shard) -> String {
     let _ =
         writeln!(out, "skein_unauthenticated_requests_total{{shard=\"{id}\"}} {}", m.unauthenticated_requests.get());
     let _ = writeln!(out, "skein_authorization_denials_total{{shard=\"{id}\"}} {}", m.authorization_denials.get());
-    let _ = writeln!(out, "skein_quota_throttled_responses_total{{shard=\"{id}\"}} {}", m.quota_throttled_responses.get());
+    let _ =
+        writeln!(out, "skein_quota_throttled_responses_total{{shard=\"{id}\"}} {}", m.quota_throttled_responses.get());
     let _ = writeln!(out, "skein_quota_throttle_ms_total{{shard=\"{id}\"}} {}", m.quota_throttle_ms.get());
     let _ = writeln!(out, "skein_connections_throttled_total{{shard=\"{id}\"}} {}", m.connections_throttled.get());
     let _ = writeln!(

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use clap::Subcommand;
-use skein_net::security::scram::{self, ScramMechanism};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use skein_net::security::scram::{self, ScramMechanism};
 
 /// The largest response accepted (a Metadata of a large cluster fits).
 const RESPONSE_MAX_BYTES: usize = 256 << 20;

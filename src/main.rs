@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod acl_cli;
 mod admin;
 mod bench;
 mod cli;
@@ -12,11 +13,11 @@ mod config;
 mod exclusive;
 mod group_cli;
 mod placement;
+mod quota_cli;
 mod security_config;
 mod shard;
 mod txn_cli;
 mod user_cli;
-mod acl_cli;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -57,6 +58,9 @@ enum Command {
     /// ACLs, as kafka-acls manages them (CreateAcls, DescribeAcls, DeleteAcls).
     #[command(subcommand)]
     Acl(acl_cli::AclCommand),
+    /// Client quotas, as kafka-configs manages them (AlterClientQuotas, DescribeClientQuotas).
+    #[command(subcommand)]
+    Quota(quota_cli::QuotaCommand),
     /// Show or change which shard owns each partition.
     #[command(subcommand)]
     Placement(placement::PlacementCommand),
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
         Command::Txn(command) => txn_cli::run(command),
         Command::User(command) => user_cli::run(command),
         Command::Acl(command) => acl_cli::run(command),
+        Command::Quota(command) => quota_cli::run(command),
         Command::Bench(command) => bench::run(command),
     };
     match result {

@@ -153,13 +153,12 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
             use fetch_request::{FetchPartition, FetchTopic};
             let partition = FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20);
             let topic_id = Some(*TOPIC_ID.lock().unwrap());
-            call!(FetchRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_max_bytes(1 << 20)
-                .with_topics(vec![FetchTopic::default()
+            call!(FetchRequest::default().with_replica_id(BrokerId(-1)).with_max_bytes(1 << 20).with_topics(vec![
+                FetchTopic::default()
                     .with_topic(topic())
                     .with_topic_id(topic_id.unwrap_or_default())
-                    .with_partitions(vec![partition])]))
+                    .with_partitions(vec![partition])
+            ]))
         }
         ApiKey::ListOffsets => {
             use list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -191,9 +190,9 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
         ApiKey::OffsetForLeaderEpoch => {
             use offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
             let partition = OffsetForLeaderPartition::default().with_partition(0).with_current_leader_epoch(-1);
-            call!(OffsetForLeaderEpochRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_topics(vec![OffsetForLeaderTopic::default().with_topic(topic()).with_partitions(vec![partition])]))
+            call!(OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+                OffsetForLeaderTopic::default().with_topic(topic()).with_partitions(vec![partition])
+            ]))
         }
         ApiKey::InitProducerId => call!(InitProducerIdRequest::default()
             .with_transactional_id(Some(txn()))
@@ -252,9 +251,9 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
             .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default().with_name(s("range"))])),
         ApiKey::SyncGroup => call!(SyncGroupRequest::default().with_group_id(group()).with_member_id(s("nobody"))),
         ApiKey::Heartbeat => call!(HeartbeatRequest::default().with_group_id(group()).with_member_id(s("nobody"))),
-        ApiKey::LeaveGroup => call!(LeaveGroupRequest::default().with_group_id(group()).with_members(vec![
-            leave_group_request::MemberIdentity::default().with_member_id(s("nobody"))
-        ])),
+        ApiKey::LeaveGroup => call!(LeaveGroupRequest::default()
+            .with_group_id(group())
+            .with_members(vec![leave_group_request::MemberIdentity::default().with_member_id(s("nobody"))])),
         ApiKey::OffsetCommit => call!(offset_commit(GROUP, 0)),
         ApiKey::OffsetFetch => {
             use offset_fetch_request::OffsetFetchRequestGroup;
@@ -271,9 +270,9 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
         ApiKey::OffsetDelete => {
             use offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
             let partition = OffsetDeleteRequestPartition::default().with_partition_index(0);
-            call!(OffsetDeleteRequest::default()
-                .with_group_id(group())
-                .with_topics(vec![OffsetDeleteRequestTopic::default().with_name(topic()).with_partitions(vec![partition])]))
+            call!(OffsetDeleteRequest::default().with_group_id(group()).with_topics(vec![
+                OffsetDeleteRequestTopic::default().with_name(topic()).with_partitions(vec![partition])
+            ]))
         }
         ApiKey::ConsumerGroupHeartbeat => call!(ConsumerGroupHeartbeatRequest::default()
             .with_group_id(group())
@@ -312,11 +311,13 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
                 .with_producer_id(ProducerId(1))
                 .with_generation_id(-1)
                 .with_member_id(s(""))
-                .with_topics(vec![
-                    TxnOffsetCommitRequestTopic::default().with_name(topic()).with_partitions(vec![partition])
-                ]))
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(topic())
+                    .with_partitions(vec![partition])]))
         }
-        ApiKey::DescribeTransactions => call!(DescribeTransactionsRequest::default().with_transactional_ids(vec![txn()])),
+        ApiKey::DescribeTransactions => {
+            call!(DescribeTransactionsRequest::default().with_transactional_ids(vec![txn()]))
+        }
         ApiKey::ListTransactions => call!(ListTransactionsRequest::default().with_duration_filter(-1)),
         ApiKey::DescribeProducers => call!(DescribeProducersRequest::default().with_topics(vec![
             describe_producers_request::TopicRequest::default().with_name(topic()).with_partition_indexes(vec![0])
@@ -333,16 +334,16 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
                     .with_salted_password(Bytes::from(vec![1u8; 64]))
             ]))
         }
-        ApiKey::CreateAcls => call!(CreateAclsRequest::default().with_creations(vec![
-            create_acls_request::AclCreation::default()
+        ApiKey::CreateAcls => {
+            call!(CreateAclsRequest::default().with_creations(vec![create_acls_request::AclCreation::default()
                 .with_resource_type(2)
                 .with_resource_name(s("other"))
                 .with_resource_pattern_type(3)
                 .with_principal(s("User:nobody"))
                 .with_host(s("*"))
                 .with_operation(3)
-                .with_permission_type(3)
-        ])),
+                .with_permission_type(3)]))
+        }
         ApiKey::DescribeAcls => call!(DescribeAclsRequest::default()
             .with_resource_type_filter(1)
             .with_resource_name_filter(None)
@@ -351,16 +352,16 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
             .with_pattern_type_filter(1)
             .with_operation(1)
             .with_permission_type(1)),
-        ApiKey::DeleteAcls => call!(DeleteAclsRequest::default().with_filters(vec![
-            delete_acls_request::DeleteAclsFilter::default()
+        ApiKey::DeleteAcls => {
+            call!(DeleteAclsRequest::default().with_filters(vec![delete_acls_request::DeleteAclsFilter::default()
                 .with_resource_type_filter(1)
                 .with_resource_name_filter(None)
                 .with_host_filter(None)
                 .with_pattern_type_filter(1)
                 .with_principal_filter(Some(s("User:nobody")))
                 .with_operation(1)
-                .with_permission_type(1)
-        ])),
+                .with_permission_type(1)]))
+        }
         ApiKey::DescribeClientQuotas => call!(DescribeClientQuotasRequest::default()),
         ApiKey::AlterClientQuotas => {
             use alter_client_quotas_request::{EntityData, EntryData, OpData};
@@ -375,9 +376,11 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
 
 /// Creates `name` (an existing one is left as it is) over an admin's connection.
 fn create_topic_at(admin: &mut RawClient, name: &str, partitions: i32) {
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(5000)
-        .with_topics(vec![common::creatable_topic(name, partitions, &[])]);
+    let request = CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![common::creatable_topic(
+        name,
+        partitions,
+        &[],
+    )]);
     let response = admin.call(&request, 7);
     assert!(matches!(response.topics[0].error_code, 0 | 36), "{response:?}");
     let listed = admin.call(&MetadataRequest::default().with_topics(None), 12);
@@ -389,10 +392,9 @@ fn create_topic_at(admin: &mut RawClient, name: &str, partitions: i32) {
 fn offset_commit(group: &str, offset: i64) -> OffsetCommitRequest {
     use offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
     let partition = OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(offset);
-    OffsetCommitRequest::default()
-        .with_group_id(GroupId(s(group)))
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(TopicName(s(TOPIC))).with_partitions(vec![partition])])
+    OffsetCommitRequest::default().with_group_id(GroupId(s(group))).with_generation_id_or_member_epoch(-1).with_topics(
+        vec![OffsetCommitRequestTopic::default().with_name(TopicName(s(TOPIC))).with_partitions(vec![partition])],
+    )
 }
 
 /// Whether `debug` holds one of Kafka's authorization errors.
@@ -507,17 +509,38 @@ fn real_clients_denied_then_allowed() {
     let mut admin = login(port, "admin");
     create_topic_at(&mut admin, "orders", 1);
     create_topic_at(&mut admin, "secret", 1);
-    let produce = |input: &str| kcat(port, "alice", &["-P", "-t", "orders", "-X", "message.timeout.ms=5000"], Some(input));
+    let produce =
+        |input: &str| kcat(port, "alice", &["-P", "-t", "orders", "-X", "message.timeout.ms=5000"], Some(input));
     let refused = produce("one\n");
     assert!(text(&refused).to_lowercase().contains("authorization failed"), "{}", text(&refused));
     // The CLI without SASL is ANONYMOUS on PLAINTEXT, and refused.
     let mut anonymous = Command::new(env!("CARGO_BIN_EXE_skein"));
     anonymous.args(["acl", "list", "--bootstrap-server", &broker.bootstrap()]);
     let anonymous = run(anonymous);
-    assert!(!anonymous.status.success() && text(&anonymous).contains("ClusterAuthorizationFailed"), "{}", text(&anonymous));
-    let added = acl(port, &["add", "--principal", "User:alice", "--operation", "Write", "--operation", "Read", "--topic", "orders"]);
+    assert!(
+        !anonymous.status.success() && text(&anonymous).contains("ClusterAuthorizationFailed"),
+        "{}",
+        text(&anonymous)
+    );
+    let added = acl(
+        port,
+        &["add", "--principal", "User:alice", "--operation", "Write", "--operation", "Read", "--topic", "orders"],
+    );
     assert!(added.status.success(), "{}", text(&added));
-    let group = acl(port, &["add", "--principal", "User:alice", "--operation", "Read", "--group", "readers", "--resource-pattern-type", "prefixed"]);
+    let group = acl(
+        port,
+        &[
+            "add",
+            "--principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--group",
+            "readers",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    );
     assert!(group.status.success(), "{}", text(&group));
     let sent = produce("one\ntwo\n");
     assert!(sent.status.success(), "{}", text(&sent));

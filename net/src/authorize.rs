@@ -176,9 +176,11 @@ pub fn denied(caller: &Caller, request: &RequestKind, version: i16) -> Option<Re
         RequestKind::LeaveGroup(r) if no_group(Op::Read, &r.group_id) => {
             ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED))
         }
-        RequestKind::ConsumerGroupHeartbeat(r) if no_group(Op::Read, &r.group_id) => ResponseKind::ConsumerGroupHeartbeat(
-            ConsumerGroupHeartbeatResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
-        ),
+        RequestKind::ConsumerGroupHeartbeat(r) if no_group(Op::Read, &r.group_id) => {
+            ResponseKind::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+            )
+        }
         RequestKind::OffsetCommit(r) if no_group(Op::Read, &r.group_id) => {
             ResponseKind::OffsetCommit(offset_commit(r, GROUP_AUTHORIZATION_FAILED))
         }
@@ -224,12 +226,16 @@ pub fn denied(caller: &Caller, request: &RequestKind, version: i16) -> Option<Re
         RequestKind::ElectLeaders(_) if no_cluster(Op::Alter) => {
             ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED))
         }
-        RequestKind::AlterPartitionReassignments(_) if no_cluster(Op::Alter) => ResponseKind::AlterPartitionReassignments(
-            AlterPartitionReassignmentsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
-        ),
-        RequestKind::ListPartitionReassignments(_) if no_cluster(Op::Describe) => ResponseKind::ListPartitionReassignments(
-            ListPartitionReassignmentsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
-        ),
+        RequestKind::AlterPartitionReassignments(_) if no_cluster(Op::Alter) => {
+            ResponseKind::AlterPartitionReassignments(
+                AlterPartitionReassignmentsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
+            )
+        }
+        RequestKind::ListPartitionReassignments(_) if no_cluster(Op::Describe) => {
+            ResponseKind::ListPartitionReassignments(
+                ListPartitionReassignmentsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
+            )
+        }
         RequestKind::DescribeUserScramCredentials(_) if no_cluster(Op::Describe) => {
             ResponseKind::DescribeUserScramCredentials(
                 DescribeUserScramCredentialsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
@@ -251,7 +257,8 @@ pub fn denied(caller: &Caller, request: &RequestKind, version: i16) -> Option<Re
             ResponseKind::AlterUserScramCredentials(AlterUserScramCredentialsResponse::default().with_results(results))
         }
         RequestKind::CreateAcls(r) if no_cluster(Op::Alter) => {
-            let result = create_acls_response::AclCreationResult::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED);
+            let result =
+                create_acls_response::AclCreationResult::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED);
             ResponseKind::CreateAcls(CreateAclsResponse::default().with_results(vec![result; r.creations.len()]))
         }
         RequestKind::DescribeAcls(_) if no_cluster(Op::Describe) => {
@@ -351,9 +358,16 @@ fn offset_commit(request: &OffsetCommitRequest, code: i16) -> OffsetCommitRespon
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| OffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(code))
+                .map(|p| {
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                })
                 .collect();
-            OffsetCommitResponseTopic::default().with_name(t.name.clone()).with_topic_id(t.topic_id).with_partitions(partitions)
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions)
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
@@ -369,7 +383,9 @@ fn txn_offset_commit(request: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCo
                 .partitions
                 .iter()
                 .map(|p| {
-                    TxnOffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(code)
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
                 })
                 .collect();
             TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(partitions)
@@ -414,7 +430,9 @@ fn write_txn_markers(request: &WriteTxnMarkersRequest, code: i16) -> WriteTxnMar
                     let partitions = t
                         .partition_indexes
                         .iter()
-                        .map(|p| WritableTxnMarkerPartitionResult::default().with_partition_index(*p).with_error_code(code))
+                        .map(|p| {
+                            WritableTxnMarkerPartitionResult::default().with_partition_index(*p).with_error_code(code)
+                        })
                         .collect();
                     WritableTxnMarkerTopicResult::default().with_name(t.name.clone()).with_partitions(partitions)
                 })
@@ -429,9 +447,7 @@ fn write_txn_markers(request: &WriteTxnMarkersRequest, code: i16) -> WriteTxnMar
 /// logger) that the caller may not `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS).
 pub fn config_denied(caller: &Caller, resource_type: i8, name: &str, operation: Operation) -> Option<(i16, String)> {
     match resource_type {
-        2 if !caller.topic(operation, name) => {
-            Some((TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.".into()))
-        }
+        2 if !caller.topic(operation, name) => Some((TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.".into())),
         4 | 8 if !caller.cluster(operation) => {
             Some((CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".into()))
         }

@@ -26,6 +26,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod operations;
 pub mod peer;
+pub mod quota;
 pub mod registry;
 pub mod replica_fetcher;
 pub mod router;
@@ -33,7 +34,6 @@ pub mod security;
 pub mod server;
 pub mod shard;
 pub mod throttle;
-pub mod quota;
 pub mod topics;
 pub mod txn;
 

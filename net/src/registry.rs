@@ -52,7 +52,11 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::OffsetDelete, offset_delete::VERSIONS, Both(&Groups(Op::Delete), &Topics(Op::Read))),
     (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS, Groups(Op::Read)),
     (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS, Groups(Op::Describe)),
-    (ApiKey::AddPartitionsToTxn, add_partitions_to_txn::VERSIONS, Both(&TransactionalIds(Op::Write), &Topics(Op::Write))),
+    (
+        ApiKey::AddPartitionsToTxn,
+        add_partitions_to_txn::VERSIONS,
+        Both(&TransactionalIds(Op::Write), &Topics(Op::Write)),
+    ),
     (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS, Both(&TransactionalIds(Op::Write), &Groups(Op::Read))),
     (ApiKey::EndTxn, end_txn::VERSIONS, TransactionalIds(Op::Write)),
     (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS, Cluster(Op::ClusterAction)),
@@ -126,17 +130,25 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
             ResponseKind::Metadata(metadata::handle(shard, &header, r, &request.listener, caller).await)
         }
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::response()),
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(shard, &header, r, caller).await),
-        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(shard, &header, r, caller).await),
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(create_topics::handle(shard, &header, r, caller).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(delete_topics::handle(shard, &header, r, caller).await)
+        }
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(shard, r, caller).await),
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(shard, r, caller).await)
         }
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(shard, r).await),
-        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(describe_configs::handle(shard, &header, r, caller)),
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(describe_configs::handle(shard, &header, r, caller))
+        }
         RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(alter_configs::handle(shard, r, caller).await),
         RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(describe_log_dirs::handle(shard, r).await),
-        RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(create_partitions::handle(shard, r, caller).await),
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(create_partitions::handle(shard, r, caller).await)
+        }
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(shard, r, caller).await)
         }
@@ -165,7 +177,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(sync_group::handle(shard, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(shard, r).await),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(shard, &header, r).await),
-        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(shard, &header, r, caller).await),
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(offset_commit::handle(shard, &header, r, caller).await)
+        }
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(shard, &header, r, caller).await),
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(shard, r, caller).await),
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(describe_groups::handle(shard, r, caller).await),
@@ -191,7 +205,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::DescribeTransactions(r) => {
             ResponseKind::DescribeTransactions(describe_transactions::handle(shard, r, caller).await)
         }
-        RequestKind::ListTransactions(r) => ResponseKind::ListTransactions(list_transactions::handle(shard, r, caller).await),
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(list_transactions::handle(shard, r, caller).await)
+        }
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(shard, r, caller).await)
         }

@@ -22,9 +22,9 @@
 //! `SASL_TOKEN_MAX_BYTES` until authenticated, and closes on any other request before.
 
 use std::cell::Cell;
-use std::time::Instant;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::Rc;
+use std::time::Instant;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -40,8 +40,8 @@ use crate::limits::{
 };
 use crate::quota::enforce::{self, QuotaClient};
 use crate::registry;
-use crate::security::sasl::{Authenticator, Gate};
 use crate::security::acl::Session;
+use crate::security::sasl::{Authenticator, Gate};
 use crate::security::{ListenerConfig, Principal};
 use crate::shard::Shard;
 
@@ -113,8 +113,8 @@ pub struct Request {
     pub frame: skein_engine::Backing,
     /// Who sent it, for the ACL checks; set by the connection.
     pub session: Option<Rc<Session>>,
-    /// The frame's size, charged to a produce quota.
-    pub size: usize,
+    /// The throttle its produce quota gave it when it was read.
+    pub produce_throttle: std::time::Duration,
     /// Until when the connection reads no more requests: a quota's throttle.
     pub muted_until: Option<Rc<Cell<Instant>>>,
 }
@@ -246,7 +246,12 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(peer: String, listener: Rc<str>, sasl: Option<Authenticator>, tls_principal: Option<Principal>) -> Connection {
+    fn new(
+        peer: String,
+        listener: Rc<str>,
+        sasl: Option<Authenticator>,
+        tls_principal: Option<Principal>,
+    ) -> Connection {
         let muted_until = Rc::new(Cell::new(Instant::now()));
         Connection { peer, listener, sasl, tls_principal, session: None, muted_until }
     }
@@ -385,8 +390,17 @@ async fn read_loop<S: AsyncRead + Unpin>(
                 request.peer = connection.peer.clone();
                 request.listener = connection.listener.clone();
                 request.session = Some(connection.session());
-                request.size = size;
                 request.muted_until = Some(connection.muted_until.clone());
+                if request.api_key == ApiKey::Produce {
+                    let session = connection.session();
+                    let client_id = request.header.client_id.as_deref().unwrap_or("");
+                    let throttle = enforce::charge_produce(shard, &session.principal, client_id, size);
+                    if !throttle.is_zero() {
+                        let muted = &connection.muted_until;
+                        muted.set(muted.get().max(Instant::now() + throttle));
+                    }
+                    request.produce_throttle = throttle;
+                }
                 if let RequestKind::Fetch(fetch) = &request.body {
                     let want = crate::handlers::fetch::response_max_bytes(fetch);
                     request.grant = Some(budget.grant(want).await);
@@ -437,7 +451,7 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
         grant: None,
         frame,
         session: None,
-        size: 0,
+        produce_throttle: std::time::Duration::ZERO,
         muted_until: None,
     })))
 }
@@ -532,7 +546,7 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
         ),
     };
     let client = QuotaClient::new(&principal, &client_id);
-    let (request_bytes, muted_until) = (request.size, request.muted_until.clone());
+    let (charged, muted_until) = (request.produce_throttle, request.muted_until.clone());
     let mute = |throttle: std::time::Duration| {
         if let Some(until) = &muted_until {
             until.set(until.get().max(Instant::now() + throttle));
@@ -557,7 +571,7 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
         true => enforce::Timed::new(registry::dispatch(shard, request)).await,
         false => (registry::dispatch(shard, request).await, std::time::Duration::ZERO),
     };
-    let throttle = enforce::charge(shard, quotas, &client, api_key, request_bytes, handled.as_ref().map(|h| &h.response), busy);
+    let throttle = enforce::charge(shard, quotas, &client, charged, handled.as_ref().map(|h| &h.response), busy);
     mute(throttle);
     let Some(registry::Handled { mut response, grant, records }) = handled else {
         return Reply::Nothing;

@@ -29,7 +29,9 @@ const DISABLED: &str = "No Authorizer is configured on the broker";
 
 pub async fn create(shard: &Rc<Shard>, request: CreateAclsRequest) -> CreateAclsResponse {
     let mut response = CreateAclsResponse::default();
-    let refuse = |code: i16, message: &str| AclCreationResult::default().with_error_code(code).with_error_message(Some(s(message)));
+    let refuse = |code: i16, message: &str| {
+        AclCreationResult::default().with_error_code(code).with_error_message(Some(s(message)))
+    };
     if shard.settings.security.authorizer.is_none() || request.creations.len() > ACL_BINDINGS_MAX {
         let (code, message) = match shard.settings.security.authorizer.is_none() {
             true => (SECURITY_DISABLED, DISABLED.to_string()),
@@ -121,8 +123,9 @@ pub fn describe(shard: &Rc<Shard>, request: DescribeAclsRequest) -> DescribeAcls
 
 pub async fn delete(shard: &Rc<Shard>, request: DeleteAclsRequest) -> DeleteAclsResponse {
     let mut response = DeleteAclsResponse::default();
-    let refuse =
-        |code: i16, message: &str| DeleteAclsFilterResult::default().with_error_code(code).with_error_message(Some(s(message)));
+    let refuse = |code: i16, message: &str| {
+        DeleteAclsFilterResult::default().with_error_code(code).with_error_message(Some(s(message)))
+    };
     if shard.settings.security.authorizer.is_none() {
         response.filter_results = vec![refuse(SECURITY_DISABLED, DISABLED); request.filters.len()];
         return response;

@@ -25,7 +25,8 @@ pub async fn handle(
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
         let name = resource.resource_name.as_str();
-        let denied = crate::authorize::config_denied(caller, resource.resource_type, name, crate::authorize::Op::AlterConfigs);
+        let denied =
+            crate::authorize::config_denied(caller, resource.resource_type, name, crate::authorize::Op::AlterConfigs);
         let outcome = if let Some(denied) = denied {
             Err(denied)
         } else if resource.resource_type == RESOURCE_BROKER {

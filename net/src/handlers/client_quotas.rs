@@ -43,7 +43,9 @@ fn part<'a>(entity: &'a QuotaEntity, kind: &str) -> Option<&'a Option<EntityName
 pub fn describe(shard: &Rc<Shard>, request: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse {
     let response = DescribeClientQuotasResponse::default();
     let invalid = |message: String| {
-        DescribeClientQuotasResponse::default().with_error_code(code::INVALID_REQUEST).with_error_message(Some(s(message)))
+        DescribeClientQuotasResponse::default()
+            .with_error_code(code::INVALID_REQUEST)
+            .with_error_message(Some(s(message)))
     };
     let mut kinds = BTreeSet::new();
     for component in &request.components {
@@ -74,9 +76,8 @@ pub fn describe(shard: &Rc<Shard>, request: DescribeClientQuotasRequest) -> Desc
             }
         });
         // Strict: the entity has no parts beyond those the filter names.
-        let extra = [USER, CLIENT_ID, IP]
-            .iter()
-            .any(|k| !kinds.contains(*k) && part(entity, k).is_some_and(|p| p.is_some()));
+        let extra =
+            [USER, CLIENT_ID, IP].iter().any(|k| !kinds.contains(*k) && part(entity, k).is_some_and(|p| p.is_some()));
         components_match && !(request.strict && extra)
     };
     let entries = image

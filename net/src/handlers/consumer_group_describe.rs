@@ -9,8 +9,8 @@ use kafka_protocol::protocol::VersionRange;
 
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED};
 use crate::errors::code;
-use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::group::{GroupAnswer, GroupCall};
+use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };

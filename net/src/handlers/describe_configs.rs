@@ -50,8 +50,12 @@ pub fn handle(
         let keys: Option<Vec<String>> =
             resource.configuration_keys.filter(|k| !k.is_empty()).map(|k| k.iter().map(|x| x.to_string()).collect());
         let wanted = |config: &str| keys.as_ref().is_none_or(|k| k.iter().any(|x| x == config));
-        let denied =
-            crate::authorize::config_denied(caller, resource.resource_type, &name, crate::authorize::Op::DescribeConfigs);
+        let denied = crate::authorize::config_denied(
+            caller,
+            resource.resource_type,
+            &name,
+            crate::authorize::Op::DescribeConfigs,
+        );
         let entries: Vec<Entry> = match resource.resource_type {
             _ if denied.is_some() => {
                 let (error, message) = denied.unwrap_or_default();

@@ -15,7 +15,11 @@ use crate::shard::{PartitionOp, PartitionReply, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
-pub async fn handle(shard: &Rc<Shard>, request: DescribeProducersRequest, caller: &Caller) -> DescribeProducersResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: DescribeProducersRequest,
+    caller: &Caller,
+) -> DescribeProducersResponse {
     let image = shard.image();
     let mut response = DescribeProducersResponse::default();
     for topic in request.topics {

@@ -54,14 +54,19 @@ pub async fn handle(
         }
     });
     let coordinators: Vec<Option<(i32, String, u16)>> = join_all(lookups).await;
-    let node = |((key, found), denied): ((kafka_protocol::protocol::StrBytes, Option<(i32, String, u16)>), Option<i16>)| {
-        let c = Coordinator::default().with_key(key);
-        match (found, denied) {
-            (_, Some(error)) => c.with_error_code(error).with_node_id(BrokerId(-1)).with_port(-1),
-            (Some((id, host, port)), None) => c.with_node_id(BrokerId(id)).with_host(s(host)).with_port(port as i32),
-            (None, None) => c.with_error_code(code::COORDINATOR_NOT_AVAILABLE).with_node_id(BrokerId(-1)).with_port(-1),
-        }
-    };
+    let node =
+        |((key, found), denied): ((kafka_protocol::protocol::StrBytes, Option<(i32, String, u16)>), Option<i16>)| {
+            let c = Coordinator::default().with_key(key);
+            match (found, denied) {
+                (_, Some(error)) => c.with_error_code(error).with_node_id(BrokerId(-1)).with_port(-1),
+                (Some((id, host, port)), None) => {
+                    c.with_node_id(BrokerId(id)).with_host(s(host)).with_port(port as i32)
+                }
+                (None, None) => {
+                    c.with_error_code(code::COORDINATOR_NOT_AVAILABLE).with_node_id(BrokerId(-1)).with_port(-1)
+                }
+            }
+        };
     let mut response = FindCoordinatorResponse::default();
     let mut coordinators = keys.into_iter().zip(coordinators).zip(denied).map(node);
     if header.request_api_version >= 4 {

@@ -12,7 +12,11 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 /// DESCRIBE on the cluster lists every group; otherwise the groups the caller may
 /// describe, as in Kafka.
-pub async fn handle(shard: &Rc<Shard>, request: ListGroupsRequest, caller: &crate::authorize::Caller) -> ListGroupsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: ListGroupsRequest,
+    caller: &crate::authorize::Caller,
+) -> ListGroupsResponse {
     let states: Vec<String> = request.states_filter.iter().map(|s| s.to_string()).collect();
     let mut response = ListGroupsResponse::default();
     for answer in crate::topics::group_call_everywhere(shard, || GroupCall::List { states: states.clone() }).await {

@@ -15,7 +15,12 @@ use crate::shard::{PartitionOp, PartitionReply, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 8 };
 
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ListOffsetsRequest, caller: &Caller) -> ListOffsetsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    request: ListOffsetsRequest,
+    caller: &Caller,
+) -> ListOffsetsResponse {
     // Leader epochs exist in the response from v4 (KIP-320).
     let with_epoch = header.request_api_version >= 4;
     let image = shard.image();

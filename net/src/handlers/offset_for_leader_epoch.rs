@@ -18,7 +18,11 @@ use crate::shard::{PartitionOp, PartitionReply, Shard};
 /// Kafka 4.x serves 2-4 (KIP-896 removed 0 and 1).
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 4 };
 
-pub async fn handle(shard: &Rc<Shard>, request: OffsetForLeaderEpochRequest, caller: &Caller) -> OffsetForLeaderEpochResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: OffsetForLeaderEpochRequest,
+    caller: &Caller,
+) -> OffsetForLeaderEpochResponse {
     let image = shard.image();
     let mut response = OffsetForLeaderEpochResponse::default();
     for topic in request.topics {
@@ -29,7 +33,8 @@ pub async fn handle(shard: &Rc<Shard>, request: OffsetForLeaderEpochRequest, cal
             };
             (p.partition, op)
         });
-        let results = route_partitions(shard, &image, &topic.topic, ops, caller.topic(Op::Describe, &topic.topic)).await;
+        let results =
+            route_partitions(shard, &image, &topic.topic, ops, caller.topic(Op::Describe, &topic.topic)).await;
         let mut out = OffsetForLeaderTopicResult::default().with_topic(topic.topic.clone());
         for (p, result) in topic.partitions.iter().zip(results) {
             let mut answer =

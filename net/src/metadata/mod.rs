@@ -258,10 +258,9 @@ impl MetadataImage {
                     self.client_quotas.remove(at);
                 }
             }
-            (None, Some(value)) => self.client_quotas.push(crate::quota::ClientQuota {
-                entity: entity.clone(),
-                values: [(key.to_string(), value)].into(),
-            }),
+            (None, Some(value)) => self
+                .client_quotas
+                .push(crate::quota::ClientQuota { entity: entity.clone(), values: [(key.to_string(), value)].into() }),
             (None, None) => {}
         }
     }

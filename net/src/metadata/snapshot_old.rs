@@ -50,7 +50,8 @@ where
 {
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
     aligned.extend_from_slice(archive);
-    rkyv::from_bytes::<T, rkyv::rancor::Error>(&aligned).map_err(|e| format!("the metadata snapshot does not validate: {e}"))
+    rkyv::from_bytes::<T, rkyv::rancor::Error>(&aligned)
+        .map_err(|e| format!("the metadata snapshot does not validate: {e}"))
 }
 
 /// The image an `SKEINRK2` archive holds, validated.

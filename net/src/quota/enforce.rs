@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, ResponseKind};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
 
 use super::entity::{ClientQuota, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE};
 use super::manager::Charge;
@@ -49,34 +49,53 @@ pub fn fetch_throttled(shard: &Shard, quotas: &[ClientQuota], client: &QuotaClie
 /// incremental fetch and none opened for a full one.
 pub fn throttled_fetch(request: &FetchRequest, version: i16, throttle: Duration) -> FetchResponse {
     let incremental = version >= 7 && request.session_id > 0 && request.session_epoch > 0;
-    FetchResponse::default()
-        .with_throttle_time_ms(throttle_ms(throttle))
-        .with_session_id(if incremental { request.session_id } else { 0 })
+    FetchResponse::default().with_throttle_time_ms(throttle_ms(throttle)).with_session_id(if incremental {
+        request.session_id
+    } else {
+        0
+    })
 }
 
-/// Charges one handled request and returns the client's throttle.
+/// Charges a produce its bytes as soon as it is read, so that the connection reads
+/// nothing more while its client is throttled: a pipelining producer cannot run
+/// ahead of its quota by more than the request it sent. The throttle.
+pub fn charge_produce(shard: &Shard, principal: &str, client_id: &str, request_bytes: usize) -> Duration {
+    let image = shard.image();
+    if image.client_quotas.is_empty() {
+        return Duration::ZERO;
+    }
+    let client = QuotaClient::new(principal, client_id);
+    let charge = Charge {
+        user: client.user,
+        client_id: client.client_id,
+        key: PRODUCER_BYTE_RATE,
+        amount: request_bytes as u64,
+    };
+    let place = (shard.id, shard.settings.shards);
+    shard.quotas.record(&image.client_quotas, &shard.settings.quota_ledger, place, charge, 1.0)
+}
+
+/// Charges one handled request (a fetch its record bytes, any request its shard
+/// time) and returns the client's throttle, at least `charged` (a produce's).
 pub fn charge(
     shard: &Shard,
     quotas: &[ClientQuota],
     client: &QuotaClient<'_>,
-    api_key: ApiKey,
-    request_bytes: usize,
+    charged: Duration,
     response: Option<&ResponseKind>,
     busy: Duration,
 ) -> Duration {
     if quotas.is_empty() {
-        return Duration::ZERO;
+        return charged;
     }
     let (ledger, place) = (&shard.settings.quota_ledger, (shard.id, shard.settings.shards));
-    let mut throttle = Duration::ZERO;
+    let mut throttle = charged;
     let mut record = |key: &'static str, amount: u64, per_second: f64| {
         let charge = Charge { user: client.user, client_id: client.client_id, key, amount };
         throttle = throttle.max(shard.quotas.record(quotas, ledger, place, charge, per_second));
     };
-    match (api_key, response) {
-        (ApiKey::Produce, _) => record(PRODUCER_BYTE_RATE, request_bytes as u64, 1.0),
-        (ApiKey::Fetch, Some(ResponseKind::Fetch(fetch))) => record(CONSUMER_BYTE_RATE, record_bytes(fetch), 1.0),
-        _ => {}
+    if let Some(ResponseKind::Fetch(fetch)) = response {
+        record(CONSUMER_BYTE_RATE, record_bytes(fetch), 1.0);
     }
     if !busy.is_zero() {
         // request_percentage is a percentage of one core: microseconds a second are

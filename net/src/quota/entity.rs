@@ -17,8 +17,20 @@ pub const CLIENT_KEYS: &[&str] = &[PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUE
 pub const IP_KEYS: &[&str] = &[CONNECTION_CREATION_RATE];
 
 /// One part of an entity: a name, or the default for every name without its own.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+)]
 pub enum EntityName {
     Default,
     Named(String),
@@ -42,8 +54,21 @@ impl EntityName {
 }
 
 /// A quota entity: a user, a client id, both, or an ip.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+)]
 pub struct QuotaEntity {
     pub user: Option<EntityName>,
     pub client_id: Option<EntityName>,
@@ -185,7 +210,10 @@ mod tests {
         assert_eq!(bucket, Bucket { user: Some("bob".into()), client_id: None, ip: None, key: PRODUCER_BYTE_RATE });
         assert!(resolve(&quotas, "bob", "app", CONSUMER_BYTE_RATE).is_none());
         let clients_only = vec![quota(None, Some(EntityName::Default), 1.0)];
-        assert_eq!(resolve(&clients_only, "bob", "app", PRODUCER_BYTE_RATE).unwrap().1.client_id.as_deref(), Some("app"));
+        assert_eq!(
+            resolve(&clients_only, "bob", "app", PRODUCER_BYTE_RATE).unwrap().1.client_id.as_deref(),
+            Some("app")
+        );
         assert!(QuotaEntity::default().invalid().is_some());
         let ip = QuotaEntity { ip: named("nope"), ..Default::default() };
         assert!(ip.invalid().is_some());

@@ -53,6 +53,9 @@ struct Local {
     share: f64,
     /// Used since the last rebalance, published then.
     used: u64,
+    /// The use of recent intervals, each weighing half the one after it: a client
+    /// paused by its throttle keeps its place.
+    recent: f64,
     slots: Arc<[AtomicU64]>,
 }
 
@@ -113,6 +116,7 @@ impl ShardQuotas {
             last: now,
             share: 1.0 / shards as f64,
             used: 0,
+            recent: 0.0,
             slots: ledger.register(bucket, shards),
         });
         let rate = value * per_second * local.share;
@@ -127,7 +131,14 @@ impl ShardQuotas {
     }
 
     /// How long a client is still throttled for on `key`, without charging it.
-    pub fn throttled(&self, quotas: &[ClientQuota], user: &str, client_id: &str, key: &'static str, per_second: f64) -> Duration {
+    pub fn throttled(
+        &self,
+        quotas: &[ClientQuota],
+        user: &str,
+        client_id: &str,
+        key: &'static str,
+        per_second: f64,
+    ) -> Duration {
         let Some((value, bucket)) = resolve(quotas, user, client_id, key) else {
             return Duration::ZERO;
         };
@@ -146,11 +157,16 @@ impl ShardQuotas {
     /// Publishes this shard's use of each bucket and takes its new shares.
     pub fn rebalance(&self, shard: usize) {
         for local in self.buckets.borrow_mut().values_mut() {
+            local.recent = local.recent / 2.0 + std::mem::take(&mut local.used) as f64 / 2.0;
             if let Some(slot) = local.slots.get(shard) {
-                slot.store(std::mem::take(&mut local.used), Ordering::Relaxed);
+                slot.store(local.recent as u64, Ordering::Relaxed);
             }
             let all: Vec<u64> = local.slots.iter().map(|s| s.load(Ordering::Relaxed)).collect();
             let total: u64 = all.iter().sum();
+            if total == 0 {
+                // Nobody used it lately: the shares stay as they were.
+                continue;
+            }
             let mine = all.get(shard).copied().unwrap_or(0);
             let n = all.len().max(1) as f64;
             let floor = QUOTA_SHARE_FLOOR * (total as f64).max(1.0);

@@ -109,8 +109,20 @@ kafka_enum!(
 );
 
 /// One ACL (Kafka's AclBinding, its AccessControlEntryRecord).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+)]
 pub struct AclBinding {
     pub resource_type: ResourceType,
     pub name: String,
@@ -263,8 +275,8 @@ impl Authorizer {
         let mut allowed = false;
         for acl in self.matching(kind, name) {
             found = true;
-            let applies = (acl.principal == principal || acl.principal == "User:*")
-                && (acl.host == host || acl.host == WILDCARD);
+            let applies =
+                (acl.principal == principal || acl.principal == "User:*") && (acl.host == host || acl.host == WILDCARD);
             if !applies {
                 continue;
             }
@@ -357,7 +369,13 @@ impl Session {
 
     /// Whether this session may perform `operation` on the resource; `None` for the
     /// authorizer means no authorizer is configured, and everything is allowed.
-    pub fn allows(&self, authorizer: Option<&Authorizer>, operation: Operation, kind: ResourceType, name: &str) -> bool {
+    pub fn allows(
+        &self,
+        authorizer: Option<&Authorizer>,
+        operation: Operation,
+        kind: ResourceType,
+        name: &str,
+    ) -> bool {
         let Some(authorizer) = authorizer else {
             return true;
         };
@@ -379,7 +397,14 @@ impl Session {
 mod tests {
     use super::*;
 
-    fn acl(kind: ResourceType, name: &str, pattern: PatternType, principal: &str, op: Operation, allow: bool) -> AclBinding {
+    fn acl(
+        kind: ResourceType,
+        name: &str,
+        pattern: PatternType,
+        principal: &str,
+        op: Operation,
+        allow: bool,
+    ) -> AclBinding {
         AclBinding {
             resource_type: kind,
             name: name.into(),

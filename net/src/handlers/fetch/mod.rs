@@ -24,8 +24,8 @@ use kafka_protocol::protocol::VersionRange;
 use skein_engine::{Batch, TopicPartition};
 
 use super::{group_by_topic, leaders, s};
-use crate::budget::Grant;
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
+use crate::budget::Grant;
 use crate::errors::code;
 use crate::frame::SharedRecords;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
