@@ -61,6 +61,10 @@ pub struct StartArgs {
     /// Kafka's `socket.request.max.bytes` [default: 104857600].
     #[arg(long, env = "SKEIN_SOCKET_REQUEST_MAX_BYTES")]
     pub socket_request_max_bytes: Option<usize>,
+    /// Kafka's `connections.max.idle.ms`: a connection that sends nothing for this
+    /// long is closed [default: 600000; 0: never].
+    #[arg(long, env = "SKEIN_CONNECTIONS_MAX_IDLE_MS")]
+    pub connections_max_idle_ms: Option<u64>,
     /// Kafka's `group.initial.rebalance.delay.ms` [default: 3000].
     #[arg(long, env = "SKEIN_GROUP_INITIAL_REBALANCE_DELAY_MS")]
     pub group_initial_rebalance_delay_ms: Option<u64>,
@@ -195,6 +199,7 @@ struct FileConfig {
     auto_create_topics: Option<bool>,
     num_partitions: Option<i32>,
     socket_request_max_bytes: Option<usize>,
+    connections_max_idle_ms: Option<u64>,
     group_initial_rebalance_delay_ms: Option<u64>,
     group_consumer_heartbeat_interval_ms: Option<u64>,
     group_consumer_session_timeout_ms: Option<u64>,
@@ -245,6 +250,7 @@ pub struct NodeConfig {
     pub auto_create_topics: bool,
     pub num_partitions: i32,
     pub socket_request_max_bytes: usize,
+    pub connections_max_idle_ms: u64,
     pub group_initial_rebalance_delay_ms: u64,
     pub group_consumer_heartbeat_interval_ms: u64,
     pub group_consumer_session_timeout_ms: u64,
@@ -350,6 +356,10 @@ impl NodeConfig {
                 "invalid --socket-request-max-bytes {socket_request_max_bytes}: must be in [1024, 2147483647]"
             ));
         }
+        let connections_max_idle_ms = args
+            .connections_max_idle_ms
+            .or(file.connections_max_idle_ms)
+            .unwrap_or(skein_net::limits::CONNECTIONS_MAX_IDLE_MS_DEFAULT);
         let mut topic_defaults = file.topic_defaults;
         for entry in &args.topic_configs {
             let (k, v) = entry
@@ -449,6 +459,7 @@ impl NodeConfig {
             auto_create_topics: args.auto_create_topics.or(file.auto_create_topics).unwrap_or(true),
             num_partitions,
             socket_request_max_bytes,
+            connections_max_idle_ms,
             group_initial_rebalance_delay_ms: args
                 .group_initial_rebalance_delay_ms
                 .or(file.group_initial_rebalance_delay_ms)

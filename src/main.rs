@@ -12,6 +12,7 @@ mod cluster_cli;
 mod config;
 mod exclusive;
 mod group_cli;
+mod oauth_jwks;
 mod placement;
 mod quota_cli;
 mod security_config;

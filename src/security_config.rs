@@ -68,6 +68,22 @@ pub struct SecurityArgs {
     /// everyone [default: false].
     #[arg(long, env = "SKEIN_ALLOW_EVERYONE_IF_NO_ACL_FOUND", num_args = 0..=1, default_missing_value = "true")]
     pub allow_everyone_if_no_acl_found: Option<bool>,
+    /// Kafka's `sasl.oauthbearer.jwks.endpoint.url` (`http://...` or `file:...`):
+    /// OAUTHBEARER takes tokens signed by a key of this set [default: unsecured tokens].
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL")]
+    pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
+    /// Kafka's `sasl.oauthbearer.jwks.endpoint.refresh.ms` [default: 3600000].
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS")]
+    pub sasl_oauthbearer_jwks_endpoint_refresh_ms: Option<u64>,
+    /// Kafka's `sasl.oauthbearer.expected.audience`, comma-separated.
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_EXPECTED_AUDIENCE")]
+    pub sasl_oauthbearer_expected_audience: Option<String>,
+    /// Kafka's `sasl.oauthbearer.expected.issuer`.
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_EXPECTED_ISSUER")]
+    pub sasl_oauthbearer_expected_issuer: Option<String>,
+    /// Kafka's `sasl.oauthbearer.sub.claim.name` [default: sub].
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_SUB_CLAIM_NAME")]
+    pub sasl_oauthbearer_sub_claim_name: Option<String>,
 }
 
 /// The TOML keys `SecurityArgs` reads (split from the rest of the file).
@@ -87,6 +103,11 @@ pub const FILE_KEYS: &[&str] = &[
     "authorizer",
     "super_users",
     "allow_everyone_if_no_acl_found",
+    "sasl_oauthbearer_jwks_endpoint_url",
+    "sasl_oauthbearer_jwks_endpoint_refresh_ms",
+    "sasl_oauthbearer_expected_audience",
+    "sasl_oauthbearer_expected_issuer",
+    "sasl_oauthbearer_sub_claim_name",
 ];
 
 impl SecurityArgs {
@@ -108,6 +129,21 @@ impl SecurityArgs {
             authorizer: self.authorizer.or(file.authorizer),
             super_users: self.super_users.or(file.super_users),
             allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found.or(file.allow_everyone_if_no_acl_found),
+            sasl_oauthbearer_jwks_endpoint_url: self
+                .sasl_oauthbearer_jwks_endpoint_url
+                .or(file.sasl_oauthbearer_jwks_endpoint_url),
+            sasl_oauthbearer_jwks_endpoint_refresh_ms: self
+                .sasl_oauthbearer_jwks_endpoint_refresh_ms
+                .or(file.sasl_oauthbearer_jwks_endpoint_refresh_ms),
+            sasl_oauthbearer_expected_audience: self
+                .sasl_oauthbearer_expected_audience
+                .or(file.sasl_oauthbearer_expected_audience),
+            sasl_oauthbearer_expected_issuer: self
+                .sasl_oauthbearer_expected_issuer
+                .or(file.sasl_oauthbearer_expected_issuer),
+            sasl_oauthbearer_sub_claim_name: self
+                .sasl_oauthbearer_sub_claim_name
+                .or(file.sasl_oauthbearer_sub_claim_name),
         }
     }
 }
@@ -264,7 +300,8 @@ fn load(args: &SecurityArgs, listeners: &[ListenerConfig]) -> Result<security::S
     if needs_sasl && mechanisms.is_empty() {
         return Err("a SASL listener needs at least one of --sasl-enabled-mechanisms".into());
     }
-    if mechanisms.contains(&Mechanism::OAuthBearer) && needs_sasl {
+    let signed_tokens = signed_tokens(args)?;
+    if mechanisms.contains(&Mechanism::OAuthBearer) && needs_sasl && signed_tokens.is_none() {
         tracing::warn!(target: "skein", "OAUTHBEARER takes unsecured tokens (alg none): anyone can claim any principal; for tests and development only");
     }
     if mechanisms.contains(&Mechanism::Plain) && needs_sasl && args.sasl_plain_users.is_none() {
@@ -276,8 +313,32 @@ fn load(args: &SecurityArgs, listeners: &[ListenerConfig]) -> Result<security::S
         plain_users,
         max_reauth_ms: args.connections_max_reauth_ms.unwrap_or(0),
         authorizer: authorizer(args)?,
+        signed_tokens,
         ..Default::default()
     })
+}
+
+/// OAUTHBEARER's signed-token settings, when a JWKS endpoint is named.
+fn signed_tokens(args: &SecurityArgs) -> Result<Option<skein_net::security::jwks::SignedTokens>, String> {
+    let Some(endpoint) = args.sasl_oauthbearer_jwks_endpoint_url.clone() else {
+        return Ok(None);
+    };
+    if !(endpoint.starts_with("http://") || endpoint.starts_with("file:")) {
+        return Err(format!(
+            "--sasl-oauthbearer-jwks-endpoint-url {endpoint}: an http:// or file: URL (https is not built in; serve it through a local proxy or a file)"
+        ));
+    }
+    let list = |text: &Option<String>| -> Vec<String> {
+        text.iter().flat_map(|t| t.split(',')).map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect()
+    };
+    Ok(Some(skein_net::security::jwks::SignedTokens {
+        jwks: Default::default(),
+        endpoint,
+        refresh_ms: args.sasl_oauthbearer_jwks_endpoint_refresh_ms.unwrap_or(3_600_000),
+        sub_claim: args.sasl_oauthbearer_sub_claim_name.clone().unwrap_or_else(|| "sub".into()),
+        audience: list(&args.sasl_oauthbearer_expected_audience),
+        issuer: args.sasl_oauthbearer_expected_issuer.clone(),
+    }))
 }
 
 /// The authorizer `--authorizer` names, with its super users.

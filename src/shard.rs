@@ -110,6 +110,15 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         .find(|l| l.name == config.inter_broker_listener)
         .expect("the configuration checked the inter-broker listener")
         .clone();
+    // OAUTHBEARER's key set is fetched and refreshed on a thread of its own.
+    if config.security.signed_tokens.is_some() {
+        let security = config.security.clone();
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("jwks-refresh".into())
+            .spawn(move || crate::oauth_jwks::run(security, stop))
+            .map_err(|e| format!("cannot start the JWKS refresh thread: {e}"))?;
+    }
     // The certificates are watched for changes on a thread of their own.
     if config.security.tls.is_some() {
         let security = config.security.clone();
@@ -149,6 +158,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         num_partitions: config.num_partitions,
         topic_defaults: config.topic_defaults.clone(),
         socket_request_max_bytes: config.socket_request_max_bytes,
+        connections_max_idle_ms: config.connections_max_idle_ms,
         shards,
         data_dir: config.data_dir.clone(),
         group_initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,

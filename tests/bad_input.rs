@@ -529,6 +529,23 @@ fn every_advertised_version_answers() {
     alive(&broker);
 }
 
+// Kafka's connections.max.idle.ms: a connection that sends nothing (not even a
+// handshake) is closed once it has been idle that long; a busy one is not.
+#[test]
+fn idle_connections_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &["--connections-max-idle-ms", "500"]);
+    let mut idle = RawClient::connect(&broker.bootstrap());
+    let mut busy = RawClient::connect(&broker.bootstrap());
+    for _ in 0..6 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(busy.call(&ApiVersionsRequest::default(), 3).error_code, 0);
+    }
+    idle.stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    assert!(idle.is_closed(), "the idle connection was closed");
+    assert_eq!(busy.call(&ApiVersionsRequest::default(), 3).error_code, 0, "the busy one was not");
+}
+
 // Kafka's max.connections.per.ip: the connection past the limit is closed on accept,
 // counted, and a place frees when a connection closes.
 #[test]

@@ -113,3 +113,7 @@ pub const QUOTA_REBALANCE_INTERVAL: std::time::Duration = std::time::Duration::f
 /// The part of a quota shared equally by the shards regardless of use, so that a
 /// shard a client just moved to is not starved until the next rebalance.
 pub const QUOTA_SHARE_FLOOR: f64 = 0.05;
+
+/// Kafka's `connections.max.idle.ms` default: ten minutes without a request and a
+/// connection is closed, so abandoned sockets do not hold a shard's memory.
+pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: u64 = 600_000;

@@ -300,8 +300,17 @@ async fn read_loop<S: AsyncRead + Unpin>(
         let mut size = [0u8; 4];
         // A shard that is stopping reads no more requests: what was read is answered,
         // then the connection closes.
+        // Nor does one idle past `connections.max.idle.ms` (an unauthenticated one
+        // included): it is closed, as Kafka closes it.
+        let idle = shard.settings.connections_max_idle_ms;
         let read = futures_lite::future::or(async { Some(reader.read_exact(&mut size).await) }, async {
-            shard.closing().await;
+            futures_lite::future::or(shard.closing(), async {
+                match idle {
+                    0 => futures_lite::future::pending::<()>().await,
+                    ms => glommio::timer::sleep(std::time::Duration::from_millis(ms)).await,
+                }
+            })
+            .await;
             None
         });
         match read.await {
@@ -501,7 +510,8 @@ fn authenticate(
     let image = shard.image();
     let security = &shard.settings.security;
     let lookup = |user: &str, mechanism| security.scram_credential(&image, user, mechanism);
-    let reply = auth.authenticate(security, version, request, lookup, now);
+    let keys = shard.jwks_keys();
+    let reply = auth.authenticate(security, version, request, lookup, keys.as_deref(), now);
     let metrics = &shard.metrics;
     if reply.close {
         metrics.sasl_authentication_failures.set(metrics.sasl_authentication_failures.get() + 1);

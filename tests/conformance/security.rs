@@ -138,6 +138,18 @@ pub fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
         }
         ApiKey::DescribeClientQuotas => {
             use describe_client_quotas_request::ComponentData;
+            // The quota to describe (AlterClientQuotas' own samples come later).
+            {
+                use alter_client_quotas_request::{EntityData, EntryData, OpData};
+                let entity = [
+                    EntityData::default().with_entity_type(s("user")).with_entity_name(Some(s("conf-user"))),
+                    EntityData::default().with_entity_type(s("client-id")).with_entity_name(None),
+                ];
+                let ops = ["producer_byte_rate", "request_percentage"]
+                    .map(|k| OpData::default().with_key(s(k)).with_value(1e6));
+                let entry = EntryData::default().with_entity(entity.to_vec()).with_ops(ops.to_vec());
+                c.call(AlterClientQuotasRequest::default().with_entries(vec![entry]), 1);
+            }
             let component = ComponentData::default().with_entity_type(s("user")).with_match_type(0);
             let request = DescribeClientQuotasRequest::default()
                 .with_components(vec![component.with_match(Some(s("conf-user")))])

@@ -42,16 +42,13 @@ async fn fetch(
             (Some(allowed), denied)
         }
     };
-    let mut offsets = match wanted.as_ref().is_some_and(|w| w.is_empty()) {
-        true => Vec::new(),
-        false => {
-            let call = GroupCall::Fetch { group: group.to_owned(), wanted, require_stable };
-            match crate::topics::group_call(shard, group, call).await {
-                Ok(GroupAnswer::Offsets(offsets)) => offsets,
-                Ok(_) => return Err(code::UNKNOWN_SERVER_ERROR),
-                Err(c) => return Err(c),
-            }
-        }
+    // Asked even when every topic named was refused: the coordinator's own errors
+    // (not loaded, not the coordinator) still reach the client.
+    let call = GroupCall::Fetch { group: group.to_owned(), wanted, require_stable };
+    let mut offsets = match crate::topics::group_call(shard, group, call).await {
+        Ok(GroupAnswer::Offsets(offsets)) => offsets,
+        Ok(_) => return Err(code::UNKNOWN_SERVER_ERROR),
+        Err(c) => return Err(c),
     };
     if all {
         offsets.retain(|(topic, ..)| caller.topic(Op::Describe, topic));

@@ -9,6 +9,7 @@
 
 pub mod acl;
 pub mod buffered;
+pub mod jwks;
 pub mod oauthbearer;
 pub mod sasl;
 pub mod scram;
@@ -217,6 +218,9 @@ pub struct Security {
     pub staged_applied: std::sync::atomic::AtomicBool,
     /// `--authorizer standard`: ACLs are checked; `None`, everything is allowed.
     pub authorizer: Option<acl::AuthorizerConfig>,
+    /// OAUTHBEARER's signed tokens (`sasl.oauthbearer.jwks.endpoint.url`); `None`:
+    /// unsecured tokens.
+    pub signed_tokens: Option<jwks::SignedTokens>,
 }
 
 impl Security {
@@ -262,6 +266,7 @@ impl Default for Security {
             staged: Vec::new(),
             staged_applied: std::sync::atomic::AtomicBool::new(false),
             authorizer: None,
+            signed_tokens: None,
         }
     }
 }

@@ -4,13 +4,13 @@
 //! `auth=Bearer <token>`; the token is a JWT whose header says `"alg":"none"`, whose
 //! `sub` claim names the principal and whose `exp` (seconds) is in the future. Such
 //! tokens prove nothing about who sent them: for tests and development, as in Kafka
-//! (a warning is logged when the mechanism is enabled).
+//! (a warning is logged when the mechanism is enabled). With a JWKS endpoint
+//! configured, only signed tokens are taken (`jwks.rs`).
 
 use base64::Engine;
 
-/// The principal and the token's expiry (ms since the epoch) of a valid first
-/// message, or why it is refused.
-pub fn validate_unsecured(message: &[u8], now_ms: i64) -> Result<(String, i64), &'static str> {
+/// The authorization id (if any) and the token of an OAUTHBEARER first message.
+fn bearer(message: &[u8]) -> Result<(Option<&str>, &str), &'static str> {
     let text = std::str::from_utf8(message).map_err(|_| "not UTF-8")?;
     let mut parts = text.split('\u{1}');
     let gs2 = parts.next().ok_or("no gs2 header")?;
@@ -23,6 +23,29 @@ pub fn validate_unsecured(message: &[u8], now_ms: i64) -> Result<(String, i64), 
         .find(|(k, _)| *k == "auth")
         .and_then(|(_, v)| v.strip_prefix("Bearer "))
         .ok_or("no auth=Bearer token")?;
+    Ok((authzid.strip_prefix("a="), token))
+}
+
+/// The principal and expiry of a first message carrying a token signed by a key of
+/// `keys` (`jwks`), or why it is refused.
+pub fn validate_signed(
+    message: &[u8],
+    keys: &super::jwks::KeySet,
+    config: &super::jwks::SignedTokens,
+    now_ms: i64,
+) -> Result<(String, i64), &'static str> {
+    let (authzid, token) = bearer(message)?;
+    let (subject, expires_ms) = super::jwks::validate(token, keys, config, now_ms)?;
+    if authzid.is_some_and(|user| user != subject) {
+        return Err("the authorization id is not the token's subject");
+    }
+    Ok((subject, expires_ms))
+}
+
+/// The principal and the token's expiry (ms since the epoch) of a valid first
+/// message, or why it is refused.
+pub fn validate_unsecured(message: &[u8], now_ms: i64) -> Result<(String, i64), &'static str> {
+    let (authzid, token) = bearer(message)?;
     let mut sections = token.split('.');
     let (header, payload) = (sections.next().ok_or("no JWT header")?, sections.next().ok_or("no JWT payload")?);
     let decode = |part: &str| -> Result<serde_json::Value, &'static str> {
@@ -46,10 +69,8 @@ pub fn validate_unsecured(message: &[u8], now_ms: i64) -> Result<(String, i64), 
             return Err("the token was issued in the future");
         }
     }
-    if let Some(user) = authzid.strip_prefix("a=") {
-        if user != subject {
-            return Err("the authorization id is not the token's subject");
-        }
+    if authzid.is_some_and(|user| user != subject) {
+        return Err("the authorization id is not the token's subject");
     }
     Ok((subject.to_string(), expires_ms))
 }

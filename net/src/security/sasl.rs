@@ -163,6 +163,7 @@ impl Authenticator {
         version: i16,
         request: &SaslAuthenticateRequest,
         lookup: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
+        jwks: Option<&super::jwks::KeySet>,
         now: Instant,
     ) -> TokenReply {
         let failed = |code: i16, message: String| {
@@ -198,7 +199,12 @@ impl Authenticator {
                 let now_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as i64);
-                match super::oauthbearer::validate_unsecured(token, now_ms) {
+                let validated = match (&security.signed_tokens, jwks) {
+                    (Some(config), Some(keys)) => super::oauthbearer::validate_signed(token, keys, config, now_ms),
+                    (Some(_), None) => Err("no JWKS has been fetched yet"),
+                    (None, _) => super::oauthbearer::validate_unsecured(token, now_ms),
+                };
+                match validated {
                     Ok((user, expires_ms)) => {
                         token_expires_ms = Some(expires_ms - now_ms);
                         (user, Bytes::new())
@@ -304,7 +310,7 @@ mod tests {
 
     fn token(auth: &mut Authenticator, bytes: &[u8]) -> TokenReply {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(bytes));
-        auth.authenticate(&security(), 2, &request, |_, _| None, Instant::now())
+        auth.authenticate(&security(), 2, &request, |_, _| None, None, Instant::now())
     }
 
     // PLAIN: the right password authenticates, with the session's lifetime told.
@@ -368,7 +374,7 @@ mod tests {
         let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
         auth.handshake(&security, 1, &request);
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0eve\0x"));
-        let reply = auth.authenticate(&security, 2, &request, |_, _| None, Instant::now());
+        let reply = auth.authenticate(&security, 2, &request, |_, _| None, None, Instant::now());
         assert_eq!((reply.response.error_code, reply.close), (code::SASL_AUTHENTICATION_FAILED, true));
     }
 }

@@ -75,6 +75,8 @@ pub struct NodeSettings {
     /// Broker-level topic config defaults (Kafka names), e.g. from the config file.
     pub topic_defaults: BTreeMap<String, String>,
     pub socket_request_max_bytes: usize,
+    /// Kafka's `connections.max.idle.ms` (0: never).
+    pub connections_max_idle_ms: u64,
     pub shards: usize,
     pub data_dir: std::path::PathBuf,
     /// Kafka's `group.initial.rebalance.delay.ms`.
@@ -175,6 +177,8 @@ pub struct Shard {
     authorizer: RefCell<Option<Rc<crate::security::acl::Authorizer>>>,
     /// This shard's client quota buckets (`quota::manager`).
     pub quotas: crate::quota::ShardQuotas,
+    /// This shard's copy of the OAUTHBEARER key set and its generation (`security::jwks`).
+    jwks: RefCell<Option<(u64, Arc<crate::security::jwks::KeySet>)>>,
     /// This shard's copy of the TLS config (`security::tls`).
     pub tls: crate::security::tls::ShardTls,
     /// The shard is stopping: connections answer what they read, then close.
@@ -213,6 +217,7 @@ impl Shard {
             fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
             throttles: crate::throttle::ReplicationThrottles::default(),
             quotas: Default::default(),
+            jwks: RefCell::new(None),
             tls: RefCell::new(None),
             closing: Cell::new(false),
             closing_event: event_listener::Event::new(),
@@ -296,6 +301,25 @@ impl Shard {
                 *self.authorizer.borrow_mut() = Self::index_acls(&self.settings, &image);
             }
             *current = image;
+        }
+    }
+
+    /// The OAUTHBEARER key set, when signed tokens are configured and one has been
+    /// fetched: this shard's copy, renewed when the fetcher published a newer one.
+    pub fn jwks_keys(&self) -> Option<Arc<crate::security::jwks::KeySet>> {
+        let jwks = &self.settings.security.signed_tokens.as_ref()?.jwks;
+        let generation = jwks.generation();
+        if generation == 0 {
+            return None;
+        }
+        let mut copy = self.jwks.borrow_mut();
+        match copy.as_ref() {
+            Some((seen, keys)) if *seen == generation => Some(keys.clone()),
+            _ => {
+                let keys = jwks.current();
+                *copy = Some((generation, keys.clone()));
+                Some(keys)
+            }
         }
     }
 

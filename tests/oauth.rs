@@ -1,0 +1,158 @@
+//! SASL/OAUTHBEARER with signed tokens (`--sasl-oauthbearer-jwks-endpoint-url`):
+//! librdkafka (the rdkafka crate) authenticates with ES256 tokens the test signs,
+//! their key served by the test as a JWKS over HTTP; a token signed by another key,
+//! one for another audience and an unsecured one are refused.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{broker_port, Broker};
+use rdkafka::client::OAuthToken;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
+use rdkafka::{ClientContext, Message};
+use skein_net::security::jwks::testing::Signer;
+
+/// Serves `body` as JSON to every HTTP request on a port of its own, forever (the
+/// thread ends with the test process).
+fn serve_jwks(body: String) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    port
+}
+
+/// A client context that hands librdkafka a token from `make`.
+struct Tokens {
+    make: Box<dyn Fn() -> String + Send + Sync>,
+}
+
+impl ClientContext for Tokens {
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+    fn generate_oauth_token(&self, _config: Option<&str>) -> Result<OAuthToken, Box<dyn std::error::Error>> {
+        let lifetime_ms = now_s() as i64 * 1000 + 60_000;
+        Ok(OAuthToken { token: (self.make)(), principal_name: "svc".into(), lifetime_ms })
+    }
+}
+
+impl ProducerContext for Tokens {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
+}
+
+impl ConsumerContext for Tokens {}
+
+fn now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn config(port: u16) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", format!("127.0.0.1:{port}"))
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "OAUTHBEARER");
+    config
+}
+
+// Signed tokens authenticate a producer and a consumer; other keys, audiences and
+// unsecured tokens do not.
+#[test]
+fn signed_tokens_from_a_jwks() {
+    let signer = std::sync::Arc::new(Signer::new("test-key"));
+    let jwks = serve_jwks(signer.jwks());
+    let dir = tempfile::tempdir().unwrap();
+    let port = broker_port();
+    let listeners = format!("SASL_PLAINTEXT://127.0.0.1:{port}");
+    let url = format!("http://127.0.0.1:{jwks}/jwks");
+    let broker = Broker::start(
+        dir.path(),
+        "1",
+        &[
+            "--listeners",
+            &listeners,
+            "--sasl-enabled-mechanisms",
+            "OAUTHBEARER",
+            "--sasl-oauthbearer-jwks-endpoint-url",
+            &url,
+            "--sasl-oauthbearer-expected-audience",
+            "kafka",
+        ],
+    );
+    common::create_topic(&broker, "oauth", 1);
+    let good = {
+        let signer = signer.clone();
+        move || signer.token(&format!(r#"{{"sub":"svc","aud":"kafka","iat":{},"exp":{}}}"#, now_s(), now_s() + 60))
+    };
+    let producer: BaseProducer<Tokens> =
+        config(port).create_with_context(Tokens { make: Box::new(good.clone()) }).unwrap();
+    for i in 0..10 {
+        let value = format!("signed-{i}");
+        producer.send(BaseRecord::to("oauth").payload(&value).key("k")).unwrap();
+    }
+    producer.flush(Duration::from_secs(20)).expect("the signed producer is acknowledged");
+    let consumer: BaseConsumer<Tokens> = config(port)
+        .set("group.id", "oauth-readers")
+        .set("auto.offset.reset", "earliest")
+        .create_with_context(Tokens { make: Box::new(good) })
+        .unwrap();
+    consumer.subscribe(&["oauth"]).unwrap();
+    let mut read = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while read.len() < 10 && std::time::Instant::now() < deadline {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            read.push(String::from_utf8_lossy(message.payload().unwrap_or_default()).to_string());
+        }
+    }
+    assert_eq!(read, (0..10).map(|i| format!("signed-{i}")).collect::<Vec<_>>());
+    // Refused: another key, another audience, an unsecured token.
+    let stranger = std::sync::Arc::new(Signer::new("test-key"));
+    let e = |s: &str| base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, s);
+    let unsecured = format!(
+        "{}.{}.",
+        e(r#"{"alg":"none"}"#),
+        e(&format!(r#"{{"sub":"svc","aud":"kafka","exp":{}}}"#, now_s() + 60))
+    );
+    let refused: Vec<(&str, Box<dyn Fn() -> String + Send + Sync>)> = vec![
+        ("another key", {
+            let stranger = stranger.clone();
+            Box::new(move || stranger.token(&format!(r#"{{"sub":"svc","aud":"kafka","exp":{}}}"#, now_s() + 60)))
+        }),
+        ("another audience", {
+            let signer = signer.clone();
+            Box::new(move || signer.token(&format!(r#"{{"sub":"svc","aud":"other","exp":{}}}"#, now_s() + 60)))
+        }),
+        ("unsecured", Box::new(move || unsecured.clone())),
+    ];
+    let failures_before = broker.metric_sum("skein_sasl_authentication_failures_total");
+    for (what, make) in refused {
+        let producer: BaseProducer<Tokens> = config(port).create_with_context(Tokens { make }).unwrap();
+        // The token callback runs from poll: poll, then ask for metadata.
+        for _ in 0..10 {
+            producer.poll(Duration::from_millis(100));
+        }
+        let metadata = producer.client().fetch_metadata(Some("oauth"), Duration::from_secs(2));
+        assert!(metadata.is_err(), "{what}: a refused token must not authenticate");
+    }
+    let failures = broker.metric_sum("skein_sasl_authentication_failures_total") - failures_before;
+    assert!(
+        failures >= 3,
+        "{failures} failures counted: {}",
+        broker.log().lines().filter(|l| l.contains("OAUTH") || l.contains("SASL")).collect::<Vec<_>>().join("\n")
+    );
+}
