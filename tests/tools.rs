@@ -284,3 +284,180 @@ fn kafka_transactions_tool_and_skein_txn() {
     assert!(dump.lines().any(|l| l.contains("isControl: true") && l.contains("isTransactional: true")), "{dump}");
     assert!(dump.contains("endTxnMarker: ABORT"), "{dump}");
 }
+
+const ACLS: &str = "org.apache.kafka.tools.AclCommand";
+
+// kafka-acls and kafka-configs' client quotas, unchanged, against a node with the
+// standard authorizer, as its super user over SASL_PLAINTEXT (`--command-config`):
+// ACLs added, listed and removed, and they take effect for another user; quotas set
+// for a user and a client id, described, and removed.
+#[test]
+fn kafka_acls_and_quotas_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("plain-users");
+    std::fs::write(&users, "admin:admin-secret\nalice:alice-secret\n").unwrap();
+    let port = common::broker_port();
+    let listeners = format!("SASL_PLAINTEXT://127.0.0.1:{port}");
+    let _node = Broker::start(
+        dir.path(),
+        "1",
+        &[
+            "--listeners",
+            &listeners,
+            "--sasl-enabled-mechanisms",
+            "PLAIN",
+            "--sasl-plain-users",
+            users.to_str().unwrap(),
+            "--authorizer",
+            "standard",
+            "--super-users",
+            "User:admin",
+        ],
+    );
+    let client = |user: &str| {
+        let path = dir.path().join(format!("{user}.properties"));
+        let jaas = format!(
+            "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"{user}\" password=\"{user}-secret\";"
+        );
+        std::fs::write(
+            &path,
+            format!("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={jaas}\n"),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (admin, alice) = (client("admin"), client("alice"));
+    let b = format!("127.0.0.1:{port}");
+    let b = b.as_str();
+    ok(
+        TOPICS,
+        &["--bootstrap-server", b, "--command-config", &admin, "--create", "--topic", "audit", "--partitions", "1"],
+    );
+    // alice sees nothing and may create nothing until the ACLs say so.
+    let listed = ok(TOPICS, &["--bootstrap-server", b, "--command-config", &alice, "--list"]);
+    assert!(!listed.contains("audit"), "{listed}");
+    let added = ok(
+        ACLS,
+        &[
+            "--bootstrap-server",
+            b,
+            "--command-config",
+            &admin,
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Describe",
+            "--operation",
+            "Read",
+            "--topic",
+            "audit",
+        ],
+    );
+    assert!(added.contains("User:alice") && added.contains("READ"), "{added}");
+    ok(
+        ACLS,
+        &[
+            "--bootstrap-server",
+            b,
+            "--command-config",
+            &admin,
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Create",
+            "--topic",
+            "team-",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    );
+    let listed = ok(TOPICS, &["--bootstrap-server", b, "--command-config", &alice, "--list"]);
+    assert!(listed.contains("audit"), "{listed}");
+    ok(TOPICS, &["--bootstrap-server", b, "--command-config", &alice, "--create", "--topic", "team-a"]);
+    let (created, output) =
+        kafka_tool(TOPICS, &["--bootstrap-server", b, "--command-config", &alice, "--create", "--topic", "other"], "");
+    assert!(!created && output.contains("Authorization failed"), "{output}");
+    let acls = ok(ACLS, &["--bootstrap-server", b, "--command-config", &admin, "--list", "--topic", "audit"]);
+    assert!(acls.contains("principal=User:alice") && acls.contains("operation=DESCRIBE"), "{acls}");
+    let (listed_as_alice, output) =
+        kafka_tool(ACLS, &["--bootstrap-server", b, "--command-config", &alice, "--list"], "");
+    assert!(!listed_as_alice && output.contains("ClusterAuthorizationException"), "{output}");
+    ok(
+        ACLS,
+        &[
+            "--bootstrap-server",
+            b,
+            "--command-config",
+            &admin,
+            "--remove",
+            "--force",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Describe",
+            "--operation",
+            "Read",
+            "--topic",
+            "audit",
+        ],
+    );
+    let acls = ok(ACLS, &["--bootstrap-server", b, "--command-config", &admin, "--list", "--topic", "audit"]);
+    assert!(!acls.contains("User:alice"), "{acls}");
+
+    // kafka-configs' client quotas (AlterClientQuotas, DescribeClientQuotas).
+    let config = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", b, "--command-config", &admin];
+        all.extend_from_slice(args);
+        ok(CONFIGS, &all)
+    };
+    config(&[
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--entity-type",
+        "clients",
+        "--entity-default",
+        "--add-config",
+        "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+    ]);
+    config(&[
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "reporter",
+        "--add-config",
+        "request_percentage=50",
+    ]);
+    let described = config(&[
+        "--describe",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--entity-type",
+        "clients",
+        "--entity-default",
+    ]);
+    assert!(
+        described.contains("producer_byte_rate=1048576.0") && described.contains("consumer_byte_rate=2097152.0"),
+        "{described}"
+    );
+    let described = config(&["--describe", "--entity-type", "clients", "--entity-name", "reporter"]);
+    assert!(described.contains("request_percentage=50.0"), "{described}");
+    config(&[
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "reporter",
+        "--delete-config",
+        "request_percentage",
+    ]);
+    let described = config(&["--describe", "--entity-type", "clients", "--entity-name", "reporter"]);
+    assert!(!described.contains("request_percentage"), "{described}");
+}
