@@ -545,8 +545,8 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
         (request.api_key, request.header.request_api_version, request.header.correlation_id);
     let started = std::time::Instant::now();
     // Client quotas: who is charged, and whether its fetch must wait (`quota`).
-    let image = shard.image();
-    let quotas = &image.client_quotas;
+    let image = shard.has_quotas().then(|| shard.image());
+    let quotas = image.as_ref().map_or(&[][..], |i| &i.client_quotas[..]);
     // Copied only when some client has a quota: the common path allocates nothing.
     let (principal, client_id) = match quotas.is_empty() {
         true => (String::new(), String::new()),

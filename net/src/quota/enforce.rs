@@ -60,10 +60,10 @@ pub fn throttled_fetch(request: &FetchRequest, version: i16, throttle: Duration)
 /// nothing more while its client is throttled: a pipelining producer cannot run
 /// ahead of its quota by more than the request it sent. The throttle.
 pub fn charge_produce(shard: &Shard, principal: &str, client_id: &str, request_bytes: usize) -> Duration {
-    let image = shard.image();
-    if image.client_quotas.is_empty() {
+    if !shard.has_quotas() {
         return Duration::ZERO;
     }
+    let image = shard.image();
     let client = QuotaClient::new(principal, client_id);
     let charge = Charge {
         user: client.user,
@@ -111,10 +111,10 @@ pub fn charge(
 /// How long a new connection from `ip` is held before it is closed: zero when its
 /// ip is within its connection creation rate.
 pub fn connection_throttle(shard: &Shard, ip: std::net::IpAddr) -> Duration {
-    let image = shard.image();
-    if image.client_quotas.is_empty() {
+    if !shard.has_quotas() {
         return Duration::ZERO;
     }
+    let image = shard.image();
     let ip = ip.to_string();
     let charge = Charge { user: "", client_id: &ip, key: super::CONNECTION_CREATION_RATE, amount: 1 };
     let place = (shard.id, shard.settings.shards);

@@ -359,7 +359,9 @@ pub struct Session {
 #[derive(Debug, Default)]
 struct Decisions {
     epoch: u64,
-    by_resource: HashMap<(ResourceType, Operation, Box<str>), bool>,
+    /// By resource type and operation, then name: a lookup by `&str` allocates nothing.
+    by_resource: HashMap<(ResourceType, Operation), HashMap<Box<str>, bool>>,
+    entries: usize,
 }
 
 impl Session {
@@ -380,15 +382,17 @@ impl Session {
             return true;
         };
         let mut cache = self.cache.borrow_mut();
-        if cache.epoch != authorizer.epoch || cache.by_resource.len() >= SESSION_ACL_CACHE_ENTRIES_MAX {
+        if cache.epoch != authorizer.epoch || cache.entries >= SESSION_ACL_CACHE_ENTRIES_MAX {
             cache.epoch = authorizer.epoch;
             cache.by_resource.clear();
+            cache.entries = 0;
         }
-        if let Some(decision) = cache.by_resource.get(&(kind, operation, Box::from(name))) {
+        if let Some(decision) = cache.by_resource.get(&(kind, operation)).and_then(|names| names.get(name)) {
             return *decision;
         }
         let decision = authorizer.authorize(&self.principal, &self.host, operation, kind, name);
-        cache.by_resource.insert((kind, operation, Box::from(name)), decision);
+        cache.by_resource.entry((kind, operation)).or_default().insert(Box::from(name), decision);
+        cache.entries += 1;
         decision
     }
 }

@@ -177,6 +177,9 @@ pub struct Shard {
     authorizer: RefCell<Option<Rc<crate::security::acl::Authorizer>>>,
     /// This shard's client quota buckets (`quota::manager`).
     pub quotas: crate::quota::ShardQuotas,
+    /// Whether the installed image has any client quota: without one, the request
+    /// path does not look at the image for them.
+    has_quotas: Cell<bool>,
     /// This shard's copy of the OAUTHBEARER key set and its generation (`security::jwks`).
     jwks: RefCell<Option<(u64, Arc<crate::security::jwks::KeySet>)>>,
     /// This shard's copy of the TLS config (`security::tls`).
@@ -199,6 +202,7 @@ impl Shard {
             .with_group_commit(settings.group_commit_max_delay);
         let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
         let authorizer = RefCell::new(Self::index_acls(&settings, &image));
+        let has_quotas = Cell::new(!image.client_quotas.is_empty());
         let shard = Shard {
             id,
             settings,
@@ -217,6 +221,7 @@ impl Shard {
             fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
             throttles: crate::throttle::ReplicationThrottles::default(),
             quotas: Default::default(),
+            has_quotas,
             jwks: RefCell::new(None),
             tls: RefCell::new(None),
             closing: Cell::new(false),
@@ -300,6 +305,7 @@ impl Shard {
             if image.acls != current.acls {
                 *self.authorizer.borrow_mut() = Self::index_acls(&self.settings, &image);
             }
+            self.has_quotas.set(!image.client_quotas.is_empty());
             *current = image;
         }
     }
@@ -321,6 +327,11 @@ impl Shard {
                 Some(keys)
             }
         }
+    }
+
+    /// Whether some client has a quota (the image's, without touching it).
+    pub fn has_quotas(&self) -> bool {
+        self.has_quotas.get()
     }
 
     /// This shard's ACL index; `None` when no authorizer is configured.
