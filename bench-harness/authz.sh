@@ -44,9 +44,10 @@ for round in $(seq 1 "$rounds"); do
     broker_pid=$!
     for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/19094) 2>/dev/null && break; sleep 0.1; done
     if [ "$mode" != plain ]; then
-      for resource in "--topic *" "--group *" "--cluster" "--transactional-id *"; do
-        # shellcheck disable=SC2086
-        "$skein" acl add --principal User:ANONYMOUS --operation All $resource "${admin[@]}" > /dev/null
+      for resource in --topic --group --cluster --transactional-id; do
+        name=('*')
+        if [ "$resource" = --cluster ]; then name=(); fi
+        "$skein" acl add --principal User:ANONYMOUS --operation All "$resource" "${name[@]}" "${admin[@]}" > /dev/null
       done
     fi
     if [ "$mode" = quota ]; then
