@@ -181,6 +181,14 @@ pub fn denied(caller: &Caller, request: &RequestKind, version: i16) -> Option<Re
                 ConsumerGroupHeartbeatResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
             )
         }
+        // A member may subscribe only to topics it may describe (Kafka 4).
+        RequestKind::ConsumerGroupHeartbeat(r)
+            if r.subscribed_topic_names.iter().flatten().any(|t| !caller.topic(Op::Describe, t)) =>
+        {
+            ResponseKind::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse::default().with_error_code(TOPIC_AUTHORIZATION_FAILED),
+            )
+        }
         RequestKind::OffsetCommit(r) if no_group(Op::Read, &r.group_id) => {
             ResponseKind::OffsetCommit(offset_commit(r, GROUP_AUTHORIZATION_FAILED))
         }

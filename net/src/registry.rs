@@ -50,7 +50,11 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::DescribeGroups, describe_groups::VERSIONS, Groups(Op::Describe)),
     (ApiKey::DeleteGroups, delete_groups::VERSIONS, Groups(Op::Delete)),
     (ApiKey::OffsetDelete, offset_delete::VERSIONS, Both(&Groups(Op::Delete), &Topics(Op::Read))),
-    (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS, Groups(Op::Read)),
+    (
+        ApiKey::ConsumerGroupHeartbeat,
+        consumer_group_heartbeat::VERSIONS,
+        Both(&Groups(Op::Read), &Topics(Op::Describe)),
+    ),
     (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS, Groups(Op::Describe)),
     (
         ApiKey::AddPartitionsToTxn,
