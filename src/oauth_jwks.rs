@@ -1,5 +1,5 @@
 //! Fetches OAUTHBEARER's JSON Web Key Set (`sasl.oauthbearer.jwks.endpoint.url`,
-//! `http://` or `file:`) on a thread of its own, at start and every
+//! `https://`, `http://` or `file:`) on a thread of its own, at start and every
 //! `sasl.oauthbearer.jwks.endpoint.refresh.ms`, and publishes it to the shards
 //! (`skein_net::security::jwks`). A failed fetch keeps the last good set and is
 //! retried sooner; until a first set arrives, OAUTHBEARER clients are refused.
@@ -15,21 +15,34 @@ const RETRY: Duration = Duration::from_secs(5);
 /// The most a JWKS document may hold.
 const JWKS_MAX_BYTES: u64 = 1 << 20;
 
+/// The HTTP client: over https, trusting `ca` when given, else the web PKI's roots.
+///
+/// # Errors
+/// A CA file that cannot be read.
+pub fn agent(ca: Option<&std::path::Path>) -> Result<ureq::Agent, String> {
+    let builder = ureq::AgentBuilder::new().timeout(Duration::from_secs(10));
+    match ca {
+        Some(ca) => {
+            let config = skein_net::security::tls::client_config(ca, "--sasl-oauthbearer-jwks-endpoint-ca-pem")?;
+            Ok(builder.tls_config(config).build())
+        }
+        None => Ok(builder.build()),
+    }
+}
+
 /// One fetch of the key set.
 ///
 /// # Errors
 /// A message naming the endpoint and what failed.
-pub fn fetch(endpoint: &str) -> Result<KeySet, String> {
+pub fn fetch(agent: &ureq::Agent, endpoint: &str) -> Result<KeySet, String> {
     let text = match endpoint.strip_prefix("file:") {
         Some(path) => {
             let path = path.strip_prefix("//").unwrap_or(path);
             std::fs::read_to_string(path).map_err(|e| format!("cannot read the JWKS {path}: {e}"))?
         }
         None => {
-            let response = ureq::get(endpoint)
-                .timeout(Duration::from_secs(10))
-                .call()
-                .map_err(|e| format!("cannot fetch the JWKS from {endpoint}: {e}"))?;
+            let response =
+                agent.get(endpoint).call().map_err(|e| format!("cannot fetch the JWKS from {endpoint}: {e}"))?;
             let mut text = String::new();
             std::io::Read::read_to_string(&mut std::io::Read::take(response.into_reader(), JWKS_MAX_BYTES), &mut text)
                 .map_err(|e| format!("cannot read the JWKS from {endpoint}: {e}"))?;
@@ -43,10 +56,18 @@ pub fn fetch(endpoint: &str) -> Result<KeySet, String> {
 pub fn run(tokens: Arc<skein_net::security::Security>, stop: Arc<AtomicBool>) {
     let Some(config) = tokens.signed_tokens.as_ref() else { return };
     let config: &SignedTokens = config;
+    // The CA file was checked at start; it is read again here.
+    let agent = match agent(config.endpoint_ca.as_deref()) {
+        Ok(agent) => agent,
+        Err(e) => {
+            tracing::error!(target: "skein", error = %e, "no JWKS client: OAUTHBEARER clients are refused");
+            return;
+        }
+    };
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         if Instant::now() >= next {
-            match fetch(&config.endpoint) {
+            match fetch(&agent, &config.endpoint) {
                 Ok(keys) => {
                     config.jwks.install(keys);
                     next = Instant::now() + Duration::from_millis(config.refresh_ms.max(1000));

@@ -68,10 +68,15 @@ pub struct SecurityArgs {
     /// everyone [default: false].
     #[arg(long, env = "SKEIN_ALLOW_EVERYONE_IF_NO_ACL_FOUND", num_args = 0..=1, default_missing_value = "true")]
     pub allow_everyone_if_no_acl_found: Option<bool>,
-    /// Kafka's `sasl.oauthbearer.jwks.endpoint.url` (`http://...` or `file:...`):
-    /// OAUTHBEARER takes tokens signed by a key of this set [default: unsecured tokens].
+    /// Kafka's `sasl.oauthbearer.jwks.endpoint.url` (`https://`, `http://` or
+    /// `file:`): OAUTHBEARER takes tokens signed by a key of this set
+    /// [default: unsecured tokens].
     #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL")]
     pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
+    /// CA certificates (PEM) an https JWKS endpoint is checked against (Kafka takes
+    /// the JVM's trust store) [default: the web PKI's roots].
+    #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWKS_ENDPOINT_CA_PEM")]
+    pub sasl_oauthbearer_jwks_endpoint_ca_pem: Option<std::path::PathBuf>,
     /// Kafka's `sasl.oauthbearer.jwks.endpoint.refresh.ms` [default: 3600000].
     #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS")]
     pub sasl_oauthbearer_jwks_endpoint_refresh_ms: Option<u64>,
@@ -104,6 +109,7 @@ pub const FILE_KEYS: &[&str] = &[
     "super_users",
     "allow_everyone_if_no_acl_found",
     "sasl_oauthbearer_jwks_endpoint_url",
+    "sasl_oauthbearer_jwks_endpoint_ca_pem",
     "sasl_oauthbearer_jwks_endpoint_refresh_ms",
     "sasl_oauthbearer_expected_audience",
     "sasl_oauthbearer_expected_issuer",
@@ -132,6 +138,9 @@ impl SecurityArgs {
             sasl_oauthbearer_jwks_endpoint_url: self
                 .sasl_oauthbearer_jwks_endpoint_url
                 .or(file.sasl_oauthbearer_jwks_endpoint_url),
+            sasl_oauthbearer_jwks_endpoint_ca_pem: self
+                .sasl_oauthbearer_jwks_endpoint_ca_pem
+                .or(file.sasl_oauthbearer_jwks_endpoint_ca_pem),
             sasl_oauthbearer_jwks_endpoint_refresh_ms: self
                 .sasl_oauthbearer_jwks_endpoint_refresh_ms
                 .or(file.sasl_oauthbearer_jwks_endpoint_refresh_ms),
@@ -323,10 +332,12 @@ fn signed_tokens(args: &SecurityArgs) -> Result<Option<skein_net::security::jwks
     let Some(endpoint) = args.sasl_oauthbearer_jwks_endpoint_url.clone() else {
         return Ok(None);
     };
-    if !(endpoint.starts_with("http://") || endpoint.starts_with("file:")) {
-        return Err(format!(
-            "--sasl-oauthbearer-jwks-endpoint-url {endpoint}: an http:// or file: URL (https is not built in; serve it through a local proxy or a file)"
-        ));
+    if !["https://", "http://", "file:"].iter().any(|scheme| endpoint.starts_with(scheme)) {
+        return Err(format!("--sasl-oauthbearer-jwks-endpoint-url {endpoint}: an https://, http:// or file: URL"));
+    }
+    let endpoint_ca = args.sasl_oauthbearer_jwks_endpoint_ca_pem.clone();
+    if let Some(ca) = &endpoint_ca {
+        crate::oauth_jwks::agent(Some(ca))?;
     }
     let list = |text: &Option<String>| -> Vec<String> {
         text.iter().flat_map(|t| t.split(',')).map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect()
@@ -334,6 +345,7 @@ fn signed_tokens(args: &SecurityArgs) -> Result<Option<skein_net::security::jwks
     Ok(Some(skein_net::security::jwks::SignedTokens {
         jwks: Default::default(),
         endpoint,
+        endpoint_ca,
         refresh_ms: args.sasl_oauthbearer_jwks_endpoint_refresh_ms.unwrap_or(3_600_000),
         sub_claim: args.sasl_oauthbearer_sub_claim_name.clone().unwrap_or_else(|| "sub".into()),
         audience: list(&args.sasl_oauthbearer_expected_audience),

@@ -156,3 +156,97 @@ fn signed_tokens_from_a_jwks() {
         broker.log().lines().filter(|l| l.contains("OAUTH") || l.contains("SASL")).collect::<Vec<_>>().join("\n")
     );
 }
+
+// The JWKS served over https (openssl's s_server, its certificate from a CA the test
+// makes, given with --sasl-oauthbearer-jwks-endpoint-ca-pem): a signed token
+// authenticates; the endpoint's certificate is checked.
+#[test]
+fn jwks_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let signer = std::sync::Arc::new(Signer::new("https-key"));
+    std::fs::write(dir.path().join("jwks.json"), signer.jwks()).unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "jwks CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let server =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &ca, &ca_key).unwrap();
+    std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.path().join("server.pem"), server.pem()).unwrap();
+    std::fs::write(dir.path().join("server.key"), key.serialize_pem()).unwrap();
+    let https = common::free_port();
+    let mut s_server = std::process::Command::new("openssl")
+        .args([
+            "s_server",
+            "-quiet",
+            "-WWW",
+            "-accept",
+            &https.to_string(),
+            "-cert",
+            "server.pem",
+            "-key",
+            "server.key",
+        ])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl s_server");
+    let port = broker_port();
+    let listeners = format!("SASL_PLAINTEXT://127.0.0.1:{port}");
+    let url = format!("https://127.0.0.1:{https}/jwks.json");
+    let ca_path = dir.path().join("ca.pem");
+    let broker = Broker::start(
+        dir.path(),
+        "1",
+        &[
+            "--listeners",
+            &listeners,
+            "--sasl-enabled-mechanisms",
+            "OAUTHBEARER",
+            "--sasl-oauthbearer-jwks-endpoint-url",
+            &url,
+            "--sasl-oauthbearer-jwks-endpoint-ca-pem",
+            ca_path.to_str().unwrap(),
+        ],
+    );
+    let make = move || signer.token(&format!(r#"{{"sub":"svc","exp":{}}}"#, now_s() + 60));
+    let producer: BaseProducer<Tokens> = config(port).create_with_context(Tokens { make: Box::new(make) }).unwrap();
+    let mut metadata = Err(rdkafka::error::KafkaError::Canceled);
+    for _ in 0..20 {
+        producer.poll(Duration::from_millis(100));
+        metadata = producer.client().fetch_metadata(None, Duration::from_secs(1));
+        if metadata.is_ok() {
+            break;
+        }
+    }
+    assert!(metadata.is_ok(), "a token signed by the https JWKS's key authenticates: {}", broker.log());
+    // Without the CA, the endpoint's certificate is not trusted: no key set, no login.
+    let untrusting_dir = tempfile::tempdir().unwrap();
+    let other = broker_port();
+    let listeners = format!("SASL_PLAINTEXT://127.0.0.1:{other}");
+    let untrusting = Broker::start(
+        untrusting_dir.path(),
+        "1",
+        &[
+            "--listeners",
+            &listeners,
+            "--sasl-enabled-mechanisms",
+            "OAUTHBEARER",
+            "--sasl-oauthbearer-jwks-endpoint-url",
+            &url,
+        ],
+    );
+    let signer = Signer::new("https-key");
+    let make = move || signer.token(&format!(r#"{{"sub":"svc","exp":{}}}"#, now_s() + 60));
+    let producer: BaseProducer<Tokens> = config(other).create_with_context(Tokens { make: Box::new(make) }).unwrap();
+    for _ in 0..10 {
+        producer.poll(Duration::from_millis(100));
+    }
+    assert!(producer.client().fetch_metadata(None, Duration::from_secs(2)).is_err());
+    let _ = s_server.kill();
+    assert!(untrusting.log().contains("JWKS fetch failed"), "{}", untrusting.log());
+}

@@ -129,8 +129,11 @@ impl Jwks {
 #[derive(Debug)]
 pub struct SignedTokens {
     pub jwks: Arc<Jwks>,
-    /// The JWKS location: `http://...` or `file:...`.
+    /// The JWKS location: `https://...`, `http://...` or `file:...`.
     pub endpoint: String,
+    /// The CA certificates an https endpoint's certificate is checked against
+    /// [default: the public web PKI's roots].
+    pub endpoint_ca: Option<std::path::PathBuf>,
     pub refresh_ms: u64,
     /// `sasl.oauthbearer.sub.claim.name` [default: sub].
     pub sub_claim: String,
@@ -274,6 +277,7 @@ mod tests {
         SignedTokens {
             jwks: Arc::default(),
             endpoint: String::new(),
+            endpoint_ca: None,
             refresh_ms: 0,
             sub_claim: "sub".into(),
             audience: audience.iter().map(|a| a.to_string()).collect(),

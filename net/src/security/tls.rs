@@ -172,6 +172,25 @@ fn build(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
     Ok(Arc::new(config))
 }
 
+/// A TLS client config that trusts only the CA certificates of PEM file `ca` (given
+/// with `flag`), for a client of a private endpoint (the JWKS fetcher's).
+///
+/// # Errors
+/// A message naming the flag when the file holds no usable CA certificate.
+pub fn client_config(ca: &Path, flag: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in read_certificates(ca, flag)? {
+        roots.add(certificate).map_err(|e| format!("{flag} {}: {e}", ca.display()))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| format!("TLS client: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 /// The certificates of PEM file `path`, given with `flag`; errors name both.
 fn read_certificates(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let certificates: Vec<_> = CertificateDer::pem_file_iter(path)
