@@ -158,16 +158,15 @@ pub fn run(command: AclCommand) -> Result<(), String> {
             Ok(())
         }
         AclCommand::List { acl, connection } => {
-            let (kind, name) = acl.resource();
-            let operation = single_operation(&acl)?;
+            let filter = wire_filter(&acl)?;
             let request = DescribeAclsRequest::default()
-                .with_resource_type_filter(kind.code())
-                .with_resource_name_filter(name.as_deref().map(s))
-                .with_pattern_type_filter(acl.pattern(PatternType::Any)?.code())
-                .with_principal_filter(acl.principal.as_deref().map(s))
-                .with_host_filter(acl.host.as_deref().map(s))
-                .with_operation(operation.code())
-                .with_permission_type(if acl.deny { Permission::Deny } else { Permission::Any }.code());
+                .with_resource_type_filter(filter.resource_type_filter)
+                .with_resource_name_filter(filter.resource_name_filter)
+                .with_pattern_type_filter(filter.pattern_type_filter)
+                .with_principal_filter(filter.principal_filter)
+                .with_host_filter(filter.host_filter)
+                .with_operation(filter.operation)
+                .with_permission_type(filter.permission_type);
             let mut client = Client::connect(&connection)?;
             let response = client.call(&request, ACL_VERSION)?;
             if response.error_code != 0 {
@@ -191,19 +190,10 @@ pub fn run(command: AclCommand) -> Result<(), String> {
             Ok(())
         }
         AclCommand::Remove { acl, connection } => {
-            let (kind, name) = acl.resource();
-            if kind == ResourceType::Any && acl.principal.is_none() {
+            if acl.resource().0 == ResourceType::Any && acl.principal.is_none() {
                 return Err("name a resource or a --principal: refusing to remove every ACL".into());
             }
-            let operation = single_operation(&acl)?;
-            let filter = DeleteAclsFilter::default()
-                .with_resource_type_filter(kind.code())
-                .with_resource_name_filter(name.as_deref().map(s))
-                .with_pattern_type_filter(acl.pattern(PatternType::Any)?.code())
-                .with_principal_filter(acl.principal.as_deref().map(s))
-                .with_host_filter(acl.host.as_deref().map(s))
-                .with_operation(operation.code())
-                .with_permission_type(if acl.deny { Permission::Deny } else { Permission::Any }.code());
+            let filter = wire_filter(&acl)?;
             let mut client = Client::connect(&connection)?;
             let response = client.call(&DeleteAclsRequest::default().with_filters(vec![filter]), ACL_VERSION)?;
             for result in response.filter_results {
@@ -227,6 +217,21 @@ pub fn run(command: AclCommand) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// The filter `acl` names, in DeleteAcls' wire form (DescribeAcls takes the same
+/// fields): unnamed parts match everything.
+fn wire_filter(acl: &AclArgs) -> Result<DeleteAclsFilter, String> {
+    let (kind, name) = acl.resource();
+    let permission = if acl.deny { Permission::Deny } else { Permission::Any };
+    Ok(DeleteAclsFilter::default()
+        .with_resource_type_filter(kind.code())
+        .with_resource_name_filter(name.as_deref().map(s))
+        .with_pattern_type_filter(acl.pattern(PatternType::Any)?.code())
+        .with_principal_filter(acl.principal.as_deref().map(s))
+        .with_host_filter(acl.host.as_deref().map(s))
+        .with_operation(single_operation(acl)?.code())
+        .with_permission_type(permission.code()))
 }
 
 /// A filter's operation: the one named, or any.

@@ -398,10 +398,9 @@ async fn read_loop<S: AsyncRead + Unpin>(
                 }
                 request.peer = connection.peer.clone();
                 request.listener = connection.listener.clone();
-                request.session = Some(connection.session());
+                let session = connection.session();
                 request.muted_until = Some(connection.muted_until.clone());
                 if request.api_key == ApiKey::Produce {
-                    let session = connection.session();
                     let client_id = request.header.client_id.as_deref().unwrap_or("");
                     let throttle = enforce::charge_produce(shard, &session.principal, client_id, size);
                     if !throttle.is_zero() {
@@ -410,6 +409,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
                     }
                     request.produce_throttle = throttle;
                 }
+                request.session = Some(session);
                 if let RequestKind::Fetch(fetch) = &request.body {
                     let want = crate::handlers::fetch::response_max_bytes(fetch);
                     request.grant = Some(budget.grant(want).await);

@@ -30,6 +30,7 @@ mod brokers;
 mod groups;
 mod ops;
 mod produce;
+mod security;
 mod txns;
 pub use groups::group_ticker;
 pub use ops::{OpResult, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage};
@@ -308,41 +309,6 @@ impl Shard {
             self.has_quotas.set(!image.client_quotas.is_empty());
             *current = image;
         }
-    }
-
-    /// The OAUTHBEARER key set, when signed tokens are configured and one has been
-    /// fetched: this shard's copy, renewed when the fetcher published a newer one.
-    pub fn jwks_keys(&self) -> Option<Arc<crate::security::jwks::KeySet>> {
-        let jwks = &self.settings.security.signed_tokens.as_ref()?.jwks;
-        let generation = jwks.generation();
-        if generation == 0 {
-            return None;
-        }
-        let mut copy = self.jwks.borrow_mut();
-        match copy.as_ref() {
-            Some((seen, keys)) if *seen == generation => Some(keys.clone()),
-            _ => {
-                let keys = jwks.current();
-                *copy = Some((generation, keys.clone()));
-                Some(keys)
-            }
-        }
-    }
-
-    /// Whether some client has a quota (the image's, without touching it).
-    pub fn has_quotas(&self) -> bool {
-        self.has_quotas.get()
-    }
-
-    /// This shard's ACL index; `None` when no authorizer is configured.
-    pub fn authorizer(&self) -> Option<Rc<crate::security::acl::Authorizer>> {
-        self.authorizer.borrow().clone()
-    }
-
-    /// The index of `image`'s ACLs, its epoch the image's version.
-    fn index_acls(settings: &NodeSettings, image: &MetadataImage) -> Option<Rc<crate::security::acl::Authorizer>> {
-        let config = settings.security.authorizer.clone()?;
-        Some(Rc::new(crate::security::acl::Authorizer::new(config, &image.acls, image.version)))
     }
 
     /// Installs `image` here and on every other shard, and waits until each holds it.
