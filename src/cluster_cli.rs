@@ -12,7 +12,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use clap::Subcommand;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
-use skein_net::security::scram::{self, ScramMechanism};
+use skein_net::security::login::{Login, LoginExchange, LoginMechanism};
 
 /// The largest response accepted (a Metadata of a large cluster fits).
 const RESPONSE_MAX_BYTES: usize = 256 << 20;
@@ -117,35 +117,26 @@ impl Client {
             let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
             return Err(format!("SASL {mechanism}: {} (the broker offers {offered:?})", error_name(answer.error_code)));
         }
-        let mut token = |bytes: Vec<u8>| -> Result<Bytes, String> {
-            let answer = self.call(&SaslAuthenticateRequest::default().with_auth_bytes(bytes.into()), 2)?;
-            match answer.error_code {
-                0 => Ok(answer.auth_bytes),
-                code => Err(format!(
-                    "SASL {mechanism} as {user}: {} {}",
-                    error_name(code),
-                    answer.error_message.as_deref().unwrap_or("")
-                )),
-            }
-        };
-        if mechanism.eq_ignore_ascii_case("PLAIN") {
-            token(format!("\0{user}\0{password}").into_bytes())?;
-            return Ok(());
-        }
-        let scram = ScramMechanism::parse(mechanism)
+        let mechanism = LoginMechanism::parse(mechanism)
             .ok_or_else(|| format!("--sasl-mechanism {mechanism}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))?;
-        let nonce: String = scram::random_secret().iter().map(|b| format!("{b:02x}")).collect();
-        let escaped = user.replace('=', "=3D").replace(',', "=2C");
-        let bare = format!("n={escaped},r={nonce}");
-        let server_first = token(format!("n,,{bare}").into_bytes())?;
-        let server_first = std::str::from_utf8(&server_first).map_err(|_| "the server-first is not UTF-8")?;
-        let (client_final, signature) = scram::client_reply(scram, password, &bare, server_first)?;
-        let server_final = token(client_final.into_bytes())?;
-        let engine = base64::engine::general_purpose::STANDARD;
-        if server_final != format!("v={}", base64::Engine::encode(&engine, signature)).as_bytes() {
-            return Err("the broker's SCRAM signature does not verify: it does not hold this user's credential".into());
+        let login = Login { mechanism, user: user.to_string(), password: password.to_string() };
+        let mut exchange = LoginExchange::new(&login);
+        let mut token = exchange.first();
+        loop {
+            let answer = self.call(&SaslAuthenticateRequest::default().with_auth_bytes(token.into()), 2)?;
+            if answer.error_code != 0 {
+                return Err(format!(
+                    "SASL {} as {user}: {} {}",
+                    mechanism.name(),
+                    error_name(answer.error_code),
+                    answer.error_message.as_deref().unwrap_or("")
+                ));
+            }
+            match exchange.answer(&answer.auth_bytes)? {
+                Some(next) => token = next,
+                None => return Ok(()),
+            }
         }
-        Ok(())
     }
 
     pub(crate) fn call<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, String> {

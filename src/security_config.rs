@@ -8,6 +8,7 @@ use std::sync::Arc;
 use clap::Args;
 use serde::Deserialize;
 use skein_net::security::acl::{parse_super_users, AuthorizerConfig};
+use skein_net::security::login::{Login, LoginMechanism};
 use skein_net::security::sasl::Mechanism;
 use skein_net::security::tls::{ClientAuth, Tls, TlsFiles};
 use skein_net::security::{self, ListenerConfig, SecurityProtocol};
@@ -30,6 +31,19 @@ pub struct SecurityArgs {
     /// Kafka's `inter.broker.listener.name` [default: the first PLAINTEXT listener].
     #[arg(long, env = "SKEIN_INTER_BROKER_LISTENER_NAME")]
     pub inter_broker_listener_name: Option<String>,
+    /// Kafka's `sasl.mechanism.inter.broker.protocol`: the mechanism this broker logs
+    /// in to the others with on a SASL inter-broker listener: PLAIN, SCRAM-SHA-256 or
+    /// SCRAM-SHA-512 (one of --sasl-enabled-mechanisms).
+    #[arg(long, env = "SKEIN_SASL_MECHANISM_INTER_BROKER_PROTOCOL")]
+    pub sasl_mechanism_inter_broker_protocol: Option<String>,
+    /// The user this broker logs in to the others as on a SASL inter-broker listener
+    /// (the username of Kafka's inter-broker JAAS login).
+    #[arg(long, env = "SKEIN_INTER_BROKER_SASL_USERNAME")]
+    pub inter_broker_sasl_username: Option<String>,
+    /// That user's password (prefer the environment variable to the flag: a flag is
+    /// visible to every user of the host).
+    #[arg(long, env = "SKEIN_INTER_BROKER_SASL_PASSWORD", hide_env_values = true)]
+    pub inter_broker_sasl_password: Option<String>,
     /// The server's certificate chain, PEM (for SSL and SASL_SSL listeners).
     #[arg(long, env = "SKEIN_SSL_KEYSTORE_PEM")]
     pub ssl_keystore_pem: Option<std::path::PathBuf>,
@@ -97,6 +111,9 @@ pub const FILE_KEYS: &[&str] = &[
     "advertised_listeners",
     "listener_security_protocol_map",
     "inter_broker_listener_name",
+    "sasl_mechanism_inter_broker_protocol",
+    "inter_broker_sasl_username",
+    "inter_broker_sasl_password",
     "ssl_keystore_pem",
     "ssl_key_pem",
     "ssl_truststore_pem",
@@ -124,6 +141,11 @@ impl SecurityArgs {
             advertised_listeners: self.advertised_listeners.or(file.advertised_listeners),
             listener_security_protocol_map: self.listener_security_protocol_map.or(file.listener_security_protocol_map),
             inter_broker_listener_name: self.inter_broker_listener_name.or(file.inter_broker_listener_name),
+            sasl_mechanism_inter_broker_protocol: self
+                .sasl_mechanism_inter_broker_protocol
+                .or(file.sasl_mechanism_inter_broker_protocol),
+            inter_broker_sasl_username: self.inter_broker_sasl_username.or(file.inter_broker_sasl_username),
+            inter_broker_sasl_password: self.inter_broker_sasl_password.or(file.inter_broker_sasl_password),
             ssl_keystore_pem: self.ssl_keystore_pem.or(file.ssl_keystore_pem),
             ssl_key_pem: self.ssl_key_pem.or(file.ssl_key_pem),
             ssl_truststore_pem: self.ssl_truststore_pem.or(file.ssl_truststore_pem),
@@ -222,16 +244,54 @@ pub fn resolve(
         }
     };
     let inter_broker = listeners.iter().find(|l| l.name == inter_broker_listener).expect("checked above");
-    if clustered && inter_broker.protocol != SecurityProtocol::Plaintext {
-        return Err(format!(
-            "the inter-broker listener {} is {}: brokers reach each other over PLAINTEXT only for now; add a PLAINTEXT listener on a private address and name it with --inter-broker-listener-name",
-            inter_broker.name,
-            inter_broker.protocol.name()
-        ));
-    }
     let mut security = load(&args, &listeners)?;
+    security.inter_broker = inter_broker_client(&args, inter_broker, &security, clustered)?;
     security.staged = read_staged(data_dir)?;
     Ok(Resolved { listeners, inter_broker_listener, security: Arc::new(security) })
+}
+
+/// How this broker reaches the others on `listener`. A cluster needs what the
+/// listener's protocol takes: a trust store for TLS, a mechanism, user and password
+/// for SASL. A lone node never connects to another broker, so it is not held to it.
+fn inter_broker_client(
+    args: &SecurityArgs,
+    listener: &ListenerConfig,
+    security: &security::Security,
+    clustered: bool,
+) -> Result<security::InterBroker, String> {
+    let protocol = listener.protocol;
+    let named = format!("the inter-broker listener {} is {}", listener.name, protocol.name());
+    if clustered && protocol.tls() && security.tls.as_ref().and_then(|tls| tls.peer_config()).is_none() {
+        return Err(format!("{named}: --ssl-truststore-pem is required to check the other brokers' certificates"));
+    }
+    if !protocol.sasl() {
+        return Ok(security::InterBroker { protocol, login: None });
+    }
+    let login = match (
+        &args.sasl_mechanism_inter_broker_protocol,
+        &args.inter_broker_sasl_username,
+        &args.inter_broker_sasl_password,
+    ) {
+        (Some(name), Some(user), Some(password)) => {
+            let mechanism = LoginMechanism::parse(name).ok_or_else(|| {
+                format!("--sasl-mechanism-inter-broker-protocol {name}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+            })?;
+            if !security.mechanisms.iter().any(|m| m.name() == mechanism.name()) {
+                return Err(format!(
+                    "--sasl-mechanism-inter-broker-protocol {} must be one of --sasl-enabled-mechanisms",
+                    mechanism.name()
+                ));
+            }
+            Some(Login { mechanism, user: user.clone(), password: password.clone() })
+        }
+        (None, None, None) if !clustered => None,
+        _ => {
+            return Err(format!(
+                "{named}: give --sasl-mechanism-inter-broker-protocol, --inter-broker-sasl-username and --inter-broker-sasl-password"
+            ))
+        }
+    };
+    Ok(security::InterBroker { protocol, login })
 }
 
 /// The credentials `skein user add --data-dir` staged (none when there is no file).
@@ -413,7 +473,25 @@ mod tests {
         };
         refused(sasl("PLAIN"), false, "--sasl-plain-users");
         refused(sasl("GSSAPI"), false, "GSSAPI is not supported");
-        refused(sasl("SCRAM-SHA-512"), true, "PLAINTEXT only for now");
+        // A SASL inter-broker listener in a cluster needs the broker's login, with a
+        // mechanism that is enabled; a lone node does not.
+        refused(sasl("SCRAM-SHA-512"), true, "give --sasl-mechanism-inter-broker-protocol");
+        assert!(resolve(sasl("SCRAM-SHA-512"), None, None, false, std::path::Path::new("/nonexistent")).is_ok());
+        let login = |mechanism: &str| SecurityArgs {
+            sasl_mechanism_inter_broker_protocol: Some(mechanism.into()),
+            inter_broker_sasl_username: Some("broker".into()),
+            inter_broker_sasl_password: Some("pw".into()),
+            ..sasl("SCRAM-SHA-512")
+        };
+        refused(login("SCRAM-SHA-256"), true, "must be one of --sasl-enabled-mechanisms");
+        refused(login("GSSAPI"), true, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512");
+        let resolved = resolve(login("scram-sha-512"), None, None, true, std::path::Path::new("/nonexistent")).unwrap();
+        let inter_broker = &resolved.security.inter_broker;
+        assert_eq!(inter_broker.protocol, SecurityProtocol::SaslPlaintext);
+        assert_eq!(
+            inter_broker.login.as_ref().map(|l| (l.mechanism.name(), l.user.as_str())),
+            Some(("SCRAM-SHA-512", "broker"))
+        );
         let auth = SecurityArgs { ssl_client_auth: Some("maybe".into()), ..Default::default() };
         refused(auth, false, "--ssl-client-auth");
     }

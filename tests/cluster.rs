@@ -28,6 +28,8 @@ mod operations;
 mod quorum;
 #[path = "cluster/replication.rs"]
 mod replication;
+#[path = "cluster/security.rs"]
+mod security;
 #[path = "cluster/transactions.rs"]
 mod transactions;
 
@@ -76,6 +78,17 @@ impl Cluster {
     /// Starts nodes 1 to `size`, of which 1 to `voters` are the controller quorum's
     /// voters and the others broker-only nodes, with `extra(id)` flags for node `id`.
     fn start_roles(size: i32, voters: i32, extra: impl Fn(i32) -> Vec<String>) -> Cluster {
+        Cluster::start_prepared(size, voters, extra, |_, _| {})
+    }
+
+    /// As `start_roles`, with `prepare(id, data_dir)` run before node `id` starts
+    /// (users staged in its data directory, say).
+    fn start_prepared(
+        size: i32,
+        voters: i32,
+        extra: impl Fn(i32) -> Vec<String>,
+        prepare: impl Fn(i32, &std::path::Path),
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let mut ports: Vec<u16> = Vec::new();
         while ports.len() < voters as usize {
@@ -90,6 +103,7 @@ impl Cluster {
             .map(|id| {
                 let home = dir.path().join(format!("n{id}"));
                 std::fs::create_dir_all(&home).unwrap();
+                prepare(id, &home.join("data"));
                 let own = extra(id);
                 let id = id.to_string();
                 let mut args = vec!["--node-id", &id, "--controller-voters", &voters];

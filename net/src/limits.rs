@@ -74,6 +74,11 @@ pub const SASL_TOKEN_MAX_BYTES: usize = 512 << 10;
 /// opens a connection and sends nothing holds only its socket, for this long.
 pub const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a connection to another broker may take to open, TLS handshake and SASL
+/// login included: a peer that accepts and then says nothing holds a replica fetcher
+/// or a transaction marker for this long, then it tries again.
+pub const PEER_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How often the TLS files are checked for changes (one `stat` each, on the
 /// watcher's own thread).
 pub const TLS_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);

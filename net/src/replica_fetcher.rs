@@ -151,7 +151,7 @@ fn shrink_isrs(shard: &Rc<Shard>, lag_time_max_ms: i64) {
 
 /// Fetches this shard's partitions that `leader` leads, until none is left.
 async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
-    let mut connection: Option<glommio::net::TcpStream> = None;
+    let mut connection: Option<crate::peer::PeerStream> = None;
     let mut correlation = 0i32;
     // Partitions the leader refused sit out `replica.fetch.backoff.ms`, as in Kafka,
     // so that one refused partition neither spins the fetcher nor delays the others.
@@ -181,14 +181,24 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
             glommio::timer::sleep(BACKOFF).await;
             continue;
         };
+        let client = format!("skein-replica-{}", shard.settings.node_id);
+        if connection.as_ref().is_some_and(|stream| stream.stale()) {
+            connection = None;
+        }
         if connection.is_none() {
-            match within(glommio::net::TcpStream::connect(format!("{host}:{port}"))).await {
-                Some(Ok(stream)) => {
-                    let _ = stream.set_nodelay(true);
-                    connection = Some(stream);
-                }
-                _ => {
-                    glommio::timer::sleep(BACKOFF).await;
+            match crate::peer::connect(&shard.settings.security, &host, port, &client).await {
+                Ok(stream) => connection = Some(stream),
+                Err(e) => {
+                    // A refused login is a configuration error an operator must see;
+                    // it is retried at the fetch backoff, not spun on.
+                    let refused = e.kind() == std::io::ErrorKind::PermissionDenied;
+                    match refused {
+                        true => {
+                            tracing::warn!(target: "skein::net", leader, error = %e, "the leader refused this broker's login")
+                        }
+                        false => tracing::debug!(target: "skein::net", leader, error = %e, "cannot reach the leader"),
+                    }
+                    glommio::timer::sleep(if refused { FETCH_BACKOFF } else { BACKOFF }).await;
                     continue;
                 }
             }
@@ -196,7 +206,6 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
         let stream = connection.as_mut().expect("connected above");
         correlation = correlation.wrapping_add(1);
         let request = fetch_request(shard.settings.node_id, &partitions);
-        let client = format!("skein-replica-{}", shard.settings.node_id);
         let exchange = crate::peer::exchange(stream, &request, FETCH_VERSION, correlation, &client);
         let response = match within(exchange).await {
             Some(Ok(response)) => response,

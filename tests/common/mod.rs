@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod lan;
+pub mod pki;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

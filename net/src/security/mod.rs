@@ -10,6 +10,7 @@
 pub mod acl;
 pub mod buffered;
 pub mod jwks;
+pub mod login;
 pub mod oauthbearer;
 pub mod sasl;
 pub mod scram;
@@ -221,6 +222,26 @@ pub struct Security {
     /// OAUTHBEARER's signed tokens (`sasl.oauthbearer.jwks.endpoint.url`); `None`:
     /// unsecured tokens.
     pub signed_tokens: Option<jwks::SignedTokens>,
+    /// How this broker reaches the other brokers' inter-broker listener.
+    pub inter_broker: InterBroker,
+}
+
+/// How this broker connects to the others (`inter.broker.listener.name`): the
+/// listener's protocol, and on a SASL one the login
+/// (`sasl.mechanism.inter.broker.protocol` and the broker's user). On an SSL or
+/// SASL_SSL one the TLS client config is `tls::Tls::peer_config`: the trust store
+/// checks the other broker, whose name must match its certificate, and this broker
+/// presents its own certificate (for `ssl.client.auth`).
+#[derive(Debug, Clone)]
+pub struct InterBroker {
+    pub protocol: SecurityProtocol,
+    pub login: Option<login::Login>,
+}
+
+impl Default for InterBroker {
+    fn default() -> InterBroker {
+        InterBroker { protocol: SecurityProtocol::Plaintext, login: None }
+    }
 }
 
 impl Security {
@@ -251,6 +272,7 @@ impl std::fmt::Debug for Security {
             .field("mechanisms", &self.mechanisms)
             .field("plain_users", &self.plain_users.keys().collect::<Vec<_>>())
             .field("max_reauth_ms", &self.max_reauth_ms)
+            .field("inter_broker", &self.inter_broker)
             .finish_non_exhaustive()
     }
 }
@@ -267,6 +289,7 @@ impl Default for Security {
             staged_applied: std::sync::atomic::AtomicBool::new(false),
             authorizer: None,
             signed_tokens: None,
+            inter_broker: InterBroker::default(),
         }
     }
 }

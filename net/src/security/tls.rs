@@ -61,6 +61,9 @@ pub struct TlsFiles {
 pub struct Tls {
     files: TlsFiles,
     current: Mutex<Arc<ServerConfig>>,
+    /// The config this broker connects to others with (`peer_config`), rebuilt with
+    /// `current`; none without a trust store.
+    peer: Mutex<Option<Arc<rustls::ClientConfig>>>,
     generation: AtomicU64,
     principal_rules: Vec<PrincipalRule>,
 }
@@ -76,8 +79,15 @@ impl Tls {
     /// or key, or a mapping rule that does not parse.
     pub fn load(files: TlsFiles, principal_rules: &str) -> Result<Tls, String> {
         let config = build(&files)?;
+        let peer = build_peer(&files)?;
         let principal_rules = parse_rules(principal_rules)?;
-        Ok(Tls { files, current: Mutex::new(config), generation: AtomicU64::new(0), principal_rules })
+        Ok(Tls {
+            files,
+            current: Mutex::new(config),
+            peer: Mutex::new(peer),
+            generation: AtomicU64::new(0),
+            principal_rules,
+        })
     }
 
     /// The config a new connection on this shard uses.
@@ -95,6 +105,13 @@ impl Tls {
         }
     }
 
+    /// The TLS client config for connections to other brokers: their certificates
+    /// checked against the trust store, this node's own certificate presented. `None`
+    /// without `--ssl-truststore-pem`. Taken once per connection, never per request.
+    pub fn peer_config(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Rebuilds the config now (the files changed); the last good one stays on
     /// failure.
     ///
@@ -102,7 +119,9 @@ impl Tls {
     /// Why the new files could not be used.
     pub fn reload(&self) -> Result<(), String> {
         let config = build(&self.files)?;
+        let peer = build_peer(&self.files)?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = config;
+        *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
@@ -155,10 +174,7 @@ fn build(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
         (ClientAuth::None, _) => builder.with_no_client_auth(),
         (_, None) => return Err("--ssl-client-auth required or requested needs --ssl-truststore-pem".into()),
         (auth, Some(trust)) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for certificate in read_certificates(trust, "--ssl-truststore-pem")? {
-                roots.add(certificate).map_err(|e| format!("--ssl-truststore-pem {}: {e}", trust.display()))?;
-            }
+            let roots = root_store(trust, "--ssl-truststore-pem")?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = match auth {
                 ClientAuth::Requested => verifier.allow_unauthenticated(),
@@ -172,16 +188,31 @@ fn build(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
     Ok(Arc::new(config))
 }
 
+/// The client config of a broker reaching another: the trust store's CAs, and the
+/// node's certificate and key as its client certificate.
+fn build_peer(files: &TlsFiles) -> Result<Option<Arc<rustls::ClientConfig>>, String> {
+    let Some(trust) = &files.trust else { return Ok(None) };
+    let roots = root_store(trust, "--ssl-truststore-pem")?;
+    let certificates = read_certificates(&files.certificates, "--ssl-keystore-pem")?;
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .map_err(|e| format!("--ssl-key-pem {}: no usable private key: {e}", files.key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| format!("TLS client: {e}"))?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certificates, key)
+        .map_err(|e| format!("the TLS certificate and key as a client's: {e}"))?;
+    Ok(Some(Arc::new(config)))
+}
+
 /// A TLS client config that trusts only the CA certificates of PEM file `ca` (given
 /// with `flag`), for a client of a private endpoint (the JWKS fetcher's).
 ///
 /// # Errors
 /// A message naming the flag when the file holds no usable CA certificate.
 pub fn client_config(ca: &Path, flag: &str) -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for certificate in read_certificates(ca, flag)? {
-        roots.add(certificate).map_err(|e| format!("{flag} {}: {e}", ca.display()))?;
-    }
+    let roots = root_store(ca, flag)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -189,6 +220,15 @@ pub fn client_config(ca: &Path, flag: &str) -> Result<Arc<rustls::ClientConfig>,
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+/// The CA certificates of PEM file `path`, given with `flag`, as a root store.
+fn root_store(path: &Path, flag: &str) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in read_certificates(path, flag)? {
+        roots.add(certificate).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+    }
+    Ok(roots)
 }
 
 /// The certificates of PEM file `path`, given with `flag`; errors name both.

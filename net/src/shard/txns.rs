@@ -309,8 +309,7 @@ impl Shard {
                 .with_topics(vec![topic])]);
         let client = format!("skein-txn-verify-{node}");
         let call = async {
-            let mut stream = glommio::net::TcpStream::connect(format!("{host}:{port}")).await?;
-            let _ = stream.set_nodelay(true);
+            let mut stream = crate::peer::connect(&self.settings.security, &host, port, &client).await?;
             crate::peer::exchange(&mut stream, &request, 4, 1, &client).await
         };
         let timeout = async {
@@ -468,8 +467,7 @@ async fn write_remote(
         .with_topics(topics)]);
     let client = format!("skein-txn-coordinator-{}", shard.settings.node_id);
     let call = async {
-        let mut stream = glommio::net::TcpStream::connect(format!("{host}:{port}")).await?;
-        let _ = stream.set_nodelay(true);
+        let mut stream = crate::peer::connect(&shard.settings.security, &host, port, &client).await?;
         crate::peer::exchange(&mut stream, &request, 1, 1, &client).await
     };
     let timeout = async {
