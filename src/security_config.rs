@@ -244,10 +244,35 @@ pub fn resolve(
         }
     };
     let inter_broker = listeners.iter().find(|l| l.name == inter_broker_listener).expect("checked above");
-    let mut security = load(&args, &listeners)?;
+    let controller_protocol = controller_protocol(&args)?;
+    let mut security = load(&args, &listeners, controller_protocol)?;
+    security.controller_protocol = controller_protocol;
     security.inter_broker = inter_broker_client(&args, inter_broker, &security, clustered)?;
     security.staged = read_staged(data_dir)?;
     Ok(Resolved { listeners, inter_broker_listener, security: Arc::new(security) })
+}
+
+/// The controller listener's protocol: `CONTROLLER` in
+/// `--listener-security-protocol-map`, as Kafka's `controller.listener.names` is
+/// mapped [default: PLAINTEXT]. SSL needs certificates both ways (the trust store
+/// checks every node); SASL is not offered there.
+fn controller_protocol(args: &SecurityArgs) -> Result<SecurityProtocol, String> {
+    let map = security::parse_protocol_map(args.listener_security_protocol_map.as_deref())?;
+    let protocol = match args.listener_security_protocol_map {
+        Some(_) => map.get("CONTROLLER").copied().unwrap_or(SecurityProtocol::Plaintext),
+        None => SecurityProtocol::Plaintext,
+    };
+    match protocol {
+        SecurityProtocol::Plaintext => Ok(protocol),
+        SecurityProtocol::Ssl if args.ssl_truststore_pem.is_some() => Ok(protocol),
+        SecurityProtocol::Ssl => {
+            Err("the controller listener is SSL (CONTROLLER:SSL): --ssl-truststore-pem is required, every node proves itself with a certificate it signed".into())
+        }
+        other => Err(format!(
+            "CONTROLLER:{} in --listener-security-protocol-map: the controller listener takes PLAINTEXT or SSL (certificates both ways)",
+            other.name()
+        )),
+    }
 }
 
 /// How this broker reaches the others on `listener`. A cluster needs what the
@@ -315,13 +340,23 @@ fn join(first: &str, rest: &str) -> String {
 }
 
 /// Loads the TLS and SASL material the listeners need.
-fn load(args: &SecurityArgs, listeners: &[ListenerConfig]) -> Result<security::Security, String> {
+fn load(
+    args: &SecurityArgs,
+    listeners: &[ListenerConfig],
+    controller: SecurityProtocol,
+) -> Result<security::Security, String> {
     let needs_tls = listeners.iter().find(|l| l.protocol.tls());
     let needs_sasl = listeners.iter().any(|l| l.protocol.sasl());
     let client_auth = match &args.ssl_client_auth {
         Some(text) => ClientAuth::parse(text)
             .ok_or_else(|| format!("invalid --ssl-client-auth {text:?}: expected required, requested or none"))?,
         None => ClientAuth::None,
+    };
+    // What needs the certificates, named in the error when they are missing.
+    let needs_tls = match (needs_tls, controller.tls()) {
+        (Some(listener), _) => Some(format!("listener {} is {}", listener.name, listener.protocol.name())),
+        (None, true) => Some("the controller listener is SSL".to_string()),
+        (None, false) => None,
     };
     let tls = match (needs_tls, &args.ssl_keystore_pem, &args.ssl_key_pem) {
         (None, _, _) => None,
@@ -334,13 +369,7 @@ fn load(args: &SecurityArgs, listeners: &[ListenerConfig]) -> Result<security::S
             };
             Some(Tls::load(files, args.ssl_principal_mapping_rules.as_deref().unwrap_or("DEFAULT"))?)
         }
-        (Some(listener), _, _) => {
-            return Err(format!(
-                "listener {} is {}: --ssl-keystore-pem and --ssl-key-pem are required",
-                listener.name,
-                listener.protocol.name()
-            ))
-        }
+        (Some(needing), _, _) => return Err(format!("{needing}: --ssl-keystore-pem and --ssl-key-pem are required")),
     };
     let plain_users = match &args.sasl_plain_users {
         Some(path) => {
@@ -484,6 +513,16 @@ mod tests {
             ..sasl("SCRAM-SHA-512")
         };
         refused(login("SCRAM-SHA-256"), true, "must be one of --sasl-enabled-mechanisms");
+        // The controller listener takes PLAINTEXT or SSL, and SSL checks every node
+        // against the trust store.
+        let controller = |protocol: &str| SecurityArgs {
+            listener_security_protocol_map: Some(format!("PLAINTEXT:PLAINTEXT,CONTROLLER:{protocol}")),
+            ..Default::default()
+        };
+        refused(controller("SASL_SSL"), true, "takes PLAINTEXT or SSL");
+        refused(controller("SSL"), true, "--ssl-truststore-pem is required");
+        let no_files = SecurityArgs { ssl_truststore_pem: Some("/nonexistent/ca.pem".into()), ..controller("SSL") };
+        refused(no_files, true, "the controller listener is SSL: --ssl-keystore-pem and --ssl-key-pem are required");
         refused(login("GSSAPI"), true, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512");
         let resolved = resolve(login("scram-sha-512"), None, None, true, std::path::Path::new("/nonexistent")).unwrap();
         let inter_broker = &resolved.security.inter_broker;

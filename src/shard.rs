@@ -76,6 +76,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 &config.controller_voters,
                 shards,
                 &signal,
+                &config.security,
             )?;
             MetadataLog::Observer(image, index)
         }
@@ -200,7 +201,15 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                         let observer = matches!(log, MetadataLog::Observer(..));
                         let cluster_id = &settings.cluster_id;
                         let (controller, inputs) =
-                            Controller::new(node_id, cluster_id, &voters, observer, session_timeout, rebalance_every);
+                            Controller::new(
+                                node_id,
+                                cluster_id,
+                                &voters,
+                                observer,
+                                session_timeout,
+                                rebalance_every,
+                                &settings.security,
+                            );
                         (Some(controller), Some((log, inputs)))
                     }
                     None => (None, None),

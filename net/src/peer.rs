@@ -34,7 +34,7 @@ pub struct PeerStream {
 
 enum Inner {
     Plain(glommio::net::TcpStream),
-    Tls(Box<futures_rustls::client::TlsStream<glommio::net::TcpStream>>),
+    Tls(Box<futures_rustls::TlsStream<glommio::net::TcpStream>>),
 }
 
 impl std::fmt::Debug for PeerStream {
@@ -45,6 +45,37 @@ impl std::fmt::Debug for PeerStream {
 }
 
 impl PeerStream {
+    /// A plaintext connection.
+    pub fn plain(tcp: glommio::net::TcpStream) -> PeerStream {
+        let _ = tcp.set_nodelay(true);
+        PeerStream { inner: Inner::Plain(tcp), renew_at: None }
+    }
+
+    /// The client side of a TLS connection to `name` over `tcp`.
+    ///
+    /// # Errors
+    /// The handshake's: a certificate the trust store does not vouch for, or one
+    /// that does not name `name`.
+    pub async fn tls_client(
+        config: Arc<rustls::ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+        tcp: glommio::net::TcpStream,
+    ) -> io::Result<PeerStream> {
+        let _ = tcp.set_nodelay(true);
+        let stream = futures_rustls::TlsConnector::from(config).connect(name, tcp).await?;
+        Ok(PeerStream { inner: Inner::Tls(Box::new(stream.into())), renew_at: None })
+    }
+
+    /// The server side of a TLS connection accepted as `tcp`.
+    ///
+    /// # Errors
+    /// The handshake's: garbage, or a client certificate the config refuses.
+    pub async fn tls_server(config: Arc<rustls::ServerConfig>, tcp: glommio::net::TcpStream) -> io::Result<PeerStream> {
+        let _ = tcp.set_nodelay(true);
+        let stream = futures_rustls::TlsAcceptor::from(config).accept(tcp).await?;
+        Ok(PeerStream { inner: Inner::Tls(Box::new(stream.into())), renew_at: None })
+    }
+
     /// The SASL session this connection carries is about to lapse: connect anew
     /// before the next request.
     pub fn stale(&self) -> bool {
@@ -93,24 +124,16 @@ impl AsyncWrite for PeerStream {
 pub async fn connect(security: &Security, host: &str, port: u16, client_id: &str) -> io::Result<PeerStream> {
     let connecting = async {
         let tcp = glommio::net::TcpStream::connect(format!("{host}:{port}")).await?;
-        let _ = tcp.set_nodelay(true);
         let protocol = security.inter_broker.protocol;
-        let inner = match protocol.tls() {
-            false => Inner::Plain(tcp),
+        let mut stream = match protocol.tls() {
+            false => PeerStream::plain(tcp),
             true => {
-                let config = security.tls.as_ref().and_then(|tls| tls.peer_config()).ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "the inter-broker listener is TLS but no trust store is set",
-                    )
-                })?;
+                let config = peer_tls(security)?;
                 let name = rustls::pki_types::ServerName::try_from(host.to_string())
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("server name {host}: {e}")))?;
-                let stream = futures_rustls::TlsConnector::from(Arc::clone(&config)).connect(name, tcp).await?;
-                Inner::Tls(Box::new(stream))
+                PeerStream::tls_client(config, name, tcp).await?
             }
         };
-        let mut stream = PeerStream { inner, renew_at: None };
         if protocol.sasl() {
             let lifetime = login(security, &mut stream, client_id).await?;
             stream.renew_at = lifetime.map(|ms| Instant::now() + Duration::from_millis(ms * 85 / 100));
@@ -122,6 +145,16 @@ pub async fn connect(security: &Security, host: &str, port: u16, client_id: &str
         Err(io::Error::new(io::ErrorKind::TimedOut, format!("connecting to {host}:{port} timed out")))
     };
     futures_lite::future::or(connecting, timeout).await
+}
+
+/// The TLS client config for other nodes (`tls::Tls::peer_config`).
+///
+/// # Errors
+/// `InvalidInput` when no trust store is configured.
+pub fn peer_tls(security: &Security) -> io::Result<Arc<rustls::ClientConfig>> {
+    security.tls.as_ref().and_then(|tls| tls.peer_config()).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, "TLS to another node needs --ssl-truststore-pem")
+    })
 }
 
 /// SaslHandshake v1, then the login's tokens in SaslAuthenticate v2 (KIP-152). Returns

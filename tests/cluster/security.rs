@@ -1,6 +1,7 @@
 //! Brokers that reach each other over SASL_SSL with mutual TLS, as a secured Kafka
 //! cluster runs (`inter.broker.listener.name=SASL_SSL`,
 //! `sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512`, `ssl.client.auth=required`),
+//! and the controller quorum over SSL with certificates both ways (`CONTROLLER:SSL`),
 //! under the standard authorizer with only the broker and admin users as super users:
 //! followers replicate (acks=all with min.insync.replicas=3 completes), transaction
 //! markers travel between brokers, and a broker with a wrong password is refused and
@@ -48,6 +49,8 @@ fn flags(pki: &Pki, port: u16, password: &str) -> Vec<String> {
         &format!("SASL_SSL://127.0.0.1:{port}"),
         "--inter-broker-listener-name",
         "SASL_SSL",
+        "--listener-security-protocol-map",
+        "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:SSL",
         "--ssl-keystore-pem",
         pki.server_cert.to_str().unwrap(),
         "--ssl-key-pem",
@@ -174,6 +177,24 @@ fn brokers_replicate_over_sasl_ssl_with_mtls() {
     let refused: FetchResponse = RawClient::connect(&cluster.node(1).bootstrap()).call(&follower_fetch, 12);
     let codes: Vec<i16> = refused.responses.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect();
     assert_eq!(codes, [29], "a follower fetch as User:ANONYMOUS: {refused:?}");
+
+    // The controller listener is SSL with certificates both ways: a stranger's
+    // plaintext hello is not taken, however well it names the cluster.
+    let voters = cluster.node(1).extra.iter().skip_while(|a| *a != "--controller-voters").nth(1).unwrap().clone();
+    let controller = voters.split(',').next().unwrap().split_once('@').unwrap().1.to_string();
+    let mut stranger = std::net::TcpStream::connect(&controller).unwrap();
+    stranger.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let mut hello = vec![0, 0, 0, 9, 0];
+    hello.extend_from_slice(&99u64.to_be_bytes());
+    std::io::Write::write_all(&mut stranger, &hello).unwrap();
+    let mut answer = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut stranger, &mut answer);
+    assert!(answer.is_empty() || answer[0] == 0x15, "a plaintext hello got {answer:?}, not a TLS alert or a close");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cluster.node(1).log().contains("controller connection refused at the TLS handshake") {
+        assert!(Instant::now() < deadline, "node 1 did not refuse the stranger at the TLS handshake");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // Node 3 back with a wrong password: the leaders it follows refuse its login, it
     // says so, and they count the failures.

@@ -13,6 +13,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_channel::oneshot;
@@ -98,13 +99,14 @@ impl Controller {
         observer: bool,
         session_timeout: Duration,
         rebalance_every: Option<Duration>,
+        security: &Arc<crate::security::Security>,
     ) -> (Controller, LocalReceiver<Input>) {
         let (inputs, receiver) = local_channel::new_bounded(64);
         let inputs = Rc::new(inputs);
         let me = quorum_id(node);
         let peers = (voters.len() > 1 && !observer).then(|| {
             let voters: Vec<_> = voters.iter().map(|&(id, address)| (quorum_id(id), address)).collect();
-            Peers::start(me, cluster_id, &voters, &inputs)
+            Peers::start(me, cluster_id, &voters, &inputs, security)
         });
         let controller = Controller {
             quorum_id: me,

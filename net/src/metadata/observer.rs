@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_lite::AsyncWriteExt;
 use glommio::channels::local_channel::{self, LocalSender};
 use skein_replication::quorum::Feed;
 
@@ -28,6 +27,7 @@ use super::transport::{
     frame, invalid, read_frame, CONNECT_TIMEOUT, FETCH, FETCH_REPLY, FORWARD, FORWARD_REPLY, OBSERVE, QUEUE, RECONNECT,
 };
 use super::MetadataImage;
+use crate::security::Security;
 use crate::shard::Shard;
 
 /// A voter that answers nothing for this long (its fetches are answered within a
@@ -95,6 +95,7 @@ pub fn catch_up(
     voters: &[(i32, SocketAddr)],
     shards: usize,
     stop: &Arc<AtomicBool>,
+    security: &Security,
 ) -> Result<(MetadataImage, u64), String> {
     let mut attempt = 0usize;
     loop {
@@ -103,7 +104,7 @@ pub fn catch_up(
         }
         let (voter, address) = voters[attempt % voters.len()];
         attempt += 1;
-        match fetch_all(node, cluster_id, address) {
+        match fetch_all(node, cluster_id, address, security) {
             Ok((mut image, applied)) => {
                 image.place_within(shards);
                 tracing::info!(target: "skein::net", voter, index = applied, "metadata caught up from the quorum");
@@ -122,15 +123,35 @@ pub fn catch_up(
     }
 }
 
-fn fetch_all(node: i32, cluster_id: &str, address: SocketAddr) -> std::io::Result<(MetadataImage, u64)> {
-    let mut stream = std::net::TcpStream::connect_timeout(&address, CONNECT_TIMEOUT)?;
-    stream.set_read_timeout(Some(SILENT))?;
-    stream.set_nodelay(true)?;
+/// A blocking connection to a voter's controller listener, secured as it is.
+trait Connection: std::io::Read + std::io::Write {}
+impl<T: std::io::Read + std::io::Write> Connection for T {}
+
+fn fetch_all(
+    node: i32,
+    cluster_id: &str,
+    address: SocketAddr,
+    security: &Security,
+) -> std::io::Result<(MetadataImage, u64)> {
+    let tcp = std::net::TcpStream::connect_timeout(&address, CONNECT_TIMEOUT)?;
+    tcp.set_read_timeout(Some(SILENT))?;
+    tcp.set_write_timeout(Some(SILENT))?;
+    tcp.set_nodelay(true)?;
+    let mut stream: Box<dyn Connection> = match security.controller_protocol.tls() {
+        false => Box::new(tcp),
+        true => {
+            let name = rustls::pki_types::ServerName::IpAddress(address.ip().into());
+            let tls = rustls::ClientConnection::new(crate::peer::peer_tls(security)?, name)
+                .map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
+            Box::new(rustls::StreamOwned::new(tls, tcp))
+        }
+    };
     stream.write_all(&hello(node, cluster_id))?;
     let (mut image, mut applied) = (MetadataImage::default(), 0u64);
     let mut target = None;
     loop {
         stream.write_all(&frame(FETCH, &applied.to_be_bytes()))?;
+        stream.flush()?;
         // The transport's frame reader, over the blocking socket.
         let mut reader = futures_lite::io::AssertAsync::new(&mut stream);
         let (kind, payload) = futures_lite::future::block_on(read_frame(&mut reader))?;
@@ -163,18 +184,11 @@ pub async fn run(shard: Rc<Shard>, mut image: MetadataImage, mut applied: u64) {
         let known = controller.active().and_then(|leader| voters.iter().find(|(id, _)| *id == leader));
         let &(voter, address) = known.unwrap_or_else(|| &voters[next % voters.len()]);
         next += 1;
-        let connected =
-            futures_lite::future::or(async { Some(glommio::net::TcpStream::connect(address).await) }, async {
-                glommio::timer::sleep(CONNECT_TIMEOUT).await;
-                None
-            })
-            .await;
-        let Some(Ok(stream)) = connected else {
+        let Ok(stream) = super::transport::dial(&shard.settings.security, address).await else {
             controller.set_leader(false, None);
             glommio::timer::sleep(RECONNECT).await;
             continue;
         };
-        let _ = stream.set_nodelay(true);
         let (mut reader, mut writer) = futures_lite::io::split(stream);
         let (queue, outgoing) = local_channel::new_bounded::<Vec<u8>>(QUEUE);
         if queue.try_send(hello.clone()).is_err() || queue.try_send(frame(FETCH, &applied.to_be_bytes())).is_err() {
@@ -184,7 +198,7 @@ pub async fn run(shard: Rc<Shard>, mut image: MetadataImage, mut applied: u64) {
         *link.queue.borrow_mut() = Some(queue.clone());
         let writing = glommio::spawn_local(async move {
             while let Some(bytes) = outgoing.recv().await {
-                if writer.write_all(&bytes).await.is_err() {
+                if super::transport::write_frame(&mut writer, &bytes).await.is_err() {
                     return;
                 }
             }

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -27,6 +28,9 @@ use raft::prelude::{Message, MessageType};
 use super::controller::{ControllerReply, ControllerRequest};
 use super::quorum::Input;
 use super::Refusal;
+use crate::limits::TLS_HANDSHAKE_TIMEOUT;
+use crate::peer::PeerStream;
+use crate::security::Security;
 use crate::shard::Shard;
 
 const HELLO: u8 = 0;
@@ -77,13 +81,19 @@ pub(super) fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
 impl Peers {
     /// Starts a writer for each voter other than `me` (quorum ids with their
     /// controller addresses); their reports go to the quorum loop through `inputs`.
-    pub fn start(me: u64, cluster_id: &str, voters: &[(u64, SocketAddr)], inputs: &Rc<LocalSender<Input>>) -> Peers {
+    pub fn start(
+        me: u64,
+        cluster_id: &str,
+        voters: &[(u64, SocketAddr)],
+        inputs: &Rc<LocalSender<Input>>,
+        security: &Arc<Security>,
+    ) -> Peers {
         let mut queues = HashMap::new();
         for &(peer, address) in voters.iter().filter(|(id, _)| *id != me) {
             let (queue, receiver) = local_channel::new_bounded(QUEUE);
             queues.insert(peer, queue);
             let hello = frame(HELLO, &[&me.to_be_bytes()[..], cluster_id.as_bytes()].concat());
-            glommio::spawn_local(write_to(peer, address, hello, receiver, inputs.clone())).detach();
+            glommio::spawn_local(write_to(peer, address, hello, receiver, inputs.clone(), security.clone())).detach();
         }
         Peers { queues }
     }
@@ -120,17 +130,13 @@ async fn write_to(
     hello: Vec<u8>,
     queue: LocalReceiver<Outgoing>,
     inputs: Rc<LocalSender<Input>>,
+    security: Arc<Security>,
 ) {
     loop {
-        let connected =
-            futures_lite::future::or(async { Some(glommio::net::TcpStream::connect(address).await) }, async {
-                glommio::timer::sleep(CONNECT_TIMEOUT).await;
-                None
-            })
-            .await;
-        let mut stream = match connected {
-            Some(Ok(stream)) => stream,
-            _ => {
+        let mut stream = match dial(&security, address).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::debug!(target: "skein::net", peer = peer - 1, %address, error = %e, "cannot reach a controller");
                 // Nobody to send to: what waits is dropped, raft resends.
                 let _ = inputs.send(Input::Unreachable(peer)).await;
                 while let Some(Some(dropped)) = futures_lite::future::poll_once(queue.recv()).await {
@@ -142,15 +148,14 @@ async fn write_to(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
-        if stream.write_all(&hello).await.is_err() {
+        if write_frame(&mut stream, &hello).await.is_err() {
             continue;
         }
         tracing::debug!(target: "skein::net", peer = peer - 1, %address, "controller connection open");
         loop {
             // The controller is gone: so is this writer.
             let Some(outgoing) = queue.recv().await else { return };
-            let written = stream.write_all(&outgoing.bytes).await;
+            let written = write_frame(&mut stream, &outgoing.bytes).await;
             if outgoing.snapshot {
                 let _ = inputs.send(Input::SnapshotSent(peer, written.is_ok())).await;
             }
@@ -162,13 +167,52 @@ async fn write_to(
     }
 }
 
-/// Accepts the other voters' connections on the controller listener.
+/// Opens a connection to another node's controller listener at `address`, within
+/// `CONNECT_TIMEOUT`: TLS with this node's certificate when the controller listener
+/// is SSL, the other node's certificate checked against the trust store and its
+/// address.
+///
+/// # Errors
+/// The connection's or the handshake's error, or `TimedOut`.
+pub(super) async fn dial(security: &Security, address: SocketAddr) -> std::io::Result<PeerStream> {
+    let connecting = async {
+        let tcp = glommio::net::TcpStream::connect(address).await?;
+        match security.controller_protocol.tls() {
+            false => Ok(PeerStream::plain(tcp)),
+            true => {
+                let name = rustls::pki_types::ServerName::IpAddress(address.ip().into());
+                PeerStream::tls_client(crate::peer::peer_tls(security)?, name, tcp).await
+            }
+        }
+    };
+    let timeout = async {
+        glommio::timer::sleep(CONNECT_TIMEOUT).await;
+        Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting to a controller timed out"))
+    };
+    futures_lite::future::or(connecting, timeout).await
+}
+
+/// Writes a frame whole, flushed (TLS holds records until then).
+pub(super) async fn write_frame(stream: &mut (impl AsyncWriteExt + Unpin), bytes: &[u8]) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
+}
+
+/// Accepts the other voters' connections on the controller listener; on an SSL one,
+/// each completes a TLS handshake with a certificate the trust store signed first.
 pub async fn serve(shard: Rc<Shard>, listener: glommio::net::TcpListener, cluster_id: String) {
     loop {
         match listener.accept().await {
-            Ok(stream) => {
+            Ok(tcp) => {
                 let (shard, cluster_id) = (shard.clone(), cluster_id.clone());
                 glommio::spawn_local(async move {
+                    let stream = match accept(&shard.settings.security, tcp).await {
+                        Ok(stream) => stream,
+                        Err(e) => {
+                            tracing::warn!(target: "skein::net", error = %e, "controller connection refused at the TLS handshake");
+                            return;
+                        }
+                    };
                     if let Err(e) = read_from(&shard, stream, &cluster_id).await {
                         tracing::debug!(target: "skein::net", error = %e, "controller connection closed");
                     }
@@ -181,6 +225,22 @@ pub async fn serve(shard: Rc<Shard>, listener: glommio::net::TcpListener, cluste
             }
         }
     }
+}
+
+/// A connection accepted on the controller listener, secured as the listener is.
+async fn accept(security: &Security, tcp: glommio::net::TcpStream) -> std::io::Result<PeerStream> {
+    if !security.controller_protocol.tls() {
+        return Ok(PeerStream::plain(tcp));
+    }
+    let config = security.tls.as_ref().and_then(|tls| tls.controller_config()).ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "an SSL controller listener needs --ssl-truststore-pem")
+    })?;
+    let handshake = PeerStream::tls_server(config, tcp);
+    let timeout = async {
+        glommio::timer::sleep(TLS_HANDSHAKE_TIMEOUT).await;
+        Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the TLS handshake timed out"))
+    };
+    futures_lite::future::or(handshake, timeout).await
 }
 
 pub(super) async fn read_frame(stream: &mut (impl AsyncReadExt + Unpin)) -> std::io::Result<(u8, Vec<u8>)> {
@@ -202,7 +262,7 @@ pub(super) fn invalid(what: &str) -> std::io::Error {
 
 /// Reads one peer's frames: raft messages go to the quorum loop, forwarded requests
 /// run as tasks of their own, answers complete this node's forwards.
-async fn read_from(shard: &Rc<Shard>, mut stream: glommio::net::TcpStream, cluster_id: &str) -> std::io::Result<()> {
+async fn read_from(shard: &Rc<Shard>, mut stream: PeerStream, cluster_id: &str) -> std::io::Result<()> {
     let controller = shard.controller().ok_or_else(|| invalid("no controller on this shard"))?;
     let (kind, hello) = read_frame(&mut stream).await?;
     let (from, cluster) = hello.split_first_chunk::<8>().ok_or_else(|| invalid("short hello"))?;
@@ -211,7 +271,6 @@ async fn read_from(shard: &Rc<Shard>, mut stream: glommio::net::TcpStream, clust
         tracing::warn!(target: "skein::net", from = from.wrapping_sub(1), cluster = %String::from_utf8_lossy(cluster), "controller connection from another cluster refused");
         return Err(invalid("hello of another cluster"));
     }
-    let _ = stream.set_nodelay(true);
     if kind == OBSERVE {
         return serve_observer(shard, stream, from).await;
     }
@@ -253,7 +312,7 @@ async fn read_from(shard: &Rc<Shard>, mut stream: glommio::net::TcpStream, clust
 /// answered with what follows the index it names, and its forwarded controller
 /// requests, run here (this voter forwards them on to the active controller) and
 /// answered with the index that holds their records.
-async fn serve_observer(shard: &Rc<Shard>, stream: glommio::net::TcpStream, from: u64) -> std::io::Result<()> {
+async fn serve_observer(shard: &Rc<Shard>, stream: PeerStream, from: u64) -> std::io::Result<()> {
     let node = from.wrapping_sub(1) as i32;
     tracing::debug!(target: "skein::net", observer = node, "observer connected");
     let (mut reader, mut writer) = futures_lite::io::split(stream);
@@ -261,7 +320,7 @@ async fn serve_observer(shard: &Rc<Shard>, stream: glommio::net::TcpStream, from
     let replies = Rc::new(replies);
     let writing = glommio::spawn_local(async move {
         while let Some(bytes) = outgoing.recv().await {
-            if writer.write_all(&bytes).await.is_err() {
+            if write_frame(&mut writer, &bytes).await.is_err() {
                 return;
             }
         }

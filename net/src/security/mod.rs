@@ -81,6 +81,30 @@ pub struct Endpoint {
     pub port: u16,
 }
 
+/// Kafka's `listener.security.protocol.map`: each listener name's protocol. Without
+/// a map, the four protocol names map to themselves.
+///
+/// # Errors
+/// A message naming the entry that is not `NAME:PROTOCOL`.
+pub fn parse_protocol_map(protocol_map: Option<&str>) -> Result<HashMap<String, SecurityProtocol>, String> {
+    let Some(map) = protocol_map else {
+        return Ok(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+            .into_iter()
+            .map(|p| (p.to_string(), SecurityProtocol::parse(p).expect("a protocol name")))
+            .collect());
+    };
+    let mut protocols = HashMap::new();
+    for entry in map.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let bad = || {
+            format!("invalid --listener-security-protocol-map entry {entry:?}: expected NAME:PROTOCOL, e.g. INTERNAL:SASL_SSL")
+        };
+        let (name, protocol) = entry.split_once(':').ok_or_else(bad)?;
+        let protocol = SecurityProtocol::parse(protocol.trim()).ok_or_else(bad)?;
+        protocols.insert(name.trim().to_uppercase(), protocol);
+    }
+    Ok(protocols)
+}
+
 /// Parses Kafka's `listeners` (`NAME://host:port`, comma-separated), with the
 /// advertised addresses of `advertised.listeners` (same syntax, by name; a listener
 /// not named there advertises its own address) and the names' protocols from
@@ -96,21 +120,7 @@ pub fn parse_listeners(
     advertised: Option<&str>,
     protocol_map: Option<&str>,
 ) -> Result<Vec<ListenerConfig>, String> {
-    let mut protocols: HashMap<String, SecurityProtocol> = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-        .into_iter()
-        .map(|p| (p.to_string(), SecurityProtocol::parse(p).expect("a protocol name")))
-        .collect();
-    if let Some(map) = protocol_map {
-        protocols.clear();
-        for entry in map.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            let bad = || {
-                format!("invalid --listener-security-protocol-map entry {entry:?}: expected NAME:PROTOCOL, e.g. INTERNAL:SASL_SSL")
-            };
-            let (name, protocol) = entry.split_once(':').ok_or_else(bad)?;
-            let protocol = SecurityProtocol::parse(protocol.trim()).ok_or_else(bad)?;
-            protocols.insert(name.trim().to_uppercase(), protocol);
-        }
-    }
+    let protocols = parse_protocol_map(protocol_map)?;
     let mut advertised_by_name: BTreeMap<String, (String, u16)> = BTreeMap::new();
     for entry in advertised.unwrap_or("").split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let (name, host, port) = split_entry(entry, "--advertised-listeners")?;
@@ -224,6 +234,11 @@ pub struct Security {
     pub signed_tokens: Option<jwks::SignedTokens>,
     /// How this broker reaches the other brokers' inter-broker listener.
     pub inter_broker: InterBroker,
+    /// The controller listener's protocol (`CONTROLLER` in
+    /// `listener.security.protocol.map`): PLAINTEXT, or SSL with certificates
+    /// required both ways, so that only nodes holding a certificate of the trust
+    /// store's CA take part in the metadata quorum.
+    pub controller_protocol: SecurityProtocol,
 }
 
 /// How this broker connects to the others (`inter.broker.listener.name`): the
@@ -290,6 +305,7 @@ impl Default for Security {
             authorizer: None,
             signed_tokens: None,
             inter_broker: InterBroker::default(),
+            controller_protocol: SecurityProtocol::Plaintext,
         }
     }
 }

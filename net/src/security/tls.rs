@@ -64,6 +64,9 @@ pub struct Tls {
     /// The config this broker connects to others with (`peer_config`), rebuilt with
     /// `current`; none without a trust store.
     peer: Mutex<Option<Arc<rustls::ClientConfig>>>,
+    /// The controller listener's config (`controller_config`): client certificates
+    /// required whatever `ssl.client.auth` says; none without a trust store.
+    controller: Mutex<Option<Arc<ServerConfig>>>,
     generation: AtomicU64,
     principal_rules: Vec<PrincipalRule>,
 }
@@ -80,11 +83,13 @@ impl Tls {
     pub fn load(files: TlsFiles, principal_rules: &str) -> Result<Tls, String> {
         let config = build(&files)?;
         let peer = build_peer(&files)?;
+        let controller = build_controller(&files)?;
         let principal_rules = parse_rules(principal_rules)?;
         Ok(Tls {
             files,
             current: Mutex::new(config),
             peer: Mutex::new(peer),
+            controller: Mutex::new(controller),
             generation: AtomicU64::new(0),
             principal_rules,
         })
@@ -112,6 +117,13 @@ impl Tls {
         self.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// The server config of the controller listener when it is SSL: the other
+    /// nodes prove themselves with certificates the trust store signed. `None`
+    /// without `--ssl-truststore-pem`.
+    pub fn controller_config(&self) -> Option<Arc<ServerConfig>> {
+        self.controller.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Rebuilds the config now (the files changed); the last good one stays on
     /// failure.
     ///
@@ -120,8 +132,10 @@ impl Tls {
     pub fn reload(&self) -> Result<(), String> {
         let config = build(&self.files)?;
         let peer = build_peer(&self.files)?;
+        let controller = build_controller(&self.files)?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = config;
         *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
+        *self.controller.lock().unwrap_or_else(|e| e.into_inner()) = controller;
         self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
@@ -186,6 +200,15 @@ fn build(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
     let config =
         builder.with_single_cert(certificates, key).map_err(|e| format!("the TLS certificate and key: {e}"))?;
     Ok(Arc::new(config))
+}
+
+/// The controller listener's server config: as the brokers', with client
+/// certificates required.
+fn build_controller(files: &TlsFiles) -> Result<Option<Arc<ServerConfig>>, String> {
+    match files.trust {
+        None => Ok(None),
+        Some(_) => build(&TlsFiles { client_auth: ClientAuth::Required, ..files.clone() }).map(Some),
+    }
 }
 
 /// The client config of a broker reaching another: the trust store's CAs, and the
