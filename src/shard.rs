@@ -200,16 +200,15 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                     Some(log) => {
                         let observer = matches!(log, MetadataLog::Observer(..));
                         let cluster_id = &settings.cluster_id;
-                        let (controller, inputs) =
-                            Controller::new(
-                                node_id,
-                                cluster_id,
-                                &voters,
-                                observer,
-                                session_timeout,
-                                rebalance_every,
-                                &settings.security,
-                            );
+                        let (controller, inputs) = Controller::new(
+                            node_id,
+                            cluster_id,
+                            &voters,
+                            observer,
+                            session_timeout,
+                            rebalance_every,
+                            &settings.security,
+                        );
                         (Some(controller), Some((log, inputs)))
                     }
                     None => (None, None),

@@ -467,12 +467,13 @@ fn java_secured(port: u16, config: &Path, topic: &str, new_user: &str) -> String
 // The Java client over SASL_SSL with SCRAM-SHA-512 (a PEM trust store): it adds a
 // SCRAM user through Admin.alterUserScramCredentials, lists the users, and produces
 // and consumes idempotently; the user it added then authenticates with kcat. Then
-// the same over SASL_PLAINTEXT with OAUTHBEARER and the client's unsecured tokens.
+// the same over SASL_PLAINTEXT with OAUTHBEARER and the client's unsecured tokens,
+// over SSL, and over SASL_PLAINTEXT with PLAIN.
 #[test]
 fn java_client_over_sasl_ssl() {
     let dir = tempfile::tempdir().unwrap();
     let pki = pki(dir.path(), "d");
-    let (broker, [_, sasl_plain, sasl_ssl]) = secured_node(dir.path(), &pki, &[], |data| {
+    let (broker, ports) = secured_node(dir.path(), &pki, &[], |data| {
         let data = data.to_str().unwrap();
         ok(
             skein(&[
@@ -489,6 +490,7 @@ fn java_client_over_sasl_ssl() {
             "stage",
         );
     });
+    let [_, sasl_plain, sasl_ssl] = ports;
     let config = dir.path().join("client.properties");
     let ca = std::fs::read_to_string(&pki.ca).unwrap().replace('\n', "\\n");
     std::fs::write(
@@ -514,6 +516,27 @@ fn java_client_over_sasl_ssl() {
     .unwrap();
     let out = java_secured(sasl_plain, &oauth, "java-oauth", "gina");
     assert!(out.contains("USERS admin,erin,gina"), "{out}");
+    assert!(out.contains("RECORDS 100"), "{out}");
+    // Over SSL (a PEM trust store, no SASL), and over SASL_PLAINTEXT with PLAIN.
+    let [ssl, _, _] = ports;
+    let ssl_config = dir.path().join("ssl.properties");
+    std::fs::write(
+        &ssl_config,
+        format!("security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.certificates={ca}\n"),
+    )
+    .unwrap();
+    let out = java_secured(ssl, &ssl_config, "java-ssl", "hank");
+    assert!(out.contains("USERS admin,erin,gina,hank"), "{out}");
+    assert!(out.contains("RECORDS 100"), "{out}");
+    let plain = dir.path().join("plain.properties");
+    std::fs::write(
+        &plain,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n\
+         sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"bob\" password=\"bob-secret\";\n",
+    )
+    .unwrap();
+    let out = java_secured(sasl_plain, &plain, "java-plain", "ivy");
+    assert!(out.contains("USERS admin,erin,gina,hank,ivy"), "{out}");
     assert!(out.contains("RECORDS 100"), "{out}");
     drop(broker);
 }

@@ -152,9 +152,11 @@ pub async fn connect(security: &Security, host: &str, port: u16, client_id: &str
 /// # Errors
 /// `InvalidInput` when no trust store is configured.
 pub fn peer_tls(security: &Security) -> io::Result<Arc<rustls::ClientConfig>> {
-    security.tls.as_ref().and_then(|tls| tls.peer_config()).ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "TLS to another node needs --ssl-truststore-pem")
-    })
+    security
+        .tls
+        .as_ref()
+        .and_then(|tls| tls.peer_config())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "TLS to another node needs --ssl-truststore-pem"))
 }
 
 /// SaslHandshake v1, then the login's tokens in SaslAuthenticate v2 (KIP-152). Returns
