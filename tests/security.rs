@@ -490,53 +490,33 @@ fn java_client_over_sasl_ssl() {
             "stage",
         );
     });
-    let [_, sasl_plain, sasl_ssl] = ports;
-    let config = dir.path().join("client.properties");
+    let [ssl, sasl_plain, sasl_ssl] = ports;
     let ca = std::fs::read_to_string(&pki.ca).unwrap().replace('\n', "\\n");
-    std::fs::write(
-        &config,
-        format!(
-            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n\
-             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"admin-pw\";\n\
-             ssl.truststore.type=PEM\nssl.truststore.certificates={ca}\n"
-        ),
-    )
-    .unwrap();
-    let out = java_secured(sasl_ssl, &config, "java-secured", "erin");
-    assert!(out.contains("USERS admin,erin"), "{out}");
-    assert!(out.contains("RECORDS 100"), "{out}");
+    // Runs Secured.java with `properties` as user `new_user`: every user added so far
+    // is listed, and its 100 records are read back.
+    let java = |port: u16, name: &str, properties: String, new_user: &str, users: &str| {
+        let config = dir.path().join(format!("{name}.properties"));
+        std::fs::write(&config, properties).unwrap();
+        let out = java_secured(port, &config, &format!("java-{name}"), new_user);
+        assert!(out.contains(&format!("USERS {users}")), "{out}");
+        assert!(out.contains("RECORDS 100"), "{out}");
+    };
+    let scram = format!(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n\
+         sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"admin-pw\";\n\
+         ssl.truststore.type=PEM\nssl.truststore.certificates={ca}\n"
+    );
+    java(sasl_ssl, "secured", scram, "erin", "admin,erin");
     let erin = secured("SASL_PLAINTEXT", Some(("SCRAM-SHA-256", "erin", "new-secret")), &pki.ca);
     ok(kcat(&args(&["-L", "-b", &format!("127.0.0.1:{sasl_plain}"), "-m", "10"], &erin), None), "kcat as erin");
-    let oauth = dir.path().join("oauth.properties");
-    std::fs::write(
-        &oauth,
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n\
-         sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"frank\";\n",
-    )
-    .unwrap();
-    let out = java_secured(sasl_plain, &oauth, "java-oauth", "gina");
-    assert!(out.contains("USERS admin,erin,gina"), "{out}");
-    assert!(out.contains("RECORDS 100"), "{out}");
+    let oauth = "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n\
+         sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"frank\";\n";
+    java(sasl_plain, "oauth", oauth.into(), "gina", "admin,erin,gina");
     // Over SSL (a PEM trust store, no SASL), and over SASL_PLAINTEXT with PLAIN.
-    let [ssl, _, _] = ports;
-    let ssl_config = dir.path().join("ssl.properties");
-    std::fs::write(
-        &ssl_config,
-        format!("security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.certificates={ca}\n"),
-    )
-    .unwrap();
-    let out = java_secured(ssl, &ssl_config, "java-ssl", "hank");
-    assert!(out.contains("USERS admin,erin,gina,hank"), "{out}");
-    assert!(out.contains("RECORDS 100"), "{out}");
-    let plain = dir.path().join("plain.properties");
-    std::fs::write(
-        &plain,
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n\
-         sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"bob\" password=\"bob-secret\";\n",
-    )
-    .unwrap();
-    let out = java_secured(sasl_plain, &plain, "java-plain", "ivy");
-    assert!(out.contains("USERS admin,erin,gina,hank,ivy"), "{out}");
-    assert!(out.contains("RECORDS 100"), "{out}");
+    let ssl_properties = format!("security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.certificates={ca}\n");
+    java(ssl, "ssl", ssl_properties, "hank", "admin,erin,gina,hank");
+    let plain = "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n\
+         sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"bob\" password=\"bob-secret\";\n";
+    java(sasl_plain, "plain", plain.into(), "ivy", "admin,erin,gina,hank,ivy");
     drop(broker);
 }
