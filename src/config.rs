@@ -590,7 +590,7 @@ fn parse_voters(text: &str) -> Result<Vec<(i32, SocketAddr)>, String> {
 }
 
 /// Parses `all`, `N` (the first N cores) or `a-b` (inclusive) against `available` cores.
-fn parse_cores(spec: &str, available: usize) -> Result<Vec<usize>, String> {
+pub(crate) fn parse_cores(spec: &str, available: usize) -> Result<Vec<usize>, String> {
     let bad = |why: &str| Err(format!("invalid --cores {spec:?}: {why}"));
     let spec = spec.trim();
     if spec == "all" {

@@ -17,6 +17,7 @@ mod placement;
 mod quota_cli;
 mod security_config;
 mod shard;
+mod tune_cli;
 mod txn_cli;
 mod user_cli;
 
@@ -65,6 +66,9 @@ enum Command {
     /// Show or change which shard owns each partition.
     #[command(subcommand)]
     Placement(placement::PlacementCommand),
+    /// Inspect and tune the host: check, apply (reversibly), revert.
+    #[command(subcommand)]
+    Tune(tune_cli::TuneCommand),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
         Command::Produce(args) => cli::produce(args),
         Command::Consume(args) => cli::consume(args),
         Command::Placement(command) => placement::run(command),
+        Command::Tune(command) => tune_cli::run(command),
         Command::Cluster(command) => cluster_cli::run(command),
         Command::Group(command) => group_cli::run(command),
         Command::Txn(command) => txn_cli::run(command),
