@@ -57,6 +57,13 @@ fn render(shard: &Shard) -> String {
         let _ = writeln!(out, "skein_request_latency_us_sum{{shard=\"{id}\",api_key=\"{api}\"}} {}", latency.sum_us);
         let _ = writeln!(out, "skein_request_latency_us_count{{shard=\"{id}\",api_key=\"{api}\"}} {}", latency.count);
     }
+    let reactor = crate::reactor::health(id);
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(out, "skein_reactor_stalls_total{{shard=\"{id}\"}} {}", load(&reactor.stalls));
+    let _ =
+        writeln!(out, "skein_reactor_busy_ratio{{shard=\"{id}\"}} {:.3}", load(&reactor.busy_permille) as f64 / 1000.0);
+    let _ = writeln!(out, "skein_reactor_runtime_us_total{{shard=\"{id}\"}} {}", load(&reactor.runtime_us));
+    let _ = writeln!(out, "skein_reactor_tasks_total{{shard=\"{id}\"}} {}", load(&reactor.tasks));
     let _ = writeln!(out, "skein_bytes_in_total{{shard=\"{id}\"}} {}", m.bytes_in.get());
     let _ = writeln!(out, "skein_bytes_out_total{{shard=\"{id}\"}} {}", m.bytes_out.get());
     let _ = writeln!(out, "skein_cross_shard_messages_total{{shard=\"{id}\"}} {}", m.cross_shard_messages.get());

@@ -107,6 +107,12 @@ pub struct StartArgs {
     /// [default: 0, at most 100000].
     #[arg(long, env = "SKEIN_GROUP_COMMIT_MAX_DELAY_US")]
     pub group_commit_max_delay_us: Option<u64>,
+    /// Reactor stall detection: a task that holds its shard this many milliseconds past
+    /// glommio's preemption budget (100 ms) is a stall, counted in
+    /// `skein_reactor_stalls_total` and logged with its backtrace (at most once every
+    /// 10 s per shard); 0 turns detection off [default: 10].
+    #[arg(long, env = "SKEIN_STALL_THRESHOLD_MS")]
+    pub stall_threshold_ms: Option<u64>,
     /// Kafka's `max.connections`: connections the node accepts at once [default:
     /// 2147483647].
     #[arg(long, env = "SKEIN_MAX_CONNECTIONS")]
@@ -211,6 +217,7 @@ struct FileConfig {
     transactional_id_expiration_ms: Option<u64>,
     max_incremental_fetch_session_cache_slots: Option<usize>,
     group_commit_max_delay_us: Option<u64>,
+    stall_threshold_ms: Option<u64>,
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
     controller_voters: Option<String>,
@@ -262,6 +269,8 @@ pub struct NodeConfig {
     pub transactional_id_expiration_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
     pub group_commit_max_delay_us: u64,
+    /// Extra milliseconds past the preemption budget that make a stall; 0: off.
+    pub stall_threshold_ms: u64,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
     /// The controller quorum's voters with their addresses; empty for a single node.
@@ -504,6 +513,7 @@ impl NodeConfig {
                 .or(file.max_incremental_fetch_session_cache_slots)
                 .unwrap_or(1000),
             group_commit_max_delay_us,
+            stall_threshold_ms: args.stall_threshold_ms.or(file.stall_threshold_ms).unwrap_or(10),
             max_connections: args.max_connections.or(file.max_connections).unwrap_or(i32::MAX as usize),
             max_connections_per_ip: args
                 .max_connections_per_ip

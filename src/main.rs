@@ -15,6 +15,7 @@ mod group_cli;
 mod oauth_jwks;
 mod placement;
 mod quota_cli;
+mod reactor;
 mod security_config;
 mod shard;
 mod tune_cli;
@@ -72,13 +73,18 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+    let subscriber = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SKEIN_LOG").unwrap_or_else(|_| "info".into()))
         .with_target(true)
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, never in files or pipes.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .finish();
+    tracing::subscriber::set_global_default(subscriber).expect("the first subscriber");
+    // Dependencies' `log` records reach tracing; glommio's stall reports are counted
+    // and rate-limited on the way (`reactor`).
+    let level = tracing_log::AsLog::as_log(&tracing::level_filters::LevelFilter::current());
+    reactor::StallLog::install(level).expect("the first log logger");
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Start(args) => config::NodeConfig::load(*args).and_then(shard::run_node),

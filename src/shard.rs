@@ -192,9 +192,16 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         let (node_id, voters) = (config.node_id, config.controller_voters.clone());
         let session_timeout = Duration::from_millis(config.broker_session_timeout_ms);
         let rebalance_every = config.leader_rebalance_every;
+        // glommio's stall detection, counted and rate-limited by `reactor`.
+        let stalls = (config.stall_threshold_ms > 0).then(|| {
+            let extra = Duration::from_millis(config.stall_threshold_ms);
+            Box::new(crate::reactor::StallThreshold { extra }) as Box<dyn glommio::StallDetectionHandler>
+        });
         let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
             .name(&format!("shard-{shard}"))
+            .detect_stalls(stalls)
             .spawn(move || async move {
+                crate::reactor::register(shard, glommio::executor().id());
                 let (router, receivers) = wiring.connect().await;
                 let (controller, inputs) = match log {
                     Some(log) => {
@@ -652,8 +659,10 @@ async fn run_shard(
     ready.fetch_add(1, Ordering::Release);
     let tick = Duration::from_millis(config.housekeeping_interval_ms.min(100));
     let mut since_housekeeping = Duration::ZERO;
+    let mut busy = crate::reactor::BusyMeter::new(crate::reactor::health(shard.id));
     while !stop.load(Ordering::Relaxed) {
         glommio::timer::sleep(tick).await;
+        busy.sample();
         crate::admin::publish(&shard);
         since_housekeeping += tick;
         if since_housekeeping >= Duration::from_millis(config.housekeeping_interval_ms) {

@@ -1,0 +1,231 @@
+//! Reactor health per shard: stalls (a task that holds its shard past glommio's
+//! preemption budget plus `--stall-threshold-ms`) and how busy the reactor is.
+//!
+//! Stalls are glommio's own detection (`detect_stalls`): a timer armed at each task
+//! queue run signals the shard's thread when the run overstays, and glommio captures
+//! the backtrace there, then reports it through the `log` crate. `StallLog` is the
+//! process's `log` logger: it counts each report for its shard and passes one report
+//! per shard every `STALL_LOG_INTERVAL` on to `tracing`, backtrace included; every
+//! other `log` record goes to `tracing` unchanged (`tracing_log::LogTracer`).
+//! Nothing here is on a request path: the table's lock is taken when a shard starts,
+//! on a stall, and when `/metrics` is rendered.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// At most one stall report per shard is logged this often; the others are counted.
+pub const STALL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// One shard's reactor figures.
+#[derive(Debug, Default)]
+pub struct Health {
+    pub stalls: AtomicU64,
+    /// Stalls seen but not logged (rate-limited) since the last one logged.
+    pub stalls_unlogged: AtomicU64,
+    /// The share of the last interval the reactor spent running tasks and polling
+    /// I/O, in thousandths.
+    pub busy_permille: AtomicU64,
+    /// Time spent running tasks and polling I/O since start, in microseconds.
+    pub runtime_us: AtomicU64,
+    pub tasks: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    /// glommio's executor id -> shard.
+    executors: HashMap<usize, usize>,
+    shards: Vec<Arc<Health>>,
+    logged: HashMap<usize, Instant>,
+}
+
+fn table() -> &'static Mutex<Table> {
+    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
+    TABLE.get_or_init(Mutex::default)
+}
+
+/// Registers `shard` as glommio executor `executor`; returns its figures.
+pub fn register(shard: usize, executor: usize) -> Arc<Health> {
+    let mut table = table().lock().unwrap_or_else(|e| e.into_inner());
+    table.executors.insert(executor, shard);
+    while table.shards.len() <= shard {
+        table.shards.push(Arc::default());
+    }
+    table.shards[shard].clone()
+}
+
+/// `shard`'s figures (zeros before it registered).
+pub fn health(shard: usize) -> Arc<Health> {
+    let table = table().lock().unwrap_or_else(|e| e.into_inner());
+    table.shards.get(shard).cloned().unwrap_or_default()
+}
+
+/// The stall threshold glommio is given: `extra` past each task queue's budget.
+#[derive(Debug)]
+pub struct StallThreshold {
+    pub extra: Duration,
+}
+
+impl glommio::StallDetectionHandler for StallThreshold {
+    fn threshold(&self, _queue: glommio::TaskQueueHandle, _budget: Duration) -> Option<Duration> {
+        Some(self.extra)
+    }
+}
+
+/// The glommio executor id in a stall report (`[stall-detector -- executor N]`).
+fn executor_of(message: &str) -> Option<usize> {
+    let rest = message.split("executor ").nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// What becomes of a stall report.
+#[derive(Debug, PartialEq, Eq)]
+enum Report {
+    /// Log it: the first for `shard` in `STALL_LOG_INTERVAL`, after `unlogged` others.
+    Log { shard: usize, unlogged: u64 },
+    /// Counted only (rate-limited).
+    Counted,
+    /// No shard runs on that executor: logged as it is.
+    Unknown,
+}
+
+/// Counts a stall reported for `executor` at `now`.
+fn count_stall(executor: usize, now: Instant) -> Report {
+    let mut table = table().lock().unwrap_or_else(|e| e.into_inner());
+    let Some(&shard) = table.executors.get(&executor) else { return Report::Unknown };
+    let health = table.shards[shard].clone();
+    health.stalls.fetch_add(1, Ordering::Relaxed);
+    let due = table.logged.get(&shard).is_none_or(|last| now.duration_since(*last) >= STALL_LOG_INTERVAL);
+    if !due {
+        health.stalls_unlogged.fetch_add(1, Ordering::Relaxed);
+        return Report::Counted;
+    }
+    table.logged.insert(shard, now);
+    Report::Log { shard, unlogged: health.stalls_unlogged.swap(0, Ordering::Relaxed) }
+}
+
+/// The process's `log` logger: stall reports counted and rate-limited, everything
+/// else handed to `tracing`.
+#[derive(Debug)]
+pub struct StallLog {
+    inner: tracing_log::LogTracer,
+}
+
+impl StallLog {
+    /// Installs it as the `log` logger, passing records up to `level` on.
+    ///
+    /// # Errors
+    /// Another `log` logger is installed already.
+    pub fn install(level: log::LevelFilter) -> Result<(), log::SetLoggerError> {
+        log::set_boxed_logger(Box::new(StallLog { inner: tracing_log::LogTracer::new() }))?;
+        log::set_max_level(level.max(log::LevelFilter::Warn));
+        Ok(())
+    }
+}
+
+fn is_stall(target: &str) -> bool {
+    target.starts_with("glommio::executor::stall")
+}
+
+impl log::Log for StallLog {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        is_stall(metadata.target()) || self.inner.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !is_stall(record.target()) {
+            self.inner.log(record);
+            return;
+        }
+        let message = record.args().to_string();
+        let report = executor_of(&message).map_or(Report::Unknown, |executor| count_stall(executor, Instant::now()));
+        match report {
+            Report::Log { shard, unlogged } => {
+                tracing::warn!(target: "skein", shard, stalls_not_logged = unlogged, "reactor stall: {message}")
+            }
+            Report::Unknown => tracing::warn!(target: "skein", "reactor stall: {message}"),
+            Report::Counted => {}
+        }
+    }
+
+    fn flush(&self) {
+        self.inner.flush();
+    }
+}
+
+/// Tracks the busy fraction of the calling shard from glommio's executor statistics:
+/// call `sample` periodically on the shard.
+#[derive(Debug)]
+pub struct BusyMeter {
+    health: Arc<Health>,
+    last_runtime: Duration,
+    last_at: Instant,
+}
+
+impl BusyMeter {
+    pub fn new(health: Arc<Health>) -> BusyMeter {
+        BusyMeter { health, last_runtime: Duration::ZERO, last_at: Instant::now() }
+    }
+
+    /// Takes this shard's figures now (the executor's statistics: on the shard).
+    pub fn sample(&mut self) {
+        let stats = glommio::executor().executor_stats();
+        let (runtime, now) = (stats.total_runtime(), Instant::now());
+        let wall = now.duration_since(self.last_at);
+        let busy = runtime.saturating_sub(self.last_runtime).as_micros() * 1000 / wall.as_micros().max(1);
+        self.health.busy_permille.store(busy.min(1000) as u64, Ordering::Relaxed);
+        self.health.runtime_us.store(runtime.as_micros() as u64, Ordering::Relaxed);
+        self.health.tasks.store(stats.tasks_executed(), Ordering::Relaxed);
+        (self.last_runtime, self.last_at) = (runtime, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The executor id is read from glommio's report; reports past the first in an
+    // interval are counted, not logged, and the next logged one says how many.
+    #[test]
+    fn stalls_are_counted_and_rate_limited() {
+        assert_eq!(executor_of("[stall-detector -- executor 17] task queue default went over-budget"), Some(17));
+        assert_eq!(executor_of("something else"), None);
+        let health = register(900, 9000);
+        let start = Instant::now();
+        assert_eq!(count_stall(9000, start), Report::Log { shard: 900, unlogged: 0 });
+        assert_eq!(count_stall(9000, start + Duration::from_secs(1)), Report::Counted);
+        assert_eq!(count_stall(9000, start + Duration::from_secs(2)), Report::Counted);
+        assert_eq!(count_stall(9000, start + STALL_LOG_INTERVAL), Report::Log { shard: 900, unlogged: 2 });
+        assert_eq!(health.stalls.load(Ordering::Relaxed), 4);
+        assert_eq!(count_stall(12345, start), Report::Unknown);
+    }
+
+    // A task that blocks its executor past the budget is counted as a stall of its
+    // shard, through glommio's detector and the log bridge; the executor's busy
+    // fraction shows the blocked time.
+    #[test]
+    fn a_blocking_task_is_a_stall() {
+        // Installed once per test process; a second install (another test) fails.
+        let _ = StallLog::install(log::LevelFilter::Warn);
+        let handler = StallThreshold { extra: Duration::from_millis(10) };
+        let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .detect_stalls(Some(Box::new(handler)))
+            .spawn(|| async move {
+                let health = register(901, glommio::executor().id());
+                let mut meter = BusyMeter::new(health.clone());
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+                meter.sample();
+                let idle = health.busy_permille.load(Ordering::Relaxed);
+                // Blocking the reactor is the point of this test.
+                glommio::spawn_local(async { std::thread::sleep(Duration::from_millis(250)) }).await;
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                meter.sample();
+                (idle, health.busy_permille.load(Ordering::Relaxed))
+            })
+            .unwrap();
+        let (idle, busy) = executor.join().unwrap();
+        assert_eq!(health(901).stalls.load(Ordering::Relaxed), 1);
+        assert!(idle < 500 && busy > 800, "busy {idle} while idle, {busy} while blocked");
+    }
+}
