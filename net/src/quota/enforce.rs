@@ -2,8 +2,8 @@
 //! charged its request's bytes, a fetch its response's record bytes, and every
 //! request the shard time its handler held the shard (the time spent inside its
 //! polls, so a long poll's wait is free). A client over a quota gets the throttle in
-//! its Produce or Fetch response's `throttle_time_ms`, and its connection reads no
-//! more requests until the throttle has passed. A fetch arriving while its client is
+//! its response's `throttle_time_ms` (every API whose response has the field), and
+//! its connection reads no more requests until the throttle has passed. A fetch arriving while its client is
 //! throttled gets an empty response, as Kafka answers it.
 
 use std::future::Future;
@@ -131,14 +131,100 @@ fn record_bytes(response: &FetchResponse) -> u64 {
         .sum()
 }
 
-/// Puts the throttle in the responses that carry one at every version Skein serves
-/// them at (Produce from v3, Fetch from v4); others are throttled by muting alone.
+/// Puts the throttle in the response, for every API whose response has
+/// `throttle_time_ms` (at the versions that carry it; older clients learn of the
+/// throttle from the muted connection alone).
 pub fn set_throttle_time(response: &mut ResponseKind, throttle: Duration) {
-    match response {
-        ResponseKind::Produce(r) => r.throttle_time_ms = r.throttle_time_ms.max(throttle_ms(throttle)),
-        ResponseKind::Fetch(r) => r.throttle_time_ms = r.throttle_time_ms.max(throttle_ms(throttle)),
-        _ => {}
+    if throttle.is_zero() {
+        return;
     }
+    let ms = throttle_ms(throttle);
+    // Every response that carries `throttle_time_ms` (the codec writes it at the
+    // versions that have it), as Kafka's request quota throttles any API (KIP-219).
+    macro_rules! throttled {
+        ($($kind:ident),* $(,)?) => {
+            match response {
+                $(ResponseKind::$kind(r) => r.throttle_time_ms = r.throttle_time_ms.max(ms),)*
+                _ => {}
+            }
+        };
+    }
+    throttled!(
+        AddOffsetsToTxn,
+        AddPartitionsToTxn,
+        AddRaftVoter,
+        AllocateProducerIds,
+        AlterClientQuotas,
+        AlterConfigs,
+        AlterPartition,
+        AlterPartitionReassignments,
+        AlterReplicaLogDirs,
+        AlterShareGroupOffsets,
+        AlterUserScramCredentials,
+        ApiVersions,
+        AssignReplicasToDirs,
+        BrokerHeartbeat,
+        BrokerRegistration,
+        ConsumerGroupDescribe,
+        ConsumerGroupHeartbeat,
+        ControllerRegistration,
+        CreateAcls,
+        CreateDelegationToken,
+        CreatePartitions,
+        CreateTopics,
+        DeleteAcls,
+        DeleteGroups,
+        DeleteRecords,
+        DeleteShareGroupOffsets,
+        DeleteTopics,
+        DescribeAcls,
+        DescribeClientQuotas,
+        DescribeCluster,
+        DescribeConfigs,
+        DescribeDelegationToken,
+        DescribeGroups,
+        DescribeLogDirs,
+        DescribeProducers,
+        DescribeShareGroupOffsets,
+        DescribeTopicPartitions,
+        DescribeTransactions,
+        DescribeUserScramCredentials,
+        ElectLeaders,
+        EndTxn,
+        ExpireDelegationToken,
+        Fetch,
+        FetchSnapshot,
+        FindCoordinator,
+        GetTelemetrySubscriptions,
+        Heartbeat,
+        IncrementalAlterConfigs,
+        InitProducerId,
+        JoinGroup,
+        LeaveGroup,
+        ListConfigResources,
+        ListGroups,
+        ListOffsets,
+        ListPartitionReassignments,
+        ListTransactions,
+        Metadata,
+        OffsetCommit,
+        OffsetDelete,
+        OffsetFetch,
+        OffsetForLeaderEpoch,
+        Produce,
+        PushTelemetry,
+        RemoveRaftVoter,
+        RenewDelegationToken,
+        ShareAcknowledge,
+        ShareFetch,
+        ShareGroupDescribe,
+        ShareGroupHeartbeat,
+        SyncGroup,
+        TxnOffsetCommit,
+        UnregisterBroker,
+        UpdateFeatures,
+        UpdateRaftVoter,
+    );
 }
 
 fn throttle_ms(throttle: Duration) -> i32 {
@@ -186,5 +272,27 @@ pub async fn rebalance(shard: std::rc::Rc<Shard>) {
             return;
         }
         shard.quotas.rebalance(shard.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::{MetadataResponse, ProduceResponse, SaslHandshakeResponse};
+
+    use super::*;
+
+    // Every response with `throttle_time_ms` carries the throttle, keeping a longer one
+    // the handler set; responses without the field are left as they are.
+    #[test]
+    fn any_response_with_the_field_carries_the_throttle() {
+        let mut metadata = ResponseKind::Metadata(MetadataResponse::default());
+        set_throttle_time(&mut metadata, Duration::from_millis(1500));
+        assert!(matches!(&metadata, ResponseKind::Metadata(r) if r.throttle_time_ms == 1500));
+        let mut produce = ResponseKind::Produce(ProduceResponse::default().with_throttle_time_ms(9000));
+        set_throttle_time(&mut produce, Duration::from_millis(10));
+        assert!(matches!(&produce, ResponseKind::Produce(r) if r.throttle_time_ms == 9000));
+        let mut handshake = ResponseKind::SaslHandshake(SaslHandshakeResponse::default());
+        set_throttle_time(&mut handshake, Duration::from_secs(1));
+        assert_eq!(handshake, ResponseKind::SaslHandshake(SaslHandshakeResponse::default()));
     }
 }
