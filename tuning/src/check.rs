@@ -469,6 +469,109 @@ fn placement(host: &Host, target: &Target) -> Vec<Finding> {
         }
     }
     out.extend(irqs(host, target));
+    out.extend(steering(host));
+    out.push(Finding::absent(
+        "ballast file",
+        "none",
+        "a ballast file is space to free when the disk fills",
+        "Skein keeps none: a full disk is refused before data is buffered (the engine's DiskFull), and nothing acknowledged is lost",
+    ));
+    out
+}
+
+/// A CPU set as the kernel's hexadecimal mask (`ff,ffffffff`: 32-bit groups, most
+/// significant first).
+pub(crate) fn format_cpu_mask(cpus: &[usize]) -> String {
+    let groups = cpus.iter().max().map_or(1, |max| max / 32 + 1);
+    let mut words = vec![0u32; groups];
+    for &cpu in cpus {
+        words[cpu / 32] |= 1 << (cpu % 32);
+    }
+    let text: Vec<String> = words
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, w)| match i {
+            0 => format!("{w:x}"),
+            _ => format!("{w:08x}"),
+        })
+        .collect();
+    text.join(",")
+}
+
+/// The CPUs of a kernel hexadecimal mask; `None` when it does not parse.
+pub(crate) fn parse_cpu_mask(text: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for (group, word) in text.trim().rsplit(',').enumerate() {
+        let word = u32::from_str_radix(word, 16).ok()?;
+        cpus.extend((0..32).filter(|bit| word & (1 << bit) != 0).map(|bit| group * 32 + bit));
+    }
+    Some(cpus)
+}
+
+/// Receive and transmit packet steering (RPS/XPS) of the physical network devices.
+/// A NIC with fewer receive queues than CPUs hands all its packets to the cores of
+/// its few queues' interrupts; RPS spreads that work over every CPU.
+fn steering(host: &Host) -> Vec<Finding> {
+    const WHY: &str = "a NIC with fewer queues than CPUs processes every packet on its queues' interrupt cores; RPS spreads receive work over the CPUs";
+    let online = host.read("/sys/devices/system/cpu/online").and_then(|t| parse_cpu_list(&t).ok()).unwrap_or_default();
+    let mut out = Vec::new();
+    for device in host.list("/sys/class/net", "") {
+        let physical = host
+            .resolve_link(&format!("/sys/class/net/{device}"))
+            .is_some_and(|target| !target.to_string_lossy().contains("/virtual/"));
+        if !physical {
+            continue;
+        }
+        let queues = format!("/sys/class/net/{device}/queues");
+        let rx = host.list(&queues, "rx-");
+        let spread = rx.len() < online.len();
+        let wanted = match spread {
+            true => format_cpu_mask(&online),
+            false => "0".to_string(),
+        };
+        for queue in rx {
+            let path = format!("{queues}/{queue}/rps_cpus");
+            let Some(current) = host.read(&path) else { continue };
+            let ok = match spread {
+                true => parse_cpu_mask(&current).is_some_and(|cpus| online.iter().all(|c| cpus.contains(c))),
+                false => true,
+            };
+            out.push(Finding {
+                name: format!("{device} {queue} RPS"),
+                current: Some(current),
+                recommended: match spread {
+                    true => wanted.clone(),
+                    false => "as set (a queue per CPU)".into(),
+                },
+                why: WHY,
+                ok,
+                fix: match ok {
+                    true => Fix::None,
+                    false => Fix::Write { path, value: wanted.clone() },
+                },
+                reason: None,
+            });
+        }
+        // XPS: transmit queues picked by the sending CPU; report what is set.
+        for queue in host.list(&queues, "tx-") {
+            let path = format!("{queues}/{queue}/xps_cpus");
+            if let Some(current) = host.read(&path) {
+                out.push(Finding {
+                    name: format!("{device} {queue} XPS"),
+                    current: Some(current),
+                    recommended: "as set".into(),
+                    why: "XPS picks a transmit queue by the sending CPU; the driver's default keeps a shard on its own queue",
+                    ok: true,
+                    fix: Fix::None,
+                    reason: None,
+                });
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(Finding::absent("packet steering (RPS/XPS)", "-", WHY, "no physical network device with queues"));
+    }
     out
 }
 
@@ -542,6 +645,18 @@ fn irqs(host: &Host, target: &Target) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // CPU masks read and written as the kernel's, 32-bit groups most significant
+    // first.
+    #[test]
+    fn cpu_masks() {
+        assert_eq!(format_cpu_mask(&[0, 1]), "3");
+        assert_eq!(format_cpu_mask(&[]), "0");
+        assert_eq!(format_cpu_mask(&[0, 33]), "2,00000001");
+        assert_eq!(parse_cpu_mask("2,00000001"), Some(vec![0, 33]));
+        assert_eq!(parse_cpu_mask("0"), Some(vec![]));
+        assert_eq!(parse_cpu_mask("zz"), None);
+    }
 
     // A choice list's selection is the bracketed word.
     #[test]

@@ -4,8 +4,9 @@
 //! (the CPU governor and boost, transparent huge pages, swappiness and dirty ratios,
 //! `fs.aio-max-nr`, io_uring availability, the memlock limit, the clocksource, the
 //! data disk's scheduler, merges, write cache and queue depth, its file system and
-//! mount options, the NUMA nodes of the shards' cores, CPU isolation, and device
-//! interrupts landing on the shards' cores) and says what Skein wants and why. A knob
+//! mount options, the NUMA nodes of the shards' cores, CPU isolation, device
+//! interrupts landing on the shards' cores, packet steering (RPS/XPS), and the
+//! ballast file) and says what Skein wants and why. A knob
 //! the host lacks is reported with the reason, never an error, so it runs on cloud
 //! VMs. `apply` sets what it can after recording the previous values in a revert
 //! file under the data directory; `revert` restores them. Everything is read
@@ -116,6 +117,13 @@ mod tests {
         write("/sys/block/vdb/queue/nomerges", "0");
         write("/sys/block/vdb/queue/write_cache", "write back");
         write("/sys/block/vdb/queue/nr_requests", "256");
+        // A physical NIC with one receive queue on four CPUs: RPS should spread it.
+        write("/sys/devices/pci0000:00/virtio2/net/eth0/queues/rx-0/rps_cpus", "0");
+        write("/sys/devices/virtual/net/lo/queues/rx-0/rps_cpus", "0");
+        std::fs::create_dir_all(root.join("sys/class/net")).unwrap();
+        std::os::unix::fs::symlink("../../devices/pci0000:00/virtio2/net/eth0", root.join("sys/class/net/eth0"))
+            .unwrap();
+        std::os::unix::fs::symlink("../../devices/virtual/net/lo", root.join("sys/class/net/lo")).unwrap();
         std::fs::create_dir_all(root.join("sys/dev/block")).unwrap();
         std::os::unix::fs::symlink("../../block/vdb", root.join(format!("sys/dev/block/{major}:{minor}"))).unwrap();
     }
@@ -147,6 +155,9 @@ mod tests {
         assert_eq!(irq.fix, Fix::Write { path: "/proc/irq/40/smp_affinity_list".into(), value: "2-3".into() });
         assert!(findings.iter().all(|f| !f.name.contains("virtio0-config")), "not a queue");
         assert!(finding(&findings, "irq 42 (virtio1-req.0) affinity").ok, "a disk queue already off Skein's cores");
+        let rps = finding(&findings, "eth0 rx-0 RPS");
+        assert_eq!(rps.fix, Fix::Write { path: "/sys/class/net/eth0/queues/rx-0/rps_cpus".into(), value: "f".into() });
+        assert!(findings.iter().all(|f| !f.name.starts_with("lo ")), "virtual devices are not tuned");
         let fs = finding(&findings, &format!("file system of {}", data.path().display()));
         assert_eq!(fs.current.as_deref(), Some("xfs (atime updates)"));
         assert!(render(&findings).contains("CHANGE cpu0 frequency governor"));
@@ -200,6 +211,7 @@ mod tests {
         let (changes, errors) = apply(&host, &target.data_dir, &findings).unwrap();
         assert!(changes.is_empty() && errors.is_empty());
         assert!(render(&findings).lines().skip(1).all(|line| line.starts_with("n/a")));
+        assert!(findings.iter().any(|f| f.name == "ballast file"));
     }
 
     /// Every file under `root` with its text.
