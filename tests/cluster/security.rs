@@ -83,9 +83,11 @@ fn flags(pki: &Pki, port: u16, password: &str) -> Vec<String> {
 fn brokers_replicate_over_sasl_ssl_with_mtls() {
     let certificates = tempfile::tempdir().unwrap();
     let pki = pki(certificates.path(), "inter-broker");
-    let ports: Vec<u16> = (0..3).map(|_| broker_port()).collect();
+    // Nodes 1-3 are the controller quorum's voters, node 4 a broker-only node that
+    // follows the metadata log over the same SSL controller listener.
+    let ports: Vec<u16> = (0..4).map(|_| broker_port()).collect();
     let mut cluster = Cluster::start_prepared(
-        3,
+        4,
         3,
         |id| flags(&pki, ports[(id - 1) as usize], "broker-pw"),
         |_, data_dir| {
@@ -199,7 +201,7 @@ fn brokers_replicate_over_sasl_ssl_with_mtls() {
     // Node 3 back with a wrong password: the leaders it follows refuse its login, it
     // says so, and they count the failures.
     let failures_before: i64 =
-        [1, 2].iter().map(|&id| metric(cluster.node(id), "skein_sasl_authentication_failures_total")).sum();
+        [1, 2, 4].iter().map(|&id| metric(cluster.node(id), "skein_sasl_authentication_failures_total")).sum();
     let node = cluster.node_mut(3);
     node.stop();
     for arg in node.extra.iter_mut().filter(|arg| *arg == "broker-pw") {
@@ -212,6 +214,6 @@ fn brokers_replicate_over_sasl_ssl_with_mtls() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let failures: i64 =
-        [1, 2].iter().map(|&id| metric(cluster.node(id), "skein_sasl_authentication_failures_total")).sum();
+        [1, 2, 4].iter().map(|&id| metric(cluster.node(id), "skein_sasl_authentication_failures_total")).sum();
     assert!(failures > failures_before, "no failed login counted: {failures_before} then {failures}");
 }
