@@ -64,6 +64,19 @@ fn render(shard: &Shard) -> String {
         writeln!(out, "skein_reactor_busy_ratio{{shard=\"{id}\"}} {:.3}", load(&reactor.busy_permille) as f64 / 1000.0);
     let _ = writeln!(out, "skein_reactor_runtime_us_total{{shard=\"{id}\"}} {}", load(&reactor.runtime_us));
     let _ = writeln!(out, "skein_reactor_tasks_total{{shard=\"{id}\"}} {}", load(&reactor.tasks));
+    let _ = writeln!(out, "skein_ring_reads_total{{shard=\"{id}\"}} {}", load(&reactor.ring_reads));
+    let _ = writeln!(out, "skein_ring_read_bytes_total{{shard=\"{id}\"}} {}", load(&reactor.ring_read_bytes));
+    let _ = writeln!(out, "skein_ring_writes_total{{shard=\"{id}\"}} {}", load(&reactor.ring_writes));
+    let _ = writeln!(out, "skein_ring_written_bytes_total{{shard=\"{id}\"}} {}", load(&reactor.ring_written_bytes));
+    for (name, values) in [
+        ("skein_ring_read_submit_wait_us", &reactor.ring_read_submit_wait_us),
+        ("skein_ring_read_device_us", &reactor.ring_read_device_us),
+        ("skein_ring_read_complete_wait_us", &reactor.ring_read_complete_wait_us),
+    ] {
+        for (value, quantile) in values.iter().zip(crate::reactor::IO_QUANTILES) {
+            let _ = writeln!(out, "{name}{{shard=\"{id}\",quantile=\"{quantile}\"}} {}", load(value));
+        }
+    }
     let _ = writeln!(out, "skein_bytes_in_total{{shard=\"{id}\"}} {}", m.bytes_in.get());
     let _ = writeln!(out, "skein_bytes_out_total{{shard=\"{id}\"}} {}", m.bytes_out.get());
     let _ = writeln!(out, "skein_cross_shard_messages_total{{shard=\"{id}\"}} {}", m.cross_shard_messages.get());

@@ -200,6 +200,8 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
             .name(&format!("shard-{shard}"))
             .detect_stalls(stalls)
+            // DMA reads' queueing, device and completion latencies (`reactor`).
+            .record_io_latencies(true)
             .spawn(move || async move {
                 crate::reactor::register(shard, glommio::executor().id());
                 let (router, receivers) = wiring.connect().await;
