@@ -110,7 +110,7 @@ pub struct StartArgs {
     /// Reactor stall detection: a task that holds its shard this many milliseconds past
     /// glommio's preemption budget (100 ms) is a stall, counted in
     /// `skein_reactor_stalls_total` and logged with its backtrace (at most once every
-    /// 10 s per shard); 0 turns detection off [default: 10].
+    /// 10 s per shard); 0 turns detection off [default: 25].
     #[arg(long, env = "SKEIN_STALL_THRESHOLD_MS")]
     pub stall_threshold_ms: Option<u64>,
     /// Kafka's `max.connections`: connections the node accepts at once [default:
@@ -513,7 +513,7 @@ impl NodeConfig {
                 .or(file.max_incremental_fetch_session_cache_slots)
                 .unwrap_or(1000),
             group_commit_max_delay_us,
-            stall_threshold_ms: args.stall_threshold_ms.or(file.stall_threshold_ms).unwrap_or(10),
+            stall_threshold_ms: args.stall_threshold_ms.or(file.stall_threshold_ms).unwrap_or(25),
             max_connections: args.max_connections.or(file.max_connections).unwrap_or(i32::MAX as usize),
             max_connections_per_ip: args
                 .max_connections_per_ip
