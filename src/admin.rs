@@ -1,5 +1,6 @@
 //! The admin HTTP endpoint, served by shard 0: `/metrics` (Prometheus text, series per
-//! shard), `/v1/health`, `/v1/placement` (partition -> shard, JSON). Requests are
+//! shard), `/v1/health`, `/v1/placement` (partition -> shard, JSON), `/v1/shards`
+//! (each shard's reactor figures, JSON). Requests are
 //! parsed with `httparse`; only GET is served.
 
 use std::net::SocketAddr;
@@ -239,6 +240,7 @@ async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str
         }
         ("GET", "/v1/health") => ("200 OK", "application/json", "{\"status\":\"ok\"}\n".into()),
         ("GET", "/v1/placement") => ("200 OK", "application/json", placement(shard).await),
+        ("GET", "/v1/shards") => ("200 OK", "application/json", shards(shard)),
         ("POST", "/v1/placement/move") => {
             let (Some(topic), Some(partition), Some(target)) = (param("topic"), param("partition"), param("shard"))
             else {
@@ -258,6 +260,28 @@ async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str
         ("GET", _) | ("POST", _) => ("404 Not Found", "text/plain", "not found\n".into()),
         _ => ("405 Method Not Allowed", "text/plain", "GET or POST\n".into()),
     }
+}
+
+/// Each shard's reactor figures (`reactor::Health`): busy fraction of the last
+/// interval, stalls, and cumulative runtime, tasks and ring I/O.
+fn shards(shard: &Rc<Shard>) -> String {
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
+    let rows: Vec<serde_json::Value> = (0..shard.settings.shards)
+        .map(|id| {
+            let health = crate::reactor::health(id);
+            serde_json::json!({
+                "shard": id,
+                "busy_ratio": load(&health.busy_permille) as f64 / 1000.0,
+                "stalls": load(&health.stalls),
+                "runtime_us": load(&health.runtime_us),
+                "tasks": load(&health.tasks),
+                "ring_reads": load(&health.ring_reads),
+                "ring_writes": load(&health.ring_writes),
+                "ring_read_device_us_p99": load(&health.ring_read_device_us[1]),
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&rows).unwrap_or_default()
 }
 
 /// Partition -> shard, with each partition's cumulative bytes in and out.

@@ -34,7 +34,11 @@ pub enum PlacementCommand {
 }
 
 fn fetch(admin: &Admin) -> Result<Vec<serde_json::Value>, String> {
-    let url = format!("http://{}/v1/placement", admin.admin);
+    fetch_path(admin, "/v1/placement")
+}
+
+fn fetch_path(admin: &Admin, path: &str) -> Result<Vec<serde_json::Value>, String> {
+    let url = format!("http://{}{path}", admin.admin);
     let body = ureq::get(&url)
         .timeout(Duration::from_secs(10))
         .call()
@@ -47,9 +51,9 @@ fn fetch(admin: &Admin) -> Result<Vec<serde_json::Value>, String> {
 pub fn run(command: PlacementCommand) -> Result<(), String> {
     match command {
         PlacementCommand::Show { interval_ms, admin } => {
-            let before = fetch(&admin)?;
+            let (before, shards_before) = (fetch(&admin)?, fetch_path(&admin, "/v1/shards")?);
             std::thread::sleep(Duration::from_millis(interval_ms));
-            let after = fetch(&admin)?;
+            let (after, shards_after) = (fetch(&admin)?, fetch_path(&admin, "/v1/shards")?);
             let seconds = interval_ms.max(1) as f64 / 1000.0;
             println!(
                 "{:<40} {:>9} {:>5} {:>14} {:>14} {:>12}",
@@ -71,6 +75,31 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
                     rate("bytes_in"),
                     rate("bytes_out"),
                     row["size_bytes"]
+                );
+            }
+            // Each shard over the same interval: how busy, stalls, tasks and ring I/O.
+            println!();
+            println!(
+                "{:>5} {:>6} {:>7} {:>10} {:>13} {:>14} {:>12}",
+                "shard", "busy", "stalls", "tasks/s", "ring reads/s", "ring writes/s", "read p99 us"
+            );
+            for row in &shards_after {
+                let old = shards_before.iter().find(|b| b["shard"] == row["shard"]);
+                let rate = |field: &str| {
+                    let now = row[field].as_u64().unwrap_or(0);
+                    let then = old.and_then(|o| o[field].as_u64()).unwrap_or(now);
+                    now.saturating_sub(then) as f64 / seconds
+                };
+                let runtime = rate("runtime_us") / 1_000_000.0;
+                println!(
+                    "{:>5} {:>5.0}% {:>7} {:>10.0} {:>13.0} {:>14.0} {:>12}",
+                    row["shard"].as_u64().unwrap_or(0),
+                    runtime.min(1.0) * 100.0,
+                    row["stalls"].as_u64().unwrap_or(0),
+                    rate("tasks"),
+                    rate("ring_reads"),
+                    rate("ring_writes"),
+                    row["ring_read_device_us_p99"].as_u64().unwrap_or(0)
                 );
             }
         }

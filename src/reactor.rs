@@ -179,7 +179,6 @@ impl log::Log for StallLog {
 /// call `sample` periodically on the shard.
 pub struct BusyMeter {
     health: Arc<Health>,
-    last_runtime: Duration,
     last_at: Instant,
     /// The I/O latencies of the window under way (submit wait, device, completion
     /// wait), and when it began.
@@ -206,26 +205,21 @@ impl BusyMeter {
     /// A meter publishing I/O latencies over windows of `window_length`.
     pub fn with_window(health: Arc<Health>, window_length: Duration) -> BusyMeter {
         let now = Instant::now();
-        BusyMeter {
-            health,
-            last_runtime: Duration::ZERO,
-            last_at: now,
-            window: [sketch(), sketch(), sketch()],
-            window_start: now,
-            window_length,
-        }
+        BusyMeter { health, last_at: now, window: [sketch(), sketch(), sketch()], window_start: now, window_length }
     }
 
     /// Takes this shard's figures now (the executor's statistics: on the shard).
     pub fn sample(&mut self) {
+        // glommio hands its executor statistics over and starts afresh: they are
+        // this interval's.
         let stats = glommio::executor().executor_stats();
         let (runtime, now) = (stats.total_runtime(), Instant::now());
         let wall = now.duration_since(self.last_at);
-        let busy = runtime.saturating_sub(self.last_runtime).as_micros() * 1000 / wall.as_micros().max(1);
+        let busy = runtime.as_micros() * 1000 / wall.as_micros().max(1);
         self.health.busy_permille.store(busy.min(1000) as u64, Ordering::Relaxed);
-        self.health.runtime_us.store(runtime.as_micros() as u64, Ordering::Relaxed);
-        self.health.tasks.store(stats.tasks_executed(), Ordering::Relaxed);
-        (self.last_runtime, self.last_at) = (runtime, now);
+        self.health.runtime_us.fetch_add(runtime.as_micros() as u64, Ordering::Relaxed);
+        self.health.tasks.fetch_add(stats.tasks_executed(), Ordering::Relaxed);
+        self.last_at = now;
         // glommio hands its I/O statistics over and starts afresh: counts add up,
         // latencies are merged into the window, published when it closes.
         let io = glommio::executor().io_stats().all_rings();

@@ -142,4 +142,9 @@ fn placement_move_under_load() {
     let show = skein(&["placement", "show", "--admin", &admin, "--interval-ms", "200"]);
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(show.status.success() && text.lines().filter(|l| l.starts_with("moving")).count() == 4, "{text}");
+    // Then each shard's reactor figures over the same interval.
+    let header = text.lines().position(|l| l.trim_start().starts_with("shard") && l.contains("busy")).expect(&text);
+    let shard_rows: Vec<&str> = text.lines().skip(header + 1).filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(shard_rows.len(), 2, "{text}");
+    assert!(shard_rows.iter().all(|l| l.contains('%')), "{text}");
 }
