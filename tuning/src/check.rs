@@ -79,6 +79,13 @@ impl Finding {
             }
         }
     }
+
+    /// Shows `bound` as the recommendation (the value `apply` writes stays): for
+    /// knobs any value within a bound suits.
+    fn within(mut self, bound: &str) -> Finding {
+        self.recommended = bound.to_string();
+        self
+    }
 }
 
 /// The selected value of a sysfs choice list (`always [madvise] never`), or the text
@@ -173,7 +180,8 @@ fn memory(host: &Host) -> Vec<Finding> {
             "5",
             "Skein's logs bypass the page cache (O_DIRECT); other writers' dirty pages flushed late compete with its writes in bursts",
             |v| v.parse::<u32>().is_ok_and(|n| n <= 10),
-        ),
+        )
+        .within("<= 10 (apply: 5)"),
         Finding::file(
             host,
             "vm.dirty_ratio",
@@ -181,7 +189,8 @@ fn memory(host: &Host) -> Vec<Finding> {
             "10",
             "a process blocked in the kernel's writeback throttling while holding the disk queue delays the shards' writes",
             |v| v.parse::<u32>().is_ok_and(|n| n <= 20),
-        ),
+        )
+        .within("<= 20 (apply: 10)"),
         memlock(host),
     ]
 }
@@ -235,7 +244,8 @@ fn kernel(host: &Host) -> Vec<Finding> {
             "1048576",
             "the storage engine and glommio keep many I/O contexts per shard; a low host-wide cap refuses them at start",
             |v| v.parse::<u64>().is_ok_and(|n| n >= 1_048_576),
-        ),
+        )
+        .within(">= 1048576"),
         Finding::file(
             host,
             "kernel.io_uring_disabled",
