@@ -73,6 +73,7 @@ fn render(shard: &Shard) -> String {
         ("skein_ring_read_submit_wait_us", &reactor.ring_read_submit_wait_us),
         ("skein_ring_read_device_us", &reactor.ring_read_device_us),
         ("skein_ring_read_complete_wait_us", &reactor.ring_read_complete_wait_us),
+        ("skein_task_queue_latency_us", &reactor.task_queue_latency_us),
     ] {
         for (value, quantile) in values.iter().zip(crate::reactor::IO_QUANTILES) {
             let _ = writeln!(out, "{name}{{shard=\"{id}\",quantile=\"{quantile}\"}} {}", load(value));
@@ -81,6 +82,8 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_bytes_in_total{{shard=\"{id}\"}} {}", m.bytes_in.get());
     let _ = writeln!(out, "skein_bytes_out_total{{shard=\"{id}\"}} {}", m.bytes_out.get());
     let _ = writeln!(out, "skein_cross_shard_messages_total{{shard=\"{id}\"}} {}", m.cross_shard_messages.get());
+    let _ = writeln!(out, "skein_cross_shard_queued{{shard=\"{id}\"}} {}", shard.cross_shard_queued(id));
+    render_histogram(&mut out, "skein_cross_shard_wait_us", &format!("shard=\"{id}\""), &m.cross_shard_wait);
     let _ = writeln!(out, "skein_connections{{shard=\"{id}\"}} {}", m.connections.get());
     let _ = writeln!(out, "skein_connections_refused_total{{shard=\"{id}\"}} {}", m.connections_refused.get());
     let _ = writeln!(out, "skein_sasl_authentications_total{{shard=\"{id}\"}} {}", m.sasl_authentications.get());
@@ -172,18 +175,23 @@ fn render_stage(
     stage: &str,
     histogram: &skein_engine::metrics::StageHistogram,
 ) {
-    use std::fmt::Write;
     let labels = format!("shard=\"{id}\",api=\"{api}\",stage=\"{stage}\"");
+    render_histogram(out, "skein_stage_latency_us", &labels, histogram);
+}
+
+/// A stage histogram as Prometheus cumulative buckets named `name`.
+fn render_histogram(out: &mut String, name: &str, labels: &str, histogram: &skein_engine::metrics::StageHistogram) {
+    use std::fmt::Write;
     let buckets = histogram.buckets();
     let mut cumulative = 0;
     for (i, bound) in skein_engine::metrics::STAGE_BUCKETS_US.iter().enumerate() {
         cumulative += buckets[i];
-        let _ = writeln!(out, "skein_stage_latency_us_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
     }
     cumulative += buckets[buckets.len() - 1];
-    let _ = writeln!(out, "skein_stage_latency_us_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
-    let _ = writeln!(out, "skein_stage_latency_us_sum{{{labels}}} {}", histogram.sum_us());
-    let _ = writeln!(out, "skein_stage_latency_us_count{{{labels}}} {cumulative}");
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", histogram.sum_us());
+    let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
 }
 
 /// Serves admin requests until the listener fails.
@@ -263,7 +271,8 @@ async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str
 }
 
 /// Each shard's reactor figures (`reactor::Health`): busy fraction of the last
-/// interval, stalls, and cumulative runtime, tasks and ring I/O.
+/// interval, stalls, cumulative runtime, tasks and ring I/O, task queue latency, and
+/// its cross-shard queue (depth now, wait p99 over the last window).
 fn shards(shard: &Rc<Shard>) -> String {
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
     let rows: Vec<serde_json::Value> = (0..shard.settings.shards)
@@ -278,6 +287,9 @@ fn shards(shard: &Rc<Shard>) -> String {
                 "ring_reads": load(&health.ring_reads),
                 "ring_writes": load(&health.ring_writes),
                 "ring_read_device_us_p99": load(&health.ring_read_device_us[1]),
+                "task_queue_latency_us_p99": load(&health.task_queue_latency_us[1]),
+                "cross_shard_queued": shard.cross_shard_queued(id),
+                "cross_shard_wait_us_p99": load(&health.cross_shard_wait_us_p99),
             })
         })
         .collect();

@@ -80,8 +80,17 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
             // Each shard over the same interval: how busy, stalls, tasks and ring I/O.
             println!();
             println!(
-                "{:>5} {:>6} {:>7} {:>10} {:>13} {:>14} {:>12}",
-                "shard", "busy", "stalls", "tasks/s", "ring reads/s", "ring writes/s", "read p99 us"
+                "{:>5} {:>6} {:>7} {:>10} {:>13} {:>14} {:>12} {:>11} {:>9} {:>13}",
+                "shard",
+                "busy",
+                "stalls",
+                "tasks/s",
+                "ring reads/s",
+                "ring writes/s",
+                "read p99 us",
+                "tq p99 us",
+                "xshard q",
+                "xshard p99 us"
             );
             for row in &shards_after {
                 let old = shards_before.iter().find(|b| b["shard"] == row["shard"]);
@@ -91,15 +100,19 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
                     now.saturating_sub(then) as f64 / seconds
                 };
                 let runtime = rate("runtime_us") / 1_000_000.0;
+                let figure = |field: &str| row[field].as_u64().unwrap_or(0);
                 println!(
-                    "{:>5} {:>5.0}% {:>7} {:>10.0} {:>13.0} {:>14.0} {:>12}",
-                    row["shard"].as_u64().unwrap_or(0),
+                    "{:>5} {:>5.0}% {:>7} {:>10.0} {:>13.0} {:>14.0} {:>12} {:>11} {:>9} {:>13}",
+                    figure("shard"),
                     runtime.min(1.0) * 100.0,
-                    row["stalls"].as_u64().unwrap_or(0),
+                    figure("stalls"),
                     rate("tasks"),
                     rate("ring_reads"),
                     rate("ring_writes"),
-                    row["ring_read_device_us_p99"].as_u64().unwrap_or(0)
+                    figure("ring_read_device_us_p99"),
+                    figure("task_queue_latency_us_p99"),
+                    figure("cross_shard_queued"),
+                    figure("cross_shard_wait_us_p99")
                 );
             }
         }

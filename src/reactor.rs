@@ -45,6 +45,14 @@ pub struct Health {
     pub ring_read_submit_wait_us: [AtomicU64; 2],
     pub ring_read_device_us: [AtomicU64; 2],
     pub ring_read_complete_wait_us: [AtomicU64; 2],
+    /// Over the last `IO_WINDOW`, p50 and p99 in microseconds of how late the shard's
+    /// periodic timer ran: the time a task that became ready waited behind the others
+    /// in the task queue (the reactor checks timers between task runs).
+    pub task_queue_latency_us: [AtomicU64; 2],
+    /// Over the last `IO_WINDOW`, the p99 in microseconds of the wait of partition
+    /// operations other shards sent here, from their send to their start (the upper
+    /// bound of the histogram bucket holding it).
+    pub cross_shard_wait_us_p99: AtomicU64,
 }
 
 /// The I/O latencies are published over windows this long.
@@ -182,9 +190,35 @@ pub struct BusyMeter {
     last_at: Instant,
     /// The I/O latencies of the window under way (submit wait, device, completion
     /// wait), and when it began.
-    window: [DDSketch; 3],
+    window: [DDSketch; 4],
     window_start: Instant,
     window_length: Duration,
+    /// The shard's cross-shard wait histogram (cumulative buckets) as last seen, and
+    /// as it was when the window began.
+    cross_shard_wait: [u64; STAGE_BUCKETS],
+    cross_shard_wait_at_start: [u64; STAGE_BUCKETS],
+}
+
+/// Buckets of a stage histogram, the overflow bucket included.
+const STAGE_BUCKETS: usize = skein_engine::metrics::STAGE_BUCKETS_US.len() + 1;
+
+/// The upper bound (µs) of the bucket holding the `q` quantile of `counts`; the last
+/// finite bound for the overflow bucket, 0 when empty.
+fn bucket_quantile(counts: &[u64; STAGE_BUCKETS], q: f64) -> u64 {
+    let bounds = skein_engine::metrics::STAGE_BUCKETS_US;
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return 0;
+    }
+    let rank = (total as f64 * q).ceil() as u64;
+    let mut seen = 0;
+    for (i, count) in counts.iter().enumerate() {
+        seen += count;
+        if seen >= rank {
+            return bounds[i.min(bounds.len() - 1)];
+        }
+    }
+    bounds[bounds.len() - 1]
 }
 
 impl std::fmt::Debug for BusyMeter {
@@ -205,7 +239,25 @@ impl BusyMeter {
     /// A meter publishing I/O latencies over windows of `window_length`.
     pub fn with_window(health: Arc<Health>, window_length: Duration) -> BusyMeter {
         let now = Instant::now();
-        BusyMeter { health, last_at: now, window: [sketch(), sketch(), sketch()], window_start: now, window_length }
+        BusyMeter {
+            health,
+            last_at: now,
+            window: [sketch(), sketch(), sketch(), sketch()],
+            window_start: now,
+            window_length,
+            cross_shard_wait: [0; STAGE_BUCKETS],
+            cross_shard_wait_at_start: [0; STAGE_BUCKETS],
+        }
+    }
+
+    /// Records how late a timer of the shard ran past its deadline.
+    pub fn timer_late(&mut self, late: Duration) {
+        self.window[3].add(late.as_micros() as f64);
+    }
+
+    /// Takes the shard's cross-shard wait histogram as it is now.
+    pub fn cross_shard_wait(&mut self, buckets: [u64; STAGE_BUCKETS]) {
+        self.cross_shard_wait = buckets;
     }
 
     /// Takes this shard's figures now (the executor's statistics: on the shard).
@@ -231,15 +283,19 @@ impl BusyMeter {
         health.ring_written_bytes.fetch_add(written_bytes, Ordering::Relaxed);
         let sketches =
             [io.pre_reactor_io_scheduler_latency_us(), io.io_latency_us(), io.post_reactor_io_scheduler_latency_us()];
-        for (window, sketch) in self.window.iter_mut().zip(sketches) {
+        for (window, sketch) in self.window[..3].iter_mut().zip(sketches) {
             // Sketches of one configuration always merge.
             let _ = window.merge(sketch);
         }
         if now.duration_since(self.window_start) < self.window_length {
             return;
         }
-        let published =
-            [&health.ring_read_submit_wait_us, &health.ring_read_device_us, &health.ring_read_complete_wait_us];
+        let published = [
+            &health.ring_read_submit_wait_us,
+            &health.ring_read_device_us,
+            &health.ring_read_complete_wait_us,
+            &health.task_queue_latency_us,
+        ];
         for (window, slots) in self.window.iter_mut().zip(published) {
             for (slot, q) in slots.iter().zip(IO_QUANTILES) {
                 let value = window.quantile(q).ok().flatten().unwrap_or(0.0);
@@ -247,6 +303,10 @@ impl BusyMeter {
             }
             *window = sketch();
         }
+        let waits: [u64; STAGE_BUCKETS] =
+            std::array::from_fn(|i| self.cross_shard_wait[i].saturating_sub(self.cross_shard_wait_at_start[i]));
+        health.cross_shard_wait_us_p99.store(bucket_quantile(&waits, 0.99), Ordering::Relaxed);
+        self.cross_shard_wait_at_start = self.cross_shard_wait;
         self.window_start = now;
     }
 }
@@ -254,6 +314,19 @@ impl BusyMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A quantile is the bound of the bucket that holds its rank.
+    #[test]
+    fn bucket_quantiles() {
+        let mut counts = [0; STAGE_BUCKETS];
+        assert_eq!(bucket_quantile(&counts, 0.99), 0);
+        counts[0] = 98; // <= 5 us
+        counts[7] = 2; // <= 1 ms
+        assert_eq!(bucket_quantile(&counts, 0.5), 5);
+        assert_eq!(bucket_quantile(&counts, 0.99), 1_000);
+        counts[STAGE_BUCKETS - 1] = 1_000; // past the last bound
+        assert_eq!(bucket_quantile(&counts, 0.99), 1_000_000);
+    }
 
     // The executor id is read from glommio's report; reports past the first in an
     // interval are counted, not logged, and the next logged one says how many.

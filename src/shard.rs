@@ -663,7 +663,10 @@ async fn run_shard(
     let mut since_housekeeping = Duration::ZERO;
     let mut busy = crate::reactor::BusyMeter::new(crate::reactor::health(shard.id));
     while !stop.load(Ordering::Relaxed) {
+        let slept = std::time::Instant::now();
         glommio::timer::sleep(tick).await;
+        busy.timer_late(slept.elapsed().saturating_sub(tick));
+        busy.cross_shard_wait(shard.metrics.cross_shard_wait.buckets());
         busy.sample();
         crate::admin::publish(&shard);
         since_housekeeping += tick;

@@ -31,6 +31,9 @@ pub struct ShardMetrics {
     /// Record bytes copied to build fetch responses (the rest is shared, `frame.rs`).
     pub fetch_copied_bytes: Cell<u64>,
     pub cross_shard_messages: Cell<u64>,
+    /// Partition operations other shards sent here: from the send to their start on
+    /// this shard (the channel's queue and this shard's task queue).
+    pub cross_shard_wait: StageHistogram,
     pub connections: Cell<u64>,
     /// Connections closed on accept by a connection limit.
     pub connections_refused: Cell<u64>,

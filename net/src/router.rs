@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use glommio::channels::shared_channel::{self, ConnectedReceiver, ConnectedSender, SharedReceiver, SharedSender};
@@ -14,12 +15,18 @@ use crate::shard::{PartitionOp, Shard, ShardMessage};
 pub struct RouterWiring {
     senders: Vec<Option<SharedSender<ShardMessage>>>,
     receivers: Vec<SharedReceiver<ShardMessage>>,
+    queued: Arc<[AtomicU64]>,
 }
 
 /// Creates the mesh for `shards` shards; element `i` goes to shard `i`.
 pub fn wire(shards: usize) -> Vec<RouterWiring> {
+    let queued: Arc<[AtomicU64]> = (0..shards).map(|_| AtomicU64::new(0)).collect();
     let mut wirings: Vec<RouterWiring> = (0..shards)
-        .map(|_| RouterWiring { senders: (0..shards).map(|_| None).collect(), receivers: Vec::new() })
+        .map(|_| RouterWiring {
+            senders: (0..shards).map(|_| None).collect(),
+            receivers: Vec::new(),
+            queued: queued.clone(),
+        })
         .collect();
     for from in 0..shards {
         for to in 0..shards {
@@ -37,12 +44,16 @@ pub fn wire(shards: usize) -> Vec<RouterWiring> {
 /// This shard's senders to every other shard.
 pub struct Router {
     senders: Vec<Option<ConnectedSender<ShardMessage>>>,
+    /// Messages sent to each shard that it has not taken yet (waiting for room in a
+    /// full channel included), shared by every shard's router: one atomic per shard,
+    /// added to by senders and taken from by the receiving shard.
+    queued: Arc<[AtomicU64]>,
 }
 
 impl Router {
     /// A router for a node of one shard (nothing to route to).
     pub fn alone() -> Router {
-        Router { senders: vec![None] }
+        Router { senders: vec![None], queued: Arc::new([AtomicU64::new(0)]) }
     }
 
     /// Sends a message to `shard`, waiting while its channel is full.
@@ -50,14 +61,26 @@ impl Router {
     /// # Errors
     /// Hands the message back when the shard is gone.
     pub async fn send(&self, shard: usize, message: ShardMessage) -> Result<(), ShardMessage> {
-        match self.senders.get(shard).and_then(Option::as_ref) {
-            Some(sender) => sender.send(message).await.map_err(|e| match e {
+        let Some(sender) = self.senders.get(shard).and_then(Option::as_ref) else { return Err(message) };
+        self.queued[shard].fetch_add(1, Ordering::Relaxed);
+        sender.send(message).await.map_err(|e| {
+            self.queued[shard].fetch_sub(1, Ordering::Relaxed);
+            match e {
                 glommio::GlommioError::Closed(glommio::ResourceType::Channel(message)) => message,
                 glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(message)) => message,
                 other => panic!("unexpected channel error: {other}"),
-            }),
-            None => Err(message),
-        }
+            }
+        })
+    }
+
+    /// Messages sent to `shard` that it has not taken yet: its cross-shard queue depth.
+    pub fn queued(&self, shard: usize) -> u64 {
+        self.queued.get(shard).map_or(0, |q| q.load(Ordering::Relaxed))
+    }
+
+    /// Counts a message `shard` took from its queue.
+    fn taken(&self, shard: usize) {
+        self.queued[shard].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -74,7 +97,7 @@ impl RouterWiring {
         }));
         let receivers = futures_util::future::join_all(self.receivers.into_iter().map(|r| r.connect()));
         let (senders, receivers) = futures_util::future::join(senders, receivers).await;
-        (Router { senders }, receivers)
+        (Router { senders, queued: self.queued }, receivers)
     }
 }
 
@@ -86,8 +109,10 @@ pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessa
     let tasks = Arc::new(async_lock::Semaphore::new(PEER_TASKS_MAX));
     let parked = Rc::new(Cell::new(0usize));
     while let Some(message) = receiver.recv().await {
+        shard.router.taken(shard.id);
         let (partition, mut op, mut reply) = match message {
             ShardMessage::Partition { partition, op, reply, sent } => {
+                shard.metrics.cross_shard_wait.observe_since(sent);
                 if let Some(stages) = op.api_key().and_then(|api| shard.metrics.stages(api)) {
                     stages.route.observe_since(sent);
                 }

@@ -123,6 +123,9 @@ pub struct Partition {
     /// Record bytes produced to and fetched from this partition, for placement.
     pub bytes_in: Cell<u64>,
     pub bytes_out: Cell<u64>,
+    /// Operations run on this partition (produce, fetch, offsets, group calls, ...),
+    /// for the load balancer's per-request cost.
+    pub requests: Cell<u64>,
     /// An ISR change this leader proposed is with the controller.
     pub isr_change_pending: Cell<bool>,
     /// As a follower: records the leader's high watermark was ahead of this log end at
@@ -160,7 +163,7 @@ pub struct Shard {
     producer_ids: RefCell<std::ops::Range<i64>>,
     pub logs: LogManager<DmaStorage>,
     partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
-    router: Router,
+    pub(crate) router: Router,
     pub metrics: ShardMetrics,
     /// Request bytes read by this shard's connections and not yet answered.
     pub buffered_bytes: Cell<usize>,
@@ -394,6 +397,11 @@ impl Shard {
         self.partitions.borrow().values().map(|state| state.producers.borrow_mut().expire(now_ms, expiration)).sum()
     }
 
+    /// Messages other shards sent to `shard` that it has not taken yet.
+    pub fn cross_shard_queued(&self, shard: usize) -> u64 {
+        self.router.queued(shard)
+    }
+
     /// Runs `op` on the shard that owns `partition`.
     pub async fn route(self: &Rc<Self>, partition: TopicPartition, op: PartitionOp) -> OpResult {
         let image = self.image();
@@ -569,6 +577,7 @@ impl Shard {
                         rules: Cell::new(settings.append),
                         bytes_in: Cell::new(0),
                         bytes_out: Cell::new(0),
+                        requests: Cell::new(0),
                         isr_change_pending: Cell::new(false),
                         follower_lag: Cell::new(0),
                     }),
@@ -608,6 +617,9 @@ impl Shard {
         let Some(state) = self.partition(partition) else {
             return Err((code::NOT_LEADER_OR_FOLLOWER, None));
         };
+        if !matches!(op, PartitionOp::Stats) {
+            state.requests.set(state.requests.get() + 1);
+        }
         let log = &state.log;
         let engine = |e: skein_engine::Error| (code_of(&e), Some(e.to_string()));
         // Clients write, list offsets and delete records only at the leader.
@@ -813,6 +825,7 @@ impl Shard {
                 log_end_offset: log.log_end_offset().0,
                 bytes_in: state.bytes_in.get(),
                 bytes_out: state.bytes_out.get(),
+                requests: state.requests.get(),
             }),
             PartitionOp::Group(call) => {
                 if !self.groups.is_loaded(partition.partition) {

@@ -142,6 +142,7 @@ pub enum PartitionReply {
         log_end_offset: i64,
         bytes_in: u64,
         bytes_out: u64,
+        requests: u64,
     },
     Group(Box<crate::group::GroupAnswer>),
     Txn(Box<crate::txn::TxnAnswer>),
