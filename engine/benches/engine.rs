@@ -4,7 +4,8 @@
 //! `cargo bench -p skein-engine` prints, for the file system of `SKEIN_BENCH_DIR`
 //! (default `target/skein-bench`):
 //! (a) raw sequential O_DIRECT write bandwidth through plain io_uring, with the
-//!     appender's write size (`APPEND_CHUNK_BYTES`) and depth (`WRITES_IN_FLIGHT_MAX`);
+//!     appender's default write size (`APPEND_CHUNK_BYTES_DEFAULT`) and depth
+//!     (`WRITES_IN_FLIGHT_DEFAULT`);
 //! (b) engine append throughput, 1 KiB records in 16 KiB batches on one shard, with 1
 //!     and 8 partitions appending concurrently (256 appends in flight in total, as a
 //!     broker with many producers has: 4 MiB, what the raw run keeps in flight), without a forced flush and with
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use skein_engine::io::dma::DmaStorage;
-use skein_engine::limits::{APPEND_CHUNK_BYTES, DMA_ALIGNMENT, WRITES_IN_FLIGHT_MAX};
+use skein_engine::limits::{APPEND_CHUNK_BYTES_DEFAULT, DMA_ALIGNMENT, WRITES_IN_FLIGHT_DEFAULT};
 use skein_engine::{AppendMode, Batch, LeaderEpoch, LogConfig, LogManager, Offset, TopicPartition};
 
 const RECORD_BYTES: usize = 1024;
@@ -64,15 +65,15 @@ fn main() {
     }
     println!("skein engine benchmark: {} MiB per run, dir {}", total >> 20, dir.display());
     println!(
-        "write size {} KiB, writes in flight {WRITES_IN_FLIGHT_MAX}, {} appends in flight, batches of {RECORDS_PER_BATCH} x {RECORD_BYTES} B",
-        APPEND_CHUNK_BYTES >> 10,
+        "write size {} KiB, writes in flight {WRITES_IN_FLIGHT_DEFAULT}, {} appends in flight, batches of {RECORDS_PER_BATCH} x {RECORD_BYTES} B",
+        APPEND_CHUNK_BYTES_DEFAULT >> 10,
         appends_in_flight()
     );
 
     let mut raw = Vec::new();
     let mut runs: Vec<(String, Vec<AppendRun>)> = Vec::new();
     for round in 0..rounds {
-        raw.push(raw_write(&dir.join("raw.data"), total, APPEND_CHUNK_BYTES, WRITES_IN_FLIGHT_MAX));
+        raw.push(raw_write(&dir.join("raw.data"), total, APPEND_CHUNK_BYTES_DEFAULT, WRITES_IN_FLIGHT_DEFAULT));
         for (partitions, flush) in [(1, false), (8, false), (1, true), (8, true)] {
             let name = format!("append_p{partitions}_{}", if flush { "flush" } else { "noflush" });
             let result = append_run(&dir.join(format!("{name}-{round}")), total, partitions, flush);
@@ -108,8 +109,8 @@ fn main() {
     }
     let reads = read_run(&dir.join("reads"), total);
     println!(
-        "(d) raw O_DIRECT io_uring read of the log's segment files ({} KiB at depth {WRITES_IN_FLIGHT_MAX}): {:.0} MB/s",
-        APPEND_CHUNK_BYTES >> 10,
+        "(d) raw O_DIRECT io_uring read of the log's segment files ({} KiB at depth {WRITES_IN_FLIGHT_DEFAULT}): {:.0} MB/s",
+        APPEND_CHUNK_BYTES_DEFAULT >> 10,
         reads.raw
     );
     println!(
@@ -411,7 +412,7 @@ fn read_run(dir: &Path, total: u64) -> Reads {
             .filter(|p| p.extension().is_some_and(|e| e == "log"))
             .collect();
         files.sort();
-        let raw = raw_read(&files, APPEND_CHUNK_BYTES, WRITES_IN_FLIGHT_MAX);
+        let raw = raw_read(&files, APPEND_CHUNK_BYTES_DEFAULT, WRITES_IN_FLIGHT_DEFAULT);
         // Cold with read-ahead: reopened, so the cache starts empty; it holds 256 MiB.
         let cold_read = |cache_bytes: usize| async move {
             let manager = LogManager::new(DmaStorage, dir, cache_bytes);

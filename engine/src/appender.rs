@@ -1,7 +1,8 @@
 //! The O_DIRECT appender of a log's active segment.
 //!
-//! Appends are copied into aligned chunks of `APPEND_CHUNK_BYTES`: the one copy of a
-//! produced byte. A chunk that fills is sealed and written whole, without a copy. A
+//! Appends are copied into aligned chunks of `WriteShape::chunk_bytes` (the node's
+//! setting: `APPEND_CHUNK_BYTES_DEFAULT` unless `skein iotune` measured another), the
+//! one copy of a produced byte. A chunk that fills is sealed and written whole, without a copy. A
 //! write of the open chunk that carries at least `APPEND_HANDOVER_MIN_BYTES` takes the
 //! chunk's memory too, and a fresh chunk continues from the partial last block, the
 //! only bytes copied. A smaller write copies its few blocks and leaves the chunk open;
@@ -14,17 +15,18 @@
 //! block must not be in flight together: a chunk has at most one write in flight, and
 //! chunks cover disjoint blocks, except that a chunk continuing a handed-over one
 //! shares its first block with it, and is not written while that write is in flight.
-//! Up to `WRITES_IN_FLIGHT_MAX` writes to different chunks run at once. `written` is
-//! the end of the contiguous prefix of completed writes; readers see only what lies
-//! below it.
+//! Up to `WriteShape::writes_in_flight` writes to different chunks run at once.
+//! `written` is the end of the contiguous prefix of completed writes; readers see only
+//! what lies below it.
 //!
 //! The appender does no I/O itself: `take_write` hands out a write, the caller awaits
 //! it outside any borrow of shard state and reports it with `complete_write`.
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::config::WriteShape;
 use crate::io::{align_down, align_up, IoBuf, StorageFile};
-use crate::limits::{APPEND_CHUNKS_MAX, APPEND_CHUNK_BYTES, APPEND_HANDOVER_MIN_BYTES, WRITES_IN_FLIGHT_MAX};
+use crate::limits::APPEND_HANDOVER_MIN_BYTES;
 
 struct Chunk<B> {
     /// File position of the chunk's first byte (aligned).
@@ -62,6 +64,8 @@ pub(crate) struct Write<B> {
 }
 
 pub(crate) struct Appender<F: StorageFile> {
+    /// Chunk size and writes in flight, fixed for the appender's life (validated).
+    shape: WriteShape,
     chunks: VecDeque<Chunk<F::Buf>>,
     /// Position after the last appended byte.
     end: u64,
@@ -83,10 +87,12 @@ impl<F: StorageFile> Appender<F> {
     /// An appender continuing a file whose data ends at `end`; `tail` holds the bytes
     /// from `align_down(end)` to `end`, so the partial last block can be rewritten.
     /// No chunk buffer is allocated until the first append.
-    pub fn new(_file: &F, end: u64, tail: &[u8], reserved: u64) -> Self {
+    pub fn new(_file: &F, shape: WriteShape, end: u64, tail: &[u8], reserved: u64) -> Self {
         let position = align_down(end);
         assert_eq!(tail.len() as u64, end - position);
+        debug_assert!(shape.validate().is_ok(), "{shape:?}");
         Appender {
+            shape,
             chunks: VecDeque::from([Chunk::open(position, None, tail.len(), tail.len())]),
             end,
             written: end,
@@ -100,7 +106,7 @@ impl<F: StorageFile> Appender<F> {
 
     /// Gives the open chunk's buffer back when everything is written and nothing is in
     /// flight, keeping only the partial last block: an idle log then costs a few bytes,
-    /// not `APPEND_CHUNK_BYTES`. Returns whether a buffer was released.
+    /// not a whole chunk. Returns whether a buffer was released.
     pub fn release_idle(&mut self) -> bool {
         if self.chunks.len() != 1 || self.in_flight != 0 || self.written != self.end {
             return false;
@@ -142,11 +148,12 @@ impl<F: StorageFile> Appender<F> {
     /// batch, so a batch larger than the budget still makes progress.
     pub fn has_room(&self, len: usize) -> bool {
         let buffered = self.end - self.written;
-        buffered == 0 || buffered + len as u64 <= (APPEND_CHUNK_BYTES * APPEND_CHUNKS_MAX) as u64
+        buffered == 0 || buffered + len as u64 <= self.shape.buffer_bytes() as u64
     }
 
     /// Copies the batch made of `pieces` to the tail. The caller reserved file space.
     pub fn append(&mut self, file: &F, pieces: [&[u8]; 2]) {
+        let chunk_bytes = self.shape.chunk_bytes;
         let total = pieces.iter().map(|p| p.len() as u64).sum::<u64>();
         debug_assert!(self.end + total <= self.reserved);
         for mut rest in pieces {
@@ -155,21 +162,21 @@ impl<F: StorageFile> Appender<F> {
                 if open.buf.is_none() {
                     // A released (or never used) open chunk: take a buffer and put back
                     // the bytes of its partial block.
-                    let mut buf = file.alloc_buf(APPEND_CHUNK_BYTES);
+                    let mut buf = file.alloc_buf(chunk_bytes);
                     buf.as_bytes_mut()[..self.idle_tail.len()].copy_from_slice(&self.idle_tail);
                     debug_assert_eq!(self.idle_tail.len(), open.len);
                     open.buf = Some(buf);
                     self.idle_tail.clear();
                 }
-                let n = (APPEND_CHUNK_BYTES - open.len).min(rest.len());
+                let n = (chunk_bytes - open.len).min(rest.len());
                 let buf = open.buf.as_mut().expect("the open chunk is never moved into a write");
                 buf.as_bytes_mut()[open.len..open.len + n].copy_from_slice(&rest[..n]);
                 open.len += n;
                 rest = &rest[n..];
-                if open.len == APPEND_CHUNK_BYTES {
+                if open.len == chunk_bytes {
                     open.sealed = true;
-                    let position = open.position + APPEND_CHUNK_BYTES as u64;
-                    let buf = file.alloc_buf(APPEND_CHUNK_BYTES);
+                    let position = open.position + chunk_bytes as u64;
+                    let buf = file.alloc_buf(chunk_bytes);
                     self.chunks.push_back(Chunk::open(position, Some(buf), 0, 0));
                 }
             }
@@ -179,7 +186,7 @@ impl<F: StorageFile> Appender<F> {
 
     /// The next write to submit, if any may start now.
     pub fn take_write(&mut self, file: &F) -> Option<Write<F::Buf>> {
-        if self.failed.is_some() || self.in_flight >= WRITES_IN_FLIGHT_MAX {
+        if self.failed.is_some() || self.in_flight >= self.shape.writes_in_flight {
             return None;
         }
         // Sealed chunks go out as soon as a slot is free. The open chunk goes out only
@@ -212,7 +219,7 @@ impl<F: StorageFile> Appender<F> {
                 // A fresh open chunk continues from the partial last block.
                 let keep = align_down(chunk.len as u64) as usize;
                 let partial = chunk.len - keep;
-                let mut next = file.alloc_buf(APPEND_CHUNK_BYTES);
+                let mut next = file.alloc_buf(self.shape.chunk_bytes);
                 next.as_bytes_mut()[..partial].copy_from_slice(&buf.as_bytes()[keep..chunk.len]);
                 let mut open = Chunk::open(chunk.position + keep as u64, Some(next), partial, 0);
                 open.shares_first_block = partial > 0;
@@ -346,10 +353,18 @@ mod tests {
     // Appends of mixed sizes, with writes completing in random order: no two writes in
     // flight ever cover one block, `written` never claims bytes the image lacks, and the
     // image ends equal to what was appended, with at most one copy per appended byte
-    // beyond the first (partial blocks rewritten) and none for large writes.
+    // beyond the first (partial blocks rewritten) and none for large writes; for the
+    // default write shape and the extremes a node may set.
     #[test]
     fn writes_in_any_order_leave_the_appended_bytes() {
-        for seed in 0..40u64 {
+        use crate::limits::{APPEND_CHUNK_BYTES_MAX, APPEND_CHUNK_BYTES_MIN, WRITES_IN_FLIGHT_MAX};
+        let shapes = [
+            WriteShape::default(),
+            WriteShape { chunk_bytes: APPEND_CHUNK_BYTES_MIN, writes_in_flight: 1 },
+            WriteShape { chunk_bytes: APPEND_CHUNK_BYTES_MIN, writes_in_flight: WRITES_IN_FLIGHT_MAX },
+            WriteShape { chunk_bytes: APPEND_CHUNK_BYTES_MAX, writes_in_flight: 8 },
+        ];
+        for (seed, shape) in (0..64u64).map(|seed| (seed, shapes[seed as usize % shapes.len()])) {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             let start = rng.random_range(0..3 * DMA_ALIGNMENT as u64);
             let tail: Vec<u8> = (0..start % DMA_ALIGNMENT as u64).map(|i| i as u8).collect();
@@ -357,7 +372,7 @@ mod tests {
             expected.extend_from_slice(&tail);
             let mut image = expected.clone();
             image.resize(align_up(start) as usize, 0);
-            let mut appender = Appender::new(&MemFile, start, &tail, u64::MAX);
+            let mut appender = Appender::new(&MemFile, shape, start, &tail, u64::MAX);
             let mut in_flight: Vec<Write<MemBuf>> = Vec::new();
             let (mut appended, mut copied) = (0usize, 0usize);
             for step in 0..400 {
@@ -382,6 +397,7 @@ mod tests {
                     }
                     copied += write.copied;
                     in_flight.push(write);
+                    assert!(in_flight.len() <= shape.writes_in_flight, "seed {seed}: past the depth");
                 }
                 if !in_flight.is_empty() && rng.random_bool(0.5) {
                     let write = in_flight.swap_remove(rng.random_range(0..in_flight.len()));
@@ -420,15 +436,16 @@ mod tests {
     // block is copied.
     #[test]
     fn a_large_write_copies_only_the_partial_block() {
-        let mut appender = Appender::new(&MemFile, 0, &[], u64::MAX);
-        let data = vec![7u8; APPEND_CHUNK_BYTES];
+        let mut appender = Appender::new(&MemFile, WriteShape::default(), 0, &[], u64::MAX);
+        let chunk_bytes = WriteShape::default().chunk_bytes;
+        let data = vec![7u8; chunk_bytes];
         appender.append(&MemFile, [&data[..16], &data[16..300_000]]);
         let write = appender.take_write(&MemFile).expect("a write");
         assert_eq!(write.copied, 300_000 % DMA_ALIGNMENT);
         assert_eq!(write.buf.as_bytes().len(), align_up(300_000) as usize);
         // The continuation shares the last block: it waits for the first write.
         let partial = 300_000 % DMA_ALIGNMENT;
-        appender.append(&MemFile, [&data[..16], &data[16..APPEND_CHUNK_BYTES - partial]]);
+        appender.append(&MemFile, [&data[..16], &data[16..chunk_bytes - partial]]);
         assert!(appender.take_write(&MemFile).is_none(), "sealed chunk overlapping an in-flight write");
         let mut image = Vec::new();
         complete(&mut appender, &mut image, write);

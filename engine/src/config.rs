@@ -1,6 +1,89 @@
-//! Per-log settings, named and defaulted as Kafka's topic configs.
+//! Per-log settings, named and defaulted as Kafka's topic configs, and the node-wide
+//! shape of the appender's writes (`WriteShape`), which no topic can change.
 
 use crate::error::{Error, Result};
+use crate::limits::{
+    APPEND_BUFFER_BYTES_MAX, APPEND_CHUNKS_MAX, APPEND_CHUNK_BYTES_DEFAULT, APPEND_CHUNK_BYTES_MAX,
+    APPEND_CHUNK_BYTES_MIN, WRITES_IN_FLIGHT_DEFAULT, WRITES_IN_FLIGHT_MAX, WRITES_IN_FLIGHT_MIN,
+};
+
+/// How the appender writes a log's active segment: the size of a full write and how
+/// many writes to one file run at once. A property of the device, not of a topic, so
+/// one per node: the defaults (`limits.rs`), or what `skein iotune` measured for the
+/// data directory's device. Bounded so that a tail buffer stays within
+/// `APPEND_BUFFER_BYTES_MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteShape {
+    /// Bytes of one appender chunk: a full write. A power of two in
+    /// [`APPEND_CHUNK_BYTES_MIN`, `APPEND_CHUNK_BYTES_MAX`].
+    pub chunk_bytes: usize,
+    /// Writes in flight per log file, in [`WRITES_IN_FLIGHT_MIN`, `WRITES_IN_FLIGHT_MAX`].
+    pub writes_in_flight: usize,
+}
+
+/// The process's write shape (`WriteShape::set_node_default`).
+static NODE_WRITE_SHAPE: std::sync::OnceLock<WriteShape> = std::sync::OnceLock::new();
+
+impl Default for WriteShape {
+    fn default() -> Self {
+        WriteShape { chunk_bytes: APPEND_CHUNK_BYTES_DEFAULT, writes_in_flight: WRITES_IN_FLIGHT_DEFAULT }
+    }
+}
+
+impl WriteShape {
+    /// Checks the bounds of `limits.rs`.
+    ///
+    /// # Errors
+    /// `InvalidConfig` naming the first setting out of bounds.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name: &'static str, value: usize, reason: &'static str| {
+            Err(Error::InvalidConfig { name, value: value.to_string(), reason })
+        };
+        let chunk = self.chunk_bytes;
+        if !chunk.is_power_of_two() || !(APPEND_CHUNK_BYTES_MIN..=APPEND_CHUNK_BYTES_MAX).contains(&chunk) {
+            return bad("append_chunk_bytes", chunk, "must be a power of two in [65536, 2097152]");
+        }
+        if !(WRITES_IN_FLIGHT_MIN..=WRITES_IN_FLIGHT_MAX).contains(&self.writes_in_flight) {
+            return bad("writes_in_flight", self.writes_in_flight, "must be in [1, 32]");
+        }
+        if self.buffer_bytes() > APPEND_BUFFER_BYTES_MAX {
+            let reason = "with this append_chunk_bytes the tail buffer (a chunk per write in flight, at least 8) passes 16 MiB per log";
+            return bad("writes_in_flight", self.writes_in_flight, reason);
+        }
+        Ok(())
+    }
+
+    /// Sets the shape `LogManager::new` gives its logs, for the whole process: once, at
+    /// start, before any shard exists (`skein start`, from the iotune profile).
+    ///
+    /// A process-wide value rather than a field passed down: the node's settings reach
+    /// each shard's `LogManager` through net's `NodeSettings` (built in src/shard.rs),
+    /// which does not carry the shape yet. Passing it there to
+    /// `LogManager::with_write_shape` and deleting this global is the intended end state.
+    ///
+    /// # Errors
+    /// `InvalidConfig` when the shape is out of bounds.
+    ///
+    /// # Panics
+    /// When another shape was set before (a programmer error).
+    pub fn set_node_default(shape: WriteShape) -> Result<()> {
+        shape.validate()?;
+        let set = NODE_WRITE_SHAPE.get_or_init(|| shape);
+        assert_eq!(*set, shape, "the node's write shape is set once");
+        Ok(())
+    }
+
+    /// The shape `set_node_default` set, else the defaults of `limits.rs`.
+    pub fn node_default() -> WriteShape {
+        NODE_WRITE_SHAPE.get().copied().unwrap_or_default()
+    }
+
+    /// Bytes a log buffers before its appends wait for writes: `APPEND_CHUNKS_MAX`
+    /// chunks, or one per write in flight when that is more.
+    pub fn buffer_bytes(&self) -> usize {
+        self.chunk_bytes * APPEND_CHUNKS_MAX.max(self.writes_in_flight)
+    }
+}
 
 /// `cleanup.policy`: `delete`, `compact`, or both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,5 +231,46 @@ impl LogConfig {
 
     pub fn time_index_entries_max(&self) -> usize {
         (self.segment_index_bytes as usize / crate::index::TIME_ENTRY_BYTES).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(chunk_bytes: usize, writes_in_flight: usize, expected: Option<&str>) {
+        let result = WriteShape { chunk_bytes, writes_in_flight }.validate();
+        match (result, expected) {
+            (Ok(()), None) => {}
+            (Err(e), Some(name)) => assert!(e.to_string().contains(name), "{chunk_bytes}x{writes_in_flight}: {e}"),
+            (result, expected) => panic!("{chunk_bytes}x{writes_in_flight}: {result:?}, expected {expected:?}"),
+        }
+    }
+
+    // Write shapes within the bounds of `limits.rs` pass; each bound refuses, naming
+    // the setting; the default is valid.
+    #[test]
+    fn write_shape_bounds() {
+        WriteShape::default().validate().unwrap();
+        check(APPEND_CHUNK_BYTES_MIN, WRITES_IN_FLIGHT_MIN, None);
+        check(APPEND_CHUNK_BYTES_MAX, APPEND_CHUNKS_MAX, None);
+        check(512 << 10, WRITES_IN_FLIGHT_MAX, None);
+        check(APPEND_CHUNK_BYTES_MIN / 2, 8, Some("append_chunk_bytes"));
+        check(APPEND_CHUNK_BYTES_MAX * 2, 8, Some("append_chunk_bytes"));
+        check(768 << 10, 8, Some("append_chunk_bytes"));
+        check(512 << 10, 0, Some("writes_in_flight"));
+        check(512 << 10, WRITES_IN_FLIGHT_MAX + 1, Some("writes_in_flight"));
+        check(APPEND_CHUNK_BYTES_MAX, 16, Some("16 MiB"));
+    }
+
+    // The refusals' texts state the bounds `limits.rs` holds (they are static strings).
+    #[test]
+    fn write_shape_messages_match_the_limits() {
+        let chunk = WriteShape { chunk_bytes: 1, writes_in_flight: 8 }.validate().unwrap_err().to_string();
+        assert!(chunk.contains(&format!("[{APPEND_CHUNK_BYTES_MIN}, {APPEND_CHUNK_BYTES_MAX}]")), "{chunk}");
+        let depth = WriteShape { chunk_bytes: 512 << 10, writes_in_flight: 0 }.validate().unwrap_err().to_string();
+        assert!(depth.contains(&format!("[{WRITES_IN_FLIGHT_MIN}, {WRITES_IN_FLIGHT_MAX}]")), "{depth}");
+        assert_eq!(APPEND_BUFFER_BYTES_MAX, 16 << 20);
+        assert_eq!(APPEND_CHUNKS_MAX, 8);
     }
 }

@@ -40,7 +40,7 @@ pub mod validate;
 mod waiters;
 
 pub use batch::{Backing, Batch, BatchError};
-pub use config::{CleanupPolicy, LogConfig};
+pub use config::{CleanupPolicy, LogConfig, WriteShape};
 pub use error::{Error, Result};
 pub use log::{AppendInfo, AppendMode, CleanerConfig, Dirtiness, Log, LogContext};
 pub use manager::LogManager;

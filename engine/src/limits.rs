@@ -4,15 +4,26 @@
 /// size of every device this runs on; 512-byte devices accept it too.
 pub const DMA_ALIGNMENT: usize = 4096;
 
-/// Size of one appender chunk: the unit of a full-block write and of the tail buffer.
-/// An active log holds at most `APPEND_CHUNKS_MAX` of them in memory (4 MiB); an idle
-/// one holds none (housekeeping releases the open chunk, keeping its last partial
-/// block, under 4 KiB).
+/// Size of one appender chunk by default: the unit of a full-block write and of the
+/// tail buffer. The node may set another (`WriteShape`, from `skein iotune`'s profile).
+/// An active log holds at most `APPEND_CHUNKS_MAX` of them in memory (4 MiB at this
+/// size); an idle one holds none (housekeeping releases the open chunk, keeping its
+/// last partial block, under 4 KiB).
 /// 512 KiB writes at depth 4-8 reached the disk's sequential bandwidth in the raw sweep
 /// (`SKEIN_BENCH_RAW_SWEEP=1 cargo bench -p skein-engine`).
-pub const APPEND_CHUNK_BYTES: usize = 512 << 10;
+pub const APPEND_CHUNK_BYTES_DEFAULT: usize = 512 << 10;
 
-/// Chunks buffered per log before appends wait for writes to complete (backpressure).
+/// The smallest chunk a node may set: below it a sequential write is small enough that
+/// per-request overhead, not bandwidth, bounds the appender, and a chunk could not take
+/// a write of `APPEND_HANDOVER_MIN_BYTES` whole.
+pub const APPEND_CHUNK_BYTES_MIN: usize = 64 << 10;
+
+/// The largest chunk a node may set: `APPEND_CHUNKS_MAX` of them are 16 MiB per active
+/// log (`APPEND_BUFFER_BYTES_MAX`). It is also the largest block `skein iotune` sweeps.
+pub const APPEND_CHUNK_BYTES_MAX: usize = 2 << 20;
+
+/// Chunks buffered per log before appends wait for writes to complete (backpressure),
+/// unless the node lets more writes than this be in flight: then one per write.
 pub const APPEND_CHUNKS_MAX: usize = 8;
 
 /// Unwritten bytes of the open chunk from which its write takes the chunk's memory
@@ -21,9 +32,23 @@ pub const APPEND_CHUNKS_MAX: usize = 8;
 /// idle device) copy their few blocks and keep the chunk.
 pub const APPEND_HANDOVER_MIN_BYTES: usize = 64 << 10;
 
-/// Writes in flight per log file. Writes cover disjoint block ranges, except a partial
-/// tail block, which is never rewritten while an earlier write of it is in flight.
-pub const WRITES_IN_FLIGHT_MAX: usize = 8;
+/// Writes in flight per log file by default; the node may set another (`WriteShape`).
+/// Writes cover disjoint block ranges, except a partial tail block, which is never
+/// rewritten while an earlier write of it is in flight.
+pub const WRITES_IN_FLIGHT_DEFAULT: usize = 8;
+
+/// The fewest writes in flight a node may set: one is a synchronous appender.
+pub const WRITES_IN_FLIGHT_MIN: usize = 1;
+
+/// The most writes in flight per log file a node may set. Each in-flight write holds a
+/// chunk, so the product with the chunk size is bounded too (`APPEND_BUFFER_BYTES_MAX`);
+/// a shard's io_uring ring (glommio's default depth, 128) is shared by all its logs.
+pub const WRITES_IN_FLIGHT_MAX: usize = 32;
+
+/// Tail-buffer bytes per active log at most, over every shape a node may set: its
+/// chunks (`APPEND_CHUNKS_MAX`, or one per write in flight when more) times the chunk
+/// size. The memory an active log may hold before its appends wait.
+pub const APPEND_BUFFER_BYTES_MAX: usize = 16 << 20;
 
 /// Space reserved ahead of the writes with fallocate. Writes into reserved space avoid
 /// the file-extending O_DIRECT path, measured 6-9x slower on these machines.
@@ -37,7 +62,8 @@ pub const BATCH_BYTES_MAX: usize = i32::MAX as usize;
 pub const COLD_READ_MIN_BYTES: usize = 64 << 10;
 
 /// One read-ahead window (`log/read_ahead.rs`): the bytes a log reads past a cold
-/// read. 4 MiB is what the appender keeps in flight to reach the disk's write bandwidth.
+/// read. 4 MiB is what the appender keeps in flight by default to reach the disk's write
+/// bandwidth.
 pub const READ_AHEAD_BYTES: usize = 4 << 20;
 
 /// A window goes out as reads of this size, all in flight at once: the virtio disk
@@ -60,6 +86,17 @@ pub const INDEX_BYTES_MAX: usize = 10 << 20;
 /// A batch that inflates beyond this is treated as corrupt rather than allocated.
 pub const DECOMPRESSED_BATCH_BYTES_MAX: usize = 256 << 20;
 
-const _: () = assert!(APPEND_CHUNK_BYTES.is_multiple_of(DMA_ALIGNMENT));
+const _: () = assert!(APPEND_CHUNK_BYTES_DEFAULT.is_multiple_of(DMA_ALIGNMENT));
+const _: () = assert!(APPEND_CHUNK_BYTES_MIN.is_power_of_two() && APPEND_CHUNK_BYTES_MAX.is_power_of_two());
+const _: () = assert!(APPEND_CHUNK_BYTES_DEFAULT.is_power_of_two());
+const _: () = assert!(APPEND_CHUNK_BYTES_MIN.is_multiple_of(DMA_ALIGNMENT));
+const _: () = assert!(APPEND_CHUNK_BYTES_MIN >= APPEND_HANDOVER_MIN_BYTES);
+const _: () = assert!(APPEND_CHUNK_BYTES_MIN <= APPEND_CHUNK_BYTES_DEFAULT);
+const _: () = assert!(APPEND_CHUNK_BYTES_DEFAULT <= APPEND_CHUNK_BYTES_MAX);
+const _: () = assert!(WRITES_IN_FLIGHT_MIN >= 1 && WRITES_IN_FLIGHT_MIN <= WRITES_IN_FLIGHT_DEFAULT);
+const _: () = assert!(WRITES_IN_FLIGHT_DEFAULT <= WRITES_IN_FLIGHT_MAX);
+const _: () = assert!(APPEND_CHUNK_BYTES_MAX * APPEND_CHUNKS_MAX <= APPEND_BUFFER_BYTES_MAX);
+const _: () = assert!(APPEND_CHUNK_BYTES_DEFAULT * WRITES_IN_FLIGHT_DEFAULT <= APPEND_BUFFER_BYTES_MAX);
 const _: () = assert!(READ_AHEAD_READ_BYTES.is_multiple_of(DMA_ALIGNMENT));
-const _: () = assert!(RESERVATION_STEP_BYTES.is_multiple_of(APPEND_CHUNK_BYTES as u64));
+// Every chunk size a node may set divides the reservation step (all are powers of two).
+const _: () = assert!(RESERVATION_STEP_BYTES.is_multiple_of(APPEND_CHUNK_BYTES_MAX as u64));

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::cache::BatchCache;
-use crate::config::LogConfig;
+use crate::config::{LogConfig, WriteShape};
 use crate::error::{Error, Result};
 use crate::io::{self, Storage};
 use crate::log::{CleanerConfig, CompactionStats, Dirtiness, Log, LogContext};
@@ -47,6 +47,18 @@ impl<S: Storage> LogManager<S> {
         self
     }
 
+    /// Sets the shape of the appenders' writes for the logs opened from now on (chunk
+    /// size, writes in flight per file); `LogManager::new` starts from
+    /// `WriteShape::node_default()`.
+    ///
+    /// # Panics
+    /// When the shape is out of the bounds of `limits.rs` (validate it first).
+    pub fn with_write_shape(mut self, shape: WriteShape) -> LogManager<S> {
+        shape.validate().expect("a validated write shape");
+        self.ctx.write_shape = shape;
+        self
+    }
+
     pub fn new(storage: S, data_dir: impl Into<PathBuf>, cache_bytes: usize) -> LogManager<S> {
         LogManager {
             data_dir: data_dir.into(),
@@ -55,6 +67,7 @@ impl<S: Storage> LogManager<S> {
                 cache: Rc::new(RefCell::new(BatchCache::new(cache_bytes))),
                 metrics: Rc::new(EngineMetrics::default()),
                 group_commit_max_delay: std::time::Duration::ZERO,
+                write_shape: WriteShape::node_default(),
             },
             logs: RefCell::new(BTreeMap::new()),
             topic_ids: RefCell::new(BTreeMap::new()),

@@ -123,3 +123,53 @@ fn topic_id_guards_the_directory() {
         assert_eq!(log.log_end_offset(), Offset(1));
     });
 }
+
+// A manager's write shape reaches its logs' appenders: with 64 KiB chunks and one
+// write in flight, 4 MiB of appends take at least 64 writes; with 2 MiB chunks and 8
+// in flight, fewer. Both read every batch back, in order.
+#[test]
+fn write_shape_reaches_the_appenders() {
+    use skein_engine::records::{build_batch, Compression, Record};
+    use skein_engine::{Batch, WriteShape};
+    const BATCHES: u64 = 256;
+    let batch = |tag: u64| {
+        let records: Vec<Record> = (0..16)
+            .map(|i| Record {
+                offset_delta: i,
+                value: Some(bytes::Bytes::from(vec![tag as u8; 1000])),
+                ..Record::default()
+            })
+            .collect();
+        Batch::validate(bytes::Bytes::from(build_batch(0, 1_000, Compression::None, &records)), usize::MAX).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let small = WriteShape { chunk_bytes: 64 << 10, writes_in_flight: 1 };
+    let large = WriteShape { chunk_bytes: 2 << 20, writes_in_flight: 8 };
+    let mut writes = Vec::new();
+    for shape in [small, large] {
+        let path = dir.path().join(shape.chunk_bytes.to_string());
+        writes.push(run(async {
+            let manager = LogManager::new(DmaStorage, &path, 1 << 20).with_write_shape(shape);
+            let log = manager.create(TopicPartition::new("t", 0), LogConfig::default()).await.unwrap();
+            let tasks: Vec<_> = (0..BATCHES)
+                .map(|tag| {
+                    let (log, batch) = (log.clone(), batch(tag));
+                    glommio::spawn_local(async move { log.append(batch, LEADER).await.unwrap() })
+                })
+                .collect();
+            for task in tasks {
+                task.await;
+            }
+            let written = log.metrics().writes.get();
+            let batches = read_all(&log, Offset(0)).await;
+            assert_eq!(batches.len() as u64, BATCHES, "{shape:?}");
+            for (i, batch) in batches.iter().enumerate() {
+                assert_eq!(batch.base_offset(), Offset(i as i64 * 16), "{shape:?}");
+            }
+            assert!(manager.close_all().await.is_empty());
+            written
+        }));
+    }
+    assert!(writes[0] >= 64, "{} writes of 64 KiB chunks", writes[0]);
+    assert!(writes[1] < writes[0], "{} writes of 2 MiB chunks, {} of 64 KiB ones", writes[1], writes[0]);
+}

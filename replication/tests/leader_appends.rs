@@ -30,6 +30,7 @@ async fn leader(dir: &std::path::Path) -> Partition<DmaStorage> {
         cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(1 << 20))),
         metrics: Rc::new(EngineMetrics::default()),
         group_commit_max_delay: std::time::Duration::ZERO,
+        write_shape: skein_engine::WriteShape::default(),
     };
     let partition = TopicPartition::new("t", 0);
     let log: Rc<Log<DmaStorage>> =
@@ -131,6 +132,7 @@ fn a_reopened_replica_starts_from_its_checkpointed_high_watermark() {
                 cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(1 << 20))),
                 metrics: Rc::new(EngineMetrics::default()),
                 group_commit_max_delay: std::time::Duration::ZERO,
+                write_shape: skein_engine::WriteShape::default(),
             };
             let log: Rc<Log<DmaStorage>> =
                 Log::open(context, dir.path().join("t-0"), TopicPartition::new("t", 0), 0, LogConfig::default())

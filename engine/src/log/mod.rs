@@ -125,6 +125,8 @@ pub struct LogContext<S> {
     /// The longest an idle log holds a write back to coalesce appends (`coalesce.rs`);
     /// zero never does.
     pub group_commit_max_delay: std::time::Duration,
+    /// The appenders' chunk size and writes in flight per file (validated).
+    pub write_shape: crate::config::WriteShape,
 }
 
 impl<S: Clone> Clone for LogContext<S> {
@@ -134,6 +136,7 @@ impl<S: Clone> Clone for LogContext<S> {
             cache: self.cache.clone(),
             metrics: self.metrics.clone(),
             group_commit_max_delay: self.group_commit_max_delay,
+            write_shape: self.write_shape,
         }
     }
 }

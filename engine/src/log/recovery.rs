@@ -189,7 +189,7 @@ impl<S: Storage> Log<S> {
             });
         }
         let reserved = active_file.size().await.map_err(|e| Error::io("stat", &dir, e))?;
-        let appender = crate::appender::Appender::new(&active_file, end, &tail, reserved);
+        let appender = crate::appender::Appender::new(&active_file, ctx.write_shape, end, &tail, reserved);
         tracing::info!(target: "skein::engine", partition = %partition, log_start_offset = log_start_offset.0,
             log_end_offset = log_end_offset.0, segments = segments.len(), clean, recovery_ms = started.elapsed().as_millis() as u64, "log opened");
 

@@ -51,7 +51,7 @@ impl<S: Storage> Log<S> {
         self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| Error::io("sync", &self.dir, e))?;
         {
             let mut state = self.state.borrow_mut();
-            let appender = crate::appender::Appender::new(&new_file, 0, &[], 0);
+            let appender = crate::appender::Appender::new(&new_file, self.ctx.write_shape, 0, &[], 0);
             state.appender = appender;
             state.segments.insert(next_offset, Segment::new(next_offset, new_file));
             state.recovery_point = state.recovery_point.max(next_offset);

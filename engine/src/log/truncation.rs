@@ -99,7 +99,7 @@ impl<S: Storage> Log<S> {
             let mut state = self.state.borrow_mut();
             let new_end = seg.next_offset;
             state.segments.insert(base, seg);
-            state.appender = crate::appender::Appender::new(&file, cut, &tail, cut);
+            state.appender = crate::appender::Appender::new(&file, self.ctx.write_shape, cut, &tail, cut);
             state.pending.clear();
             state.log_end_offset = new_end;
             // The batch holding the log start may be gone with the truncation.
@@ -133,7 +133,7 @@ impl<S: Storage> Log<S> {
             let mut state = self.state.borrow_mut();
             state.segments.clear();
             state.segments.insert(offset, Segment::new(offset, file.clone()));
-            state.appender = crate::appender::Appender::new(&file, 0, &[], 0);
+            state.appender = crate::appender::Appender::new(&file, self.ctx.write_shape, 0, &[], 0);
             state.pending.clear();
             state.log_start_offset = offset;
             state.log_end_offset = offset;

@@ -29,6 +29,7 @@ pub fn context<S: Storage>(storage: S, cache_bytes: usize) -> LogContext<S> {
         cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(cache_bytes))),
         metrics: Rc::new(EngineMetrics::default()),
         group_commit_max_delay: std::time::Duration::ZERO,
+        write_shape: skein_engine::WriteShape::default(),
     }
 }
 
