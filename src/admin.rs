@@ -1,7 +1,8 @@
 //! The admin HTTP endpoint, served by shard 0: `/metrics` (Prometheus text, series per
 //! shard), `/v1/health`, `/v1/placement` (partition -> shard, JSON), `/v1/shards`
-//! (each shard's reactor figures, JSON). Requests are
-//! parsed with `httparse`; only GET is served.
+//! (each shard's reactor figures, JSON), `POST /v1/placement/move`, and
+//! `/v1/placement/balance` (GET: a plan from measured load; POST: the plan, made).
+//! Requests are parsed with `httparse`.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -264,6 +265,30 @@ async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str
                     ("409 Conflict", "text/plain", format!("cannot move {tp}: {message} (error {code})\n"))
                 }
             }
+        }
+        (method @ ("GET" | "POST"), "/v1/placement/balance") => {
+            let interval = param("interval_ms").map_or(Ok(2000), |v| v.parse::<u64>());
+            let band = param("band").map_or(Ok(crate::balance::BALANCE_BAND), |v| v.parse::<f64>());
+            let (Ok(interval), Ok(band)) = (interval, band) else {
+                return ("400 Bad Request", "text/plain", "interval_ms and band must be numbers\n".into());
+            };
+            if !(100..=60_000).contains(&interval) || !(0.0..=1.0).contains(&band) {
+                return ("400 Bad Request", "text/plain", "interval_ms from 100 to 60000, band from 0 to 1\n".into());
+            }
+            let measured = crate::balance::measure(shard, std::time::Duration::from_millis(interval)).await;
+            let plan = crate::balance::plan(
+                &measured.shards_busy,
+                &measured.partitions,
+                band,
+                crate::balance::BALANCE_GAIN_MIN,
+                crate::balance::BALANCE_MOVES_MAX,
+            );
+            let outcomes = match method {
+                "POST" => Some(crate::balance::apply(shard, &plan).await),
+                _ => None,
+            };
+            let body = crate::balance::to_json(&measured, &plan, outcomes.as_deref());
+            ("200 OK", "application/json", serde_json::to_string_pretty(&body).unwrap_or_default())
         }
         ("GET", _) | ("POST", _) => ("404 Not Found", "text/plain", "not found\n".into()),
         _ => ("405 Method Not Allowed", "text/plain", "GET or POST\n".into()),

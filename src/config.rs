@@ -113,6 +113,18 @@ pub struct StartArgs {
     /// 10 s per shard); 0 turns detection off [default: 25].
     #[arg(long, env = "SKEIN_STALL_THRESHOLD_MS")]
     pub stall_threshold_ms: Option<u64>,
+    /// The background balancer: measures each shard's busy share and each partition's
+    /// load every `--auto-balance-interval-ms`, and moves partitions between shards
+    /// (one per round, after two rounds outside the band in a row) [default: false].
+    #[arg(long, env = "SKEIN_AUTO_BALANCE", num_args = 0..=1, default_missing_value = "true")]
+    pub auto_balance: Option<bool>,
+    /// How long the background balancer measures each round [default: 10000].
+    #[arg(long, env = "SKEIN_AUTO_BALANCE_INTERVAL_MS")]
+    pub auto_balance_interval_ms: Option<u64>,
+    /// How far apart, as a share of a core, the busiest and idlest shards may be before
+    /// the background balancer moves a partition [default: 0.15].
+    #[arg(long, env = "SKEIN_AUTO_BALANCE_BAND")]
+    pub auto_balance_band: Option<f64>,
     /// Kafka's `max.connections`: connections the node accepts at once [default:
     /// 2147483647].
     #[arg(long, env = "SKEIN_MAX_CONNECTIONS")]
@@ -218,6 +230,9 @@ struct FileConfig {
     max_incremental_fetch_session_cache_slots: Option<usize>,
     group_commit_max_delay_us: Option<u64>,
     stall_threshold_ms: Option<u64>,
+    auto_balance: Option<bool>,
+    auto_balance_interval_ms: Option<u64>,
+    auto_balance_band: Option<f64>,
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
     controller_voters: Option<String>,
@@ -271,6 +286,8 @@ pub struct NodeConfig {
     pub group_commit_max_delay_us: u64,
     /// Extra milliseconds past the preemption budget that make a stall; 0: off.
     pub stall_threshold_ms: u64,
+    /// The background balancer's round and band, when it runs (`--auto-balance`).
+    pub auto_balance: Option<(std::time::Duration, f64)>,
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
     /// The controller quorum's voters with their addresses; empty for a single node.
@@ -347,6 +364,21 @@ impl NodeConfig {
             return Err(format!("invalid --node-id {node_id}: must be 0 or more"));
         }
         let num_partitions = args.num_partitions.or(file.num_partitions).unwrap_or(1);
+        let auto_balance_band =
+            args.auto_balance_band.or(file.auto_balance_band).unwrap_or(crate::balance::BALANCE_BAND);
+        if !(0.0..=1.0).contains(&auto_balance_band) {
+            return Err(format!("invalid --auto-balance-band {auto_balance_band}: a share of a core, from 0 to 1"));
+        }
+        let auto_balance_interval_ms =
+            args.auto_balance_interval_ms.or(file.auto_balance_interval_ms).unwrap_or(10_000);
+        if auto_balance_interval_ms < 100 {
+            return Err(format!("invalid --auto-balance-interval-ms {auto_balance_interval_ms}: at least 100"));
+        }
+        let auto_balance = args
+            .auto_balance
+            .or(file.auto_balance)
+            .unwrap_or(false)
+            .then(|| (std::time::Duration::from_millis(auto_balance_interval_ms), auto_balance_band));
         let group_commit_max_delay_us = args.group_commit_max_delay_us.or(file.group_commit_max_delay_us).unwrap_or(0);
         if group_commit_max_delay_us > 100_000 {
             return Err(format!(
@@ -514,6 +546,7 @@ impl NodeConfig {
                 .unwrap_or(1000),
             group_commit_max_delay_us,
             stall_threshold_ms: args.stall_threshold_ms.or(file.stall_threshold_ms).unwrap_or(25),
+            auto_balance,
             max_connections: args.max_connections.or(file.max_connections).unwrap_or(i32::MAX as usize),
             max_connections_per_ip: args
                 .max_connections_per_ip

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod acl_cli;
 mod admin;
+mod balance;
 mod bench;
 mod cli;
 mod cluster_cli;

@@ -1,5 +1,5 @@
-//! `skein placement show|move`: partition placement of a running node, through its
-//! admin endpoint.
+//! `skein placement show|move|balance`: partition placement of a running node, through
+//! its admin endpoint.
 
 use std::time::Duration;
 
@@ -19,6 +19,24 @@ pub enum PlacementCommand {
     Show {
         #[arg(long, default_value_t = 1000)]
         interval_ms: u64,
+        #[command(flatten)]
+        admin: Admin,
+    },
+    /// Propose (`--dry-run`, the default) or make (`--apply`) partition moves between
+    /// the node's shards, from their load measured over `--interval-ms`: each shard's
+    /// busy share and the share of it each partition took.
+    Balance {
+        /// Print the proposal only.
+        #[arg(long, conflicts_with = "apply")]
+        dry_run: bool,
+        /// Make the moves.
+        #[arg(long)]
+        apply: bool,
+        #[arg(long, default_value_t = 2000)]
+        interval_ms: u64,
+        /// How far apart, as a share of a core, the busiest and idlest shards may stay.
+        #[arg(long, default_value_t = crate::balance::BALANCE_BAND)]
+        band: f64,
         #[command(flatten)]
         admin: Admin,
     },
@@ -116,6 +134,25 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
                 );
             }
         }
+        PlacementCommand::Balance { dry_run: _, apply, interval_ms, band, admin } => {
+            let url = format!("http://{}/v1/placement/balance?interval_ms={interval_ms}&band={band}", admin.admin);
+            let timeout = Duration::from_millis(interval_ms) + Duration::from_secs(120);
+            let request = if apply { ureq::post(&url) } else { ureq::get(&url) };
+            let body = match request.timeout(timeout).call() {
+                Ok(response) => response.into_string().map_err(|e| e.to_string())?,
+                Err(ureq::Error::Status(_, response)) => {
+                    return Err(response.into_string().unwrap_or_default().trim().to_string());
+                }
+                Err(e) => return Err(format!("cannot reach {url}: {e}")),
+            };
+            let answer: serde_json::Value =
+                serde_json::from_str(&body).map_err(|e| format!("bad answer from {url}: {e}"))?;
+            print_balance(&answer, apply);
+            let failed = answer["moves"].as_array().into_iter().flatten().filter(|m| m["result"] != "moved");
+            if apply && failed.count() > 0 {
+                return Err("some moves failed".into());
+            }
+        }
         PlacementCommand::Move { topic, partition, shard, admin } => {
             let url =
                 format!("http://{}/v1/placement/move?topic={topic}&partition={partition}&shard={shard}", admin.admin);
@@ -129,4 +166,63 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The balance answer: each shard's busy share now and after the moves, the hottest
+/// partitions, and the moves (with their outcome when applied).
+fn print_balance(answer: &serde_json::Value, applied: bool) {
+    let number = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+    println!("{:>5} {:>7} {:>7}", "shard", "busy", "after");
+    for row in answer["shards"].as_array().into_iter().flatten() {
+        println!(
+            "{:>5} {:>6.1}% {:>6.1}%",
+            row["shard"],
+            number(&row["busy"]) * 100.0,
+            number(&row["busy_after"]) * 100.0
+        );
+    }
+    let mut partitions: Vec<&serde_json::Value> = answer["partitions"].as_array().into_iter().flatten().collect();
+    partitions.sort_by(|a, b| number(&b["busy"]).total_cmp(&number(&a["busy"])));
+    println!();
+    println!(
+        "{:<40} {:>9} {:>5} {:>7} {:>12} {:>12} {:>8}",
+        "topic", "partition", "shard", "busy", "in B/s", "out B/s", "req/s"
+    );
+    for p in partitions.iter().take(20) {
+        println!(
+            "{:<40} {:>9} {:>5} {:>6.1}% {:>12.0} {:>12.0} {:>8.0}",
+            p["topic"].as_str().unwrap_or(""),
+            p["partition"],
+            p["shard"],
+            number(&p["busy"]) * 100.0,
+            number(&p["bytes_in_per_s"]),
+            number(&p["bytes_out_per_s"]),
+            number(&p["requests_per_s"])
+        );
+    }
+    println!();
+    let moves = answer["moves"].as_array().map_or(&[][..], Vec::as_slice);
+    if moves.is_empty() {
+        println!("no moves: the shards are within the band, or no move narrows their gap");
+    }
+    for m in moves {
+        let outcome = match (applied, m["result"].as_str()) {
+            (false, _) => "proposed".to_string(),
+            (true, Some(result)) => result.to_string(),
+            (true, None) => "not made".to_string(),
+        };
+        println!(
+            "move {}-{} from shard {} to shard {} ({:.1}% of a core): {outcome}",
+            m["topic"].as_str().unwrap_or(""),
+            m["partition"],
+            m["source"],
+            m["target"],
+            number(&m["busy"]) * 100.0
+        );
+    }
+    println!(
+        "spread {:.1}% -> {:.1}%",
+        number(&answer["spread_before"]) * 100.0,
+        number(&answer["spread_after"]) * 100.0
+    );
 }

@@ -180,6 +180,8 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         recovered_high_watermarks: recovered_high_watermarks(&config.data_dir),
     });
     let started = std::time::Instant::now();
+    // The shard count of the last run: another one redistributes the partitions.
+    let placed = crate::balance::placed_shards(&config.data_dir);
     let ready = Arc::new(AtomicUsize::new(0));
     let wirings = skein_net::router::wire(shards);
     let mut handles = Vec::new();
@@ -236,6 +238,13 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                     };
                     follow.detach();
                     glommio::spawn_local(drain_on_signal(node.clone(), signal, drained)).detach();
+                }
+                if shard == 0 {
+                    let redistribute = crate::balance::redistribute_after_start(node.clone(), ready.clone(), placed);
+                    glommio::spawn_local(redistribute).detach();
+                    if let Some((interval, band)) = config.auto_balance.filter(|_| shards > 1) {
+                        glommio::spawn_local(crate::balance::auto_balance_task(node.clone(), interval, band)).detach();
+                    }
                 }
                 let result = run_shard(node, receivers, config, stop, ready, shards).await;
                 exited.fetch_add(1, Ordering::Release);

@@ -148,3 +148,184 @@ fn placement_move_under_load() {
     assert_eq!(shard_rows.len(), 2, "{text}");
     assert!(shard_rows.iter().all(|l| l.contains('%')), "{text}");
 }
+
+/// GETs or POSTs `path` on the admin endpoint and parses its JSON answer.
+fn admin_json(admin: &str, method: &str, path: &str) -> serde_json::Value {
+    let mut stream = std::net::TcpStream::connect(admin).unwrap();
+    let request = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+    let mut response = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut response).unwrap();
+    let body = &response[response.find("\r\n\r\n").expect("a response") + 4..];
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {response}"))
+}
+
+/// The shard of each partition of `topic`, by partition.
+fn shards_of(admin: &str, topic: &str) -> Vec<u64> {
+    let rows = admin_json(admin, "GET", "/v1/placement");
+    let mut rows: Vec<&serde_json::Value> = rows.as_array().unwrap().iter().filter(|r| r["topic"] == topic).collect();
+    rows.sort_by_key(|r| r["partition"].as_u64());
+    rows.iter().map(|r| r["shard"].as_u64().unwrap()).collect()
+}
+
+/// Reads `partitions` partitions of `topic` from the start until `total` records came
+/// or 30 s passed; the values by partition.
+fn read_all(bootstrap: &str, topic: &str, partitions: i32, total: usize) -> Vec<Vec<String>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "check")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    for p in 0..partitions {
+        list.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&list).unwrap();
+    let mut seen: Vec<Vec<String>> = vec![Vec::new(); partitions as usize];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.iter().map(Vec::len).sum::<usize>() < total && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            seen[m.partition() as usize].push(String::from_utf8_lossy(m.payload().unwrap()).to_string());
+        }
+    }
+    seen
+}
+
+// The load is skewed onto one shard (all four partitions moved to shard 0) under a
+// steady producer. The background balancer moves partitions until the shards' busy
+// shares are within the band, and every acknowledged record is read back once, in
+// order per partition.
+#[test]
+fn auto_balance_evens_out_a_skewed_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["--auto-balance", "--auto-balance-interval-ms", "1000", "--auto-balance-band", "0.15"];
+    let broker = Broker::start(dir.path(), "2", &extra);
+    let b = broker.bootstrap();
+    let admin = format!("127.0.0.1:{}", broker.admin_port);
+    assert!(skein(&["topic", "create", "skewed", "--partitions", "4", "--bootstrap-server", &b]).status.success());
+    for p in 0..4 {
+        let out = skein(&["placement", "move", "skewed", &p.to_string(), "--shard", "0", "--admin", &admin]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(shards_of(&admin, "skewed"), [0, 0, 0, 0]);
+
+    let acks = Acks::default();
+    let producer: BaseProducer<Acks> = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "1")
+        .set("batch.size", "16384")
+        .set("retry.backoff.ms", "20")
+        .set("topic.metadata.refresh.interval.ms", "200")
+        .set("message.timeout.ms", "60000")
+        .create_with_context(acks.clone())
+        .unwrap();
+    // Paced at about 4 MB/s of 1 KiB records, until the balancer has spread the
+    // partitions and a measurement finds the shards within the band (or 60 s).
+    let payload = "x".repeat(1000);
+    let (mut sent, mut spread, mut plan) = (0usize, f64::MAX, serde_json::Value::Null);
+    let started = Instant::now();
+    let mut next_check = started + Duration::from_secs(8);
+    while started.elapsed() < Duration::from_secs(60) {
+        for _ in 0..40 {
+            let partition = (sent % 4) as i32;
+            let value = format!("p{partition}-s{:07}-{payload}", sent / 4);
+            while producer.send(BaseRecord::<(), str>::to("skewed").partition(partition).payload(&value)).is_err() {
+                producer.poll(Duration::from_millis(5));
+            }
+            sent += 1;
+        }
+        producer.poll(Duration::from_millis(10));
+        if Instant::now() >= next_check {
+            let placed = shards_of(&admin, "skewed");
+            if placed.contains(&1) {
+                // The balancer's own measure, over two seconds, while the load runs.
+                plan = admin_json(&admin, "GET", "/v1/placement/balance?interval_ms=2000&band=0.15");
+                spread = plan["spread_before"].as_f64().unwrap();
+                if spread <= 0.15 {
+                    break;
+                }
+            }
+            next_check = Instant::now() + Duration::from_secs(2);
+        }
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+    let placed = shards_of(&admin, "skewed");
+    let log = broker.log();
+    assert!(placed.contains(&1), "nothing moved off the hot shard: {placed:?}\n{plan:#}\n{log}");
+    assert!(log.contains("auto-balance moved a partition"), "{log}");
+    assert!(spread <= 0.15, "busy shares still {spread:.3} apart: {plan:#}");
+    assert!(acks.1.lock().unwrap().is_empty(), "delivery failures: {:?}", acks.1.lock().unwrap());
+    assert_eq!(acks.0.lock().unwrap().len(), sent);
+    let seen = read_all(&b, "skewed", 4, sent);
+    for (p, values) in seen.iter().enumerate() {
+        let count = sent / 4 + usize::from(p < sent % 4);
+        let expected: Vec<String> = (0..count).map(|s| format!("p{p}-s{s:07}-{payload}")).collect();
+        assert!(
+            values == &expected,
+            "partition {p}: lost, duplicated or reordered records ({} read, {count} sent)",
+            values.len()
+        );
+    }
+}
+
+// `skein placement balance` proposes without moving, and a restart with another
+// number of shards spreads the partitions over them (grow, then shrink) with every
+// record kept.
+#[test]
+fn balance_dry_run_and_restarts_with_other_cores() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), "1", &[]);
+    let b = broker.bootstrap();
+    let admin = format!("127.0.0.1:{}", broker.admin_port);
+    assert!(skein(&["topic", "create", "spread", "--partitions", "6", "--bootstrap-server", &b]).status.success());
+    let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", &b).set("acks", "all").create().unwrap();
+    let produce = |from: usize, to: usize| {
+        for i in from..to {
+            let partition = (i % 6) as i32;
+            let value = format!("p{partition}-s{:05}", i / 6);
+            producer.send(BaseRecord::<(), str>::to("spread").partition(partition).payload(&value)).unwrap();
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    };
+    produce(0, 600);
+    // One shard: nothing to propose.
+    let out = skein(&["placement", "balance", "--dry-run", "--interval-ms", "300", "--admin", &admin]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("no moves"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    broker.stop();
+    for (cores, counts) in [("2", [3, 3]), ("1", [6, 0])] {
+        broker.cores = cores.to_string();
+        broker.restart();
+        let admin = format!("127.0.0.1:{}", broker.admin_port);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut placed = shards_of(&admin, "spread");
+        while (0..2).any(|s| placed.iter().filter(|&&x| x == s as u64).count() != counts[s])
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(100));
+            placed = shards_of(&admin, "spread");
+        }
+        for (s, &count) in counts.iter().enumerate() {
+            assert_eq!(placed.iter().filter(|&&x| x == s as u64).count(), count, "{cores} shards: {placed:?}");
+        }
+        let seen = read_all(&broker.bootstrap(), "spread", 6, 600);
+        for (p, values) in seen.iter().enumerate() {
+            let expected: Vec<String> = (0..100).map(|s| format!("p{p}-s{s:05}")).collect();
+            assert_eq!(values, &expected, "{cores} shards, partition {p}");
+        }
+        broker.stop();
+    }
+    // A bad band is refused with a clear message.
+    broker.restart();
+    let admin = format!("127.0.0.1:{}", broker.admin_port);
+    let out = skein(&["placement", "balance", "--band", "7", "--admin", &admin]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("band from 0 to 1"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

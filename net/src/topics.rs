@@ -131,6 +131,7 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
         }
     }
     let removed = join_all(removals).await;
+    let mut moves = Vec::new();
     let mut opens = Vec::new();
     let mut assigns = Vec::new();
     for meta in after.topics.values() {
@@ -147,6 +148,15 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
                     isr = ?assignment.isr, "assignment changed");
                 assigns.push((owner, partition.clone(), PartitionOp::Assign(assignment.clone())));
             }
+            // The shard table is the cluster's: a move another node (or this one's
+            // `move_partition`, which released it already) made is followed here, so
+            // requests routed by the new table find the partition.
+            let previous = old.map(|o| o.shards[p as usize]).filter(|&s| existed && s != owner);
+            if let Some(source) = previous {
+                let open = PartitionOp::Open { settings: Box::new(settings.clone()), assignment };
+                moves.push(follow_move(shard, partition, source, owner, open));
+                continue;
+            }
             let op = match (existed, reconfigured) {
                 (false, _) => PartitionOp::Open { settings: Box::new(settings.clone()), assignment },
                 (true, true) => PartitionOp::Reconfigure(Box::new(settings.clone())),
@@ -155,17 +165,35 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
             opens.push(shard.route_to(owner, partition, op));
         }
     }
+    let moved = join_all(moves).await;
     let opened = join_all(opens).await;
     // Roles after the logs are open: lead or follow, with the epochs and ISR.
     let assigned =
         join_all(assigns.into_iter().map(|(owner, partition, op)| shard.route_to(owner, partition, op))).await;
-    for (kind, results) in [("remove", removed), ("open", opened), ("assign", assigned)] {
+    for (kind, results) in [("remove", removed), ("move", moved), ("open", opened), ("assign", assigned)] {
         for result in results {
             if let Err((code, message)) = result {
                 tracing::error!(target: "skein::net", kind, code, message, "partition change failed");
             }
         }
     }
+}
+
+/// Moves a hosted partition from shard `source` to `target` as the image now says: a
+/// release on the old shard (already done when it was this node's move) and an open
+/// on the new one, in its role.
+async fn follow_move(
+    shard: &Rc<Shard>,
+    partition: TopicPartition,
+    source: usize,
+    target: usize,
+    open: PartitionOp,
+) -> crate::shard::OpResult {
+    match shard.route_to(source, partition.clone(), PartitionOp::Release).await {
+        Ok(_) | Err((code::NOT_LEADER_OR_FOLLOWER, _)) => {}
+        Err(error) => return Err(error),
+    }
+    shard.route_to(target, partition, open).await
 }
 
 /// Replaces broker `broker`'s dynamic configs (`""`: the cluster defaults) through

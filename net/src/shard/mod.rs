@@ -126,6 +126,8 @@ pub struct Partition {
     /// Operations run on this partition (produce, fetch, offsets, group calls, ...),
     /// for the load balancer's per-request cost.
     pub requests: Cell<u64>,
+    /// Time the shard spent polling this partition's operations, in nanoseconds.
+    pub busy_ns: Cell<u64>,
     /// An ISR change this leader proposed is with the controller.
     pub isr_change_pending: Cell<bool>,
     /// As a follower: records the leader's high watermark was ahead of this log end at
@@ -488,7 +490,6 @@ impl Shard {
         result
     }
 
-    /// Executes an operation on a partition this shard owns.
     /// Takes the controller's assignment of a hosted partition: its role, epochs and
     /// ISR. The group coordinator follows the leadership of its offsets partition:
     /// unloaded when it goes, loaded again from the log when it comes (as a follower
@@ -517,7 +518,19 @@ impl Shard {
         }
     }
 
+    /// Executes an operation on a partition this shard owns, counting the time its
+    /// polls take against the partition (`Partition::busy_ns`: the shard's CPU
+    /// attributed to it, which the load balancer moves).
     pub async fn execute(self: &Rc<Self>, partition: &TopicPartition, op: PartitionOp) -> OpResult {
+        let spent = Cell::new(0u64);
+        let result = poll_timed(self.execute_untimed(partition, op), &spent).await;
+        if let Some(state) = self.partition(partition) {
+            state.busy_ns.set(state.busy_ns.get() + spent.get());
+        }
+        result
+    }
+
+    async fn execute_untimed(self: &Rc<Self>, partition: &TopicPartition, op: PartitionOp) -> OpResult {
         match op {
             PartitionOp::Open { settings, assignment } => {
                 if let Some(existing) = self.partition(partition) {
@@ -578,6 +591,7 @@ impl Shard {
                         bytes_in: Cell::new(0),
                         bytes_out: Cell::new(0),
                         requests: Cell::new(0),
+                        busy_ns: Cell::new(0),
                         isr_change_pending: Cell::new(false),
                         follower_lag: Cell::new(0),
                     }),
@@ -826,6 +840,7 @@ impl Shard {
                 bytes_in: state.bytes_in.get(),
                 bytes_out: state.bytes_out.get(),
                 requests: state.requests.get(),
+                busy_us: state.busy_ns.get() / 1000,
             }),
             PartitionOp::Group(call) => {
                 if !self.groups.is_loaded(partition.partition) {
@@ -905,4 +920,17 @@ impl Drop for Parked<'_> {
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     skein_engine::log::now_ms()
+}
+
+/// Runs `future`, adding the time spent inside its polls to `spent` (ns): the CPU it
+/// took, without the time it waited.
+async fn poll_timed<F: std::future::Future>(future: F, spent: &Cell<u64>) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        let started = std::time::Instant::now();
+        let poll = future.as_mut().poll(cx);
+        spent.set(spent.get() + started.elapsed().as_nanos() as u64);
+        poll
+    })
+    .await
 }

@@ -143,6 +143,8 @@ pub enum PartitionReply {
         bytes_in: u64,
         bytes_out: u64,
         requests: u64,
+        /// The shard's time polling the partition's operations (`Partition::busy_ns`).
+        busy_us: u64,
     },
     Group(Box<crate::group::GroupAnswer>),
     Txn(Box<crate::txn::TxnAnswer>),
