@@ -306,3 +306,60 @@ fn leaders_return_to_preferred_replicas() {
         node.stop();
     }
 }
+
+// A rolling restart that gives every node a second shard spreads each node's
+// replicas over its shards, and a shard move made on one node is followed by the
+// others (the shard table is the cluster's): followers keep fetching from the new
+// shard, acks=all keeps completing, and every record is read once.
+#[test]
+fn shard_moves_are_followed_across_the_cluster() {
+    let mut cluster = Cluster::start_with(3, &FAST_FAILURE_DETECTION);
+    cluster.wait_for_brokers();
+    create_replicated(cluster.node(1), "shifted", 4);
+    wait_until_healed(&cluster, "shifted", 4, Duration::from_secs(10));
+    produce_acked(&cluster, 1, "shifted", 4, 0..400);
+    for id in 1..=3 {
+        let node = cluster.node_mut(id);
+        node.stop();
+        node.cores = "2".into();
+        node.restart();
+        wait_until_healed(&cluster, "shifted", 4, Duration::from_secs(30));
+    }
+    let placement = |id: i32| -> Vec<u64> {
+        let (ok, out) = skein(&["placement", "show", "--interval-ms", "10", "--admin", &admin(cluster.node(id))]);
+        assert!(ok, "{out}");
+        let mut rows: Vec<(u64, u64)> = out
+            .lines()
+            .filter(|l| l.starts_with("shifted "))
+            .map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                (fields[1].parse().unwrap(), fields[2].parse().unwrap())
+            })
+            .collect();
+        rows.sort_unstable();
+        rows.into_iter().map(|(_, shard)| shard).collect()
+    };
+    let spread = placement(1);
+    assert!(spread.contains(&0) && spread.contains(&1), "two shards, yet {spread:?}");
+    let target = 1 - spread[0];
+    let (ok, out) =
+        skein(&["placement", "move", "shifted", "0", "--shard", &target.to_string(), "--admin", &admin(cluster.node(1))]);
+    assert!(ok, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (1..=3).any(|id| placement(id)[0] != target) {
+        assert!(Instant::now() < deadline, "{:?}", (1..=3).map(placement).collect::<Vec<_>>());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    produce_acked(&cluster, 1, "shifted", 4, 400..800);
+    wait_until_healed(&cluster, "shifted", 4, Duration::from_secs(20));
+    let mut numbers = consume_numbers(cluster.node(2), "shifted", 4, 800);
+    numbers.sort_unstable();
+    assert_eq!(numbers, (0..800).collect::<Vec<_>>());
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
+fn admin(node: &Broker) -> String {
+    format!("127.0.0.1:{}", node.admin_port)
+}
