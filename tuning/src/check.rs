@@ -3,9 +3,9 @@
 //! (no cpufreq on a VM, no NVMe queue) is a finding with no current value and the
 //! reason, never an error: the check runs on any Linux host and changes nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::host::{device_of, format_cpu_list, parse_cpu_list, Host};
+use crate::host::{block_device, format_cpu_list, mount_of, parse_cpu_list, Host};
 
 /// What the checks are about: the node's data directory and the CPUs its shards run on.
 #[derive(Debug, Clone)]
@@ -258,22 +258,6 @@ fn kernel(host: &Host) -> Vec<Finding> {
     ]
 }
 
-/// The block device holding the data directory: its sysfs directory (the whole disk,
-/// not a partition).
-fn block_device(host: &Host, data_dir: &Path) -> Option<(String, String)> {
-    let existing = data_dir.ancestors().find(|p| p.exists())?;
-    let (major, minor) = device_of(existing)?;
-    let link = host.resolve_link(&format!("/sys/dev/block/{major}:{minor}"))?;
-    let canonical = std::fs::canonicalize(&link).unwrap_or(link);
-    // A partition's queue is its disk's.
-    let disk = match canonical.join("partition").exists() {
-        true => canonical.parent()?.to_path_buf(),
-        false => canonical,
-    };
-    let name = disk.file_name()?.to_string_lossy().to_string();
-    Some((name.clone(), format!("/sys/block/{name}")))
-}
-
 fn disk(host: &Host, target: &Target) -> Vec<Finding> {
     const SCHEDULER: &str = "Skein orders and batches its own writes (group commit, one write in flight per block): a scheduler only adds queueing latency on fast devices";
     const NOMERGES: &str = "Skein's writes are already whole chunks; merge attempts cost CPU on every request";
@@ -377,17 +361,7 @@ fn filesystem(host: &Host, target: &Target) -> Finding {
             "/proc/mounts is not present",
         );
     };
-    let dir = std::fs::canonicalize(target.data_dir.ancestors().find(|p| p.exists()).unwrap_or(Path::new("/")))
-        .unwrap_or_else(|_| target.data_dir.clone());
-    let mount = mounts
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.len() >= 4).then(|| (fields[1].to_string(), fields[2].to_string(), fields[3].to_string()))
-        })
-        .filter(|(point, _, _)| dir.starts_with(point))
-        .max_by_key(|(point, _, _)| point.len());
-    let Some((point, kind, options)) = mount else {
+    let Some((point, kind, options)) = mount_of(&mounts, &target.data_dir) else {
         return Finding::absent("data directory's file system", "xfs or ext4, noatime", WHY, "no mount holds it");
     };
     let noatime = options.split(',').any(|o| o == "noatime");

@@ -44,7 +44,7 @@ impl Host {
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter(|name| name.starts_with(prefix))
             .collect();
-        names.sort_by(|a, b| natural(a).cmp(&natural(b)));
+        names.sort_by_key(|name| natural(name));
         names
     }
 
@@ -110,6 +110,38 @@ pub fn device_of(path: &Path) -> Option<(u64, u64)> {
     let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
     let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
     Some((major, minor))
+}
+
+/// The block device holding `path` (or its nearest existing ancestor): its name and
+/// sysfs directory, the whole disk rather than a partition, found through
+/// `/sys/dev/block/MAJ:MIN`.
+pub fn block_device(host: &Host, path: &Path) -> Option<(String, String)> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let (major, minor) = device_of(existing)?;
+    let link = host.resolve_link(&format!("/sys/dev/block/{major}:{minor}"))?;
+    let canonical = std::fs::canonicalize(&link).unwrap_or(link);
+    // A partition's queue is its disk's.
+    let disk = match canonical.join("partition").exists() {
+        true => canonical.parent()?.to_path_buf(),
+        false => canonical,
+    };
+    let name = disk.file_name()?.to_string_lossy().to_string();
+    Some((name.clone(), format!("/sys/block/{name}")))
+}
+
+/// The mount holding `path` (or its nearest existing ancestor) in `mounts`, the text
+/// of `/proc/mounts`: its mount point, file system type and options.
+pub fn mount_of(mounts: &str, path: &Path) -> Option<(String, String, String)> {
+    let dir = std::fs::canonicalize(path.ancestors().find(|p| p.exists()).unwrap_or(Path::new("/")))
+        .unwrap_or_else(|_| path.to_path_buf());
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.len() >= 4).then(|| (fields[1].to_string(), fields[2].to_string(), fields[3].to_string()))
+        })
+        .filter(|(point, _, _)| dir.starts_with(point))
+        .max_by_key(|(point, _, _)| point.len())
 }
 
 #[cfg(test)]
