@@ -198,6 +198,11 @@ pub struct StartArgs {
     /// A default topic config, `name=value` with Kafka's names; repeatable.
     #[arg(long = "topic-config", value_name = "NAME=VALUE")]
     pub topic_configs: Vec<String>,
+    /// The device profile `skein iotune` wrote: the appender's write size and depth,
+    /// and a cap on the group commit window. Refused at start when it is not a valid
+    /// profile [default: <data-dir>/iotune.json when present].
+    #[arg(long, env = "SKEIN_IOTUNE_FILE")]
+    pub iotune_file: Option<PathBuf>,
     #[command(flatten)]
     pub security: crate::security_config::SecurityArgs,
 }
@@ -250,6 +255,7 @@ struct FileConfig {
     log_cleaner_io_buffer_size: Option<usize>,
     log_cleaner_io_max_bytes_per_second: Option<f64>,
     log_cleaner_backoff_ms: Option<u64>,
+    iotune_file: Option<PathBuf>,
     #[serde(default)]
     topic_defaults: BTreeMap<String, String>,
 }
@@ -310,6 +316,11 @@ pub struct NodeConfig {
     pub cleaner: skein_engine::CleanerConfig,
     pub log_cleaner_backoff_ms: u64,
     pub topic_defaults: BTreeMap<String, String>,
+    /// The appender's chunk size and writes in flight: the iotune profile's, else the
+    /// engine's defaults.
+    pub write_shape: skein_engine::WriteShape,
+    /// The iotune profile applied, if any.
+    pub iotune: Option<crate::iotune::Applied>,
 }
 
 impl NodeConfig {
@@ -487,6 +498,10 @@ impl NodeConfig {
         let data_dir = args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./skein-data"));
         let clustered = !controller_voters.is_empty();
         let security = crate::security_config::resolve(security_args, listener, advertised, clustered, &data_dir)?;
+        let iotune = crate::iotune::load_for_start(args.iotune_file.or(file.iotune_file).as_deref(), &data_dir)?;
+        let write_shape = iotune.as_ref().map_or_else(Default::default, |applied| applied.recommended.write_shape());
+        // The profile's window caps group commit when it is on, and never turns it on.
+        let group_commit_max_delay_us = crate::iotune::group_commit_cap(group_commit_max_delay_us, iotune.as_ref());
         Ok(NodeConfig {
             listeners: security.listeners,
             inter_broker_listener: security.inter_broker_listener,
@@ -587,6 +602,8 @@ impl NodeConfig {
                 .unwrap_or(15_000)
                 .max(1),
             topic_defaults,
+            write_shape,
+            iotune,
         })
     }
 }

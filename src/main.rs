@@ -13,6 +13,7 @@ mod cluster_cli;
 mod config;
 mod exclusive;
 mod group_cli;
+mod iotune;
 mod oauth_jwks;
 mod placement;
 mod quota_cli;
@@ -71,6 +72,9 @@ enum Command {
     /// Inspect and tune the host: check, apply (reversibly), revert.
     #[command(subcommand)]
     Tune(tune_cli::TuneCommand),
+    /// Measure the data directory's device with Skein's own I/O path and write the
+    /// profile `skein start` applies (<data-dir>/iotune.json).
+    Iotune(iotune::IotuneArgs),
 }
 
 fn main() -> ExitCode {
@@ -88,12 +92,15 @@ fn main() -> ExitCode {
     reactor::StallLog::install(level).expect("the first log logger");
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Start(args) => config::NodeConfig::load(*args).and_then(shard::run_node),
+        Command::Start(args) => config::NodeConfig::load(*args)
+            .and_then(|config| iotune::apply(&config).map(|()| config))
+            .and_then(shard::run_node),
         Command::Topic(command) => cli::topic(command),
         Command::Produce(args) => cli::produce(args),
         Command::Consume(args) => cli::consume(args),
         Command::Placement(command) => placement::run(command),
         Command::Tune(command) => tune_cli::run(command),
+        Command::Iotune(args) => iotune::run(args),
         Command::Cluster(command) => cluster_cli::run(command),
         Command::Group(command) => group_cli::run(command),
         Command::Txn(command) => txn_cli::run(command),
