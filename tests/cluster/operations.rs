@@ -342,8 +342,16 @@ fn shard_moves_are_followed_across_the_cluster() {
     let spread = placement(1);
     assert!(spread.contains(&0) && spread.contains(&1), "two shards, yet {spread:?}");
     let target = 1 - spread[0];
-    let (ok, out) =
-        skein(&["placement", "move", "shifted", "0", "--shard", &target.to_string(), "--admin", &admin(cluster.node(1))]);
+    let (ok, out) = skein(&[
+        "placement",
+        "move",
+        "shifted",
+        "0",
+        "--shard",
+        &target.to_string(),
+        "--admin",
+        &admin(cluster.node(1)),
+    ]);
     assert!(ok, "{out}");
     let deadline = Instant::now() + Duration::from_secs(10);
     while (1..=3).any(|id| placement(id)[0] != target) {
