@@ -70,6 +70,8 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_ring_read_bytes_total{{shard=\"{id}\"}} {}", load(&reactor.ring_read_bytes));
     let _ = writeln!(out, "skein_ring_writes_total{{shard=\"{id}\"}} {}", load(&reactor.ring_writes));
     let _ = writeln!(out, "skein_ring_written_bytes_total{{shard=\"{id}\"}} {}", load(&reactor.ring_written_bytes));
+    let _ = writeln!(out, "skein_ring_sq_depth{{shard=\"{id}\"}} {}", load(&reactor.ring_sq_depth));
+    let _ = writeln!(out, "skein_ring_cq_depth{{shard=\"{id}\"}} {}", load(&reactor.ring_cq_depth));
     for (name, values) in [
         ("skein_ring_read_submit_wait_us", &reactor.ring_read_submit_wait_us),
         ("skein_ring_read_device_us", &reactor.ring_read_device_us),
@@ -314,6 +316,8 @@ fn shards(shard: &Rc<Shard>) -> String {
                 "ring_read_device_us_p99": load(&health.ring_read_device_us[1]),
                 "task_queue_latency_us_p99": load(&health.task_queue_latency_us[1]),
                 "cross_shard_queued": shard.cross_shard_queued(id),
+                "ring_sq_depth": load(&health.ring_sq_depth),
+                "ring_cq_depth": load(&health.ring_cq_depth),
                 "cross_shard_wait_us_p99": load(&health.cross_shard_wait_us_p99),
             })
         })

@@ -98,7 +98,7 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
             // Each shard over the same interval: how busy, stalls, tasks and ring I/O.
             println!();
             println!(
-                "{:>5} {:>6} {:>7} {:>10} {:>13} {:>14} {:>12} {:>11} {:>9} {:>13}",
+                "{:>5} {:>6} {:>7} {:>10} {:>13} {:>14} {:>12} {:>6} {:>6} {:>11} {:>9} {:>13}",
                 "shard",
                 "busy",
                 "stalls",
@@ -106,6 +106,8 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
                 "ring reads/s",
                 "ring writes/s",
                 "read p99 us",
+                "sq",
+                "cq",
                 "tq p99 us",
                 "xshard q",
                 "xshard p99 us"
@@ -120,7 +122,7 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
                 let runtime = rate("runtime_us") / 1_000_000.0;
                 let figure = |field: &str| row[field].as_u64().unwrap_or(0);
                 println!(
-                    "{:>5} {:>5.0}% {:>7} {:>10.0} {:>13.0} {:>14.0} {:>12} {:>11} {:>9} {:>13}",
+                    "{:>5} {:>5.0}% {:>7} {:>10.0} {:>13.0} {:>14.0} {:>12} {:>6} {:>6} {:>11} {:>9} {:>13}",
                     figure("shard"),
                     runtime.min(1.0) * 100.0,
                     figure("stalls"),
@@ -128,6 +130,8 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
                     rate("ring_reads"),
                     rate("ring_writes"),
                     figure("ring_read_device_us_p99"),
+                    figure("ring_sq_depth"),
+                    figure("ring_cq_depth"),
                     figure("task_queue_latency_us_p99"),
                     figure("cross_shard_queued"),
                     figure("cross_shard_wait_us_p99")

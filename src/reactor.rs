@@ -53,6 +53,12 @@ pub struct Health {
     /// operations other shards sent here, from their send to their start (the upper
     /// bound of the histogram bucket holding it).
     pub cross_shard_wait_us_p99: AtomicU64,
+    /// The most entries seen, over the last second (sampled every `RING_SAMPLE`), in
+    /// the shard's io_uring submission queues not yet taken by the kernel, and in its
+    /// completion queues not yet reaped by the reactor (a shard busy elsewhere), summed
+    /// over its rings (`RingSampler`).
+    pub ring_sq_depth: AtomicU64,
+    pub ring_cq_depth: AtomicU64,
 }
 
 /// The I/O latencies are published over windows this long.
@@ -67,6 +73,8 @@ struct Table {
     executors: HashMap<usize, usize>,
     shards: Vec<Arc<Health>>,
     logged: HashMap<usize, Instant>,
+    /// Each shard's io_uring descriptors (`claim_rings`).
+    rings: Vec<(usize, i32)>,
 }
 
 fn table() -> &'static Mutex<Table> {
@@ -82,6 +90,75 @@ pub fn register(shard: usize, executor: usize) -> Arc<Health> {
         table.shards.push(Arc::default());
     }
     table.shards[shard].clone()
+}
+
+/// Whether `shard`'s executor has registered (its rings exist by then).
+pub fn is_registered(shard: usize) -> bool {
+    let table = table().lock().unwrap_or_else(|e| e.into_inner());
+    table.executors.values().any(|&s| s == shard)
+}
+
+/// Takes the process's io_uring descriptors that no shard has claimed as `shard`'s.
+/// Called on the main thread once the shard registered and before the next shard
+/// starts, so the rings glommio made for its executor (main, latency and poll) are
+/// the only new ones. Returns how many it claimed.
+pub fn claim_rings(shard: usize) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return 0 };
+    let found: Vec<i32> = entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let target = std::fs::read_link(entry.path()).ok()?;
+            (target.to_str()? == "anon_inode:[io_uring]").then(|| entry.file_name().to_str()?.parse().ok())?
+        })
+        .collect();
+    let mut table = table().lock().unwrap_or_else(|e| e.into_inner());
+    let fresh: Vec<i32> = found.into_iter().filter(|fd| !table.rings.iter().any(|(_, owned)| owned == fd)).collect();
+    table.rings.extend(fresh.iter().map(|&fd| (shard, fd)));
+    fresh.len()
+}
+
+/// How often the ring sampler reads the rings' queue depths.
+pub const RING_SAMPLE: Duration = Duration::from_millis(100);
+
+/// Samples every shard's io_uring queue depths from the kernel's view of each ring
+/// (`/proc/self/fdinfo/<fd>`: `SQEs`, `CQEs`), on a thread of its own (procfs reads
+/// stay off the executors), until `stop`; publishes each second's maximum.
+pub fn sample_rings(stop: &std::sync::atomic::AtomicBool) {
+    let rings = table().lock().unwrap_or_else(|e| e.into_inner()).rings.clone();
+    let shards = rings.iter().map(|(shard, _)| shard + 1).max().unwrap_or(0);
+    let (mut sq_max, mut cq_max) = (vec![0u64; shards], vec![0u64; shards]);
+    let mut window_start = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let (mut sq, mut cq) = (vec![0u64; shards], vec![0u64; shards]);
+        for &(shard, fd) in &rings {
+            if let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) {
+                let (submitted, completed) = ring_queue_depths(&info);
+                sq[shard] += submitted;
+                cq[shard] += completed;
+            }
+        }
+        for shard in 0..shards {
+            sq_max[shard] = sq_max[shard].max(sq[shard]);
+            cq_max[shard] = cq_max[shard].max(cq[shard]);
+        }
+        if window_start.elapsed() >= Duration::from_secs(1) {
+            for shard in 0..shards {
+                let health = health(shard);
+                health.ring_sq_depth.store(std::mem::take(&mut sq_max[shard]), Ordering::Relaxed);
+                health.ring_cq_depth.store(std::mem::take(&mut cq_max[shard]), Ordering::Relaxed);
+            }
+            window_start = Instant::now();
+        }
+        std::thread::sleep(RING_SAMPLE);
+    }
+}
+
+/// The entries waiting in a ring's submission and completion queues, from its fdinfo.
+fn ring_queue_depths(info: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse::<u64>().ok()).unwrap_or(0)
+    };
+    (field("SQEs"), field("CQEs"))
 }
 
 /// `shard`'s figures (zeros before it registered).
@@ -314,6 +391,43 @@ impl BusyMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A ring's queue depths come from its fdinfo lines.
+    #[test]
+    fn ring_fdinfo_is_read() {
+        let info = "pos:\t0\nSqMask:\t0x7f\nSqHead:\t193\nSqTail:\t195\nSQEs:\t2\nCQEs:\t7\nSqThread:\t-1\n";
+        assert_eq!(ring_queue_depths(info), (2, 7));
+        assert_eq!(ring_queue_depths("pos: 0\n"), (0, 0));
+    }
+
+    // The rings of an executor that registered are found and claimed once.
+    #[test]
+    fn rings_are_claimed_once() {
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .spawn(move || async move {
+                register(7, glommio::executor().id());
+                // Blocks the executor (a test's): its rings stay open while claimed.
+                let _ = released.recv();
+            })
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !is_registered(7) {
+            assert!(Instant::now() < deadline, "the executor never registered");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let claimed = claim_rings(7);
+        assert!(claimed >= 1, "glommio's rings were not found");
+        // Another claim takes only rings made since (other tests' executors), never these.
+        claim_rings(8);
+        let rings = table().lock().unwrap().rings.clone();
+        let mut fds: Vec<i32> = rings.iter().map(|(_, fd)| *fd).collect();
+        fds.sort_unstable();
+        fds.dedup();
+        assert_eq!(fds.len(), rings.len(), "a ring claimed twice: {rings:?}");
+        release.send(()).unwrap();
+        executor.join().unwrap();
+    }
 
     // A quantile is the bound of the bucket that holds its rank.
     #[test]

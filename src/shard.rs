@@ -188,7 +188,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     for ((shard, &cpu), wiring) in config.cpus.iter().enumerate().zip(wirings) {
         let (config, stop, image, settings, ready) =
             (config.clone(), stop.clone(), image.clone(), settings.clone(), ready.clone());
-        let (signal, drained, exited) = (signal.clone(), drained.clone(), exited.clone());
+        let (signal, drained, on_exit) = (signal.clone(), drained.clone(), exited.clone());
         // Shard 0 runs the metadata controller and drives the metadata log.
         let log = if shard == 0 { log.take() } else { None };
         let (node_id, voters) = (config.node_id, config.controller_voters.clone());
@@ -247,11 +247,28 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                     }
                 }
                 let result = run_shard(node, receivers, config, stop, ready, shards).await;
-                exited.fetch_add(1, Ordering::Release);
+                on_exit.fetch_add(1, Ordering::Release);
                 result
             })
             .map_err(|e| format!("cannot start shard {shard} on cpu {cpu} (io_uring must be available): {e}"))?;
         handles.push(handle);
+        // Its rings exist once it registered: claim them before the next shard makes
+        // its own (for the ring sampler).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !crate::reactor::is_registered(shard) && exited.load(Ordering::Acquire) == 0 {
+            if std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        crate::reactor::claim_rings(shard);
+    }
+    {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("ring-sampler".into())
+            .spawn(move || crate::reactor::sample_rings(&stop))
+            .map_err(|e| format!("cannot start the ring sampler thread: {e}"))?;
     }
     let running = || !signal.load(Ordering::Relaxed) && exited.load(Ordering::Acquire) == 0;
     while ready.load(Ordering::Acquire) < shards && running() {

@@ -147,6 +147,21 @@ fn placement_move_under_load() {
     let shard_rows: Vec<&str> = text.lines().skip(header + 1).filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(shard_rows.len(), 2, "{text}");
     assert!(shard_rows.iter().all(|l| l.contains('%')), "{text}");
+    // Operations crossed between the shards (the producer's connection is on one of
+    // them, the partitions on both): their waits are counted where they ran, and each
+    // shard's ring depths and cross-shard queue are in /metrics.
+    let metrics = broker.metrics();
+    let waits: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("skein_cross_shard_wait_us_count"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(waits > 0, "{metrics}");
+    for name in
+        ["skein_ring_sq_depth", "skein_ring_cq_depth", "skein_cross_shard_queued", "skein_task_queue_latency_us"]
+    {
+        assert!(metrics.lines().filter(|l| l.starts_with(name)).count() >= 2, "{name} missing: {metrics}");
+    }
 }
 
 /// GETs or POSTs `path` on the admin endpoint and parses its JSON answer.
