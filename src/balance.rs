@@ -184,14 +184,16 @@ pub fn hosted(shard: &Shard) -> Vec<(TopicPartition, usize)> {
 }
 
 async fn read(shard: &Rc<Shard>) -> Reading {
-    let mut partitions = Vec::new();
-    for (partition, owner) in hosted(shard) {
-        if let Ok(PartitionReply::Stats { bytes_in, bytes_out, requests, busy_us, .. }) =
-            shard.route_to(owner, partition.clone(), PartitionOp::Stats).await
-        {
-            partitions.push((partition, owner, bytes_in, bytes_out, requests, busy_us));
+    // All at once: the channels between shards bound what is in flight.
+    let asks = hosted(shard).into_iter().map(|(partition, owner)| async move {
+        match shard.route_to(owner, partition.clone(), PartitionOp::Stats).await {
+            Ok(PartitionReply::Stats { bytes_in, bytes_out, requests, busy_us, .. }) => {
+                Some((partition, owner, bytes_in, bytes_out, requests, busy_us))
+            }
+            _ => None,
         }
-    }
+    });
+    let partitions = futures_util::future::join_all(asks).await.into_iter().flatten().collect();
     let runtime_us =
         (0..shard.settings.shards).map(|id| crate::reactor::health(id).runtime_us.load(Ordering::Relaxed)).collect();
     Reading { at: Instant::now(), runtime_us, partitions }
