@@ -86,6 +86,10 @@ const FREE_SPACE_HEADROOM_BYTES: u64 = 64 << 20;
 /// default, 1 GiB, lets the deepest steps keep their depth).
 const FILE_MIB_MIN: u64 = 8;
 
+/// The largest scratch file, 1 TiB: a device's figures settle well below it, and the
+/// free-space check bounds it first on most disks.
+const FILE_MIB_MAX: u64 = 1 << 20;
+
 const _: () = assert!(SEQUENTIAL_BLOCK_BYTES[0] >= APPEND_CHUNK_BYTES_MIN);
 const _: () = assert!(SEQUENTIAL_BLOCK_BYTES[SEQUENTIAL_BLOCK_BYTES.len() - 1] <= APPEND_CHUNK_BYTES_MAX);
 const _: () = assert!(SEQUENTIAL_DEPTHS[SEQUENTIAL_DEPTHS.len() - 1] <= WRITES_IN_FLIGHT_MAX);
@@ -102,7 +106,8 @@ pub struct IotuneArgs {
     /// most, the others stay inside it.
     #[arg(long, default_value_t = 1024)]
     size_mib: u64,
-    /// How long each step runs, in milliseconds (77 steps).
+    /// How long each step runs, in milliseconds (76 steps, and a pass that writes the
+    /// file whole before the reads).
     #[arg(long, default_value_t = 1000)]
     duration_ms: u64,
     /// Where the profile goes [default: <data-dir>/iotune.json].
@@ -202,8 +207,8 @@ pub struct Applied {
 pub fn run(args: IotuneArgs) -> Result<(), String> {
     let dir = &args.data_dir;
     check_dir(dir)?;
-    if args.size_mib < FILE_MIB_MIN || args.size_mib > 1 << 30 {
-        return Err(format!("invalid --size-mib {}: must be in [{FILE_MIB_MIN}, {}]", args.size_mib, 1u64 << 30));
+    if !(FILE_MIB_MIN..=FILE_MIB_MAX).contains(&args.size_mib) {
+        return Err(format!("invalid --size-mib {}: must be in [{FILE_MIB_MIN}, {FILE_MIB_MAX}]", args.size_mib));
     }
     if args.duration_ms == 0 || args.duration_ms > 600_000 {
         return Err(format!("invalid --duration-ms {}: must be in [1, 600000]", args.duration_ms));
@@ -1050,6 +1055,18 @@ mod tests {
             let position = random.next(4096).unwrap();
             assert!(position % 4096 == 0 && position + 4096 <= 1 << 20, "{position}");
         }
+    }
+
+    // Opening the scratch file: EINVAL is a file system refusing O_DIRECT (tmpfs before
+    // Linux 6.6, some FUSE and network file systems), said in those words.
+    #[test]
+    fn open_errors() {
+        let path = Path::new("/data/.skein-iotune-1.tmp");
+        let error = |code| open_error(path, std::io::Error::from_raw_os_error(code));
+        assert!(error(rustix::io::Errno::INVAL.raw_os_error()).contains("/data refuses O_DIRECT"));
+        assert!(error(rustix::io::Errno::ACCESS.raw_os_error()).starts_with("cannot write to /data"));
+        assert!(error(rustix::io::Errno::ROFS.raw_os_error()).starts_with("cannot write to /data"));
+        assert!(error(rustix::io::Errno::NOSPC.raw_os_error()).starts_with("cannot create the scratch file"));
     }
 
     // Percentiles by nearest rank, and dates as RFC 3339.
