@@ -1053,7 +1053,7 @@ mod tests {
         let mut random = Positions::Random { state: 7, end: 1 << 20 };
         for _ in 0..1000 {
             let position = random.next(4096).unwrap();
-            assert!(position % 4096 == 0 && position + 4096 <= 1 << 20, "{position}");
+            assert!(position.is_multiple_of(4096) && position + 4096 <= 1 << 20, "{position}");
         }
     }
 
