@@ -70,6 +70,10 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_ring_read_bytes_total{{shard=\"{id}\"}} {}", load(&reactor.ring_read_bytes));
     let _ = writeln!(out, "skein_ring_writes_total{{shard=\"{id}\"}} {}", load(&reactor.ring_writes));
     let _ = writeln!(out, "skein_ring_written_bytes_total{{shard=\"{id}\"}} {}", load(&reactor.ring_written_bytes));
+    // The appenders' write shape (`skein iotune`'s profile, or the defaults).
+    let shape = shard.settings.write_shape;
+    let _ = writeln!(out, "skein_append_chunk_bytes{{shard=\"{id}\"}} {}", shape.chunk_bytes);
+    let _ = writeln!(out, "skein_append_writes_in_flight_max{{shard=\"{id}\"}} {}", shape.writes_in_flight);
     let _ = writeln!(out, "skein_ring_sq_depth{{shard=\"{id}\"}} {}", load(&reactor.ring_sq_depth));
     let _ = writeln!(out, "skein_ring_cq_depth{{shard=\"{id}\"}} {}", load(&reactor.ring_cq_depth));
     for (name, values) in [
@@ -122,6 +126,7 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_follower_lag_ms{{shard=\"{id}\"}} {}", gauges.follower_lag_ms);
     let _ = writeln!(out, "skein_isr_shrinks_total{{shard=\"{id}\"}} {}", m.isr_shrinks.get());
     let _ = writeln!(out, "skein_isr_expands_total{{shard=\"{id}\"}} {}", m.isr_expands.get());
+    render_consumer_lag(&mut out, shard);
     if let Some(controller) = shard.controller() {
         let _ = writeln!(out, "skein_controller_active{{shard=\"{id}\"}} {}", u8::from(controller.is_leader()));
         let _ = writeln!(out, "skein_controller_applied_index{{shard=\"{id}\"}} {}", controller.applied_index());
@@ -168,6 +173,68 @@ fn render(shard: &Shard) -> String {
         render_stage(&mut out, id, "append", stage, histogram);
     }
     out
+}
+
+/// The consumer lag of the groups this shard coordinates (`skein_net::group::lag`):
+/// per partition and per group, without a shard label (a group's series stay the same
+/// when its coordinator moves), then this shard's series left out and partitions it
+/// cannot measure. The series' text is rendered once per refresh and kept: shards
+/// publish every 100 ms, and a table near its cap is megabytes of text.
+fn render_consumer_lag(out: &mut String, shard: &Shard) {
+    use std::fmt::Write;
+    thread_local! {
+        /// (generation rendered, its text), for this thread's shard.
+        static RENDERED: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((0, String::new())) };
+    }
+    let lag = shard.consumer_lag.borrow();
+    RENDERED.with_borrow_mut(|(generation, text)| {
+        if *generation != lag.generation {
+            *text = render_lag_series(&lag);
+            *generation = lag.generation;
+        }
+        out.push_str(text);
+    });
+    let id = shard.id;
+    let _ = writeln!(out, "skein_consumer_group_lag_series_dropped{{shard=\"{id}\"}} {}", lag.dropped_series);
+    let _ = writeln!(out, "skein_consumer_group_lag_partitions_unknown{{shard=\"{id}\"}} {}", lag.unknown_partitions);
+}
+
+/// `skein_consumer_group_lag_records{group,topic,partition}` and
+/// `skein_consumer_group_lag_sum_records{group}`.
+fn render_lag_series(lag: &skein_net::group::lag::ConsumerLag) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for group in &lag.groups {
+        let name = escape_label(&group.group);
+        for p in &group.partitions {
+            let topic = escape_label(&p.topic);
+            let _ = writeln!(
+                out,
+                "skein_consumer_group_lag_records{{group=\"{name}\",topic=\"{topic}\",partition=\"{}\"}} {}",
+                p.partition, p.records
+            );
+        }
+        let _ = writeln!(out, "skein_consumer_group_lag_sum_records{{group=\"{name}\"}} {}", group.sum_records());
+    }
+    out
+}
+
+/// A label value in Prometheus' text format: backslash, double quote and line feed
+/// escaped.
+fn escape_label(value: &str) -> std::borrow::Cow<'_, str> {
+    if !value.contains(['\\', '"', '\n']) {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut escaped = String::with_capacity(value.len() + 2);
+    for c in value.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 /// One stage histogram as `skein_stage_latency_us` (Prometheus, cumulative buckets).
@@ -346,4 +413,50 @@ async fn placement(shard: &Rc<Shard>) -> String {
         }
     }
     serde_json::to_string_pretty(&rows).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_net::group::lag::{admit, ConsumerLag, GroupOffsets};
+
+    // Label values escape backslashes, quotes and line feeds, and nothing else.
+    #[test]
+    fn label_values_are_escaped() {
+        for (value, expected) in [
+            ("plain-group.1", "plain-group.1"),
+            ("a\"b", "a\\\"b"),
+            ("a\\b", "a\\\\b"),
+            ("line\nbreak", "line\\nbreak"),
+            ("\\\"\n", "\\\\\\\"\\n"),
+            ("ünïcode", "ünïcode"),
+        ] {
+            assert_eq!(escape_label(value), expected, "{value:?}");
+        }
+    }
+
+    // The lag table renders one series per partition and a sum per group, labels
+    // escaped.
+    #[test]
+    fn lag_series_render() {
+        let offsets = |entries: &[(&str, i32, i64)]| -> GroupOffsets {
+            entries.iter().map(|&(t, p, o)| ((t.to_string(), p), o)).collect()
+        };
+        let committed = [
+            ("readers".to_string(), offsets(&[("t", 0, 20), ("t", 1, 40)])),
+            ("odd \"group\"\n".to_string(), offsets(&[("t", 0, 60)])),
+        ]
+        .into_iter()
+        .collect();
+        let lag = ConsumerLag::compute(admit(committed, 100), |_, _| Some(50), 1);
+        let text = render_lag_series(&lag);
+        assert_eq!(
+            text,
+            "skein_consumer_group_lag_records{group=\"odd \\\"group\\\"\\n\",topic=\"t\",partition=\"0\"} 0\n\
+             skein_consumer_group_lag_sum_records{group=\"odd \\\"group\\\"\\n\"} 0\n\
+             skein_consumer_group_lag_records{group=\"readers\",topic=\"t\",partition=\"0\"} 30\n\
+             skein_consumer_group_lag_records{group=\"readers\",topic=\"t\",partition=\"1\"} 10\n\
+             skein_consumer_group_lag_sum_records{group=\"readers\"} 40\n"
+        );
+    }
 }

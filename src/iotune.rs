@@ -799,12 +799,13 @@ pub fn group_commit_cap(configured_us: u64, applied: Option<&Applied>) -> u64 {
     }
 }
 
-/// Applies the node's write shape before any shard starts and logs what applies.
+/// Logs the write shape the node's shards take (`NodeSettings::write_shape`), and
+/// where it came from.
 ///
 /// # Errors
 /// The shape out of bounds (checked when the profile was read, so not expected).
 pub fn apply(config: &crate::config::NodeConfig) -> Result<(), String> {
-    WriteShape::set_node_default(config.write_shape).map_err(|e| e.to_string())?;
+    config.write_shape.validate().map_err(|e| e.to_string())?;
     let shape = config.write_shape;
     match &config.iotune {
         Some(applied) => tracing::info!(target: "skein", file = %applied.path.display(),

@@ -173,6 +173,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         transactional_id_expiration_ms: config.transactional_id_expiration_ms as i64,
         fetch_session_cache_slots: config.max_incremental_fetch_session_cache_slots,
         group_commit_max_delay: Duration::from_micros(config.group_commit_max_delay_us),
+        write_shape: config.write_shape,
         connections: Arc::new(skein_net::connections::ConnectionLimits::new(
             config.max_connections,
             config.max_connections_per_ip,
@@ -593,6 +594,7 @@ async fn run_shard(
         glommio::spawn_local(skein_net::router::serve_peer(shard.clone(), receiver)).detach();
     }
     glommio::spawn_local(skein_net::shard::group_ticker(shard.clone())).detach();
+    glommio::spawn_local(skein_net::shard::consumer_lag_task(shard.clone())).detach();
     glommio::spawn_local(skein_net::shard::txn_ticker(shard.clone())).detach();
     // Recover the partitions this shard owns.
     let image = shard.image();

@@ -179,6 +179,11 @@ fn start_applies_a_profile() {
     for field in ["append_chunk_bytes=1048576", "writes_in_flight=4", "group_commit_max_delay_us=120", "iotune.json"] {
         assert!(line.contains(field), "no {field} in {line}");
     }
+    // The shard's own appenders took it.
+    let metrics = broker.metrics();
+    for line in ["skein_append_chunk_bytes{shard=\"0\"} 1048576", "skein_append_writes_in_flight_max{shard=\"0\"} 4"] {
+        assert!(metrics.lines().any(|l| l == line), "no {line} in /metrics");
+    }
     common::create_topic(&broker, "shaped", 1);
     produce(&broker, "shaped", 0, 3000);
     broker.stop();
@@ -189,6 +194,7 @@ fn start_applies_a_profile() {
     let log = broker.log();
     let line = log.lines().rfind(|l| l.contains("iotune profile applied")).unwrap();
     assert!(line.contains("append_chunk_bytes=65536") && line.contains("group_commit_max_delay_us=0"), "{line}");
+    assert!(broker.metrics().lines().any(|l| l == "skein_append_chunk_bytes{shard=\"0\"} 65536"));
     produce(&broker, "shaped", 3000, 1000);
     let read = consume(&broker, "shaped", 4000);
     let expected: Vec<String> = (0..4000).map(|i| format!("{i:06}")).collect();

@@ -21,9 +21,6 @@ pub struct WriteShape {
     pub writes_in_flight: usize,
 }
 
-/// The process's write shape (`WriteShape::set_node_default`).
-static NODE_WRITE_SHAPE: std::sync::OnceLock<WriteShape> = std::sync::OnceLock::new();
-
 impl Default for WriteShape {
     fn default() -> Self {
         WriteShape { chunk_bytes: APPEND_CHUNK_BYTES_DEFAULT, writes_in_flight: WRITES_IN_FLIGHT_DEFAULT }
@@ -51,31 +48,6 @@ impl WriteShape {
             return bad("writes_in_flight", self.writes_in_flight, reason);
         }
         Ok(())
-    }
-
-    /// Sets the shape `LogManager::new` gives its logs, for the whole process: once, at
-    /// start, before any shard exists (`skein start`, from the iotune profile).
-    ///
-    /// A process-wide value rather than a field passed down: the node's settings reach
-    /// each shard's `LogManager` through net's `NodeSettings` (built in src/shard.rs),
-    /// which does not carry the shape yet. Passing it there to
-    /// `LogManager::with_write_shape` and deleting this global is the intended end state.
-    ///
-    /// # Errors
-    /// `InvalidConfig` when the shape is out of bounds.
-    ///
-    /// # Panics
-    /// When another shape was set before (a programmer error).
-    pub fn set_node_default(shape: WriteShape) -> Result<()> {
-        shape.validate()?;
-        let set = NODE_WRITE_SHAPE.get_or_init(|| shape);
-        assert_eq!(*set, shape, "the node's write shape is set once");
-        Ok(())
-    }
-
-    /// The shape `set_node_default` set, else the defaults of `limits.rs`.
-    pub fn node_default() -> WriteShape {
-        NODE_WRITE_SHAPE.get().copied().unwrap_or_default()
     }
 
     /// Bytes a log buffers before its appends wait for writes: `APPEND_CHUNKS_MAX`

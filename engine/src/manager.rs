@@ -48,8 +48,8 @@ impl<S: Storage> LogManager<S> {
     }
 
     /// Sets the shape of the appenders' writes for the logs opened from now on (chunk
-    /// size, writes in flight per file); `LogManager::new` starts from
-    /// `WriteShape::node_default()`.
+    /// size, writes in flight per file); `LogManager::new` starts from the defaults of
+    /// `limits.rs`.
     ///
     /// # Panics
     /// When the shape is out of the bounds of `limits.rs` (validate it first).
@@ -67,7 +67,7 @@ impl<S: Storage> LogManager<S> {
                 cache: Rc::new(RefCell::new(BatchCache::new(cache_bytes))),
                 metrics: Rc::new(EngineMetrics::default()),
                 group_commit_max_delay: std::time::Duration::ZERO,
-                write_shape: WriteShape::node_default(),
+                write_shape: WriteShape::default(),
             },
             logs: RefCell::new(BTreeMap::new()),
             topic_ids: RefCell::new(BTreeMap::new()),

@@ -32,7 +32,7 @@ mod ops;
 mod produce;
 mod security;
 mod txns;
-pub use groups::group_ticker;
+pub use groups::{consumer_lag_task, group_ticker};
 pub use ops::{OpResult, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage};
 pub use txns::txn_ticker;
 
@@ -100,6 +100,8 @@ pub struct NodeSettings {
     /// The adaptive group commit's maximum delay (`skein_engine::log`'s coalescing
     /// window); zero never holds a write back.
     pub group_commit_max_delay: std::time::Duration,
+    /// The appenders' chunk size and writes in flight (from the iotune profile).
+    pub write_shape: skein_engine::WriteShape,
     /// `max.connections` and `max.connections.per.ip`, with the node's open
     /// connections (shared by the shards).
     pub connections: Arc<crate::connections::ConnectionLimits>,
@@ -173,6 +175,8 @@ pub struct Shard {
     pub responses: Rc<crate::budget::ShardResponses>,
     /// The groups whose offsets partitions this shard owns.
     pub groups: crate::group::Coordinator,
+    /// Their consumer lag as of the last refresh (`consumer_lag_task`), for `/metrics`.
+    pub consumer_lag: RefCell<crate::group::lag::ConsumerLag>,
     /// The transactional ids whose `__transaction_state` partitions this shard owns.
     pub txns: crate::txn::Coordinator,
     /// Fetch sessions (KIP-227) of this shard's connections.
@@ -205,7 +209,8 @@ impl Shard {
         router: Router,
     ) -> Shard {
         let logs = LogManager::new(DmaStorage, settings.data_dir.clone(), cache_bytes)
-            .with_group_commit(settings.group_commit_max_delay);
+            .with_group_commit(settings.group_commit_max_delay)
+            .with_write_shape(settings.write_shape);
         let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
         let authorizer = RefCell::new(Self::index_acls(&settings, &image));
         let has_quotas = Cell::new(!image.client_quotas.is_empty());
@@ -223,6 +228,7 @@ impl Shard {
             buffered_bytes: Cell::new(0),
             responses: Rc::new(crate::budget::ShardResponses::default()),
             groups: crate::group::Coordinator::default(),
+            consumer_lag: RefCell::default(),
             txns: crate::txn::Coordinator::default(),
             fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
             throttles: crate::throttle::ReplicationThrottles::default(),
@@ -837,6 +843,7 @@ impl Shard {
                 size_bytes: log.size_bytes(),
                 log_start_offset: log.log_start_offset().0,
                 log_end_offset: log.log_end_offset().0,
+                high_watermark: state.high_watermark().0,
                 bytes_in: state.bytes_in.get(),
                 bytes_out: state.bytes_out.get(),
                 requests: state.requests.get(),
