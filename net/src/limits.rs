@@ -122,3 +122,15 @@ pub const QUOTA_SHARE_FLOOR: f64 = 0.05;
 /// Kafka's `connections.max.idle.ms` default: ten minutes without a request and a
 /// connection is closed, so abandoned sockets do not hold a shard's memory.
 pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: u64 = 600_000;
+
+/// Consumer lag series (group, topic, partition) one shard keeps and renders
+/// (`group::lag`). Groups past it are left out whole and counted in
+/// `skein_consumer_group_lag_series_dropped`. A series costs about 150 bytes in the
+/// table and as much in `/metrics`' text, so 10,000 cost about 3 MiB per shard, and
+/// each refresh asks the owning shards for up to this many high watermarks.
+pub const CONSUMER_LAG_SERIES_PER_SHARD_MAX: usize = 10_000;
+
+/// How often a shard recomputes its groups' consumer lag: one `PartitionOp::Stats` per
+/// committed partition, sequential, so a refresh never queues more than one message
+/// at another shard. Lag moves with traffic; scrapes every 15 s or so see each refresh.
+pub const CONSUMER_LAG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);

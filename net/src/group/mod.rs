@@ -14,6 +14,7 @@
 
 mod classic;
 pub mod consumer;
+pub mod lag;
 mod offsets;
 pub mod records;
 

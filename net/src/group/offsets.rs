@@ -44,6 +44,27 @@ impl Coordinator {
         }
     }
 
+    /// Every group's committed offsets on the offsets partitions loaded here (not
+    /// those of open transactions), for the consumer lag (`lag`). Costs a copy of
+    /// each committed (topic, partition).
+    pub fn committed_offsets(&self) -> BTreeMap<String, lag::GroupOffsets> {
+        let loaded = self.loaded.borrow();
+        self.groups
+            .borrow()
+            .values()
+            .filter(|g| !g.offsets.is_empty() && loaded.contains(&partition_for(&g.id)))
+            .map(|g| {
+                let offsets = g
+                    .offsets
+                    .iter()
+                    .filter(|(_, c)| c.offset >= 0)
+                    .map(|((t, p), c)| ((t.clone(), *p), c.offset))
+                    .collect();
+                (g.id.clone(), offsets)
+            })
+            .collect()
+    }
+
     /// Committed offsets of a group: all, or those asked for (`None` when absent).
     /// With `require_stable`, a partition with offsets of an open transaction answers
     /// UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka.

@@ -1,9 +1,9 @@
 //! The shard's side of the group coordinator: loading an offsets partition's groups
 //! while this broker leads it, running group operations against the coordinator,
-//! writing its records to the offsets partition as its leader, and the ticker that
-//! expires sessions and completes rebalances.
+//! writing its records to the offsets partition as its leader, the ticker that
+//! expires sessions and completes rebalances, and the groups' consumer lag.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use skein_engine::records::BatchProducer;
 use skein_engine::{Batch, Log, TopicPartition};
 use skein_replication::AppendError;
 
-use super::{now_ms, Partition, Shard};
+use super::{now_ms, Partition, PartitionOp, PartitionReply, Shard};
 use crate::errors::{code, code_of};
 
 /// How long an offset commit waits for its record to be committed (Kafka's
@@ -276,5 +276,58 @@ pub async fn group_ticker(shard: Rc<Shard>) {
         if !writes.is_empty() {
             shard.persist_coordinator_records(writes).await;
         }
+    }
+}
+
+/// Recomputes the consumer lag of the groups this shard coordinates every
+/// `CONSUMER_LAG_INTERVAL` (`group::lag`).
+pub async fn consumer_lag_task(shard: Rc<Shard>) {
+    loop {
+        glommio::timer::sleep(crate::limits::CONSUMER_LAG_INTERVAL).await;
+        shard.refresh_consumer_lag().await;
+    }
+}
+
+impl Shard {
+    /// Replaces this shard's consumer lag table: the committed offsets of its loaded
+    /// groups against their partitions' high watermarks, asked of each partition's
+    /// owning shard one at a time (`PartitionOp::Stats`, which the load balancer's
+    /// per-partition request counts leave out). A partition with no replica on this
+    /// node is left out and counted: its high watermark lives on another broker, and
+    /// asking there would put a network call per partition on the coordinator; the
+    /// node that coordinates a group in a cluster of replicated partitions usually
+    /// holds a replica (a follower knows the high watermark the leader last sent it).
+    pub async fn refresh_consumer_lag(self: &Rc<Self>) {
+        let committed = self.groups.committed_offsets();
+        if committed.is_empty() && self.consumer_lag.borrow().groups.is_empty() {
+            return;
+        }
+        let admitted = crate::group::lag::admit(committed, crate::limits::CONSUMER_LAG_SERIES_PER_SHARD_MAX);
+        let owners: BTreeMap<(String, i32), usize> = {
+            let image = self.image();
+            let me = self.settings.node_id;
+            admitted
+                .groups
+                .values()
+                .flat_map(|offsets| offsets.keys())
+                .filter(|(topic, partition)| image.topic(topic).is_some_and(|t| t.is_replica(*partition, me)))
+                .filter_map(|(topic, partition)| {
+                    let owner = image.shard_of(&TopicPartition::new(topic.clone(), *partition))?;
+                    Some(((topic.clone(), *partition), owner))
+                })
+                .collect()
+        };
+        let mut high_watermarks = HashMap::with_capacity(owners.len());
+        for ((topic, partition), owner) in owners {
+            let tp = TopicPartition::new(topic.clone(), partition);
+            if let Ok(PartitionReply::Stats { high_watermark, .. }) = self.route_to(owner, tp, PartitionOp::Stats).await
+            {
+                high_watermarks.insert((topic, partition), high_watermark);
+            }
+        }
+        let generation = self.consumer_lag.borrow().generation + 1;
+        let known = |topic: &str, partition: i32| high_watermarks.get(&(topic.to_string(), partition)).copied();
+        let lag = crate::group::lag::ConsumerLag::compute(admitted, known, generation);
+        *self.consumer_lag.borrow_mut() = lag;
     }
 }

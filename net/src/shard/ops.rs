@@ -140,6 +140,8 @@ pub enum PartitionReply {
         size_bytes: u64,
         log_start_offset: i64,
         log_end_offset: i64,
+        /// The replica's high watermark (a follower's as the leader last told it).
+        high_watermark: i64,
         bytes_in: u64,
         bytes_out: u64,
         requests: u64,
