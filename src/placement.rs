@@ -88,11 +88,11 @@ pub fn run(command: PlacementCommand) -> Result<(), String> {
                 println!(
                     "{:<40} {:>9} {:>5} {:>14.0} {:>14.0} {:>12}",
                     row["topic"].as_str().unwrap_or(""),
-                    row["partition"],
-                    row["shard"],
+                    row["partition"].as_u64().unwrap_or(0),
+                    row["shard"].as_u64().unwrap_or(0),
                     rate("bytes_in"),
                     rate("bytes_out"),
-                    row["size_bytes"]
+                    row["size_bytes"].as_u64().unwrap_or(0)
                 );
             }
             // Each shard over the same interval: how busy, stalls, tasks and ring I/O.
@@ -180,7 +180,7 @@ fn print_balance(answer: &serde_json::Value, applied: bool) {
     for row in answer["shards"].as_array().into_iter().flatten() {
         println!(
             "{:>5} {:>6.1}% {:>6.1}%",
-            row["shard"],
+            row["shard"].as_u64().unwrap_or(0),
             number(&row["busy"]) * 100.0,
             number(&row["busy_after"]) * 100.0
         );
@@ -196,8 +196,8 @@ fn print_balance(answer: &serde_json::Value, applied: bool) {
         println!(
             "{:<40} {:>9} {:>5} {:>6.1}% {:>12.0} {:>12.0} {:>8.0}",
             p["topic"].as_str().unwrap_or(""),
-            p["partition"],
-            p["shard"],
+            p["partition"].as_u64().unwrap_or(0),
+            p["shard"].as_u64().unwrap_or(0),
             number(&p["busy"]) * 100.0,
             number(&p["bytes_in_per_s"]),
             number(&p["bytes_out_per_s"]),
