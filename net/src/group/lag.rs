@@ -130,7 +130,10 @@ mod tests {
         entries.iter().map(|&(t, p, o)| ((t.to_string(), p), o)).collect()
     }
 
-    fn committed(groups: &[(&str, &[(&str, i32, i64)])]) -> BTreeMap<String, GroupOffsets> {
+    /// (topic, partition, committed offset) entries of one group.
+    type Entries<'a> = &'a [(&'a str, i32, i64)];
+
+    fn committed(groups: &[(&str, Entries<'_>)]) -> BTreeMap<String, GroupOffsets> {
         groups.iter().map(|(g, e)| (g.to_string(), offsets(e))).collect()
     }
 
