@@ -43,6 +43,10 @@ pub const BALANCE_MOVES_MAX: usize = 16;
 /// before it moves a partition (hysteresis). It then moves one, and measures afresh.
 pub const AUTO_BALANCE_ROUNDS_OVER: u32 = 2;
 
+/// Plans a restart with another shard count tries before leaving the partitions
+/// where they are until the next start (one second apart).
+pub const REDISTRIBUTE_ATTEMPTS: u32 = 30;
+
 /// The file in the data directory that holds how many shards the node ran last, so a
 /// restart with another `--cores` redistributes its partitions.
 pub const PLACED_SHARDS_FILE: &str = "placement-shards";
@@ -333,11 +337,22 @@ pub async fn redistribute_after_start(shard: Rc<Shard>, ready: Arc<AtomicUsize>,
         glommio::timer::sleep(Duration::from_millis(10)).await;
     }
     if placed.is_some_and(|placed| placed != shards) {
-        let proposal = plan_by_count(shards, &hosted(&shard));
-        let outcomes = apply(&shard, &proposal).await;
-        let failed = outcomes.iter().filter(|o| o.is_err()).count();
-        tracing::info!(target: "skein", from = placed, to = shards, moved = outcomes.len() - failed, failed,
-            "partitions redistributed over the shards");
+        // In a cluster a move needs the controller, which may still be electing: a
+        // failed move is planned again, for a while.
+        let mut failed = 0;
+        for attempt in 0..REDISTRIBUTE_ATTEMPTS {
+            if attempt > 0 {
+                glommio::timer::sleep(Duration::from_secs(1)).await;
+            }
+            let proposal = plan_by_count(shards, &hosted(&shard));
+            let outcomes = apply(&shard, &proposal).await;
+            failed = outcomes.iter().filter(|o| o.is_err()).count();
+            tracing::info!(target: "skein", from = placed, to = shards, moved = outcomes.len() - failed, failed,
+                "partitions redistributed over the shards");
+            if failed == 0 {
+                break;
+            }
+        }
         if failed > 0 {
             // Recorded only once every move is made, so the next start tries again.
             return;
