@@ -116,6 +116,12 @@ pub struct StartArgs {
     /// The background balancer: measures each shard's busy share and each partition's
     /// load every `--auto-balance-interval-ms`, and moves partitions between shards
     /// (one per round, after two rounds outside the band in a row) [default: false].
+    /// Virtual brokers: each shard also listens on `BASE_PORT + shard` (the first
+    /// listener's host and security) and is advertised to that listener's clients as a
+    /// broker of its own, leading the partitions it owns, so clients send each request
+    /// to the core that owns its partitions. A single node only, for now [default: off].
+    #[arg(long, env = "SKEIN_VIRTUAL_BROKERS", value_name = "BASE_PORT")]
+    pub virtual_brokers: Option<u16>,
     #[arg(long, env = "SKEIN_AUTO_BALANCE", num_args = 0..=1, default_missing_value = "true")]
     pub auto_balance: Option<bool>,
     /// How long the background balancer measures each round [default: 10000].
@@ -235,6 +241,7 @@ struct FileConfig {
     max_incremental_fetch_session_cache_slots: Option<usize>,
     group_commit_max_delay_us: Option<u64>,
     stall_threshold_ms: Option<u64>,
+    virtual_brokers: Option<u16>,
     auto_balance: Option<bool>,
     auto_balance_interval_ms: Option<u64>,
     auto_balance_band: Option<f64>,
@@ -292,6 +299,8 @@ pub struct NodeConfig {
     pub group_commit_max_delay_us: u64,
     /// Extra milliseconds past the preemption budget that make a stall; 0: off.
     pub stall_threshold_ms: u64,
+    /// Each shard a broker of its own to the first listener's clients.
+    pub virtual_brokers: Option<skein_net::virtual_brokers::VirtualBrokers>,
     /// The background balancer's round and band, when it runs (`--auto-balance`).
     pub auto_balance: Option<(std::time::Duration, f64)>,
     pub max_connections: usize,
@@ -502,7 +511,12 @@ impl NodeConfig {
         let write_shape = iotune.as_ref().map_or_else(Default::default, |applied| applied.recommended.write_shape());
         // The profile's window caps group commit when it is on, and never turns it on.
         let group_commit_max_delay_us = crate::iotune::group_commit_cap(group_commit_max_delay_us, iotune.as_ref());
+        let virtual_brokers = match args.virtual_brokers.or(file.virtual_brokers) {
+            None => None,
+            Some(base) => Some(virtual_brokers(base, clustered, node_id, &cpus, &security.listeners)?),
+        };
         Ok(NodeConfig {
+            virtual_brokers,
             listeners: security.listeners,
             inter_broker_listener: security.inter_broker_listener,
             security: security.security,
@@ -743,4 +757,33 @@ mod tests {
         let lone = NodeConfig::load(StartArgs { roles: Some("broker".into()), ..Default::default() }).unwrap_err();
         assert!(lone.contains("needs --roles broker,controller"), "{lone}");
     }
+}
+
+/// Checks `--virtual-brokers BASE_PORT` against the node: a single node, ids and ports
+/// that fit, ports apart from the listeners'.
+fn virtual_brokers(
+    base: u16,
+    clustered: bool,
+    node_id: i32,
+    cpus: &[usize],
+    listeners: &[skein_net::security::ListenerConfig],
+) -> Result<skein_net::virtual_brokers::VirtualBrokers, String> {
+    use skein_net::virtual_brokers::{NODE_ID_MAX, SHARDS_PER_NODE_MAX};
+    let refuse = |why: String| Err(format!("invalid --virtual-brokers {base}: {why}"));
+    if clustered {
+        return refuse("virtual brokers need a single node for now (brokers do not register their shards yet)".into());
+    }
+    if !(0..=NODE_ID_MAX).contains(&node_id) || cpus.len() > SHARDS_PER_NODE_MAX as usize {
+        return refuse(format!("needs a node id up to {NODE_ID_MAX} and at most {SHARDS_PER_NODE_MAX} shards"));
+    }
+    let last = u32::from(base) + cpus.len() as u32 - 1;
+    if base == 0 || last > u32::from(u16::MAX) {
+        return refuse(format!("ports {base} to {last} are not all valid ports"));
+    }
+    let ports = u32::from(base)..=last;
+    if let Some(taken) = listeners.iter().find(|l| ports.contains(&u32::from(l.address.port()))) {
+        return refuse(format!("listener {} already uses port {}", taken.name, taken.address.port()));
+    }
+    let first = listeners.first().ok_or("virtual brokers need a listener")?;
+    Ok(skein_net::virtual_brokers::VirtualBrokers { listener: first.name.clone(), port_base: base })
 }

@@ -97,6 +97,13 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         }
         listener.address = bound;
     }
+    if let (Some(virtual_brokers), Some(first)) = (&config.virtual_brokers, config.listeners.first()) {
+        for shard in 0..config.cpus.len() {
+            let address = std::net::SocketAddr::new(first.address.ip(), virtual_brokers.port_base + shard as u16);
+            crate::exclusive::refuse_taken(address, &format!("virtual broker of shard {shard}"))?;
+            probe_listener(address)?;
+        }
+    }
     if let Some(controller) = config.controller_listener {
         crate::exclusive::refuse_taken(controller, "controller listener")?;
         probe_listener(controller)?;
@@ -174,6 +181,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         fetch_session_cache_slots: config.max_incremental_fetch_session_cache_slots,
         group_commit_max_delay: Duration::from_micros(config.group_commit_max_delay_us),
         write_shape: config.write_shape,
+        virtual_brokers: config.virtual_brokers.clone(),
         connections: Arc::new(skein_net::connections::ConnectionLimits::new(
             config.max_connections,
             config.max_connections_per_ip,
@@ -648,6 +656,14 @@ async fn run_shard(
         let socket = glommio::net::TcpListener::bind(listener.address)
             .map_err(|e| format!("shard {}: cannot listen on {}: {e}", shard.id, listener.address))?;
         let config = Rc::new(listener.clone());
+        servers.push(glommio::spawn_local(skein_net::server::serve(shard.clone(), socket, config)));
+    }
+    // A virtual broker: this shard's own port on the first listener.
+    if let (Some(virtual_brokers), Some(first)) = (&config.virtual_brokers, config.listeners.first()) {
+        let address = std::net::SocketAddr::new(first.address.ip(), virtual_brokers.port_base + shard.id as u16);
+        let socket = glommio::net::TcpListener::bind(address)
+            .map_err(|e| format!("shard {}: cannot listen on {address} (its virtual broker): {e}", shard.id))?;
+        let config = Rc::new(first.clone());
         servers.push(glommio::spawn_local(skein_net::server::serve(shard.clone(), socket, config)));
     }
     if shard.id == 0 {

@@ -36,5 +36,6 @@ pub mod shard;
 pub mod throttle;
 pub mod topics;
 pub mod txn;
+pub mod virtual_brokers;
 
 pub use shard::{NodeSettings, Shard};

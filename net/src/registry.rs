@@ -159,9 +159,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(shard, r, &request.listener, caller))
         }
-        RequestKind::DescribeTopicPartitions(r) => {
-            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(shard, r, caller))
-        }
+        RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
+            describe_topic_partitions::handle(shard, r, &request.listener, caller),
+        ),
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(describe_quorum::handle(shard, &header, r).await)
         }

@@ -21,7 +21,8 @@ pub fn handle(
     let mut response = DescribeClusterResponse::default();
     response.endpoint_type = request.endpoint_type;
     response.cluster_id = s(settings.cluster_id.clone());
-    response.controller_id = BrokerId(settings.active_controller.load(std::sync::atomic::Ordering::Relaxed));
+    let controller = settings.active_controller.load(std::sync::atomic::Ordering::Relaxed);
+    response.controller_id = BrokerId(shard.client_controller_id(controller, listener));
     response.brokers = shard
         .brokers(listener)
         .into_iter()

@@ -27,6 +27,7 @@ const PARTITIONS_PER_PAGE_MAX: usize = 2000;
 pub fn handle(
     shard: &Rc<Shard>,
     request: DescribeTopicPartitionsRequest,
+    listener: &str,
     caller: &Caller,
 ) -> DescribeTopicPartitionsResponse {
     let node = shard.settings.node_id;
@@ -53,7 +54,10 @@ pub fn handle(
     }
     let limit = usize::try_from(request.response_partition_limit).unwrap_or(1).clamp(1, PARTITIONS_PER_PAGE_MAX);
     let mut left = limit;
-    let ids = |list: &[i32]| list.iter().map(|&r| BrokerId(r)).collect::<Vec<_>>();
+    // Ids as clients on this listener know them (virtual brokers: the owning shard's).
+    let ids = |list: &[i32], topic: &str, p: i32| {
+        list.iter().map(|&r| BrokerId(shard.client_broker_id(r, listener, topic, p))).collect::<Vec<_>>()
+    };
     let start = first_topic.clone().unwrap_or_default();
     for name in names.range(start..) {
         if !caller.topic(Op::Describe, name) {
@@ -86,13 +90,16 @@ pub fn handle(
                 DescribeTopicPartitionsResponsePartition::default()
                     .with_error_code(if a.leader < 0 { code::LEADER_NOT_AVAILABLE } else { code::NONE })
                     .with_partition_index(p)
-                    .with_leader_id(BrokerId(a.leader))
+                    .with_leader_id(match a.leader {
+                        none if none < 0 => BrokerId(none),
+                        leader => BrokerId(shard.client_broker_id(leader, listener, name, p)),
+                    })
                     .with_leader_epoch(a.leader_epoch)
-                    .with_replica_nodes(ids(&a.replicas))
-                    .with_isr_nodes(ids(&a.isr))
-                    .with_eligible_leader_replicas(Some(ids(&a.elr)))
+                    .with_replica_nodes(ids(&a.replicas, name, p))
+                    .with_isr_nodes(ids(&a.isr, name, p))
+                    .with_eligible_leader_replicas(Some(ids(&a.elr, name, p)))
                     .with_last_known_elr(Some(Vec::new()))
-                    .with_offline_replicas(ids(&offline))
+                    .with_offline_replicas(ids(&offline, name, p))
             })
             .collect::<Vec<_>>();
         left -= partitions.len();

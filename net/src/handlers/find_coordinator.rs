@@ -89,6 +89,7 @@ async fn coordinator_of(shard: &Rc<Shard>, group: &str, listener: &str) -> Optio
     if leader == shard.settings.node_id {
         crate::topics::group_call(shard, group, GroupCall::Ready).await.ok()?;
     }
+    let leader = shard.client_broker_id(leader, listener, crate::group::OFFSETS_TOPIC, partition);
     let (host, port) = shard.client_address(leader, listener)?;
     Some((leader, host, port))
 }
@@ -103,6 +104,7 @@ async fn txn_coordinator_of(shard: &Rc<Shard>, id: &str, listener: &str) -> Opti
     if leader == shard.settings.node_id {
         crate::topics::txn_call(shard, id, crate::txn::TxnCall::Ready).await.ok()?;
     }
+    let leader = shard.client_broker_id(leader, listener, crate::txn::TRANSACTION_TOPIC, partition);
     let (host, port) = shard.client_address(leader, listener)?;
     Some((leader, host, port))
 }

@@ -14,13 +14,18 @@ pub fn names_leader(error: i16) -> bool {
 }
 
 /// The current leader of `topic`-`partition` and its epoch as this node's image has
-/// them; `(-1, -1)` for a partition it does not know.
-pub fn current_leader(shard: &Shard, topic: &str, partition: i32) -> (i32, i32) {
+/// them, the leader named as clients on `listener` know it; `(-1, -1)` for a partition
+/// it does not know.
+pub fn current_leader(shard: &Shard, topic: &str, partition: i32, listener: &str) -> (i32, i32) {
     let image = shard.image();
     match image.topic(topic) {
         Some(meta) if (0..meta.partitions).contains(&partition) => {
             let assignment = meta.assignment(partition, shard.settings.node_id);
-            (assignment.leader, assignment.leader_epoch)
+            let leader = match assignment.leader {
+                none if none < 0 => none,
+                leader => shard.client_broker_id(leader, listener, topic, partition),
+            };
+            (leader, assignment.leader_epoch)
         }
         _ => (-1, -1),
     }

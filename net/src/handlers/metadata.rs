@@ -33,7 +33,7 @@ pub async fn handle(
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
     let include_operations = request.include_topic_authorized_operations;
     let topic_response = |shard: &Shard, meta: &TopicMeta| {
-        let mut topic = topic_response(shard, meta);
+        let mut topic = topic_response(shard, meta, listener);
         topic.topic_authorized_operations = authorized(caller, Resource::Topic, &meta.name, include_operations);
         topic
     };
@@ -101,14 +101,15 @@ pub async fn handle(
         })
         .collect();
     response.cluster_id = Some(s(settings.cluster_id.clone()));
-    response.controller_id = BrokerId(settings.active_controller.load(std::sync::atomic::Ordering::Relaxed));
+    let controller = settings.active_controller.load(std::sync::atomic::Ordering::Relaxed);
+    response.controller_id = BrokerId(shard.client_controller_id(controller, listener));
     response.topics = topics;
     let include_cluster = (8..=10).contains(&version) && request.include_cluster_authorized_operations;
     response.cluster_authorized_operations = authorized(caller, Resource::Cluster, "", include_cluster);
     response
 }
 
-fn topic_response(shard: &Shard, meta: &TopicMeta) -> MetadataResponseTopic {
+fn topic_response(shard: &Shard, meta: &TopicMeta, listener: &str) -> MetadataResponseTopic {
     let node = shard.settings.node_id;
     let image = shard.image();
     let mut topic = MetadataResponseTopic::default();
@@ -120,13 +121,17 @@ fn topic_response(shard: &Shard, meta: &TopicMeta) -> MetadataResponseTopic {
         .map(|p| {
             let mut partition = MetadataResponsePartition::default();
             let assignment = meta.assignment(p, node);
+            let id = |r: i32| BrokerId(shard.client_broker_id(r, listener, &meta.name, p));
             partition.partition_index = p;
-            partition.leader_id = BrokerId(assignment.leader);
+            partition.leader_id = match assignment.leader {
+                none if none < 0 => BrokerId(none),
+                leader => id(leader),
+            };
             partition.leader_epoch = assignment.leader_epoch;
-            partition.replica_nodes = assignment.replicas.iter().map(|&r| BrokerId(r)).collect();
-            partition.isr_nodes = assignment.isr.iter().map(|&r| BrokerId(r)).collect();
+            partition.replica_nodes = assignment.replicas.iter().map(|&r| id(r)).collect();
+            partition.isr_nodes = assignment.isr.iter().map(|&r| id(r)).collect();
             partition.offline_replicas =
-                assignment.replicas.iter().filter(|&&r| !image.is_live(r, node)).map(|&r| BrokerId(r)).collect();
+                assignment.replicas.iter().filter(|&&r| !image.is_live(r, node)).map(|&r| id(r)).collect();
             // No live leader (every in-sync replica is gone): offline until one returns.
             if assignment.leader < 0 {
                 partition.error_code = code::LEADER_NOT_AVAILABLE;

@@ -131,7 +131,7 @@ pub async fn handle(
                 partition.log_append_time_ms = -1;
                 partition.log_start_offset = -1;
                 if version >= 10 && leaders::names_leader(error) {
-                    let (leader, epoch) = leaders::current_leader(shard, &name, index);
+                    let (leader, epoch) = leaders::current_leader(shard, &name, index, listener);
                     partition.current_leader = LeaderIdAndEpoch::default()
                         .with_leader_id(kafka_protocol::messages::BrokerId(leader))
                         .with_leader_epoch(epoch);

@@ -23,8 +23,16 @@ impl Shard {
             .collect();
         // A controller-only node is no broker.
         if self.settings.broker {
-            if let Some((host, port)) = self.own_endpoint(listener) {
-                brokers.push((self.settings.node_id, host, port, self.settings.rack.clone()));
+            match (self.virtual_brokers(listener), self.own_endpoint(listener)) {
+                // Each shard a broker of its own.
+                (Some(port_base), Some((host, _))) => brokers.extend((0..self.settings.shards).map(|shard| {
+                    let id = crate::virtual_brokers::virtual_id(self.settings.node_id, shard);
+                    (id, host.clone(), port_base + shard as u16, self.settings.rack.clone())
+                })),
+                (None, Some((host, port))) => {
+                    brokers.push((self.settings.node_id, host, port, self.settings.rack.clone()))
+                }
+                (_, None) => {}
             }
         }
         brokers.sort_by_key(|b| b.0);
@@ -34,10 +42,44 @@ impl Shard {
     /// A broker's address for a client on listener `listener`: this node's own, or
     /// that of a registered broker not fenced.
     pub fn client_address(&self, id: i32, listener: &str) -> Option<(String, u16)> {
+        if let (Some(port_base), Some((node, shard))) =
+            (self.virtual_brokers(listener), crate::virtual_brokers::split(id))
+        {
+            let here = node == self.settings.node_id && shard < self.settings.shards && self.settings.broker;
+            return here
+                .then(|| self.own_endpoint(listener).map(|(host, _)| (host, port_base + shard as u16)))
+                .flatten();
+        }
         if id == self.settings.node_id {
             return self.settings.broker.then(|| self.own_endpoint(listener)).flatten();
         }
         self.image().brokers.get(&id).filter(|b| !b.fenced).and_then(|b| b.endpoint(listener))
+    }
+
+    /// The base port of the virtual brokers clients on `listener` see, if they see any.
+    fn virtual_brokers(&self, listener: &str) -> Option<u16> {
+        self.settings.virtual_brokers.as_ref().filter(|v| v.listener == listener).map(|v| v.port_base)
+    }
+
+    /// The id a client on `listener` knows broker `broker` by where it acts for
+    /// `topic`-`partition` (leads, follows, coordinates): with virtual brokers on that
+    /// listener, this node is the virtual broker of the shard that owns the partition;
+    /// any other broker, and every broker on other listeners, keeps its id.
+    pub fn client_broker_id(&self, broker: i32, listener: &str, topic: &str, partition: i32) -> i32 {
+        if broker != self.settings.node_id || self.virtual_brokers(listener).is_none() {
+            return broker;
+        }
+        let owner = self.image().shard_of(&skein_engine::TopicPartition::new(topic, partition));
+        owner.map_or(broker, |shard| crate::virtual_brokers::virtual_id(broker, shard))
+    }
+
+    /// The controller's id as a client on `listener` knows it: with virtual brokers,
+    /// shard 0's (every shard forwards to the controller).
+    pub fn client_controller_id(&self, controller: i32, listener: &str) -> i32 {
+        match self.virtual_brokers(listener) {
+            Some(_) if controller == self.settings.node_id => crate::virtual_brokers::virtual_id(controller, 0),
+            _ => controller,
+        }
     }
 
     /// A broker's address for another broker (the inter-broker listener): this

@@ -60,6 +60,8 @@ pub struct NodeSettings {
     pub advertised_port: u16,
     /// The node's listeners (`listeners`, `advertised.listeners`).
     pub listeners: Vec<crate::security::ListenerConfig>,
+    /// Each shard a broker of its own to clients on one listener (`virtual_brokers`).
+    pub virtual_brokers: Option<crate::virtual_brokers::VirtualBrokers>,
     /// The listener brokers reach each other on (`inter.broker.listener.name`).
     pub inter_broker_listener: String,
     /// TLS and SASL settings.

@@ -497,7 +497,7 @@ fn build(
                 data.log_start_offset = -1;
                 data.records = Some(Bytes::new());
                 if version >= 12 && leaders::names_leader(error) {
-                    let (leader, epoch) = leaders::current_leader(shard, &w.topic, w.partition);
+                    let (leader, epoch) = leaders::current_leader(shard, &w.topic, w.partition, listener);
                     data.current_leader =
                         LeaderIdAndEpoch::default().with_leader_id(BrokerId(leader)).with_leader_epoch(epoch);
                     leaders.insert(leader);
