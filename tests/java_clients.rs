@@ -83,6 +83,21 @@ fn java_producer_and_classic_group() {
     member.kill();
 }
 
+// With virtual brokers (each shard a broker of its own), the Java producer and a
+// KIP-848 group member find each partition's shard and its group's coordinator.
+#[test]
+fn java_clients_with_virtual_brokers() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = common::port_pair().to_string();
+    let broker = Broker::start(dir.path(), "2", &["--virtual-brokers", &base]);
+    create(&broker, "jvirtual", 4);
+    produce(&broker, "jvirtual", 400, 0);
+    let member = Member::start(&broker, "jvirtual", "jv", "consumer", 400, 60);
+    let done = member.wait_for(Duration::from_secs(60), |l| l.starts_with("RECORDS"));
+    assert_eq!(done.as_deref(), Some("RECORDS 400"));
+    member.kill();
+}
+
 // group.protocol=consumer (KIP-848): two members split the partitions; when one is
 // killed, its session expires and the other takes everything; a new member resumes
 // from the committed offsets.

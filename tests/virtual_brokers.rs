@@ -8,21 +8,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{broker_port, Broker};
+use common::{broker_port, port_pair, Broker};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-
-/// Two consecutive ports nobody listens on.
-fn port_pair() -> u16 {
-    loop {
-        let base = broker_port();
-        if base < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", base + 1)).is_ok() {
-            return base;
-        }
-    }
-}
 
 fn skein(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_skein")).args(args).output().unwrap()

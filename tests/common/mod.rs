@@ -55,6 +55,17 @@ pub fn broker_port() -> u16 {
     }
 }
 
+/// The first of two consecutive ports nobody listens on (`broker_port`'s range): the
+/// base of a 2-shard node's virtual brokers.
+pub fn port_pair() -> u16 {
+    loop {
+        let base = broker_port();
+        if base < u16::MAX && TcpListener::bind(("127.0.0.1", base + 1)).is_ok() {
+            return base;
+        }
+    }
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
