@@ -2,9 +2,10 @@
 //! Central, tests/connect/), against Skein in distributed mode: two workers create
 //! their compacted config, offset and status topics with Connect's own settings; a
 //! FileStreamSource feeds a topic and a FileStreamSink copies it to a file, driven
-//! through the REST API (create, pause, resume, delete), and the output file holds
-//! every input line in order after the worker running the source is killed with
-//! kill -9 mid-stream and restarted.
+//! through the REST API (create, pause, resume, delete). The worker running the
+//! source task, then the one running the sink task, is killed with kill -9
+//! mid-stream and restarted: the output file holds every input line in order,
+//! repeating exactly what the killed tasks did after their last committed positions.
 //!
 //! And exactly-once source support (KIP-618, `exactly.once.source.support=enabled`):
 //! a FileStreamSource with `exactly.once.support=required` writes its records and its
@@ -217,6 +218,32 @@ fn check_copy(numbers: &[usize], total: usize) -> Result<(usize, usize), String>
     }
 }
 
+/// Whether `copy` is `original` except that it goes back, at most once for each of
+/// `restarts` (indexes into `original`, in order), and continues from that index:
+/// what an at-least-once copy restarted from committed positions holds. Returns how
+/// many items it repeats.
+fn check_replays(copy: &[usize], original: &[usize], restarts: &[usize]) -> Result<usize, String> {
+    let (mut next, mut restarts) = (0, restarts.iter());
+    for (at, item) in copy.iter().enumerate() {
+        if original.get(next) != Some(item) {
+            // A replay starts here: at one of the restarts left (an earlier restart
+            // may have replayed nothing), before where the copy had come to.
+            next = loop {
+                match restarts.next() {
+                    Some(&r) if r < next && original[r] == *item => break r,
+                    Some(_) => continue,
+                    None => return Err(format!("{item} at {at} where {:?} was due", original.get(next))),
+                }
+            };
+        }
+        next += 1;
+    }
+    match next == original.len() {
+        true => Ok(copy.len() - original.len()),
+        false => Err(format!("ends at {next} of {}", original.len())),
+    }
+}
+
 /// The file position a FileStreamSource `connector` last committed for `file`, from
 /// its worker group's offsets topic (0 when none).
 fn source_position(bootstrap: &str, offsets_topic: &str, connector: &str, file: &Path) -> usize {
@@ -306,64 +333,61 @@ fn connect_distributed_file_connectors_survive_kill_9() {
     rest.wait_state("file-source", "RUNNING");
     assert_eq!(copied(300), (0, 0));
 
-    // kill -9 the worker running the source while lines flow, then restart it.
-    let (_, source_tasks) = rest.status("file-source");
-    let (_, sink_tasks) = rest.status("file-sink");
-    let victim = workers.iter().position(|w| w.id() == source_tasks[0].1).expect("the source's worker");
-    let sink_moved = sink_tasks[0].1 == source_tasks[0].1;
-    let writer = append_paced(input.clone(), 300..LINES, 20);
-    std::thread::sleep(Duration::from_millis(1200));
-    workers[victim].jvm.kill();
-    // What the killed worker had committed (a request it sent just before dying has
-    // had time to land): the source's file position and, if the sink ran there too,
-    // its consumer's offset.
-    std::thread::sleep(Duration::from_secs(1));
-    let source_line = source_position(&bootstrap, "connect-skein-offsets", "file-source", &input) / LINE_BYTES;
-    let sink_offset = committed_offsets(&bootstrap, "connect-file-sink", "lines", 1).get(&0).copied().unwrap_or(0);
-    workers[victim].jvm.restart();
-    workers[victim].wait_ready();
-    writer.join().unwrap();
-    let rest = &workers[1 - victim];
-    rest.wait_state("file-source", "RUNNING");
-    rest.wait_state("file-sink", "RUNNING");
-    copied(LINES);
+    // kill -9 the worker running the source task while lines flow, and restart it;
+    // then the same for the worker running the sink task. Each kill notes what the
+    // killed tasks had committed (a request sent just before dying has had time to
+    // land): the source's file position, the sink consumer's offset.
+    let (mut source_restarts, mut sink_restarts) = (Vec::new(), Vec::new());
+    let mut written = 300;
+    for connector in ["file-source", "file-sink"] {
+        let running = |connector: &str| workers[0].status(connector).1[0].1.clone();
+        let (source_worker, sink_worker) = (running("file-source"), running("file-sink"));
+        let victim = if connector == "file-source" { &source_worker } else { &sink_worker };
+        let victim = workers.iter().position(|w| &w.id() == victim).expect("the task's worker");
+        let writer = append_paced(input.clone(), written..written + 500, 20);
+        written += 500;
+        std::thread::sleep(Duration::from_millis(1200));
+        workers[victim].jvm.kill();
+        std::thread::sleep(Duration::from_secs(1));
+        if source_worker == workers[victim].id() {
+            source_restarts
+                .push(source_position(&bootstrap, "connect-skein-offsets", "file-source", &input) / LINE_BYTES);
+        }
+        if sink_worker == workers[victim].id() {
+            let committed = committed_offsets(&bootstrap, "connect-file-sink", "lines", 1);
+            sink_restarts.push(committed.get(&0).copied().unwrap_or(0) as usize);
+        }
+        workers[victim].jvm.restart();
+        workers[victim].wait_ready();
+        writer.join().unwrap();
+        let rest = &workers[1 - victim];
+        rest.wait_state("file-source", "RUNNING");
+        rest.wait_state("file-sink", "RUNNING");
+        copied(written);
+    }
+    assert_eq!(written, LINES);
 
-    // At least once, and exactly what Connect promises: the restarted source read
+    // At least once, and exactly what Connect promises: a restarted source task reads
     // again from the file position it last committed (every offset.flush.interval.ms,
-    // 1 s), so the topic holds the lines in order with one run repeated from there;
-    // the output file holds the topic's lines, with one run repeated from the sink's
-    // committed offset if its task was on the killed worker too. Nothing is skipped.
+    // 1 s), a restarted sink task is fed again from its consumer's committed offset.
+    // So the topic holds the input with at most a run repeated from each source
+    // restart, the output file the topic with at most a run repeated from each sink
+    // restart, and nothing is skipped.
+    let input_numbers: Vec<usize> = (0..LINES).collect();
     let topic: Vec<usize> = read_topic(&bootstrap, "lines", 1, "read_uncommitted")
         .iter()
         .map(|r| serde_json::from_slice::<String>(&r.value).unwrap()[5..].parse().unwrap())
         .collect();
-    let source_repeated = match check_copy(&topic, LINES) {
-        Ok((0, 0)) => 0,
-        Ok((repeated, 1)) => {
-            let rewind = topic.len() - (LINES - source_line);
-            assert_eq!(&topic[rewind..], &(source_line..LINES).collect::<Vec<_>>()[..], "replayed from {source_line}");
-            repeated
-        }
-        other => panic!("topic: {other:?}: {topic:?}"),
-    };
+    let source_repeated = check_replays(&topic, &input_numbers, &source_restarts)
+        .unwrap_or_else(|e| panic!("topic: {e}; restarts at lines {source_restarts:?}: {topic:?}"));
     let output = output_numbers(&output);
-    let sink_repeated = output.len() - topic.len();
-    if sink_repeated > 0 {
-        assert!(sink_moved, "the sink repeated lines though its worker lived");
-        let replay = &topic[sink_offset as usize..];
-        let rewind = output.len() - replay.len();
-        assert_eq!(&output[..rewind], &topic[..rewind], "the output before the sink's replay");
-        assert_eq!(&output[rewind..], replay, "the sink's replay from offset {sink_offset}");
-    } else {
-        assert_eq!(output, topic);
-    }
+    let sink_repeated = check_replays(&output, &topic, &sink_restarts)
+        .unwrap_or_else(|e| panic!("output: {e}; restarts at offsets {sink_restarts:?}: {output:?}"));
     println!(
-        "kill -9 of worker {} (running the source{}): the source read {source_repeated} lines again from line \
-         {source_line}, the sink wrote {sink_repeated} again{}",
-        workers[victim].id(),
-        if sink_moved { " and the sink" } else { "" },
-        if sink_moved { format!(" from offset {sink_offset}") } else { String::new() },
+        "kill -9 mid-stream: the source restarted at lines {source_restarts:?} and wrote {source_repeated} lines \
+         twice; the sink restarted at offsets {sink_restarts:?} and wrote {sink_repeated} lines twice"
     );
+    let rest = &workers[0];
 
     // Deleted, the connectors are gone from every worker.
     rest.expect("DELETE", "/connectors/file-source", None, 204);
