@@ -371,9 +371,17 @@ fn mirror_maker_fails_over_a_group_and_survives_kill_9() {
         assert_eq!(checkpoints.get(&key), Some(&(*offset, *offset)), "{checkpoints:?}");
     }
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    // `heartbeats` is written on the backup by the primary->backup flow; the
+    // `heartbeats` the backup->primary flow writes on the primary (every flow emits
+    // them, enabled or not) is mirrored as `primary.heartbeats`.
     for (topic, source, target) in [("heartbeats", "primary", "backup"), ("primary.heartbeats", "backup", "primary")] {
-        let beats: Vec<_> = read_topic(&backup, topic, 1, "read_uncommitted").iter().map(heartbeat).collect();
-        assert!(!beats.is_empty(), "no heartbeats in {topic}");
+        let beats = wait_for(Duration::from_secs(30), &format!("heartbeats in {topic}"), || {
+            describe(&backup, topic)?;
+            match read_topic(&backup, topic, 1, "read_uncommitted").iter().map(heartbeat).collect::<Vec<_>>() {
+                beats if beats.is_empty() => Err("none".to_string()),
+                beats => Ok(beats),
+            }
+        });
         for (s, t, at) in &beats {
             assert_eq!((s.as_str(), t.as_str()), (source, target), "{topic}");
             assert!((now_ms - 300_000..=now_ms + 1000).contains(at), "{topic}: heartbeat at {at}, now {now_ms}");
