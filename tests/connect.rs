@@ -27,7 +27,7 @@ use common::{create_topic, free_port, Broker};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use serde_json::{json, Value};
-use support::{committed_offsets, read_topic, wait_for, Jvm};
+use support::{committed_offsets, read_topic, wait_for, Jvm, CLIENT_TIMEOUT};
 
 /// The tests run one at a time: each starts a broker and JVMs, and together they
 /// would starve each other on a 2-core machine.
@@ -265,7 +265,7 @@ fn open_transaction(bootstrap: &str, topic: &str) -> bool {
     let end = |isolation: &str| {
         let consumer: BaseConsumer =
             ClientConfig::new().set("bootstrap.servers", bootstrap).set("isolation.level", isolation).create().unwrap();
-        consumer.fetch_watermarks(topic, 0, Duration::from_secs(10)).unwrap().1
+        consumer.fetch_watermarks(topic, 0, CLIENT_TIMEOUT).unwrap().1
     };
     end("read_committed") < end("read_uncommitted")
 }

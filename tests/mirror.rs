@@ -22,7 +22,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, TopicPartitionList};
-use support::{committed_offsets, read_topic, wait_for, Jvm, Record};
+use support::{committed_offsets, read_topic, wait_for, Jvm, Record, CLIENT_TIMEOUT};
 
 const TOPIC: &str = "orders";
 const MIRRORED: &str = "primary.orders";
@@ -167,7 +167,7 @@ fn record_count(bootstrap: &str, topic: &str) -> Result<i64, String> {
     let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
     let mut count = 0;
     for p in 0..PARTITIONS {
-        let (_, high) = consumer.fetch_watermarks(topic, p, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        let (_, high) = consumer.fetch_watermarks(topic, p, CLIENT_TIMEOUT).map_err(|e| e.to_string())?;
         count += high;
     }
     Ok(count)

@@ -12,6 +12,10 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+/// How long a client call (metadata, watermarks, committed offsets) may take: a fresh
+/// client's first metadata took over 10 s on a 2-core machine loaded by a benchmark.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Kafka Connect's classpath: target/kafka-connect-classpath.txt (written by
 /// tests/connect/classpath.sh, which .ci/run calls), or resolved now.
 pub fn connect_classpath() -> String {
@@ -136,7 +140,7 @@ pub fn committed_offsets(bootstrap: &str, group: &str, topic: &str, partitions: 
     for partition in 0..partitions {
         list.add_partition(topic, partition);
     }
-    let committed = consumer.committed_offsets(list, Duration::from_secs(10)).unwrap();
+    let committed = consumer.committed_offsets(list, CLIENT_TIMEOUT).unwrap();
     committed
         .elements()
         .iter()
@@ -169,7 +173,7 @@ pub fn read_topic(bootstrap: &str, topic: &str, partitions: i32, isolation: &str
     let mut assignment = TopicPartitionList::new();
     let mut ends = Vec::new();
     for partition in 0..partitions {
-        let (_, high) = consumer.fetch_watermarks(topic, partition, Duration::from_secs(10)).unwrap();
+        let (_, high) = consumer.fetch_watermarks(topic, partition, CLIENT_TIMEOUT).unwrap();
         ends.push(high);
         assignment.add_partition_offset(topic, partition, Offset::Beginning).unwrap();
     }
