@@ -347,6 +347,7 @@ fn connect_distributed_file_connectors_survive_kill_9() {
         let writer = append_paced(input.clone(), written..written + 500, 20);
         written += 500;
         std::thread::sleep(Duration::from_millis(1200));
+        assert!(!writer.is_finished(), "the kill comes while lines flow");
         workers[victim].jvm.kill();
         std::thread::sleep(Duration::from_secs(1));
         if source_worker == workers[victim].id() {
@@ -455,6 +456,7 @@ fn connect_exactly_once_source_survives_kill_9() {
                 false => Err("none".into()),
             }
         });
+        assert!(!writer.is_finished(), "the kill comes while lines flow");
         worker.jvm.kill();
         kills += 1;
         let left_open = open_transaction(&bootstrap, "eos-lines");

@@ -395,6 +395,7 @@ fn mirror_maker_fails_over_a_group_and_survives_kill_9() {
         std::thread::spawn(move || produce(&primary, SECOND..THIRD, 20))
     };
     std::thread::sleep(Duration::from_secs(2));
+    assert!(!producing.is_finished(), "the kill comes while records flow");
     mm2.kill();
     // What it had committed (a request it sent just before dying has had time to land).
     std::thread::sleep(Duration::from_millis(500));
