@@ -151,7 +151,8 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
             // The shard table is the cluster's: a move another node (or this one's
             // `move_partition`, which released it already) made is followed here, so
             // requests routed by the new table find the partition.
-            let previous = old.map(|o| o.shards[p as usize]).filter(|&s| existed && s != owner);
+            // (A partition the topic just grew by has no old shard.)
+            let previous = old.filter(|_| existed).map(|o| o.shards[p as usize]).filter(|&s| s != owner);
             if let Some(source) = previous {
                 let open = PartitionOp::Open { settings: Box::new(settings.clone()), assignment };
                 moves.push(follow_move(shard, partition, source, owner, open));
