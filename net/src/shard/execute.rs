@@ -1,0 +1,440 @@
+//! A partition operation on the shard that owns it: `Shard::execute` opens, releases,
+//! removes and assigns partitions and runs the Kafka operations (produce, fetch,
+//! offsets, coordinators' calls) on their replicas, timing each operation's polls
+//! against its partition (the load the balancer moves).
+
+use super::*;
+
+impl Shard {
+    /// The replica a consumer on `rack` reading at `offset` should read from, where it
+    /// is not this leader, as Kafka's `RackAwareReplicaSelector` chooses: none when this
+    /// broker is on the consumer's rack; otherwise the live in-sync follower on that
+    /// rack that holds `offset` and is furthest ahead.
+    fn preferred_read_replica(&self, state: &Partition, offset: Offset, rack: &str) -> Option<i32> {
+        let me = self.settings.node_id;
+        if !self.settings.rack_aware_reads || self.settings.rack.as_deref() == Some(rack) {
+            return None;
+        }
+        let image = self.image();
+        let replica = state.replica_state.borrow();
+        replica
+            .isr()
+            .iter()
+            .filter(|&&id| id != me && image.is_live(id, me))
+            .filter(|&&id| image.brokers.get(&id).and_then(|b| b.rack.as_deref()) == Some(rack))
+            .filter_map(|&id| Some((replica.follower_log_end(id)?, id)))
+            .filter(|&(end, _)| end >= offset && offset >= state.log.log_start_offset())
+            .max()
+            .map(|(_, id)| id)
+    }
+
+    /// Takes the controller's assignment of a hosted partition: its role, epochs and
+    /// ISR. The group coordinator follows the leadership of its offsets partition:
+    /// unloaded when it goes, loaded again from the log when it comes (as a follower
+    /// the replica kept the log in sync).
+    fn take_assignment(self: &Rc<Self>, partition: &TopicPartition, state: &Rc<Partition>, assignment: Assignment) {
+        let was_leader = state.replica_state.borrow().role() == replication::Role::Leader;
+        let was_epoch = state.replica_state.borrow().leader_epoch().0;
+        assign(state, assignment);
+        let leads = state.replica_state.borrow().role() == replication::Role::Leader;
+        if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
+            self.groups.unload(partition.partition);
+            if leads {
+                let load = groups::load_as_leader(self.clone(), partition.clone(), state.log.clone(), Duration::ZERO);
+                glommio::spawn_local(load).detach();
+            }
+        }
+        // So does the transaction coordinator, loaded again in each new leader epoch
+        // (its coordinator epoch, which fences markers of an older coordinator).
+        let epoch = state.replica_state.borrow().leader_epoch().0;
+        if partition.topic == crate::txn::TRANSACTION_TOPIC && (was_leader != leads || epoch != was_epoch) {
+            self.txns.unload(partition.partition);
+            if leads {
+                let load = txns::load_as_leader(self.clone(), partition.clone(), state.log.clone(), Duration::ZERO);
+                glommio::spawn_local(load).detach();
+            }
+        }
+    }
+
+    /// Executes an operation on a partition this shard owns, counting the time its
+    /// polls take against the partition (`Partition::busy_ns`: the shard's CPU
+    /// attributed to it, which the load balancer moves).
+    pub async fn execute(self: &Rc<Self>, partition: &TopicPartition, op: PartitionOp) -> OpResult {
+        let spent = Cell::new(0u64);
+        let result = poll_timed(self.execute_untimed(partition, op), &spent).await;
+        if let Some(state) = self.partition(partition) {
+            state.busy_ns.set(state.busy_ns.get() + spent.get());
+        }
+        result
+    }
+
+    async fn execute_untimed(self: &Rc<Self>, partition: &TopicPartition, op: PartitionOp) -> OpResult {
+        match op {
+            PartitionOp::Open { settings, assignment } => {
+                if let Some(existing) = self.partition(partition) {
+                    if existing.topic_id == settings.topic_id {
+                        existing.apply(&settings).map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                        self.take_assignment(partition, &existing, assignment);
+                        return Ok(PartitionReply::Done);
+                    }
+                    // An older incarnation whose removal has not arrived yet: the
+                    // log manager deletes it before opening the new one.
+                    self.partitions.borrow_mut().remove(partition);
+                }
+                let log = self
+                    .logs
+                    .open_for_topic(partition.clone(), settings.log.clone(), settings.topic_id)
+                    .await
+                    .map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                // The offsets topic is written only by the coordinator: its leader
+                // loads the groups from it (a follower loads them when it comes to
+                // lead). Its producer state holds the transactions of offset commits
+                // (TxnOffsetCommit), so that the cleaner drops aborted ones.
+                let leads = assignment.leader == self.settings.node_id;
+                let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
+                    let loaded = match leads {
+                        true => self.load_groups(&log, partition.partition).await,
+                        false => Ok(()),
+                    };
+                    if let Err(error) = loaded {
+                        self.group_load_failed(partition, &error);
+                        // Retried once the partition is hosted.
+                        let retry = groups::load_as_leader(
+                            self.clone(),
+                            partition.clone(),
+                            log.clone(),
+                            Duration::from_millis(200),
+                        );
+                        glommio::spawn_local(retry).detach();
+                    }
+                    replication::load_producers(&log).await
+                } else if partition.topic == crate::txn::TRANSACTION_TOPIC {
+                    // Loaded by its leader once the partition is hosted (below).
+                    ProducerStates::default()
+                } else {
+                    replication::load_producers(&log).await
+                };
+                let replica =
+                    replication::Partition::sole_leader(log, settings.topic_id, self.settings.node_id, producers);
+                if let Some(&recovered) = self.settings.recovered_high_watermarks.get(partition) {
+                    replica.recover_high_watermark(recovered);
+                }
+                replica.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
+                assign(&replica, assignment);
+                self.partitions.borrow_mut().insert(
+                    partition.clone(),
+                    Rc::new(Partition {
+                        replica,
+                        rules: Cell::new(settings.append),
+                        bytes_in: Cell::new(0),
+                        bytes_out: Cell::new(0),
+                        requests: Cell::new(0),
+                        busy_ns: Cell::new(0),
+                        isr_change_pending: Cell::new(false),
+                        follower_lag: Cell::new(0),
+                    }),
+                );
+                if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
+                    let hosted = self.partition(partition).expect("inserted above");
+                    let load =
+                        txns::load_as_leader(self.clone(), partition.clone(), hosted.log.clone(), Duration::ZERO);
+                    glommio::spawn_local(load).detach();
+                }
+                return Ok(PartitionReply::Done);
+            }
+            PartitionOp::Release => {
+                let removed = self.partitions.borrow_mut().remove(partition);
+                if removed.is_none() {
+                    return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+                }
+                return match self.logs.close(partition).await {
+                    Ok(()) => Ok(PartitionReply::Done),
+                    Err(e) => Err((code_of(&e), Some(e.to_string()))),
+                };
+            }
+            PartitionOp::Remove { topic_id } => {
+                // Only the incarnation being deleted: a topic recreated meanwhile keeps
+                // its log (`delete_for_topic` checks the id).
+                let current = self.partitions.borrow().get(partition).map(|p| p.topic_id);
+                if current.is_none_or(|id| id == topic_id) {
+                    self.partitions.borrow_mut().remove(partition);
+                }
+                return match self.logs.delete_for_topic(partition, topic_id).await {
+                    Ok(()) | Err(skein_engine::Error::UnknownPartition(_)) => Ok(PartitionReply::Done),
+                    Err(e) => Err((code_of(&e), Some(e.to_string()))),
+                };
+            }
+            _ => {}
+        }
+        let Some(state) = self.partition(partition) else {
+            return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+        };
+        if !matches!(op, PartitionOp::Stats) {
+            state.requests.set(state.requests.get() + 1);
+        }
+        let log = &state.log;
+        let engine = |e: skein_engine::Error| (code_of(&e), Some(e.to_string()));
+        // Clients write, list offsets and delete records only at the leader.
+        let leader_only = matches!(
+            op,
+            PartitionOp::Produce { .. }
+                | PartitionOp::ListOffsets { .. }
+                | PartitionOp::DeleteRecords { .. }
+                | PartitionOp::Group(_)
+                | PartitionOp::Txn(_)
+                | PartitionOp::Producers
+        );
+        if leader_only && state.replica_state.borrow().role() != replication::Role::Leader {
+            return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+        }
+        match op {
+            PartitionOp::Produce { batch, backing, acks, timeout_ms, transactional_id } => {
+                self.produce(partition, &state, batch, backing, acks, timeout_ms, transactional_id).await
+            }
+            PartitionOp::Fetch { offset, max_bytes, wait_ms, reader } => {
+                // The leader serves every read; a follower serves consumers that may
+                // read from followers (KIP-392), up to its high watermark.
+                let leads = state.replica_state.borrow().role() == replication::Role::Leader;
+                let to_log_end = reader == Reader::Follower;
+                if !leads && !matches!(reader, Reader::Consumer { any_replica: true, .. }) {
+                    return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+                }
+                let offset = Offset(offset);
+                let committed = matches!(reader, Reader::Consumer { committed: true, .. });
+                // A follower whose log ends below this log's start reads nothing: the
+                // log start it is sent tells it to restart there (Kafka answers
+                // OFFSET_OUT_OF_RANGE and the follower then asks for the log start).
+                if to_log_end && offset < log.log_start_offset() {
+                    return Ok(PartitionReply::Fetch {
+                        high_watermark: state.high_watermark().0,
+                        log_start_offset: log.log_start_offset().0,
+                        records: Vec::new(),
+                        preferred_read_replica: -1,
+                        last_stable_offset: state.last_stable_offset().0,
+                        aborted: Vec::new(),
+                    });
+                }
+                if let Reader::Consumer { rack: Some(rack), .. } = &reader {
+                    let preferred = leads.then(|| self.preferred_read_replica(&state, offset, rack)).flatten();
+                    if let Some(replica) = preferred {
+                        return Ok(PartitionReply::Fetch {
+                            high_watermark: state.high_watermark().0,
+                            log_start_offset: log.log_start_offset().0,
+                            records: Vec::new(),
+                            preferred_read_replica: replica,
+                            last_stable_offset: state.last_stable_offset().0,
+                            aborted: Vec::new(),
+                        });
+                    }
+                }
+                // What a reader may see: a follower what is written (appended records
+                // still on their way to disk are not readable yet: it waits for them
+                // rather than being answered empty), a consumer the high watermark.
+                // A read_committed consumer, the last stable offset.
+                let visible_end = match (to_log_end, committed) {
+                    (true, _) => log.offset_written_end(),
+                    (false, true) => state.last_stable_offset(),
+                    (false, false) => state.high_watermark(),
+                };
+                if wait_ms > 0 && offset >= visible_end && offset <= log.log_end_offset() {
+                    let timeout = async {
+                        glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
+                    };
+                    let _parked = Parked::new(&self.metrics.fetch_waits_parked);
+                    // A follower waits for the next write; a consumer for the high
+                    // watermark to pass its offset (written records the followers
+                    // have not caught up with are not for it yet).
+                    let more = async {
+                        match to_log_end {
+                            true => log.wait_for_data(offset).await,
+                            false if committed => {
+                                while state.last_stable_offset() <= offset && !log.is_closed() {
+                                    state.wait_for_stable(offset).await;
+                                }
+                            }
+                            false => {
+                                while state.high_watermark() <= offset && !log.is_closed() {
+                                    state.wait_for_high_watermark(offset).await;
+                                }
+                            }
+                        }
+                    };
+                    futures_lite::future::or(more, timeout).await;
+                }
+                // A fetch the response budget did not reach asks only for watermarks;
+                // so does a diverged follower's, whose position may lie past this
+                // log's end (it is told where to truncate, not refused).
+                let batches = if max_bytes == 0 {
+                    let (start, end) = (log.log_start_offset(), log.log_end_offset());
+                    if !to_log_end && (offset < start || offset > end) {
+                        return Err(engine(skein_engine::Error::OffsetOutOfRange { offset, start, end }));
+                    }
+                    Vec::new()
+                } else {
+                    // Consumers never read past the high watermark (read_committed
+                    // ones past the last stable offset); followers read to the log end.
+                    let limit = match (to_log_end, committed) {
+                        (true, _) => None,
+                        (false, true) => Some(state.last_stable_offset()),
+                        (false, false) => Some(state.high_watermark()),
+                    };
+                    log.read(offset, max_bytes, limit).await.inspect_err(|e| {
+                        if to_log_end {
+                            tracing::debug!(target: "skein::net", partition = %partition, error = %e, "a follower's read failed");
+                        }
+                    }).map_err(engine)?
+                };
+                let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
+                self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
+                // Per partition too, for `skein placement show`.
+                state.bytes_out.set(state.bytes_out.get() + sent);
+                let last_stable_offset = state.last_stable_offset();
+                // What a read_committed consumer must drop: the aborted transactions
+                // the records read may hold (Kafka's `collectAbortedTxns`).
+                let aborted = match (committed, batches.last()) {
+                    (true, Some(last)) => state.aborted_between(offset, last.next_offset()),
+                    _ => Vec::new(),
+                };
+                Ok(PartitionReply::Fetch {
+                    high_watermark: state.high_watermark().0,
+                    log_start_offset: log.log_start_offset().0,
+                    records: batches,
+                    preferred_read_replica: -1,
+                    last_stable_offset: last_stable_offset.0,
+                    aborted,
+                })
+            }
+            PartitionOp::FollowerFetch { follower, offset, current_leader_epoch, last_fetched_epoch } => {
+                // A follower whose last epoch ends before where it fetches (or that
+                // the leader does not know), or that is past the log end, diverged: it
+                // truncates first (KIP-320).
+                let log_end = log.log_end_offset();
+                let latest = log.latest_leader_epoch();
+                let end_for = |epoch| log.end_offset_for_epoch(epoch);
+                if let Some(diverging) =
+                    replication::divergence(end_for, latest, log_end, Offset(offset), last_fetched_epoch)
+                {
+                    state.replica_state.borrow().check_epoch(current_leader_epoch).map_err(|c| (c, None))?;
+                    tracing::debug!(target: "skein::net", partition = %partition, follower, offset, last_fetched_epoch,
+                        log_end = log_end.0, epoch = diverging.0, end = diverging.1, "a follower's log diverged");
+                    return Ok(PartitionReply::FollowerFetch { diverging: Some(diverging) });
+                }
+                let now = skein_engine::log::now_ms();
+                let proposal = state
+                    .follower_fetched(follower, Offset(offset), current_leader_epoch, now)
+                    .map_err(|c| (c, None))?;
+                // A fenced follower (gone, or shutting down) is not proposed for the ISR.
+                if let Some(proposal) = proposal.filter(|_| self.image().is_live(follower, self.settings.node_id)) {
+                    crate::replica_fetcher::propose_isr(self, partition, proposal);
+                }
+                Ok(PartitionReply::FollowerFetch { diverging: None })
+            }
+            PartitionOp::Assign(assignment) => {
+                self.take_assignment(partition, &state, assignment);
+                Ok(PartitionReply::Done)
+            }
+            PartitionOp::ListOffsets { timestamp, committed } => {
+                let (offset, ts) = match timestamp {
+                    -2 => (log.log_start_offset().0, -1),
+                    -1 if committed => (state.last_stable_offset().0, -1),
+                    -1 => (state.high_watermark().0, -1),
+                    -3 => match log.max_timestamp_offset().await.map_err(engine)? {
+                        Some((o, t)) => (o.0, t),
+                        None => (-1, -1),
+                    },
+                    // -4: earliest-local (KIP-405), the same as earliest without tiering.
+                    -4 => (log.log_start_offset().0, -1),
+                    t if t >= 0 => match log.offset_for_timestamp(t).await.map_err(engine)? {
+                        Some((o, t)) => (o.0, t),
+                        None => (-1, -1),
+                    },
+                    _ => return Err((code::INVALID_REQUEST, Some(format!("invalid timestamp {timestamp}")))),
+                };
+                Ok(PartitionReply::Offsets { offset, timestamp: ts })
+            }
+            PartitionOp::DeleteRecords { offset } => {
+                // -1 means the high watermark.
+                let high_watermark = state.high_watermark();
+                let target = if offset == -1 { high_watermark } else { Offset(offset) };
+                if target > high_watermark || target < Offset::ZERO {
+                    return Err((code::OFFSET_OUT_OF_RANGE, None));
+                }
+                let low = log.delete_records_before(target).await.map_err(engine)?;
+                Ok(PartitionReply::DeleteRecords { low_watermark: low.0 })
+            }
+            PartitionOp::EpochEndOffset { current_leader_epoch, leader_epoch } => {
+                let (leader_epoch, end_offset) =
+                    state.epoch_end_offset(current_leader_epoch, LeaderEpoch(leader_epoch)).map_err(|c| (c, None))?;
+                Ok(PartitionReply::EpochEndOffset { leader_epoch: leader_epoch.0, end_offset: end_offset.0 })
+            }
+            PartitionOp::Reconfigure(settings) => {
+                state.apply(&settings).map_err(engine)?;
+                Ok(PartitionReply::Done)
+            }
+            PartitionOp::Stats => Ok(PartitionReply::Stats {
+                size_bytes: log.size_bytes(),
+                log_start_offset: log.log_start_offset().0,
+                log_end_offset: log.log_end_offset().0,
+                high_watermark: state.high_watermark().0,
+                bytes_in: state.bytes_in.get(),
+                bytes_out: state.bytes_out.get(),
+                requests: state.requests.get(),
+                busy_us: state.busy_ns.get() / 1000,
+            }),
+            PartitionOp::Group(call) => {
+                if !self.groups.is_loaded(partition.partition) {
+                    return Err((code::COORDINATOR_LOAD_IN_PROGRESS, None));
+                }
+                self.group(&state, partition.partition, *call)
+                    .await
+                    .map(|answer| PartitionReply::Group(Box::new(answer)))
+                    .map_err(|c| (c, None))
+            }
+            PartitionOp::Txn(call) => {
+                if !self.txns.is_loaded(partition.partition) {
+                    return Err((code::COORDINATOR_LOAD_IN_PROGRESS, None));
+                }
+                Ok(PartitionReply::Txn(Box::new(self.txn(&state, partition.partition, *call).await)))
+            }
+            PartitionOp::WriteMarker { producer_id, epoch, coordinator_epoch, commit } => {
+                let marker = (producer_id, epoch, coordinator_epoch, commit);
+                self.write_marker(partition, &state, marker).await.map_err(|c| (c, None))?;
+                Ok(PartitionReply::Done)
+            }
+            PartitionOp::Producers => Ok(PartitionReply::Producers(state.producers.borrow().describe())),
+            PartitionOp::Open { .. } | PartitionOp::Remove { .. } | PartitionOp::Release => {
+                unreachable!("handled above")
+            }
+        }
+    }
+}
+
+/// Counts a parked fetch wait for as long as it lives, however it ends (answered,
+/// timed out, or dropped when its request completed elsewhere).
+struct Parked<'a>(&'a Cell<u64>);
+
+impl<'a> Parked<'a> {
+    fn new(gauge: &'a Cell<u64>) -> Parked<'a> {
+        gauge.set(gauge.get() + 1);
+        Parked(gauge)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
+/// Runs `future`, adding the time spent inside its polls to `spent` (ns): the CPU it
+/// took, without the time it waited.
+async fn poll_timed<F: std::future::Future>(future: F, spent: &Cell<u64>) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        let started = std::time::Instant::now();
+        let poll = future.as_mut().poll(cx);
+        spent.set(spent.get() + started.elapsed().as_nanos() as u64);
+        poll
+    })
+    .await
+}
