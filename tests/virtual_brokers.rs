@@ -142,6 +142,56 @@ fn each_shard_is_a_broker_of_its_own() {
     }
 }
 
+// A transactional producer finds its transaction coordinator (the shard that owns
+// its `__transaction_state` partition) among the virtual brokers, commits across
+// partitions on both shards, and a read_committed reader sees every record.
+#[test]
+fn transactions_find_their_coordinator_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = port_pair();
+    let broker = Broker::start(dir.path(), "2", &["--virtual-brokers", &base.to_string()]);
+    let b = broker.bootstrap();
+    common::create_topic(&broker, "txn-direct", 4);
+    let producer: BaseProducer =
+        ClientConfig::new().set("bootstrap.servers", &b).set("transactional.id", "virtual-writer").create().unwrap();
+    producer.init_transactions(Duration::from_secs(30)).unwrap();
+    producer.begin_transaction().unwrap();
+    for i in 0..200 {
+        let value = format!("t{i:03}");
+        producer.send(BaseRecord::<str, str>::to("txn-direct").partition(i % 4).key("k").payload(&value)).unwrap();
+    }
+    producer.commit_transaction(Duration::from_secs(30)).unwrap();
+    // FindCoordinator names the virtual broker of the shard that owns the
+    // transactional id's `__transaction_state` partition.
+    let request = kafka_protocol::messages::FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_coordinator_keys(vec![kafka_protocol::protocol::StrBytes::from_static_str("virtual-writer")]);
+    let response = common::RawClient::connect(&b).call(&request, 4);
+    let coordinator = &response.coordinators[0];
+    let partition = skein_net::txn::partition_for("virtual-writer");
+    let shard = placement(&broker, "__transaction_state")[&partition];
+    assert_eq!(coordinator.error_code, 0, "{coordinator:?}");
+    assert_eq!(coordinator.node_id.0, (1 << 24) + 1024 + i32::from(shard), "{coordinator:?}");
+    assert_eq!(coordinator.port, i32::from(base + shard), "{coordinator:?}");
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("group.id", "txn-direct-readers")
+        .set("auto.offset.reset", "earliest")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["txn-direct"]).unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 200 && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            seen.push(String::from_utf8_lossy(m.payload().unwrap()).to_string());
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, (0..200).map(|i| format!("t{i:03}")).collect::<Vec<_>>());
+}
+
 // A cluster node, a port range that meets a listener, and ports past 65535 are refused
 // at start with the reason.
 #[test]
