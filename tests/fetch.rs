@@ -234,12 +234,13 @@ fn max_bytes_bounds_the_reads() {
 // A fetch response far larger than the socket takes at once reaches a reader that
 // pauses before reading, whole and in order: 4 partitions of 16 distinct batches
 // (about 7 MB, sent as shared segments with vectored writes) decode into exactly the
-// batches produced, at their offsets. No record byte is copied to build the response
-// beyond what the engine copied out of cold reads.
+// batches produced, at their offsets. With a 1 MiB cache the data is read back cold,
+// and no record byte is copied: the response is made of slices of the buffers the
+// device read into.
 #[test]
 fn large_responses_reach_slow_readers_intact() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), "1", &[]);
+    let broker = Broker::start(dir.path(), "1", &["--cache-mb-per-shard", "1"]);
     create_topic(&broker, "large", 4);
     let mut client = RawClient::connect(&broker.bootstrap());
     let mut produced: Vec<Vec<Bytes>> = vec![Vec::new(); 4];
@@ -290,7 +291,8 @@ fn large_responses_reach_slow_readers_intact() {
     }
     assert!(sent > 6 << 20, "sent {sent} record bytes");
     let cold = broker.metric_sum("skein_disk_read_bytes_total") - cold_before;
-    assert_eq!(copied_fetch(&broker) - copied_before, cold, "record bytes copied beyond the cold reads");
+    assert!(cold >= sent as u64 / 2, "{cold} bytes read cold for {sent} sent");
+    assert_eq!(copied_fetch(&broker) - copied_before, 0, "record bytes copied for a cold fetch");
 }
 
 // Clients that pipeline large fetches and never read the responses hold only their

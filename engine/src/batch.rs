@@ -169,6 +169,21 @@ impl Batch {
     /// # Errors
     /// A `BatchError` naming the first check that failed. Never panics.
     pub fn validate(bytes: Bytes, max_bytes: usize) -> Result<Batch, BatchError> {
+        Batch::check(bytes, max_bytes, true)
+    }
+
+    /// `validate` without the CRC: the framing a read needs (length, size limit, magic,
+    /// record count, offsets). For bytes read back from the log, whose CRC was checked
+    /// when they entered it (produce, replication, recovery); the scrubber
+    /// (`log/scrub.rs`) checks them at rest.
+    ///
+    /// # Errors
+    /// As `validate`, but never `CrcMismatch`.
+    pub fn frame(bytes: Bytes, max_bytes: usize) -> Result<Batch, BatchError> {
+        Batch::check(bytes, max_bytes, false)
+    }
+
+    fn check(bytes: Bytes, max_bytes: usize, crc: bool) -> Result<Batch, BatchError> {
         let size = peek_size(&bytes)?;
         if size > max_bytes {
             return Err(BatchError::TooLarge { size, max: max_bytes });
@@ -186,10 +201,12 @@ impl Batch {
         if magic != MAGIC_V2 {
             return Err(BatchError::UnsupportedMagic(magic));
         }
-        let expected = read_u32(&bytes, CRC_AT);
-        let actual = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
-        if expected != actual {
-            return Err(BatchError::CrcMismatch { expected, actual });
+        if crc {
+            let expected = read_u32(&bytes, CRC_AT);
+            let actual = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
+            if expected != actual {
+                return Err(BatchError::CrcMismatch { expected, actual });
+            }
         }
         let batch = Batch { bytes, head: None, backing: None };
         let count = batch.record_count();
@@ -679,5 +696,24 @@ mod tests {
                 assert!(verdict.is_err(), "flip at {at}");
             }
         }
+    }
+
+    // Framing a read skips only the CRC: a flipped record byte passes, a broken frame
+    // does not.
+    #[test]
+    fn frame_checks_everything_but_the_crc() {
+        let good = batch(5, 20);
+        let mut flipped = good.to_vec();
+        *flipped.last_mut().unwrap() ^= 0x40;
+        let flipped = Bytes::from(flipped);
+        assert!(matches!(Batch::validate(flipped.clone(), MAX), Err(BatchError::CrcMismatch { .. })));
+        assert_eq!(Batch::frame(flipped.clone(), MAX).unwrap().bytes(), flipped);
+        for cut in 0..good.len() {
+            assert!(Batch::frame(good.slice(..cut), MAX).is_err(), "cut at {cut}");
+        }
+        let mut bad_magic = good.to_vec();
+        bad_magic[MAGIC_AT] = 1;
+        assert_eq!(Batch::frame(Bytes::from(bad_magic), MAX).unwrap_err(), BatchError::UnsupportedMagic(1));
+        assert!(matches!(Batch::frame(good.clone(), 10), Err(BatchError::TooLarge { .. })));
     }
 }

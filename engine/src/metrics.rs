@@ -53,8 +53,8 @@ pub struct EngineMetrics {
     pub disk_reads: Cell<u64>,
     pub disk_read_bytes: Cell<u64>,
     /// Bytes copied in user space on the way to disk (patching a leader's batch, the
-    /// tail buffer, writes of a chunk still open) and out of it (a cold read's buffer):
-    /// against `appended_bytes` and the bytes fetches send, copies per byte.
+    /// tail buffer, writes of a chunk still open) and out of it (a batch that crosses
+    /// two read-ahead reads, joined): against `appended_bytes` and the bytes fetches send, copies per byte.
     pub append_copied_bytes: Cell<u64>,
     pub read_copied_bytes: Cell<u64>,
     /// Windows an idle log held a write back in, to coalesce appends (`log/coalesce.rs`).
@@ -62,8 +62,14 @@ pub struct EngineMetrics {
     /// Bytes read ahead of readers behind the tail, and read-ahead bytes in flight.
     pub read_ahead_bytes: Cell<u64>,
     pub read_ahead_bytes_in_flight: Cell<u64>,
-    /// Corruption found where data must be intact (below the recovery point, on read).
+    /// Corruption found where data must be intact (below the recovery point, on read,
+    /// by the scrubber).
     pub corruptions: Cell<u64>,
+    /// The scrubber (`log/scrub.rs`): bytes read back and CRC-checked, corrupt batches
+    /// found, and passes over every log of the shard completed.
+    pub scrubbed_bytes: Cell<u64>,
+    pub scrub_corrupt_batches: Cell<u64>,
+    pub scrub_passes: Cell<u64>,
     /// Bytes read and validated by recovery scans when logs open.
     pub recovery_scanned_bytes: Cell<u64>,
     /// Bytes cut from log tails by crash recovery (invalid data: torn or corrupt).

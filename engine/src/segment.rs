@@ -206,7 +206,7 @@ pub(crate) async fn scan<F: StorageFile>(
     let mut expected = start_offset;
     let mut position = start_position;
     while position < file_len {
-        let batch = match reader.batch_at(position, COLD_READ_MIN_BYTES * 16).await? {
+        let batch = match reader.batch_at(position, COLD_READ_MIN_BYTES * 16, Check::Crc).await? {
             Ok(batch) => batch,
             Err(reason) => {
                 scan.stopped = Some((position, reason));
@@ -228,6 +228,17 @@ pub(crate) async fn scan<F: StorageFile>(
         scan.valid_bytes = position;
     }
     Ok(scan)
+}
+
+/// How much of a stored batch a read checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Everything: recovery, compaction (which rewrites the bytes under a new CRC) and
+    /// the scrubber.
+    Crc,
+    /// The framing only (`Batch::frame`): reads that serve fetches. Their CRC was
+    /// checked when the bytes entered the log, and clients check it again.
+    Frame,
 }
 
 /// Reads batches from a file range through a read-ahead buffer.
@@ -270,7 +281,12 @@ impl<'a, F: StorageFile> Reader<'a, F> {
     ///
     /// # Errors
     /// Only I/O errors; an invalid batch is `Ok(Err(reason))`.
-    pub async fn batch_at(&mut self, position: u64, read_ahead: usize) -> std::io::Result<Result<Batch, String>> {
+    pub async fn batch_at(
+        &mut self,
+        position: u64,
+        read_ahead: usize,
+        check: Check,
+    ) -> std::io::Result<Result<Batch, String>> {
         if !self.fill(position, batch::LOG_OVERHEAD as u64, read_ahead).await? {
             return Ok(Err(format!("{} bytes left, less than a batch header", self.limit - position)));
         }
@@ -282,7 +298,12 @@ impl<'a, F: StorageFile> Reader<'a, F> {
             let e = BatchError::Truncated { needed: size as usize, available: (self.limit - position) as usize };
             return Ok(Err(e.to_string()));
         }
-        Ok(Batch::validate(self.slice(position, size), BATCH_BYTES_MAX).map_err(|e| e.to_string()))
+        let bytes = self.slice(position, size);
+        let batch = match check {
+            Check::Crc => Batch::validate(bytes, BATCH_BYTES_MAX),
+            Check::Frame => Batch::frame(bytes, BATCH_BYTES_MAX),
+        };
+        Ok(batch.map_err(|e| e.to_string()))
     }
 }
 
@@ -291,8 +312,7 @@ impl<'a, F: StorageFile> Reader<'a, F> {
 /// `max_bytes` are collected; the first batch is returned whole whatever its size.
 ///
 /// # Errors
-/// `Corruption` when stored bytes fail validation (a batch whose CRC fails is never
-/// served); `Io` on read errors.
+/// `Corruption` when stored bytes fail `check`; `Io` on read errors.
 pub(crate) async fn read_batches<F: StorageFile>(
     file: &F,
     path: &Path,
@@ -301,6 +321,7 @@ pub(crate) async fn read_batches<F: StorageFile>(
     offset: Offset,
     end: Offset,
     max_bytes: usize,
+    check: Check,
 ) -> Result<(Vec<Batch>, u64)> {
     let mut reader = Reader::new(file, limit);
     let mut batches = Vec::new();
@@ -309,7 +330,7 @@ pub(crate) async fn read_batches<F: StorageFile>(
     let read_ahead = max_bytes.clamp(COLD_READ_MIN_BYTES, 16 * COLD_READ_MIN_BYTES);
     while position < limit {
         let batch = reader
-            .batch_at(position, read_ahead)
+            .batch_at(position, read_ahead, check)
             .await
             .map_err(|e| Error::io("read", path, e))?
             .map_err(|reason| Error::Corruption { path: path.to_owned(), position, reason })?;

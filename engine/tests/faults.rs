@@ -132,37 +132,6 @@ fn bit_flip_below_recovery_point_is_reported() {
     assert!(std::fs::metadata(segment_file(dir.path(), 0)).unwrap().len() >= *ends.last().unwrap());
 }
 
-// After a clean shutdown nothing is scanned, but a batch whose CRC fails is never
-// served: the read reports corruption.
-#[test]
-fn corrupt_batch_is_never_served() {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(19);
-    let dir = tempfile::tempdir().unwrap();
-    let config = small_segments(1 << 20);
-    run(async {
-        let log = open_dma(dir.path(), config.clone()).await;
-        for tag in 0..100 {
-            log.append(tagged(tag, 3), LEADER).await.unwrap();
-        }
-        log.close().await.unwrap();
-    });
-    let ends: Vec<u64> = (0..100)
-        .scan(0, |end, tag| {
-            *end += tagged(tag, 3).size() as u64;
-            Some(*end)
-        })
-        .collect();
-    flip_in_batch(dir.path(), &ends, 4, &mut rng);
-    run(async {
-        let ctx = context(skein_engine::io::dma::DmaStorage, 0);
-        let log = skein_engine::Log::open(ctx, dir.path().join("t-0"), tp(), 0, config).await.unwrap();
-        assert_eq!(log.read(Offset(0), 1, None).await.unwrap()[0].base_offset(), Offset(0));
-        let bad = log.read(Offset(12), 1, None).await;
-        assert!(matches!(bad, Err(Error::Corruption { .. })), "{bad:?}");
-        assert_eq!(log.metrics().corruptions.get(), 1);
-    });
-}
-
 fn rolled_log(dir: &Path) -> Vec<i64> {
     run(async {
         let log = open_dma(dir, small_segments(2 << 10)).await;

@@ -3,13 +3,25 @@
 //! Must be used from inside a glommio executor. glommio allocates DMA buffers from
 //! memory registered with the ring, so `write_at` of a buffer from `alloc_buf` is a
 //! fixed-buffer write with no copy.
+//!
+//! A read is served from the buffer the device wrote into, with no copy: the `Bytes`
+//! it returns own glommio's read buffer (`ShardRead`). That buffer's handles are
+//! shard-local (`Rc`), while the bytes may travel to a connection on another shard; a
+//! last reference dropped there sends the buffer home, untouched, and its shard
+//! releases it.
+
+#![allow(unsafe_code)]
 
 use std::io;
+use std::mem::ManuallyDrop;
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
-use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
 
 use super::{IoBuf, Storage, StorageFile};
 
@@ -160,8 +172,10 @@ impl StorageFile for DmaStorageFile {
         if len == 0 {
             return Ok(Bytes::new());
         }
+        let home = Returns::here();
+        home.release();
         let read = self.file.read_at(pos, len).await.map_err(to_io)?;
-        Ok(Bytes::copy_from_slice(&read))
+        Ok(Bytes::from_owner(ShardRead { read: ManuallyDrop::new(read), home }))
     }
 
     async fn fdatasync(&self) -> io::Result<()> {
@@ -178,5 +192,112 @@ impl StorageFile for DmaStorageFile {
 
     async fn size(&self) -> io::Result<u64> {
         self.file.file_size().await.map_err(to_io)
+    }
+}
+
+/// A finished read's buffer, owned by the `Bytes` that serve it.
+struct ShardRead {
+    read: ManuallyDrop<ReadResult>,
+    home: Arc<Returns>,
+}
+
+// SAFETY: once the read has completed, its bytes are plain memory that nothing writes
+// again, so they may be read from any thread (`Bytes` takes the slice once, on the
+// home shard, at creation). The `ReadResult`'s handles (`Rc`s into the home shard's
+// reactor and buffer pool) are touched only on the home thread: `drop` releases the
+// buffer there, and anywhere else moves it, untouched, into the home's queue.
+unsafe impl Send for ShardRead {}
+
+impl AsRef<[u8]> for ShardRead {
+    fn as_ref(&self) -> &[u8] {
+        &self.read
+    }
+}
+
+impl Drop for ShardRead {
+    fn drop(&mut self) {
+        // SAFETY: `read` is taken once, here, and never used again.
+        let read = unsafe { ManuallyDrop::take(&mut self.read) };
+        match Returns::is_home(&self.home) {
+            true => drop(read),
+            false => self.home.send(read),
+        }
+    }
+}
+
+/// A read buffer on its way home, not to be touched on the way (only dropped).
+struct Returned(#[allow(dead_code)] ReadResult);
+
+// SAFETY: a `Returned` is only moved between threads, never used, and dropped only on
+// its home thread (`Returns::release`) or leaked (`Returns`'s drop).
+unsafe impl Send for Returned {}
+
+/// One shard's read buffers released on other shards, waiting to be dropped at home.
+/// The lock is the shard's own and taken by a drop elsewhere only for a push.
+struct Returns {
+    queue: Mutex<Vec<Returned>>,
+    pending: AtomicBool,
+}
+
+thread_local! {
+    static HOME: std::cell::OnceCell<Arc<Returns>> = const { std::cell::OnceCell::new() };
+}
+
+/// How often a shard releases the buffers sent home even when it reads nothing.
+const RETURNS_RELEASE_INTERVAL: Duration = Duration::from_millis(100);
+
+impl Returns {
+    /// This shard's queue; the first call starts its periodic release.
+    fn here() -> Arc<Returns> {
+        HOME.with(|home| {
+            home.get_or_init(|| {
+                let returns = Arc::new(Returns { queue: Mutex::new(Vec::new()), pending: AtomicBool::new(false) });
+                let periodic = returns.clone();
+                glommio::spawn_local(async move {
+                    loop {
+                        glommio::timer::sleep(RETURNS_RELEASE_INTERVAL).await;
+                        periodic.release();
+                    }
+                })
+                .detach();
+                returns
+            })
+            .clone()
+        })
+    }
+
+    fn is_home(returns: &Arc<Returns>) -> bool {
+        HOME.try_with(|home| home.get().is_some_and(|h| Arc::ptr_eq(h, returns))).unwrap_or(false)
+    }
+
+    fn send(&self, read: ReadResult) {
+        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        queue.push(Returned(read));
+        self.pending.store(true, Ordering::Release);
+    }
+
+    /// Drops the buffers sent home. Called on the home thread only.
+    fn release(&self) {
+        if !self.pending.swap(false, Ordering::Acquire) {
+            return;
+        }
+        let returned = std::mem::take(&mut *self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        drop(returned);
+    }
+}
+
+/// Read buffers this shard has been sent home and not yet released (tests, metrics).
+pub fn returned_pending() -> usize {
+    HOME.with(|home| home.get().map_or(0, |r| r.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()))
+}
+
+impl Drop for Returns {
+    /// The last handle can go on any thread, after the home shard has stopped: the
+    /// buffers still queued are leaked, never dropped away from home.
+    fn drop(&mut self) {
+        let queue = self.queue.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for returned in queue.drain(..) {
+            std::mem::forget(returned);
+        }
     }
 }

@@ -144,6 +144,7 @@ impl<F: StorageFile> Steps<F> {
             Offset(0),
             Offset(i64::MAX),
             self.step,
+            segment::Check::Crc,
         )
         .await?;
         if batches.is_empty() {

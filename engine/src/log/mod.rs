@@ -68,11 +68,13 @@ mod read_ahead;
 mod recovery;
 mod retention;
 mod roll;
+mod scrub;
 pub mod snapshots;
 mod truncation;
 
 pub(crate) use compaction::pace;
 pub use compaction::{AbortedRange, CleanerConfig, Dirtiness, Transactions, CLEANER_CHECKPOINT_FILE};
+pub use scrub::ScrubStep;
 use gate::Gate;
 use recovery::restore_bookkeeping;
 use retention::remove_segment_files;
@@ -172,6 +174,9 @@ pub struct Log<S: Storage> {
     oldest_tombstone: Cell<Option<TimestampMs>>,
     /// The log's transactions as its owner tracks them, for the cleaner.
     transactions: RefCell<Option<std::rc::Rc<dyn Transactions>>>,
+    /// Offset ranges (first to last, inclusive) the scrubber found corrupt at rest:
+    /// reads overlapping them answer `Corruption` instead of serving the bytes.
+    fenced: RefCell<BTreeMap<Offset, Offset>>,
 }
 
 struct Pending {

@@ -1,16 +1,18 @@
-//! Reads: batches by offset (the shard's cache, else the segment files, CRC-checked),
-//! the file range for zero-copy sends, and offsets by timestamp (ListOffsets).
+//! Reads: batches by offset (the shard's cache, else the segment files, framed but not
+//! CRC-checked again: `log/scrub.rs` checks data at rest), the file range for zero-copy sends, and offsets by timestamp (ListOffsets).
 
 use super::*;
 
 impl<S: Storage> Log<S> {
     /// Batches from the one holding `offset`, up to `max_bytes` (the first whole even if
     /// larger), with base offsets below `end` when given (e.g. the high watermark).
-    /// Recent batches come from the shard's cache; others from disk, CRC-checked.
+    /// Recent batches come from the shard's cache; others from disk, whose CRCs were
+    /// checked when they entered the log.
     ///
     /// # Errors
     /// `OffsetOutOfRange` outside `[log_start_offset, log_end_offset]`; `Corruption`
-    /// when a stored batch fails validation; `Io`.
+    /// when a stored batch is not framed as one, or overlaps a range the scrubber found
+    /// corrupt; `Io`.
     pub async fn read(&self, offset: Offset, max_bytes: usize, end: Option<Offset>) -> Result<Vec<Batch>> {
         let (bound, start, log_end) = {
             let state = self.state.borrow();
@@ -31,6 +33,7 @@ impl<S: Storage> Log<S> {
         }
         if let Some(batches) = hit {
             metrics.cache_reads.set(metrics.cache_reads.get() + 1);
+            self.check_fenced(&batches)?;
             self.follow_read_ahead(offset);
             return Ok(batches);
         }
@@ -46,6 +49,7 @@ impl<S: Storage> Log<S> {
                 offset,
                 bound,
                 max_bytes,
+                segment::Check::Frame,
             )
             .await
             .inspect_err(|e| {
@@ -53,11 +57,10 @@ impl<S: Storage> Log<S> {
                     metrics.corruptions.set(metrics.corruptions.get() + 1);
                 }
             })?;
+            // Served from the buffer the device wrote into: no copy (`io/dma.rs`).
             metrics.disk_read_bytes.set(metrics.disk_read_bytes.get() + bytes_read);
-            // The DMA storage copies each read out of its buffer: glommio's buffers
-            // belong to the shard's ring and cannot travel to another shard.
-            metrics.read_copied_bytes.set(metrics.read_copied_bytes.get() + bytes_read);
             if let Some(last) = batches.last() {
+                self.check_fenced(&batches)?;
                 self.start_read_ahead(last.next_offset());
                 return Ok(batches);
             }

@@ -13,8 +13,9 @@
 //!
 //! Bounds: one window in flight per log, `READ_AHEAD_SHARD_BYTES_MAX` in flight per
 //! shard, and a window of at most `1/READ_AHEAD_CACHE_DIVISOR` of the cache's budget (no
-//! read-ahead without a cache). Batches read ahead are CRC-checked like any cold read; a
-//! window stops before a bad batch, and the reader's own cold read reports it. A window
+//! read-ahead without a cache). Batches read ahead are framed like any cold read (their
+//! CRC was checked when they entered the log); a window stops before a badly framed
+//! batch, and the reader's own cold read reports it. A window
 //! read while the cache dropped batches (truncation, retention, compaction, deletion)
 //! is discarded rather than cached, so it never brings back bytes a log let go of.
 
@@ -110,7 +111,6 @@ impl<S: Storage> Log<S> {
             if let Ok(pieces) = pieces {
                 let read: u64 = pieces.iter().map(|p| p.len() as u64).sum();
                 EngineMetrics::add(&metrics.disk_read_bytes, read);
-                EngineMetrics::add(&metrics.read_copied_bytes, read);
                 EngineMetrics::add(&metrics.read_ahead_bytes, read);
                 let mut cache = cache.borrow_mut();
                 if cache.invalidations() == invalidations {
@@ -158,7 +158,7 @@ fn whole_batches<'a>(pieces: &'a [Bytes], joined: &'a mut u64) -> impl Iterator<
             let size = crate::batch::peek_size(&head).ok()?;
             join(pieces, piece, position, size, joined)?
         };
-        let batch = Batch::validate(bytes, BATCH_BYTES_MAX).ok()?;
+        let batch = Batch::frame(bytes, BATCH_BYTES_MAX).ok()?;
         position += batch.size();
         Some(batch)
     })

@@ -228,6 +228,7 @@ impl<S: Storage> Log<S> {
             first_dirty: Cell::new(None),
             oldest_tombstone: Cell::new(None),
             transactions: RefCell::new(None),
+            fenced: RefCell::new(BTreeMap::new()),
         });
         // From here on a crash is not a clean shutdown.
         log.write_checkpoint(false).await?;

@@ -48,6 +48,7 @@ impl<S: Storage> Log<S> {
         self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0)
             .await?;
         let (log_end, log_start) = (self.log_end_offset(), self.log_start_offset());
+        self.unfence_from(offset);
         if offset >= log_end {
             // No batch goes, but an epoch started at the end with nothing written in
             // it (a leader's, `start_leader_epoch`) does, as in Kafka's `truncateTo`:
@@ -121,6 +122,7 @@ impl<S: Storage> Log<S> {
 
     /// Empties the log and restarts it at `offset` (Kafka's `truncateFullyAndStartAt`).
     pub(super) async fn restart_at(&self, offset: Offset) -> Result<()> {
+        self.unfence_from(Offset::ZERO);
         let bases = self.segment_bases();
         let path = segment::file_path(&self.dir, offset, segment::LOG_SUFFIX);
         for base in &bases {
