@@ -150,6 +150,9 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_copied_bytes_total{{shard=\"{id}\",path=\"produce\"}} {copied_produce}");
     let _ = writeln!(out, "skein_copied_bytes_total{{shard=\"{id}\",path=\"fetch\"}} {copied_fetch}");
     let _ = writeln!(out, "skein_corruptions_total{{shard=\"{id}\"}} {}", engine.corruptions.get());
+    let _ = writeln!(out, "skein_scrub_bytes_total{{shard=\"{id}\"}} {}", engine.scrubbed_bytes.get());
+    let _ = writeln!(out, "skein_scrub_corrupt_batches_total{{shard=\"{id}\"}} {}", engine.scrub_corrupt_batches.get());
+    let _ = writeln!(out, "skein_scrub_passes_total{{shard=\"{id}\"}} {}", engine.scrub_passes.get());
     let _ = writeln!(out, "skein_cleaner_passes_total{{shard=\"{id}\"}} {}", engine.cleaner_passes.get());
     let _ = writeln!(
         out,

@@ -201,6 +201,15 @@ pub struct StartArgs {
     /// due [default: 15000].
     #[arg(long, env = "SKEIN_LOG_CLEANER_BACKOFF_MS")]
     pub log_cleaner_backoff_ms: Option<u64>,
+    /// The scrubber's read rate per shard: it reads every stored batch back and
+    /// checks its CRC, which reads that serve fetches do not; 0 turns it off
+    /// [default: 8388608].
+    #[arg(long, env = "SKEIN_LOG_SCRUB_BYTES_PER_SECOND")]
+    pub log_scrub_bytes_per_second: Option<u64>,
+    /// The least time from the start of one scrubber pass to the start of the next
+    /// [default: 3600000].
+    #[arg(long, env = "SKEIN_LOG_SCRUB_INTERVAL_MS")]
+    pub log_scrub_interval_ms: Option<u64>,
     /// A default topic config, `name=value` with Kafka's names; repeatable.
     #[arg(long = "topic-config", value_name = "NAME=VALUE")]
     pub topic_configs: Vec<String>,
@@ -262,6 +271,8 @@ struct FileConfig {
     log_cleaner_io_buffer_size: Option<usize>,
     log_cleaner_io_max_bytes_per_second: Option<f64>,
     log_cleaner_backoff_ms: Option<u64>,
+    log_scrub_bytes_per_second: Option<u64>,
+    log_scrub_interval_ms: Option<u64>,
     iotune_file: Option<PathBuf>,
     #[serde(default)]
     topic_defaults: BTreeMap<String, String>,
@@ -324,6 +335,9 @@ pub struct NodeConfig {
     /// The log cleaner's settings for the whole node (the dedupe buffer is shared out).
     pub cleaner: skein_engine::CleanerConfig,
     pub log_cleaner_backoff_ms: u64,
+    /// The scrubber's read rate per shard (0: off) and least pass interval.
+    pub log_scrub_bytes_per_second: u64,
+    pub log_scrub_interval_ms: u64,
     pub topic_defaults: BTreeMap<String, String>,
     /// The appender's chunk size and writes in flight: the iotune profile's, else the
     /// engine's defaults.
@@ -615,6 +629,11 @@ impl NodeConfig {
                 .or(file.log_cleaner_backoff_ms)
                 .unwrap_or(15_000)
                 .max(1),
+            log_scrub_bytes_per_second: args
+                .log_scrub_bytes_per_second
+                .or(file.log_scrub_bytes_per_second)
+                .unwrap_or(8 << 20),
+            log_scrub_interval_ms: args.log_scrub_interval_ms.or(file.log_scrub_interval_ms).unwrap_or(3_600_000),
             topic_defaults,
             write_shape,
             iotune,

@@ -589,6 +589,47 @@ fn spawn_cleaner(shard: &Rc<Shard>, config: &NodeConfig, shards: usize) {
     };
 }
 
+/// Runs the scrubber (`skein_engine::log` scrub) in a task queue of its own with the
+/// cleaner's small share: a pass over every log of the shard at
+/// `log_scrub_bytes_per_second`, then the next no sooner than `log_scrub_interval_ms`
+/// after the last one started.
+fn spawn_scrubber(shard: &Rc<Shard>, config: &NodeConfig) {
+    let rate = config.log_scrub_bytes_per_second;
+    if rate == 0 {
+        return;
+    }
+    let interval = Duration::from_millis(config.log_scrub_interval_ms);
+    let queue = glommio::executor().create_task_queue(
+        glommio::Shares::Static(CLEANER_SHARES),
+        glommio::Latency::NotImportant,
+        "log-scrubber",
+    );
+    let shard = shard.clone();
+    let task = glommio::spawn_local_into(
+        async move {
+            loop {
+                let started = std::time::Instant::now();
+                let pass = shard.logs.scrub_pass(rate).await;
+                if pass.corrupt == 0 {
+                    tracing::debug!(target: "skein", shard = shard.id, bytes = pass.bytes, "scrubber pass done");
+                } else {
+                    tracing::error!(target: "skein", shard = shard.id, bytes = pass.bytes, corrupt = pass.corrupt,
+                        "scrubber pass found corrupt batches at rest");
+                }
+                // At least a second between passes, whatever the interval.
+                glommio::timer::sleep(interval.saturating_sub(started.elapsed()).max(Duration::from_secs(1))).await;
+            }
+        },
+        queue,
+    );
+    match task {
+        Ok(task) => {
+            task.detach();
+        }
+        Err(e) => tracing::error!(target: "skein", error = %e, "cannot start the scrubber"),
+    };
+}
+
 async fn run_shard(
     shard: Rc<Shard>,
     receivers: Vec<glommio::channels::shared_channel::ConnectedReceiver<skein_net::shard::ShardMessage>>,
@@ -689,6 +730,7 @@ async fn run_shard(
         }
     }
     spawn_cleaner(&shard, &config, shards);
+    spawn_scrubber(&shard, &config);
     glommio::spawn_local(skein_net::replica_fetcher::run(shard.clone(), config.replica_lag_time_max_ms as i64))
         .detach();
     if shard.id == 0 {

@@ -99,8 +99,11 @@ impl<S: Storage> Log<S> {
         Ok(step)
     }
 
+    /// Fences a corrupt range; one fenced already (a later pass) is not counted again.
     fn fence(&self, (first, last): (Offset, Offset), path: &Path, position: u64, reason: &str) {
-        self.fenced.borrow_mut().insert(first, last);
+        if self.fenced.borrow_mut().insert(first, last) == Some(last) {
+            return;
+        }
         let metrics = &self.ctx.metrics;
         EngineMetrics::add(&metrics.corruptions, 1);
         EngineMetrics::add(&metrics.scrub_corrupt_batches, 1);
