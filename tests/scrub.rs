@@ -21,13 +21,12 @@ fn name(topic: &str) -> TopicName {
 }
 
 fn fetch_at(client: &mut RawClient, offset: i64) -> (i16, usize) {
-    let request = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(0)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![FetchTopic::default().with_topic(name("scrubbed")).with_partitions(vec![
-            FetchPartition::default().with_fetch_offset(offset).with_partition_max_bytes(1),
-        ])]);
+    let request =
+        FetchRequest::default().with_replica_id(BrokerId(-1)).with_max_wait_ms(0).with_max_bytes(1 << 20).with_topics(
+            vec![FetchTopic::default().with_topic(name("scrubbed")).with_partitions(vec![FetchPartition::default()
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1)])],
+        );
     let response = client.call(&request, 12);
     let partition = &response.responses[0].partitions[0];
     (partition.error_code, partition.records.as_ref().map_or(0, |r| r.len()))

@@ -313,6 +313,7 @@ impl<'a, F: StorageFile> Reader<'a, F> {
 ///
 /// # Errors
 /// `Corruption` when stored bytes fail `check`; `Io` on read errors.
+#[allow(clippy::too_many_arguments)] // a range, its bounds and a check: all plain values
 pub(crate) async fn read_batches<F: StorageFile>(
     file: &F,
     path: &Path,

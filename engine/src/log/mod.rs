@@ -74,11 +74,11 @@ mod truncation;
 
 pub(crate) use compaction::pace;
 pub use compaction::{AbortedRange, CleanerConfig, Dirtiness, Transactions, CLEANER_CHECKPOINT_FILE};
-pub use scrub::ScrubStep;
 use gate::Gate;
 use recovery::restore_bookkeeping;
 use retention::remove_segment_files;
 use roll::roll_jitter_ms;
+pub use scrub::ScrubStep;
 
 /// Free space kept back when reserving, so that checkpoints and indexes can still be
 /// written on a disk that appends have filled.
