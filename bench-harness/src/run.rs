@@ -259,6 +259,9 @@ pub(crate) fn create_topics(workload: &Workload, options: &RunOptions) -> Result
 /// A message when topics cannot be created or clients cannot start.
 pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, String> {
     workload.check()?;
+    if workload.consumer_delay_secs > 0 {
+        return Err("consumer_delay_secs is for --driver native".into());
+    }
     let rate = match options.rate {
         Some(r) => Some(r),
         None => workload.producer_rate.per_second()?,

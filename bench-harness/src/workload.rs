@@ -68,6 +68,12 @@ pub struct Workload {
     /// this many messages (consumers read committed), and commit latency is measured.
     #[serde(default)]
     pub transaction_size: Option<u32>,
+    /// Consumers start this long after the producers, from each partition's first
+    /// offset: they read a backlog, from disk once it outgrows the broker's cache (a
+    /// consumer catching up). Native driver only; 0, the default, starts them at once
+    /// at the latest offsets.
+    #[serde(default)]
+    pub consumer_delay_secs: u64,
 }
 
 fn one() -> u32 {

@@ -89,10 +89,18 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
             for c in 0..readers {
                 let mine: Vec<i32> = partitions.iter().copied().filter(|p| p % readers == c).collect();
                 for (address, led) in by_leader(&leaders, topic, &mine)? {
-                    let offsets = client::latest_offsets(&address, topic, &led)?;
+                    let delay = Duration::from_secs(workload.consumer_delay_secs);
+                    let offsets = match delay.is_zero() {
+                        true => client::latest_offsets(&address, topic, &led)?,
+                        // The topic is new: its first offset is 0.
+                        false => led.iter().map(|&p| (p, 0)).collect(),
+                    };
                     let stream = client::connect(&address)?;
                     let (topic, shared) = (topic.clone(), shared.clone());
-                    consumers.push(std::thread::spawn(move || consume(stream, &topic, offsets, &shared)));
+                    consumers.push(std::thread::spawn(move || {
+                        std::thread::sleep(delay);
+                        consume(stream, &topic, offsets, &shared)
+                    }));
                 }
             }
         }
