@@ -57,6 +57,13 @@ impl OffsetIndex {
         }
     }
 
+    /// The start of an indexed batch at or below `position`, if any: a place where a
+    /// read can be cut without cutting a batch.
+    pub fn batch_start_at_or_below(&self, position: u32) -> Option<u32> {
+        let at = self.entries.partition_point(|&(_, p)| p <= position);
+        at.checked_sub(1).map(|n| self.entries[n].1)
+    }
+
     /// Drops entries for batches at or after `position` (truncation).
     pub fn truncate_to_position(&mut self, position: u32) {
         let keep = self.entries.partition_point(|&(_, p)| p < position);

@@ -3,9 +3,10 @@
 //! A consumer catching up, a follower or a coordinator replaying its log reads from
 //! disk. Alone, each such read is one DMA read at a time, and the device idles while
 //! the response is sent and the next fetch arrives. So after a cold read the log reads
-//! the next window (`READ_AHEAD_BYTES`, as several reads of `READ_AHEAD_READ_BYTES` in
-//! flight at once) in a task of its own, and puts its batches in the
-//! shard's cache. A read that lands in a completed window starts the next one: while a
+//! the next window (`READ_AHEAD_BYTES`, as several reads of about
+//! `READ_AHEAD_READ_BYTES` in flight at once, cut where the offset index says a batch
+//! starts, so that batches are slices of the read buffers and none is copied) in a
+//! task of its own, and puts its batches in the shard's cache. A read that lands in a completed window starts the next one: while a
 //! reader consumes one window from memory, the next is on its way, and the device stays
 //! busy as long as the reader keeps up. A read that misses the cache while a window
 //! that may hold its offset is in flight waits for that window instead of reading the
@@ -94,16 +95,14 @@ impl<S: Storage> Log<S> {
         if len == 0 {
             return;
         }
+        let pieces = self.pieces(from, range.position, len);
         *self.read_ahead.window.borrow_mut() = Some(Window { start: from, end: None });
         metrics.read_ahead_bytes_in_flight.set(in_flight + len as u64);
         let (cache, key, read_ahead) = (self.ctx.cache.clone(), self.key, self.read_ahead.clone());
         let invalidations = cache.borrow().invalidations();
         self.ctx.storage.spawn(async move {
             // Several reads in flight: one large read is one device request here.
-            let reads = (0..len.div_ceil(READ_AHEAD_READ_BYTES)).map(|i| {
-                let at = i * READ_AHEAD_READ_BYTES;
-                range.file.read_at(range.position + at as u64, READ_AHEAD_READ_BYTES.min(len - at))
-            });
+            let reads = pieces.iter().map(|&(at, len)| range.file.read_at(at, len));
             let pieces: std::io::Result<Vec<Bytes>> = futures_util::future::join_all(reads).await.into_iter().collect();
             let in_flight = &metrics.read_ahead_bytes_in_flight;
             in_flight.set(in_flight.get() - len as u64);
@@ -131,6 +130,31 @@ impl<S: Storage> Log<S> {
             drop(window);
             read_ahead.done.wake_all();
         });
+    }
+}
+
+impl<S: Storage> Log<S> {
+    /// The reads of a window of `len` bytes at `position` in the segment holding
+    /// `from`: about `READ_AHEAD_READ_BYTES` each, cut where the offset index says a
+    /// batch starts, so that a batch rarely spans two reads (one that does is joined
+    /// in a copy). Without an index entry in reach, a cut falls where it falls.
+    fn pieces(&self, from: Offset, position: u64, len: usize) -> Vec<(u64, usize)> {
+        let state = self.state.borrow();
+        let index = state.segments.range(..=from).next_back().map(|(_, segment)| &segment.offset_index);
+        let end = position + len as u64;
+        let mut cuts = vec![position];
+        let mut target = position + READ_AHEAD_READ_BYTES as u64;
+        while target < end {
+            let last = *cuts.last().expect("starts with position");
+            let at_batch = index
+                .and_then(|index| index.batch_start_at_or_below(u32::try_from(target).ok()?))
+                .map(u64::from)
+                .filter(|&cut| cut > last + (READ_AHEAD_READ_BYTES / 2) as u64);
+            cuts.push(at_batch.unwrap_or(target));
+            target = cuts.last().expect("pushed") + READ_AHEAD_READ_BYTES as u64;
+        }
+        cuts.push(end);
+        cuts.windows(2).map(|w| (w[0], (w[1] - w[0]) as usize)).collect()
     }
 }
 
