@@ -89,6 +89,8 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_bytes_in_total{{shard=\"{id}\"}} {}", m.bytes_in.get());
     let _ = writeln!(out, "skein_bytes_out_total{{shard=\"{id}\"}} {}", m.bytes_out.get());
     let _ = writeln!(out, "skein_cross_shard_messages_total{{shard=\"{id}\"}} {}", m.cross_shard_messages.get());
+    let client_hops = m.cross_shard_client_messages.get();
+    let _ = writeln!(out, "skein_cross_shard_client_messages_total{{shard=\"{id}\"}} {client_hops}");
     let _ = writeln!(out, "skein_cross_shard_queued{{shard=\"{id}\"}} {}", shard.cross_shard_queued(id));
     render_histogram(&mut out, "skein_cross_shard_wait_us", &format!("shard=\"{id}\""), &m.cross_shard_wait);
     let _ = writeln!(out, "skein_connections{{shard=\"{id}\"}} {}", m.connections.get());

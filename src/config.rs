@@ -119,7 +119,8 @@ pub struct StartArgs {
     /// Virtual brokers: each shard also listens on `BASE_PORT + shard` (the first
     /// listener's host and security) and is advertised to that listener's clients as a
     /// broker of its own, leading the partitions it owns, so clients send each request
-    /// to the core that owns its partitions. A single node only, for now [default: off].
+    /// to the core that owns its partitions. In a cluster, each node registers its own
+    /// and every node lists them all [default: off].
     #[arg(long, env = "SKEIN_VIRTUAL_BROKERS", value_name = "BASE_PORT")]
     pub virtual_brokers: Option<u16>,
     #[arg(long, env = "SKEIN_AUTO_BALANCE", num_args = 0..=1, default_missing_value = "true")]
@@ -527,7 +528,7 @@ impl NodeConfig {
         let group_commit_max_delay_us = crate::iotune::group_commit_cap(group_commit_max_delay_us, iotune.as_ref());
         let virtual_brokers = match args.virtual_brokers.or(file.virtual_brokers) {
             None => None,
-            Some(base) => Some(virtual_brokers(base, clustered, node_id, &cpus, &security.listeners)?),
+            Some(base) => Some(virtual_brokers(base, node_id, &cpus, &security.listeners)?),
         };
         Ok(NodeConfig {
             virtual_brokers,
@@ -778,20 +779,16 @@ mod tests {
     }
 }
 
-/// Checks `--virtual-brokers BASE_PORT` against the node: a single node, ids and ports
-/// that fit, ports apart from the listeners'.
+/// Checks `--virtual-brokers BASE_PORT` against the node: ids and ports that fit,
+/// ports apart from the listeners'.
 fn virtual_brokers(
     base: u16,
-    clustered: bool,
     node_id: i32,
     cpus: &[usize],
     listeners: &[skein_net::security::ListenerConfig],
 ) -> Result<skein_net::virtual_brokers::VirtualBrokers, String> {
     use skein_net::virtual_brokers::{NODE_ID_MAX, SHARDS_PER_NODE_MAX};
     let refuse = |why: String| Err(format!("invalid --virtual-brokers {base}: {why}"));
-    if clustered {
-        return refuse("virtual brokers need a single node for now (brokers do not register their shards yet)".into());
-    }
     if !(0..=NODE_ID_MAX).contains(&node_id) || cpus.len() > SHARDS_PER_NODE_MAX as usize {
         return refuse(format!("needs a node id up to {NODE_ID_MAX} and at most {SHARDS_PER_NODE_MAX} shards"));
     }
@@ -804,5 +801,9 @@ fn virtual_brokers(
         return refuse(format!("listener {} already uses port {}", taken.name, taken.address.port()));
     }
     let first = listeners.first().ok_or("virtual brokers need a listener")?;
-    Ok(skein_net::virtual_brokers::VirtualBrokers { listener: first.name.clone(), port_base: base })
+    Ok(skein_net::virtual_brokers::VirtualBrokers {
+        listener: first.name.clone(),
+        port_base: base,
+        shards: cpus.len() as u16,
+    })
 }

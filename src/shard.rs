@@ -512,6 +512,7 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
                 port: l.advertised_port,
             })
             .collect(),
+        virtual_brokers: shard.settings.virtual_brokers.clone(),
     };
     let mut registered = false;
     loop {

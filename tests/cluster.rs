@@ -32,6 +32,8 @@ mod replication;
 mod security;
 #[path = "cluster/transactions.rs"]
 mod transactions;
+#[path = "cluster/virtual_brokers.rs"]
+mod virtual_brokers;
 
 const NOT_CONTROLLER: i16 = 41;
 
@@ -89,6 +91,17 @@ impl Cluster {
         extra: impl Fn(i32) -> Vec<String>,
         prepare: impl Fn(i32, &std::path::Path),
     ) -> Cluster {
+        Cluster::start_sharded(size, voters, "1", extra, prepare)
+    }
+
+    /// As `start_prepared`, each node running `cores` shards.
+    fn start_sharded(
+        size: i32,
+        voters: i32,
+        cores: &str,
+        extra: impl Fn(i32) -> Vec<String>,
+        prepare: impl Fn(i32, &std::path::Path),
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let mut ports: Vec<u16> = Vec::new();
         while ports.len() < voters as usize {
@@ -108,7 +121,7 @@ impl Cluster {
                 let id = id.to_string();
                 let mut args = vec!["--node-id", &id, "--controller-voters", &voters];
                 args.extend(own.iter().map(String::as_str));
-                Broker::start(&home, "1", &args)
+                Broker::start(&home, cores, &args)
             })
             .collect();
         Cluster { nodes, _dir: dir, lan: None }

@@ -31,6 +31,8 @@ pub struct ShardMetrics {
     /// Record bytes copied to build fetch responses (the rest is shared, `frame.rs`).
     pub fetch_copied_bytes: Cell<u64>,
     pub cross_shard_messages: Cell<u64>,
+    /// Of those, clients' produce and fetch operations (not followers', not admin).
+    pub cross_shard_client_messages: Cell<u64>,
     /// Partition operations other shards sent here: from the send to their start on
     /// this shard (the channel's queue and this shard's task queue).
     pub cross_shard_wait: StageHistogram,

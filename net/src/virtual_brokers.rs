@@ -13,11 +13,12 @@
 //! brokers reach each other, register and replicate under their real ids, on the
 //! inter-broker listener, and the metadata image holds real ids only.
 //!
-//! Clusters. The same ids compose with real brokers: a broker's registration would
-//! carry its shard count and base port, and each node would then list every broker's
-//! shards as virtual brokers, naming a partition's leader by its leader's node and the
-//! shard that owns it there (the shard table is the cluster's). Registrations do not
-//! carry shard counts yet, so a cluster node refuses `--virtual-brokers` at start.
+//! Clusters. The same ids compose with real brokers: a broker registers its virtual
+//! brokers (`BrokerMeta::virtual_brokers`: listener, base port, shard count), and
+//! every node lists each registered broker's shards as virtual brokers to that
+//! listener's clients, naming a partition's leader (and each replica) by the replica's
+//! node and the shard that owns the partition there (the shard table is the
+//! cluster's). Nodes may mix: a broker that registered none keeps its real id.
 //!
 //! A request that reaches a shard for a partition another shard owns (a client whose
 //! metadata predates a `skein placement move`) is still served, through the cross-shard
@@ -32,13 +33,17 @@ pub const SHARDS_PER_NODE_MAX: i32 = 1024;
 /// The largest node id that has virtual brokers (its ids must fit in an i32).
 pub const NODE_ID_MAX: i32 = (i32::MAX - VIRTUAL_ID_BASE) / SHARDS_PER_NODE_MAX - 1;
 
-/// Where the virtual brokers listen.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a node's virtual brokers listen: its settings, and what it registers.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+)]
 pub struct VirtualBrokers {
     /// The listener whose clients see the virtual brokers (the node's first).
     pub listener: String,
     /// Shard `s` listens on `port_base + s`, advertised on the listener's host.
     pub port_base: u16,
+    /// The node's shards: one virtual broker each.
+    pub shards: u16,
 }
 
 /// The virtual broker id of `shard` of node `node`.

@@ -511,6 +511,7 @@ mod tests {
             incarnation,
             clean_restart: true,
             listeners: Vec::new(),
+            virtual_brokers: None,
         })
     }
 

@@ -160,9 +160,18 @@ pub struct BrokerMeta {
     /// inter-broker listener's.
     #[serde(default)]
     pub listeners: Vec<crate::security::Endpoint>,
+    /// Its virtual brokers (`--virtual-brokers`), if it runs them: each node lists
+    /// them to that listener's clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_brokers: Option<crate::virtual_brokers::VirtualBrokers>,
 }
 
 impl BrokerMeta {
+    /// Its virtual brokers, when clients on listener `name` see them.
+    pub fn virtual_on(&self, name: &str) -> Option<&crate::virtual_brokers::VirtualBrokers> {
+        self.virtual_brokers.as_ref().filter(|v| v.listener == name)
+    }
+
     /// Its endpoint on listener `name`: the registered one, or `host:port` for a
     /// broker that registered no listeners (an earlier version, one listener).
     pub fn endpoint(&self, name: &str) -> Option<(String, u16)> {

@@ -73,8 +73,9 @@ impl std::fmt::Debug for Opened {
 }
 
 /// What starts a snapshot of the image in rkyv's form; snapshots of earlier versions
-/// are `SKEINRK2`, `SKEINRK1` (`snapshot_old`) or JSON (they start with `{`).
-const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK3";
+/// are `SKEINRK3`, `SKEINRK2`, `SKEINRK1` (`snapshot_old`) or JSON (they start with `{`).
+const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK4";
+const RKYV_SNAPSHOT_V3: &[u8; 8] = b"SKEINRK3";
 const RKYV_SNAPSHOT_V2: &[u8; 8] = b"SKEINRK2";
 const RKYV_SNAPSHOT_V1: &[u8; 8] = b"SKEINRK1";
 
@@ -90,7 +91,7 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
 /// The image a snapshot holds, checked (rkyv's validation) before it is read; a JSON
 /// snapshot of an earlier version is read too.
 pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
-    // The current layout and `SKEINRK2` carry a checksum of the archive.
+    // The current layout, `SKEINRK3` and `SKEINRK2` carry a checksum of the archive.
     let checked = |framed: &[u8]| -> Result<Vec<u8>, String> {
         let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
         match crc32c::crc32c(archive).to_be_bytes() == crc {
@@ -104,6 +105,8 @@ pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
         aligned.extend_from_slice(&archive);
         rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned)
             .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?
+    } else if let Some(framed) = bytes.strip_prefix(&RKYV_SNAPSHOT_V3[..]) {
+        super::snapshot_old::decode_v3(&checked(framed)?)?
     } else if let Some(framed) = bytes.strip_prefix(&RKYV_SNAPSHOT_V2[..]) {
         super::snapshot_old::decode_v2(&checked(framed)?)?
     } else if let Some(archive) = bytes.strip_prefix(&RKYV_SNAPSHOT_V1[..]) {
@@ -457,6 +460,7 @@ mod tests {
             incarnation: 77,
             clean_restart: true,
             listeners: vec![crate::security::Endpoint { listener: "SASL_SSL".into(), host: "h".into(), port: 9094 }],
+            virtual_brokers: None,
         };
         image.apply(&[MetadataRecord::Topic(topic.clone()), MetadataRecord::RegisterBroker(broker.clone())]);
         image.broker_configs.insert("".into(), [("follower.replication.throttled.rate".into(), "10".into())].into());
@@ -500,6 +504,20 @@ mod tests {
                 value: Some(1048576.0),
             },
         ]);
+        // `SKEINRK3` reads, without virtual brokers.
+        let v3 = super::super::snapshot_old::encode_v3(&image);
+        let crc = crc32c::crc32c(&v3).to_be_bytes();
+        let v3 = decode_image(&[&RKYV_SNAPSHOT_V3[..], &crc[..], &v3[..]].concat()).unwrap();
+        assert_eq!(json(&v3), json(&image));
+        let broker = BrokerMeta {
+            virtual_brokers: Some(crate::virtual_brokers::VirtualBrokers {
+                listener: "SASL_SSL".into(),
+                port_base: 20000,
+                shards: 4,
+            }),
+            ..broker
+        };
+        image.apply(&[MetadataRecord::RegisterBroker(broker.clone())]);
         let bytes = encode_image(&image);
         assert!(bytes.starts_with(RKYV_SNAPSHOT));
         let decoded = decode_image(&bytes).unwrap();

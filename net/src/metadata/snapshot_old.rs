@@ -1,7 +1,8 @@
 //! The rkyv layouts of metadata snapshots of earlier versions, read once, at the
 //! first start of this version, and written back in the current layout with the next
 //! snapshot: `SKEINRK1`, before brokers registered their listeners and the image held
-//! SCRAM credentials, and `SKEINRK2`, before it held ACLs and client quotas.
+//! SCRAM credentials, `SKEINRK2`, before it held ACLs and client quotas, and
+//! `SKEINRK3`, before brokers registered their virtual brokers.
 
 use std::collections::BTreeMap;
 
@@ -30,12 +31,77 @@ struct ImageV1 {
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
+/// A broker as `SKEINRK2` and `SKEINRK3` archived it: with its listeners, before
+/// virtual brokers.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct BrokerV2 {
+    id: i32,
+    epoch: u64,
+    host: String,
+    port: u16,
+    rack: Option<String>,
+    fenced: bool,
+    incarnation: u64,
+    clean_restart: bool,
+    listeners: Vec<crate::security::Endpoint>,
+}
+
+impl From<BrokerV2> for BrokerMeta {
+    fn from(b: BrokerV2) -> BrokerMeta {
+        BrokerMeta {
+            id: b.id,
+            epoch: b.epoch,
+            host: b.host,
+            port: b.port,
+            rack: b.rack,
+            fenced: b.fenced,
+            incarnation: b.incarnation,
+            clean_restart: b.clean_restart,
+            listeners: b.listeners,
+            virtual_brokers: None,
+        }
+    }
+}
+
+fn brokers_v2(brokers: BTreeMap<i32, BrokerV2>) -> BTreeMap<i32, BrokerMeta> {
+    brokers.into_iter().map(|(id, b)| (id, b.into())).collect()
+}
+
+#[cfg(test)]
+fn to_v2(brokers: &BTreeMap<i32, BrokerMeta>) -> BTreeMap<i32, BrokerV2> {
+    let v2 = |b: &BrokerMeta| BrokerV2 {
+        id: b.id,
+        epoch: b.epoch,
+        host: b.host.clone(),
+        port: b.port,
+        rack: b.rack.clone(),
+        fenced: b.fenced,
+        incarnation: b.incarnation,
+        clean_restart: b.clean_restart,
+        listeners: b.listeners.clone(),
+    };
+    brokers.iter().map(|(&id, b)| (id, v2(b))).collect()
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct ImageV3 {
+    version: u64,
+    topics: BTreeMap<String, TopicMeta>,
+    next_producer_id: i64,
+    brokers: BTreeMap<i32, BrokerV2>,
+    log_generation: u64,
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    scram: BTreeMap<String, BTreeMap<String, ScramCredential>>,
+    acls: Vec<crate::security::acl::AclBinding>,
+    client_quotas: Vec<crate::quota::ClientQuota>,
+}
+
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct ImageV2 {
     version: u64,
     topics: BTreeMap<String, TopicMeta>,
     next_producer_id: i64,
-    brokers: BTreeMap<i32, BrokerMeta>,
+    brokers: BTreeMap<i32, BrokerV2>,
     log_generation: u64,
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     scram: BTreeMap<String, BTreeMap<String, ScramCredential>>,
@@ -54,6 +120,41 @@ where
         .map_err(|e| format!("the metadata snapshot does not validate: {e}"))
 }
 
+/// The image an `SKEINRK3` archive holds, validated.
+pub(super) fn decode_v3(archive: &[u8]) -> Result<MetadataImage, String> {
+    let old: ImageV3 = read(archive)?;
+    Ok(MetadataImage {
+        version: old.version,
+        topics: old.topics,
+        next_producer_id: old.next_producer_id,
+        brokers: brokers_v2(old.brokers),
+        log_generation: old.log_generation,
+        broker_configs: old.broker_configs,
+        scram: old.scram,
+        acls: old.acls,
+        client_quotas: old.client_quotas,
+        ..Default::default()
+    })
+}
+
+/// An `SKEINRK3` archive of `image`, without its checksum, for the test that this
+/// version reads it.
+#[cfg(test)]
+pub(super) fn encode_v3(image: &MetadataImage) -> Vec<u8> {
+    let old = ImageV3 {
+        version: image.version,
+        topics: image.topics.clone(),
+        next_producer_id: image.next_producer_id,
+        brokers: to_v2(&image.brokers),
+        log_generation: image.log_generation,
+        broker_configs: image.broker_configs.clone(),
+        scram: image.scram.clone(),
+        acls: image.acls.clone(),
+        client_quotas: image.client_quotas.clone(),
+    };
+    rkyv::to_bytes::<rkyv::rancor::Error>(&old).expect("serialises").to_vec()
+}
+
 /// The image an `SKEINRK2` archive holds, validated.
 pub(super) fn decode_v2(archive: &[u8]) -> Result<MetadataImage, String> {
     let old: ImageV2 = read(archive)?;
@@ -61,7 +162,7 @@ pub(super) fn decode_v2(archive: &[u8]) -> Result<MetadataImage, String> {
         version: old.version,
         topics: old.topics,
         next_producer_id: old.next_producer_id,
-        brokers: old.brokers,
+        brokers: brokers_v2(old.brokers),
         log_generation: old.log_generation,
         broker_configs: old.broker_configs,
         scram: old.scram,
@@ -77,7 +178,7 @@ pub(super) fn encode_v2(image: &MetadataImage) -> Vec<u8> {
         version: image.version,
         topics: image.topics.clone(),
         next_producer_id: image.next_producer_id,
-        brokers: image.brokers.clone(),
+        brokers: to_v2(&image.brokers),
         log_generation: image.log_generation,
         broker_configs: image.broker_configs.clone(),
         scram: image.scram.clone(),
@@ -102,6 +203,7 @@ pub(super) fn decode(archive: &[u8]) -> Result<MetadataImage, String> {
                 incarnation: b.incarnation,
                 clean_restart: b.clean_restart,
                 listeners: Vec::new(),
+                virtual_brokers: None,
             };
             (id, broker)
         })

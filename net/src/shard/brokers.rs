@@ -15,12 +15,19 @@ impl Shard {
     /// the listener is left out.
     pub fn brokers(&self, listener: &str) -> Vec<(i32, String, u16, Option<String>)> {
         let image = self.image();
-        let mut brokers: Vec<_> = image
-            .brokers
-            .values()
-            .filter(|b| b.id != self.settings.node_id && !b.fenced)
-            .filter_map(|b| b.endpoint(listener).map(|(host, port)| (b.id, host, port, b.rack.clone())))
-            .collect();
+        let mut brokers = Vec::new();
+        for b in image.brokers.values().filter(|b| b.id != self.settings.node_id && !b.fenced) {
+            let Some((host, port)) = b.endpoint(listener) else { continue };
+            match b.virtual_on(listener) {
+                // A broker that registered virtual brokers on this listener: each of
+                // its shards a broker of its own.
+                Some(v) => brokers.extend((0..v.shards).map(|shard| {
+                    let id = crate::virtual_brokers::virtual_id(b.id, shard as usize);
+                    (id, host.clone(), v.port_base + shard, b.rack.clone())
+                })),
+                None => brokers.push((b.id, host, port, b.rack.clone())),
+            }
+        }
         // A controller-only node is no broker.
         if self.settings.broker {
             match (self.virtual_brokers(listener), self.own_endpoint(listener)) {
@@ -42,13 +49,17 @@ impl Shard {
     /// A broker's address for a client on listener `listener`: this node's own, or
     /// that of a registered broker not fenced.
     pub fn client_address(&self, id: i32, listener: &str) -> Option<(String, u16)> {
-        if let (Some(port_base), Some((node, shard))) =
-            (self.virtual_brokers(listener), crate::virtual_brokers::split(id))
-        {
-            let here = node == self.settings.node_id && shard < self.settings.shards && self.settings.broker;
-            return here
-                .then(|| self.own_endpoint(listener).map(|(host, _)| (host, port_base + shard as u16)))
-                .flatten();
+        if let Some((node, shard)) = crate::virtual_brokers::split(id) {
+            if node == self.settings.node_id {
+                let port_base = self.virtual_brokers(listener)?;
+                let here = shard < self.settings.shards && self.settings.broker;
+                return here.then(|| self.own_endpoint(listener).map(|(host, _)| (host, port_base + shard as u16)))?;
+            }
+            // Another node's virtual broker, as it registered them.
+            let image = self.image();
+            let broker = image.brokers.get(&node).filter(|b| !b.fenced)?;
+            let v = broker.virtual_on(listener).filter(|v| shard < usize::from(v.shards))?;
+            return broker.endpoint(listener).map(|(host, _)| (host, v.port_base + shard as u16));
         }
         if id == self.settings.node_id {
             return self.settings.broker.then(|| self.own_endpoint(listener)).flatten();
@@ -62,23 +73,37 @@ impl Shard {
     }
 
     /// The id a client on `listener` knows broker `broker` by where it acts for
-    /// `topic`-`partition` (leads, follows, coordinates): with virtual brokers on that
-    /// listener, this node is the virtual broker of the shard that owns the partition;
-    /// any other broker, and every broker on other listeners, keeps its id.
+    /// `topic`-`partition` (leads, follows, coordinates): a broker that runs virtual
+    /// brokers on that listener (this node, or one that registered them) is the
+    /// virtual broker of its shard that owns the partition; any other broker, and
+    /// every broker on other listeners, keeps its id.
     pub fn client_broker_id(&self, broker: i32, listener: &str, topic: &str, partition: i32) -> i32 {
-        if broker != self.settings.node_id || self.virtual_brokers(listener).is_none() {
-            return broker;
-        }
-        let owner = self.image().shard_of(&skein_engine::TopicPartition::new(topic, partition));
-        owner.map_or(broker, |shard| crate::virtual_brokers::virtual_id(broker, shard))
+        let image = self.image();
+        let shards = match broker == self.settings.node_id {
+            true => self.virtual_brokers(listener).map(|_| self.settings.shards),
+            false => image.brokers.get(&broker).and_then(|b| b.virtual_on(listener)).map(|v| usize::from(v.shards)),
+        };
+        let Some(shards) = shards else { return broker };
+        let Some(owner) = image.shard_of(&skein_engine::TopicPartition::new(topic, partition)) else { return broker };
+        // The shard table is the cluster's; a node with fewer shards places an entry
+        // past its own within them (`MetadataImage::place_within`), and so does this.
+        let owner = match owner < shards {
+            true => owner,
+            false => crate::metadata::default_shard(topic, partition, shards),
+        };
+        crate::virtual_brokers::virtual_id(broker, owner)
     }
 
-    /// The controller's id as a client on `listener` knows it: with virtual brokers,
-    /// shard 0's (every shard forwards to the controller).
+    /// The controller's id as a client on `listener` knows it: when that node runs
+    /// virtual brokers there, its shard 0's (every shard forwards to the controller).
     pub fn client_controller_id(&self, controller: i32, listener: &str) -> i32 {
-        match self.virtual_brokers(listener) {
-            Some(_) if controller == self.settings.node_id => crate::virtual_brokers::virtual_id(controller, 0),
-            _ => controller,
+        let virtual_here = match controller == self.settings.node_id {
+            true => self.virtual_brokers(listener).is_some(),
+            false => self.image().brokers.get(&controller).is_some_and(|b| b.virtual_on(listener).is_some()),
+        };
+        match virtual_here {
+            true => crate::virtual_brokers::virtual_id(controller, 0),
+            false => controller,
         }
     }
 

@@ -458,6 +458,11 @@ impl Shard {
             self.execute(&partition, op).await
         } else {
             self.metrics.cross_shard_messages.set(self.metrics.cross_shard_messages.get() + 1);
+            // What virtual brokers take off the cross-shard route: clients' data.
+            if matches!(op, PartitionOp::Produce { .. } | PartitionOp::Fetch { reader: Reader::Consumer { .. }, .. }) {
+                let client = &self.metrics.cross_shard_client_messages;
+                client.set(client.get() + 1);
+            }
             let (reply, answer) = oneshot::channel();
             if self
                 .router
