@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two Skein builds against each other on a consumer catching up from disk: the
-# catch-up workload (1 partition, 1 KiB, 150 MB/s produced; the consumer starts 20 s
-# late from the first offset, so it reads a backlog of about 3 GB, far beyond the
+# catch-up workload (1 partition, 1 KiB, 100 MB/s produced; the consumer starts 20 s
+# late from the first offset, so it reads a backlog of about 2 GB, far beyond the
 # 64 MiB cache) with the native driver. Each broker on CPU 0 with its admin endpoint,
 # the generator on CPU 1, A B alternated, the device drained between runs. Prints the
 # broker's CPU per GB and copies per fetched byte of each run, then `compare`.

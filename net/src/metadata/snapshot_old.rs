@@ -120,28 +120,54 @@ where
         .map_err(|e| format!("the metadata snapshot does not validate: {e}"))
 }
 
-/// The image an `SKEINRK3` archive holds, validated.
-pub(super) fn decode_v3(archive: &[u8]) -> Result<MetadataImage, String> {
-    let old: ImageV3 = read(archive)?;
-    Ok(MetadataImage {
-        version: old.version,
-        topics: old.topics,
-        next_producer_id: old.next_producer_id,
-        brokers: brokers_v2(old.brokers),
-        log_generation: old.log_generation,
-        broker_configs: old.broker_configs,
-        scram: old.scram,
-        acls: old.acls,
-        client_quotas: old.client_quotas,
-        ..Default::default()
-    })
+impl From<ImageV3> for MetadataImage {
+    fn from(old: ImageV3) -> MetadataImage {
+        MetadataImage {
+            version: old.version,
+            topics: old.topics,
+            next_producer_id: old.next_producer_id,
+            brokers: brokers_v2(old.brokers),
+            log_generation: old.log_generation,
+            broker_configs: old.broker_configs,
+            scram: old.scram,
+            acls: old.acls,
+            client_quotas: old.client_quotas,
+            ..Default::default()
+        }
+    }
 }
 
-/// An `SKEINRK3` archive of `image`, without its checksum, for the test that this
-/// version reads it.
+impl From<ImageV2> for ImageV3 {
+    fn from(old: ImageV2) -> ImageV3 {
+        ImageV3 {
+            version: old.version,
+            topics: old.topics,
+            next_producer_id: old.next_producer_id,
+            brokers: old.brokers,
+            log_generation: old.log_generation,
+            broker_configs: old.broker_configs,
+            scram: old.scram,
+            acls: Vec::new(),
+            client_quotas: Vec::new(),
+        }
+    }
+}
+
+/// The image an `SKEINRK3` archive holds, validated.
+pub(super) fn decode_v3(archive: &[u8]) -> Result<MetadataImage, String> {
+    Ok(read::<ImageV3>(archive)?.into())
+}
+
+/// The image an `SKEINRK2` archive holds, validated.
+pub(super) fn decode_v2(archive: &[u8]) -> Result<MetadataImage, String> {
+    Ok(ImageV3::from(read::<ImageV2>(archive)?).into())
+}
+
+/// `image` in the `SKEINRK3` layout, for the tests that this version reads the
+/// earlier layouts.
 #[cfg(test)]
-pub(super) fn encode_v3(image: &MetadataImage) -> Vec<u8> {
-    let old = ImageV3 {
+fn image_v3(image: &MetadataImage) -> ImageV3 {
+    ImageV3 {
         version: image.version,
         topics: image.topics.clone(),
         next_producer_id: image.next_producer_id,
@@ -151,37 +177,27 @@ pub(super) fn encode_v3(image: &MetadataImage) -> Vec<u8> {
         scram: image.scram.clone(),
         acls: image.acls.clone(),
         client_quotas: image.client_quotas.clone(),
-    };
-    rkyv::to_bytes::<rkyv::rancor::Error>(&old).expect("serialises").to_vec()
+    }
 }
 
-/// The image an `SKEINRK2` archive holds, validated.
-pub(super) fn decode_v2(archive: &[u8]) -> Result<MetadataImage, String> {
-    let old: ImageV2 = read(archive)?;
-    Ok(MetadataImage {
-        version: old.version,
-        topics: old.topics,
-        next_producer_id: old.next_producer_id,
-        brokers: brokers_v2(old.brokers),
-        log_generation: old.log_generation,
-        broker_configs: old.broker_configs,
-        scram: old.scram,
-        ..Default::default()
-    })
+/// An `SKEINRK3` archive of `image`, without its checksum.
+#[cfg(test)]
+pub(super) fn encode_v3(image: &MetadataImage) -> Vec<u8> {
+    rkyv::to_bytes::<rkyv::rancor::Error>(&image_v3(image)).expect("serialises").to_vec()
 }
 
-/// An `SKEINRK2` archive of `image`, without its checksum, for the test that this
-/// version reads it.
+/// An `SKEINRK2` archive of `image` (no ACLs or quotas), without its checksum.
 #[cfg(test)]
 pub(super) fn encode_v2(image: &MetadataImage) -> Vec<u8> {
+    let v3 = image_v3(image);
     let old = ImageV2 {
-        version: image.version,
-        topics: image.topics.clone(),
-        next_producer_id: image.next_producer_id,
-        brokers: to_v2(&image.brokers),
-        log_generation: image.log_generation,
-        broker_configs: image.broker_configs.clone(),
-        scram: image.scram.clone(),
+        version: v3.version,
+        topics: v3.topics,
+        next_producer_id: v3.next_producer_id,
+        brokers: v3.brokers,
+        log_generation: v3.log_generation,
+        broker_configs: v3.broker_configs,
+        scram: v3.scram,
     };
     rkyv::to_bytes::<rkyv::rancor::Error>(&old).expect("serialises").to_vec()
 }

@@ -455,7 +455,10 @@ impl Shard {
     pub async fn route_to(self: &Rc<Self>, owner: usize, partition: TopicPartition, op: PartitionOp) -> OpResult {
         let api = op.api_key();
         let result = if owner == self.id {
-            self.execute(&partition, op).await
+            // Boxed: the operation's future is large (every partition operation's
+            // states), and callers hold many of these in vectors (a fetch's or a
+            // produce's partitions) that move them, each move a copy of its size.
+            Box::pin(self.execute(&partition, op)).await
         } else {
             self.metrics.cross_shard_messages.set(self.metrics.cross_shard_messages.get() + 1);
             // What virtual brokers take off the cross-shard route: clients' data.
