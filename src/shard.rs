@@ -559,34 +559,36 @@ fn spawn_cleaner(shard: &Rc<Shard>, config: &NodeConfig, shards: usize) {
     cleaner.dedupe_buffer_bytes = (cleaner.dedupe_buffer_bytes / shards.max(1)).max(1 << 20);
     shard.logs.set_cleaner_config(cleaner);
     let backoff = Duration::from_millis(config.log_cleaner_backoff_ms);
+    let shard = shard.clone();
+    spawn_in_background("log-cleaner", async move {
+        loop {
+            match shard.logs.clean_dirtiest(skein_engine::log::now_ms()).await {
+                Some((partition, Ok(stats))) => {
+                    tracing::debug!(target: "skein", shard = shard.id, partition = %partition, ?stats, "log cleaned");
+                }
+                Some((partition, Err(e))) => {
+                    tracing::warn!(target: "skein", shard = shard.id, partition = %partition, error = %e, "log cleaning failed");
+                    glommio::timer::sleep(backoff).await;
+                }
+                None => glommio::timer::sleep(backoff).await,
+            }
+        }
+    });
+}
+
+/// Runs `task` detached in a task queue of its own named `name`, with the cleaner's
+/// small share of the CPU, so request tasks go first.
+fn spawn_in_background(name: &str, task: impl std::future::Future<Output = ()> + 'static) {
     let queue = glommio::executor().create_task_queue(
         glommio::Shares::Static(CLEANER_SHARES),
         glommio::Latency::NotImportant,
-        "log-cleaner",
+        name,
     );
-    let shard = shard.clone();
-    let task = glommio::spawn_local_into(
-        async move {
-            loop {
-                match shard.logs.clean_dirtiest(skein_engine::log::now_ms()).await {
-                    Some((partition, Ok(stats))) => {
-                        tracing::debug!(target: "skein", shard = shard.id, partition = %partition, ?stats, "log cleaned");
-                    }
-                    Some((partition, Err(e))) => {
-                        tracing::warn!(target: "skein", shard = shard.id, partition = %partition, error = %e, "log cleaning failed");
-                        glommio::timer::sleep(backoff).await;
-                    }
-                    None => glommio::timer::sleep(backoff).await,
-                }
-            }
-        },
-        queue,
-    );
-    match task {
+    match glommio::spawn_local_into(task, queue) {
         Ok(task) => {
             task.detach();
         }
-        Err(e) => tracing::error!(target: "skein", error = %e, "cannot start the log cleaner"),
+        Err(e) => tracing::error!(target: "skein", error = %e, "cannot start the {name}"),
     };
 }
 
@@ -600,35 +602,21 @@ fn spawn_scrubber(shard: &Rc<Shard>, config: &NodeConfig) {
         return;
     }
     let interval = Duration::from_millis(config.log_scrub_interval_ms);
-    let queue = glommio::executor().create_task_queue(
-        glommio::Shares::Static(CLEANER_SHARES),
-        glommio::Latency::NotImportant,
-        "log-scrubber",
-    );
     let shard = shard.clone();
-    let task = glommio::spawn_local_into(
-        async move {
-            loop {
-                let started = std::time::Instant::now();
-                let pass = shard.logs.scrub_pass(rate).await;
-                if pass.corrupt == 0 {
-                    tracing::debug!(target: "skein", shard = shard.id, bytes = pass.bytes, "scrubber pass done");
-                } else {
-                    tracing::error!(target: "skein", shard = shard.id, bytes = pass.bytes, corrupt = pass.corrupt,
+    spawn_in_background("log-scrubber", async move {
+        loop {
+            let started = std::time::Instant::now();
+            let pass = shard.logs.scrub_pass(rate).await;
+            if pass.corrupt == 0 {
+                tracing::debug!(target: "skein", shard = shard.id, bytes = pass.bytes, "scrubber pass done");
+            } else {
+                tracing::error!(target: "skein", shard = shard.id, bytes = pass.bytes, corrupt = pass.corrupt,
                         "scrubber pass found corrupt batches at rest");
-                }
-                // At least a second between passes, whatever the interval.
-                glommio::timer::sleep(interval.saturating_sub(started.elapsed()).max(Duration::from_secs(1))).await;
             }
-        },
-        queue,
-    );
-    match task {
-        Ok(task) => {
-            task.detach();
+            // At least a second between passes, whatever the interval.
+            glommio::timer::sleep(interval.saturating_sub(started.elapsed()).max(Duration::from_secs(1))).await;
         }
-        Err(e) => tracing::error!(target: "skein", error = %e, "cannot start the scrubber"),
-    };
+    });
 }
 
 async fn run_shard(

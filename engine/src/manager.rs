@@ -366,7 +366,7 @@ impl<S: Storage> LogManager<S> {
     /// `SCRUB_STEP_BYTES`. A corrupt batch is fenced and the pass goes on; a log whose
     /// read fails is logged and skipped.
     pub async fn scrub_pass(&self, bytes_per_sec: u64) -> ScrubPass {
-        let started = std::time::Instant::now();
+        let mut throttle = crate::log::Throttle::new(bytes_per_sec.max(1) as f64);
         let mut pass = ScrubPass::default();
         let metrics = self.ctx.metrics.clone();
         for partition in self.partitions() {
@@ -383,8 +383,7 @@ impl<S: Storage> LogManager<S> {
                 pass.bytes += step.bytes;
                 pass.corrupt += step.corrupt.len() as u64;
                 EngineMetrics::add(&metrics.scrubbed_bytes, step.bytes);
-                let due = std::time::Duration::from_secs_f64(pass.bytes as f64 / bytes_per_sec.max(1) as f64);
-                crate::log::pace(due.saturating_sub(started.elapsed())).await;
+                throttle.account(step.bytes as usize).await;
                 match step.next {
                     Some(next) => from = next,
                     None => break,

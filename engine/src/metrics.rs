@@ -54,7 +54,8 @@ pub struct EngineMetrics {
     pub disk_read_bytes: Cell<u64>,
     /// Bytes copied in user space on the way to disk (patching a leader's batch, the
     /// tail buffer, writes of a chunk still open) and out of it (a batch that crosses
-    /// two read-ahead reads, joined): against `appended_bytes` and the bytes fetches send, copies per byte.
+    /// two read-ahead reads, joined): against `appended_bytes` and the bytes fetches
+    /// send, copies per byte.
     pub append_copied_bytes: Cell<u64>,
     pub read_copied_bytes: Cell<u64>,
     /// Windows an idle log held a write back in, to coalesce appends (`log/coalesce.rs`).

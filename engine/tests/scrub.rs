@@ -135,3 +135,38 @@ fn a_pass_reads_every_log_at_its_rate() {
         assert_eq!(manager.metrics().scrubbed_bytes.get(), pass.bytes);
     });
 }
+
+// A disk that fails reads (EIO) fails only the scrub: each log is skipped with a
+// warning, the pass completes, nothing is fenced or counted corrupt, and the next pass
+// once the disk reads again covers everything.
+#[test]
+fn a_failing_disk_skips_logs_without_fencing() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let plan = skein_engine::io::fault::FaultPlan::new();
+        let manager = LogManager::new(faulty(&plan), dir.path(), 1 << 20);
+        let mut total = 0u64;
+        for partition in 0..2 {
+            let log = manager.create(skein_engine::TopicPartition::new("failing", partition), small_segments(1 << 20));
+            let log = log.await.unwrap();
+            for tag in 0..50 {
+                let batch = tagged(tag, 3);
+                total += batch.size() as u64;
+                log.append(batch, LEADER).await.unwrap();
+            }
+        }
+        plan.fail_reads.set(Some((0, 5)));
+        let failed = manager.scrub_pass(u64::MAX).await;
+        assert_eq!((failed.bytes, failed.corrupt), (0, 0));
+        assert_eq!(manager.metrics().corruptions.get(), 0);
+        for partition in 0..2 {
+            let log = manager.get(&skein_engine::TopicPartition::new("failing", partition)).unwrap();
+            assert!(log.fenced().is_empty());
+        }
+        plan.fail_reads.set(None);
+        let pass = manager.scrub_pass(u64::MAX).await;
+        assert_eq!(pass.corrupt, 0);
+        assert!(pass.bytes >= total, "read {} of {total}", pass.bytes);
+        assert_eq!(manager.metrics().scrub_passes.get(), 2);
+    });
+}

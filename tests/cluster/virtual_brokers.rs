@@ -5,15 +5,6 @@
 
 use super::*;
 
-/// The sum of a counter over a node's shards.
-fn total(node: &Broker, name: &str) -> u64 {
-    node.metrics()
-        .lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 fn virtual_id(node: i32, shard: i32) -> i32 {
     (1 << 24) + node * 1024 + shard
 }
@@ -93,7 +84,7 @@ fn every_node_lists_every_shard_of_every_node() {
         .create()
         .unwrap();
     consumer.subscribe(&["direct"]).unwrap();
-    let hops_before: u64 = (1..=2).map(|n| total(cluster.node(n), "skein_cross_shard_client_messages_total")).sum();
+    let hops_before: u64 = (1..=2).map(|n| cluster.node(n).metric_sum("skein_cross_shard_client_messages_total")).sum();
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .set("enable.idempotence", "true")
@@ -122,8 +113,8 @@ fn every_node_lists_every_shard_of_every_node() {
     }
     seen.sort();
     assert_eq!(seen, (0..2000).map(|i| format!("v{i:04}")).collect::<Vec<_>>());
-    let hops: u64 =
-        (1..=2).map(|n| total(cluster.node(n), "skein_cross_shard_client_messages_total")).sum::<u64>() - hops_before;
+    let hops: u64 = (1..=2).map(|n| cluster.node(n).metric_sum("skein_cross_shard_client_messages_total")).sum::<u64>()
+        - hops_before;
     // Clients' produce and fetch requests went to the owning shards (followers'
     // fetches, inter-broker traffic under real ids, are not counted here).
     assert_eq!(hops, 0, "{hops} client partition operations crossed shards");

@@ -286,7 +286,7 @@ impl Returns {
     }
 }
 
-/// Read buffers this shard has been sent home and not yet released (tests, metrics).
+/// Read buffers this shard has been sent home and not yet released (for tests).
 pub fn returned_pending() -> usize {
     HOME.with(|home| home.get().map_or(0, |r| r.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()))
 }

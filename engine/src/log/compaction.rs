@@ -76,7 +76,7 @@ impl Dirtiness {
 /// A sleep, not a yield: a task that only yields stays runnable, and glommio then runs
 /// it again without polling io_uring, so requests whose I/O completed meanwhile wait
 /// for the 100 ms preemption timer (a 2 GB clean held produce p99 at 0.4 s).
-struct Throttle {
+pub(crate) struct Throttle {
     rate: f64,
     started: Instant,
     bytes: f64,
@@ -84,11 +84,11 @@ struct Throttle {
 }
 
 impl Throttle {
-    fn new(rate: f64) -> Throttle {
+    pub(crate) fn new(rate: f64) -> Throttle {
         Throttle { rate, started: Instant::now(), bytes: 0.0, resumed: Instant::now() }
     }
 
-    async fn account(&mut self, bytes: usize) {
+    pub(crate) async fn account(&mut self, bytes: usize) {
         self.bytes += bytes as f64;
         let mut pause = self.resumed.elapsed();
         if self.rate.is_finite() && self.rate > 0.0 {

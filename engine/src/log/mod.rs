@@ -72,7 +72,7 @@ mod scrub;
 pub mod snapshots;
 mod truncation;
 
-pub(crate) use compaction::pace;
+pub(crate) use compaction::{pace, Throttle};
 pub use compaction::{AbortedRange, CleanerConfig, Dirtiness, Transactions, CLEANER_CHECKPOINT_FILE};
 use gate::Gate;
 use recovery::restore_bookkeeping;

@@ -1,5 +1,6 @@
 //! Reads: batches by offset (the shard's cache, else the segment files, framed but not
-//! CRC-checked again: `log/scrub.rs` checks data at rest), the file range for zero-copy sends, and offsets by timestamp (ListOffsets).
+//! CRC-checked again: `log/scrub.rs` checks data at rest), the file range for zero-copy
+//! sends, and offsets by timestamp (ListOffsets).
 
 use super::*;
 

@@ -56,36 +56,36 @@ impl<S: Storage> Log<S> {
         let mut step = ScrubStep::default();
         let io = |e| Error::io("scrub", &range.path, e);
         while position < limit && !(reader.bytes_read >= max_bytes as u64 && checked_end > from) {
-            // The index points at or before `from`: batches wholly below it were
-            // checked by the step before, and are only stepped over.
-            if let Ok(batch) = reader.batch_at(position, read_ahead, Check::Frame).await.map_err(io)? {
-                if batch.last_offset() < from {
-                    position += batch.size() as u64;
-                    continue;
-                }
-            }
-            let reason = match reader.batch_at(position, read_ahead, Check::Crc).await.map_err(io)? {
-                Ok(batch) => {
-                    position += batch.size() as u64;
-                    checked_end = checked_end.max(batch.next_offset());
-                    continue;
-                }
-                Err(reason) => reason,
-            };
             let at = position;
-            let framed = reader.batch_at(position, read_ahead, Check::Frame).await.map_err(io)?.ok();
-            let fence = match framed.filter(|b| b.base_offset() <= segment_last && b.last_offset() <= segment_last) {
-                Some(batch) => {
-                    let fence = (batch.base_offset(), batch.last_offset());
+            let (fence, reason) = match reader.batch_at(position, read_ahead, Check::Frame).await.map_err(io)? {
+                // The index points at or before `from`: batches wholly below it were
+                // checked by the step before, and are only stepped over.
+                Ok(batch) if batch.last_offset() < from => {
+                    position += batch.size() as u64;
+                    continue;
+                }
+                Ok(batch) if batch.crc_ok() => {
                     position += batch.size() as u64;
                     checked_end = checked_end.max(batch.next_offset());
-                    fence
+                    continue;
                 }
-                None => {
+                // Its frame holds: only its own offsets are fenced.
+                Ok(batch) if batch.last_offset() <= segment_last => {
+                    position += batch.size() as u64;
+                    checked_end = checked_end.max(batch.next_offset());
+                    let reason = format!("crc mismatch: header says {:#010x}", batch.crc());
+                    ((batch.base_offset(), batch.last_offset()), reason)
+                }
+                // No boundary after it can be trusted: the rest of the segment is.
+                framed => {
+                    let reason = match framed {
+                        Ok(batch) => format!("offsets up to {} past its segment's", batch.last_offset()),
+                        Err(reason) => reason,
+                    };
                     let fence = (checked_end, segment_last);
                     position = limit;
                     checked_end = segment_last.plus(1);
-                    fence
+                    (fence, reason)
                 }
             };
             self.fence(fence, &range.path, at, &reason);
