@@ -349,6 +349,11 @@ impl RawClient {
         self.stream.write_all(bytes).unwrap();
     }
 
+    /// `send_bytes` on a connection the broker may have closed: whether it went out.
+    pub fn try_send_bytes(&mut self, bytes: &[u8]) -> bool {
+        self.stream.write_all(bytes).is_ok()
+    }
+
     /// Reads one response frame; `None` when the broker closed the connection.
     pub fn read_frame(&mut self) -> Option<Bytes> {
         let mut size = [0u8; 4];
