@@ -592,10 +592,14 @@ fn spawn_in_background(name: &str, task: impl std::future::Future<Output = ()> +
     };
 }
 
+/// The longest a node waits after start before its first scrubber pass.
+const SCRUB_START_DELAY_MAX: Duration = Duration::from_secs(300);
+
 /// Runs the scrubber (`skein_engine::log` scrub) in a task queue of its own with the
 /// cleaner's small share: a pass over every log of the shard at
 /// `log_scrub_bytes_per_second`, then the next no sooner than `log_scrub_interval_ms`
-/// after the last one started.
+/// after the last one started. The first starts one interval (at most 5 minutes)
+/// after the node.
 fn spawn_scrubber(shard: &Rc<Shard>, config: &NodeConfig) {
     let rate = config.log_scrub_bytes_per_second;
     if rate == 0 {
@@ -604,6 +608,8 @@ fn spawn_scrubber(shard: &Rc<Shard>, config: &NodeConfig) {
     let interval = Duration::from_millis(config.log_scrub_interval_ms);
     let shard = shard.clone();
     spawn_in_background("log-scrubber", async move {
+        // Not at start: recovery and clients come first.
+        glommio::timer::sleep(interval.min(SCRUB_START_DELAY_MAX)).await;
         loop {
             let started = std::time::Instant::now();
             let pass = shard.logs.scrub_pass(rate).await;
