@@ -1,12 +1,13 @@
 //! The O_DIRECT appender of a log's active segment.
 //!
-//! Appends are copied into aligned chunks of `WriteShape::chunk_bytes` (the node's
-//! setting: `APPEND_CHUNK_BYTES_DEFAULT` unless `skein iotune` measured another), the
-//! one copy of a produced byte. A chunk that fills is sealed and written whole, without a copy. A
-//! write of the open chunk that carries at least `APPEND_HANDOVER_MIN_BYTES` takes the
-//! chunk's memory too, and a fresh chunk continues from the partial last block, the
-//! only bytes copied. A smaller write copies its few blocks and leaves the chunk open;
-//! its partial last block is rewritten by a later write once more data arrives.
+//! Appends are copied into aligned chunks, the one copy of a produced byte. A chunk
+//! holds `WriteShape::chunk_bytes` (the node's setting: `APPEND_CHUNK_BYTES_DEFAULT`
+//! unless `skein iotune` measured another), or `APPEND_HANDOVER_MIN_BYTES` when it
+//! continues a small write. A chunk that fills is sealed and written whole, without a
+//! copy. A write of the open chunk takes the chunk's memory too when it starts at the
+//! chunk's first byte, and a fresh chunk continues from the partial last block, the
+//! only bytes copied again (under `DMA_ALIGNMENT`): a lone batch on an idle device is
+//! copied once, not into the chunk and then into its write.
 //!
 //! Group commit falls out of the structure: while writes are in flight, appends only
 //! copy into the chunk, and the next write takes everything that accumulated.
@@ -33,6 +34,8 @@ struct Chunk<B> {
     position: u64,
     /// The chunk's memory; `None` while a sealed chunk is moved into its write.
     buf: Option<B>,
+    /// Bytes the chunk's memory holds (aligned).
+    capacity: usize,
     /// Bytes of data in the chunk.
     len: usize,
     /// Bytes of data known to be on disk.
@@ -46,8 +49,8 @@ struct Chunk<B> {
 }
 
 impl<B> Chunk<B> {
-    fn open(position: u64, buf: Option<B>, len: usize, written_len: usize) -> Chunk<B> {
-        Chunk { position, buf, len, written_len, in_flight: false, sealed: false, shares_first_block: false }
+    fn open(position: u64, capacity: usize, buf: Option<B>, len: usize, written_len: usize) -> Chunk<B> {
+        Chunk { position, capacity, buf, len, written_len, in_flight: false, sealed: false, shares_first_block: false }
     }
 }
 
@@ -93,7 +96,7 @@ impl<F: StorageFile> Appender<F> {
         debug_assert!(shape.validate().is_ok(), "{shape:?}");
         Appender {
             shape,
-            chunks: VecDeque::from([Chunk::open(position, None, tail.len(), tail.len())]),
+            chunks: VecDeque::from([Chunk::open(position, shape.chunk_bytes, None, tail.len(), tail.len())]),
             end,
             written: end,
             completed: BTreeMap::new(),
@@ -116,6 +119,7 @@ impl<F: StorageFile> Appender<F> {
         let keep = align_down(open.len as u64) as usize;
         self.idle_tail = buf.as_bytes()[keep..open.len].to_vec();
         open.position += keep as u64;
+        open.capacity = self.shape.chunk_bytes;
         open.len -= keep;
         open.written_len = open.len;
         true
@@ -162,22 +166,22 @@ impl<F: StorageFile> Appender<F> {
                 if open.buf.is_none() {
                     // A released (or never used) open chunk: take a buffer and put back
                     // the bytes of its partial block.
-                    let mut buf = file.alloc_buf(chunk_bytes);
+                    let mut buf = file.alloc_buf(open.capacity);
                     buf.as_bytes_mut()[..self.idle_tail.len()].copy_from_slice(&self.idle_tail);
                     debug_assert_eq!(self.idle_tail.len(), open.len);
                     open.buf = Some(buf);
                     self.idle_tail.clear();
                 }
-                let n = (chunk_bytes - open.len).min(rest.len());
+                let n = (open.capacity - open.len).min(rest.len());
                 let buf = open.buf.as_mut().expect("the open chunk is never moved into a write");
                 buf.as_bytes_mut()[open.len..open.len + n].copy_from_slice(&rest[..n]);
                 open.len += n;
                 rest = &rest[n..];
-                if open.len == chunk_bytes {
+                if open.len == open.capacity {
                     open.sealed = true;
-                    let position = open.position + chunk_bytes as u64;
+                    let position = open.position + open.capacity as u64;
                     let buf = file.alloc_buf(chunk_bytes);
-                    self.chunks.push_back(Chunk::open(position, Some(buf), 0, 0));
+                    self.chunks.push_back(Chunk::open(position, chunk_bytes, Some(buf), 0, 0));
                 }
             }
         }
@@ -203,10 +207,11 @@ impl<F: StorageFile> Appender<F> {
         let from = align_down(chunk.written_len as u64) as usize;
         let to = align_up(chunk.len as u64) as usize;
         let unwritten = chunk.len - from;
-        // The chunk's memory goes to the write when that saves a large copy and rewrites
-        // few blocks already written (the write starts at the chunk's first byte).
+        // The chunk's memory goes to the write when the write rewrites no block already
+        // written, or few beside a large copy saved (the write starts at the chunk's
+        // first byte). So a chunk that continues a write goes out whole as the next one.
         let handover = chunk.buf.is_some()
-            && (from == 0 && chunk.sealed || unwritten >= APPEND_HANDOVER_MIN_BYTES && from <= unwritten / 8);
+            && (from == 0 || unwritten >= APPEND_HANDOVER_MIN_BYTES && from <= unwritten / 8);
         let data_end = chunk.position + chunk.len as u64;
         let chunk_position = chunk.position;
         let mut continuation = None;
@@ -216,12 +221,20 @@ impl<F: StorageFile> Appender<F> {
             buf.as_bytes_mut()[chunk.len..].fill(0);
             let mut copied = 0;
             if !chunk.sealed {
-                // A fresh open chunk continues from the partial last block.
+                // A fresh open chunk continues from the partial last block. After a small
+                // write it is small too: the next write is likely as small, and takes it.
                 let keep = align_down(chunk.len as u64) as usize;
                 let partial = chunk.len - keep;
-                let mut next = file.alloc_buf(self.shape.chunk_bytes);
+                let capacity = if unwritten < APPEND_HANDOVER_MIN_BYTES {
+                    APPEND_HANDOVER_MIN_BYTES.min(self.shape.chunk_bytes)
+                } else {
+                    self.shape.chunk_bytes
+                };
+                let mut next = file.alloc_buf(capacity);
                 next.as_bytes_mut()[..partial].copy_from_slice(&buf.as_bytes()[keep..chunk.len]);
-                let mut open = Chunk::open(chunk.position + keep as u64, Some(next), partial, 0);
+                // Its first bytes go out with this write: they count as written, so
+                // that only new data makes it write again.
+                let mut open = Chunk::open(chunk.position + keep as u64, capacity, Some(next), partial, partial);
                 open.shares_first_block = partial > 0;
                 continuation = Some(open);
                 copied = partial;
@@ -430,6 +443,40 @@ mod tests {
         }
         image[at..at + bytes.len()].copy_from_slice(bytes);
         appender.complete_write(write.position, write.data_end, write.chunk_position, Ok(()));
+    }
+
+    // A lone batch on an idle device, write after write: each write takes the chunk it
+    // was appended into, and copies only the partial last block into the next chunk,
+    // which is small. Its bytes reach the image.
+    #[test]
+    fn small_writes_copy_only_the_partial_block() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut appender = Appender::new(&MemFile, WriteShape::default(), 0, &[], u64::MAX);
+        let (mut expected, mut image) = (Vec::new(), Vec::new());
+        for step in 0..200usize {
+            let data: Vec<u8> = (0..rng.random_range(100..20_000)).map(|i| (i + step) as u8).collect();
+            appender.append(&MemFile, [&data[..1], &data[1..]]);
+            expected.extend_from_slice(&data);
+            let write = appender.take_write(&MemFile).expect("an idle appender writes at once");
+            assert_eq!(write.copied, expected.len() % DMA_ALIGNMENT, "step {step}");
+            assert!(write.buf.as_bytes().len() < APPEND_HANDOVER_MIN_BYTES + DMA_ALIGNMENT);
+            complete(&mut appender, &mut image, write);
+            assert_eq!(appender.written() as usize, expected.len());
+            assert_eq!(appender.chunks.len(), 1, "step {step}: the written chunk is dropped");
+            assert_eq!(appender.chunks[0].capacity, APPEND_HANDOVER_MIN_BYTES);
+        }
+        assert_eq!(image[..expected.len()], expected[..]);
+        // A burst larger than the small chunk seals it and goes on in full-size chunks.
+        let burst = vec![3u8; 3 * APPEND_HANDOVER_MIN_BYTES];
+        appender.append(&MemFile, [&burst[..], &[]]);
+        expected.extend_from_slice(&burst);
+        assert_eq!(appender.chunks.len(), 2);
+        assert_eq!(appender.chunks[1].capacity, WriteShape::default().chunk_bytes);
+        while let Some(write) = appender.take_write(&MemFile) {
+            complete(&mut appender, &mut image, write);
+        }
+        assert_eq!(appender.written(), appender.end());
+        assert_eq!(image[..expected.len()], expected[..]);
     }
 
     // One large write of the open chunk takes the chunk's memory: only the partial last
