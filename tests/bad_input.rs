@@ -261,6 +261,33 @@ fn pipelined_requests_answer_in_order() {
     }
 }
 
+// A frame that arrives in pieces (the size with the first 1000 bytes, then the rest
+// in two) is read whole: the broker
+// takes what has arrived and waits for the rest (its CRC would catch a hole), and the
+// frame sent after it is answered too.
+#[test]
+fn frames_arriving_in_pieces_are_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    assert_eq!(create(&mut client, "pieces", 1, &[]), NONE);
+    let first = client.frame(&produce_request("pieces", 0, batch(20, 10_000, None)), 9);
+    let second = client.frame(&produce_request("pieces", 0, batch(3, 100, None)), 9);
+    let cuts = [0, 4 + 1000, first.len() / 2, first.len()];
+    for piece in cuts.windows(2) {
+        client.send_bytes(&first[piece[0]..piece[1]]);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    client.send_bytes(&second);
+    for expected in [0, 20] {
+        let mut body = client.read_frame().expect("response");
+        let response = client.decode::<ProduceRequest>(&mut body, 9);
+        let p = &response.responses[0].partition_responses[0];
+        assert_eq!((p.error_code, p.base_offset), (NONE, expected));
+    }
+    alive(&broker);
+}
+
 // Idempotent produce: a retried batch gets its original offset, a gap and an old
 // epoch are refused; the producer state survives a restart.
 #[test]
