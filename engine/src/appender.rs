@@ -210,8 +210,8 @@ impl<F: StorageFile> Appender<F> {
         // The chunk's memory goes to the write when the write rewrites no block already
         // written, or few beside a large copy saved (the write starts at the chunk's
         // first byte). So a chunk that continues a write goes out whole as the next one.
-        let handover = chunk.buf.is_some()
-            && (from == 0 || unwritten >= APPEND_HANDOVER_MIN_BYTES && from <= unwritten / 8);
+        let handover =
+            chunk.buf.is_some() && (from == 0 || unwritten >= APPEND_HANDOVER_MIN_BYTES && from <= unwritten / 8);
         let data_end = chunk.position + chunk.len as u64;
         let chunk_position = chunk.position;
         let mut continuation = None;
