@@ -262,9 +262,9 @@ fn pipelined_requests_answer_in_order() {
 }
 
 // A frame that arrives in pieces (the size with the first 1000 bytes, then the rest
-// in two) is read whole: the broker
-// takes what has arrived and waits for the rest (its CRC would catch a hole), and the
-// frame sent after it is answered too.
+// in two) is read whole: the broker takes what has arrived and waits for the rest (its
+// CRC would catch a hole), and the frame sent after it is answered too. A client that
+// leaves halfway through a body is closed, and the broker goes on.
 #[test]
 fn frames_arriving_in_pieces_are_read_whole() {
     let dir = tempfile::tempdir().unwrap();
@@ -285,6 +285,10 @@ fn frames_arriving_in_pieces_are_read_whole() {
         let p = &response.responses[0].partition_responses[0];
         assert_eq!((p.error_code, p.base_offset), (NONE, expected));
     }
+    let mut leaving = RawClient::connect(&broker.bootstrap());
+    leaving.send_bytes(&first[..first.len() / 2]);
+    leaving.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(leaving.is_closed(), "a half-sent frame was not closed");
     alive(&broker);
 }
 

@@ -225,11 +225,8 @@ impl<F: StorageFile> Appender<F> {
                 // write it is small too: the next write is likely as small, and takes it.
                 let keep = align_down(chunk.len as u64) as usize;
                 let partial = chunk.len - keep;
-                let capacity = if unwritten < APPEND_HANDOVER_MIN_BYTES {
-                    APPEND_HANDOVER_MIN_BYTES.min(self.shape.chunk_bytes)
-                } else {
-                    self.shape.chunk_bytes
-                };
+                let small = unwritten < APPEND_HANDOVER_MIN_BYTES;
+                let capacity = if small { APPEND_HANDOVER_MIN_BYTES } else { self.shape.chunk_bytes };
                 let mut next = file.alloc_buf(capacity);
                 next.as_bytes_mut()[..partial].copy_from_slice(&buf.as_bytes()[keep..chunk.len]);
                 // Its first bytes go out with this write: they count as written, so

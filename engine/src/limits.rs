@@ -27,9 +27,10 @@ pub const APPEND_CHUNK_BYTES_MAX: usize = 2 << 20;
 pub const APPEND_CHUNKS_MAX: usize = 8;
 
 /// Unwritten bytes of the open chunk from which its write takes the chunk's memory
-/// instead of a copy; a fresh chunk then continues from the last partial block, which
-/// is the only part copied (under `DMA_ALIGNMENT`). Smaller writes (a lone batch on an
-/// idle device) copy their few blocks and keep the chunk.
+/// even when it rewrites a few blocks already written; a fresh chunk then continues
+/// from the last partial block, which is the only part copied (under `DMA_ALIGNMENT`).
+/// Also the size of the chunk that continues a smaller write (a lone batch on an idle
+/// device), which the next such write takes in turn.
 pub const APPEND_HANDOVER_MIN_BYTES: usize = 64 << 10;
 
 /// Writes in flight per log file by default; the node may set another (`WriteShape`).
