@@ -191,12 +191,17 @@ fn bench_native_driver() {
     let result: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(result["driver"], "native");
     assert_eq!(result["publish_errors"], 0, "{printed}");
+    // Acknowledgements are counted as they arrive in the window, so a stall of a debug
+    // broker on a shared machine (CI saw 220 ms) moves up to a tenth of a 2 s window's
+    // acknowledgements across its edge; whether the rate is met is the benchmark's
+    // question, this test asks that the generator drives about the workload's rate.
     let rate = result["published_msgs_per_sec"].as_f64().unwrap();
-    assert!((1900.0..2100.0).contains(&rate), "{printed}");
+    assert!((1700.0..2300.0).contains(&rate), "{printed}");
     // Consumers count what arrived in the window: all of it, give or take what was in
     // flight at its edges.
     let (published, consumed) = (result["published_msgs"].as_u64().unwrap(), result["consumed_msgs"].as_u64().unwrap());
-    assert!(consumed + 200 >= published && consumed <= published + 200, "{published} {consumed}\n{printed}");
+    let edge = 200.max(published / 8);
+    assert!(consumed + edge >= published && consumed <= published + edge, "{published} {consumed}\n{printed}");
     assert!(result["publish_latency"]["p99_us"].as_u64().unwrap() > 0);
     let stages: Vec<String> = result["stages"]
         .as_array()
