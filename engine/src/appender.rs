@@ -5,17 +5,26 @@
 //! unless `skein iotune` measured another), or `APPEND_HANDOVER_MIN_BYTES` when it
 //! continues a small write. A chunk that fills is sealed and written whole, without a
 //! copy. A write of the open chunk takes the chunk's memory too when it starts at the
-//! chunk's first byte, and a fresh chunk continues from the partial last block, the
-//! only bytes copied again (under `DMA_ALIGNMENT`): a lone batch on an idle device is
-//! copied once, not into the chunk and then into its write.
+//! chunk's first byte, and the appends after it continue from the partial last block,
+//! the only bytes copied again (under `DMA_ALIGNMENT`): a lone batch on an idle device
+//! is copied once, not into the chunk and then into its write.
+//!
+//! Head chunks. The partial last block continues in a chunk of its own, one block
+//! long, and the appends that do not fit go on in the next chunk. So no write covers
+//! both a block already on disk and blocks never written: ext4 takes such a write for
+//! an allocating one (the reserved blocks are unwritten extents), refuses it to
+//! io_uring's non-blocking attempt, and io_uring hands it to a kernel worker thread,
+//! which costs two task switches per write on the shard's core. A head's write and the
+//! write of the chunk after it go out together.
 //!
 //! Group commit falls out of the structure: while writes are in flight, appends only
-//! copy into the chunk, and the next write takes everything that accumulated.
+//! copy into the chunk, and the next write takes everything that accumulated. A head's
+//! write does not count as the device being busy: it is the first part of the next one.
 //!
 //! Ordering. io_uring completes writes in any order, so two writes that cover the same
 //! block must not be in flight together: a chunk has at most one write in flight, and
-//! chunks cover disjoint blocks, except that a chunk continuing a handed-over one
-//! shares its first block with it, and is not written while that write is in flight.
+//! chunks cover disjoint blocks, except that a head shares its block with the chunk
+//! whose write it continues, and is not written while that write is in flight.
 //! Up to `WriteShape::writes_in_flight` writes to different chunks run at once.
 //! `written` is the end of the contiguous prefix of completed writes; readers see only
 //! what lies below it.
@@ -27,7 +36,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::config::WriteShape;
 use crate::io::{align_down, align_up, IoBuf, StorageFile};
-use crate::limits::APPEND_HANDOVER_MIN_BYTES;
+use crate::limits::{APPEND_HANDOVER_MIN_BYTES, DMA_ALIGNMENT};
 
 struct Chunk<B> {
     /// File position of the chunk's first byte (aligned).
@@ -46,11 +55,50 @@ struct Chunk<B> {
     /// The chunk continues a handed-over one from inside its last block, which both
     /// cover: it is not written while the previous chunk's write is in flight.
     shares_first_block: bool,
+    /// Capacity of the chunk that follows this one once it fills.
+    next_capacity: usize,
 }
 
 impl<B> Chunk<B> {
-    fn open(position: u64, capacity: usize, buf: Option<B>, len: usize, written_len: usize) -> Chunk<B> {
-        Chunk { position, capacity, buf, len, written_len, in_flight: false, sealed: false, shares_first_block: false }
+    /// An empty chunk at `position` (aligned).
+    fn fresh(position: u64, capacity: usize, buf: Option<B>, next_capacity: usize) -> Chunk<B> {
+        Chunk {
+            position,
+            capacity,
+            buf,
+            len: 0,
+            written_len: 0,
+            in_flight: false,
+            sealed: false,
+            shares_first_block: false,
+            next_capacity,
+        }
+    }
+
+    /// The open chunk after data on disk that ends `partial` bytes past the aligned
+    /// `position`: a head chunk of one block holding those bytes when `partial > 0`,
+    /// followed by a chunk of `next_capacity` bytes; else a chunk of `next_capacity`.
+    /// `buf` holds the partial bytes, or is `None` to be allocated on the first append.
+    fn after(position: u64, partial: usize, buf: Option<B>, next_capacity: usize, chunk_bytes: usize) -> Chunk<B> {
+        if partial == 0 {
+            return Chunk::fresh(position, next_capacity, buf, chunk_bytes);
+        }
+        Chunk {
+            position,
+            capacity: DMA_ALIGNMENT,
+            buf,
+            len: partial,
+            written_len: partial,
+            in_flight: false,
+            sealed: false,
+            shares_first_block: true,
+            next_capacity,
+        }
+    }
+
+    /// A head chunk: the one block that continues data already on disk.
+    fn is_head(&self) -> bool {
+        self.capacity == DMA_ALIGNMENT
     }
 }
 
@@ -63,6 +111,9 @@ pub(crate) struct Write<B> {
     /// Appended bytes this write copied out of its chunk (a chunk still open, or
     /// partly written, is copied; a full one is handed over).
     pub copied: usize,
+    /// The write is a head chunk's: the next `take_write` may give the write that
+    /// follows it, to go out together.
+    pub head: bool,
     chunk_position: u64,
 }
 
@@ -96,7 +147,7 @@ impl<F: StorageFile> Appender<F> {
         debug_assert!(shape.validate().is_ok(), "{shape:?}");
         Appender {
             shape,
-            chunks: VecDeque::from([Chunk::open(position, shape.chunk_bytes, None, tail.len(), tail.len())]),
+            chunks: VecDeque::from([Chunk::after(position, tail.len(), None, shape.chunk_bytes, shape.chunk_bytes)]),
             end,
             written: end,
             completed: BTreeMap::new(),
@@ -118,10 +169,8 @@ impl<F: StorageFile> Appender<F> {
         let Some(buf) = open.buf.take() else { return false };
         let keep = align_down(open.len as u64) as usize;
         self.idle_tail = buf.as_bytes()[keep..open.len].to_vec();
-        open.position += keep as u64;
-        open.capacity = self.shape.chunk_bytes;
-        open.len -= keep;
-        open.written_len = open.len;
+        let chunk_bytes = self.shape.chunk_bytes;
+        *open = Chunk::after(open.position + keep as u64, open.len - keep, None, chunk_bytes, chunk_bytes);
         true
     }
 
@@ -133,15 +182,12 @@ impl<F: StorageFile> Appender<F> {
         self.written
     }
 
-    /// Whether the only write waiting is a small one of the open chunk, with nothing in
-    /// flight: what a coalescing window may hold back.
+    /// Whether what waits to be written is small, with nothing in flight: what a
+    /// coalescing window may hold back.
     pub fn coalescible(&self) -> bool {
-        if self.chunks.len() != 1 || self.in_flight != 0 {
-            return false;
-        }
-        let open = &self.chunks[0];
-        open.written_len < open.len
-            && open.len - (align_down(open.written_len as u64) as usize) < APPEND_HANDOVER_MIN_BYTES
+        self.in_flight == 0
+            && self.written < self.end
+            && self.end - align_down(self.written) < APPEND_HANDOVER_MIN_BYTES as u64
     }
 
     pub fn writes_in_flight(&self) -> usize {
@@ -180,8 +226,9 @@ impl<F: StorageFile> Appender<F> {
                 if open.len == open.capacity {
                     open.sealed = true;
                     let position = open.position + open.capacity as u64;
-                    let buf = file.alloc_buf(chunk_bytes);
-                    self.chunks.push_back(Chunk::open(position, chunk_bytes, Some(buf), 0, 0));
+                    let capacity = open.next_capacity;
+                    let buf = file.alloc_buf(capacity);
+                    self.chunks.push_back(Chunk::fresh(position, capacity, Some(buf), chunk_bytes));
                 }
             }
         }
@@ -194,10 +241,10 @@ impl<F: StorageFile> Appender<F> {
             return None;
         }
         // Sealed chunks go out as soon as a slot is free. The open chunk goes out only
-        // when nothing else is in flight: while the device is busy, appends keep
-        // accumulating and the next write carries them all (group commit), instead of
-        // many small writes that each rewrite the partial tail block.
-        let idle = self.in_flight == 0;
+        // when nothing else is in flight but heads: while the device is busy, appends
+        // keep accumulating and the next write carries them all (group commit), instead
+        // of many small writes that each rewrite the partial tail block.
+        let idle = self.chunks.iter().all(|c| !c.in_flight || c.is_head());
         let index = (0..self.chunks.len()).find(|&i| {
             let c = &self.chunks[i];
             let blocked = c.shares_first_block && i > 0 && self.chunks[i - 1].in_flight;
@@ -214,6 +261,7 @@ impl<F: StorageFile> Appender<F> {
             chunk.buf.is_some() && (from == 0 || unwritten >= APPEND_HANDOVER_MIN_BYTES && from <= unwritten / 8);
         let data_end = chunk.position + chunk.len as u64;
         let chunk_position = chunk.position;
+        let head = chunk.is_head();
         let mut continuation = None;
         let write = if handover {
             let mut buf = chunk.buf.take().expect("checked");
@@ -221,23 +269,24 @@ impl<F: StorageFile> Appender<F> {
             buf.as_bytes_mut()[chunk.len..].fill(0);
             let mut copied = 0;
             if !chunk.sealed {
-                // A fresh open chunk continues from the partial last block. After a small
-                // write it is small too: the next write is likely as small, and takes it.
+                // A fresh open chunk continues from the partial last block (a head). After
+                // a small write the chunk after it is small too: the next write is likely
+                // as small, and takes it.
                 let keep = align_down(chunk.len as u64) as usize;
                 let partial = chunk.len - keep;
                 let small = unwritten < APPEND_HANDOVER_MIN_BYTES;
-                let capacity = if small { APPEND_HANDOVER_MIN_BYTES } else { self.shape.chunk_bytes };
-                let mut next = file.alloc_buf(capacity);
+                let chunk_bytes = self.shape.chunk_bytes;
+                let next_capacity = if small { APPEND_HANDOVER_MIN_BYTES } else { chunk_bytes };
+                let mut next = file.alloc_buf(if partial > 0 { DMA_ALIGNMENT } else { next_capacity });
                 next.as_bytes_mut()[..partial].copy_from_slice(&buf.as_bytes()[keep..chunk.len]);
                 // Its first bytes go out with this write: they count as written, so
                 // that only new data makes it write again.
-                let mut open = Chunk::open(chunk.position + keep as u64, capacity, Some(next), partial, partial);
-                open.shares_first_block = partial > 0;
-                continuation = Some(open);
+                let position = chunk.position + keep as u64;
+                continuation = Some(Chunk::after(position, partial, Some(next), next_capacity, chunk_bytes));
                 copied = partial;
                 chunk.sealed = true;
             }
-            Write { buf, position: chunk_position, data_end, copied, chunk_position }
+            Write { buf, position: chunk_position, data_end, copied, head, chunk_position }
         } else {
             // Copy the unwritten blocks; the first may be a partial block rewritten.
             let source = chunk.buf.as_ref().expect("a partially written chunk has its buffer");
@@ -245,7 +294,7 @@ impl<F: StorageFile> Appender<F> {
             let bytes = buf.as_bytes_mut();
             bytes[..unwritten].copy_from_slice(&source.as_bytes()[from..chunk.len]);
             bytes[unwritten..].fill(0);
-            Write { buf, position: chunk_position + from as u64, data_end, copied: unwritten, chunk_position }
+            Write { buf, position: chunk_position + from as u64, data_end, copied: unwritten, head, chunk_position }
         };
         chunk.in_flight = true;
         self.in_flight += 1;
@@ -310,7 +359,6 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::limits::DMA_ALIGNMENT;
 
     /// A buffer in plain memory; the appender never needs real I/O.
     struct MemBuf(Vec<u8>);
@@ -384,6 +432,8 @@ mod tests {
             image.resize(align_up(start) as usize, 0);
             let mut appender = Appender::new(&MemFile, shape, start, &tail, u64::MAX);
             let mut in_flight: Vec<Write<MemBuf>> = Vec::new();
+            // Blocks some completed write (or the file before) holds.
+            let mut on_disk: std::collections::HashSet<u64> = (0..align_up(start) / DMA_ALIGNMENT as u64).collect();
             let (mut appended, mut copied) = (0usize, 0usize);
             for step in 0..400 {
                 if rng.random_bool(0.6) && appender.has_room(1) {
@@ -405,6 +455,11 @@ mod tests {
                         let theirs = blocks(other.position, other.buf.as_bytes().len());
                         assert!(mine.end <= theirs.start || theirs.end <= mine.start, "seed {seed}: overlap");
                     }
+                    // Blocks on disk and fresh ones never share a write (ext4 would
+                    // hand it to a worker thread).
+                    let old = mine.clone().filter(|b| on_disk.contains(b)).count();
+                    assert!(old == 0 || old == mine.clone().count(), "seed {seed}: {mine:?} mixes {old} old blocks");
+                    on_disk.extend(mine);
                     copied += write.copied;
                     in_flight.push(write);
                     assert!(in_flight.len() <= shape.writes_in_flight, "seed {seed}: past the depth");
@@ -443,8 +498,9 @@ mod tests {
     }
 
     // A lone batch on an idle device, write after write: each write takes the chunk it
-    // was appended into, and copies only the partial last block into the next chunk,
-    // which is small. Its bytes reach the image.
+    // was appended into (the head, then the small chunk after it when the batch spills
+    // over, both at once), and copies only the partial last block into the next head.
+    // Its bytes reach the image.
     #[test]
     fn small_writes_copy_only_the_partial_block() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -454,21 +510,30 @@ mod tests {
             let data: Vec<u8> = (0..rng.random_range(100..20_000)).map(|i| (i + step) as u8).collect();
             appender.append(&MemFile, [&data[..1], &data[1..]]);
             expected.extend_from_slice(&data);
-            let write = appender.take_write(&MemFile).expect("an idle appender writes at once");
-            assert_eq!(write.copied, expected.len() % DMA_ALIGNMENT, "step {step}");
-            assert!(write.buf.as_bytes().len() < APPEND_HANDOVER_MIN_BYTES + DMA_ALIGNMENT);
-            complete(&mut appender, &mut image, write);
+            let first = appender.take_write(&MemFile).expect("an idle appender writes at once");
+            let next = if first.head { appender.take_write(&MemFile) } else { None };
+            assert!(appender.take_write(&MemFile).is_none(), "step {step}: the next head waits");
+            let writes: Vec<_> = std::iter::once(first).chain(next).collect();
+            let copied: usize = writes.iter().map(|w| w.copied).sum();
+            assert_eq!(copied, expected.len() % DMA_ALIGNMENT, "step {step}");
+            for write in writes {
+                assert!(write.buf.as_bytes().len() <= APPEND_HANDOVER_MIN_BYTES, "step {step}");
+                complete(&mut appender, &mut image, write);
+            }
             assert_eq!(appender.written() as usize, expected.len());
-            assert_eq!(appender.chunks.len(), 1, "step {step}: the written chunk is dropped");
-            assert_eq!(appender.chunks[0].capacity, APPEND_HANDOVER_MIN_BYTES);
+            assert_eq!(appender.chunks.len(), 1, "step {step}: the written chunks are dropped");
+            let partial = expected.len() % DMA_ALIGNMENT;
+            let open = &appender.chunks[0];
+            assert_eq!(open.capacity, if partial > 0 { DMA_ALIGNMENT } else { APPEND_HANDOVER_MIN_BYTES });
+            assert!(open.is_head() || partial == 0);
         }
         assert_eq!(image[..expected.len()], expected[..]);
         // A burst larger than the small chunk seals it and goes on in full-size chunks.
         let burst = vec![3u8; 3 * APPEND_HANDOVER_MIN_BYTES];
         appender.append(&MemFile, [&burst[..], &[]]);
         expected.extend_from_slice(&burst);
-        assert_eq!(appender.chunks.len(), 2);
-        assert_eq!(appender.chunks[1].capacity, WriteShape::default().chunk_bytes);
+        assert!(appender.chunks.len() >= 2);
+        assert_eq!(appender.chunks.back().unwrap().capacity, WriteShape::default().chunk_bytes);
         while let Some(write) = appender.take_write(&MemFile) {
             complete(&mut appender, &mut image, write);
         }

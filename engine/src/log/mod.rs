@@ -494,7 +494,7 @@ impl<S: Storage> Log<S> {
     /// offset the caller waits for (`i64::MIN` to be woken on any progress).
     async fn drive_until(&self, key: i64, done: impl Fn(&LogState<S::File>) -> bool) -> Result<()> {
         loop {
-            let (write, file) = {
+            let (write, next, file) = {
                 let mut state = self.state.borrow_mut();
                 if let Some(reason) = &state.failed {
                     return Err(self.failed_error(reason));
@@ -513,48 +513,70 @@ impl<S: Storage> Log<S> {
                     continue;
                 }
                 let file = state.active().file.clone();
-                (state.appender.take_write(&file), file)
+                let write = state.appender.take_write(&file);
+                // A head's write goes out with the write after it, if one may start.
+                let next = write.as_ref().filter(|w| w.head).and_then(|_| state.appender.take_write(&file));
+                (write, next, file)
             };
             let Some(write) = write else {
                 self.written_waiters.wait(key).await;
                 continue;
             };
-            let len = write.buf.as_bytes().len();
-            let (position, data_end, chunk) = (write.position, write.data_end, write.chunk_position());
-            let metrics = &self.ctx.metrics;
-            metrics.append_copied_bytes.set(metrics.append_copied_bytes.get() + write.copied as u64);
-            metrics.writes.set(metrics.writes.get() + 1);
-            metrics.writes_in_flight.set(metrics.writes_in_flight.get() + 1);
-            let submitted = std::time::Instant::now();
-            let result = file.write_at(write.buf, position).await;
-            metrics.write_latency.observe_since(submitted);
-            metrics.writes_in_flight.set(metrics.writes_in_flight.get() - 1);
-            let result = match result {
-                Ok(n) if n == len => Ok(()),
-                Ok(n) => Err(format!("short write of {n} of {len} bytes at {position}")),
-                Err(e) => Err(format!("write at {position}: {e}")),
-            };
-            let failure = result.clone().err();
-            let written_end = {
-                let mut state = self.state.borrow_mut();
-                let state = &mut *state;
-                if state.appender.complete_write(position, data_end, chunk, result) {
-                    let written = state.appender.written();
-                    let mut cache = self.ctx.cache.borrow_mut();
-                    while state.pending.front().is_some_and(|p| p.end_position <= written) {
-                        let pending = state.pending.pop_front().expect("checked");
-                        state.offset_written_end = pending.batch.next_offset();
-                        cache.insert(self.key, pending.batch);
-                    }
+            let written_end = match next {
+                None => self.submit_write(&file, write).await,
+                Some(next) => {
+                    let (a, b) =
+                        futures_util::future::join(self.submit_write(&file, write), self.submit_write(&file, next))
+                            .await;
+                    a.max(b)
                 }
-                state.offset_written_end
             };
-            if let Some(reason) = failure {
-                self.fail(reason);
-            }
             self.written_waiters.wake_upto(written_end.0);
             self.readers.wake_upto(written_end.0);
         }
+    }
+
+    /// Submits one write from `take_write`, records its outcome, and moves what it made
+    /// contiguous on disk into the cache. Returns the offset written up to.
+    async fn submit_write(
+        &self,
+        file: &S::File,
+        write: crate::appender::Write<<S::File as StorageFile>::Buf>,
+    ) -> Offset {
+        let len = write.buf.as_bytes().len();
+        let (position, data_end, chunk) = (write.position, write.data_end, write.chunk_position());
+        let metrics = &self.ctx.metrics;
+        metrics.append_copied_bytes.set(metrics.append_copied_bytes.get() + write.copied as u64);
+        metrics.writes.set(metrics.writes.get() + 1);
+        metrics.writes_in_flight.set(metrics.writes_in_flight.get() + 1);
+        let submitted = std::time::Instant::now();
+        let result = file.write_at(write.buf, position).await;
+        metrics.write_latency.observe_since(submitted);
+        metrics.writes_in_flight.set(metrics.writes_in_flight.get() - 1);
+        let result = match result {
+            Ok(n) if n == len => Ok(()),
+            Ok(n) => Err(format!("short write of {n} of {len} bytes at {position}")),
+            Err(e) => Err(format!("write at {position}: {e}")),
+        };
+        let failure = result.clone().err();
+        let written_end = {
+            let mut state = self.state.borrow_mut();
+            let state = &mut *state;
+            if state.appender.complete_write(position, data_end, chunk, result) {
+                let written = state.appender.written();
+                let mut cache = self.ctx.cache.borrow_mut();
+                while state.pending.front().is_some_and(|p| p.end_position <= written) {
+                    let pending = state.pending.pop_front().expect("checked");
+                    state.offset_written_end = pending.batch.next_offset();
+                    cache.insert(self.key, pending.batch);
+                }
+            }
+            state.offset_written_end
+        };
+        if let Some(reason) = failure {
+            self.fail(reason);
+        }
+        written_end
     }
 
     /// Completes once a batch at or after `offset` is readable (`offset_written_end >
