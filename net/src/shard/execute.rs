@@ -241,26 +241,7 @@ impl Shard {
                     let timeout = async {
                         glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
                     };
-                    let _parked = Parked::new(&self.metrics.fetch_waits_parked);
-                    // A follower waits for the next write; a consumer for the high
-                    // watermark to pass its offset (written records the followers
-                    // have not caught up with are not for it yet).
-                    let more = async {
-                        match to_log_end {
-                            true => log.wait_for_data(offset).await,
-                            false if committed => {
-                                while state.last_stable_offset() <= offset && !log.is_closed() {
-                                    state.wait_for_stable(offset).await;
-                                }
-                            }
-                            false => {
-                                while state.high_watermark() <= offset && !log.is_closed() {
-                                    state.wait_for_high_watermark(offset).await;
-                                }
-                            }
-                        }
-                    };
-                    futures_lite::future::or(more, timeout).await;
+                    futures_lite::future::or(self.wait_readable(&state, offset, to_log_end, committed), timeout).await;
                 }
                 // A fetch the response budget did not reach asks only for watermarks;
                 // so does a diverged follower's, whose position may lie past this
@@ -405,6 +386,31 @@ impl Shard {
             PartitionOp::Producers => Ok(PartitionReply::Producers(state.producers.borrow().describe())),
             PartitionOp::Open { .. } | PartitionOp::Remove { .. } | PartitionOp::Release => {
                 unreachable!("handled above")
+            }
+        }
+    }
+}
+
+impl Shard {
+    /// Completes when a reader at `offset` of `state` may have more to read, or its log
+    /// closed: a follower (`to_log_end`) at the next write; a consumer when the high
+    /// watermark passes its offset (written records the followers have not caught up
+    /// with are not for it yet), a read_committed one the last stable offset. Counted
+    /// as a parked fetch wait while it waits.
+    pub(crate) async fn wait_readable(&self, state: &Partition, offset: Offset, to_log_end: bool, committed: bool) {
+        let _parked = Parked::new(&self.metrics.fetch_waits_parked);
+        let log = &state.log;
+        match to_log_end {
+            true => log.wait_for_data(offset).await,
+            false if committed => {
+                while state.last_stable_offset() <= offset && !log.is_closed() {
+                    state.wait_for_stable(offset).await;
+                }
+            }
+            false => {
+                while state.high_watermark() <= offset && !log.is_closed() {
+                    state.wait_for_high_watermark(offset).await;
+                }
             }
         }
     }

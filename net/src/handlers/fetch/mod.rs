@@ -395,8 +395,10 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec
 }
 
 /// Waits until a partition that is at its log end gets data past what `results`
-/// read, or the time is up. Returns whether data arrived. Partitions cut short by a
-/// byte limit are not waited on: reading them again gives no more.
+/// read, or the time is up. Returns whether data may have arrived. Partitions cut
+/// short by a byte limit are not waited on: reading them again gives no more.
+/// Partitions this shard hosts are waited on where they are, with one timer for the
+/// fetch (not an operation and a timer each); the others through their shard.
 async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult], wait: Duration) -> bool {
     let wait_ms = wait.as_millis() as u64;
     let mut waits: FuturesUnordered<_> = wanted
@@ -414,19 +416,39 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
             waits.then(|| {
                 let shard = shard.clone();
                 let partition = TopicPartition::new(w.topic.clone(), w.partition);
+                let (follower, committed) = (w.follower, w.committed);
                 let op = PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms, reader: w.reader(false) };
-                async move { shard.route(partition, op).await }
+                async move {
+                    // Past the log end there is nothing to wait for: the read says why.
+                    match shard.partition(&partition).filter(|state| next <= state.log.log_end_offset().0) {
+                        Some(state) => {
+                            shard.wait_readable(&state, skein_engine::Offset(next), follower, committed).await;
+                            true
+                        }
+                        None => {
+                            let result = shard.route(partition, op).await;
+                            record_bytes(&result) > 0 || result.is_err()
+                        }
+                    }
+                }
             })
         })
         .collect();
     // Returning drops the other waits; those on other shards see their reply channel
     // close and stop (`router::serve_peer`).
-    while let Some(result) = waits.next().await {
-        if record_bytes(&result) > 0 || result.is_err() {
-            return true;
+    let more = async {
+        while let Some(more) = waits.next().await {
+            if more {
+                return true;
+            }
         }
-    }
-    false
+        false
+    };
+    let timeout = async {
+        glommio::timer::sleep(wait).await;
+        false
+    };
+    futures_lite::future::or(more, timeout).await
 }
 
 /// The pieces of `batches` in order, shared, for a response's records.
