@@ -52,9 +52,6 @@ struct Chunk<B> {
     in_flight: bool,
     /// No more appends go here: the chunk is full, or its memory went to a write.
     sealed: bool,
-    /// The chunk continues a handed-over one from inside its last block, which both
-    /// cover: it is not written while the previous chunk's write is in flight.
-    shares_first_block: bool,
     /// Capacity of the chunk that follows this one once it fills.
     next_capacity: usize,
 }
@@ -62,17 +59,7 @@ struct Chunk<B> {
 impl<B> Chunk<B> {
     /// An empty chunk at `position` (aligned).
     fn fresh(position: u64, capacity: usize, buf: Option<B>, next_capacity: usize) -> Chunk<B> {
-        Chunk {
-            position,
-            capacity,
-            buf,
-            len: 0,
-            written_len: 0,
-            in_flight: false,
-            sealed: false,
-            shares_first_block: false,
-            next_capacity,
-        }
+        Chunk { position, capacity, buf, len: 0, written_len: 0, in_flight: false, sealed: false, next_capacity }
     }
 
     /// The open chunk after data on disk that ends `partial` bytes past the aligned
@@ -91,12 +78,14 @@ impl<B> Chunk<B> {
             written_len: partial,
             in_flight: false,
             sealed: false,
-            shares_first_block: true,
             next_capacity,
         }
     }
 
-    /// A head chunk: the one block that continues data already on disk.
+    /// A head chunk: the one block that continues data already on disk, from inside
+    /// the last block of the chunk before it, which both cover: it is not written while
+    /// that chunk's write is in flight. Every other chunk holds at least
+    /// `APPEND_HANDOVER_MIN_BYTES`.
     fn is_head(&self) -> bool {
         self.capacity == DMA_ALIGNMENT
     }
@@ -247,7 +236,7 @@ impl<F: StorageFile> Appender<F> {
         let idle = self.chunks.iter().all(|c| !c.in_flight || c.is_head());
         let index = (0..self.chunks.len()).find(|&i| {
             let c = &self.chunks[i];
-            let blocked = c.shares_first_block && i > 0 && self.chunks[i - 1].in_flight;
+            let blocked = c.is_head() && i > 0 && self.chunks[i - 1].in_flight;
             !c.in_flight && !blocked && c.written_len < c.len && (c.sealed || idle)
         })?;
         let chunk = &mut self.chunks[index];

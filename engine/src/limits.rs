@@ -92,6 +92,7 @@ const _: () = assert!(APPEND_CHUNK_BYTES_MIN.is_power_of_two() && APPEND_CHUNK_B
 const _: () = assert!(APPEND_CHUNK_BYTES_DEFAULT.is_power_of_two());
 const _: () = assert!(APPEND_CHUNK_BYTES_MIN.is_multiple_of(DMA_ALIGNMENT));
 const _: () = assert!(APPEND_CHUNK_BYTES_MIN >= APPEND_HANDOVER_MIN_BYTES);
+const _: () = assert!(APPEND_HANDOVER_MIN_BYTES > DMA_ALIGNMENT);
 const _: () = assert!(APPEND_CHUNK_BYTES_MIN <= APPEND_CHUNK_BYTES_DEFAULT);
 const _: () = assert!(APPEND_CHUNK_BYTES_DEFAULT <= APPEND_CHUNK_BYTES_MAX);
 const _: () = assert!(WRITES_IN_FLIGHT_MIN >= 1 && WRITES_IN_FLIGHT_MIN <= WRITES_IN_FLIGHT_DEFAULT);
