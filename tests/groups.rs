@@ -204,6 +204,9 @@ fn consume_then_kill(broker: &Broker, group: &str, commit: &str, kill_after: usi
     }
     child.kill().unwrap();
     child.wait().unwrap();
+    // What it printed while the kill was on its way was processed too (and, committing
+    // after, committed): it still sits in the pipe.
+    printed.extend(lines.map_while(Result::ok));
     printed
 }
 
@@ -219,7 +222,7 @@ fn delivery_patterns_after_a_crash() {
     let all: BTreeSet<String> = (0..400).map(|i| format!("r{i}")).collect();
     for (group, commit) in [("at-least-once", "after"), ("at-most-once", "before")] {
         let first = consume_then_kill(&broker, group, commit, 150);
-        assert_eq!(first.len(), 150, "{group}");
+        assert!((150..400).contains(&first.len()), "{group}: {}", first.len());
         let started = Instant::now();
         let out = skein(&[
             "consume",
@@ -238,7 +241,11 @@ fn delivery_patterns_after_a_crash() {
         ]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let second: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
-        eprintln!("{group}: the restarted member consumed again after {:?}", started.elapsed());
+        eprintln!(
+            "{group}: the killed member printed {}, the restarted one consumed again after {:?}",
+            first.len(),
+            started.elapsed()
+        );
         let mut counts: BTreeMap<&String, usize> = BTreeMap::new();
         for r in first.iter().chain(second.iter()) {
             *counts.entry(r).or_default() += 1;
