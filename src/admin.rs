@@ -114,6 +114,7 @@ fn render(shard: &Shard) -> String {
         "skein_fetch_partitions_requested_total{{shard=\"{id}\"}} {}",
         m.fetch_partitions_requested.get()
     );
+    let _ = writeln!(out, "skein_fetch_partition_reads_total{{shard=\"{id}\"}} {}", m.fetch_partition_reads.get());
     let _ = writeln!(out, "skein_fetch_waits_parked{{shard=\"{id}\"}} {}", m.fetch_waits_parked.get());
     let _ = writeln!(out, "skein_group_load_failures_total{{shard=\"{id}\"}} {}", m.group_load_failures.get());
     let _ = writeln!(out, "skein_fetch_sessions{{shard=\"{id}\"}} {}", shard.fetch_sessions.borrow().len());

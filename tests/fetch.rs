@@ -194,6 +194,51 @@ fn min_bytes_across_partitions_and_cancelled_waits() {
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
+// A long poll over 8 partitions (on both shards) that wakes on one reads that one
+// again, not all 8: 9 partition reads in all, where re-reading everything made 16.
+// The others are answered with what their first read found.
+#[test]
+fn a_woken_long_poll_reads_again_only_what_woke() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    create_topic(&broker, "w", 8);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    produce(&mut client, "w", 5, 2);
+    let before = broker.metric_sum("skein_fetch_partition_reads_total");
+    let offsets = |p: i32| if p == 5 { 2 } else { 0 };
+    let request = fetch(0, -1, "w", (0..8).map(|p| partition(p, offsets(p))).collect())
+        .with_max_wait_ms(10_000)
+        .with_min_bytes(1);
+    let bootstrap = broker.bootstrap();
+    let producer = std::thread::spawn(move || {
+        let mut client = RawClient::connect(&bootstrap);
+        std::thread::sleep(Duration::from_millis(300));
+        produce(&mut client, "w", 3, 1);
+    });
+    let started = Instant::now();
+    let response = client.call(&request, 12);
+    producer.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    let mut parts = answered(&response);
+    parts.sort();
+    assert_eq!(parts.len(), 8, "{parts:?}");
+    for (p, high_watermark, bytes) in parts {
+        match p {
+            3 => assert!(high_watermark == 1 && bytes > 0, "partition 3: {high_watermark}, {bytes} bytes"),
+            5 => assert!(high_watermark == 2 && bytes == 0, "partition 5: {high_watermark}, {bytes} bytes"),
+            _ => assert!(high_watermark == 0 && bytes == 0, "partition {p}: {high_watermark}, {bytes} bytes"),
+        }
+    }
+    // Shards publish their metrics every 100 ms: wait for the count to settle.
+    let reads = || broker.metric_sum("skein_fetch_partition_reads_total") - before;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while reads() < 9 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(reads(), 9);
+}
+
 // The response's max_bytes bounds what is read, not just what is sent: 40 partitions
 // of 110 KB each under a 256 KiB max_bytes read about 256 KiB (not 4.4 MB), and a
 // partition the first round's budget did not reach still gets data when the earlier

@@ -57,6 +57,9 @@ pub struct ShardMetrics {
     pub authorization_denials: Cell<u64>,
     /// Partitions named in Fetch requests (with sessions, only the changed ones).
     pub fetch_partitions_requested: Cell<u64>,
+    /// Partition reads Fetch requests made: each requested partition once, and after a
+    /// long poll's wait the partitions that woke again.
+    pub fetch_partition_reads: Cell<u64>,
     /// Fetch waits parked on this shard's partitions now (long polls).
     pub fetch_waits_parked: Cell<u64>,
     /// Attempts to load an offsets partition into the group coordinator that failed.

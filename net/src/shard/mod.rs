@@ -169,7 +169,10 @@ pub struct Shard {
     /// Producer ids this shard may hand out (a block from the controller).
     producer_ids: RefCell<std::ops::Range<i64>>,
     pub logs: LogManager<DmaStorage>,
-    partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
+    /// Looked up for every partition of every request: hashed with FxHash, not
+    /// SipHash (1% of the broker at 10,000 msg/s); its keys are topics an authorized
+    /// client created, not input an attacker picks per request.
+    partitions: RefCell<fxhash::FxHashMap<TopicPartition, Rc<Partition>>>,
     pub(crate) router: Router,
     pub metrics: ShardMetrics,
     /// Request bytes read by this shard's connections and not yet answered.
@@ -225,7 +228,7 @@ impl Shard {
             controller,
             producer_ids: RefCell::new(0..0),
             logs,
-            partitions: RefCell::new(HashMap::new()),
+            partitions: RefCell::default(),
             router,
             metrics: ShardMetrics::default(),
             buffered_bytes: Cell::new(0),

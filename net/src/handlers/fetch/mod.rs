@@ -5,8 +5,10 @@
 //! `min_bytes` came back and `max_wait_ms` allows, the partitions that are at their log
 //! end wait, each on its owner shard, for data past what was read; every arrival
 //! triggers another pass, until `min_bytes` is reached across all partitions or the
-//! time is up. When the request completes, the waits still parked on other shards are
-//! cancelled (their owner sees the reply channel close).
+//! time is up. While nothing has been read, that pass reads only the partitions whose
+//! waits ended (the others would read nothing again). When the request completes, the
+//! waits still parked on other shards are cancelled (their owner sees the reply
+//! channel close).
 
 mod session;
 
@@ -16,6 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
@@ -177,12 +180,21 @@ pub async fn handle(
         {
             break;
         }
-        if !wait_for_more(shard, &wanted, &results, remaining).await {
+        let woke = wait_for_more(shard, &wanted, &results, remaining).await;
+        if woke.is_empty() {
             break;
         }
         grant.grow(max_bytes);
         limit = grant.bytes().max(1);
-        results = read_all(shard, &wanted, limit).await;
+        if bytes == 0 {
+            // Nothing read yet: the partitions that did not wake read nothing again, so
+            // only those that did are read, and the others keep their first answer.
+            for (i, result) in woke.iter().zip(read(shard, &wanted, &woke, limit).await) {
+                results[*i] = result;
+            }
+        } else {
+            results = read_all(shard, &wanted, limit).await;
+        }
     }
 
     if replica_id >= 0 {
@@ -336,6 +348,15 @@ fn record_bytes(result: &OpResult) -> usize {
 /// goes to the next partitions in the next round. Partitions the budget never reaches
 /// are asked only for their watermarks.
 async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec<OpResult> {
+    let all: Vec<usize> = (0..wanted.len()).collect();
+    read(shard, wanted, &all, max_bytes).await
+}
+
+/// `read_all` for the partitions `which` names (indices into `wanted`, in request
+/// order); returns their results in that order.
+async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: usize) -> Vec<OpResult> {
+    let reads = &shard.metrics.fetch_partition_reads;
+    reads.set(reads.get() + which.len() as u64);
     let read = |w: &Wanted, max_bytes: usize| {
         let shard = shard.clone();
         // A diverged follower reads nothing: it truncates first.
@@ -350,15 +371,15 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec
             }
         }
     };
-    let mut results: Vec<Option<OpResult>> = wanted.iter().map(|_| None).collect();
+    let mut results: Vec<Option<OpResult>> = which.iter().map(|_| None).collect();
     let mut left = max_bytes;
     let mut first = true;
     let mut next = 0;
-    while next < wanted.len() && left > 0 {
+    while next < which.len() && left > 0 {
         let mut round = Vec::new();
         let mut budget = left;
-        while next < wanted.len() && budget > 0 {
-            let w = &wanted[next];
+        while next < which.len() && budget > 0 {
+            let w = &wanted[which[next]];
             let allotted = w.max_bytes.min(budget);
             if w.error.is_none() && allotted > 0 {
                 budget -= allotted;
@@ -366,7 +387,7 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec
             }
             next += 1;
         }
-        let reads = round.iter().map(|&(i, allotted)| read(&wanted[i], allotted));
+        let reads = round.iter().map(|&(i, allotted)| read(&wanted[which[i]], allotted));
         for ((i, _), mut result) in round.iter().zip(join_all(reads).await) {
             if let Ok(PartitionReply::Fetch { records, .. }) = &mut result {
                 let mut kept = Vec::new();
@@ -386,8 +407,8 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec
         }
     }
     // The rest: errors, and watermarks only for partitions the budget did not reach.
-    let rest: Vec<usize> = (0..wanted.len()).filter(|&i| results[i].is_none()).collect();
-    let reads = rest.iter().map(|&i| read(&wanted[i], 0));
+    let rest: Vec<usize> = (0..which.len()).filter(|&i| results[i].is_none()).collect();
+    let reads = rest.iter().map(|&i| read(&wanted[which[i]], 0));
     for (i, result) in rest.iter().zip(join_all(reads).await) {
         results[*i] = Some(result);
     }
@@ -395,16 +416,19 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec
 }
 
 /// Waits until a partition that is at its log end gets data past what `results`
-/// read, or the time is up. Returns whether data may have arrived. Partitions cut
-/// short by a byte limit are not waited on: reading them again gives no more.
+/// read, or the time is up. Returns the partitions (indices into `wanted`, in order)
+/// whose waits ended by then: data may have arrived there; none when the time ran
+/// out. Partitions cut short by a byte limit are not waited on: reading them again
+/// gives no more.
 /// Partitions this shard hosts are waited on where they are, with one timer for the
 /// fetch (not an operation and a timer each); the others through their shard.
-async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult], wait: Duration) -> bool {
+async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult], wait: Duration) -> Vec<usize> {
     let wait_ms = wait.as_millis() as u64;
     let mut waits: FuturesUnordered<_> = wanted
         .iter()
         .zip(results)
-        .filter_map(|(w, result)| {
+        .enumerate()
+        .filter_map(|(i, (w, result))| {
             let Ok(PartitionReply::Fetch { high_watermark, last_stable_offset, records, .. }) = result else {
                 return None;
             };
@@ -423,11 +447,11 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
                     match shard.partition(&partition).filter(|state| next <= state.log.log_end_offset().0) {
                         Some(state) => {
                             shard.wait_readable(&state, skein_engine::Offset(next), follower, committed).await;
-                            true
+                            Some(i)
                         }
                         None => {
                             let result = shard.route(partition, op).await;
-                            record_bytes(&result) > 0 || result.is_err()
+                            (record_bytes(&result) > 0 || result.is_err()).then_some(i)
                         }
                     }
                 }
@@ -436,19 +460,28 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
         .collect();
     // Returning drops the other waits; those on other shards see their reply channel
     // close and stop (`router::serve_peer`).
-    let more = async {
-        while let Some(more) = waits.next().await {
-            if more {
-                return true;
+    let first = async {
+        while let Some(woke) = waits.next().await {
+            if woke.is_some() {
+                return woke;
             }
         }
-        false
+        None
     };
     let timeout = async {
         glommio::timer::sleep(wait).await;
-        false
+        None
     };
-    futures_lite::future::or(more, timeout).await
+    let Some(first) = futures_lite::future::or(first, timeout).await else {
+        return Vec::new();
+    };
+    // The waits that ended beside the first (woken, not yet polled) are read too.
+    let mut woke = vec![first];
+    while let Some(Some(more)) = waits.next().now_or_never() {
+        woke.extend(more);
+    }
+    woke.sort_unstable();
+    woke
 }
 
 /// The pieces of `batches` in order, shared, for a response's records.
