@@ -33,6 +33,16 @@ fn produce(client: &mut RawClient, topic: &str, partition: i32, records: i32) {
     assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
 }
 
+/// Produces one record to `topic`'s `partition` 300 ms from now, on its own connection.
+fn produce_later(broker: &Broker, topic: &'static str, partition: i32) -> std::thread::JoinHandle<()> {
+    let bootstrap = broker.bootstrap();
+    std::thread::spawn(move || {
+        let mut client = RawClient::connect(&bootstrap);
+        std::thread::sleep(Duration::from_millis(300));
+        produce(&mut client, topic, partition, 1);
+    })
+}
+
 fn partition(p: i32, offset: i64) -> FetchPartition {
     FetchPartition::default().with_partition(p).with_fetch_offset(offset).with_partition_max_bytes(1 << 20)
 }
@@ -167,12 +177,7 @@ fn min_bytes_across_partitions_and_cancelled_waits() {
     // min_bytes 1: the first arrival answers, and the wait parked on the other
     // partition (and shard) is dropped at once, not left for max_wait_ms.
     let request = fetch(0, -1, "m", vec![partition(0, 1), partition(1, 1)]).with_max_wait_ms(20_000).with_min_bytes(1);
-    let bootstrap = broker.bootstrap();
-    let producer = std::thread::spawn(move || {
-        let mut client = RawClient::connect(&bootstrap);
-        std::thread::sleep(Duration::from_millis(300));
-        produce(&mut client, "m", 0, 1);
-    });
+    let producer = produce_later(&broker, "m", 0);
     let started = Instant::now();
     let response = client.call(&request, 12);
     producer.join().unwrap();
@@ -209,12 +214,7 @@ fn a_woken_long_poll_reads_again_only_what_woke() {
     let request = fetch(0, -1, "w", (0..8).map(|p| partition(p, offsets(p))).collect())
         .with_max_wait_ms(10_000)
         .with_min_bytes(1);
-    let bootstrap = broker.bootstrap();
-    let producer = std::thread::spawn(move || {
-        let mut client = RawClient::connect(&bootstrap);
-        std::thread::sleep(Duration::from_millis(300));
-        produce(&mut client, "w", 3, 1);
-    });
+    let producer = produce_later(&broker, "w", 3);
     let started = Instant::now();
     let response = client.call(&request, 12);
     producer.join().unwrap();
