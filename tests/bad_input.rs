@@ -49,8 +49,12 @@ fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceReques
 }
 
 /// A valid batch of `count` records, optionally from an idempotent producer.
+/// A batch stamped now: a producer's expiry (`producer.id.expiration.ms`, checked every
+/// housekeeping tick) counts from its latest batch timestamp, and one stamped years
+/// ago expires at the next tick, as in Kafka.
 fn batch(count: i32, value_bytes: usize, producer: Option<(i64, i16, i32)>) -> Bytes {
-    let mut bytes = skein_engine::batch::testing::batch(count, value_bytes).to_vec();
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let mut bytes = skein_engine::batch::testing::batch_with(count, value_bytes, stamp, |_| None).to_vec();
     if let Some((pid, epoch, seq)) = producer {
         skein_engine::batch::testing::set_producer(&mut bytes, pid, epoch, seq);
     }
@@ -446,13 +450,7 @@ fn unknown_and_expired_producers() {
     assert_eq!(create(&mut client, "idle", 1, &[]), NONE);
     let request = InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60000);
     let (fresh, idle) = (client.call(&request, 4).producer_id.0, client.call(&request, 4).producer_id.0);
-    // Batches stamped now: expiry counts from a producer's latest batch timestamp.
-    let now = |pid: i64, seq: i32| {
-        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-        let mut bytes = skein_engine::batch::testing::batch_with(1, 10, stamp, |_| None).to_vec();
-        skein_engine::batch::testing::set_producer(&mut bytes, pid, 0, seq);
-        Bytes::from(bytes)
-    };
+    let now = |pid: i64, seq: i32| batch(1, 10, Some((pid, 0, seq)));
     assert_eq!(produce(&mut client, "idle", 0, now(fresh, 5)), (NONE, 0));
     assert_eq!(produce(&mut client, "idle", 0, now(fresh, 0)).0, OUT_OF_ORDER_SEQUENCE_NUMBER);
     assert_eq!(produce(&mut client, "idle", 0, now(fresh, 6)), (NONE, 1));
