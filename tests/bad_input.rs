@@ -48,10 +48,10 @@ fn produce_request(topic: &str, partition: i32, records: Bytes) -> ProduceReques
         .with_partition_data(vec![PartitionProduceData::default().with_index(partition).with_records(Some(records))])])
 }
 
-/// A valid batch of `count` records, optionally from an idempotent producer.
-/// A batch stamped now: a producer's expiry (`producer.id.expiration.ms`, checked every
-/// housekeeping tick) counts from its latest batch timestamp, and one stamped years
-/// ago expires at the next tick, as in Kafka.
+/// A valid batch of `count` records, optionally from an idempotent producer, stamped
+/// now: a producer's expiry (`producer.id.expiration.ms`, checked every housekeeping
+/// tick) counts from its latest batch timestamp, and one stamped years ago expires at
+/// the next tick, as in Kafka.
 fn batch(count: i32, value_bytes: usize, producer: Option<(i64, i16, i32)>) -> Bytes {
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     let mut bytes = skein_engine::batch::testing::batch_with(count, value_bytes, stamp, |_| None).to_vec();
