@@ -3,8 +3,9 @@
 # broker CPU-seconds per GB at several fixed rates (16 partitions, 1 KiB messages),
 # with the native driver, for each broker given, each pinned to CPU 0 and the load
 # generator to CPU 1. A broker is `skein`, `skein:<group commit max delay, us>` or
-# `kafka`; each runs once per rate, warmed for WARMUP_SECS (default 5) first. WORKLOAD
-# names another workload file.
+# `kafka`; each runs once per rate, warmed for WARMUP_SECS (default 5) first; name a
+# broker again for another round (`skein kafka skein kafka`). WORKLOAD names another
+# workload file.
 #   usage: bench-harness/curve.sh DURATION_SECS "RATES" BROKER...
 #   e.g.   bench-harness/curve.sh 15 "1000 10000 50000 100000" skein skein:1000 kafka
 # Results (JSON) go to bench-harness/results/curve-<date>/; one line per run on stdout.
@@ -43,14 +44,18 @@ for broker in "$@"; do
         ;;
       *) echo "unknown broker $broker" >&2; exit 2 ;;
     esac
-    file="$out/${broker/:/-}-$rate.json"
+    # A broker named more than once runs more rounds: each keeps its own file.
+    file="$out/${broker/:/-}-$rate.json"; round=1
+    while [ -e "$file" ]; do round=$((round + 1)); file="$out/${broker/:/-}-$rate-$round.json"; done
     taskset -c 1 "$skein" bench run "$workload" --bootstrap-server 127.0.0.1:$port --broker-pid "$broker_pid" \
       --label "$broker" --rate "$rate" --duration-secs "$duration" --warmup-secs "${WARMUP_SECS:-5}" \
       --driver native --out "$file" > /dev/null
     # Group-commit windows the broker opened (Skein only).
-    windows=$(curl -s http://127.0.0.1:19644/metrics 2>/dev/null \
-      | awk '/^skein_group_commit_windows_total/ { n += $2 } END { print n + 0 }')
-    [ "$broker" = kafka ] && windows=-
+    windows=-
+    if [ "$broker" != kafka ]; then
+      windows=$( (curl -s http://127.0.0.1:19644/metrics 2>/dev/null || true) \
+        | awk '/^skein_group_commit_windows_total/ { n += $2 } END { print n + 0 }')
+    fi
     python3 - "$file" "$broker" "$rate" "$windows" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
