@@ -486,25 +486,40 @@ mod tests {
         assert!(idle < 500 && busy > 800, "busy {idle} while idle, {busy} while blocked");
     }
 
+    /// Runs `make()`'s future on an executor of its own and returns its output, or
+    /// `None` when it has not finished within `limit`: a reactor that never wakes fails
+    /// the test instead of hanging it (the executor's thread is then left behind).
+    fn run_bounded<T, F>(limit: Duration, make: impl FnOnce() -> F + Send + 'static) -> Option<T>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = T> + 'static,
+    {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let _detached = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .spawn(move || async move {
+                let _ = sender.send(make().await);
+            })
+            .unwrap();
+        receiver.recv_timeout(limit).ok()
+    }
+
     // The patched reactor (`vendor/glommio/SKEIN-PATCH.md`) keeps an armed preempt
     // timer across passes. A sleep shorter than it must still arm its own: 5 ms
     // sleeps after a pass take about 5 ms, not the 100 ms preempt timer's remainder.
     #[test]
     fn a_sooner_timer_is_not_held_by_an_armed_preempt_timer() {
-        let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .spawn(|| async move {
-                let mut took = Vec::new();
-                for _ in 0..20 {
-                    // A pass of the loop (another task ran) arms the preempt timer.
-                    glommio::spawn_local(async {}).await;
-                    let started = Instant::now();
-                    glommio::timer::sleep(Duration::from_millis(5)).await;
-                    took.push(started.elapsed());
-                }
-                took
-            })
-            .unwrap();
-        let mut took = executor.join().unwrap();
+        let took = run_bounded(Duration::from_secs(20), || async move {
+            let mut took = Vec::new();
+            for _ in 0..20 {
+                // A pass of the loop (another task ran) arms the preempt timer.
+                glommio::spawn_local(async {}).await;
+                let started = Instant::now();
+                glommio::timer::sleep(Duration::from_millis(5)).await;
+                took.push(started.elapsed());
+            }
+            took
+        });
+        let mut took = took.expect("20 sleeps of 5 ms did not end within 20 s");
         took.sort_unstable();
         assert!(took[0] >= Duration::from_millis(5), "a timer fired early: {took:?}");
         assert!(took[took.len() / 2] < Duration::from_millis(50), "timers were held back: {took:?}");
@@ -514,24 +529,22 @@ mod tests {
     // a timer's task run within about one preempt period (100 ms), not never.
     #[test]
     fn a_busy_task_is_still_preempted() {
-        let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .spawn(|| async move {
-                let done = std::rc::Rc::new(std::cell::Cell::new(None::<Instant>));
-                let started = Instant::now();
-                let sleeper = done.clone();
-                glommio::spawn_local(async move {
-                    glommio::timer::sleep(Duration::from_millis(10)).await;
-                    sleeper.set(Some(Instant::now()));
-                })
-                .detach();
-                // Busy (a test's), bounded so that a broken preemption fails, not hangs.
-                while done.get().is_none() && started.elapsed() < Duration::from_secs(5) {
-                    glommio::yield_if_needed().await;
-                }
-                done.get().map(|at| at - started)
+        let woke = run_bounded(Duration::from_secs(20), || async move {
+            let done = std::rc::Rc::new(std::cell::Cell::new(None::<Instant>));
+            let started = Instant::now();
+            let sleeper = done.clone();
+            glommio::spawn_local(async move {
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                sleeper.set(Some(Instant::now()));
             })
-            .unwrap();
-        let woke = executor.join().unwrap();
+            .detach();
+            // Busy (a test's), bounded so that a broken preemption fails, not hangs.
+            while done.get().is_none() && started.elapsed() < Duration::from_secs(5) {
+                glommio::yield_if_needed().await;
+            }
+            done.get().map(|at| at - started)
+        });
+        let woke = woke.expect("the busy executor did not finish within 20 s");
         assert!(woke.is_some_and(|after| after < Duration::from_secs(1)), "the timer's task ran after {woke:?}");
     }
 
