@@ -503,9 +503,10 @@ mod tests {
         receiver.recv_timeout(limit).ok()
     }
 
-    // The patched reactor (`vendor/glommio/SKEIN-PATCH.md`) keeps an armed preempt
-    // timer across passes. A sleep shorter than it must still arm its own: 5 ms
-    // sleeps after a pass take about 5 ms, not the 100 ms preempt timer's remainder.
+    // Every pass of the reactor arms a preempt timer (100 ms). A sleep shorter than
+    // it must still wake on time: 5 ms sleeps after a pass take about 5 ms, not the
+    // preempt timer's remainder. (A reactor that keeps its armed timers, as tried on
+    // 2026-12-03, must pass this and the next test.)
     #[test]
     fn a_sooner_timer_is_not_held_by_an_armed_preempt_timer() {
         let took = run_bounded(Duration::from_secs(20), || async move {
@@ -525,8 +526,8 @@ mod tests {
         assert!(took[took.len() / 2] < Duration::from_millis(50), "timers were held back: {took:?}");
     }
 
-    // A kept preempt timer still fires: a task that only yields when preempted lets
-    // a timer's task run within about one preempt period (100 ms), not never.
+    // The preempt timer fires: a task that only yields when preempted lets a timer's
+    // task run within about one preempt period (100 ms), not never.
     #[test]
     fn a_busy_task_is_still_preempted() {
         let woke = run_bounded(Duration::from_secs(20), || async move {
