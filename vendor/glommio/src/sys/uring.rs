@@ -1087,13 +1087,7 @@ impl SleepableRing {
                 Err(io::Error::from_raw_os_error(libc::EBUSY))
             } else {
                 // The rings are linked. Goodnight!
-                self.ring
-                    .cq()
-                    .wait(1)
-                    .map(|_| 1)
-                    .or_else(Reactor::busy_ok)
-                    .or_else(Reactor::again_ok)
-                    .or_else(Reactor::intr_ok)
+                self.wait_linked()
             }
         } else {
             // Can't link rings because we ran out of `CQE`s. Just can't sleep.
@@ -1108,8 +1102,8 @@ impl SleepableRing {
 }
 
 impl SleepableRing {
-    /// Skein patch: sleeps until a completion arrives, with the rings already linked
-    /// by a poll that is still armed.
+    /// Skein patch: sleeps until a completion arrives, with the rings linked by an
+    /// armed poll (submitted by `sleep`, or kept from an earlier sleep).
     fn wait_linked(&mut self) -> io::Result<usize> {
         assert_eq!(self.waiting_kernel_submission(), 0, "sleeping with pending SQEs");
         self.ring
