@@ -21,6 +21,7 @@ pub mod errors;
 pub mod frame;
 pub mod group;
 pub mod handlers;
+pub mod incoming;
 pub mod limits;
 pub mod metadata;
 pub mod metrics;

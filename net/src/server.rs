@@ -287,6 +287,10 @@ async fn read_loop<S: AsyncRead + Unpin>(
     budget: &Rc<ConnectionResponses>,
     mut connection: Connection,
 ) -> Result<(), String> {
+    let mut reader = match socket {
+        Some(socket) => FrameReader::Plain(crate::incoming::Frames::new(socket)),
+        None => FrameReader::Stream(reader),
+    };
     loop {
         // Until it has authenticated, a client can make the broker buffer no more
         // than a SASL token's worth.
@@ -300,13 +304,12 @@ async fn read_loop<S: AsyncRead + Unpin>(
         if !muted.is_zero() {
             glommio::timer::sleep(muted).await;
         }
-        let mut size = [0u8; 4];
         // A shard that is stopping reads no more requests: what was read is answered,
         // then the connection closes.
         // Nor does one idle past `connections.max.idle.ms` (an unauthenticated one
         // included): it is closed, as Kafka closes it.
         let idle = shard.settings.connections_max_idle_ms;
-        let read = futures_lite::future::or(async { Some(reader.read_exact(&mut size).await) }, async {
+        let read = futures_lite::future::or(async { Some(reader.size().await) }, async {
             futures_lite::future::or(shard.closing(), async {
                 match idle {
                     0 => futures_lite::future::pending::<()>().await,
@@ -316,11 +319,10 @@ async fn read_loop<S: AsyncRead + Unpin>(
             .await;
             None
         });
-        match read.await {
-            Some(Ok(())) => {}
+        let size = match read.await {
+            Some(Ok(size)) => size,
             Some(Err(_)) | None => return Ok(()),
-        }
-        let size = i32::from_be_bytes(size);
+        };
         if size < 8 || size as usize > max {
             return Err(format!("frame size {size} outside [8, {max}]"));
         }
@@ -339,7 +341,12 @@ async fn read_loop<S: AsyncRead + Unpin>(
             }
             glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         }
-        let body = read_body(reader, socket, size).await.map_err(|e| format!("truncated frame: {e}"))?;
+        let body = reader.body(size).await.map_err(|e| format!("truncated frame: {e}"))?;
+        if let FrameReader::Plain(frames) = &mut reader {
+            let copied = std::mem::take(&mut frames.produce_copied);
+            let metrics = &shard.metrics;
+            metrics.produce_copied_bytes.set(metrics.produce_copied_bytes.get() + copied);
+        }
         let read = std::time::Instant::now();
         if let Some(auth) = connection.sasl.as_mut().filter(|a| a.expects_raw_token()) {
             // After a v0 handshake the tokens come as bare frames, answered bare.
@@ -664,32 +671,37 @@ pub fn encode(
     Ok(Frame::contiguous(out.freeze()))
 }
 
-/// Reads a frame's body of `size` bytes. On a plain connection (`socket`) the bytes
-/// already waiting go straight into the body's unused capacity (`recv`, never
-/// blocking), so the body is not zeroed before it is read (zeroing a reused buffer
-/// was 5% of a core at max rate); what has not arrived yet is read by the stream.
-async fn read_body<S: AsyncRead + Unpin>(
-    reader: &mut futures_lite::io::ReadHalf<S>,
-    socket: Option<&socket2::Socket>,
-    size: usize,
-) -> std::io::Result<Vec<u8>> {
-    let mut body = Vec::with_capacity(size);
-    // `recv` fills all the spare capacity: it must end where the frame does.
-    if let Some(socket) = socket.filter(|_| body.capacity() == size) {
-        while body.len() < size {
-            let spare = rustix::buffer::spare_capacity(&mut body);
-            match rustix::net::recv(socket, spare, rustix::net::RecvFlags::DONTWAIT) {
-                Ok((0, _)) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                Ok(_) => {}
-                Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => break,
-                Err(e) => return Err(e.into()),
+/// Where a connection's frames are read: straight off a plain connection's socket
+/// (`incoming.rs`: unzeroed bodies, few `recv` calls), or through its TLS stream.
+enum FrameReader<'a, S> {
+    Plain(crate::incoming::Frames<'a>),
+    Stream(&'a mut futures_lite::io::ReadHalf<S>),
+}
+
+impl<S: AsyncRead + Unpin> FrameReader<'_, S> {
+    /// The next frame's size; an error when the peer closed.
+    async fn size(&mut self) -> std::io::Result<i32> {
+        match self {
+            FrameReader::Plain(frames) => frames.size().await,
+            FrameReader::Stream(reader) => {
+                let mut size = [0u8; 4];
+                reader.read_exact(&mut size).await?;
+                Ok(i32::from_be_bytes(size))
             }
         }
     }
-    let have = body.len();
-    body.resize(size, 0);
-    reader.read_exact(&mut body[have..]).await?;
-    Ok(body)
+
+    /// The body of the frame whose size was read: `size` bytes.
+    async fn body(&mut self, size: usize) -> std::io::Result<Vec<u8>> {
+        match self {
+            FrameReader::Plain(frames) => frames.body(size).await,
+            FrameReader::Stream(reader) => {
+                let mut body = vec![0; size];
+                reader.read_exact(&mut body).await?;
+                Ok(body)
+            }
+        }
+    }
 }
 
 /// Sends a frame: one write for a single segment, vectored writes (`sendmsg`, never

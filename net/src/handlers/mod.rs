@@ -94,7 +94,8 @@ pub(crate) fn s(text: impl Into<String>) -> StrBytes {
 
 /// Groups per-partition results by topic, keeping the order in which topics first
 /// appear: `O(n)` with a hash index, where a search of the topics list for each
-/// partition would be `O(n²)` on requests naming thousands of topics.
+/// partition would be `O(n²)` on requests naming thousands of topics. A partition of
+/// the topic before it (the usual order) joins its group without hashing.
 pub(crate) fn group_by_topic<K, T>(items: impl IntoIterator<Item = (K, T)>) -> Vec<(K, Vec<T>)>
 where
     K: std::hash::Hash + Eq + Clone,
@@ -102,6 +103,10 @@ where
     let mut index: std::collections::HashMap<K, usize> = std::collections::HashMap::new();
     let mut groups: Vec<(K, Vec<T>)> = Vec::new();
     for (key, item) in items {
+        if let Some((_, group)) = groups.last_mut().filter(|(last, _)| *last == key) {
+            group.push(item);
+            continue;
+        }
         match index.get(&key) {
             Some(&at) => groups[at].1.push(item),
             None => {

@@ -5,11 +5,10 @@
 //
 
 use crate::executor::TaskQueueHandle;
-use nix::sys;
 use std::{
     fmt,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc,
     },
     thread::{self, JoinHandle},
@@ -92,13 +91,30 @@ pub struct DefaultStallDetectionHandler {}
 
 impl StallDetectionHandler for DefaultStallDetectionHandler {}
 
+// Skein patch: the watch the detector's thread polls, in place of a timerfd re-armed
+// (two `timerfd_settime` calls) at every task queue run. A run stores its deadline,
+// in nanoseconds since `epoch`, and clears it when it ends; the thread looks every
+// `tick` (a quarter of the last threshold, within [1 ms, 250 ms]) and signals the
+// executor once for a run still in progress past its deadline. A stall is so reported
+// between its threshold and a quarter of it later, for two atomic stores per run.
+#[derive(Debug)]
+struct Watch {
+    epoch: Instant,
+    /// The deadline of the run in progress; 0 between runs.
+    deadline_ns: AtomicU64,
+    tick_ns: AtomicU64,
+    terminated: AtomicBool,
+}
+
+const TICK_MIN: Duration = Duration::from_millis(1);
+const TICK_MAX: Duration = Duration::from_millis(250);
+
 #[derive(Debug)]
 pub(crate) struct StallDetector {
-    timer: Arc<sys::timerfd::TimerFd>,
+    watch: Arc<Watch>,
     stall_handler: Box<dyn StallDetectionHandler + 'static>,
     timer_handler: Option<JoinHandle<()>>,
     id: usize,
-    terminated: Arc<AtomicBool>,
     signal_id: signal_hook::SigId,
     // NOTE: we don't use signal_hook::low_level::channel as backtraces
     // have too many elements
@@ -110,26 +126,22 @@ impl StallDetector {
         executor_id: usize,
         stall_handler: Box<dyn StallDetectionHandler + 'static>,
     ) -> std::io::Result<StallDetector> {
-        let timer = Arc::new(
-            sys::timerfd::TimerFd::new(
-                sys::timerfd::ClockId::CLOCK_MONOTONIC,
-                sys::timerfd::TimerFlags::empty(),
-            )
-            .map_err(std::io::Error::from)?,
-        );
-        let terminated = Arc::new(AtomicBool::new(false));
+        let watch = Arc::new(Watch {
+            epoch: Instant::now(),
+            deadline_ns: AtomicU64::new(0),
+            tick_ns: AtomicU64::new(TICK_MAX.as_nanos() as u64),
+            terminated: AtomicBool::new(false),
+        });
         let sig = stall_handler.signal();
         let (tx, rx) = crossbeam::channel::bounded(1 << 10);
-        let timer_handler =
-            StallDetector::install_trigger(terminated.clone(), timer.clone(), sig.into());
+        let timer_handler = StallDetector::install_trigger(watch.clone(), sig.into());
         let signal_id = StallDetector::install_handler(tx, sig)?;
 
         Ok(Self {
-            timer,
+            watch,
             timer_handler: Some(timer_handler),
             stall_handler,
             id: executor_id,
-            terminated,
             signal_id,
             rx,
         })
@@ -157,22 +169,29 @@ impl StallDetector {
         }
     }
 
-    fn install_trigger(
-        terminated: Arc<AtomicBool>,
-        timer: Arc<sys::timerfd::TimerFd>,
-        signal: i32,
-    ) -> JoinHandle<()> {
+    // Skein patch: polls the watch (see `Watch`) instead of waiting on a timerfd.
+    fn install_trigger(watch: Arc<Watch>, signal: i32) -> JoinHandle<()> {
         struct SendWrapper(libc::pthread_t);
         unsafe impl Send for SendWrapper {}
         let tid = SendWrapper(unsafe { nix::libc::pthread_self() });
-        std::thread::spawn(enclose::enclose! { (terminated, timer) move || {
-            while timer.wait().is_ok() {
-                if terminated.load(Ordering::Relaxed) {
-                    return
+        std::thread::spawn(move || {
+            let tid = tid;
+            let mut signaled = 0;
+            loop {
+                thread::park_timeout(Duration::from_nanos(watch.tick_ns.load(Ordering::Relaxed)));
+                if watch.terminated.load(Ordering::Relaxed) {
+                    return;
                 }
-                unsafe { nix::libc::pthread_kill(tid.0, signal) };
+                let deadline = watch.deadline_ns.load(Ordering::Relaxed);
+                if deadline == 0 || deadline == signaled {
+                    continue;
+                }
+                if watch.epoch.elapsed().as_nanos() as u64 >= deadline {
+                    signaled = deadline;
+                    unsafe { nix::libc::pthread_kill(tid.0, signal) };
+                }
             }
-        }})
+        })
     }
 
     pub(crate) fn enter_task_queue(
@@ -196,15 +215,22 @@ impl StallDetector {
             })
     }
 
-    pub(crate) fn arm(&self, threshold: Duration) -> nix::Result<()> {
-        self.timer.set(
-            sys::timerfd::Expiration::OneShot(sys::time::TimeSpec::from(threshold)),
-            sys::timerfd::TimerSetTimeFlags::empty(),
-        )
+    // Skein patch: a run's deadline goes into the watch (no syscall). Frames left by
+    // a signal that came as the last run ended are dropped, not blamed on this one.
+    pub(crate) fn arm(&self, start: Instant, threshold: Duration) -> nix::Result<()> {
+        while self.rx.try_recv().is_ok() {}
+        let tick = (threshold / 4).clamp(TICK_MIN, TICK_MAX).as_nanos() as u64;
+        if self.watch.tick_ns.load(Ordering::Relaxed) != tick {
+            self.watch.tick_ns.store(tick, Ordering::Relaxed);
+        }
+        let deadline = start.saturating_duration_since(self.watch.epoch) + threshold;
+        self.watch.deadline_ns.store((deadline.as_nanos() as u64).max(1), Ordering::Relaxed);
+        Ok(())
     }
 
     pub(crate) fn disarm(&self) -> nix::Result<()> {
-        self.timer.unset()
+        self.watch.deadline_ns.store(0, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -212,17 +238,9 @@ impl Drop for StallDetector {
     fn drop(&mut self) {
         signal_hook::low_level::unregister(self.signal_id);
         let timer_handler = self.timer_handler.take().unwrap();
-        self.terminated.store(true, Ordering::Relaxed);
-
-        self.timer
-            .set(
-                sys::timerfd::Expiration::Interval(sys::time::TimeSpec::from(
-                    Duration::from_millis(1),
-                )),
-                sys::timerfd::TimerSetTimeFlags::empty(),
-            )
-            .expect("failed wake the timer for termination");
-
+        // Skein patch: the polling thread sees the flag when unparked.
+        self.watch.terminated.store(true, Ordering::Relaxed);
+        timer_handler.thread().unpark();
         let _ = timer_handler.join();
     }
 }
@@ -244,7 +262,7 @@ impl<'detector> StallDetectorGuard<'detector> {
         threshold: Duration,
     ) -> nix::Result<Self> {
         detector
-            .arm(threshold)
+            .arm(start, threshold)
             .expect("Unable to arm stall detector, giving up");
         Ok(Self {
             detector,

@@ -117,3 +117,12 @@ pub use self::{
     udp_socket::UdpSocket,
     unix::{AcceptedUnixStream, UnixDatagram, UnixListener, UnixStream},
 };
+
+/// Skein patch: resolves once `fd` has data to read (or is closed, or in error), by a
+/// poll on the executor's ring, without reading; dropped early, the poll is cancelled.
+/// Lets a caller that reads with its own `recv` calls (into buffers it does not zero)
+/// wait on a socket it knows to be drained without first trying a `recv` that fails.
+pub async fn readable(fd: RawFd) -> io::Result<()> {
+    let source = crate::executor().reactor().poll_read_ready(fd);
+    source.collect_rw().await.map(|_| ())
+}

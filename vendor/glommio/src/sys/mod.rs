@@ -172,6 +172,7 @@ pub(crate) fn sendmsg_syscall(
 }
 
 mod dma_buffer;
+#[allow(dead_code)] // Skein patch: the sleeper fences instead (`Reactor::wait`).
 mod membarrier;
 pub(crate) mod source;
 pub(crate) mod sysfs;
@@ -306,6 +307,10 @@ impl SleepNotifier {
     }
 
     pub(crate) fn notify(&self, force: bool) {
+        // Skein patch: orders the item pushed before this call with the read of the
+        // flag below, paired with the fence the sleeper issues after setting it
+        // (`Reactor::wait`), which no longer calls `sys_membarrier()`.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self
             .should_notify
             .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)
