@@ -125,5 +125,8 @@ mod tests {
     fn group_by_topic_keeps_order() {
         let grouped = super::group_by_topic([("b", 1), ("a", 2), ("b", 3), ("c", 4), ("a", 5)]);
         assert_eq!(grouped, vec![("b", vec![1, 3]), ("a", vec![2, 5]), ("c", vec![4])]);
+        // Runs of one key (the usual order), then a key seen before.
+        let grouped = super::group_by_topic([("b", 1), ("b", 2), ("a", 3), ("a", 4), ("b", 5)]);
+        assert_eq!(grouped, vec![("b", vec![1, 2, 5]), ("a", vec![3, 4])]);
     }
 }

@@ -175,6 +175,7 @@ impl StallDetector {
         unsafe impl Send for SendWrapper {}
         let tid = SendWrapper(unsafe { nix::libc::pthread_self() });
         std::thread::spawn(move || {
+            // The whole wrapper moves in (a closure would capture only its field).
             let tid = tid;
             let mut signaled = 0;
             loop {
