@@ -40,19 +40,34 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
+/// Ports `broker_port` handed out in this process: tests run in parallel, and two of
+/// them given the same free port would both start a broker on it.
+static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
 /// A port nobody listens on right now, below Linux's ephemeral range (32768 and up),
 /// so that no socket bound to port 0 (another test's client or broker) can take it
-/// while its broker restarts; Skein refuses a port another process listens on.
+/// while its broker restarts; Skein refuses a port another process listens on. Never
+/// the same port twice in one test process (`HANDED_OUT`).
 pub fn broker_port() -> u16 {
     let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
         ^ (std::process::id() as u64) << 16;
     loop {
         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let port = 20_000 + (seed >> 33) as u16 % 12_000;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if take(port) {
             return port;
         }
     }
+}
+
+/// Claims `port` for this process if no test here has it and nobody listens on it.
+fn take(port: u16) -> bool {
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    if handed.contains(&port) || TcpListener::bind(("127.0.0.1", port)).is_err() {
+        return false;
+    }
+    handed.push(port);
+    true
 }
 
 /// The first of two consecutive ports nobody listens on (`broker_port`'s range): the
@@ -60,7 +75,7 @@ pub fn broker_port() -> u16 {
 pub fn port_pair() -> u16 {
     loop {
         let base = broker_port();
-        if base < u16::MAX && TcpListener::bind(("127.0.0.1", base + 1)).is_ok() {
+        if base < u16::MAX && take(base + 1) {
             return base;
         }
     }
