@@ -166,15 +166,43 @@ mod tests {
         out
     }
 
+    /// Reads frames with `Frames` (on an executor of its own) from a peer that `write`
+    /// drives on its thread, until the peer closes: each body (or the error a body
+    /// ended in, then no more), and the produce bytes copied.
+    fn read_all(write: impl FnOnce(&mut std::net::TcpStream) + Send + 'static) -> (Vec<io::Result<Vec<u8>>>, u64) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let writer = std::thread::spawn(move || write(&mut std::net::TcpStream::connect(address).unwrap()));
+        let (stream, _) = listener.accept().unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let socket = socket2::Socket::from(stream);
+        let read = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .spawn(move || async move {
+                let mut frames = Frames::new(&socket);
+                let mut bodies = Vec::new();
+                while let Ok(size) = frames.size().await {
+                    let body = frames.body(size as usize).await;
+                    let failed = body.is_err();
+                    bodies.push(body);
+                    if failed {
+                        break;
+                    }
+                }
+                (bodies, frames.produce_copied)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        writer.join().unwrap();
+        read
+    }
+
     /// Frames written in pieces, pipelined, and larger than the carry, each read
     /// whole and in order; the peer's close reads as an error between frames.
     #[test]
     fn frames_come_whole_however_the_bytes_arrive() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap();
         let sizes = [(1i16, 10usize), (PRODUCE, 70_000), (1, 300), (1, 2), (PRODUCE, 40), (3, 5_000), (1, 511)];
-        let writer = std::thread::spawn(move || {
-            let mut stream = std::net::TcpStream::connect(address).unwrap();
+        let (read, copied) = read_all(move |stream| {
             let mut all = Vec::new();
             for (i, &(api, len)) in sizes.iter().enumerate() {
                 all.extend(frame(api, len, i as u8));
@@ -189,29 +217,9 @@ mod tests {
             }
             stream.write_all(&all).unwrap();
         });
-        let (stream, _) = listener.accept().unwrap();
-        stream.set_nonblocking(true).unwrap();
-        let socket = socket2::Socket::from(stream);
-        let read = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .spawn(move || async move {
-                let mut frames = Frames::new(&socket);
-                let mut read = Vec::new();
-                loop {
-                    let size = match frames.size().await {
-                        Ok(size) => size as usize,
-                        Err(_) => break,
-                    };
-                    read.push(frames.body(size).await.unwrap());
-                }
-                (read, frames.produce_copied)
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-        writer.join().unwrap();
-        let (read, copied) = read;
         assert_eq!(read.len(), 2 * sizes.len());
         for (i, body) in read.iter().enumerate() {
+            let body = body.as_ref().unwrap();
             let (api, len) = sizes[i % sizes.len()];
             assert_eq!(body.len(), len, "frame {i}");
             assert_eq!(i16::from_be_bytes([body[0], body[1]]), api, "frame {i}");
@@ -226,31 +234,12 @@ mod tests {
     /// `CARRY` ahead would copy about 2 KiB of each).
     #[test]
     fn pipelined_produce_bodies_are_not_copied() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap();
-        let writer = std::thread::spawn(move || {
-            let mut stream = std::net::TcpStream::connect(address).unwrap();
+        let (read, copied) = read_all(|stream| {
             let all: Vec<u8> = (0..20).flat_map(|i| frame(PRODUCE, 10_000, i)).collect();
             stream.write_all(&all).unwrap();
         });
-        let (stream, _) = listener.accept().unwrap();
-        stream.set_nonblocking(true).unwrap();
-        let socket = socket2::Socket::from(stream);
-        let (frames, copied) = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .spawn(move || async move {
-                let mut frames = Frames::new(&socket);
-                let mut read = 0;
-                while let Ok(size) = frames.size().await {
-                    assert_eq!(frames.body(size as usize).await.unwrap().len(), 10_000);
-                    read += 1;
-                }
-                (read, frames.produce_copied)
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-        writer.join().unwrap();
-        assert_eq!(frames, 20);
+        assert_eq!(read.len(), 20);
+        assert!(read.iter().all(|body| body.as_ref().unwrap().len() == 10_000));
         // The first read knows nothing of the connection yet: at most `ahead(-1, 0)`.
         let bound = (ahead(-1, 0) + 19 * PRODUCE_CARRY) as u64;
         assert!(copied <= bound, "{copied} bytes copied, more than {bound}");
@@ -260,28 +249,12 @@ mod tests {
     /// closes the connection as truncated), not a short frame.
     #[test]
     fn a_body_cut_short_is_an_error() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap();
-        let writer = std::thread::spawn(move || {
-            let mut stream = std::net::TcpStream::connect(address).unwrap();
+        let (read, _) = read_all(|stream| {
             let mut bytes = frame(1, 3_000, 7);
             bytes.truncate(1_000);
             stream.write_all(&bytes).unwrap();
         });
-        let (stream, _) = listener.accept().unwrap();
-        stream.set_nonblocking(true).unwrap();
-        let socket = socket2::Socket::from(stream);
-        let (size, body) = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .spawn(move || async move {
-                let mut frames = Frames::new(&socket);
-                let size = frames.size().await.unwrap();
-                (size, frames.body(size as usize).await.map(|b| b.len()))
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-        writer.join().unwrap();
-        assert_eq!(size, 3_000);
-        assert_eq!(body.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].as_ref().unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
     }
 }
