@@ -15,28 +15,18 @@ impl<S: Storage> Log<S> {
     /// when a stored batch is not framed as one, or overlaps a range the scrubber found
     /// corrupt; `Io`.
     pub async fn read(&self, offset: Offset, max_bytes: usize, end: Option<Offset>) -> Result<Vec<Batch>> {
-        let (bound, start, log_end) = {
+        if let Some(answer) = self.read_now(offset, max_bytes, end) {
+            return answer;
+        }
+        let bound = {
             let state = self.state.borrow();
-            let bound = end.map_or(state.offset_written_end, |e| e.min(state.offset_written_end));
-            (bound, state.log_start_offset, state.log_end_offset)
+            end.map_or(state.offset_written_end, |e| e.min(state.offset_written_end))
         };
-        if offset < start || offset > log_end {
-            return Err(Error::OffsetOutOfRange { offset, start, end: log_end });
-        }
-        if offset >= bound {
-            return Ok(Vec::new());
-        }
         let metrics = &self.ctx.metrics;
-        let cached = || self.ctx.cache.borrow_mut().read(self.key, offset, bound, max_bytes);
-        let mut hit = cached();
-        if hit.is_none() && self.await_read_ahead(offset).await {
-            hit = cached();
-        }
-        if let Some(batches) = hit {
-            metrics.cache_reads.set(metrics.cache_reads.get() + 1);
-            self.check_fenced(&batches)?;
-            self.follow_read_ahead(offset);
-            return Ok(batches);
+        if self.await_read_ahead(offset).await {
+            if let Some(batches) = self.ctx.cache.borrow_mut().read(self.key, offset, bound, max_bytes) {
+                return self.cache_hit(offset, batches);
+            }
         }
         metrics.disk_reads.set(metrics.disk_reads.get() + 1);
         let mut from = offset;
@@ -76,6 +66,37 @@ impl<S: Storage> Log<S> {
                 _ => return Ok(Vec::new()),
             }
         }
+    }
+
+    /// `read`, where it needs no I/O: an offset out of range, nothing below `end`, or
+    /// batches in the shard's cache. `None`: the batches are on disk only, or a
+    /// read-ahead is bringing them in (`read` waits for it).
+    ///
+    /// # Errors
+    /// As `read`.
+    pub fn read_now(&self, offset: Offset, max_bytes: usize, end: Option<Offset>) -> Option<Result<Vec<Batch>>> {
+        let (bound, start, log_end) = {
+            let state = self.state.borrow();
+            let bound = end.map_or(state.offset_written_end, |e| e.min(state.offset_written_end));
+            (bound, state.log_start_offset, state.log_end_offset)
+        };
+        if offset < start || offset > log_end {
+            return Some(Err(Error::OffsetOutOfRange { offset, start, end: log_end }));
+        }
+        if offset >= bound {
+            return Some(Ok(Vec::new()));
+        }
+        let batches = self.ctx.cache.borrow_mut().read(self.key, offset, bound, max_bytes)?;
+        Some(self.cache_hit(offset, batches))
+    }
+
+    /// Batches `read` found in the cache, from `offset`.
+    fn cache_hit(&self, offset: Offset, batches: Vec<Batch>) -> Result<Vec<Batch>> {
+        let metrics = &self.ctx.metrics;
+        metrics.cache_reads.set(metrics.cache_reads.get() + 1);
+        self.check_fenced(&batches)?;
+        self.follow_read_ahead(offset);
+        Ok(batches)
     }
 
     /// The file range from the batch holding `offset` (located by the offset index) to

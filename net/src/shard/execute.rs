@@ -193,98 +193,27 @@ impl Shard {
                 Box::pin(self.produce(partition, &state, batch, backing, acks, timeout_ms, transactional_id)).await
             }
             PartitionOp::Fetch { offset, max_bytes, wait_ms, reader } => {
-                // The leader serves every read; a follower serves consumers that may
-                // read from followers (KIP-392), up to its high watermark.
-                let leads = state.replica_state.borrow().role() == replication::Role::Leader;
-                let to_log_end = reader == Reader::Follower;
-                if !leads && !matches!(reader, Reader::Consumer { any_replica: true, .. }) {
-                    return Err((code::NOT_LEADER_OR_FOLLOWER, None));
-                }
                 let offset = Offset(offset);
-                let committed = matches!(reader, Reader::Consumer { committed: true, .. });
-                // A follower whose log ends below this log's start reads nothing: the
-                // log start it is sent tells it to restart there (Kafka answers
-                // OFFSET_OUT_OF_RANGE and the follower then asks for the log start).
-                if to_log_end && offset < log.log_start_offset() {
-                    return Ok(PartitionReply::Fetch {
-                        high_watermark: state.high_watermark().0,
-                        log_start_offset: log.log_start_offset().0,
-                        records: Vec::new(),
-                        preferred_read_replica: -1,
-                        last_stable_offset: state.last_stable_offset().0,
-                        aborted: Vec::new(),
-                    });
+                if let Some(answer) = self.fetch_gate(&state, offset, &reader) {
+                    return answer;
                 }
-                if let Reader::Consumer { rack: Some(rack), .. } = &reader {
-                    let preferred = leads.then(|| self.preferred_read_replica(&state, offset, rack)).flatten();
-                    if let Some(replica) = preferred {
-                        return Ok(PartitionReply::Fetch {
-                            high_watermark: state.high_watermark().0,
-                            log_start_offset: log.log_start_offset().0,
-                            records: Vec::new(),
-                            preferred_read_replica: replica,
-                            last_stable_offset: state.last_stable_offset().0,
-                            aborted: Vec::new(),
-                        });
-                    }
-                }
-                // What a reader may see: a follower what is written (appended records
-                // still on their way to disk are not readable yet: it waits for them
-                // rather than being answered empty), a consumer the high watermark.
-                // A read_committed consumer, the last stable offset.
-                let visible_end = match (to_log_end, committed) {
-                    (true, _) => log.offset_written_end(),
-                    (false, true) => state.last_stable_offset(),
-                    (false, false) => state.high_watermark(),
-                };
-                if wait_ms > 0 && offset >= visible_end && offset <= log.log_end_offset() {
+                let (to_log_end, committed) = reader.reads_to();
+                if wait_ms > 0 && offset >= fetch_visible_end(&state, &reader) && offset <= log.log_end_offset() {
                     let timeout = async {
                         glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
                     };
                     futures_lite::future::or(self.wait_readable(&state, offset, to_log_end, committed), timeout).await;
                 }
-                // A fetch the response budget did not reach asks only for watermarks;
-                // so does a diverged follower's, whose position may lie past this
-                // log's end (it is told where to truncate, not refused).
-                let batches = if max_bytes == 0 {
-                    let (start, end) = (log.log_start_offset(), log.log_end_offset());
-                    if !to_log_end && (offset < start || offset > end) {
-                        return Err(engine(skein_engine::Error::OffsetOutOfRange { offset, start, end }));
+                if let Some(answer) = self.fetch_now(&state, offset, max_bytes, &reader) {
+                    return answer;
+                }
+                let limit = (!to_log_end).then(|| fetch_visible_end(&state, &reader));
+                let batches = log.read(offset, max_bytes, limit).await.inspect_err(|e| {
+                    if to_log_end {
+                        tracing::debug!(target: "skein::net", partition = %partition, error = %e, "a follower's read failed");
                     }
-                    Vec::new()
-                } else {
-                    // Consumers never read past the high watermark (read_committed
-                    // ones past the last stable offset); followers read to the log end.
-                    let limit = match (to_log_end, committed) {
-                        (true, _) => None,
-                        (false, true) => Some(state.last_stable_offset()),
-                        (false, false) => Some(state.high_watermark()),
-                    };
-                    log.read(offset, max_bytes, limit).await.inspect_err(|e| {
-                        if to_log_end {
-                            tracing::debug!(target: "skein::net", partition = %partition, error = %e, "a follower's read failed");
-                        }
-                    }).map_err(engine)?
-                };
-                let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
-                self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
-                // Per partition too, for `skein placement show`.
-                state.bytes_out.set(state.bytes_out.get() + sent);
-                let last_stable_offset = state.last_stable_offset();
-                // What a read_committed consumer must drop: the aborted transactions
-                // the records read may hold (Kafka's `collectAbortedTxns`).
-                let aborted = match (committed, batches.last()) {
-                    (true, Some(last)) => state.aborted_between(offset, last.next_offset()),
-                    _ => Vec::new(),
-                };
-                Ok(PartitionReply::Fetch {
-                    high_watermark: state.high_watermark().0,
-                    log_start_offset: log.log_start_offset().0,
-                    records: batches,
-                    preferred_read_replica: -1,
-                    last_stable_offset: last_stable_offset.0,
-                    aborted,
-                })
+                }).map_err(engine)?;
+                Ok(self.fetched(&state, offset, batches, committed))
             }
             PartitionOp::FollowerFetch { follower, offset, current_leader_epoch, last_fetched_epoch } => {
                 // A follower whose last epoch ends before where it fetches (or that
@@ -389,9 +318,122 @@ impl Shard {
             }
         }
     }
-}
 
-impl Shard {
+    /// A fetch of `state` at `offset` that is refused or sent elsewhere before any
+    /// read: a follower (not serving this reader), a replicating follower below the
+    /// log start, or a consumer the leader sends to a replica on its rack.
+    fn fetch_gate(&self, state: &Partition, offset: Offset, reader: &Reader) -> Option<OpResult> {
+        // The leader serves every read; a follower serves consumers that may read from
+        // followers (KIP-392), up to its high watermark.
+        let leads = state.replica_state.borrow().role() == replication::Role::Leader;
+        if !leads && !matches!(reader, Reader::Consumer { any_replica: true, .. }) {
+            return Some(Err((code::NOT_LEADER_OR_FOLLOWER, None)));
+        }
+        let log = &state.log;
+        // A follower whose log ends below this log's start reads nothing: the log start
+        // it is sent tells it to restart there (Kafka answers OFFSET_OUT_OF_RANGE and
+        // the follower then asks for the log start).
+        if *reader == Reader::Follower && offset < log.log_start_offset() {
+            return Some(Ok(self.fetched(state, offset, Vec::new(), false)));
+        }
+        if let Reader::Consumer { rack: Some(rack), .. } = reader {
+            let replica = leads.then(|| self.preferred_read_replica(state, offset, rack)).flatten()?;
+            return Some(Ok(PartitionReply::Fetch {
+                high_watermark: state.high_watermark().0,
+                log_start_offset: log.log_start_offset().0,
+                records: Vec::new(),
+                preferred_read_replica: replica,
+                last_stable_offset: state.last_stable_offset().0,
+                aborted: Vec::new(),
+            }));
+        }
+        None
+    }
+
+    /// A fetch of `state` at `offset` (past its gate) answered without waiting or I/O:
+    /// watermarks only (`max_bytes` 0), nothing visible to read, or batches in the
+    /// cache. `None` when the log must read from disk, or its read fails.
+    fn fetch_now(&self, state: &Partition, offset: Offset, max_bytes: usize, reader: &Reader) -> Option<OpResult> {
+        let log = &state.log;
+        let engine = |e: skein_engine::Error| (code_of(&e), Some(e.to_string()));
+        let (to_log_end, committed) = reader.reads_to();
+        // A fetch the response budget did not reach asks only for watermarks; so does
+        // a diverged follower's, whose position may lie past this log's end (it is
+        // told where to truncate, not refused).
+        if max_bytes == 0 {
+            let (start, end) = (log.log_start_offset(), log.log_end_offset());
+            if !to_log_end && (offset < start || offset > end) {
+                return Some(Err(engine(skein_engine::Error::OffsetOutOfRange { offset, start, end })));
+            }
+            return Some(Ok(self.fetched(state, offset, Vec::new(), committed)));
+        }
+        // Consumers never read past the high watermark (read_committed ones past the
+        // last stable offset); followers read to the log end.
+        let limit = (!to_log_end).then(|| fetch_visible_end(state, reader));
+        // A read's error is left to `Log::read`, which the caller logs.
+        let batches = log.read_now(offset, max_bytes, limit)?.ok()?;
+        Some(Ok(self.fetched(state, offset, batches, committed)))
+    }
+
+    /// The reply to a fetch of `state` from `offset` that read `batches`, counted.
+    fn fetched(
+        &self,
+        state: &Partition,
+        offset: Offset,
+        batches: Vec<skein_engine::Batch>,
+        committed: bool,
+    ) -> PartitionReply {
+        let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
+        self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
+        // Per partition too, for `skein placement show`.
+        state.bytes_out.set(state.bytes_out.get() + sent);
+        // What a read_committed consumer must drop: the aborted transactions the
+        // records read may hold (Kafka's `collectAbortedTxns`).
+        let aborted = match (committed, batches.last()) {
+            (true, Some(last)) => state.aborted_between(offset, last.next_offset()),
+            _ => Vec::new(),
+        };
+        PartitionReply::Fetch {
+            high_watermark: state.high_watermark().0,
+            log_start_offset: state.log.log_start_offset().0,
+            records: batches,
+            preferred_read_replica: -1,
+            last_stable_offset: state.last_stable_offset().0,
+            aborted,
+        }
+    }
+
+    /// A consumer's fetch of a partition this shard owns answered on the spot, with
+    /// no operation routed, when it needs no waiting and no I/O (`fetch_gate`,
+    /// `fetch_now`): most reads of a long poll find nothing new, or what a write just
+    /// put in the cache. `None`: route it (another shard owns it, it is not hosted or
+    /// led here, an error, or a disk read); errors are left to the routed operation,
+    /// which counts them.
+    pub(crate) fn fetch_local(
+        &self,
+        partition: &TopicPartition,
+        offset: i64,
+        max_bytes: usize,
+        reader: &Reader,
+    ) -> Option<OpResult> {
+        let image = self.image();
+        if image.shard_of(partition) != Some(self.id)
+            || !image.topic(&partition.topic).is_some_and(|t| t.is_replica(partition.partition, self.settings.node_id))
+        {
+            return None;
+        }
+        drop(image);
+        let state = self.partition(partition)?;
+        let offset = Offset(offset);
+        let answer =
+            self.fetch_gate(&state, offset, reader).or_else(|| self.fetch_now(&state, offset, max_bytes, reader))?;
+        if answer.is_err() {
+            return None;
+        }
+        state.requests.set(state.requests.get() + 1);
+        Some(answer)
+    }
+
     /// Completes when a reader at `offset` of `state` may have more to read, or its log
     /// closed: a follower (`to_log_end`) at the next write; a consumer when the high
     /// watermark passes its offset (written records the followers have not caught up
@@ -413,6 +455,18 @@ impl Shard {
                 }
             }
         }
+    }
+}
+
+/// What `reader` may see of `state`: a follower what is written (appended records
+/// still on their way to disk are not readable yet: it waits for them rather than
+/// being answered empty), a consumer the high watermark, a read_committed consumer the
+/// last stable offset.
+fn fetch_visible_end(state: &Partition, reader: &Reader) -> Offset {
+    match reader.reads_to() {
+        (true, _) => state.log.offset_written_end(),
+        (false, true) => state.last_stable_offset(),
+        (false, false) => state.high_watermark(),
     }
 }
 

@@ -25,6 +25,17 @@ pub enum Reader {
     Consumer { any_replica: bool, rack: Option<String>, committed: bool },
 }
 
+impl Reader {
+    /// Whether it reads to the log end (a follower), and whether only up to the last
+    /// stable offset (read_committed).
+    pub fn reads_to(&self) -> (bool, bool) {
+        match self {
+            Reader::Follower => (true, false),
+            Reader::Consumer { committed, .. } => (false, *committed),
+        }
+    }
+}
+
 /// An operation on one partition, executed by the shard that owns it.
 #[derive(Debug)]
 pub enum PartitionOp {

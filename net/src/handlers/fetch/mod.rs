@@ -42,9 +42,9 @@ pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 16 };
 /// One partition to read, resolved against the metadata.
 struct Wanted {
     key: TopicKey,
-    topic: String,
+    /// The topic's name (empty for an unknown id) and the partition.
+    tp: TopicPartition,
     topic_id: uuid::Uuid,
-    partition: i32,
     offset: i64,
     max_bytes: usize,
     /// An error known before reading (unknown topic or partition).
@@ -210,7 +210,7 @@ pub async fn handle(
                 }
                 _ => (-1, -1),
             };
-            (w.key.clone(), w.partition, high_watermark, log_start_offset, record_bytes(r) > 0)
+            (w.key.clone(), w.tp.partition, high_watermark, log_start_offset, record_bytes(r) > 0)
         })
         .collect();
     if response_session != 0 {
@@ -234,8 +234,8 @@ fn throttle_leader(shard: &Shard, wanted: &[Wanted], results: &mut [OpResult]) {
     let spent = quota.spent(rate, now);
     for (w, result) in wanted.iter().zip(results.iter_mut()) {
         let listed = image
-            .topic(&w.topic)
-            .is_some_and(|t| throttle::throttled(&t.configs, throttle::LEADER_REPLICAS, w.partition, me));
+            .topic(&w.tp.topic)
+            .is_some_and(|t| throttle::throttled(&t.configs, throttle::LEADER_REPLICAS, w.tp.partition, me));
         if let (true, Ok(PartitionReply::Fetch { records, .. })) = (listed, result) {
             match spent {
                 true => records.clear(),
@@ -249,20 +249,22 @@ fn throttle_leader(shard: &Shard, wanted: &[Wanted], results: &mut [OpResult]) {
 /// (the high watermark may move), or the epoch where the follower's log diverged
 /// (then nothing is read for it). Partitions refused get their error.
 async fn follower_fetch(shard: &Rc<Shard>, follower: i32, request: &FetchRequest, wanted: &mut [Wanted]) {
-    let epochs: std::collections::HashMap<(String, i32), (i32, i32)> = request
+    let epochs: std::collections::HashMap<TopicPartition, (i32, i32)> = request
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| ((t.topic.0.to_string(), p.partition), (p.current_leader_epoch, p.last_fetched_epoch)))
+            t.partitions.iter().map(move |p| {
+                (
+                    TopicPartition::new(t.topic.0.to_string(), p.partition),
+                    (p.current_leader_epoch, p.last_fetched_epoch),
+                )
+            })
         })
         .collect();
     let calls = wanted.iter().map(|w| {
-        let (current_leader_epoch, last_fetched_epoch) =
-            epochs.get(&(w.topic.clone(), w.partition)).copied().unwrap_or((-1, -1));
+        let (current_leader_epoch, last_fetched_epoch) = epochs.get(&w.tp).copied().unwrap_or((-1, -1));
         let op = PartitionOp::FollowerFetch { follower, offset: w.offset, current_leader_epoch, last_fetched_epoch };
-        let (partition, error) = (TopicPartition::new(w.topic.clone(), w.partition), w.error);
+        let (partition, error) = (w.tp.clone(), w.error);
         async move {
             match error {
                 Some(error) => Err((error, None)),
@@ -315,9 +317,8 @@ fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>, caller: Opt
             };
             Wanted {
                 key: p.topic,
-                topic,
+                tp: TopicPartition::new(topic, p.partition),
                 topic_id,
-                partition: p.partition,
                 offset: p.fetch_offset,
                 max_bytes: p.max_bytes.max(0) as usize,
                 error,
@@ -357,19 +358,36 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec
 async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: usize) -> Vec<OpResult> {
     let reads = &shard.metrics.fetch_partition_reads;
     reads.set(reads.get() + which.len() as u64);
-    let read = |w: &Wanted, max_bytes: usize| {
-        let shard = shard.clone();
-        // A diverged follower reads nothing: it truncates first.
-        let error = w.error;
-        let max_bytes = if w.diverging.is_some() { 0 } else { max_bytes };
-        let partition = TopicPartition::new(w.topic.clone(), w.partition);
-        let op = PartitionOp::Fetch { offset: w.offset, max_bytes, wait_ms: 0, reader: w.reader(true) };
-        async move {
-            match error {
-                Some(error) => Err((error, None)),
-                None => shard.route(partition, op).await,
+    // Reads of this shard's partitions that need no I/O are answered on the spot; the
+    // others are routed as operations and run concurrently.
+    let read_round = |round: Vec<(usize, usize)>| async move {
+        let mut results: Vec<(usize, usize, Option<OpResult>)> = round
+            .into_iter()
+            .map(|(i, max_bytes)| {
+                let w = &wanted[which[i]];
+                // A diverged follower reads nothing: it truncates first.
+                let max_bytes = if w.diverging.is_some() { 0 } else { max_bytes };
+                let now = match w.error {
+                    Some(error) => Some(Err((error, None))),
+                    None => shard.fetch_local(&w.tp, w.offset, max_bytes, &w.reader(true)),
+                };
+                (i, max_bytes, now)
+            })
+            .collect();
+        let routed = results.iter().filter(|(_, _, now)| now.is_none()).map(|&(i, max_bytes, _)| {
+            let w = &wanted[which[i]];
+            shard.route(
+                w.tp.clone(),
+                PartitionOp::Fetch { offset: w.offset, max_bytes, wait_ms: 0, reader: w.reader(true) },
+            )
+        });
+        let mut routed = join_all(routed).await.into_iter();
+        for (_, _, now) in &mut results {
+            if now.is_none() {
+                *now = routed.next();
             }
         }
+        results.into_iter().map(|(i, _, result)| (i, result.expect("every read answered")))
     };
     let mut results: Vec<Option<OpResult>> = which.iter().map(|_| None).collect();
     let mut left = max_bytes;
@@ -387,8 +405,7 @@ async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: 
             }
             next += 1;
         }
-        let reads = round.iter().map(|&(i, allotted)| read(&wanted[which[i]], allotted));
-        for ((i, _), mut result) in round.iter().zip(join_all(reads).await) {
+        for (i, mut result) in read_round(round).await {
             if let Ok(PartitionReply::Fetch { records, .. }) = &mut result {
                 let mut kept = Vec::new();
                 for batch in records.drain(..) {
@@ -403,14 +420,13 @@ async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: 
                 }
                 *records = kept;
             }
-            results[*i] = Some(result);
+            results[i] = Some(result);
         }
     }
     // The rest: errors, and watermarks only for partitions the budget did not reach.
-    let rest: Vec<usize> = (0..which.len()).filter(|&i| results[i].is_none()).collect();
-    let reads = rest.iter().map(|&i| read(&wanted[which[i]], 0));
-    for (i, result) in rest.iter().zip(join_all(reads).await) {
-        results[*i] = Some(result);
+    let rest: Vec<(usize, usize)> = (0..which.len()).filter(|&i| results[i].is_none()).map(|i| (i, 0)).collect();
+    for (i, result) in read_round(rest).await {
+        results[i] = Some(result);
     }
     results.into_iter().map(|r| r.expect("every partition read")).collect()
 }
@@ -439,7 +455,7 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
             let waits = if w.follower { records.is_empty() && w.diverging.is_none() } else { next >= visible_end };
             waits.then(|| {
                 let shard = shard.clone();
-                let partition = TopicPartition::new(w.topic.clone(), w.partition);
+                let partition = TopicPartition::new(w.tp.topic.clone(), w.tp.partition);
                 let (follower, committed) = (w.follower, w.committed);
                 let op = PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms, reader: w.reader(false) };
                 async move {
@@ -504,7 +520,7 @@ fn build(
     let partitions = wanted.iter().zip(results).filter_map(|(w, result)| {
         let mut data = PartitionData::default();
         let mut batches = Vec::new();
-        data.partition_index = w.partition;
+        data.partition_index = w.tp.partition;
         data.preferred_read_replica = BrokerId(-1);
         data.aborted_transactions = Some(Vec::new());
         match result {
@@ -552,7 +568,7 @@ fn build(
                 data.log_start_offset = -1;
                 data.records = Some(Bytes::new());
                 if version >= 12 && leaders::names_leader(error) {
-                    let (leader, epoch) = leaders::current_leader(shard, &w.topic, w.partition, listener);
+                    let (leader, epoch) = leaders::current_leader(shard, &w.tp.topic, w.tp.partition, listener);
                     data.current_leader =
                         LeaderIdAndEpoch::default().with_leader_id(BrokerId(leader)).with_leader_epoch(epoch);
                     leaders.insert(leader);
@@ -560,7 +576,7 @@ fn build(
             }
         }
         // Topics are told apart by id from v13, by name before.
-        let key = if version >= 13 { (w.topic_id, String::new()) } else { (uuid::Uuid::nil(), w.topic.clone()) };
+        let key = if version >= 13 { (w.topic_id, String::new()) } else { (uuid::Uuid::nil(), w.tp.topic.clone()) };
         Some((key, (data, batches)))
     });
     let partitions: Vec<_> = partitions.collect();
