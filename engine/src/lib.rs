@@ -47,3 +47,4 @@ pub use error::{Error, Result};
 pub use log::{AppendInfo, AppendMode, CleanerConfig, Dirtiness, Log, LogContext};
 pub use manager::LogManager;
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
+pub use waiters::{Wait, Waiters};

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 #[derive(Default)]
-pub(crate) struct Waiters {
+pub struct Waiters {
     entries: RefCell<BTreeMap<(i64, u64), Waker>>,
     next_id: Cell<u64>,
 }
@@ -50,9 +50,13 @@ impl Waiters {
     pub fn wake_all(&self) {
         self.wake_upto(i64::MAX);
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.borrow().is_empty()
+    }
 }
 
-pub(crate) struct Wait<'a> {
+pub struct Wait<'a> {
     waiters: &'a Waiters,
     key: (i64, u64),
     registered: bool,

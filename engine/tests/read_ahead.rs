@@ -162,3 +162,32 @@ fn a_failed_window_caches_nothing() {
         read_through(&log, Offset(16), 64 << 10, |offset| big(offset as u64 / 16)).await;
     });
 }
+
+// `read_now` answers what needs no I/O, the same as `read` would: an offset out of
+// range, nothing past the bound, batches in the cache; batches on disk only are left
+// to `read` (`None`), and once `read` has brought them in, `read_now` serves them.
+#[test]
+fn read_now_answers_only_what_needs_no_io() {
+    let dir = tempfile::tempdir().unwrap();
+    write_closed(dir.path(), 4);
+    run(async {
+        let log = reopen(dir.path(), 8 << 20).await;
+        let end = log.log_end_offset();
+        assert!(matches!(
+            log.read_now(end.plus(1), 1 << 20, None),
+            Some(Err(skein_engine::Error::OffsetOutOfRange { .. }))
+        ));
+        assert!(log.read_now(end, 1 << 20, None).unwrap().unwrap().is_empty(), "nothing at the log end");
+        assert!(
+            log.read_now(Offset(0), 1 << 20, Some(Offset(0))).unwrap().unwrap().is_empty(),
+            "nothing below the bound"
+        );
+        assert!(log.read_now(Offset(0), 1 << 20, None).is_none(), "a reopened log's batches are on disk only");
+        let read = log.read(Offset(0), 1 << 20, None).await.unwrap();
+        assert!(!read.is_empty());
+        let appended = log.append(big(4), LEADER).await.unwrap();
+        let cached = log.read_now(appended.base_offset, 1 << 20, None).expect("a fresh append is cached").unwrap();
+        assert_eq!(cached[0].base_offset(), appended.base_offset);
+        assert_eq!(cached[0].bytes()[61..], big(4).bytes()[61..]);
+    });
+}

@@ -8,7 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use skein_engine::io::Storage;
-use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, Offset};
+use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, Offset, Waiters};
 
 use crate::code;
 use crate::delayed::HighWatermarkWaiters;
@@ -26,10 +26,12 @@ pub struct Partition<S: Storage> {
     /// `acks=all` produces waiting for the high watermark to pass their batch.
     acks: RefCell<HighWatermarkWaiters>,
     /// Consumer fetches waiting for the high watermark to pass their offset (Kafka's
-    /// DelayedFetch): woken whenever it moves, and when the role changes.
-    reads: RefCell<HighWatermarkWaiters>,
+    /// DelayedFetch), keyed by the high watermark each needs: woken when it gets there,
+    /// and all when the role changes. Wakers, not channels: a long poll waits on every
+    /// partition it reads, and most of those waits end unwoken.
+    reads: Waiters,
     /// read_committed fetches waiting for the last stable offset to pass their offset.
-    stable_reads: RefCell<HighWatermarkWaiters>,
+    stable_reads: Waiters,
     /// Producer snapshots: the active segment base last seen, the snapshot owed since
     /// a roll (its offset and the last reservation ticket before it), and whether one
     /// is being written.
@@ -84,8 +86,8 @@ impl<S: Storage> Partition<S> {
             topic_id,
             replica_state: RefCell::new(replica),
             acks: RefCell::new(HighWatermarkWaiters::default()),
-            reads: RefCell::new(HighWatermarkWaiters::default()),
-            stable_reads: RefCell::new(HighWatermarkWaiters::default()),
+            reads: Waiters::default(),
+            stable_reads: Waiters::default(),
             snapshot_due: Cell::new(None),
             snapshot_writing: Rc::new(Cell::new(false)),
             assigned: Cell::new(false),
@@ -114,16 +116,16 @@ impl<S: Storage> Partition<S> {
     /// `high_watermark` satisfies.
     fn high_watermark_moved(&self, high_watermark: Offset) {
         self.acks.borrow_mut().complete_through(high_watermark);
-        self.reads.borrow_mut().complete_through(high_watermark);
+        self.reads.wake_upto(high_watermark.0);
         self.stable_moved(high_watermark);
     }
 
     /// Completes the read_committed fetches the last stable offset under
     /// `high_watermark` satisfies (computed only when one waits).
     fn stable_moved(&self, high_watermark: Offset) {
-        if !self.stable_reads.borrow().is_empty() {
+        if !self.stable_reads.is_empty() {
             let stable = self.stable_below(high_watermark);
-            self.stable_reads.borrow_mut().complete_through(stable);
+            self.stable_reads.wake_upto(stable.0);
         }
     }
 
@@ -172,20 +174,16 @@ impl<S: Storage> Partition<S> {
     /// A wait of `waiters` until their value (`current`, looked at after the log's
     /// written end was `written`) passes `offset`, or the log writes past `written`
     /// (then the high watermark is looked at again), or the role changes.
-    async fn wait_on(&self, waiters: &RefCell<HighWatermarkWaiters>, offset: Offset, current: Offset, written: Offset) {
-        let moved = waiters.borrow_mut().wait_for(offset.plus(1), current);
+    async fn wait_on(&self, waiters: &Waiters, offset: Offset, current: Offset, written: Offset) {
+        if current > offset {
+            return;
+        }
         let wrote = async {
             self.log.wait_for_data(written).await;
             // Taken in now: a sole leader's high watermark moves with it.
             self.high_watermark();
         };
-        futures_lite::future::or(
-            async {
-                let _ = moved.await;
-            },
-            wrote,
-        )
-        .await;
+        futures_lite::future::or(waiters.wait(offset.0.saturating_add(1)), wrote).await;
     }
 
     /// Where `epoch` ends, as the leader answers OffsetForLeaderEpoch (KIP-101): the
@@ -371,8 +369,8 @@ impl<S: Storage> Partition<S> {
                 replica.apply_isr(isr, partition_epoch);
             }
             self.acks.borrow_mut().fail_all();
-            self.reads.borrow_mut().fail_all();
-            self.stable_reads.borrow_mut().fail_all();
+            self.reads.wake_all();
+            self.stable_reads.wake_all();
         }
     }
 
@@ -454,7 +452,7 @@ impl<S: Storage> Partition<S> {
         let high_watermark = replica.high_watermark();
         drop(replica);
         // Consumers reading from this follower (KIP-392) see the new high watermark.
-        self.reads.borrow_mut().complete_through(high_watermark);
+        self.reads.wake_upto(high_watermark.0);
         self.stable_moved(high_watermark);
         Ok(())
     }

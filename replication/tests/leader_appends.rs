@@ -167,3 +167,46 @@ fn an_uncommitted_append_times_out() {
         assert_eq!(replica.high_watermark(), Offset(0));
     });
 }
+
+// A consumer's long poll at the high watermark waits while the leader's writes are not
+// yet on the ISR (each write only has it look again), is woken when a follower's fetch
+// moves the high watermark past it, and a wait dropped unanswered leaves nothing behind
+// for the next one to trip on.
+#[test]
+fn a_consumer_wait_ends_when_the_high_watermark_passes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let replica = Rc::new(leader(dir.path()).await);
+        // A wait dropped before anything arrived (the fetch's time ran out).
+        let dropped = futures_lite::future::or(
+            async {
+                replica.wait_for_high_watermark(Offset(0)).await;
+                true
+            },
+            async {
+                glommio::timer::sleep(Duration::from_millis(20)).await;
+                false
+            },
+        )
+        .await;
+        assert!(!dropped, "a wait ended with nothing written");
+        let (wait, done) = spawn({
+            let replica = replica.clone();
+            async move {
+                while replica.high_watermark() <= Offset(0) {
+                    replica.wait_for_high_watermark(Offset(0)).await;
+                }
+            }
+        });
+        replica.append_as_leader(batch(0, 3), None).await.unwrap();
+        assert!(waits(&done).await, "answered before the ISR held the records");
+        replica.follower_fetched(2, Offset(3), 3, 10).unwrap();
+        glommio::timer::timeout(Duration::from_secs(5), async {
+            wait.await;
+            Ok(())
+        })
+        .await
+        .expect("the wait ended once the high watermark passed it");
+        assert_eq!(replica.high_watermark(), Offset(3));
+    });
+}

@@ -53,7 +53,8 @@ impl TopicMeta {
 
     /// Whether node `node` holds a replica of `partition`.
     pub fn is_replica(&self, partition: i32, node: i32) -> bool {
-        self.assignment(partition, node).replicas.contains(&node)
+        // Without an assignment the partition's one replica is on `node` (`assignment`).
+        usize::try_from(partition).ok().and_then(|p| self.assignments.get(p)).is_none_or(|a| a.replicas.contains(&node))
     }
 }
 

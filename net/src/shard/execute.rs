@@ -417,9 +417,9 @@ impl Shard {
         reader: &Reader,
     ) -> Option<OpResult> {
         let image = self.image();
-        if image.shard_of(partition) != Some(self.id)
-            || !image.topic(&partition.topic).is_some_and(|t| t.is_replica(partition.partition, self.settings.node_id))
-        {
+        let topic = image.topic(&partition.topic)?;
+        let owner = usize::try_from(partition.partition).ok().and_then(|p| topic.shards.get(p).copied());
+        if owner != Some(self.id) || !topic.is_replica(partition.partition, self.settings.node_id) {
             return None;
         }
         drop(image);

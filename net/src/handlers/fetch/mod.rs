@@ -454,19 +454,20 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
             // read is answered (it reads on at once).
             let waits = if w.follower { records.is_empty() && w.diverging.is_none() } else { next >= visible_end };
             waits.then(|| {
-                let shard = shard.clone();
-                let partition = TopicPartition::new(w.tp.topic.clone(), w.tp.partition);
-                let (follower, committed) = (w.follower, w.committed);
-                let op = PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms, reader: w.reader(false) };
+                // This shard's partitions are waited on where they are; past the log
+                // end there is nothing to wait for (the read says why). The others
+                // wait on their shard.
+                let local = shard.partition(&w.tp).filter(|state| next <= state.log.log_end_offset().0);
                 async move {
-                    // Past the log end there is nothing to wait for: the read says why.
-                    match shard.partition(&partition).filter(|state| next <= state.log.log_end_offset().0) {
+                    match local {
                         Some(state) => {
-                            shard.wait_readable(&state, skein_engine::Offset(next), follower, committed).await;
+                            shard.wait_readable(&state, skein_engine::Offset(next), w.follower, w.committed).await;
                             Some(i)
                         }
                         None => {
-                            let result = shard.route(partition, op).await;
+                            let op =
+                                PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms, reader: w.reader(false) };
+                            let result = shard.route(w.tp.clone(), op).await;
                             (record_bytes(&result) > 0 || result.is_err()).then_some(i)
                         }
                     }
