@@ -403,12 +403,12 @@ impl Shard {
         }
     }
 
-    /// A consumer's fetch of a partition this shard owns answered on the spot, with
-    /// no operation routed, when it needs no waiting and no I/O (`fetch_gate`,
-    /// `fetch_now`): most reads of a long poll find nothing new, or what a write just
-    /// put in the cache. `None`: route it (another shard owns it, it is not hosted or
-    /// led here, an error, or a disk read); errors are left to the routed operation,
-    /// which counts them.
+    /// A fetch's read (a consumer's or a follower's) of a partition this shard owns,
+    /// answered on the spot with no operation routed, when it needs no waiting and no
+    /// I/O (`fetch_gate`, `fetch_now`): most reads of a long poll find nothing new, or
+    /// what a write just put in the cache. `None`: route it (another shard owns it, it
+    /// is not hosted or led here, an error, or a disk read); errors are left to the
+    /// routed operation, which counts them.
     pub(crate) fn fetch_local(
         &self,
         partition: &TopicPartition,
