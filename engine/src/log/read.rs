@@ -24,7 +24,9 @@ impl<S: Storage> Log<S> {
         };
         let metrics = &self.ctx.metrics;
         if self.await_read_ahead(offset).await {
-            if let Some(batches) = self.ctx.cache.borrow_mut().read(self.key, offset, bound, max_bytes) {
+            // Bound first: the cache's borrow must end before `cache_hit` looks again.
+            let cached = self.ctx.cache.borrow_mut().read(self.key, offset, bound, max_bytes);
+            if let Some(batches) = cached {
                 return self.cache_hit(offset, batches);
             }
         }
