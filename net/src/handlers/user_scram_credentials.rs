@@ -31,20 +31,20 @@ pub fn describe(
     shard: &Rc<Shard>,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
-    let image = shard.image();
+    let users = shard.settings.security.scram_iterations(&shard.image());
     let mut response = DescribeUserScramCredentialsResponse::default();
     let describe_user = |user: &str| {
         let mut result = DescribeUserScramCredentialsResult::default().with_user(s(user));
-        match image.scram.get(user) {
+        match users.get(user) {
             Some(mechanisms) => {
                 result.credential_infos = mechanisms
                     .iter()
-                    .filter_map(|(name, credential)| {
+                    .filter_map(|(name, iterations)| {
                         let mechanism = ScramMechanism::parse(name)?;
                         Some(
                             CredentialInfo::default()
                                 .with_mechanism(mechanism.id())
-                                .with_iterations(credential.iterations as i32),
+                                .with_iterations(*iterations as i32),
                         )
                     })
                     .collect();
@@ -58,7 +58,7 @@ pub fn describe(
         result
     };
     match request.users.filter(|users| !users.is_empty()) {
-        None => response.results = image.scram.keys().map(|user| describe_user(user)).collect(),
+        None => response.results = users.keys().map(|user| describe_user(user)).collect(),
         Some(users) => {
             let mut seen: BTreeMap<String, usize> = BTreeMap::new();
             for user in &users {

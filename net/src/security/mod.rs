@@ -277,6 +277,35 @@ impl Security {
         let staged = self.staged.iter().rev().find(|s| s.user == user && s.mechanism == mechanism.name())?;
         staged.credential.clone()
     }
+
+    /// Every user's SCRAM mechanisms and their iterations, as `scram_credential`
+    /// answers them: the image's, and the staged ones the image lacks while the staged
+    /// file is not applied yet (a node just started answers for them, as Kafka's
+    /// bootstrap records do from the first moment).
+    pub fn scram_iterations(&self, image: &crate::metadata::MetadataImage) -> BTreeMap<String, BTreeMap<String, u32>> {
+        let mut users: BTreeMap<String, BTreeMap<String, u32>> = image
+            .scram
+            .iter()
+            .map(|(user, mechanisms)| {
+                let mechanisms = mechanisms.iter().map(|(name, c)| (name.clone(), c.iterations)).collect();
+                (user.clone(), mechanisms)
+            })
+            .collect();
+        if self.staged_applied.load(std::sync::atomic::Ordering::Acquire) {
+            return users;
+        }
+        // The last change staged for a user and mechanism is the one that counts.
+        let mut staged: BTreeMap<(&str, &str), Option<u32>> = BTreeMap::new();
+        for change in &self.staged {
+            staged.insert((&change.user, &change.mechanism), change.credential.as_ref().map(|c| c.iterations));
+        }
+        for ((user, mechanism), iterations) in staged {
+            if let Some(iterations) = iterations {
+                users.entry(user.to_string()).or_default().entry(mechanism.to_string()).or_insert(iterations);
+            }
+        }
+        users
+    }
 }
 
 /// Names the users, never their passwords or the secret.
@@ -335,6 +364,37 @@ pub fn parse_plain_users(text: &str) -> Result<HashMap<String, String>, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Staged credentials are described until they are applied; the image's own win,
+    // and the last change staged for a user and mechanism is the one described.
+    #[test]
+    fn staged_credentials_are_described_until_applied() {
+        use scram::{ScramCredential, ScramMechanism};
+        let credential = |iterations| ScramCredential::from_password(ScramMechanism::Sha512, "pw", b"salt", iterations);
+        let mut image = crate::metadata::MetadataImage::default();
+        image.scram.entry("carol".into()).or_default().insert("SCRAM-SHA-512".into(), credential(8192));
+        let stage = |user: &str, iterations: Option<u32>| StagedScram {
+            user: user.into(),
+            mechanism: "SCRAM-SHA-512".into(),
+            credential: iterations.map(credential),
+        };
+        let security = Security {
+            staged: vec![
+                stage("alice", Some(4096)),
+                stage("carol", Some(4096)),
+                stage("dan", Some(4096)),
+                stage("dan", None),
+            ],
+            ..Security::default()
+        };
+        let described = |security: &Security| -> Vec<(String, u32)> {
+            let users = security.scram_iterations(&image);
+            users.into_iter().flat_map(|(user, m)| m.into_values().map(move |i| (user.clone(), i))).collect()
+        };
+        assert_eq!(described(&security), [("alice".to_string(), 4096), ("carol".to_string(), 8192)]);
+        security.staged_applied.store(true, std::sync::atomic::Ordering::Release);
+        assert_eq!(described(&security), [("carol".to_string(), 8192)]);
+    }
 
     // Kafka's listener syntax: names, protocols by name or map, advertised addresses.
     #[test]
