@@ -81,19 +81,24 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 p99, target = r["publish_latency"]["p99_us"] / 1000, r.get("target_msgs_per_sec")
 rate = "" if target is None else f" at {100 * r['published_msgs_per_sec'] / target:.0f}% of the rate"
-print(f"{p99:.2f} ms{rate}", end="")
+errors = f" with {r['publish_errors']} publish errors" if r["publish_errors"] else ""
+print(f"{p99:.2f} ms{rate}{errors}", end="")
 PY
 }
 
-# Whether two warm-up passes show a settled broker: publish p99 within 25% of each
-# other, and at a fixed rate each pass within 1% of its target either way (a pass
-# above it was catching up a backlog, one below it was falling behind).
+# Whether two warm-up passes show a settled broker: each published and had no publish
+# error (a pass whose every produce failed, on a full disk say, has a p99 of 0), publish
+# p99 within 25% of each other, and at a fixed rate each pass within 1% of its target
+# either way (a pass above it was catching up a backlog, one below it was falling
+# behind).
 #   settled FILE FILE
 settled() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
 runs = [json.load(open(p)) for p in sys.argv[1:]]
 def steady(r):
+    if r["published_msgs"] == 0 or r["publish_errors"] > 0:
+        return False
     t = r.get("target_msgs_per_sec")
     return t is None or abs(r["published_msgs_per_sec"] - t) <= 0.01 * t
 low, high = sorted(r["publish_latency"]["p99_us"] for r in runs)
@@ -112,19 +117,21 @@ label, path = sys.argv[1], sys.argv[2]
 r = json.load(open(path))
 rate, target = r["published_msgs_per_sec"], r.get("target_msgs_per_sec")
 p99 = r["publish_latency"]["p99_us"] / 1000
+errors = f", {r['publish_errors']} PUBLISH ERRORS" if r["publish_errors"] else ""
 if target is None:
-    print(f"{label}: {rate:.0f} msg/s at max rate, publish p99 {p99:.2f} ms")
+    print(f"{label}: {rate:.0f} msg/s at max rate, publish p99 {p99:.2f} ms{errors}")
 else:
     met = "rate met" if rate >= target * 0.99 else "rate NOT met (left out of the latency medians if another round met it)"
     backlog = ", above the target: a backlog being caught up" if rate > target * 1.01 else ""
-    print(f"{label}: {rate:.0f} of {target:.0f} msg/s ({100 * rate / target:.1f}%), {met}{backlog}, publish p99 {p99:.2f} ms")
+    print(f"{label}: {rate:.0f} of {target:.0f} msg/s ({100 * rate / target:.1f}%), {met}{backlog}, publish p99 {p99:.2f} ms{errors}")
 PY
 }
 
 # Warms a running broker with short passes of the workload until two passes in a row
 # have settled (6 passes at most): a JVM compiles its hot paths during the first
 # minutes, and any broker's caches fill. Each pass writes its result to DIR; its
-# topics are fresh, as a measured run's are.
+# topics are fresh, as a measured run's are, and deleted when it ends (`skein bench run`),
+# so that passes at max rate do not fill the disk.
 # WARMUP_PASS_SECS (default 10) sets a pass's measured length.
 #   warm_up LABEL PORT PID WORKLOAD DIR PREFIX
 warm_up() {

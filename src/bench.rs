@@ -43,6 +43,10 @@ pub enum BenchCommand {
         /// `-X security.protocol=SASL_SSL -X ssl.ca.location=ca.pem`.
         #[arg(short = 'X', value_name = "NAME=VALUE")]
         client_config: Vec<String>,
+        /// Keep the run's topics when it ends; by default they are deleted, so that
+        /// repeated runs on one broker do not fill its disk.
+        #[arg(long)]
+        keep_topics: bool,
     },
     /// A three-broker cluster's acks=all publish latency and failover time: writes
     /// one partition of replication factor 3 at `--rate`, kills its leader (SIGKILL)
@@ -90,6 +94,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             driver,
             metrics_url,
             client_config,
+            keep_topics,
         } => {
             let client_config = client_config
                 .iter()
@@ -111,6 +116,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 progress: Duration::from_secs(5),
                 metrics_url,
                 client_config,
+                keep_topics,
             };
             let result = if driver == "native" {
                 skein_bench_harness::native::run(&workload, &options)?

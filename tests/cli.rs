@@ -213,6 +213,18 @@ fn bench_native_driver() {
         assert!(stages.iter().any(|s| s == stage), "{stage} missing from {stages:?}");
     }
     assert!(printed.contains("broker stages"), "{printed}");
+    // The run's topic is deleted when it ends, its files too: repeated runs on one
+    // broker do not fill its disk.
+    let left = || -> Vec<String> {
+        let entries = std::fs::read_dir(&broker.data_dir).unwrap();
+        let names = entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
+        names.filter(|name| name.starts_with("bench-native-")).collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !left().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the run's partitions are still on disk: {:?}", left());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 
     std::fs::write(
         &workload,

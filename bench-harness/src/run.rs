@@ -42,6 +42,8 @@ pub struct RunOptions {
     /// librdkafka properties set on every client (`-X name=value`): security
     /// settings for a TLS or SASL listener, for example.
     pub client_config: Vec<(String, String)>,
+    /// Keep the run's topics when it ends (by default they are deleted: `RunTopics`).
+    pub keep_topics: bool,
 }
 
 /// A librdkafka config for `options`' broker, with its `-X` properties.
@@ -225,13 +227,47 @@ pub(crate) fn payload(size: usize, file: Option<&[u8]>) -> Vec<u8> {
     out
 }
 
-/// Creates the workload's topics (fresh names) through librdkafka's admin client;
-/// returns the run's name suffix and the topics.
-pub(crate) fn create_topics(workload: &Workload, options: &RunOptions) -> Result<(String, Vec<String>), String> {
+/// A run's topics (fresh names), deleted when the run is over, or has failed, unless
+/// `RunOptions::keep_topics`: repeated runs on one broker would otherwise keep every
+/// run's data, and at max rate a 10 s warm-up pass writes tens of GB (suite.sh filled
+/// an 80 GB disk in five passes at 1.8 GB/s).
+pub(crate) struct RunTopics {
+    pub suffix: String,
+    pub names: Vec<String>,
+    /// The admin client's config, `None` when the topics are kept.
+    delete_with: Option<ClientConfig>,
+}
+
+impl Drop for RunTopics {
+    fn drop(&mut self) {
+        let Some(config) = self.delete_with.take() else { return };
+        if let Err(e) = delete_topics(&config, &self.names) {
+            eprintln!("the run's topics were not deleted: {e}");
+        }
+    }
+}
+
+fn delete_topics(config: &ClientConfig, topics: &[String]) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> = config.create().map_err(|e| format!("admin client: {e}"))?;
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    for result in futures_lite::future::block_on(admin.delete_topics(&names, &admin_options()))
+        .map_err(|e| format!("delete topics: {e}"))?
+    {
+        result.map_err(|(t, e)| format!("delete topic {t}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn admin_options() -> AdminOptions {
+    AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))).request_timeout(Some(Duration::from_secs(30)))
+}
+
+/// Creates the workload's topics (fresh names) through librdkafka's admin client.
+pub(crate) fn create_topics(workload: &Workload, options: &RunOptions) -> Result<RunTopics, String> {
     let suffix = format!("{:08x}", rand::random::<u32>());
     let topics: Vec<String> = (0..workload.topics).map(|i| format!("bench-{}-{suffix}-{i}", workload.name)).collect();
-    let admin: AdminClient<DefaultClientContext> =
-        client_config(options).create().map_err(|e| format!("admin client: {e}"))?;
+    let config = client_config(options);
+    let admin: AdminClient<DefaultClientContext> = config.create().map_err(|e| format!("admin client: {e}"))?;
     let new_topics: Vec<NewTopic<'_>> = topics
         .iter()
         .map(|t| {
@@ -242,15 +278,14 @@ pub(crate) fn create_topics(workload: &Workload, options: &RunOptions) -> Result
             topic
         })
         .collect();
-    let opts = AdminOptions::new()
-        .operation_timeout(Some(Duration::from_secs(30)))
-        .request_timeout(Some(Duration::from_secs(30)));
-    for result in futures_lite::future::block_on(admin.create_topics(&new_topics, &opts))
-        .map_err(|e| format!("create topics: {e}"))?
-    {
+    let created = futures_lite::future::block_on(admin.create_topics(&new_topics, &admin_options()));
+    // From here on whatever was created is deleted again, also when the rest failed.
+    let delete_with = (!options.keep_topics).then_some(config);
+    let run_topics = RunTopics { suffix, names: topics.clone(), delete_with };
+    for result in created.map_err(|e| format!("create topics: {e}"))? {
         result.map_err(|(t, e)| format!("create topic {t}: {e}"))?;
     }
-    Ok((suffix, topics))
+    Ok(run_topics)
 }
 
 /// Runs `workload`; prints a progress line every `options.progress`.
@@ -266,7 +301,8 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
         Some(r) => Some(r),
         None => workload.producer_rate.per_second()?,
     };
-    let (suffix, topics) = create_topics(workload, options)?;
+    let created = create_topics(workload, options)?;
+    let (suffix, topics) = (created.suffix.clone(), created.names.clone());
     let shared = Arc::new(Shared::default());
 
     // Consumers first, and wait until they own partitions.

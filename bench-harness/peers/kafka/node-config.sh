@@ -13,6 +13,9 @@ kafka_classpath() {
 }
 
 # Writes a KRaft combined node's server.properties and log4j.properties under HOME.
+# `skein bench run` deletes each run's topics when it ends; Kafka removes a deleted
+# log after `file.delete.delay.ms` (60 s by default), long enough for max-rate warm-up
+# passes to fill the disk, so the node removes them after a second.
 #   write_node_config HOME NODE_ID VOTERS PORT REPLICATION_FACTOR
 write_node_config() {
   local home="$1" node="$2" voters="$3" port="$4" factor="$5"
@@ -33,6 +36,7 @@ offsets.topic.replication.factor=$factor
 transaction.state.log.replication.factor=$factor
 transaction.state.log.min.isr=$min_isr
 group.initial.rebalance.delay.ms=0
+file.delete.delay.ms=1000
 PROPS
   cat > "$home/log4j.properties" <<'PROPS'
 log4j.rootLogger=WARN, stdout

@@ -76,7 +76,8 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
     if !options.client_config.is_empty() {
         return Err("the native driver speaks PLAINTEXT only: -X properties are for --driver librdkafka".into());
     }
-    let (_, topics) = crate::run::create_topics(workload, options)?;
+    let created = crate::run::create_topics(workload, options)?;
+    let topics = created.names.clone();
     let leaders = client::leaders(&options.bootstrap, &topics, workload.partitions_per_topic)?;
     let shared = Arc::new(Shared::default());
     let partitions: Vec<i32> = (0..workload.partitions_per_topic as i32).collect();
