@@ -302,14 +302,14 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
         None => workload.producer_rate.per_second()?,
     };
     let created = create_topics(workload, options)?;
-    let (suffix, topics) = (created.suffix.clone(), created.names.clone());
+    let (suffix, topics) = (&created.suffix, &created.names);
     let shared = Arc::new(Shared::default());
 
     // Consumers first, and wait until they own partitions.
     let mut consumers: Vec<JoinHandle<Histogram<u64>>> = Vec::new();
     let assigned = Arc::new(AtomicU64::new(0));
     let mut expected_consumers = 0;
-    for topic in &topics {
+    for topic in topics {
         for s in 0..workload.subscriptions_per_topic {
             for _ in 0..workload.consumers_per_subscription {
                 expected_consumers += 1;
@@ -381,7 +381,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
     let mut publish_histograms = Vec::new();
     let commits = Arc::new(Mutex::new(histogram()));
     let started = Instant::now();
-    for topic in &topics {
+    for topic in topics {
         for _ in 0..workload.producers_per_topic {
             let latency = Arc::new(Mutex::new(histogram()));
             publish_histograms.push(latency.clone());

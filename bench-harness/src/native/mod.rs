@@ -77,14 +77,14 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
         return Err("the native driver speaks PLAINTEXT only: -X properties are for --driver librdkafka".into());
     }
     let created = crate::run::create_topics(workload, options)?;
-    let topics = created.names.clone();
-    let leaders = client::leaders(&options.bootstrap, &topics, workload.partitions_per_topic)?;
+    let topics = &created.names;
+    let leaders = client::leaders(&options.bootstrap, topics, workload.partitions_per_topic)?;
     let shared = Arc::new(Shared::default());
     let partitions: Vec<i32> = (0..workload.partitions_per_topic as i32).collect();
 
     // Consumers: one fetch thread per (consumer, leader), starting at the latest offsets.
     let mut consumers: Vec<JoinHandle<Result<Histogram<u64>, String>>> = Vec::new();
-    for topic in &topics {
+    for topic in topics {
         for _ in 0..workload.subscriptions_per_topic {
             let readers = workload.consumers_per_subscription.max(1) as i32;
             for c in 0..readers {
@@ -120,7 +120,7 @@ pub fn run(workload: &Workload, options: &RunOptions) -> Result<RunResult, Strin
     let mut readers: Vec<JoinHandle<Result<(), String>>> = Vec::new();
     let mut publish_histograms = Vec::new();
     let started = Instant::now();
-    for topic in &topics {
+    for topic in topics {
         for _ in 0..workload.producers_per_topic {
             let latency = Arc::new(Mutex::new(histogram()));
             publish_histograms.push(latency.clone());

@@ -271,11 +271,16 @@ impl Security {
         if let Some(credential) = image.scram.get(user).and_then(|m| m.get(mechanism.name())) {
             return Some(credential.clone());
         }
-        if self.staged_applied.load(std::sync::atomic::Ordering::Acquire) {
-            return None;
-        }
-        let staged = self.staged.iter().rev().find(|s| s.user == user && s.mechanism == mechanism.name())?;
+        let staged = self.staged_pending().iter().rev().find(|s| s.user == user && s.mechanism == mechanism.name())?;
         staged.credential.clone()
+    }
+
+    /// The staged changes while the image does not hold them yet; none once applied.
+    fn staged_pending(&self) -> &[StagedScram] {
+        match self.staged_applied.load(std::sync::atomic::Ordering::Acquire) {
+            true => &[],
+            false => &self.staged,
+        }
     }
 
     /// Every user's SCRAM mechanisms and their iterations, as `scram_credential`
@@ -291,12 +296,9 @@ impl Security {
                 (user.clone(), mechanisms)
             })
             .collect();
-        if self.staged_applied.load(std::sync::atomic::Ordering::Acquire) {
-            return users;
-        }
         // The last change staged for a user and mechanism is the one that counts.
         let mut staged: BTreeMap<(&str, &str), Option<u32>> = BTreeMap::new();
-        for change in &self.staged {
+        for change in self.staged_pending() {
             staged.insert((&change.user, &change.mechanism), change.credential.as_ref().map(|c| c.iterations));
         }
         for ((user, mechanism), iterations) in staged {
