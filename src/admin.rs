@@ -174,9 +174,13 @@ fn render(shard: &Shard) -> String {
             render_stage(&mut out, id, api, stage, histogram);
         }
     }
-    for (stage, histogram) in
-        [("gate_wait", &engine.gate_wait), ("write", &engine.write_latency), ("sync", &engine.sync_latency)]
-    {
+    for (stage, histogram) in [
+        ("gate_wait", &engine.gate_wait),
+        ("write", &engine.write_latency),
+        ("sync", &engine.sync_latency),
+        ("roll", &engine.roll_latency),
+        ("seal", &engine.seal_latency),
+    ] {
         render_stage(&mut out, id, "append", stage, histogram);
     }
     out

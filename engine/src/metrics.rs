@@ -91,6 +91,11 @@ pub struct EngineMetrics {
     pub gate_wait: StageHistogram,
     pub write_latency: StageHistogram,
     pub sync_latency: StageHistogram,
+    /// A roll's part under the gate (appends wait for it: drain, create the next
+    /// segment), and the sealing of the closed segment behind it (trim, fdatasync,
+    /// indexes, directory sync), which appends do not wait for.
+    pub roll_latency: StageHistogram,
+    pub seal_latency: StageHistogram,
 }
 
 impl EngineMetrics {

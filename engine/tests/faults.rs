@@ -237,6 +237,72 @@ fn crash_in_the_middle_of_a_roll() {
     }
 }
 
+// A roll holds appends only while it drains the closed segment's writes and creates
+// the next one. The closed segment's fdatasync (slow here, as under a journal commit)
+// goes on behind them: the flushed offset passes the segment only once it completes,
+// a flush waits for it, and every batch is there after a restart.
+#[test]
+fn a_roll_does_not_wait_for_the_closed_segments_sync() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let config = small_segments(2 << 10);
+    let appended = run(async {
+        let log = open(faulty(&plan), dir.path(), config.clone()).await.unwrap();
+        plan.slow_syncs.set(Some(Duration::from_millis(600)));
+        let (mut tag, mut slowest) = (0, Duration::ZERO);
+        while log.segment_count() < 3 {
+            let started = Instant::now();
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+            slowest = slowest.max(started.elapsed());
+            tag += 1;
+        }
+        assert!(slowest < Duration::from_millis(300), "an append waited {slowest:?} for a roll");
+        assert!(log.offset_flushed_end() < log.active_segment_base(), "flushed before its sync completed");
+        let started = Instant::now();
+        log.flush().await.unwrap();
+        // Two seals in turn, then the active segment's own sync.
+        assert!(started.elapsed() >= Duration::from_millis(1_000), "flushed after {:?}", started.elapsed());
+        assert_eq!(log.offset_flushed_end(), log.log_end_offset());
+        plan.slow_syncs.set(None);
+        log.close().await.unwrap();
+        tag
+    });
+    let recovered = run(async { bases(&*open_dma(dir.path(), config).await).await });
+    assert_eq!(recovered, (0..appended as i64).map(|t| t * 3).collect::<Vec<_>>());
+}
+
+// An fdatasync that fails while a rolled segment is sealed fails the log, though no
+// append waited for it: later appends and flushes fail, and a restart keeps every
+// acknowledged batch.
+#[test]
+fn a_failed_seal_fails_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let config = small_segments(2 << 10);
+    let (acked, attempted) = run(async {
+        let log = open(faulty(&plan), dir.path(), config.clone()).await.unwrap();
+        plan.fail_syncs.set(Some(EIO));
+        let (mut acked, mut attempted) = (Vec::new(), Vec::new());
+        for tag in 0..1_000 {
+            attempted.push(tag * 3);
+            match log.append(tagged(tag as u64, 3), LEADER).await {
+                Ok(_) => acked.push(tag * 3),
+                Err(e) => {
+                    assert!(matches!(e, Error::LogFailed { .. }), "{e}");
+                    break;
+                }
+            }
+        }
+        assert!(log.is_failed(), "the seal's failed sync did not fail the log");
+        assert!(log.segment_count() >= 2);
+        plan.fail_syncs.set(None);
+        assert!(matches!(log.flush().await, Err(Error::LogFailed { .. })));
+        (acked, attempted)
+    });
+    assert_recovered(dir.path(), &acked, &attempted);
+}
+
 /// Appends 10 batches, arms a fault, appends until one fails, then disarms it.
 /// Returns (acknowledged, attempted) base offsets and the error seen.
 fn fault_during_appends(

@@ -592,6 +592,10 @@ fn crash_then_restart_then_power_loss() {
                     log.checkpoint().await.unwrap();
                     plan.crash_after_ops.set(Some(plan.ops() + k));
                     let _ = log.roll().await;
+                    // The roll's seal runs on behind it; the crashed run ends with it (a
+                    // flush waits for the seal, done or failed), as a process's tasks
+                    // end with the process.
+                    let _ = log.flush().await;
                 }
                 let crashed = plan.crashed();
                 plan.restart();

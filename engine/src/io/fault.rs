@@ -73,6 +73,9 @@ pub struct FaultPlan {
     /// Reads of at least this many bytes complete this much later than they read (a
     /// slow device, or a read that loses a race with a change of the log).
     pub slow_reads: Cell<Option<(usize, std::time::Duration)>>,
+    /// Every fdatasync of a file completes this much later (a journal commit holding
+    /// it up); what it covers is fixed when it is issued.
+    pub slow_syncs: Cell<Option<std::time::Duration>>,
     ops: Cell<u64>,
     syncs: Cell<u64>,
     crashed: Cell<bool>,
@@ -375,7 +378,19 @@ impl<F: StorageFile> StorageFile for FaultFile<F> {
         self.plan.mutate()?;
         self.plan.syncs.set(self.plan.syncs.get() + 1);
         errno(self.plan.fail_syncs.get())?;
-        let Some(node) = self.node else { return self.inner.fdatasync().await };
+        let slow = self.plan.slow_syncs.get();
+        let Some(node) = self.node else {
+            let synced = self.inner.fdatasync().await;
+            if let Some(delay) = slow {
+                glommio::timer::sleep(delay).await;
+            }
+            return synced;
+        };
+        if let Some(delay) = slow {
+            self.plan.with_model(|m| m.file_synced(node));
+            glommio::timer::sleep(delay).await;
+            return Ok(());
+        }
         // As for directories, the model decides: the sync covers the writes completed
         // before it was issued, and takes no time, so nothing completes meanwhile.
         self.plan.with_model(|m| m.file_synced(node));

@@ -476,6 +476,7 @@ impl<S: Storage> Log<S> {
     /// segment changed since it was read (then the cleaned file is dropped).
     async fn swap_in(&self, base: Offset, next: Offset, size: u64, cleaned: &Path, metas: &[BatchMeta]) -> Result<()> {
         let _maintenance = self.maintenance.lock().await;
+        self.sealed().await?;
         let unchanged = {
             let state = self.state.borrow();
             let active = state.active().base_offset;

@@ -144,6 +144,8 @@ impl<S: Clone> Clone for LogContext<S> {
 }
 
 pub struct Log<S: Storage> {
+    /// The log itself, for the tasks it spawns (a rolled segment's seal).
+    me: std::rc::Weak<Log<S>>,
     partition: TopicPartition,
     dir: PathBuf,
     key: LogKey,
@@ -159,6 +161,8 @@ pub struct Log<S: Storage> {
     /// `offset_written_end` they need. Kept apart from `written_waiters`: a reader
     /// never drives writes, so it must not receive a hand-off.
     readers: Waiters,
+    /// Tasks waiting for the rolled segments' seals to finish (`roll.rs`).
+    seal_waiters: Waiters,
     /// The last read-ahead window (`read_ahead.rs`), shared with its read task.
     read_ahead: Rc<read_ahead::ReadAhead>,
     /// Serialises whole-segment maintenance (retention, compaction, truncation).
@@ -200,6 +204,9 @@ struct LogState<F: StorageFile> {
     sync_in_flight: bool,
     /// A reservation ahead of need is in flight.
     reserving: bool,
+    /// Base offsets of the rolled segments whose seal (trim, fdatasync, indexes) has
+    /// not finished, in roll order: until then they do not count as flushed (`roll.rs`).
+    seals: VecDeque<Offset>,
     epochs: LeaderEpochCache,
     failed: Option<String>,
     closed: bool,
@@ -337,6 +344,7 @@ impl<S: Storage> Log<S> {
     fn wake_all(&self) {
         self.written_waiters.wake_all();
         self.sync_waiters.wake_all();
+        self.seal_waiters.wake_all();
         self.readers.wake_all();
         self.gate.waiters.wake_all();
     }
@@ -608,7 +616,9 @@ impl<S: Storage> Log<S> {
                 if state.offset_flushed_end >= target {
                     return Ok(());
                 }
-                if state.sync_in_flight {
+                // A sync of the active file says nothing of a rolled segment whose seal
+                // has not synced it yet: wait for the seal (it wakes the sync waiters).
+                if state.sync_in_flight || !state.seals.is_empty() {
                     None
                 } else {
                     state.sync_in_flight = true;
@@ -772,6 +782,7 @@ impl<S: Storage> Log<S> {
         if self.state.borrow().closed {
             return Ok(());
         }
+        self.sealed().await?;
         self.flush().await?;
         let (file, base, size) = {
             let mut state = self.state.borrow_mut();
@@ -806,6 +817,7 @@ impl<S: Storage> Log<S> {
         let ticket = self.gate.ticket();
         ticket.wait_turn().await;
         let _ = self.drive_until(i64::MIN, |s| s.appender.writes_in_flight() == 0).await;
+        let _ = self.sealed().await;
         self.state.borrow_mut().closed = true;
         self.ctx.cache.borrow_mut().invalidate_log(self.key);
         self.wake_all();

@@ -107,13 +107,20 @@ impl<S: Storage> Log<S> {
             if let Some((position, reason)) = scan.stopped {
                 let is_last = i + 1 == bases.len();
                 let below_recovery_point = seg.next_offset < recovery_point;
-                // Trailing zeros of the active segment's reservation are not damage.
-                let zeros = is_last && is_zero_tail(&file, position, file_len).await;
-                if trusted || below_recovery_point {
+                // Trailing zeros of the active segment's reservation are not damage, nor
+                // those of a rolled segment whose seal (`roll.rs`) had not trimmed it yet
+                // when the next segment starts where its batches end.
+                // No batch is missing from such a segment, whatever the recovery point says.
+                let continued = bases.get(i + 1) == Some(&seg.next_offset);
+                let zeros = (is_last || continued) && is_zero_tail(&file, position, file_len).await;
+                if (trusted || below_recovery_point) && !(zeros && continued) {
                     ctx.metrics.corruptions.set(ctx.metrics.corruptions.get() + 1);
                     return Err(Error::Corruption { path, position, reason });
                 }
-                if zeros {
+                if zeros && !is_last {
+                    tracing::info!(target: "skein::engine", partition = %partition, base_offset = base.0, position,
+                        bytes = file_len - position, "recovery trimmed a rolled segment's unused reservation");
+                } else if zeros {
                     // Unused reservation, or records written without a flush (acknowledged
                     // unless `flush.messages` asked for one) that read back as zeros after
                     // a power loss: on disk the two look the same, so every zero tail an
@@ -193,7 +200,8 @@ impl<S: Storage> Log<S> {
         tracing::info!(target: "skein::engine", partition = %partition, log_start_offset = log_start_offset.0,
             log_end_offset = log_end_offset.0, segments = segments.len(), clean, recovery_ms = started.elapsed().as_millis() as u64, "log opened");
 
-        let log = Rc::new(Log {
+        let log = Rc::new_cyclic(|me| Log {
+            me: me.clone(),
             partition,
             dir,
             key,
@@ -212,6 +220,7 @@ impl<S: Storage> Log<S> {
                 last_flush_ms: now_ms(),
                 sync_in_flight: false,
                 reserving: false,
+                seals: VecDeque::new(),
                 epochs,
                 failed: None,
                 closed: false,
@@ -221,6 +230,7 @@ impl<S: Storage> Log<S> {
             written_waiters: Waiters::default(),
             sync_waiters: Waiters::default(),
             readers: Waiters::default(),
+            seal_waiters: Waiters::default(),
             read_ahead: Rc::default(),
             maintenance: async_lock::Mutex::new(()),
             written_checkpoint: Cell::new(checkpoint_on_disk),

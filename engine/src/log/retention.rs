@@ -11,6 +11,8 @@ impl<S: Storage> Log<S> {
     /// `Io` when a file cannot be removed.
     pub async fn apply_retention(&self, now: TimestampMs) -> Result<usize> {
         let _maintenance = self.maintenance.lock().await;
+        // Segments are removed only once sealed: a seal writes into them.
+        self.sealed().await?;
         let config = self.config();
         if !config.cleanup_policy.delete {
             return Ok(0);

@@ -20,44 +20,124 @@ impl<S: Storage> Log<S> {
 
     /// Rolls; the caller is at the head of the gate, so no append is admitted meanwhile.
     /// Idempotent up to the creation of the new segment, so a failed roll can be retried.
+    ///
+    /// Appends wait only for what the next segment needs: the closed segment's writes
+    /// drained, and the new file created. Sealing the closed segment (trimming its
+    /// reservation, fdatasync, its indexes, the directory sync and the checkpoint) goes
+    /// on behind them in a task of its own: under a journal commit each of those calls
+    /// can take hundreds of milliseconds, and appends held for that long were the
+    /// publish maximum at high rates. Until a seal finishes, `offset_flushed_end` stays
+    /// below the closed segment, a flush waits for it (`sealed`), and so do the
+    /// operations that rewrite or remove segments.
     pub(super) async fn roll_locked(&self) -> Result<()> {
+        let started = std::time::Instant::now();
         self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0)
             .await?;
         let (file, base, size, next_offset) = {
-            let mut state = self.state.borrow_mut();
-            let active = state.active_mut();
-            active.seal_time_index();
+            let state = self.state.borrow();
+            let active = state.active();
             (active.file.clone(), active.base_offset, active.size, active.next_offset)
         };
-        let path = segment::file_path(&self.dir, base, segment::LOG_SUFFIX);
-        // Trim the reservation, then make data and size durable.
-        file.truncate(size).await.map_err(|e| Error::io("truncate", &path, e))?;
-        if let Err(e) = file.fdatasync().await {
-            self.fail(format!("fdatasync {}: {e}", path.display()));
-            return Err(Error::io("sync", &path, e));
-        }
-        {
-            let mut state = self.state.borrow_mut();
-            state.appender.reserved = size;
-            state.offset_flushed_end = state.offset_flushed_end.max(next_offset);
-        }
-        self.write_indexes(base).await?;
         self.check_space(RESERVATION_STEP_BYTES.min(align_up(self.state.borrow().config.segment_bytes)))?;
         let new_path = segment::file_path(&self.dir, next_offset, segment::LOG_SUFFIX);
         let new_file =
             self.ctx.storage.open_file(&new_path, true).await.map_err(|e| Error::io("create", &new_path, e))?;
         // A file left by a crash in an earlier roll holds no acknowledged data.
         new_file.truncate(0).await.map_err(|e| Error::io("truncate", &new_path, e))?;
-        self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| Error::io("sync", &self.dir, e))?;
         {
             let mut state = self.state.borrow_mut();
+            state.active_mut().seal_time_index();
             let appender = crate::appender::Appender::new(&new_file, self.ctx.write_shape, 0, &[], 0);
             state.appender = appender;
             state.segments.insert(next_offset, Segment::new(next_offset, new_file));
-            state.recovery_point = state.recovery_point.max(next_offset);
+            state.seals.push_back(base);
         }
+        self.ctx.metrics.roll_latency.observe_since(started);
         tracing::debug!(target: "skein::engine", partition = %self.partition, base_offset = next_offset.0, "segment rolled");
-        self.write_checkpoint(false).await
+        let Some(me) = self.me.upgrade() else {
+            // Only a log being dropped has no strong reference left: seal in place.
+            self.seal(file, base, size, next_offset).await;
+            return Ok(());
+        };
+        self.ctx.storage.spawn(async move { me.seal(file, base, size, next_offset).await });
+        Ok(())
+    }
+
+    /// Seals the segment `[base, next_offset)` that a roll closed: trims its
+    /// reservation to `size`, fdatasyncs it, writes its indexes, syncs the directory
+    /// (the new segment's entry), then moves the flushed offset and the recovery point
+    /// past it. Seals run in roll order: each starts once the seals before it finish.
+    /// A failed trim or sync fails the log (the file's state is unknown); a failed
+    /// index or checkpoint write only leaves them to the next attempt (close rewrites
+    /// dirty indexes; recovery rebuilds missing ones).
+    async fn seal(&self, file: S::File, base: Offset, size: u64, next_offset: Offset) {
+        let started = std::time::Instant::now();
+        // Seals run in roll order, each behind the ones before it.
+        while self.state.borrow().seals.front() != Some(&base) {
+            self.seal_waiters.wait(i64::MIN).await;
+        }
+        let path = segment::file_path(&self.dir, base, segment::LOG_SUFFIX);
+        let failed = self.state.borrow().failed.is_some();
+        let synced = async {
+            if failed {
+                return Err(String::new());
+            }
+            file.truncate(size).await.map_err(|e| format!("truncate {}: {e}", path.display()))?;
+            file.fdatasync().await.map_err(|e| format!("fdatasync {}: {e}", path.display()))?;
+            self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| format!("sync {}: {e}", self.dir.display()))
+        }
+        .await;
+        match synced {
+            Ok(()) => {
+                if let Err(e) = self.write_indexes(base).await {
+                    tracing::warn!(target: "skein::engine", partition = %self.partition, error = %e, "indexes of a rolled segment not written");
+                }
+                let mut state = self.state.borrow_mut();
+                state.offset_flushed_end = state.offset_flushed_end.max(next_offset);
+                state.recovery_point = state.recovery_point.max(next_offset);
+            }
+            Err(_) if failed => {}
+            Err(reason) if self.state.borrow().closed => {
+                tracing::debug!(target: "skein::engine", partition = %self.partition, reason, "seal of a closed log");
+            }
+            Err(reason) => self.fail(reason),
+        }
+        // The checkpoint is written by one task at a time: a seal skips it while a
+        // maintenance operation (the periodic checkpoint, close) holds the lock.
+        if let Some(_maintenance) = self.maintenance.try_lock() {
+            let write = !self.state.borrow().closed && self.state.borrow().failed.is_none();
+            if write {
+                if let Err(e) = self.write_checkpoint(false).await {
+                    tracing::warn!(target: "skein::engine", partition = %self.partition, error = %e, "checkpoint after a roll not written");
+                }
+            }
+        }
+        {
+            let mut state = self.state.borrow_mut();
+            state.seals.pop_front();
+        }
+        self.ctx.metrics.seal_latency.observe_since(started);
+        self.seal_waiters.wake_all();
+        self.sync_waiters.wake_all();
+    }
+
+    /// Completes once every rolled segment is sealed.
+    ///
+    /// # Errors
+    /// `LogFailed` when a seal (or anything else) failed the log.
+    pub(super) async fn sealed(&self) -> Result<()> {
+        loop {
+            {
+                let state = self.state.borrow();
+                if let Some(reason) = &state.failed {
+                    return Err(self.failed_error(reason));
+                }
+                if state.seals.is_empty() {
+                    return Ok(());
+                }
+            }
+            self.seal_waiters.wait(i64::MIN).await;
+        }
     }
 
     /// Writes a segment's indexes if they changed, and its `.txnindex` from what the

@@ -17,6 +17,7 @@ impl<S: Storage> Log<S> {
         let _maintenance = self.maintenance.lock().await;
         let ticket = self.gate.ticket();
         ticket.wait_turn().await;
+        self.sealed().await?;
         let truncated = self.truncate_locked(offset).await;
         // Still ahead of every append (the ticket is held): whatever is appended at the
         // new end is dirty for the cleaner.
@@ -36,6 +37,7 @@ impl<S: Storage> Log<S> {
         let _maintenance = self.maintenance.lock().await;
         let ticket = self.gate.ticket();
         ticket.wait_turn().await;
+        self.sealed().await?;
         self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0)
             .await?;
         let restarted = self.restart_at(offset).await;
@@ -159,6 +161,7 @@ impl<S: Storage> Log<S> {
     /// `OffsetOutOfRange` above the log end; `Io`.
     pub async fn delete_records_before(&self, offset: Offset) -> Result<Offset> {
         let _maintenance = self.maintenance.lock().await;
+        self.sealed().await?;
         {
             let mut state = self.state.borrow_mut();
             if offset > state.log_end_offset {
