@@ -111,6 +111,15 @@ pub async fn read_whole<S: Storage>(storage: &S, path: &Path) -> io::Result<Opti
 /// # Errors
 /// The first failing step; the old file is then still in place.
 pub async fn write_whole_atomic<S: Storage>(storage: &S, path: &Path, data: &[u8]) -> io::Result<()> {
+    write_whole(storage, path, data, true).await
+}
+
+/// `write_whole_atomic`, or with `durable` false without its fdatasync and directory
+/// sync: the file is then replaced whole for readers and across a process crash, but a
+/// power cut may leave the old file, the new one, or an empty or partial one. Only for
+/// files recovery checks and rebuilds (a rolled segment's indexes), and a later sync
+/// of the directory makes the name durable, as the seal of a roll does.
+pub async fn write_whole<S: Storage>(storage: &S, path: &Path, data: &[u8], durable: bool) -> io::Result<()> {
     // Each call gets its own temp file, so two writers of the same file (a roll and
     // housekeeping writing one checkpoint) never write into each other's temp file;
     // the last rename wins, whole. Leftovers end in `.tmp` and recovery removes them.
@@ -137,6 +146,10 @@ pub async fn write_whole_atomic<S: Storage>(storage: &S, path: &Path, data: &[u8
         }
     }
     file.truncate(data.len() as u64).await?;
+    if !durable {
+        drop(file);
+        return storage.rename(&temp, path).await;
+    }
     file.fdatasync().await?;
     drop(file);
     storage.rename(&temp, path).await?;

@@ -23,12 +23,13 @@ impl<S: Storage> Log<S> {
     ///
     /// Appends wait only for what the next segment needs: the closed segment's writes
     /// drained, and the new file created. Sealing the closed segment (trimming its
-    /// reservation, fdatasync, its indexes, the directory sync and the checkpoint) goes
-    /// on behind them in a task of its own: under a journal commit each of those calls
-    /// can take hundreds of milliseconds, and appends held for that long were the
-    /// publish maximum at high rates. Until a seal finishes, `offset_flushed_end` stays
-    /// below the closed segment, a flush waits for it (`sealed`), and so do the
-    /// operations that rewrite or remove segments.
+    /// reservation, fdatasync, its indexes, the directory sync) goes on behind them in
+    /// a task of its own: each of those calls can take hundreds of milliseconds behind
+    /// a journal commit or a device flush, and appends waited for all of them at every
+    /// roll. Until a seal finishes, `offset_flushed_end` stays below the closed
+    /// segment, a flush waits for it (`sealed`), and so do the operations that rewrite
+    /// or remove segments. The recovery point it moves is persisted by the next
+    /// periodic checkpoint (`Log::checkpoint`, every housekeeping interval).
     pub(super) async fn roll_locked(&self) -> Result<()> {
         let started = std::time::Instant::now();
         self.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end() && s.appender.writes_in_flight() == 0)
@@ -64,12 +65,13 @@ impl<S: Storage> Log<S> {
     }
 
     /// Seals the segment `[base, next_offset)` that a roll closed: trims its
-    /// reservation to `size`, fdatasyncs it, writes its indexes, syncs the directory
-    /// (the new segment's entry), then moves the flushed offset and the recovery point
-    /// past it. Seals run in roll order: each starts once the seals before it finish.
+    /// reservation to `size`, fdatasyncs it, writes its indexes (without syncs of their
+    /// own), syncs the directory (the new segment's name and the indexes'), then moves
+    /// the flushed offset and the recovery point past it. Seals run in roll order: each
+    /// starts once the seals before it finish.
     /// A failed trim or sync fails the log (the file's state is unknown); a failed
-    /// index or checkpoint write only leaves them to the next attempt (close rewrites
-    /// dirty indexes; recovery rebuilds missing ones).
+    /// index write only leaves them to the next attempt (close rewrites dirty indexes;
+    /// recovery rebuilds missing ones).
     async fn seal(&self, file: S::File, base: Offset, size: u64, next_offset: Offset) {
         let started = std::time::Instant::now();
         // Seals run in roll order, each behind the ones before it.
@@ -84,14 +86,14 @@ impl<S: Storage> Log<S> {
             }
             file.truncate(size).await.map_err(|e| format!("truncate {}: {e}", path.display()))?;
             file.fdatasync().await.map_err(|e| format!("fdatasync {}: {e}", path.display()))?;
+            if let Err(e) = self.write_indexes_durably(base, false).await {
+                tracing::warn!(target: "skein::engine", partition = %self.partition, error = %e, "indexes of a rolled segment not written");
+            }
             self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| format!("sync {}: {e}", self.dir.display()))
         }
         .await;
         match synced {
             Ok(()) => {
-                if let Err(e) = self.write_indexes(base).await {
-                    tracing::warn!(target: "skein::engine", partition = %self.partition, error = %e, "indexes of a rolled segment not written");
-                }
                 let mut state = self.state.borrow_mut();
                 state.offset_flushed_end = state.offset_flushed_end.max(next_offset);
                 state.recovery_point = state.recovery_point.max(next_offset);
@@ -101,16 +103,6 @@ impl<S: Storage> Log<S> {
                 tracing::debug!(target: "skein::engine", partition = %self.partition, reason, "seal of a closed log");
             }
             Err(reason) => self.fail(reason),
-        }
-        // The checkpoint is written by one task at a time: a seal skips it while a
-        // maintenance operation (the periodic checkpoint, close) holds the lock.
-        if let Some(_maintenance) = self.maintenance.try_lock() {
-            let write = !self.state.borrow().closed && self.state.borrow().failed.is_none();
-            if write {
-                if let Err(e) = self.write_checkpoint(false).await {
-                    tracing::warn!(target: "skein::engine", partition = %self.partition, error = %e, "checkpoint after a roll not written");
-                }
-            }
         }
         {
             let mut state = self.state.borrow_mut();
@@ -143,6 +135,13 @@ impl<S: Storage> Log<S> {
     /// Writes a segment's indexes if they changed, and its `.txnindex` from what the
     /// log's owner says of its aborted transactions (none: no file).
     pub(super) async fn write_indexes(&self, base: Offset) -> Result<()> {
+        self.write_indexes_durably(base, true).await
+    }
+
+    /// `write_indexes`; with `durable` false the offset and time indexes are written
+    /// without syncs of their own (`io::write_whole`): a seal's directory sync makes
+    /// their names durable, and recovery rebuilds an index a power cut damaged.
+    async fn write_indexes_durably(&self, base: Offset, durable: bool) -> Result<()> {
         let encoded = {
             let state = self.state.borrow();
             let Some(seg) = state.segments.get(&base) else { return Ok(()) };
@@ -153,11 +152,13 @@ impl<S: Storage> Log<S> {
         };
         let storage = &self.ctx.storage;
         let index_path = segment::file_path(&self.dir, base, segment::INDEX_SUFFIX);
-        io::write_whole_atomic(storage, &index_path, &encoded.0)
+        io::write_whole(storage, &index_path, &encoded.0, durable)
             .await
             .map_err(|e| Error::io("write", &index_path, e))?;
         let time_path = segment::file_path(&self.dir, base, segment::TIME_INDEX_SUFFIX);
-        io::write_whole_atomic(storage, &time_path, &encoded.1).await.map_err(|e| Error::io("write", &time_path, e))?;
+        io::write_whole(storage, &time_path, &encoded.1, durable)
+            .await
+            .map_err(|e| Error::io("write", &time_path, e))?;
         self.write_txn_index(base, encoded.2).await?;
         if let Some(seg) = self.state.borrow_mut().segments.get_mut(&base) {
             seg.indexes_dirty = false;
