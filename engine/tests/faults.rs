@@ -272,6 +272,34 @@ fn a_roll_does_not_wait_for_the_closed_segments_sync() {
     assert_eq!(recovered, (0..appended as i64).map(|t| t * 3).collect::<Vec<_>>());
 }
 
+// A follower's truncation into a segment whose seal is still running waits for the
+// seal: the seal never trims the truncated file back up, nor marks flushed past the
+// new log end, and the restarted log ends where the truncation left it.
+#[test]
+fn truncation_waits_for_a_pending_seal() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let config = small_segments(2 << 10);
+    run(async {
+        let log = open(faulty(&plan), dir.path(), config.clone()).await.unwrap();
+        plan.slow_syncs.set(Some(Duration::from_millis(300)));
+        let mut tag = 0;
+        while log.segment_count() < 2 {
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+            tag += 1;
+        }
+        log.truncate_to(Offset(6)).await.unwrap();
+        plan.slow_syncs.set(None);
+        log.flush().await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(6));
+        assert!(log.offset_flushed_end() <= log.log_end_offset(), "flushed past the log end");
+        log.close().await.unwrap();
+    });
+    let recovered = run(async { bases(&*open_dma(dir.path(), config).await).await });
+    assert_eq!(recovered, vec![0, 3]);
+}
+
 // An fdatasync that fails while a rolled segment is sealed fails the log, though no
 // append waited for it: later appends and flushes fail, and a restart keeps every
 // acknowledged batch.

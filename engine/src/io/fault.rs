@@ -378,23 +378,20 @@ impl<F: StorageFile> StorageFile for FaultFile<F> {
         self.plan.mutate()?;
         self.plan.syncs.set(self.plan.syncs.get() + 1);
         errno(self.plan.fail_syncs.get())?;
-        let slow = self.plan.slow_syncs.get();
-        let Some(node) = self.node else {
-            let synced = self.inner.fdatasync().await;
-            if let Some(delay) = slow {
-                glommio::timer::sleep(delay).await;
+        let synced = match self.node {
+            None => self.inner.fdatasync().await,
+            // As for directories, the model decides: the sync covers the writes
+            // completed before it was issued, and takes no time, so nothing completes
+            // meanwhile (a slow sync only reports late).
+            Some(node) => {
+                self.plan.with_model(|m| m.file_synced(node));
+                Ok(())
             }
-            return synced;
         };
-        if let Some(delay) = slow {
-            self.plan.with_model(|m| m.file_synced(node));
+        if let Some(delay) = self.plan.slow_syncs.get() {
             glommio::timer::sleep(delay).await;
-            return Ok(());
         }
-        // As for directories, the model decides: the sync covers the writes completed
-        // before it was issued, and takes no time, so nothing completes meanwhile.
-        self.plan.with_model(|m| m.file_synced(node));
-        Ok(())
+        synced
     }
 
     async fn allocate(&self, len: u64) -> io::Result<()> {

@@ -56,7 +56,7 @@ impl<S: Storage> Log<S> {
         self.ctx.metrics.roll_latency.observe_since(started);
         tracing::debug!(target: "skein::engine", partition = %self.partition, base_offset = next_offset.0, "segment rolled");
         let Some(me) = self.me.upgrade() else {
-            // Only a log being dropped has no strong reference left: seal in place.
+            // Every log lives in an `Rc` (`Log::open`); were one not, it seals in place.
             self.seal(file, base, size, next_offset).await;
             return Ok(());
         };
@@ -78,31 +78,25 @@ impl<S: Storage> Log<S> {
         while self.state.borrow().seals.front() != Some(&base) {
             self.seal_waiters.wait(i64::MIN).await;
         }
-        let path = segment::file_path(&self.dir, base, segment::LOG_SUFFIX);
-        let failed = self.state.borrow().failed.is_some();
-        let synced = async {
-            if failed {
-                return Err(String::new());
+        // A failed log writes nothing more; its seals only leave the queue.
+        if self.state.borrow().failed.is_none() {
+            let path = segment::file_path(&self.dir, base, segment::LOG_SUFFIX);
+            let synced = async {
+                file.truncate(size).await.map_err(|e| format!("truncate {}: {e}", path.display()))?;
+                file.fdatasync().await.map_err(|e| format!("fdatasync {}: {e}", path.display()))?;
+                if let Err(e) = self.write_indexes_durably(base, false).await {
+                    tracing::warn!(target: "skein::engine", partition = %self.partition, error = %e, "indexes of a rolled segment not written");
+                }
+                self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| format!("sync {}: {e}", self.dir.display()))
+            };
+            match synced.await {
+                Ok(()) => {
+                    let mut state = self.state.borrow_mut();
+                    state.offset_flushed_end = state.offset_flushed_end.max(next_offset);
+                    state.recovery_point = state.recovery_point.max(next_offset);
+                }
+                Err(reason) => self.fail(reason),
             }
-            file.truncate(size).await.map_err(|e| format!("truncate {}: {e}", path.display()))?;
-            file.fdatasync().await.map_err(|e| format!("fdatasync {}: {e}", path.display()))?;
-            if let Err(e) = self.write_indexes_durably(base, false).await {
-                tracing::warn!(target: "skein::engine", partition = %self.partition, error = %e, "indexes of a rolled segment not written");
-            }
-            self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| format!("sync {}: {e}", self.dir.display()))
-        }
-        .await;
-        match synced {
-            Ok(()) => {
-                let mut state = self.state.borrow_mut();
-                state.offset_flushed_end = state.offset_flushed_end.max(next_offset);
-                state.recovery_point = state.recovery_point.max(next_offset);
-            }
-            Err(_) if failed => {}
-            Err(reason) if self.state.borrow().closed => {
-                tracing::debug!(target: "skein::engine", partition = %self.partition, reason, "seal of a closed log");
-            }
-            Err(reason) => self.fail(reason),
         }
         {
             let mut state = self.state.borrow_mut();
