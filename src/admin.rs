@@ -146,9 +146,9 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_read_ahead_bytes_total{{shard=\"{id}\"}} {}", engine.read_ahead_bytes.get());
     let _ = writeln!(out, "skein_appended_bytes_total{{shard=\"{id}\"}} {}", engine.appended_bytes.get());
     let _ = writeln!(out, "skein_disk_read_bytes_total{{shard=\"{id}\"}} {}", engine.disk_read_bytes.get());
-    // User-space copies of record bytes (and of the produce request prefixes read with
-    // their sizes, counted whole), against skein_appended_bytes_total (produce)
-    // and skein_bytes_out_total (fetch).
+    // User-space copies of record bytes (with the produce request prefixes read ahead
+    // past the fields before any records), against skein_appended_bytes_total
+    // (produce) and skein_bytes_out_total (fetch).
     let copied_produce = engine.append_copied_bytes.get() + m.produce_copied_bytes.get();
     let copied_fetch = engine.read_copied_bytes.get() + m.fetch_copied_bytes.get();
     let _ = writeln!(out, "skein_copied_bytes_total{{shard=\"{id}\",path=\"produce\"}} {copied_produce}");

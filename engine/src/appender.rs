@@ -5,9 +5,19 @@
 //! unless `skein iotune` measured another), or `APPEND_HANDOVER_MIN_BYTES` when it
 //! continues a small write. A chunk that fills is sealed and written whole, without a
 //! copy. A write of the open chunk takes the chunk's memory too when it starts at the
-//! chunk's first byte, and the appends after it continue from the partial last block,
-//! the only bytes copied again (under `DMA_ALIGNMENT`): a lone batch on an idle device
-//! is copied once, not into the chunk and then into its write.
+//! chunk's first byte, and the appends after it continue from the partial last block:
+//! a lone batch on an idle device is copied once, not into the chunk and then into its
+//! write.
+//!
+//! Partial blocks in place. A write shares its memory with the chunk that continues
+//! it (`Memory`, an `Rc`): the head's block is the last block of the buffer the write
+//! took. Appends go into that memory only once the write completed and the head's
+//! reference is the only one (`Rc::get_mut`), so the bytes under the device never
+//! change, and on a device that keeps up (every write done before the next append, the
+//! usual case below saturation) no byte is copied twice. An append that finds the write
+//! still in flight copies the partial block into memory of its own (under
+//! `DMA_ALIGNMENT`, counted). Only small chunks (`APPEND_HANDOVER_MIN_BYTES`) are
+//! shared so: a head never pins a large chunk, whose partial block is copied at once.
 //!
 //! Head chunks. The partial last block continues in a chunk of its own, one block
 //! long, and the appends that do not fit go on in the next chunk. So no write covers
@@ -33,16 +43,50 @@
 //! it outside any borrow of shard state and reports it with `complete_write`.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
+use std::rc::Rc;
 
 use crate::config::WriteShape;
 use crate::io::{align_down, align_up, IoBuf, StorageFile};
 use crate::limits::{APPEND_HANDOVER_MIN_BYTES, DMA_ALIGNMENT};
 
+/// A chunk's memory: its bytes start `offset` bytes into `buf`, which a head shares
+/// with the write of the chunk before it until that write completes.
+struct Memory<B> {
+    buf: Rc<B>,
+    offset: usize,
+}
+
+impl<B: IoBuf> Memory<B> {
+    fn fresh(buf: B) -> Memory<B> {
+        Memory { buf: Rc::new(buf), offset: 0 }
+    }
+
+    /// The first `len` bytes.
+    fn bytes(&self, len: usize) -> &[u8] {
+        &self.buf.as_bytes()[self.offset..self.offset + len]
+    }
+
+    /// Whether no write shares the memory (nothing else holds a reference, and no weak
+    /// one is ever made).
+    fn owned(&self) -> bool {
+        Rc::strong_count(&self.buf) == 1
+    }
+
+    /// The first `len` bytes to write into, or `None` while a write in flight shares
+    /// them.
+    fn bytes_mut(&mut self, len: usize) -> Option<&mut [u8]> {
+        let offset = self.offset;
+        Rc::get_mut(&mut self.buf).map(|buf| &mut buf.as_bytes_mut()[offset..offset + len])
+    }
+}
+
 struct Chunk<B> {
     /// File position of the chunk's first byte (aligned).
     position: u64,
-    /// The chunk's memory; `None` while a sealed chunk is moved into its write.
-    buf: Option<B>,
+    /// The chunk's memory; `None` while a sealed chunk is moved into its write, or
+    /// while an idle log's open chunk has none.
+    buf: Option<Memory<B>>,
     /// Bytes the chunk's memory holds (aligned).
     capacity: usize,
     /// Bytes of data in the chunk.
@@ -58,7 +102,7 @@ struct Chunk<B> {
 
 impl<B> Chunk<B> {
     /// An empty chunk at `position` (aligned).
-    fn fresh(position: u64, capacity: usize, buf: Option<B>, next_capacity: usize) -> Chunk<B> {
+    fn fresh(position: u64, capacity: usize, buf: Option<Memory<B>>, next_capacity: usize) -> Chunk<B> {
         Chunk { position, capacity, buf, len: 0, written_len: 0, in_flight: false, sealed: false, next_capacity }
     }
 
@@ -66,7 +110,13 @@ impl<B> Chunk<B> {
     /// `position`: a head chunk of one block holding those bytes when `partial > 0`,
     /// followed by a chunk of `next_capacity` bytes; else a chunk of `next_capacity`.
     /// `buf` holds the partial bytes, or is `None` to be allocated on the first append.
-    fn after(position: u64, partial: usize, buf: Option<B>, next_capacity: usize, chunk_bytes: usize) -> Chunk<B> {
+    fn after(
+        position: u64,
+        partial: usize,
+        buf: Option<Memory<B>>,
+        next_capacity: usize,
+        chunk_bytes: usize,
+    ) -> Chunk<B> {
         if partial == 0 {
             return Chunk::fresh(position, next_capacity, buf, chunk_bytes);
         }
@@ -91,14 +141,16 @@ impl<B> Chunk<B> {
     }
 }
 
-/// One write handed out by `take_write`.
+/// One write handed out by `take_write`: the bytes `range` of `buf`.
 pub(crate) struct Write<B> {
-    pub buf: B,
+    pub buf: Rc<B>,
+    pub range: Range<usize>,
     pub position: u64,
     /// Position after the last byte of real data the write carries (before padding).
     pub data_end: u64,
-    /// Appended bytes this write copied out of its chunk (a chunk still open, or
-    /// partly written, is copied; a full one is handed over).
+    /// Appended bytes this write copied out of its chunk (a chunk partly written is
+    /// copied; a full one is handed over, an open one too, and a large one's partial
+    /// last block copied into the head that continues it).
     pub copied: usize,
     /// The write is a head chunk's: the next `take_write` may give the write that
     /// follows it, to go out together.
@@ -155,9 +207,9 @@ impl<F: StorageFile> Appender<F> {
             return false;
         }
         let open = self.chunks.back_mut().expect("an open chunk always exists");
-        let Some(buf) = open.buf.take() else { return false };
+        let Some(memory) = open.buf.take() else { return false };
         let keep = align_down(open.len as u64) as usize;
-        self.idle_tail = buf.as_bytes()[keep..open.len].to_vec();
+        self.idle_tail = memory.bytes(open.len)[keep..].to_vec();
         let chunk_bytes = self.shape.chunk_bytes;
         *open = Chunk::after(open.position + keep as u64, open.len - keep, None, chunk_bytes, chunk_bytes);
         true
@@ -191,37 +243,34 @@ impl<F: StorageFile> Appender<F> {
     }
 
     /// Copies the batch made of `pieces` to the tail. The caller reserved file space.
-    pub fn append(&mut self, file: &F, pieces: [&[u8]; 2]) {
+    /// Returns the bytes copied beyond the batch's: a partial block that a write in
+    /// flight still shares, copied into memory of the open chunk's own.
+    pub fn append(&mut self, file: &F, pieces: [&[u8]; 2]) -> usize {
         let chunk_bytes = self.shape.chunk_bytes;
         let total = pieces.iter().map(|p| p.len() as u64).sum::<u64>();
         debug_assert!(self.end + total <= self.reserved);
+        let mut copied = 0;
         for mut rest in pieces {
             while !rest.is_empty() {
                 let open = self.chunks.back_mut().expect("an open chunk always exists");
-                if open.buf.is_none() {
-                    // A released (or never used) open chunk: take a buffer and put back
-                    // the bytes of its partial block.
-                    let mut buf = file.alloc_buf(open.capacity);
-                    buf.as_bytes_mut()[..self.idle_tail.len()].copy_from_slice(&self.idle_tail);
-                    debug_assert_eq!(self.idle_tail.len(), open.len);
-                    open.buf = Some(buf);
-                    self.idle_tail.clear();
-                }
+                copied += own_memory(file, open, &mut self.idle_tail);
                 let n = (open.capacity - open.len).min(rest.len());
-                let buf = open.buf.as_mut().expect("the open chunk is never moved into a write");
-                buf.as_bytes_mut()[open.len..open.len + n].copy_from_slice(&rest[..n]);
+                let capacity = open.capacity;
+                let bytes = open.buf.as_mut().and_then(|m| m.bytes_mut(capacity)).expect("owned above");
+                bytes[open.len..open.len + n].copy_from_slice(&rest[..n]);
                 open.len += n;
                 rest = &rest[n..];
                 if open.len == open.capacity {
                     open.sealed = true;
                     let position = open.position + open.capacity as u64;
                     let capacity = open.next_capacity;
-                    let buf = file.alloc_buf(capacity);
+                    let buf = Memory::fresh(file.alloc_buf(capacity));
                     self.chunks.push_back(Chunk::fresh(position, capacity, Some(buf), chunk_bytes));
                 }
             }
         }
         self.end += total;
+        copied
     }
 
     /// The next write to submit, if any may start now.
@@ -253,10 +302,9 @@ impl<F: StorageFile> Appender<F> {
         let head = chunk.is_head();
         let mut continuation = None;
         let write = if handover {
-            let mut buf = chunk.buf.take().expect("checked");
-            buf.truncate(to);
-            buf.as_bytes_mut()[chunk.len..].fill(0);
-            let mut copied = 0;
+            let mut copied = own_memory(file, chunk, &mut self.idle_tail);
+            let mut memory = chunk.buf.take().expect("checked");
+            memory.bytes_mut(to).expect("owned above")[chunk.len..].fill(0);
             if !chunk.sealed {
                 // A fresh open chunk continues from the partial last block (a head). After
                 // a small write the chunk after it is small too: the next write is likely
@@ -266,24 +314,34 @@ impl<F: StorageFile> Appender<F> {
                 let small = unwritten < APPEND_HANDOVER_MIN_BYTES;
                 let chunk_bytes = self.shape.chunk_bytes;
                 let next_capacity = if small { APPEND_HANDOVER_MIN_BYTES } else { chunk_bytes };
-                let mut next = file.alloc_buf(if partial > 0 { DMA_ALIGNMENT } else { next_capacity });
-                next.as_bytes_mut()[..partial].copy_from_slice(&buf.as_bytes()[keep..chunk.len]);
+                let next = if partial == 0 {
+                    Memory::fresh(file.alloc_buf(next_capacity))
+                } else if memory.buf.as_bytes().len() <= APPEND_HANDOVER_MIN_BYTES {
+                    // The head shares the partial block with this write, in place.
+                    Memory { buf: Rc::clone(&memory.buf), offset: memory.offset + keep }
+                } else {
+                    let mut head = file.alloc_buf(DMA_ALIGNMENT);
+                    head.as_bytes_mut()[..partial].copy_from_slice(&memory.bytes(chunk.len)[keep..]);
+                    copied += partial;
+                    Memory::fresh(head)
+                };
                 // Its first bytes go out with this write: they count as written, so
                 // that only new data makes it write again.
                 let position = chunk.position + keep as u64;
                 continuation = Some(Chunk::after(position, partial, Some(next), next_capacity, chunk_bytes));
-                copied = partial;
                 chunk.sealed = true;
             }
-            Write { buf, position: chunk_position, data_end, copied, head, chunk_position }
+            let range = memory.offset..memory.offset + to;
+            Write { buf: memory.buf, range, position: chunk_position, data_end, copied, head, chunk_position }
         } else {
             // Copy the unwritten blocks; the first may be a partial block rewritten.
             let source = chunk.buf.as_ref().expect("a partially written chunk has its buffer");
             let mut buf = file.alloc_buf(to - from);
             let bytes = buf.as_bytes_mut();
-            bytes[..unwritten].copy_from_slice(&source.as_bytes()[from..chunk.len]);
+            bytes[..unwritten].copy_from_slice(&source.bytes(chunk.len)[from..]);
             bytes[unwritten..].fill(0);
-            Write { buf, position: chunk_position + from as u64, data_end, copied: unwritten, head, chunk_position }
+            let (position, range) = (chunk_position + from as u64, 0..to - from);
+            Write { buf: Rc::new(buf), range, position, data_end, copied: unwritten, head, chunk_position }
         };
         chunk.in_flight = true;
         self.in_flight += 1;
@@ -334,10 +392,43 @@ impl<F: StorageFile> Appender<F> {
     }
 }
 
-impl<B> Write<B> {
+impl<B: IoBuf> Write<B> {
     pub fn chunk_position(&self) -> u64 {
         self.chunk_position
     }
+
+    /// The bytes the write carries, padding included.
+    #[cfg(test)]
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf.as_bytes()[self.range.clone()]
+    }
+}
+
+/// Makes the chunk's memory its own to write into: a buffer for an idle log's open
+/// chunk, holding its partial block again (`idle_tail`); or, while a write in flight
+/// shares the memory, a copy of the chunk's bytes. Returns the bytes copied again (the
+/// idle tail is not: it left the chunk for memory's sake, not the write's).
+fn own_memory<F: StorageFile>(file: &F, chunk: &mut Chunk<F::Buf>, idle_tail: &mut Vec<u8>) -> usize {
+    let shared = match &mut chunk.buf {
+        Some(memory) if memory.owned() => return 0,
+        Some(memory) => Some(memory.bytes(chunk.len)),
+        None => None,
+    };
+    let mut buf = file.alloc_buf(chunk.capacity);
+    let copied = match shared {
+        Some(bytes) => {
+            buf.as_bytes_mut()[..chunk.len].copy_from_slice(bytes);
+            chunk.len
+        }
+        None => {
+            debug_assert_eq!(idle_tail.len(), chunk.len);
+            buf.as_bytes_mut()[..idle_tail.len()].copy_from_slice(idle_tail);
+            idle_tail.clear();
+            0
+        }
+    };
+    chunk.buf = Some(Memory::fresh(buf));
+    copied
 }
 
 #[cfg(test)]
@@ -376,6 +467,9 @@ mod tests {
         async fn write_at(&self, _: MemBuf, _: u64) -> io::Result<usize> {
             unreachable!("the test applies writes itself")
         }
+        async fn write_shared_at(&self, _: Rc<MemBuf>, _: Range<usize>, _: u64) -> io::Result<usize> {
+            unreachable!("the test applies writes itself")
+        }
         async fn read_at(&self, _: u64, _: usize) -> io::Result<Bytes> {
             unreachable!()
         }
@@ -398,10 +492,12 @@ mod tests {
     }
 
     // Appends of mixed sizes, with writes completing in random order: no two writes in
-    // flight ever cover one block, `written` never claims bytes the image lacks, and the
-    // image ends equal to what was appended, with at most one copy per appended byte
-    // beyond the first (partial blocks rewritten) and none for large writes; for the
-    // default write shape and the extremes a node may set.
+    // flight ever cover one block, no write's bytes change while it is in flight (the
+    // appends into memory a write shares wait for it or copy), `written` never claims
+    // bytes the image lacks, and the image ends equal to what was appended, with at
+    // most one copy per appended byte beyond the first (partial blocks rewritten) and
+    // none for large writes; for the default write shape and the extremes a node may
+    // set.
     #[test]
     fn writes_in_any_order_leave_the_appended_bytes() {
         use crate::limits::{APPEND_CHUNK_BYTES_MAX, APPEND_CHUNK_BYTES_MIN, WRITES_IN_FLIGHT_MAX};
@@ -420,7 +516,8 @@ mod tests {
             let mut image = expected.clone();
             image.resize(align_up(start) as usize, 0);
             let mut appender = Appender::new(&MemFile, shape, start, &tail, u64::MAX);
-            let mut in_flight: Vec<Write<MemBuf>> = Vec::new();
+            // Each write in flight with the bytes it carried when taken.
+            let mut in_flight: Vec<(Write<MemBuf>, Vec<u8>)> = Vec::new();
             // Blocks some completed write (or the file before) holds.
             let mut on_disk: std::collections::HashSet<u64> = (0..align_up(start) / DMA_ALIGNMENT as u64).collect();
             let (mut appended, mut copied) = (0usize, 0usize);
@@ -433,15 +530,15 @@ mod tests {
                     };
                     let data: Vec<u8> = (0..len).map(|i| (i * 31 + step) as u8).collect();
                     let split = rng.random_range(0..=len.min(PATCH));
-                    appender.append(&MemFile, [&data[..split], &data[split..]]);
+                    copied += appender.append(&MemFile, [&data[..split], &data[split..]]);
                     expected.extend_from_slice(&data);
                     appended += len;
                 }
                 while rng.random_bool(0.7) {
                     let Some(write) = appender.take_write(&MemFile) else { break };
-                    let mine = blocks(write.position, write.buf.as_bytes().len());
-                    for other in &in_flight {
-                        let theirs = blocks(other.position, other.buf.as_bytes().len());
+                    let mine = blocks(write.position, write.range.len());
+                    for (other, _) in &in_flight {
+                        let theirs = blocks(other.position, other.range.len());
                         assert!(mine.end <= theirs.start || theirs.end <= mine.start, "seed {seed}: overlap");
                     }
                     // Blocks on disk and fresh ones never share a write (ext4 would
@@ -450,11 +547,13 @@ mod tests {
                     assert!(old == 0 || old == mine.clone().count(), "seed {seed}: {mine:?} mixes {old} old blocks");
                     on_disk.extend(mine);
                     copied += write.copied;
-                    in_flight.push(write);
+                    let carried = write.bytes().to_vec();
+                    in_flight.push((write, carried));
                     assert!(in_flight.len() <= shape.writes_in_flight, "seed {seed}: past the depth");
                 }
                 if !in_flight.is_empty() && rng.random_bool(0.5) {
-                    let write = in_flight.swap_remove(rng.random_range(0..in_flight.len()));
+                    let (write, carried) = in_flight.swap_remove(rng.random_range(0..in_flight.len()));
+                    assert!(write.bytes() == carried, "seed {seed}: a write's bytes changed in flight");
                     complete(&mut appender, &mut image, write);
                     let written = appender.written() as usize;
                     assert_eq!(image[..written], expected[..written], "seed {seed}: written too far");
@@ -463,9 +562,11 @@ mod tests {
             // Drain: everything appended reaches the image.
             loop {
                 while let Some(write) = appender.take_write(&MemFile) {
-                    in_flight.push(write);
+                    let carried = write.bytes().to_vec();
+                    in_flight.push((write, carried));
                 }
-                let Some(write) = in_flight.pop() else { break };
+                let Some((write, carried)) = in_flight.pop() else { break };
+                assert!(write.bytes() == carried, "seed {seed}: a write's bytes changed in flight");
                 complete(&mut appender, &mut image, write);
             }
             assert_eq!(appender.written(), appender.end());
@@ -478,7 +579,7 @@ mod tests {
 
     fn complete(appender: &mut Appender<MemFile>, image: &mut Vec<u8>, write: Write<MemBuf>) {
         let at = write.position as usize;
-        let bytes = write.buf.as_bytes();
+        let bytes = write.bytes();
         if image.len() < at + bytes.len() {
             image.resize(at + bytes.len(), 0);
         }
@@ -488,25 +589,27 @@ mod tests {
 
     // A lone batch on an idle device, write after write: each write takes the chunk it
     // was appended into (the head, then the small chunk after it when the batch spills
-    // over, both at once), and copies only the partial last block into the next head.
-    // Its bytes reach the image.
+    // over, both at once), and the next head continues in the same memory: after the
+    // first write (a large chunk's, whose partial block is copied) no byte is copied
+    // twice. Its bytes reach the image.
     #[test]
-    fn small_writes_copy_only_the_partial_block() {
+    fn small_writes_copy_no_byte_twice() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let mut appender = Appender::new(&MemFile, WriteShape::default(), 0, &[], u64::MAX);
         let (mut expected, mut image) = (Vec::new(), Vec::new());
         for step in 0..200usize {
             let data: Vec<u8> = (0..rng.random_range(100..20_000)).map(|i| (i + step) as u8).collect();
-            appender.append(&MemFile, [&data[..1], &data[1..]]);
+            assert_eq!(appender.append(&MemFile, [&data[..1], &data[1..]]), 0, "step {step}");
             expected.extend_from_slice(&data);
             let first = appender.take_write(&MemFile).expect("an idle appender writes at once");
             let next = if first.head { appender.take_write(&MemFile) } else { None };
             assert!(appender.take_write(&MemFile).is_none(), "step {step}: the next head waits");
             let writes: Vec<_> = std::iter::once(first).chain(next).collect();
             let copied: usize = writes.iter().map(|w| w.copied).sum();
-            assert_eq!(copied, expected.len() % DMA_ALIGNMENT, "step {step}");
+            let first_partial = if step == 0 { expected.len() % DMA_ALIGNMENT } else { 0 };
+            assert_eq!(copied, first_partial, "step {step}");
             for write in writes {
-                assert!(write.buf.as_bytes().len() <= APPEND_HANDOVER_MIN_BYTES, "step {step}");
+                assert!(step == 0 || write.range.len() <= APPEND_HANDOVER_MIN_BYTES, "step {step}");
                 complete(&mut appender, &mut image, write);
             }
             assert_eq!(appender.written() as usize, expected.len());
@@ -540,7 +643,7 @@ mod tests {
         appender.append(&MemFile, [&data[..16], &data[16..300_000]]);
         let write = appender.take_write(&MemFile).expect("a write");
         assert_eq!(write.copied, 300_000 % DMA_ALIGNMENT);
-        assert_eq!(write.buf.as_bytes().len(), align_up(300_000) as usize);
+        assert_eq!(write.range.len(), align_up(300_000) as usize);
         // The continuation shares the last block: it waits for the first write.
         let partial = 300_000 % DMA_ALIGNMENT;
         appender.append(&MemFile, [&data[..16], &data[16..chunk_bytes - partial]]);
@@ -548,5 +651,41 @@ mod tests {
         let mut image = Vec::new();
         complete(&mut appender, &mut image, write);
         assert!(appender.take_write(&MemFile).is_some());
+    }
+
+    // An append that finds the write of its head's memory still in flight copies the
+    // partial block into memory of its own, and the bytes under the write stay as they
+    // were taken; once that write completes, the next write goes out.
+    #[test]
+    fn an_append_during_the_write_of_its_block_copies_the_block() {
+        let mut appender = Appender::new(&MemFile, WriteShape::default(), 0, &[], u64::MAX);
+        let mut image = Vec::new();
+        let mut expected = Vec::new();
+        let mut append = |appender: &mut Appender<MemFile>, data: &[u8]| {
+            expected.extend_from_slice(data);
+            appender.append(&MemFile, [data, &[]])
+        };
+        // Past the first (large) chunk and into a small one, whose memory the next
+        // head shares.
+        append(&mut appender, &[1u8; 100]);
+        let write = appender.take_write(&MemFile).expect("a write");
+        complete(&mut appender, &mut image, write);
+        append(&mut appender, &[2u8; 5000]);
+        while let Some(write) = appender.take_write(&MemFile) {
+            complete(&mut appender, &mut image, write);
+        }
+        assert_eq!(append(&mut appender, &[3u8; 10]), 0, "the head's memory is its own again");
+        let in_flight = appender.take_write(&MemFile).expect("a write");
+        assert_eq!(in_flight.copied, 0);
+        let carried = in_flight.bytes().to_vec();
+        let partial = appender.end() as usize % DMA_ALIGNMENT;
+        assert_eq!(append(&mut appender, &[4u8; 10]), partial, "the shared block is copied");
+        assert!(in_flight.bytes() == carried, "the bytes under the write changed");
+        assert!(appender.take_write(&MemFile).is_none(), "the head waits for the write of its block");
+        complete(&mut appender, &mut image, in_flight);
+        let write = appender.take_write(&MemFile).expect("the head's write");
+        complete(&mut appender, &mut image, write);
+        assert_eq!(appender.written(), appender.end());
+        assert_eq!(image[..expected.len()], expected[..]);
     }
 }

@@ -296,8 +296,12 @@ async fn check(root: &Path, history: &History, context: &str) {
 }
 
 /// Runs the workload of `seed` in `root` with power cut after `cut` mutating
-/// operations (`None`: never). Returns what it did and its plan.
-async fn run_workload(root: &Path, seed: u64, cut: Option<u64>) -> (History, Rc<FaultPlan>) {
+/// operations (`None`: never). Returns what it did, its plan and its logs.
+async fn run_workload(
+    root: &Path,
+    seed: u64,
+    cut: Option<u64>,
+) -> (History, Rc<FaultPlan>, LogManager<FaultStorage<DmaStorage>>) {
     let plan = FaultPlan::new();
     plan.model_power_loss(root).unwrap();
     plan.crash_after_ops.set(cut);
@@ -305,7 +309,7 @@ async fn run_workload(root: &Path, seed: u64, cut: Option<u64>) -> (History, Rc<
     let manager = LogManager::new(FaultStorage::new(DmaStorage, plan.clone()), root, 1 << 20);
     let ended = workload(&manager, &mut StdRng::seed_from_u64(seed), &mut history).await;
     assert!(ended || plan.crashed(), "workload {seed}: an operation failed before the cut");
-    (history, plan)
+    (history, plan, manager)
 }
 
 /// A directory for one run: on tmpfs (`/dev/shm`) when it takes O_DIRECT files
@@ -337,7 +341,11 @@ async fn one_seed(seed: u64, totals: &mut HashMap<u64, u64>) {
         Some(&total) => total,
         None => {
             let dry = scratch_dir();
-            let total = run_workload(dry.path(), workload_seed, None).await.1.ops();
+            let (_, plan, manager) = run_workload(dry.path(), workload_seed, None).await;
+            let total = plan.ops();
+            // Seals of the workload's rolls run on behind it: they end before their
+            // directory goes (one panicked in glommio, opening a file in it, before).
+            manager.close_all().await;
             totals.insert(workload_seed, total);
             total
         }
@@ -346,7 +354,7 @@ async fn one_seed(seed: u64, totals: &mut HashMap<u64, u64>) {
     let cut = StdRng::seed_from_u64(seed)
         .random_range(total * slice / CUTS_PER_WORKLOAD..=total * (slice + 1) / CUTS_PER_WORKLOAD);
     let dir = scratch_dir();
-    let (mut history, plan) = run_workload(dir.path(), workload_seed, Some(cut)).await;
+    let (mut history, plan, _) = run_workload(dir.path(), workload_seed, Some(cut)).await;
     // One seed in four crashes the process at the cut instead, restarts it (recovery
     // and a few appends on the same model), and cuts power during or after that.
     let restarted = seed % 4 == 3;

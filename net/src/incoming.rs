@@ -9,15 +9,25 @@
 //! (a poll on the shard's ring, `glommio::net::readable`) instead of failing first.
 //! A connection of small requests (fetches, metadata) so reads each in one call, a
 //! produce in two. Bodies are read into their own allocation, unzeroed; only the
-//! carried prefix (at most `CARRY` bytes, most of it the request's header) is copied.
+//! carried prefix (at most `CARRY` bytes) is copied, and after a produce request no
+//! more than the fields every produce request has before its records
+//! (`PRODUCE_RECORDS_AT_LEAST`): record bytes are never copied on the way in.
 
 use std::io;
 use std::os::fd::AsRawFd;
 
 /// The most read ahead of a frame's size.
 pub const CARRY: usize = 2048;
-/// What a read takes past a produce request's size (`ahead`).
-const PRODUCE_CARRY: usize = 64;
+/// The fewest body bytes before a produce request's first record byte, over every
+/// version: request header v2 (api key 2, version 2, correlation id 4, a null client
+/// id 2, no tagged fields 1) and produce v9's flexible fields (a null transactional id
+/// 1, acks 2, timeout 4, one topic 1, an empty name 1, one partition 1, its index 4,
+/// the records' length 1). Older versions and real topic names only add to it.
+const PRODUCE_RECORDS_AT_LEAST: usize = 26;
+/// What a read takes past a produce request's size (`ahead`): the next frame's size
+/// and no more of its body than comes before any records, so that a produce after a
+/// produce copies no record byte.
+const PRODUCE_CARRY: usize = 4 + PRODUCE_RECORDS_AT_LEAST;
 const PRODUCE: i16 = 0;
 
 /// The read state of one plain connection.
@@ -32,7 +42,8 @@ pub struct Frames<'a> {
     /// The last frame's size and API key, which size the next first read.
     last_size: usize,
     last_api: i16,
-    /// Body bytes copied out of `carry` for produce requests (`/metrics`' copies).
+    /// Record bytes of produce requests that may have been copied out of `carry`: what
+    /// was carried past `PRODUCE_RECORDS_AT_LEAST` (an upper bound; `/metrics`' copies).
     pub produce_copied: u64,
 }
 
@@ -84,7 +95,7 @@ impl<'a> Frames<'a> {
         }
         let api = api_of(&body).unwrap_or(-1);
         if api == PRODUCE {
-            self.produce_copied += carried as u64;
+            self.produce_copied += carried.saturating_sub(PRODUCE_RECORDS_AT_LEAST) as u64;
         }
         (self.last_size, self.last_api) = (size, api);
         Ok(body)
@@ -230,8 +241,9 @@ mod tests {
     }
 
     /// Produce requests pipelined back to back: each body's read carries only the
-    /// next one's size and header, so record bytes are not copied (a read of a full
-    /// `CARRY` ahead would copy about 2 KiB of each).
+    /// next one's size and the fields before its records, so no record byte is copied
+    /// after the first (a read of a full `CARRY` ahead would copy about 2 KiB of each,
+    /// one of 64 bytes 38 bytes).
     #[test]
     fn pipelined_produce_bodies_are_not_copied() {
         let (read, copied) = read_all(|stream| {
@@ -241,8 +253,37 @@ mod tests {
         assert_eq!(read.len(), 20);
         assert!(read.iter().all(|body| body.as_ref().unwrap().len() == 10_000));
         // The first read knows nothing of the connection yet: at most `ahead(-1, 0)`.
-        let bound = (ahead(-1, 0) + 19 * PRODUCE_CARRY) as u64;
+        let bound = (ahead(-1, 0) - 4 - PRODUCE_RECORDS_AT_LEAST) as u64;
         assert!(copied <= bound, "{copied} bytes copied, more than {bound}");
+    }
+
+    /// `PRODUCE_RECORDS_AT_LEAST` is no more than the bytes before the records of the
+    /// shortest produce request of every version the codec knows (one topic with an
+    /// empty name or topic id, one partition, null client and transactional ids), and
+    /// equal to it for some: a carry of that much after the size holds no record byte.
+    #[test]
+    fn no_produce_request_has_records_before_the_carry_ends() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::{ApiKey, ProduceRequest, RequestHeader};
+        use kafka_protocol::protocol::{Encodable, HeaderVersion, Message};
+        let records = bytes::Bytes::from_static(b"RECORDS-MARKER");
+        let mut shortest = usize::MAX;
+        let versions = ProduceRequest::VERSIONS;
+        for version in versions.min..=versions.max {
+            let mut body = bytes::BytesMut::new();
+            RequestHeader::default()
+                .with_request_api_key(ApiKey::Produce as i16)
+                .with_request_api_version(version)
+                .encode(&mut body, ProduceRequest::header_version(version))
+                .unwrap();
+            let partition = PartitionProduceData::default().with_records(Some(records.clone()));
+            let topic = TopicProduceData::default().with_partition_data(vec![partition]);
+            ProduceRequest::default().with_acks(1).with_topic_data(vec![topic]).encode(&mut body, version).unwrap();
+            let at = body.windows(records.len()).position(|w| w == &records[..]).expect("the records are encoded");
+            assert!(at >= PRODUCE_RECORDS_AT_LEAST, "version {version}: records at {at}");
+            shortest = shortest.min(at);
+        }
+        assert_eq!(shortest, PRODUCE_RECORDS_AT_LEAST, "the bound is not tight");
     }
 
     /// A peer that closes inside a frame's body: the body is an error (the server

@@ -30,8 +30,9 @@ pub struct ShardMetrics {
     pub bytes_out: Cell<u64>,
     /// Record bytes copied to build fetch responses (the rest is shared, `frame.rs`).
     pub fetch_copied_bytes: Cell<u64>,
-    /// Produce request bytes copied as they were read: the prefix read ahead with a
-    /// frame's size (`incoming.rs`), header bytes mostly.
+    /// Produce record bytes that may have been copied as they were read: the prefix
+    /// read ahead with a frame's size past the fields before any records
+    /// (`incoming.rs`); none after a produce request.
     pub produce_copied_bytes: Cell<u64>,
     pub cross_shard_messages: Cell<u64>,
     /// Of those, clients' produce and fetch operations (not followers', not admin).

@@ -34,6 +34,9 @@ pub struct DmaStorageFile {
     file: Rc<DmaFile>,
 }
 
+/// Transparent, so that an `Rc<DmaBuf>` is an `Rc<DmaBuffer>` for glommio
+/// (`write_shared_at`).
+#[repr(transparent)]
 pub struct DmaBuf(DmaBuffer);
 
 impl IoBuf for DmaBuf {
@@ -166,6 +169,14 @@ impl StorageFile for DmaStorageFile {
 
     async fn write_at(&self, buf: DmaBuf, pos: u64) -> io::Result<usize> {
         self.file.write_at(buf.0, pos).await.map_err(to_io)
+    }
+
+    async fn write_shared_at(&self, buf: Rc<DmaBuf>, range: std::ops::Range<usize>, pos: u64) -> io::Result<usize> {
+        // SAFETY: `DmaBuf` is `repr(transparent)` over `DmaBuffer`, so the allocation
+        // behind the `Rc` holds a `DmaBuffer` laid out exactly as `Rc<DmaBuffer>` expects;
+        // the count moves from one handle to the other, unchanged.
+        let buf: Rc<DmaBuffer> = unsafe { Rc::from_raw(Rc::into_raw(buf).cast::<DmaBuffer>()) };
+        self.file.write_rc_range_at(buf, range, pos).await.map_err(to_io)
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {

@@ -41,6 +41,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -332,12 +333,17 @@ impl<F: StorageFile> StorageFile for FaultFile<F> {
         self.inner.alloc_buf(len)
     }
 
-    async fn write_at(&self, mut buf: Self::Buf, pos: u64) -> io::Result<usize> {
+    async fn write_at(&self, buf: Self::Buf, pos: u64) -> io::Result<usize> {
+        let len = buf.as_bytes().len();
+        self.write_shared_at(Rc::new(buf), 0..len, pos).await
+    }
+
+    async fn write_shared_at(&self, buf: Rc<Self::Buf>, range: Range<usize>, pos: u64) -> io::Result<usize> {
         let was_crashed = self.plan.crashed();
         if let Err(e) = self.plan.mutate() {
             if !was_crashed {
                 // The write the power cut interrupted: any part of it may have landed.
-                self.write_started(pos, buf.as_bytes());
+                self.write_started(pos, &buf.as_bytes()[range]);
             }
             return Err(e);
         }
@@ -345,20 +351,18 @@ impl<F: StorageFile> StorageFile for FaultFile<F> {
         if self.plan.tear_next_write.replace(false) {
             // Keep the first half (rounded to a block) and lose the rest, as a device
             // that lost power mid-write may.
-            let len = buf.as_bytes().len();
-            let kept = super::align_down(len as u64 / 2) as usize;
-            buf.as_bytes_mut()[kept..].fill(0);
+            let kept = super::align_down(range.len() as u64 / 2) as usize;
             if kept > 0 {
                 let mut head = self.inner.alloc_buf(kept);
-                head.as_bytes_mut().copy_from_slice(&buf.as_bytes()[..kept]);
+                head.as_bytes_mut().copy_from_slice(&buf.as_bytes()[range.start..range.start + kept]);
                 let id = self.write_started(pos, head.as_bytes());
                 self.inner.write_at(head, pos).await?;
                 self.complete(id);
             }
             return Err(io::Error::from_raw_os_error(5));
         }
-        let id = self.write_started(pos, buf.as_bytes());
-        let written = self.inner.write_at(buf, pos).await?;
+        let id = self.write_started(pos, &buf.as_bytes()[range.clone()]);
+        let written = self.inner.write_shared_at(buf, range, pos).await?;
         self.complete(id);
         Ok(written)
     }

@@ -14,7 +14,9 @@ pub mod dma;
 pub mod fault;
 
 use std::io;
+use std::ops::Range;
 use std::path::Path;
+use std::rc::Rc;
 
 use bytes::Bytes;
 
@@ -65,6 +67,12 @@ pub trait StorageFile: Clone + 'static {
     fn alloc_buf(&self, len: usize) -> Self::Buf;
     /// Writes the whole buffer at `pos` (aligned). Returns the bytes written.
     async fn write_at(&self, buf: Self::Buf, pos: u64) -> io::Result<usize>;
+    /// Writes the bytes `range` of `buf` (aligned, as `pos`), a buffer the caller keeps
+    /// a reference to. The caller writes into it again only through `Rc::get_mut`,
+    /// which fails until this write completed and dropped its reference: the bytes
+    /// under the device never change, and the next write of the same memory needs no
+    /// copy. Returns the bytes written.
+    async fn write_shared_at(&self, buf: Rc<Self::Buf>, range: Range<usize>, pos: u64) -> io::Result<usize>;
     /// Reads up to `len` bytes at `pos`; fewer at the end of the file.
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
     async fn fdatasync(&self) -> io::Result<()>;

@@ -449,7 +449,7 @@ impl<S: Storage> Log<S> {
         }
         // A leader's batch is a slice of its request with a patched head beside it (no
         // copy); every batch is then copied into the tail buffer, once.
-        let copied = size;
+        let mut copied = size;
         let batch = match mode {
             AppendMode::Leader { epoch } => batch.clone().with_offset_and_epoch(base_offset, epoch),
             AppendMode::Replica => batch.clone(),
@@ -458,7 +458,7 @@ impl<S: Storage> Log<S> {
         debug_assert!(batch.crc_ok());
         let position = state.appender.end();
         let file = state.active().file.clone();
-        state.appender.append(&file, batch.pieces());
+        copied += state.appender.append(&file, batch.pieces());
         let config = state.config.clone();
         let active = state.active_mut();
         active.record(BatchMeta::of(&batch, position), &config);
@@ -551,14 +551,14 @@ impl<S: Storage> Log<S> {
         file: &S::File,
         write: crate::appender::Write<<S::File as StorageFile>::Buf>,
     ) -> Offset {
-        let len = write.buf.as_bytes().len();
+        let len = write.range.len();
         let (position, data_end, chunk) = (write.position, write.data_end, write.chunk_position());
         let metrics = &self.ctx.metrics;
         metrics.append_copied_bytes.set(metrics.append_copied_bytes.get() + write.copied as u64);
         metrics.writes.set(metrics.writes.get() + 1);
         metrics.writes_in_flight.set(metrics.writes_in_flight.get() + 1);
         let submitted = std::time::Instant::now();
-        let result = file.write_at(write.buf, position).await;
+        let result = file.write_shared_at(write.buf, write.range, position).await;
         metrics.write_latency.observe_since(submitted);
         metrics.writes_in_flight.set(metrics.writes_in_flight.get() - 1);
         let result = match result {

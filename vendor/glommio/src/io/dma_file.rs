@@ -129,7 +129,9 @@ impl DmaFile {
     ) -> io::Result<DmaFile> {
         let file = GlommioFile::open_at(dir, path, flags, mode).await?;
         let (major, minor) = (file.dev_major as usize, file.dev_minor as usize);
-        let buf = statfs(path).unwrap();
+        // Skein patch: the path may be gone already (its directory removed after the
+        // open): an error for the caller, not a panic of the executor.
+        let buf = statfs(path).map_err(io::Error::from)?;
         let fstype = buf.filesystem_type();
         let max_sectors_size = sysfs::BlockDevice::max_sectors_size(major, minor);
         let max_segment_size = sysfs::BlockDevice::max_segment_size(major, minor);
@@ -366,6 +368,29 @@ impl DmaFile {
         let source = self.file.reactor.upgrade().unwrap().write_dma(
             self.as_raw_fd(),
             DmaSource::Shared(buf),
+            pos,
+            self.pollable,
+        );
+        enhanced_try!(source.collect_rw().await, "Writing", self.file).map_err(Into::into)
+    }
+
+    /// Skein patch: [`DmaFile::write_rc_at`] of the bytes `range` of `buf` (aligned
+    /// for Direct I/O, as `pos`): the caller keeps the buffer, and may write into it
+    /// again once the write completed and its reference is the only one
+    /// (`Rc::get_mut`), with no copy.
+    ///
+    /// # Panics
+    /// When `range` is not within the buffer.
+    pub async fn write_rc_range_at(
+        &self,
+        buf: Rc<DmaBuffer>,
+        range: std::ops::Range<usize>,
+        pos: u64,
+    ) -> Result<usize> {
+        assert!(range.start <= range.end && range.end <= buf.len());
+        let source = self.file.reactor.upgrade().unwrap().write_dma(
+            self.as_raw_fd(),
+            DmaSource::SharedRange(buf, range),
             pos,
             self.pollable,
         );
