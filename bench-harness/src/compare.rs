@@ -62,6 +62,7 @@ pub fn table(runs: &[RunResult]) -> String {
     }
     row(&mut out, "broker CPU s / GB", &|r| r.broker_cpu_secs_per_gb.map_or("-".into(), |v| format!("{v:.2}")));
     row(&mut out, "generator CPU s / GB", &|r| r.driver_cpu_secs_per_gb.map_or("-".into(), |v| format!("{v:.2}")));
+    row(&mut out, "host CPU s / GB", &|r| r.host_cpu_secs_per_gb.map_or("-".into(), |v| format!("{v:.2}")));
     row(&mut out, "broker peak RSS MB", &|r| r.broker_peak_rss_mb.map_or("-".into(), |v| format!("{v:.0}")));
     row(&mut out, "publish errors", &|r| r.publish_errors.to_string());
     out
@@ -166,7 +167,7 @@ pub fn ratios(runs: &[RunResult]) -> String {
             rounds_of(a),
             rounds_of(b)
         );
-        let figures: [(&str, Figure, Rounds); 7] = [
+        let figures: [(&str, Figure, Rounds); 8] = [
             ("published MB/s", |r| Some(r.published_mb_per_sec), Rounds::All),
             ("publish p99 ms", |r| Some(r.publish_latency.p99_us as f64 / 1000.0), Rounds::RateMet),
             ("end-to-end p99 ms", |r| Some(r.end_to_end_latency.p99_us as f64 / 1000.0), Rounds::RateMet),
@@ -174,6 +175,7 @@ pub fn ratios(runs: &[RunResult]) -> String {
             ("commit p99 ms", |r| r.commit_latency.as_ref().map(|l| l.p99_us as f64 / 1000.0), Rounds::RateMet),
             ("broker CPU s / GB", |r| r.broker_cpu_secs_per_gb, Rounds::All),
             ("generator CPU s / GB", |r| r.driver_cpu_secs_per_gb, Rounds::All),
+            ("host CPU s / GB", |r| r.host_cpu_secs_per_gb, Rounds::All),
         ];
         let mut any_left_out = false;
         for (name, f, rounds) in figures {
@@ -301,6 +303,8 @@ mod tests {
             driver_cpu_secs_per_gb: Some(1.25),
             stages: Vec::new(),
             copies: None,
+            host_cpu_secs: None,
+            host_cpu_secs_per_gb: None,
         }
     }
 

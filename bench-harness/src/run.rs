@@ -129,6 +129,16 @@ pub struct RunResult {
     /// Record bytes the broker copied in user space per byte appended and fetched.
     #[serde(default)]
     pub copies: Option<crate::stages::CopyFigures>,
+    /// CPU seconds the whole host spent over the window, less the load generator's,
+    /// and per GB: the broker with the kernel's work on its behalf that runs in no
+    /// process of its own (page-cache writeback in flusher threads, the journal
+    /// thread, interrupts and softirqs that land while it sleeps). A broker that
+    /// writes through the page cache hands that work off; one that writes with
+    /// O_DIRECT pays it in its own process time.
+    #[serde(default)]
+    pub host_cpu_secs: Option<f64>,
+    #[serde(default)]
+    pub host_cpu_secs_per_gb: Option<f64>,
 }
 
 fn librdkafka() -> String {
@@ -192,6 +202,23 @@ impl ProducerContext for Delivery {
             }
         }
     }
+}
+
+/// The host's busy CPU seconds, from an arbitrary origin (only differences mean
+/// anything): wall seconds times CPUs, less the idle seconds of /proc/stat (idle, I/O
+/// wait and time stolen by the hypervisor, measured as the CPUs sleep). Unlike the
+/// tick-sampled user and system fields, it includes interrupts taken while a CPU was
+/// idle (these kernels have no IRQ time accounting).
+pub(crate) fn host_busy_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let mut lines = stat.lines();
+    let fields: Vec<u64> =
+        lines.next()?.strip_prefix("cpu ")?.split_whitespace().map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    let cpus = lines.filter(|l| l.starts_with("cpu")).count() as f64;
+    let idle = [3, 4, 7].iter().map(|&i| fields.get(i).copied()).sum::<Option<u64>>()?;
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64();
+    // USER_HZ, as for processes.
+    Some(wall * cpus - idle as f64 / 100.0)
 }
 
 /// CPU seconds of this process (the load generator), from /proc.
@@ -516,6 +543,7 @@ pub(crate) struct Window {
     consumed_bytes: u64,
     broker: Option<((f64, f64), (f64, f64))>,
     own: Option<(f64, f64)>,
+    host: Option<(f64, f64)>,
     stages: Vec<crate::stages::StageFigure>,
     copies: Option<crate::stages::CopyFigures>,
 }
@@ -534,6 +562,7 @@ pub(crate) fn measure(
     let measure_start = Instant::now();
     let cpu_start = options.broker_pid.and_then(sample);
     let own_start = own_cpu_secs();
+    let host_start = host_busy_secs();
     let scrape =
         |url: &String| crate::stages::scrape(url).inspect_err(|e| eprintln!("stage latency not measured: {e}")).ok();
     let stages_before = options.metrics_url.as_ref().and_then(scrape);
@@ -560,6 +589,7 @@ pub(crate) fn measure(
     let elapsed = measure_start.elapsed().as_secs_f64();
     let cpu_end = options.broker_pid.and_then(sample);
     let own_end = own_cpu_secs();
+    let host_end = host_busy_secs();
     let (stages, copies) = match (stages_before, options.metrics_url.as_ref().and_then(scrape)) {
         (Some(before), Some(after)) => {
             (crate::stages::between(&before, &after), crate::stages::copies(&before, &after))
@@ -580,6 +610,7 @@ pub(crate) fn measure(
         consumed_bytes: consumed_bytes_at_end,
         broker: cpu_start.zip(cpu_end),
         own: own_start.zip(own_end),
+        host: host_start.zip(host_end),
         stages,
         copies,
     }
@@ -600,6 +631,7 @@ impl Window {
         let per_gb = |cpu: f64| (gb > 0.0).then(|| cpu / gb);
         let broker_cpu = self.broker.map(|((a, _), (b, _))| b - a);
         let own_cpu = self.own.map(|(a, b)| b - a);
+        let host_cpu = self.host.zip(own_cpu).map(|((a, b), own)| (b - a - own).max(0.0));
         RunResult {
             workload: workload.name.clone(),
             broker: options.label.clone(),
@@ -622,6 +654,8 @@ impl Window {
             driver_cpu_secs_per_gb: own_cpu.and_then(per_gb),
             stages: self.stages.clone(),
             copies: self.copies.clone(),
+            host_cpu_secs: host_cpu,
+            host_cpu_secs_per_gb: host_cpu.and_then(per_gb),
         }
     }
 }

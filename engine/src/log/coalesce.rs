@@ -90,18 +90,24 @@ impl<S: Storage> Log<S> {
     /// module docs), or waits while another task holds one. Returns whether it waited;
     /// the caller then looks again.
     pub(super) async fn coalesce(&self, key: i64) -> bool {
-        let delay = {
+        // `None` while another task holds a window; else the window that pays, if any.
+        let window = {
             let mut state = self.state.borrow_mut();
             if state.coalescing.open {
-                drop(state);
+                None
+            } else {
+                let delay = state.coalescing.window(&state.appender, self.ctx.group_commit_max_delay);
+                state.coalescing.open = delay.is_some();
+                Some(delay)
+            }
+        };
+        let delay = match window {
+            None => {
                 self.written_waiters.wait(key).await;
                 return true;
             }
-            let Some(delay) = state.coalescing.window(&state.appender, self.ctx.group_commit_max_delay) else {
-                return false;
-            };
-            state.coalescing.open = true;
-            delay
+            Some(None) => return false,
+            Some(Some(delay)) => delay,
         };
         let window = Window(self);
         EngineMetrics::add(&self.ctx.metrics.coalescing_windows, 1);

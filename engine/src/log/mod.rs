@@ -502,8 +502,8 @@ impl<S: Storage> Log<S> {
     /// offset the caller waits for (`i64::MIN` to be woken on any progress).
     async fn drive_until(&self, key: i64, done: impl Fn(&LogState<S::File>) -> bool) -> Result<()> {
         loop {
-            let (write, next, file) = {
-                let mut state = self.state.borrow_mut();
+            let coalesce = {
+                let state = self.state.borrow();
                 if let Some(reason) = &state.failed {
                     return Err(self.failed_error(reason));
                 }
@@ -515,11 +515,14 @@ impl<S: Storage> Log<S> {
                     }
                     return Ok(());
                 }
-                if state.coalescing.wants(&state.appender, self.ctx.group_commit_max_delay) {
-                    drop(state);
-                    self.coalesce(key).await;
-                    continue;
-                }
+                state.coalescing.wants(&state.appender, self.ctx.group_commit_max_delay)
+            };
+            if coalesce {
+                self.coalesce(key).await;
+                continue;
+            }
+            let (write, next, file) = {
+                let mut state = self.state.borrow_mut();
                 let file = state.active().file.clone();
                 let write = state.appender.take_write(&file);
                 // A head's write goes out with the write after it, if one may start.
