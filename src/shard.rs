@@ -20,7 +20,24 @@ use crate::config::NodeConfig;
 ///
 /// # Errors
 /// A message when the data directory, the metadata or a listener cannot be set up.
+/// Turns transparent huge pages off for the process, unless `MIMALLOC_ALLOW_THP` says
+/// otherwise. mimalloc asks for huge pages for its arenas (`MADV_HUGEPAGE`, honoured
+/// under the `madvise` setting `skein tune` recommends), and the kernel then zeroes a
+/// whole 2 MiB page on the request path the first time a buffer touches it. While a
+/// shard's batch cache fills (its first ~25 s at 10 MB/s) that put the publish p99 at
+/// 10,000 msg/s at 5.0-5.4 ms against 1.8-1.95 ms without, three runs each; once the
+/// cache is full, and at max rate, the two measured level (RESULTS.md).
+fn without_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::warn!(target: "skein", error = %e, "cannot turn transparent huge pages off for this process");
+    }
+}
+
 pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
+    without_huge_pages();
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("cannot create data directory {}: {e}", config.data_dir.display()))?;
     // Its entry in the parent made durable (the main thread, before any shard runs):

@@ -39,6 +39,18 @@ fn sigterm_stops_cleanly() {
     assert!(broker.log().matches("shard ready").count() >= 4);
 }
 
+// A node runs without transparent huge pages (the kernel would zero 2 MiB on the
+// request path at a buffer's first touch), unless MIMALLOC_ALLOW_THP asks for them.
+#[test]
+fn a_node_runs_without_huge_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let pid = broker.child.as_ref().expect("running").id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("THP_enabled:")).expect("a kernel that reports THP_enabled");
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+}
+
 // Invalid flags and config files are refused with a message naming the setting.
 #[test]
 fn bad_flags_are_refused() {
