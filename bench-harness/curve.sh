@@ -34,17 +34,9 @@ for broker in "$@"; do
     case "$broker" in
       skein*)
         delay="${broker#skein}"; delay="${delay#:}"
-        mkdir -p "$work/b"
-        taskset -c 0 "$skein" start --cores 0-0 --data-dir "$work/b/data" --listener 127.0.0.1:19092 \
-          --admin-listener 127.0.0.1:19644 --group-commit-max-delay-us "${delay:-0}" > "$work/b/log" 2>&1 &
-        broker_pid=$!; port=19092
-        for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && break; sleep 0.1; done
+        start_pinned skein "$work/b" --admin-listener 127.0.0.1:19644 --group-commit-max-delay-us "${delay:-0}"
         ;;
-      kafka)
-        mkdir -p "$work/b"
-        broker_pid=$("$root/bench-harness/peers/kafka/run-kafka.sh" "$work/b" 19094 0 | tail -1); port=19094
-        ;;
-      *) echo "unknown broker $broker" >&2; exit 2 ;;
+      *) start_pinned "$broker" "$work/b" ;;
     esac
     # A broker named more than once runs more rounds: each keeps its own file.
     file="$out/${broker/:/-}-$rate.json"; round=1

@@ -39,19 +39,7 @@ raw_limits start "$work"
 printf '%-8s %-11s %7s %9s %8s %8s %8s %12s %12s\n' broker driver rate achieved p50_ms p99_ms e2e_p99 gen_cpu_s/GB brk_cpu_s/GB
 for broker in "$@"; do
   for rate in $rates; do
-    mkdir -p "$work/b"
-    case "$broker" in
-      skein)
-        taskset -c 0 "$skein" start --cores 0-0 --data-dir "$work/b/data" --listener 127.0.0.1:19092 \
-          --admin-listener off > "$work/b/log" 2>&1 &
-        broker_pid=$!; port=19092
-        for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && break; sleep 0.1; done
-        ;;
-      kafka)
-        broker_pid=$("$root/bench-harness/peers/kafka/run-kafka.sh" "$work/b" 19094 0 | tail -1); port=19094
-        ;;
-      *) echo "unknown broker $broker" >&2; exit 2 ;;
-    esac
+    start_pinned "$broker" "$work/b" --admin-listener off
     # A warm-up pass (the JVM's JIT, the batch cache), not reported.
     run_one native "$rate" "$port" "$work/warm.json" "${WARMUP_SECS:-20}"
     for round in $(seq 1 "$rounds"); do

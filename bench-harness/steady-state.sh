@@ -1,9 +1,32 @@
-# Shared by suite.sh and ab.sh (sourced): what it takes to measure a broker in steady
+# Shared by suite.sh, ab.sh, curve.sh and drivers.sh (sourced): what it takes to measure a broker in steady
 # state rather than a cold start or a backlog. A round is measured only after its
 # broker has settled, on a device with nothing left to write from the round before,
 # and says whether it met its target rate. The raw limits, printed at the start and at
 # the end, show a machine that drifted in between.
 # The caller sets `skein` (the binary whose `bench run` drives the load).
+
+# Starts one broker on CPU 0 with its files under DIR and waits until it accepts
+# connections: Skein with one shard on port 19092 (EXTRA flags passed on), or Apache
+# Kafka (`peers/kafka/run-kafka.sh`) on port 19094. Sets `broker_pid` and `port`. The
+# caller sets `root` too.
+#   start_pinned skein|kafka DIR [EXTRA...]
+start_pinned() {
+  local broker="$1" dir="$2"
+  shift 2
+  mkdir -p "$dir"
+  case "$broker" in
+    skein)
+      taskset -c 0 "$skein" start --cores 0-0 --data-dir "$dir/data" --listener 127.0.0.1:19092 "$@" \
+        > "$dir/log" 2>&1 &
+      broker_pid=$!; port=19092
+      for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && return 0; sleep 0.1; done
+      ;;
+    kafka)
+      broker_pid=$("$root/bench-harness/peers/kafka/run-kafka.sh" "$dir" 19094 0 | tail -1); port=19094
+      ;;
+    *) echo "unknown broker $broker" >&2; exit 2 ;;
+  esac
+}
 
 # Fewer than 3 rounds give no spread, and with 2 the median is a mean of two.
 #   require_rounds ROUNDS USAGE

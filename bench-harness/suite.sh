@@ -28,25 +28,13 @@ work="$(mktemp -d)"
 broker_pid=""
 trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
 
-start_skein() {
-  mkdir -p "$work/skein"
-  taskset -c 0 "$skein" start --cores 0-0 --data-dir "$work/skein/data" --listener 127.0.0.1:19092 --admin-listener off \
-    > "$work/skein/log" 2>&1 &
-  broker_pid=$!
-  for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && return; sleep 0.1; done
-}
-start_kafka() {
-  mkdir -p "$work/kafka"
-  broker_pid=$("$root/bench-harness/peers/kafka/run-kafka.sh" "$work/kafka" 19094 0 | tail -1)
-}
-
 raw_limits start "$work"
 drain_device
 for workload in "${workloads[@]}"; do
   name="$(basename "$workload" .toml)"
   for round in $(seq 1 "$rounds"); do
     for broker in skein kafka; do
-      if [ "$broker" = skein ]; then start_skein; port=19092; else start_kafka; port=19094; fi
+      start_pinned "$broker" "$work/$broker" --admin-listener off
       warm_up "$broker" "$port" "$broker_pid" "$workload" "$out/warm-up" "$name-$broker-$round"
       taskset -c 1 "$skein" bench run "$workload" --bootstrap-server 127.0.0.1:$port --broker-pid "$broker_pid" \
         --label "$broker" --duration-secs "$duration" --driver "${DRIVER:-librdkafka}" \
