@@ -72,6 +72,40 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// One step of a partition-count scale run (`bench-harness/scale.sh`): `create`,
+    /// `produce`, `metadata`, `consume`, `serving` or `delete` over `--topics` topics
+    /// of `--partitions` partitions each; prints one JSON line of figures.
+    Scale {
+        #[arg(value_parser = ["create", "produce", "metadata", "consume", "serving", "delete"])]
+        step: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap_server: String,
+        /// Every node whose Metadata must list the new topics (`create`), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        nodes: Vec<String>,
+        #[arg(long, default_value = "scale")]
+        prefix: String,
+        #[arg(long, default_value_t = 100)]
+        topics: u32,
+        #[arg(long, default_value_t = 100)]
+        partitions: u32,
+        #[arg(long, default_value_t = 1)]
+        replication_factor: i16,
+        #[arg(long, default_value_t = 100)]
+        record_bytes: usize,
+        /// How long a step waits before it reports what it reached.
+        #[arg(long, default_value_t = 120)]
+        timeout_secs: u64,
+        /// A topic config for `create`, `name=value` (repeatable).
+        #[arg(long = "config", value_name = "NAME=VALUE")]
+        configs: Vec<String>,
+        /// Full Metadata requests to time (`metadata`).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Where to append the JSON line.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Print runs side by side and write an SVG latency-percentile plot.
     Compare {
         results: Vec<PathBuf>,
@@ -155,14 +189,52 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 result.cpu_seconds_per_gb, result.killed_broker, result.failover_ms, result.failed
             );
             if let Some(path) = out {
-                let line = serde_json::to_string(&result).map_err(|e| e.to_string())? + "\n";
-                use std::io::Write;
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .and_then(|mut f| f.write_all(line.as_bytes()))
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                append_line(&path, &serde_json::to_string(&result).map_err(|e| e.to_string())?)?;
+            }
+        }
+        BenchCommand::Scale {
+            step,
+            bootstrap_server,
+            nodes,
+            prefix,
+            topics,
+            partitions,
+            replication_factor,
+            record_bytes,
+            timeout_secs,
+            configs,
+            rounds,
+            out,
+        } => {
+            let configs = configs
+                .iter()
+                .map(|p| p.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect::<Option<Vec<_>>>()
+                .ok_or("--config takes name=value")?;
+            let options = skein_bench_harness::scale::ScaleOptions {
+                bootstrap: bootstrap_server,
+                nodes,
+                prefix,
+                topics,
+                partitions,
+                replication_factor,
+                record_bytes,
+                timeout: Duration::from_secs(timeout_secs.max(1)),
+                configs,
+            };
+            use skein_bench_harness::scale;
+            let figures = match step.as_str() {
+                "create" => scale::create(&options)?,
+                "produce" => scale::produce(&options)?,
+                "metadata" => scale::metadata(&options, rounds)?,
+                "consume" => scale::consume(&options)?,
+                "serving" => scale::serving(&options)?,
+                _ => scale::delete(&options)?,
+            };
+            let line = figures.to_string();
+            println!("{line}");
+            if let Some(path) = out {
+                append_line(&path, &line)?;
             }
         }
         BenchCommand::Compare { results, svg } => {
@@ -183,4 +255,15 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Appends `line` and a newline to the file at `path`, creating it.
+fn append_line(path: &std::path::Path, line: &str) -> Result<(), String> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| writeln!(f, "{line}"))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

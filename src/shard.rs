@@ -4,6 +4,8 @@
 //! SIGINT/SIGTERM.
 
 use std::rc::Rc;
+
+use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -657,37 +659,50 @@ async fn run_shard(
     glommio::spawn_local(skein_net::shard::group_ticker(shard.clone())).detach();
     glommio::spawn_local(skein_net::shard::consumer_lag_task(shard.clone())).detach();
     glommio::spawn_local(skein_net::shard::txn_ticker(shard.clone())).detach();
-    // Recover the partitions this shard owns.
+    // Recover the partitions this shard owns, `PARTITION_OPENS_IN_FLIGHT` at a time:
+    // each open waits on a few reads and syncs, which the ring overlaps.
     let image = shard.image();
-    let (mut opened, mut hosted) = (0, Vec::new());
-    for topic in image.topics.values() {
-        let settings = TopicSettings::of(topic, &shard.settings.topic_defaults);
-        for p in 0..topic.partitions {
-            if topic.shards.get(p as usize).copied().unwrap_or(0) % shards != shard.id
-                || !topic.is_replica(p, shard.settings.node_id)
-            {
-                continue;
-            }
-            let partition = TopicPartition::new(topic.name.clone(), p);
-            // The assignment as the metadata says now: images applied while earlier
-            // logs recovered may have changed it.
-            let now = shard.image();
-            let current = now.topic(&topic.name).filter(|t| t.id == topic.id).unwrap_or(topic);
-            let assignment = skein_net::topics::assignment_here(&shard, &now, current, p);
-            match shard
-                .execute(&partition, PartitionOp::Open { settings: Box::new(settings.clone()), assignment })
-                .await
-            {
-                Ok(_) => {
-                    opened += 1;
-                    hosted.push((partition, topic.id));
-                }
+    // After a clean stop, a log without a checkpoint file (a small one) holds only
+    // flushed data: invalid data in it is corruption, not a torn tail.
+    shard.logs.set_clean_start(shard.settings.clean_restart);
+    let owned: Vec<(TopicPartition, uuid::Uuid)> = image
+        .topics
+        .values()
+        .flat_map(|topic| (0..topic.partitions).map(move |p| (topic, p)))
+        .filter(|(topic, p)| {
+            topic.shards.get(*p as usize).copied().unwrap_or(0) % shards == shard.id
+                && topic.is_replica(*p, shard.settings.node_id)
+        })
+        .map(|(topic, p)| (TopicPartition::new(topic.name.clone(), p), topic.id))
+        .collect();
+    drop(image);
+    let opens = futures_util::stream::iter(owned).map(|(partition, id)| {
+        let shard = shard.clone();
+        async move {
+            // The topic and assignment as the metadata says now: images applied while
+            // other logs recovered may have changed them.
+            let image = shard.image();
+            let topic = image.topic(&partition.topic).filter(|t| t.id == id)?;
+            let settings = TopicSettings::of(topic, &shard.settings.topic_defaults);
+            let assignment = skein_net::topics::assignment_here(&shard, &image, topic, partition.partition);
+            drop(image);
+            let op = PartitionOp::Open { settings: Box::new(settings), assignment };
+            match shard.execute(&partition, op).await {
+                Ok(_) => Some((partition, id)),
                 Err((code, message)) => {
-                    tracing::error!(target: "skein", shard = shard.id, partition = %partition, code, message, "partition offline")
+                    tracing::error!(target: "skein", shard = shard.id, partition = %partition, code, message, "partition offline");
+                    None
                 }
             }
         }
-    }
+    });
+    let hosted: Vec<(TopicPartition, uuid::Uuid)> =
+        futures_util::StreamExt::buffer_unordered(opens, skein_net::limits::PARTITION_OPENS_IN_FLIGHT)
+            .filter_map(|opened| async move { opened })
+            .collect()
+            .await;
+    let opened = hosted.len();
+    shard.logs.set_clean_start(false);
     // An image applied while a log was still recovering could not reach it (the
     // partition was not open): every partition takes its assignment once more, from
     // the image as it is now (the same epoch only refreshes the ISR).

@@ -12,6 +12,7 @@ pub mod compare;
 pub mod failover;
 pub mod native;
 pub mod run;
+pub mod scale;
 pub mod stages;
 pub mod workload;
 

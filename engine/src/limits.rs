@@ -51,9 +51,25 @@ pub const WRITES_IN_FLIGHT_MAX: usize = 32;
 /// size. The memory an active log may hold before its appends wait.
 pub const APPEND_BUFFER_BYTES_MAX: usize = 16 << 20;
 
-/// Space reserved ahead of the writes with fallocate. Writes into reserved space avoid
-/// the file-extending O_DIRECT path, measured 6-9x slower on these machines.
-pub const RESERVATION_STEP_BYTES: u64 = 32 << 20;
+/// The smallest step a log reserves ahead of its writes with fallocate (`log/reserve.rs`):
+/// one block, so a log holding one small record takes one block of disk. Writes into
+/// reserved space avoid the file-extending O_DIRECT path, measured 6-9x slower on
+/// these machines.
+pub const RESERVATION_STEP_MIN_BYTES: u64 = DMA_ALIGNMENT as u64;
+
+/// The largest step: a log that uses its reservation up within `RESERVATION_HORIZON`
+/// doubles its step up to this. At most about 1.5 steps are reserved ahead of a log's
+/// appends (it extends once half a step is left), 48 MiB for the fastest log.
+pub const RESERVATION_STEP_MAX_BYTES: u64 = 32 << 20;
+
+/// How long a reservation should last: a log that used its last one up faster doubles
+/// its step, one that took over four of these halves it. So a log reserves about what
+/// it writes in a second or two.
+pub const RESERVATION_HORIZON: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A log with no append for this long gives its reservation back (housekeeping trims
+/// the active segment to its last block) and starts again from the smallest step.
+pub const RESERVATION_IDLE_MS: u64 = 10_000;
 
 /// The largest batch the engine accepts whatever the topic says: Kafka's
 /// `message.max.bytes` ceiling is an i32, and one batch must fit in one segment.
@@ -80,6 +96,11 @@ pub const READ_AHEAD_CACHE_DIVISOR: usize = 8;
 /// go without read-ahead.
 pub const READ_AHEAD_SHARD_BYTES_MAX: u64 = 64 << 20;
 
+/// A log of one segment holding fewer bytes than this keeps no checkpoint or
+/// leader-epoch file (`LogState::keeps_state_files`): recovery scans it whole, at most
+/// this many bytes, instead of two blocks of disk per partition.
+pub const CHECKPOINT_LOG_BYTES_MIN: u64 = 64 << 10;
+
 /// Largest index file accepted on load (Kafka's `segment.index.bytes` default, 10 MiB).
 pub const INDEX_BYTES_MAX: usize = 10 << 20;
 
@@ -100,5 +121,6 @@ const _: () = assert!(WRITES_IN_FLIGHT_DEFAULT <= WRITES_IN_FLIGHT_MAX);
 const _: () = assert!(APPEND_CHUNK_BYTES_MAX * APPEND_CHUNKS_MAX <= APPEND_BUFFER_BYTES_MAX);
 const _: () = assert!(APPEND_CHUNK_BYTES_DEFAULT * WRITES_IN_FLIGHT_DEFAULT <= APPEND_BUFFER_BYTES_MAX);
 const _: () = assert!(READ_AHEAD_READ_BYTES.is_multiple_of(DMA_ALIGNMENT));
-// Every chunk size a node may set divides the reservation step (all are powers of two).
-const _: () = assert!(RESERVATION_STEP_BYTES.is_multiple_of(APPEND_CHUNK_BYTES_MAX as u64));
+const _: () = assert!(RESERVATION_STEP_MIN_BYTES.is_power_of_two() && RESERVATION_STEP_MAX_BYTES.is_power_of_two());
+const _: () = assert!(RESERVATION_STEP_MIN_BYTES.is_multiple_of(DMA_ALIGNMENT as u64));
+const _: () = assert!(RESERVATION_STEP_MIN_BYTES <= RESERVATION_STEP_MAX_BYTES);

@@ -46,6 +46,8 @@ pub struct LogManager<S: Storage> {
     /// The cleaner's offset map, allocated at its first pass and kept (taken out while
     /// a pass runs).
     offset_map: RefCell<Option<OffsetMap>>,
+    /// `LogContext::clean_start` for the logs opened from now on.
+    clean_start: Cell<bool>,
 }
 
 impl<S: Storage> LogManager<S> {
@@ -78,6 +80,8 @@ impl<S: Storage> LogManager<S> {
                 metrics: Rc::new(EngineMetrics::default()),
                 group_commit_max_delay: std::time::Duration::ZERO,
                 write_shape: WriteShape::default(),
+                dir_syncs: Default::default(),
+                clean_start: false,
             },
             logs: RefCell::new(BTreeMap::new()),
             topic_ids: RefCell::new(BTreeMap::new()),
@@ -85,7 +89,15 @@ impl<S: Storage> LogManager<S> {
             next_key: Cell::new(0),
             cleaner: RefCell::new(CleanerConfig::default()),
             offset_map: RefCell::new(None),
+            clean_start: Cell::new(false),
         }
+    }
+
+    /// Says whether the node stopped cleanly before this start, for the logs opened
+    /// from now on (`LogContext::clean_start`); the node sets it for its start-up
+    /// recovery and clears it afterwards.
+    pub fn set_clean_start(&self, clean: bool) {
+        self.clean_start.set(clean);
     }
 
     /// Sets the log cleaner's settings (broker configs, this shard's share).
@@ -186,7 +198,9 @@ impl<S: Storage> LogManager<S> {
         let key = self.next_key.get();
         self.next_key.set(key + 1);
         let dir = self.data_dir.join(partition.dir_name());
-        let log = Log::open(self.ctx.clone(), dir, partition.clone(), key, config).await?;
+        let mut ctx = self.ctx.clone();
+        ctx.clean_start = self.clean_start.get();
+        let log = Log::open(ctx, dir, partition.clone(), key, config).await?;
         self.logs.borrow_mut().insert(partition, log.clone());
         Ok(log)
     }
@@ -341,15 +355,17 @@ impl<S: Storage> LogManager<S> {
         log.close().await
     }
 
-    /// One housekeeping pass over every log: idle tail buffers released, `flush.ms`,
-    /// retention and a checkpoint. Errors are logged per log and do not stop the pass.
+    /// One housekeeping pass over every log: idle tail buffers and reservations
+    /// released, `flush.ms`, retention and a checkpoint. Errors are logged per log and do not stop the pass.
     /// Compaction is the cleaner's (`clean_dirtiest`), apart from housekeeping.
     pub async fn housekeeping(&self, now: TimestampMs) {
         let logs: Vec<_> = self.logs.borrow().values().cloned().collect();
+        let instant = std::time::Instant::now();
         for log in logs {
             let partition = log.partition().clone();
             log.release_idle_buffers();
             let result = async {
+                log.trim_idle_reservation(instant).await?;
                 log.flush_if_due(now).await?;
                 log.apply_retention(now).await?;
                 log.checkpoint().await

@@ -113,13 +113,34 @@ fn bit_flip_in_older_unflushed_batch() {
     assert_eq!(surviving(dir.path()), prefix(6));
 }
 
+/// A batch of one record with a value of `bytes` bytes.
+fn large(tag: u64, bytes: usize) -> skein_engine::Batch {
+    let value = vec![tag as u8; bytes];
+    keyed(
+        1_000 + tag as i64,
+        skein_engine::records::Compression::None,
+        &[("k", Some(std::str::from_utf8(&value).unwrap_or("")))],
+    )
+}
+
 // Below the recovery point a flipped bit is corruption: the log refuses to open and
-// counts it, instead of silently cutting acknowledged, flushed data.
+// counts it, instead of silently cutting acknowledged, flushed data. (The log holds
+// more than `CHECKPOINT_LOG_BYTES_MIN`, so it keeps its checkpoint.)
 #[test]
 fn bit_flip_below_recovery_point_is_reported() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);
     let dir = tempfile::tempdir().unwrap();
-    let ends = write_and_crash(dir.path(), 20, true);
+    let ends = write_and_crash(dir.path(), 20, false);
+    run(async {
+        let log = open_dma(dir.path(), LogConfig::default()).await;
+        for tag in 0..4 {
+            log.append(large(tag, 20 << 10), LEADER).await.unwrap();
+        }
+        assert!(log.size_bytes() >= skein_engine::limits::CHECKPOINT_LOG_BYTES_MIN);
+        log.flush().await.unwrap();
+        log.checkpoint().await.unwrap();
+    });
+    assert!(dir.path().join("t-0").join(skein_engine::checkpoint::CHECKPOINT_FILE).exists());
     flip_in_batch(dir.path(), &ends, 6, &mut rng);
     run(async {
         let ctx = context(skein_engine::io::dma::DmaStorage, 1 << 20);
@@ -130,6 +151,42 @@ fn bit_flip_below_recovery_point_is_reported() {
     });
     // The bytes are still there for an operator to inspect.
     assert!(std::fs::metadata(segment_file(dir.path(), 0)).unwrap().len() >= *ends.last().unwrap());
+}
+
+// A small log (one segment under `CHECKPOINT_LOG_BYTES_MIN`) keeps no checkpoint or
+// epoch file, even flushed and closed. After a clean stop of the node its data is all
+// flushed, so a flipped bit is corruption as below a recovery point; after a crash,
+// recovery cannot tell it from a torn tail and cuts the log there, counting the bytes
+// (as Kafka's recovery of unflushed segments does).
+#[test]
+fn bit_flip_in_a_small_log() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(19);
+    for clean_start in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let ends = write_and_crash(dir.path(), 20, true);
+        run(async { open_dma(dir.path(), LogConfig::default()).await.close().await.unwrap() });
+        for file in [skein_engine::checkpoint::CHECKPOINT_FILE, skein_engine::checkpoint::LEADER_EPOCH_FILE] {
+            assert!(!dir.path().join("t-0").join(file).exists(), "{file}");
+        }
+        flip_in_batch(dir.path(), &ends, 6, &mut rng);
+        run(async {
+            let mut ctx = context(skein_engine::io::dma::DmaStorage, 1 << 20);
+            ctx.clean_start = clean_start;
+            let metrics = ctx.metrics.clone();
+            let result = skein_engine::Log::open(ctx, dir.path().join("t-0"), tp(), 0, LogConfig::default()).await;
+            match clean_start {
+                true => {
+                    assert!(matches!(result, Err(Error::Corruption { .. })), "{:?}", result.err());
+                    assert_eq!(metrics.corruptions.get(), 1);
+                }
+                false => {
+                    let log = result.expect("opened");
+                    assert_eq!(bases(&log).await, prefix(6));
+                    assert_eq!(metrics.recovery_truncated_bytes.get(), ends[19] - ends[5]);
+                }
+            }
+        });
+    }
 }
 
 fn rolled_log(dir: &Path) -> Vec<i64> {

@@ -11,7 +11,8 @@ use common::*;
 use skein_engine::{Error, LogManager, Offset};
 
 /// 100 batches of 3 records (offsets 3*tag ..= 3*tag + 2) in one segment, closed
-/// cleanly (so opening scans nothing). Returns each batch's end position.
+/// cleanly (so opening after a clean stop, `clean_context`, scans only the tail after
+/// the last index entry). Returns each batch's end position.
 fn write_closed(dir: &Path) -> Vec<u64> {
     run(async {
         let log = open_dma(dir, small_segments(1 << 20)).await;
@@ -26,6 +27,14 @@ fn write_closed(dir: &Path) -> Vec<u64> {
             Some(*end)
         })
         .collect()
+}
+
+/// A shard's context after a clean stop of the node: the small log above keeps no
+/// checkpoint, and its data is all flushed.
+fn clean_context() -> skein_engine::LogContext<skein_engine::io::dma::DmaStorage> {
+    let mut ctx = context(skein_engine::io::dma::DmaStorage, 0);
+    ctx.clean_start = true;
+    ctx
 }
 
 fn flip(dir: &Path, at: u64) {
@@ -46,8 +55,9 @@ fn scrubber_fences_a_batch_corrupt_at_rest() {
     let ends = write_closed(dir.path());
     flip(dir.path(), ends[4] - 1);
     run(async {
-        let ctx = context(skein_engine::io::dma::DmaStorage, 0);
-        let log = skein_engine::Log::open(ctx, dir.path().join("t-0"), tp(), 0, small_segments(1 << 20)).await.unwrap();
+        let log = skein_engine::Log::open(clean_context(), dir.path().join("t-0"), tp(), 0, small_segments(1 << 20))
+            .await
+            .unwrap();
         assert_eq!(log.read(Offset(12), 1, None).await.unwrap()[0].base_offset(), Offset(12));
         assert_eq!(log.metrics().corruptions.get(), 0);
 
@@ -89,8 +99,9 @@ fn broken_frame_fences_the_rest_and_truncation_lifts_it() {
     // The batch length field of batch 10 (bytes 8..12 of the batch).
     flip(dir.path(), ends[9] + 9);
     run(async {
-        let ctx = context(skein_engine::io::dma::DmaStorage, 0);
-        let log = skein_engine::Log::open(ctx, dir.path().join("t-0"), tp(), 0, small_segments(1 << 20)).await.unwrap();
+        let log = skein_engine::Log::open(clean_context(), dir.path().join("t-0"), tp(), 0, small_segments(1 << 20))
+            .await
+            .unwrap();
         let step = log.scrub(Offset::ZERO, 1 << 20).await.unwrap();
         assert_eq!(step.corrupt, vec![(Offset(30), Offset(299))]);
         assert_eq!(step.next, None);

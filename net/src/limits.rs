@@ -1,5 +1,12 @@
 //! The bounds of the network layer, with what each costs.
 
+/// Partition logs a shard opens at once when it starts (recovery). An open waits on a
+/// few reads and, after a crash, a directory sync and an fdatasync; with many in
+/// flight the ring overlaps them and the file system commits their syncs together.
+/// Each costs an open log's state and its recovery scan's read buffers (one segment
+/// read at a time, up to 1 MiB).
+pub const PARTITION_OPENS_IN_FLIGHT: usize = 64;
+
 /// Messages queued per ordered pair of shards. A message is small (an op and a
 /// `Bytes` handle); 1024 of them bound what one shard can push at another.
 pub const CROSS_SHARD_CHANNEL_CAPACITY: usize = 1024;

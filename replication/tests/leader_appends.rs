@@ -31,6 +31,8 @@ async fn leader(dir: &std::path::Path) -> Partition<DmaStorage> {
         metrics: Rc::new(EngineMetrics::default()),
         group_commit_max_delay: std::time::Duration::ZERO,
         write_shape: skein_engine::WriteShape::default(),
+        dir_syncs: Default::default(),
+        clean_start: false,
     };
     let partition = TopicPartition::new("t", 0);
     let log: Rc<Log<DmaStorage>> =
@@ -133,6 +135,8 @@ fn a_reopened_replica_starts_from_its_checkpointed_high_watermark() {
                 metrics: Rc::new(EngineMetrics::default()),
                 group_commit_max_delay: std::time::Duration::ZERO,
                 write_shape: skein_engine::WriteShape::default(),
+                dir_syncs: Default::default(),
+                clean_start: false,
             };
             let log: Rc<Log<DmaStorage>> =
                 Log::open(context, dir.path().join("t-0"), TopicPartition::new("t", 0), 0, LogConfig::default())

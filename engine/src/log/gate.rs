@@ -22,6 +22,11 @@ pub(super) struct Ticket<'a> {
 }
 
 impl Gate {
+    /// Whether no ticket is outstanding: a ticket taken now is served at once.
+    pub(super) fn is_idle(&self) -> bool {
+        self.serving.get() == self.next.get()
+    }
+
     pub(super) fn ticket(&self) -> Ticket<'_> {
         let number = self.next.get();
         self.next.set(number + 1);

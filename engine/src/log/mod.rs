@@ -54,7 +54,7 @@ use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::io::{self, align_down, align_up, IoBuf, Storage, StorageFile};
-use crate::limits::{DECOMPRESSED_BATCH_BYTES_MAX, RESERVATION_STEP_BYTES};
+use crate::limits::DECOMPRESSED_BATCH_BYTES_MAX;
 use crate::metrics::EngineMetrics;
 use crate::segment::{self, BatchMeta, Segment};
 use crate::types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
@@ -66,6 +66,7 @@ mod gate;
 mod read;
 mod read_ahead;
 mod recovery;
+mod reserve;
 mod retention;
 mod roll;
 mod scrub;
@@ -129,6 +130,13 @@ pub struct LogContext<S> {
     pub group_commit_max_delay: std::time::Duration,
     /// The appenders' chunk size and writes in flight per file (validated).
     pub write_shape: crate::config::WriteShape,
+    /// Directory syncs shared by the shard's logs (new partition directories in the
+    /// data directory).
+    pub dir_syncs: Rc<io::DirSyncs>,
+    /// The node stopped cleanly before this start (every log closed, flushed): a log
+    /// opened now without a checkpoint file (a small one, `keeps_state_files`) holds
+    /// only flushed data, so invalid data in it is corruption, not a torn tail.
+    pub clean_start: bool,
 }
 
 impl<S: Clone> Clone for LogContext<S> {
@@ -139,6 +147,8 @@ impl<S: Clone> Clone for LogContext<S> {
             metrics: self.metrics.clone(),
             group_commit_max_delay: self.group_commit_max_delay,
             write_shape: self.write_shape,
+            dir_syncs: self.dir_syncs.clone(),
+            clean_start: self.clean_start,
         }
     }
 }
@@ -169,8 +179,8 @@ pub struct Log<S: Storage> {
     maintenance: async_lock::Mutex<()>,
     /// What the checkpoint and epoch files hold now, so unchanged state is not
     /// rewritten (each write is a temp file, two fsyncs and a rename).
-    written_checkpoint: Cell<Option<Checkpoint>>,
-    written_epochs: RefCell<Option<Vec<u8>>>,
+    written_checkpoint: Cell<OnDisk<Checkpoint>>,
+    written_epochs: RefCell<OnDisk<Vec<u8>>>,
     /// The cleaner's checkpoint: offsets below it were cleaned (`None` until read).
     first_dirty: Cell<Option<Offset>>,
     /// The oldest tombstone the last cleaning pass kept, to clean again once it
@@ -188,6 +198,15 @@ struct Pending {
     batch: Batch,
 }
 
+/// What a small state file of the log holds on disk, as far as the log knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnDisk<T> {
+    /// Not known (damaged when read): the next write goes out whatever it holds.
+    Unknown,
+    Absent,
+    Written(T),
+}
+
 struct LogState<F: StorageFile> {
     config: LogConfig,
     segments: BTreeMap<Offset, Segment<F>>,
@@ -202,8 +221,11 @@ struct LogState<F: StorageFile> {
     unflushed_records: u64,
     last_flush_ms: i64,
     sync_in_flight: bool,
-    /// A reservation ahead of need is in flight.
-    reserving: bool,
+    /// How far ahead of the appends the active segment is reserved (`reserve.rs`).
+    reservation: reserve::Reservation,
+    /// When the last append was admitted (`None` since the log opened): a log idle
+    /// for `RESERVATION_IDLE_MS` gives its reservation back.
+    last_append: Option<std::time::Instant>,
     /// Base offsets of the rolled segments whose seal (trim, fdatasync, indexes) has
     /// not finished, in roll order: until then they do not count as flushed (`roll.rs`).
     seals: VecDeque<Offset>,
@@ -225,6 +247,19 @@ impl<F: StorageFile> LogState<F> {
 
     fn size_bytes(&self) -> u64 {
         self.segments.values().map(|s| s.size).sum()
+    }
+
+    /// Whether the log keeps its checkpoint and leader-epoch files. A log of one
+    /// segment that starts at its log start and holds under `CHECKPOINT_LOG_BYTES_MIN`
+    /// keeps neither: recovery scans it whole (a read of a few blocks), which finds
+    /// its end and its epochs again, so the two files would only cost two blocks of
+    /// disk per partition. A log with more segments or data, or whose log start lies
+    /// inside its first segment (DeleteRecords), keeps both.
+    fn keeps_state_files(&self) -> bool {
+        let first = self.segments.keys().next().copied().unwrap_or(Offset::ZERO);
+        self.segments.len() > 1
+            || self.log_start_offset > first
+            || self.size_bytes() >= crate::limits::CHECKPOINT_LOG_BYTES_MIN
     }
 }
 
@@ -391,7 +426,7 @@ impl<S: Storage> Log<S> {
         if let Some(target) = reserve_ahead {
             // Outside the gate: later appends keep filling the current reservation.
             let reserved = self.reserve(target).await;
-            self.state.borrow_mut().reserving = false;
+            self.state.borrow_mut().reservation.ahead_in_flight = false;
             if let Err(e) = reserved {
                 tracing::debug!(target: "skein::engine", partition = %self.partition, error = %e, "reservation ahead failed");
             }
@@ -442,10 +477,10 @@ impl<S: Storage> Log<S> {
             return Ok(Admission::WaitForRoom(size));
         }
         let end = state.appender.end() + size as u64;
+        let admitted_at = std::time::Instant::now();
         if end > state.appender.reserved {
-            let segment_bytes = align_up(state.config.segment_bytes);
-            let stepped = end.div_ceil(RESERVATION_STEP_BYTES) * RESERVATION_STEP_BYTES;
-            return Ok(Admission::Reserve(stepped.min(segment_bytes.max(align_up(end)))));
+            let (reserved, cap) = (state.appender.reserved, state.config.segment_bytes);
+            return Ok(Admission::Reserve(state.reservation.extend(admitted_at, end, reserved, cap)));
         }
         // A leader's batch is a slice of its request with a patched head beside it (no
         // copy); every batch is then copied into the tail buffer, once.
@@ -471,13 +506,13 @@ impl<S: Storage> Log<S> {
             state.unflushed_records = 0;
         }
         // Extend the reservation before it runs out, so that appends rarely wait for it.
-        let segment_cap = align_up(state.config.segment_bytes);
-        let reserved = state.appender.reserved;
-        let reserve_ahead = (!state.reserving
-            && reserved < segment_cap
-            && reserved - state.appender.end() < RESERVATION_STEP_BYTES / 2)
-            .then(|| (reserved + RESERVATION_STEP_BYTES).min(segment_cap));
-        state.reserving |= reserve_ahead.is_some();
+        let (end, reserved, cap) = (state.appender.end(), state.appender.reserved, state.config.segment_bytes);
+        let reserve_ahead = state
+            .reservation
+            .wants_ahead(end, reserved, cap)
+            .then(|| state.reservation.extend(admitted_at, end, reserved, cap));
+        state.reservation.ahead_in_flight |= reserve_ahead.is_some();
+        state.last_append = Some(admitted_at);
         let info = AppendInfo {
             base_offset,
             last_offset,
@@ -669,6 +704,44 @@ impl<S: Storage> Log<S> {
         self.state.borrow_mut().appender.release_idle()
     }
 
+    /// Gives the active segment's reservation back when the log has been idle for
+    /// `RESERVATION_IDLE_MS` (`reserve.rs`): the file is trimmed to its last block, and
+    /// the next appends reserve from the smallest step again. Skipped while anything
+    /// waits at the gate, writes are pending or an extension is in flight. Returns
+    /// whether space was given back.
+    ///
+    /// # Errors
+    /// `Io` when the file cannot be trimmed; the reservation is then kept as it was.
+    pub async fn trim_idle_reservation(&self, now: std::time::Instant) -> Result<bool> {
+        if !self.gate.is_idle() {
+            return Ok(false);
+        }
+        let ticket = self.gate.ticket();
+        ticket.wait_turn().await;
+        let (file, keep) = {
+            let state = self.state.borrow();
+            let appender = &state.appender;
+            let keep = align_up(appender.end());
+            let busy = appender.writes_in_flight() > 0 || appender.written() != appender.end();
+            if state.closed
+                || state.failed.is_some()
+                || busy
+                || state.reservation.ahead_in_flight
+                || appender.reserved <= keep
+                || !reserve::idle(state.last_append, now)
+            {
+                return Ok(false);
+            }
+            (state.active().file.clone(), keep)
+        };
+        let path = segment::file_path(&self.dir, self.active_segment_base(), segment::LOG_SUFFIX);
+        file.truncate(keep).await.map_err(|e| Error::io("truncate", &path, e))?;
+        let mut state = self.state.borrow_mut();
+        state.appender.reserved = keep;
+        state.reservation.reset();
+        Ok(true)
+    }
+
     /// Flushes if `flush.ms` has passed since the last flush and data is unflushed.
     ///
     /// # Errors
@@ -721,35 +794,65 @@ impl<S: Storage> Log<S> {
     }
 
     async fn write_checkpoint(&self, clean_shutdown: bool) -> Result<()> {
-        let checkpoint = {
+        let (checkpoint, keep) = {
             let state = self.state.borrow();
-            Checkpoint {
+            let checkpoint = Checkpoint {
                 recovery_point: state.recovery_point.max(state.offset_flushed_end).min(state.log_end_offset),
                 log_start_offset: state.log_start_offset,
                 clean_shutdown,
-            }
+            };
+            (checkpoint, state.keeps_state_files())
         };
+        if !keep {
+            if self.written_checkpoint.get() != OnDisk::Absent {
+                self.remove_state_file(CHECKPOINT_FILE).await?;
+                self.written_checkpoint.set(OnDisk::Absent);
+            }
+            return Ok(());
+        }
         // Each write costs two fsyncs: skip it when nothing changed.
-        if self.written_checkpoint.get() == Some(checkpoint) {
+        if self.written_checkpoint.get() == OnDisk::Written(checkpoint) {
             return Ok(());
         }
         let path = self.dir.join(CHECKPOINT_FILE);
         io::write_whole_atomic(&self.ctx.storage, &path, &checkpoint.encode())
             .await
             .map_err(|e| Error::io("write", &path, e))?;
-        self.written_checkpoint.set(Some(checkpoint));
+        self.written_checkpoint.set(OnDisk::Written(checkpoint));
         Ok(())
     }
 
     async fn write_epochs(&self) -> Result<()> {
-        let encoded = self.state.borrow().epochs.encode();
-        if self.written_epochs.borrow().as_deref() == Some(encoded.as_slice()) {
+        let (encoded, keep) = {
+            let state = self.state.borrow();
+            (state.epochs.encode(), state.keeps_state_files())
+        };
+        if !keep {
+            if *self.written_epochs.borrow() != OnDisk::Absent {
+                self.remove_state_file(LEADER_EPOCH_FILE).await?;
+                *self.written_epochs.borrow_mut() = OnDisk::Absent;
+            }
+            return Ok(());
+        }
+        if matches!(&*self.written_epochs.borrow(), OnDisk::Written(on_disk) if *on_disk == encoded) {
             return Ok(());
         }
         let path = self.dir.join(LEADER_EPOCH_FILE);
         io::write_whole_atomic(&self.ctx.storage, &path, &encoded).await.map_err(|e| Error::io("write", &path, e))?;
-        *self.written_epochs.borrow_mut() = Some(encoded);
+        *self.written_epochs.borrow_mut() = OnDisk::Written(encoded);
         Ok(())
+    }
+
+    /// Removes a state file the log no longer keeps (`keeps_state_files`), durably: a
+    /// stale checkpoint that came back after a power cut could name a recovery point
+    /// past what a truncation left.
+    async fn remove_state_file(&self, name: &str) -> Result<()> {
+        let path = self.dir.join(name);
+        match self.ctx.storage.remove_file(&path).await {
+            Ok(()) => self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| Error::io("sync", &self.dir, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", &path, e)),
+        }
     }
 
     /// Persists the recovery point (the flushed offset), log start and leader epochs.

@@ -40,19 +40,23 @@ impl<S: Storage> Log<S> {
             .map_err(|e| Error::io("read", dir.join(LEADER_EPOCH_FILE), e))?;
         let mut epochs = epoch_bytes.as_deref().and_then(LeaderEpochCache::decode).unwrap_or_default();
         // What the files hold now, so that the writes at the end of the open are skipped
-        // when they would change nothing. A missing file reads as its default: a new
-        // log writes neither (each write is two fsyncs); a damaged one is rewritten.
-        let checkpoint_on_disk = match &checkpoint_bytes {
-            None => {
-                Some(Checkpoint { recovery_point: Offset::ZERO, log_start_offset: Offset::ZERO, clean_shutdown: false })
-            }
-            Some(_) => checkpoint,
+        // when they would change nothing (each write is two fsyncs); a damaged one is
+        // rewritten. A small log keeps neither (`LogState::keeps_state_files`).
+        let checkpoint_on_disk = match (&checkpoint_bytes, checkpoint) {
+            (None, _) => OnDisk::Absent,
+            (Some(_), Some(checkpoint)) => OnDisk::Written(checkpoint),
+            (Some(_), None) => OnDisk::Unknown,
         };
-        let epochs_on_disk = Some(epoch_bytes.map_or_else(|| LeaderEpochCache::default().encode(), |b| b.to_vec()));
-        let clean = checkpoint.is_some_and(|c| c.clean_shutdown);
+        let epochs_on_disk = epoch_bytes.as_ref().map_or(OnDisk::Absent, |b| OnDisk::Written(b.to_vec()));
+        // A log without a checkpoint file after a clean stop of the node is a small one
+        // (`keeps_state_files`) that was closed, flushed, with the rest.
+        let clean = match (&checkpoint_bytes, checkpoint) {
+            (None, _) => ctx.clean_start,
+            (Some(_), checkpoint) => checkpoint.is_some_and(|c| c.clean_shutdown),
+        };
         // A run that did not shut down cleanly may have left entries it never synced (a
-        // segment created by a roll), which recovery is about to trust. A clean close
-        // ends with a checkpoint written and its directory synced.
+        // segment created by a roll, or by an open that crashed), which recovery is about
+        // to trust. A clean close ends with a checkpoint written and its directory synced.
         dir_changed |= !clean;
         let recovery_point = checkpoint.map_or(Offset::ZERO, |c| c.recovery_point);
         let mut log_start_offset = checkpoint.map_or(Offset::ZERO, |c| c.log_start_offset);
@@ -169,10 +173,11 @@ impl<S: Storage> Log<S> {
         // The directory's own name is durable once the data directory (which must itself
         // exist durably) is synced: needed for a new directory, and for one a crashed run
         // may have created without that sync. Without it a power cut loses the partition
-        // with every record flushed into it.
+        // with every record flushed into it. Partitions opened together share the syncs
+        // (`DirSyncs`): 10,000 recovering at once need a handful.
         if created || !clean {
             let parent = dir.parent().unwrap_or(Path::new("."));
-            storage.sync_dir(parent).await.map_err(|e| Error::io("sync", parent, e))?;
+            ctx.dir_syncs.sync(storage, parent).await.map_err(|e| Error::io("sync", parent, e))?;
         }
         let active = segments.values().next_back().expect("at least one segment");
         let log_end_offset = active.next_offset;
@@ -219,7 +224,8 @@ impl<S: Storage> Log<S> {
                 unflushed_records: 0,
                 last_flush_ms: now_ms(),
                 sync_in_flight: false,
-                reserving: false,
+                reservation: Default::default(),
+                last_append: None,
                 seals: VecDeque::new(),
                 epochs,
                 failed: None,

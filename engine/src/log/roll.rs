@@ -39,7 +39,8 @@ impl<S: Storage> Log<S> {
             let active = state.active();
             (active.file.clone(), active.base_offset, active.size, active.next_offset)
         };
-        self.check_space(RESERVATION_STEP_BYTES.min(align_up(self.state.borrow().config.segment_bytes)))?;
+        let step = self.state.borrow().reservation.step();
+        self.check_space(step.min(align_up(self.state.borrow().config.segment_bytes)))?;
         let new_path = segment::file_path(&self.dir, next_offset, segment::LOG_SUFFIX);
         let new_file =
             self.ctx.storage.open_file(&new_path, true).await.map_err(|e| Error::io("create", &new_path, e))?;

@@ -77,8 +77,14 @@ impl<S: Storage> Log<S> {
             let hint = seg.offset_index.lookup(seg.relative(offset)) as u64;
             (base, seg.file.clone(), seg.offset_index.clone(), seg.time_index.clone(), hint)
         };
-        for base in doomed {
-            remove_segment_files(&self.ctx.storage, &self.dir, base).await?;
+        for base in &doomed {
+            remove_segment_files(&self.ctx.storage, &self.dir, *base).await?;
+        }
+        // The removals durable: segments past the truncation that came back after a
+        // power cut would be served again (a small log writes no checkpoint, whose
+        // atomic write would sync the directory).
+        if !doomed.is_empty() {
+            self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| Error::io("sync", &self.dir, e))?;
         }
         let path = segment::file_path(&self.dir, base, segment::LOG_SUFFIX);
         let size = self.state.borrow().segments[&base].size;

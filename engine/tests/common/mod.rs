@@ -30,6 +30,8 @@ pub fn context<S: Storage>(storage: S, cache_bytes: usize) -> LogContext<S> {
         metrics: Rc::new(EngineMetrics::default()),
         group_commit_max_delay: std::time::Duration::ZERO,
         write_shape: skein_engine::WriteShape::default(),
+        dir_syncs: Default::default(),
+        clean_start: false,
     }
 }
 
