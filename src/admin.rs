@@ -164,6 +164,16 @@ fn render(shard: &Shard) -> String {
         engine.compacted_bytes_reclaimed.get()
     );
     let _ = writeln!(out, "skein_recovery_zero_tails_total{{shard=\"{id}\"}} {}", engine.recovery_zero_tails.get());
+    // 1 while appends are refused for want of space (KAFKA_STORAGE_ERROR), the same
+    // on every shard of the node; the refusals counted per shard.
+    let space = shard.logs.space();
+    let _ = writeln!(
+        out,
+        "skein_log_dir_full{{shard=\"{id}\",dir=\"{}\"}} {}",
+        space.dir().display(),
+        u8::from(space.is_full())
+    );
+    let _ = writeln!(out, "skein_disk_full_refusals_total{{shard=\"{id}\"}} {}", engine.disk_full_refusals.get());
     let _ = writeln!(
         out,
         "skein_recovery_zero_tail_bytes_total{{shard=\"{id}\"}} {}",

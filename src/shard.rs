@@ -206,6 +206,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             config.max_connections_per_ip,
         )),
         recovered_high_watermarks: recovered_high_watermarks(&config.data_dir),
+        space: skein_engine::space::SpaceWatch::new(&config.data_dir),
     });
     let started = std::time::Instant::now();
     // The shard count of the last run: another one redistributes the partitions.
@@ -540,7 +541,9 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
         }
         let request = match registered {
             false => ControllerRequest::RegisterBroker(broker.clone()),
-            true => ControllerRequest::BrokerHeartbeat { id: broker.id },
+            // A full data directory takes no writes: the controller moves this node's
+            // leaderships away until it has room again (as Kafka's offline log dirs).
+            true => ControllerRequest::BrokerHeartbeat { id: broker.id, log_dir_offline: shard.logs.space().is_full() },
         };
         match controller.handle(&shard, request).await {
             Ok(_) if !registered => {

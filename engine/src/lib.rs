@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod offset_map;
 pub mod records;
 pub mod segment;
+pub mod space;
 pub mod types;
 pub mod validate;
 mod waiters;

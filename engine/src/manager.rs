@@ -59,6 +59,18 @@ impl<S: Storage> LogManager<S> {
         self
     }
 
+    /// Shares the data directory's free-space state with the other shards of the node
+    /// (`space.rs`), for the logs opened from now on.
+    pub fn with_space(mut self, space: crate::space::SpaceWatch) -> LogManager<S> {
+        self.ctx.space = space;
+        self
+    }
+
+    /// Whether the data directory has room for appends, as they last found it.
+    pub fn space(&self) -> &crate::space::SpaceWatch {
+        &self.ctx.space
+    }
+
     /// Sets the shape of the appenders' writes for the logs opened from now on (chunk
     /// size, writes in flight per file); `LogManager::new` starts from the defaults of
     /// `limits.rs`.
@@ -72,17 +84,10 @@ impl<S: Storage> LogManager<S> {
     }
 
     pub fn new(storage: S, data_dir: impl Into<PathBuf>, cache_bytes: usize) -> LogManager<S> {
+        let data_dir = data_dir.into();
         LogManager {
-            data_dir: data_dir.into(),
-            ctx: LogContext {
-                storage,
-                cache: Rc::new(RefCell::new(BatchCache::new(cache_bytes))),
-                metrics: Rc::new(EngineMetrics::default()),
-                group_commit_max_delay: std::time::Duration::ZERO,
-                write_shape: WriteShape::default(),
-                dir_syncs: Default::default(),
-                clean_start: false,
-            },
+            ctx: LogContext::new(storage, data_dir.clone(), cache_bytes),
+            data_dir,
             logs: RefCell::new(BTreeMap::new()),
             topic_ids: RefCell::new(BTreeMap::new()),
             partition_locks: RefCell::new(BTreeMap::new()),
@@ -359,6 +364,15 @@ impl<S: Storage> LogManager<S> {
     /// released, `flush.ms`, retention and a checkpoint. Errors are logged per log and do not stop the pass.
     /// Compaction is the cleaner's (`clean_dirtiest`), apart from housekeeping.
     pub async fn housekeeping(&self, now: TimestampMs) {
+        // A full directory is looked at again here too, so that the state (and
+        // `skein_log_dir_full`) clears once space is freed even while nothing appends.
+        if self.ctx.space.is_full() {
+            if let Ok(available) = self.available_bytes() {
+                if self.ctx.space.would_take_refused(available) {
+                    self.ctx.space.has_room(available);
+                }
+            }
+        }
         let logs: Vec<_> = self.logs.borrow().values().cloned().collect();
         let instant = std::time::Instant::now();
         for log in logs {

@@ -81,6 +81,9 @@ pub struct EngineMetrics {
     /// upper bound of what was lost; each cut is logged with its partition and offset.
     pub recovery_zero_tails: Cell<u64>,
     pub recovery_zero_tail_bytes: Cell<u64>,
+    /// Appends refused because the data directory had too little free space
+    /// (`space.rs`).
+    pub disk_full_refusals: Cell<u64>,
     /// Segments deleted by retention and bytes reclaimed by compaction.
     pub segments_deleted: Cell<u64>,
     pub compacted_bytes_reclaimed: Cell<u64>,

@@ -540,7 +540,12 @@ impl<S: Storage> Partition<S> {
     }
 
     /// Writes a snapshot at the log end when every append is settled (clean shutdown).
+    /// A small log (`Log::keeps_state_files`) writes none: replaying it whole at open
+    /// costs less than the snapshot's block of disk.
     pub async fn snapshot_at_end(&self) {
+        if !self.log.keeps_state_files() {
+            return;
+        }
         let (at, bytes) = {
             let producers = self.producers.borrow();
             if !producers.settled_through(producers.last_ticket()) {

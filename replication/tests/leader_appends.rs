@@ -9,7 +9,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use skein_engine::io::dma::DmaStorage;
 use skein_engine::log::{Log, LogContext};
-use skein_engine::metrics::EngineMetrics;
 use skein_engine::{Batch, LeaderEpoch, LogConfig, Offset, TopicPartition};
 use skein_replication::producer::ProducerStates;
 use skein_replication::{AcksAll, AppendError, Partition};
@@ -25,15 +24,7 @@ fn run<T>(f: impl std::future::Future<Output = T>) -> T {
 
 /// Leader 1 of replicas [1, 2, 3] with ISR [1, 2], in epoch 3.
 async fn leader(dir: &std::path::Path) -> Partition<DmaStorage> {
-    let context = LogContext {
-        storage: DmaStorage,
-        cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(1 << 20))),
-        metrics: Rc::new(EngineMetrics::default()),
-        group_commit_max_delay: std::time::Duration::ZERO,
-        write_shape: skein_engine::WriteShape::default(),
-        dir_syncs: Default::default(),
-        clean_start: false,
-    };
+    let context = LogContext::new(DmaStorage, dir, 1 << 20);
     let partition = TopicPartition::new("t", 0);
     let log: Rc<Log<DmaStorage>> =
         Log::open(context, dir.join("t-0"), partition, 0, LogConfig::default()).await.expect("open");
@@ -129,15 +120,7 @@ fn a_reopened_replica_starts_from_its_checkpointed_high_watermark() {
         replica.log.close().await.unwrap();
         drop(replica);
         for (recovered, expected) in [(Some(Offset(7)), Offset(7)), (Some(Offset(25)), Offset(10)), (None, Offset(0))] {
-            let context = LogContext {
-                storage: DmaStorage,
-                cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(1 << 20))),
-                metrics: Rc::new(EngineMetrics::default()),
-                group_commit_max_delay: std::time::Duration::ZERO,
-                write_shape: skein_engine::WriteShape::default(),
-                dir_syncs: Default::default(),
-                clean_start: false,
-            };
+            let context = LogContext::new(DmaStorage, dir.path(), 1 << 20);
             let log: Rc<Log<DmaStorage>> =
                 Log::open(context, dir.path().join("t-0"), TopicPartition::new("t", 0), 0, LogConfig::default())
                     .await

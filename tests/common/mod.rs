@@ -108,6 +108,25 @@ impl Broker {
         Broker::launch(dir, cores, extra, None)
     }
 
+    /// Starts a broker whose data directory is `data_dir` (a file system of the test's
+    /// own), its log under `dir`.
+    pub fn start_at(dir: &Path, data_dir: &Path, cores: &str, extra: &[&str]) -> Broker {
+        let mut broker = Broker {
+            host: "127.0.0.1".to_string(),
+            netns: None,
+            child: None,
+            data_dir: data_dir.to_path_buf(),
+            port: broker_port(),
+            admin_port: 0,
+            cores: cores.to_string(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            log_path: dir.join("broker.log"),
+            address_space_limit: None,
+        };
+        broker.spawn();
+        broker
+    }
+
     /// Starts a broker whose address space is limited to `bytes` (`ulimit -v`): an
     /// allocation the limit refuses aborts it, whatever the overcommit policy.
     pub fn start_limited(dir: &Path, cores: &str, extra: &[&str], bytes: u64) -> Broker {

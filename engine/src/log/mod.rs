@@ -81,10 +81,6 @@ use retention::remove_segment_files;
 use roll::roll_jitter_ms;
 pub use scrub::ScrubStep;
 
-/// Free space kept back when reserving, so that checkpoints and indexes can still be
-/// written on a disk that appends have filled.
-const DISK_HEADROOM_BYTES: u64 = 16 << 20;
-
 /// How an append assigns offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AppendMode {
@@ -137,6 +133,25 @@ pub struct LogContext<S> {
     /// opened now without a checkpoint file (a small one, `keeps_state_files`) holds
     /// only flushed data, so invalid data in it is corruption, not a torn tail.
     pub clean_start: bool,
+    /// Whether the data directory has room (`space.rs`), shared by the node's shards.
+    pub space: crate::space::SpaceWatch,
+}
+
+impl<S: Storage> LogContext<S> {
+    /// A context of its own for logs under `data_dir`: a batch cache of `cache_bytes`,
+    /// fresh metrics, the default write shape, no group commit delay, not a clean start.
+    pub fn new(storage: S, data_dir: impl Into<PathBuf>, cache_bytes: usize) -> LogContext<S> {
+        LogContext {
+            storage,
+            cache: Rc::new(RefCell::new(BatchCache::new(cache_bytes))),
+            metrics: Rc::new(EngineMetrics::default()),
+            group_commit_max_delay: std::time::Duration::ZERO,
+            write_shape: crate::config::WriteShape::default(),
+            dir_syncs: Default::default(),
+            clean_start: false,
+            space: crate::space::SpaceWatch::new(data_dir),
+        }
+    }
 }
 
 impl<S: Clone> Clone for LogContext<S> {
@@ -149,6 +164,7 @@ impl<S: Clone> Clone for LogContext<S> {
             write_shape: self.write_shape,
             dir_syncs: self.dir_syncs.clone(),
             clean_start: self.clean_start,
+            space: self.space.clone(),
         }
     }
 }
@@ -324,6 +340,14 @@ impl<S: Storage> Log<S> {
 
     pub fn offset_flushed_end(&self) -> Offset {
         self.state.borrow().offset_flushed_end
+    }
+
+    /// Whether the log keeps state files beside its segments (checkpoint, leader
+    /// epochs): a log of one segment under `CHECKPOINT_LOG_BYTES_MIN` that starts at
+    /// its log start keeps none, because scanning it whole at open costs less than
+    /// their blocks of disk. Files that only save a scan (producer snapshots) follow it.
+    pub fn keeps_state_files(&self) -> bool {
+        self.state.borrow().keeps_state_files()
     }
 
     /// Bytes of batches in all segments.
@@ -773,7 +797,8 @@ impl<S: Storage> Log<S> {
         match file.allocate(target).await {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(28) => {
-                return Err(Error::DiskFull { path: self.dir.clone(), available_bytes: 0, needed_bytes: needed })
+                self.ctx.space.refused(&self.ctx.metrics, 0, needed);
+                return Err(Error::DiskFull { path: self.dir.clone(), available_bytes: 0, needed_bytes: needed });
             }
             Err(e) => return Err(Error::io("allocate", &self.dir, e)),
         }
@@ -785,11 +810,15 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
+    /// Whether the file system has `needed` bytes free beyond the headroom; a refusal
+    /// is counted and, when the directory becomes full, logged (`space.rs`).
     fn check_space(&self, needed: u64) -> Result<()> {
         let available = self.ctx.storage.available_bytes(&self.dir).map_err(|e| Error::io("statvfs", &self.dir, e))?;
-        if available < needed + DISK_HEADROOM_BYTES {
+        if available < needed + crate::space::DISK_HEADROOM_BYTES {
+            self.ctx.space.refused(&self.ctx.metrics, available, needed);
             return Err(Error::DiskFull { path: self.dir.clone(), available_bytes: available, needed_bytes: needed });
         }
+        self.ctx.space.has_room(available);
         Ok(())
     }
 

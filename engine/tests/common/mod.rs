@@ -11,7 +11,6 @@ use skein_engine::io::dma::DmaStorage;
 use skein_engine::io::fault::{FaultPlan, FaultStorage};
 use skein_engine::io::Storage;
 use skein_engine::log::{Log, LogContext};
-use skein_engine::metrics::EngineMetrics;
 use skein_engine::records::{build_batch, Compression, Record};
 use skein_engine::{AppendMode, Batch, LeaderEpoch, LogConfig, Offset, TopicPartition};
 
@@ -24,15 +23,7 @@ pub fn run<T>(f: impl Future<Output = T>) -> T {
 }
 
 pub fn context<S: Storage>(storage: S, cache_bytes: usize) -> LogContext<S> {
-    LogContext {
-        storage,
-        cache: Rc::new(std::cell::RefCell::new(skein_engine::cache::BatchCache::new(cache_bytes))),
-        metrics: Rc::new(EngineMetrics::default()),
-        group_commit_max_delay: std::time::Duration::ZERO,
-        write_shape: skein_engine::WriteShape::default(),
-        dir_syncs: Default::default(),
-        clean_start: false,
-    }
+    LogContext::new(storage, std::env::temp_dir(), cache_bytes)
 }
 
 pub fn tp() -> TopicPartition {

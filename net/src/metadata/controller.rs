@@ -246,12 +246,13 @@ impl Controller {
     /// As `handle`.
     pub async fn handle_here(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Forwarded {
         // A heartbeat of a live broker changes nothing in the log: answered at once.
-        if let ControllerRequest::BrokerHeartbeat { id } | ControllerRequest::RegisterBroker(BrokerMeta { id, .. }) =
-            &request
+        if let ControllerRequest::BrokerHeartbeat { id, .. }
+        | ControllerRequest::RegisterBroker(BrokerMeta { id, .. }) = &request
         {
             self.heartbeats.borrow_mut().insert(*id, Instant::now());
             let live = shard.image().brokers.get(id).is_some_and(|b| !b.fenced);
-            if live && matches!(request, ControllerRequest::BrokerHeartbeat { .. }) && self.leader.get() {
+            let healthy = matches!(request, ControllerRequest::BrokerHeartbeat { log_dir_offline: false, .. });
+            if live && healthy && self.leader.get() {
                 return Ok((ControllerReply::Done, self.applied.get()));
             }
         }

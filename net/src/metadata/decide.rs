@@ -49,9 +49,14 @@ pub enum ControllerRequest {
     /// A broker (re)starting registers its address (and is live again).
     RegisterBroker(BrokerMeta),
     /// A broker says it is alive (Kafka's BrokerHeartbeat): the active controller
-    /// notes the time, and unfences it if it was fenced.
+    /// notes the time, and unfences it if it was fenced. A broker whose log directory
+    /// takes no writes (full: Kafka's `OfflineLogDirs`) is fenced instead while that
+    /// lasts, so its leaderships move to in-sync replicas and it leaves every ISR,
+    /// cleanly (it lost nothing: it stays an eligible leader replica).
     BrokerHeartbeat {
         id: i32,
+        #[serde(default)]
+        log_dir_offline: bool,
     },
     /// The active controller found a broker's session expired.
     FenceBroker {
@@ -258,7 +263,18 @@ pub fn decide(
             records.extend(elect_offline(&next, broker.id, local));
             (records, ControllerReply::Done)
         }
-        ControllerRequest::BrokerHeartbeat { id } => match image.brokers.get(id) {
+        ControllerRequest::BrokerHeartbeat { id, log_dir_offline: true } => match image.brokers.get(id) {
+            Some(broker) if !broker.fenced => {
+                tracing::warn!(target: "skein::net", broker = id,
+                    "broker's log directory takes no writes: fenced, its leaderships move");
+                let mut records = vec![MetadataRecord::BrokerFencing { id: *id, fenced: true }];
+                records.extend(leave_partitions(image, *id, true, local));
+                (records, ControllerReply::Done)
+            }
+            Some(_) => (Vec::new(), ControllerReply::Done),
+            None => return Err((code::BROKER_NOT_AVAILABLE, format!("broker {id} is not registered"))),
+        },
+        ControllerRequest::BrokerHeartbeat { id, log_dir_offline: false } => match image.brokers.get(id) {
             Some(broker) if broker.fenced => {
                 let mut records = vec![MetadataRecord::BrokerFencing { id: *id, fenced: false }];
                 records.extend(elect_offline(image, *id, local));
@@ -637,7 +653,7 @@ mod tests {
         let offline = image.topic("replicated").unwrap().assignment(1, 9);
         assert_eq!((offline.leader, offline.isr.len()), (-1, 1));
         let last = offline.isr[0];
-        applied(&mut image, ControllerRequest::BrokerHeartbeat { id: last }).unwrap();
+        applied(&mut image, ControllerRequest::BrokerHeartbeat { id: last, log_dir_offline: false }).unwrap();
         let back = image.topic("replicated").unwrap().assignment(1, 9);
         assert_eq!((back.leader, back.leader_epoch), (last, offline.leader_epoch + 1));
         assert!(!image.brokers[&last].fenced);
@@ -757,7 +773,7 @@ mod tests {
         // offline; l coming back leads it from the ELR.
         applied(&mut image, ControllerRequest::FenceBroker { id: x }).unwrap();
         assert_eq!(now(&image).leader, -1);
-        applied(&mut image, ControllerRequest::BrokerHeartbeat { id: l }).unwrap();
+        applied(&mut image, ControllerRequest::BrokerHeartbeat { id: l, log_dir_offline: false }).unwrap();
         let back = now(&image);
         assert_eq!((back.leader, back.isr.clone()), (l, vec![l]));
         assert!(back.elr.contains(&x), "{back:?}");

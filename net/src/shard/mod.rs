@@ -110,6 +110,10 @@ pub struct NodeSettings {
     pub connections: Arc<crate::connections::ConnectionLimits>,
     /// The high watermarks of `replication-offset-checkpoint` as the node found it.
     pub recovered_high_watermarks: HashMap<TopicPartition, Offset>,
+    /// Whether the data directory has room for appends, shared by every shard
+    /// (`skein_engine::space`): logged once, exported as `skein_log_dir_full`, and
+    /// reported to the controller in broker heartbeats.
+    pub space: skein_engine::space::SpaceWatch,
 }
 
 /// Gives `replica` the role, epochs, replicas and ISR of the controller's `assignment`.
@@ -215,6 +219,7 @@ impl Shard {
         router: Router,
     ) -> Shard {
         let logs = LogManager::new(DmaStorage, settings.data_dir.clone(), cache_bytes)
+            .with_space(settings.space.clone())
             .with_group_commit(settings.group_commit_max_delay)
             .with_write_shape(settings.write_shape);
         let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
