@@ -30,6 +30,8 @@ mod quorum;
 mod replication;
 #[path = "cluster/security.rs"]
 mod security;
+#[path = "cluster/storage.rs"]
+mod storage;
 #[path = "cluster/transactions.rs"]
 mod transactions;
 #[path = "cluster/virtual_brokers.rs"]

@@ -7,12 +7,11 @@
 mod common;
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Broker, RawClient};
+use common::{Broker, LoopFs, RawClient};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -186,35 +185,6 @@ fn two_thousand_partitions_cost_what_their_data_costs() {
     let clean_served = wait_served(&broker, &topics, PARTITIONS, 1, started);
     println!("after a clean stop: listening in {clean_listening:?}, every partition served in {clean_served:?}");
     assert!(clean_served < Duration::from_secs(30), "served after {clean_served:?}");
-}
-
-/// An ext4 file system of `bytes` in an image file, loop-mounted under `dir` for one
-/// test and unmounted when dropped. Needs root and util-linux (`mount -o loop`), as
-/// the CI machines have.
-struct LoopFs {
-    mountpoint: PathBuf,
-}
-
-impl LoopFs {
-    fn new(dir: &Path, bytes: u64) -> LoopFs {
-        let image = dir.join("fs.img");
-        let mountpoint = dir.join("mnt");
-        std::fs::create_dir_all(&mountpoint).unwrap();
-        std::fs::File::create(&image).unwrap().set_len(bytes).unwrap();
-        let run = |program: &str, args: &[&str]| {
-            let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
-            assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        run("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()]);
-        run("mount", &["-o", "loop", image.to_str().unwrap(), mountpoint.to_str().unwrap()]);
-        LoopFs { mountpoint }
-    }
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mountpoint).status();
-    }
 }
 
 /// Reads `topic`-0 from `from` to `to` with Fetch and returns the batches read that

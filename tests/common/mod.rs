@@ -312,6 +312,42 @@ impl Drop for Broker {
     }
 }
 
+/// An ext4 file system of `bytes` in an image file, loop-mounted under `dir` for one
+/// test and unmounted when dropped. Needs root and util-linux (`mount -o loop`), as
+/// the CI machines have.
+pub struct LoopFs {
+    pub mountpoint: PathBuf,
+}
+
+impl LoopFs {
+    pub fn new(dir: &Path, bytes: u64) -> LoopFs {
+        LoopFs::at(&dir.join("fs.img"), &dir.join("mnt"), bytes)
+    }
+
+    /// As `new`, with the image at `image` and the file system mounted at `mountpoint`.
+    pub fn at(image: &Path, mountpoint: &Path, bytes: u64) -> LoopFs {
+        std::fs::create_dir_all(mountpoint).unwrap();
+        std::fs::File::create(image).unwrap().set_len(bytes).unwrap();
+        let run = |program: &str, args: &[&str]| {
+            let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
+            assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        run("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()]);
+        run("mount", &["-o", "loop", image.to_str().unwrap(), mountpoint.to_str().unwrap()]);
+        LoopFs { mountpoint: mountpoint.to_path_buf() }
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        // Lazily if something still holds a file there: the loop device goes once free.
+        let unmounted = Command::new("umount").arg(&self.mountpoint).status().is_ok_and(|s| s.success());
+        if !unmounted {
+            let _ = Command::new("umount").arg("-l").arg(&self.mountpoint).status();
+        }
+    }
+}
+
 /// Creates a topic with `skein topic create`.
 pub fn create_topic(broker: &Broker, topic: &str, partitions: i32) {
     let out = Command::new(env!("CARGO_BIN_EXE_skein"))
