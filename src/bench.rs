@@ -73,10 +73,10 @@ pub enum BenchCommand {
         out: Option<PathBuf>,
     },
     /// One step of a partition-count scale run (`bench-harness/scale.sh`): `create`,
-    /// `produce`, `metadata`, `consume`, `serving` or `delete` over `--topics` topics
+    /// `produce`, `metadata`, `consume`, `serving`, `trickle` or `delete` over `--topics` topics
     /// of `--partitions` partitions each; prints one JSON line of figures.
     Scale {
-        #[arg(value_parser = ["create", "produce", "metadata", "consume", "serving", "delete"])]
+        #[arg(value_parser = ["create", "produce", "metadata", "consume", "serving", "trickle", "delete"])]
         step: String,
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap_server: String,
@@ -102,6 +102,15 @@ pub enum BenchCommand {
         /// Full Metadata requests to time (`metadata`).
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+        /// Records a second over all partitions (`trickle`).
+        #[arg(long, default_value_t = 10_000)]
+        rate: u64,
+        /// How long to trickle (`trickle`).
+        #[arg(long, default_value_t = 30)]
+        duration_secs: u64,
+        /// The broker's pid, to read its resident memory (`trickle`; same machine only).
+        #[arg(long)]
+        broker_pid: Option<u32>,
         /// Where to append the JSON line.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -204,6 +213,9 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             timeout_secs,
             configs,
             rounds,
+            rate,
+            duration_secs,
+            broker_pid,
             out,
         } => {
             let configs = configs
@@ -229,6 +241,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 "metadata" => scale::metadata(&options, rounds)?,
                 "consume" => scale::consume(&options)?,
                 "serving" => scale::serving(&options)?,
+                "trickle" => scale::trickle(&options, rate, Duration::from_secs(duration_secs), broker_pid)?,
                 _ => scale::delete(&options)?,
             };
             let line = figures.to_string();

@@ -382,6 +382,80 @@ pub fn produce(options: &ScaleOptions) -> Result<Value, String> {
     }))
 }
 
+/// A slow trickle to every partition at once: `rate` records a second spread over all
+/// partitions (each partition gets `rate / partitions` a second), through librdkafka
+/// (`acks=all`), for `duration`. Reports the records acknowledged and the broker's
+/// resident memory (`VmRSS` and its peak `VmHWM`) before and after, when `broker_pid`
+/// is given.
+///
+/// # Errors
+/// A message when the producer cannot be created.
+pub fn trickle(
+    options: &ScaleOptions,
+    rate: u64,
+    duration: Duration,
+    broker_pid: Option<u32>,
+) -> Result<Value, String> {
+    let context = Deliveries { acked: Default::default(), errors: Default::default() };
+    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", &options.bootstrap)
+        .set("acks", "all")
+        .set("enable.idempotence", "false")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "30000")
+        .set("queue.buffering.max.messages", "1000000")
+        .create_with_context(context)
+        .map_err(|e| format!("producer: {e}"))?;
+    let memory_before = broker_pid.and_then(memory_kib);
+    let value = vec![b'x'; options.record_bytes];
+    let targets: Vec<(String, i32)> = options
+        .topic_names()
+        .into_iter()
+        .flat_map(|t| (0..options.partitions as i32).map(move |p| (t.clone(), p)))
+        .collect();
+    let started = Instant::now();
+    let mut sent = 0u64;
+    let mut next = 0usize;
+    while started.elapsed() < duration {
+        let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
+        while sent < due {
+            let (topic, p) = &targets[next % targets.len()];
+            next += 1;
+            let record = BaseRecord::to(topic).partition(*p).key("k").payload(&value);
+            if producer.send(record).is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        producer.poll(Duration::from_millis(1));
+    }
+    let _ = producer.flush(Duration::from_secs(30));
+    let acked = producer.context().acked.load(std::sync::atomic::Ordering::Relaxed);
+    let errors = producer.context().errors.lock().expect("not poisoned").clone();
+    let memory_after = broker_pid.and_then(memory_kib);
+    Ok(json!({
+        "step": "trickle",
+        "partitions": options.total(),
+        "rate": rate,
+        "seconds": duration.as_secs_f64(),
+        "sent": sent,
+        "acked": acked,
+        "errors": errors,
+        "rss_kib_before": memory_before.map(|m| m.0),
+        "rss_kib_after": memory_after.map(|m| m.0),
+        "rss_peak_kib": memory_after.map(|m| m.1),
+    }))
+}
+
+/// A process's resident memory and its peak, KiB (`VmRSS`, `VmHWM`).
+pub fn memory_kib(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        status.lines().find(|l| l.starts_with(name))?.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
 /// `rounds` full Metadata requests (every topic of the cluster), each timed.
 ///
 /// # Errors

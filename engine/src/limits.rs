@@ -51,6 +51,12 @@ pub const WRITES_IN_FLIGHT_MAX: usize = 32;
 /// size. The memory an active log may hold before its appends wait.
 pub const APPEND_BUFFER_BYTES_MAX: usize = 16 << 20;
 
+/// Tail-buffer bytes (appended, not yet written) all logs of one shard may hold
+/// (`log/budget.rs`): past it, appends wait for writes of any log to complete, except
+/// one batch per log with nothing buffered. Eight logs appending at full rate fill it
+/// (each up to `APPEND_BUFFER_BYTES_MAX`).
+pub const SHARD_TAIL_BUFFER_BYTES_MAX: u64 = 256 << 20;
+
 /// The smallest step a log reserves ahead of its writes with fallocate (`log/reserve.rs`):
 /// one block, so a log holding one small record takes one block of disk. Writes into
 /// reserved space avoid the file-extending O_DIRECT path, measured 6-9x slower on
@@ -124,3 +130,4 @@ const _: () = assert!(READ_AHEAD_READ_BYTES.is_multiple_of(DMA_ALIGNMENT));
 const _: () = assert!(RESERVATION_STEP_MIN_BYTES.is_power_of_two() && RESERVATION_STEP_MAX_BYTES.is_power_of_two());
 const _: () = assert!(RESERVATION_STEP_MIN_BYTES.is_multiple_of(DMA_ALIGNMENT as u64));
 const _: () = assert!(RESERVATION_STEP_MIN_BYTES <= RESERVATION_STEP_MAX_BYTES);
+const _: () = assert!(SHARD_TAIL_BUFFER_BYTES_MAX >= 8 * APPEND_BUFFER_BYTES_MAX as u64);

@@ -66,6 +66,18 @@ impl<S: Storage> LogManager<S> {
         self
     }
 
+    /// Sets the shard's tail-buffer budget (`log/budget.rs`) for the logs opened from
+    /// now on; `LogManager::new` starts from `SHARD_TAIL_BUFFER_BYTES_MAX`.
+    pub fn with_tail_budget(mut self, bytes: u64) -> LogManager<S> {
+        self.ctx.tail_budget = Rc::new(crate::log::TailBudget::new(bytes));
+        self
+    }
+
+    /// The shard's tail-buffer budget: what its logs hold appended and not written.
+    pub fn tail_budget(&self) -> &Rc<crate::log::TailBudget> {
+        &self.ctx.tail_budget
+    }
+
     /// Whether the data directory has room for appends, as they last found it.
     pub fn space(&self) -> &crate::space::SpaceWatch {
         &self.ctx.space

@@ -176,3 +176,86 @@ fn write_shape_reaches_the_appenders() {
     assert!(writes[0] >= 64, "{} writes of 64 KiB chunks", writes[0]);
     assert!(writes[1] < writes[0], "{} writes of 2 MiB chunks, {} of 64 KiB ones", writes[1], writes[0]);
 }
+
+/// A batch of one record of `bytes` bytes.
+fn sized(bytes: usize) -> skein_engine::Batch {
+    skein_engine::Batch::validate(skein_engine::batch::testing::batch_with(1, bytes, 1_000, |_| None), usize::MAX)
+        .unwrap()
+}
+
+// The shard's tail budget bounds what all its logs hold appended and not written: with
+// a slow device and eight logs appending at once, the charge never passes the budget
+// by more than one batch per log, every append completes, and the charge drains.
+#[test]
+fn the_shard_tail_budget_bounds_every_log_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = skein_engine::io::fault::FaultPlan::new();
+    plan.slow_writes.set(Some(std::time::Duration::from_millis(20)));
+    run(async {
+        const BUDGET: u64 = 1 << 20;
+        const BATCH: usize = 64 << 10;
+        let manager = std::rc::Rc::new(LogManager::new(faulty(&plan), dir.path(), 64 << 20).with_tail_budget(BUDGET));
+        let peak = std::rc::Rc::new(std::cell::Cell::new(0u64));
+        let mut tasks = Vec::new();
+        for p in 0..8 {
+            let log = manager.create(TopicPartition::new("t", p), LogConfig::default()).await.unwrap();
+            for _ in 0..16 {
+                let (log, manager, peak) = (log.clone(), manager.clone(), peak.clone());
+                tasks.push(glommio::spawn_local(async move {
+                    log.append(sized(BATCH), LEADER).await.unwrap();
+                    peak.set(peak.get().max(manager.tail_budget().charged()));
+                }));
+            }
+        }
+        let sampler = {
+            let (manager, peak) = (manager.clone(), peak.clone());
+            glommio::spawn_local(async move {
+                for _ in 0..200 {
+                    peak.set(peak.get().max(manager.tail_budget().charged()));
+                    glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            })
+        };
+        for task in tasks {
+            task.await;
+        }
+        sampler.await;
+        let batch = sized(BATCH).size() as u64;
+        assert!(peak.get() > BUDGET / 2, "the budget was never approached: {}", peak.get());
+        assert!(peak.get() <= BUDGET + 8 * batch, "{} charged against {BUDGET}", peak.get());
+        assert_eq!(manager.tail_budget().charged(), 0);
+        for p in 0..8 {
+            assert_eq!(manager.get(&TopicPartition::new("t", p)).unwrap().offset_written_end(), Offset(16));
+        }
+    });
+}
+
+// An append whose task is dropped after its batch went into the tail buffer (its
+// connection closed) leaves the batch to a driver task: it is written, and the shard's
+// tail budget drains, with no other append to drive the log.
+#[test]
+fn a_dropped_append_is_still_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = skein_engine::io::fault::FaultPlan::new();
+    plan.slow_writes.set(Some(std::time::Duration::from_millis(50)));
+    run(async {
+        let manager = LogManager::new(faulty(&plan), dir.path(), 1 << 20);
+        let log = manager.create(TopicPartition::new("t", 0), LogConfig::default()).await.unwrap();
+        log.append(sized(100), LEADER).await.unwrap();
+        // Admitted, then dropped while its first write is in flight.
+        let mut append = Box::pin(log.append(sized(300_000), LEADER));
+        let finished = futures_lite::future::or(async { Some((&mut append).await) }, async {
+            glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+            None
+        });
+        assert!(finished.await.is_none(), "the write should still be in flight");
+        drop(append);
+        assert_eq!(log.log_end_offset(), Offset(2));
+        assert!(log.offset_written_end() < Offset(2));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while log.offset_written_end() < Offset(2) || manager.tail_budget().charged() > 0 {
+            assert!(std::time::Instant::now() < deadline, "the dropped append's batch was never written");
+            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    });
+}

@@ -77,6 +77,9 @@ pub struct FaultPlan {
     /// Every fdatasync of a file completes this much later (a journal commit holding
     /// it up); what it covers is fixed when it is issued.
     pub slow_syncs: Cell<Option<std::time::Duration>>,
+    /// Every write completes this much later than it landed (a device that cannot keep
+    /// up).
+    pub slow_writes: Cell<Option<std::time::Duration>>,
     ops: Cell<u64>,
     syncs: Cell<u64>,
     crashed: Cell<bool>,
@@ -364,6 +367,9 @@ impl<F: StorageFile> StorageFile for FaultFile<F> {
         let id = self.write_started(pos, &buf.as_bytes()[range.clone()]);
         let written = self.inner.write_shared_at(buf, range, pos).await?;
         self.complete(id);
+        if let Some(delay) = self.plan.slow_writes.get() {
+            glommio::timer::sleep(delay).await;
+        }
         Ok(written)
     }
 

@@ -60,6 +60,7 @@ use crate::segment::{self, BatchMeta, Segment};
 use crate::types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
 use crate::waiters::Waiters;
 
+mod budget;
 mod coalesce;
 mod compaction;
 mod gate;
@@ -70,9 +71,11 @@ mod reserve;
 mod retention;
 mod roll;
 mod scrub;
+mod see_through;
 pub mod snapshots;
 mod truncation;
 
+pub use budget::TailBudget;
 pub(crate) use compaction::{pace, Throttle};
 pub use compaction::{AbortedRange, CleanerConfig, Dirtiness, Transactions, CLEANER_CHECKPOINT_FILE};
 use gate::Gate;
@@ -135,6 +138,8 @@ pub struct LogContext<S> {
     pub clean_start: bool,
     /// Whether the data directory has room (`space.rs`), shared by the node's shards.
     pub space: crate::space::SpaceWatch,
+    /// The shard's tail-buffer budget over all its logs (`budget.rs`).
+    pub tail_budget: Rc<TailBudget>,
 }
 
 impl<S: Storage> LogContext<S> {
@@ -150,6 +155,7 @@ impl<S: Storage> LogContext<S> {
             dir_syncs: Default::default(),
             clean_start: false,
             space: crate::space::SpaceWatch::new(data_dir),
+            tail_budget: Rc::default(),
         }
     }
 }
@@ -165,6 +171,7 @@ impl<S: Clone> Clone for LogContext<S> {
             dir_syncs: self.dir_syncs.clone(),
             clean_start: self.clean_start,
             space: self.space.clone(),
+            tail_budget: self.tail_budget.clone(),
         }
     }
 }
@@ -214,6 +221,16 @@ struct Pending {
     batch: Batch,
 }
 
+/// What `Log::write_done` needs to know of a write.
+#[derive(Debug, Clone, Copy)]
+struct WriteDone {
+    len: usize,
+    position: u64,
+    data_end: u64,
+    chunk: u64,
+    submitted: std::time::Instant,
+}
+
 /// What a small state file of the log holds on disk, as far as the log knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OnDisk<T> {
@@ -250,6 +267,8 @@ struct LogState<F: StorageFile> {
     closed: bool,
     /// Adaptive group commit: the mean gap between appends, and the open window.
     coalescing: coalesce::Coalescing,
+    /// What the log charges the shard's tail budget: its appended, unwritten bytes.
+    charged: u64,
 }
 
 impl<F: StorageFile> LogState<F> {
@@ -285,6 +304,8 @@ enum Admission {
     Roll,
     Reserve(u64),
     WaitForRoom(usize),
+    /// The shard's tail budget is spent: wait until another log's writes complete.
+    WaitForShardRoom,
 }
 
 impl<S: Storage> Log<S> {
@@ -414,8 +435,25 @@ impl<S: Storage> Log<S> {
 
     fn fail(&self, reason: String) {
         tracing::error!(target: "skein::engine", partition = %self.partition, reason, "log failed");
-        self.state.borrow_mut().failed.get_or_insert(reason);
+        {
+            let mut state = self.state.borrow_mut();
+            state.failed.get_or_insert(reason);
+            self.recharge(&mut state);
+        }
         self.wake_all();
+    }
+
+    /// Brings the log's charge on the shard's tail budget to what it holds unwritten
+    /// (nothing once failed or closed: those bytes will never be written).
+    fn recharge(&self, state: &mut LogState<S::File>) {
+        let after = match state.failed.is_some() || state.closed {
+            true => 0,
+            false => state.appender.end() - state.appender.written(),
+        };
+        if after != state.charged {
+            self.ctx.tail_budget.recharge(state.charged, after);
+            state.charged = after;
+        }
     }
 
     /// Appends one validated batch and completes once it is written (and fdatasynced
@@ -444,19 +482,27 @@ impl<S: Storage> Log<S> {
                 Admission::Roll => self.roll_locked().await?,
                 Admission::Reserve(target) => self.reserve(target).await?,
                 Admission::WaitForRoom(len) => self.drive_until(i64::MIN, |s| s.appender.has_room(len)).await?,
+                Admission::WaitForShardRoom => self.ctx.tail_budget.wait().await,
             }
         };
         drop(ticket);
+        // Admitted bytes must be written whatever becomes of this append: if its task
+        // is dropped before they are (its connection closed), a driver task takes over,
+        // so that they never strand the log or the shard's tail budget.
+        let driven = Driven { log: self, armed: true };
         if let Some(target) = reserve_ahead {
-            // Outside the gate: later appends keep filling the current reservation.
+            // Outside the gate: later appends keep filling the current reservation. The
+            // flag clears however this ends (the task may be dropped meanwhile).
+            let _clear = ReservingAhead(self);
             let reserved = self.reserve(target).await;
-            self.state.borrow_mut().reservation.ahead_in_flight = false;
             if let Err(e) = reserved {
                 tracing::debug!(target: "skein::engine", partition = %self.partition, error = %e, "reservation ahead failed");
             }
         }
         let target = info.last_offset.plus(1);
-        self.drive_until(target.0, |s| s.offset_written_end >= target).await?;
+        let written = self.drive_until(target.0, |s| s.offset_written_end >= target).await;
+        driven.disarm();
+        written?;
         if flush {
             self.flush_to(info.last_offset.plus(1)).await?;
         }
@@ -499,6 +545,10 @@ impl<S: Storage> Log<S> {
         }
         if !state.appender.has_room(size) {
             return Ok(Admission::WaitForRoom(size));
+        }
+        // A log with nothing buffered always takes one batch: every log progresses.
+        if state.appender.end() > state.appender.written() && !self.ctx.tail_budget.has_room(size) {
+            return Ok(Admission::WaitForShardRoom);
         }
         let end = state.appender.end() + size as u64;
         let admitted_at = std::time::Instant::now();
@@ -552,6 +602,7 @@ impl<S: Storage> Log<S> {
         metrics.appended_bytes.set(metrics.appended_bytes.get() + size as u64);
         metrics.append_copied_bytes.set(metrics.append_copied_bytes.get() + copied as u64);
         state.pending.push_back(Pending { end_position: position + size as u64, batch });
+        self.recharge(state);
         Ok(Admission::Admitted(info, flush, reserve_ahead))
     }
 
@@ -592,35 +643,47 @@ impl<S: Storage> Log<S> {
                 self.written_waiters.wait(key).await;
                 continue;
             };
-            let written_end = match next {
-                None => self.submit_write(&file, write).await,
-                Some(next) => {
-                    let (a, b) =
-                        futures_util::future::join(self.submit_write(&file, write), self.submit_write(&file, next))
-                            .await;
-                    a.max(b)
+            match next {
+                None => {
+                    self.submit_write(&file, write).await;
                 }
-            };
-            self.written_waiters.wake_upto(written_end.0);
-            self.readers.wake_upto(written_end.0);
+                Some(next) => {
+                    futures_util::future::join(self.submit_write(&file, write), self.submit_write(&file, next)).await;
+                }
+            }
         }
     }
 
     /// Submits one write from `take_write`, records its outcome, and moves what it made
-    /// contiguous on disk into the cache. Returns the offset written up to.
+    /// contiguous on disk into the cache, waking the appends and readers it reached.
+    /// Returns the offset written up to. Seen through if the caller is dropped
+    /// (`see_through.rs`): the appender must learn how every write it handed out ended.
     async fn submit_write(
         &self,
         file: &S::File,
         write: crate::appender::Write<<S::File as StorageFile>::Buf>,
     ) -> Offset {
-        let len = write.range.len();
-        let (position, data_end, chunk) = (write.position, write.data_end, write.chunk_position());
         let metrics = &self.ctx.metrics;
         metrics.append_copied_bytes.set(metrics.append_copied_bytes.get() + write.copied as u64);
         metrics.writes.set(metrics.writes.get() + 1);
         metrics.writes_in_flight.set(metrics.writes_in_flight.get() + 1);
-        let submitted = std::time::Instant::now();
-        let result = file.write_shared_at(write.buf, write.range, position).await;
+        let done = WriteDone {
+            len: write.range.len(),
+            position: write.position,
+            data_end: write.data_end,
+            chunk: write.chunk_position(),
+            submitted: std::time::Instant::now(),
+        };
+        let file = file.clone();
+        let (buf, range, position) = (write.buf, write.range, write.position);
+        let io = async move { file.write_shared_at(buf, range, position).await };
+        see_through::SeeThrough::new(self, io, move |log: &Log<S>, result| log.write_done(done, result)).await
+    }
+
+    /// Records how a write ended (`submit_write`).
+    fn write_done(&self, done: WriteDone, result: std::io::Result<usize>) -> Offset {
+        let WriteDone { len, position, data_end, chunk, submitted } = done;
+        let metrics = &self.ctx.metrics;
         metrics.write_latency.observe_since(submitted);
         metrics.writes_in_flight.set(metrics.writes_in_flight.get() - 1);
         let result = match result {
@@ -640,12 +703,16 @@ impl<S: Storage> Log<S> {
                     state.offset_written_end = pending.batch.next_offset();
                     cache.insert(self.key, pending.batch);
                 }
+                drop(cache);
+                self.recharge(state);
             }
             state.offset_written_end
         };
         if let Some(reason) = failure {
             self.fail(reason);
         }
+        self.written_waiters.wake_upto(written_end.0);
+        self.readers.wake_upto(written_end.0);
         written_end
     }
 
@@ -694,24 +761,31 @@ impl<S: Storage> Log<S> {
             let metrics = &self.ctx.metrics;
             metrics.syncs.set(metrics.syncs.get() + 1);
             let started = std::time::Instant::now();
-            let result = file.fdatasync().await;
-            metrics.sync_latency.observe_since(started);
-            let flushed = {
-                let mut state = self.state.borrow_mut();
-                state.sync_in_flight = false;
-                if result.is_ok() {
-                    state.offset_flushed_end = state.offset_flushed_end.max(covered);
-                    state.last_flush_ms = now_ms();
-                }
-                state.offset_flushed_end
-            };
-            if let Err(e) = result {
-                // Never retried: the kernel may have dropped the dirty state (fsyncgate).
-                self.fail(format!("fdatasync: {e}"));
-            }
-            self.sync_waiters.wake_upto(flushed.0);
-            self.sync_waiters.wake_first();
+            // Seen through if this task is dropped: `sync_in_flight` must clear.
+            let io = async move { file.fdatasync().await };
+            see_through::SeeThrough::new(self, io, move |log: &Log<S>, result| log.sync_done(covered, started, result))
+                .await;
         }
+    }
+
+    /// Records how an fdatasync covering everything below `covered` ended (`flush_to`).
+    fn sync_done(&self, covered: Offset, started: std::time::Instant, result: std::io::Result<()>) {
+        self.ctx.metrics.sync_latency.observe_since(started);
+        let flushed = {
+            let mut state = self.state.borrow_mut();
+            state.sync_in_flight = false;
+            if result.is_ok() {
+                state.offset_flushed_end = state.offset_flushed_end.max(covered);
+                state.last_flush_ms = now_ms();
+            }
+            state.offset_flushed_end
+        };
+        if let Err(e) = result {
+            // Never retried: the kernel may have dropped the dirty state (fsyncgate).
+            self.fail(format!("fdatasync: {e}"));
+        }
+        self.sync_waiters.wake_upto(flushed.0);
+        self.sync_waiters.wake_first();
     }
 
     /// Writes and fdatasyncs everything appended so far.
@@ -922,6 +996,7 @@ impl<S: Storage> Log<S> {
         let (file, base, size) = {
             let mut state = self.state.borrow_mut();
             state.closed = true;
+            self.recharge(&mut state);
             let active = state.active_mut();
             (active.file.clone(), active.base_offset, active.size)
         };
@@ -953,7 +1028,11 @@ impl<S: Storage> Log<S> {
         ticket.wait_turn().await;
         let _ = self.drive_until(i64::MIN, |s| s.appender.writes_in_flight() == 0).await;
         let _ = self.sealed().await;
-        self.state.borrow_mut().closed = true;
+        {
+            let mut state = self.state.borrow_mut();
+            state.closed = true;
+            self.recharge(&mut state);
+        }
         self.ctx.cache.borrow_mut().invalidate_log(self.key);
         self.wake_all();
         // Kafka's way: the directory is renamed out of the way (and the rename made
@@ -970,6 +1049,52 @@ impl<S: Storage> Log<S> {
             storage.sync_dir(parent).await.map_err(|e| Error::io("sync", parent, e))?;
         }
         Ok(())
+    }
+}
+
+impl<S: Storage> Drop for Log<S> {
+    fn drop(&mut self) {
+        let charged = self.state.get_mut().charged;
+        self.ctx.tail_budget.recharge(charged, 0);
+    }
+}
+
+/// Clears `Reservation::ahead_in_flight` when an extension ahead of need ends, or is
+/// dropped with its append.
+struct ReservingAhead<'a, S: Storage>(&'a Log<S>);
+
+impl<S: Storage> Drop for ReservingAhead<'_, S> {
+    fn drop(&mut self) {
+        self.0.state.borrow_mut().reservation.ahead_in_flight = false;
+    }
+}
+
+/// Hands a log to a driver task when the append that admitted bytes into it is
+/// dropped before they were written (`Log::append`).
+struct Driven<'a, S: Storage> {
+    log: &'a Log<S>,
+    armed: bool,
+}
+
+impl<S: Storage> Driven<'_, S> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl<S: Storage> Drop for Driven<'_, S> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let pending = {
+            let state = self.log.state.borrow();
+            state.failed.is_none() && state.appender.written() < state.appender.end()
+        };
+        let Some(log) = self.log.me.upgrade().filter(|_| pending) else { return };
+        self.log.ctx.storage.spawn(async move {
+            let _ = log.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end()).await;
+        });
     }
 }
 

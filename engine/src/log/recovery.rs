@@ -231,6 +231,7 @@ impl<S: Storage> Log<S> {
                 failed: None,
                 closed: false,
                 coalescing: Default::default(),
+                charged: 0,
             }),
             gate: Gate::default(),
             written_waiters: Waiters::default(),
