@@ -73,10 +73,11 @@ pub enum BenchCommand {
         out: Option<PathBuf>,
     },
     /// One step of a partition-count scale run (`bench-harness/scale.sh`): `create`,
-    /// `produce`, `metadata`, `consume`, `serving`, `trickle` or `delete` over `--topics` topics
+    /// `produce`, `metadata`, `consume`, `serving`, `trickle`, `groups`, `group-offsets` or
+    /// `delete` over `--topics` topics
     /// of `--partitions` partitions each; prints one JSON line of figures.
     Scale {
-        #[arg(value_parser = ["create", "produce", "metadata", "consume", "serving", "trickle", "delete"])]
+        #[arg(value_parser = ["create", "produce", "metadata", "consume", "serving", "trickle", "groups", "group-offsets", "delete"])]
         step: String,
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap_server: String,
@@ -108,9 +109,21 @@ pub enum BenchCommand {
         /// How long to trickle (`trickle`).
         #[arg(long, default_value_t = 30)]
         duration_secs: u64,
-        /// The broker's pid, to read its resident memory (`trickle`; same machine only).
+        /// The broker's pid, to read its resident memory (`trickle`, `groups`; same
+        /// machine only).
         #[arg(long)]
         broker_pid: Option<u32>,
+        /// Consumer groups (`groups`, `group-offsets`).
+        #[arg(long, default_value_t = 10_000)]
+        groups: usize,
+        /// The offset every group committed last (`group-offsets`): the rounds of the
+        /// `groups` run.
+        #[arg(long, default_value_t = 30)]
+        expected_offset: i64,
+        /// The name the JSON line gives the step (default: the step's own), to tell
+        /// two runs of one step apart (`serving` after a crash and after a clean stop).
+        #[arg(long = "as")]
+        name: Option<String>,
         /// Where to append the JSON line.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -216,6 +229,9 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             rate,
             duration_secs,
             broker_pid,
+            groups,
+            expected_offset,
+            name,
             out,
         } => {
             let configs = configs
@@ -235,15 +251,20 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
                 configs,
             };
             use skein_bench_harness::scale;
-            let figures = match step.as_str() {
+            let mut figures = match step.as_str() {
                 "create" => scale::create(&options)?,
                 "produce" => scale::produce(&options)?,
                 "metadata" => scale::metadata(&options, rounds)?,
                 "consume" => scale::consume(&options)?,
                 "serving" => scale::serving(&options)?,
                 "trickle" => scale::trickle(&options, rate, Duration::from_secs(duration_secs), broker_pid)?,
+                "groups" => scale::groups(&options, groups, Duration::from_secs(duration_secs), broker_pid)?,
+                "group-offsets" => scale::group_offsets(&options, groups, expected_offset)?,
                 _ => scale::delete(&options)?,
             };
+            if let Some(name) = name {
+                figures["step"] = serde_json::Value::String(name);
+            }
             let line = figures.to_string();
             println!("{line}");
             if let Some(path) = out {

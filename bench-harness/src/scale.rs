@@ -544,3 +544,220 @@ pub fn delete(options: &ScaleOptions) -> Result<Value, String> {
     let failed = response.responses.iter().filter(|r| r.error_code != 0).count();
     Ok(json!({ "step": "delete", "answered_ms": ms(started), "failed": failed }))
 }
+
+const FIND_COORDINATOR_VERSION: i16 = 4;
+const OFFSET_COMMIT_VERSION: i16 = 8;
+const OFFSET_FETCH_VERSION: i16 = 8;
+/// Keys in one FindCoordinator, groups in one OffsetFetch, and OffsetCommit requests
+/// written before their responses are read.
+const GROUP_BATCH: usize = 500;
+
+/// The consumer groups of a `groups` run: `<prefix>-group-00000` and on.
+fn group_names(options: &ScaleOptions, groups: usize) -> Vec<String> {
+    (0..groups).map(|g| format!("{}-group-{g:05}", options.prefix)).collect()
+}
+
+/// Each group's coordinator ("host:port"), from batched FindCoordinator requests,
+/// retried until every group has one or the deadline passes.
+fn coordinators(options: &ScaleOptions, groups: &[String], deadline: Instant) -> Result<Vec<String>, String> {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    let mut found: Vec<Option<String>> = vec![None; groups.len()];
+    let mut stream = connect(&options.bootstrap)?;
+    loop {
+        for (chunk, names) in groups.chunks(GROUP_BATCH).enumerate() {
+            let missing: Vec<usize> =
+                (0..names.len()).map(|i| chunk * GROUP_BATCH + i).filter(|&i| found[i].is_none()).collect();
+            if missing.is_empty() {
+                continue;
+            }
+            let request = FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(missing.iter().map(|&i| StrBytes::from_string(groups[i].clone())).collect());
+            let response = exchange(&mut stream, &request, FIND_COORDINATOR_VERSION)?;
+            for coordinator in response.coordinators.iter().filter(|c| c.error_code == 0) {
+                if let Some(i) = missing.iter().copied().find(|&i| groups[i] == coordinator.key.as_str()) {
+                    found[i] = Some(format!("{}:{}", coordinator.host.as_str(), coordinator.port));
+                }
+            }
+        }
+        if found.iter().all(Option::is_some) {
+            return Ok(found.into_iter().map(|f| f.expect("checked")).collect());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{} groups had no coordinator", found.iter().filter(|f| f.is_none()).count()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Writes `requests` on `stream` `GROUP_BATCH` at a time, reading each batch's
+/// responses before the next: the error codes of every response.
+fn pipelined<R: kafka_protocol::protocol::Request>(
+    stream: &mut TcpStream,
+    requests: &[R],
+    version: i16,
+    mut errors: impl FnMut(&R::Response) -> Vec<i16>,
+) -> Result<Vec<i16>, String> {
+    use std::io::Write;
+    let mut codes = Vec::new();
+    for batch in requests.chunks(GROUP_BATCH) {
+        let mut frames = Vec::new();
+        for (i, request) in batch.iter().enumerate() {
+            frames.extend_from_slice(&crate::native::client::frame(request, version, i as i32)?);
+        }
+        stream.write_all(&frames).map_err(|e| format!("send: {e}"))?;
+        let mut body = Vec::new();
+        for i in 0..batch.len() {
+            crate::native::client::read_frame(stream, &mut body).map_err(|e| format!("read: {e}"))?;
+            let response = crate::native::client::decode::<R>(bytes::Bytes::from(body.clone()), version, i as i32)?;
+            codes.extend(errors(&response));
+        }
+    }
+    Ok(codes)
+}
+
+/// `groups` consumer groups, each committing an offset for one partition of the first
+/// topic every second for `duration` (round `r` commits offset `r`), as simple
+/// consumers (no membership, as Kafka's admin tools and `assign()` consumers commit).
+/// Reports the commits and errors, each round's time, and the broker's resident memory
+/// before and after when `broker_pid` is given.
+///
+/// # Errors
+/// A message when a coordinator cannot be found or reached.
+pub fn groups(
+    options: &ScaleOptions,
+    groups: usize,
+    duration: Duration,
+    broker_pid: Option<u32>,
+) -> Result<Value, String> {
+    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest};
+    let memory_before = broker_pid.and_then(memory_kib);
+    let names = group_names(options, groups);
+    let started = Instant::now();
+    let coordinators = coordinators(options, &names, started + options.timeout)?;
+    let found_ms = ms(started);
+    let topic = options.topic_names().first().cloned().ok_or("no topic")?;
+    let mut by_coordinator: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (g, address) in coordinators.iter().enumerate() {
+        by_coordinator.entry(address.clone()).or_default().push(g);
+    }
+    let mut streams: BTreeMap<String, TcpStream> = BTreeMap::new();
+    for address in by_coordinator.keys() {
+        streams.insert(address.clone(), connect(address)?);
+    }
+    let rounds = duration.as_secs().max(1);
+    let (mut commits, mut errors, mut round_ms) = (0u64, BTreeMap::<i16, u64>::new(), Vec::new());
+    let first = Instant::now();
+    for round in 1..=rounds {
+        let due = first + Duration::from_secs(round - 1);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let began = Instant::now();
+        for (address, members) in &by_coordinator {
+            let requests: Vec<OffsetCommitRequest> = members
+                .iter()
+                .map(|&g| {
+                    OffsetCommitRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_string(names[g].clone())))
+                        .with_generation_id_or_member_epoch(-1)
+                        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(name(&topic)).with_partitions(
+                            vec![OffsetCommitRequestPartition::default()
+                                .with_partition_index((g % options.partitions.max(1) as usize) as i32)
+                                .with_committed_offset(round as i64)
+                                .with_committed_leader_epoch(-1)],
+                        )])
+                })
+                .collect();
+            let stream = streams.get_mut(address).expect("connected");
+            let codes = pipelined(stream, &requests, OFFSET_COMMIT_VERSION, |r| {
+                r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+            })?;
+            for code in codes {
+                commits += 1;
+                if code != 0 {
+                    *errors.entry(code).or_default() += 1;
+                }
+            }
+        }
+        round_ms.push(ms(began));
+    }
+    let memory_after = broker_pid.and_then(memory_kib);
+    Ok(json!({
+        "step": "groups",
+        "groups": groups,
+        "coordinators": by_coordinator.len(),
+        "coordinators_found_ms": found_ms,
+        "rounds": rounds,
+        "commits": commits,
+        "commit_errors": errors.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
+        "round_ms": round_ms,
+        "rss_kib_before": memory_before.map(|m| m.0),
+        "rss_kib_after": memory_after.map(|m| m.0),
+    }))
+}
+
+/// After a restart: the time until every group's coordinator answers OffsetFetch with
+/// the offset its last round committed (`expected`), and how many groups did by the
+/// deadline.
+///
+/// # Errors
+/// A message when the node cannot be reached before the deadline.
+pub fn group_offsets(options: &ScaleOptions, groups: usize, expected: i64) -> Result<Value, String> {
+    use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics};
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest};
+    let started = Instant::now();
+    let deadline = started + options.timeout;
+    let names = group_names(options, groups);
+    let topic = options.topic_names().first().cloned().ok_or("no topic")?;
+    let mut pending: Vec<usize> = (0..groups).collect();
+    while !pending.is_empty() && Instant::now() < deadline {
+        let Ok(coordinators) = coordinators(options, &names, deadline) else { break };
+        let mut by_coordinator: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for &g in &pending {
+            by_coordinator.entry(coordinators[g].as_str()).or_default().push(g);
+        }
+        let mut served = HashSet::new();
+        for (address, members) in by_coordinator {
+            let Ok(mut stream) = connect(address) else { continue };
+            for batch in members.chunks(GROUP_BATCH) {
+                let request = OffsetFetchRequest::default().with_groups(
+                    batch
+                        .iter()
+                        .map(|&g| {
+                            OffsetFetchRequestGroup::default()
+                                .with_group_id(GroupId(StrBytes::from_string(names[g].clone())))
+                                .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                                    .with_name(name(&topic))
+                                    .with_partition_indexes(vec![(g % options.partitions.max(1) as usize) as i32])]))
+                        })
+                        .collect(),
+                );
+                let Ok(response) = exchange(&mut stream, &request, OFFSET_FETCH_VERSION) else { break };
+                for group in response.groups.iter().filter(|g| g.error_code == 0) {
+                    let committed = group
+                        .topics
+                        .iter()
+                        .flat_map(|t| &t.partitions)
+                        .all(|p| p.error_code == 0 && p.committed_offset == expected);
+                    if committed {
+                        if let Some(&g) = batch.iter().find(|&&g| names[g] == group.group_id.0.as_str()) {
+                            served.insert(g);
+                        }
+                    }
+                }
+            }
+        }
+        pending.retain(|g| !served.contains(g));
+        if !pending.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    Ok(json!({
+        "step": "group_offsets",
+        "groups": groups,
+        "served": groups - pending.len(),
+        "serving_ms": if pending.is_empty() { ms(started) } else { f64::NAN },
+    }))
+}

@@ -13,7 +13,10 @@
 //! (c) p50 and p99 append latency of each (b) run;
 //! (d) cold-read (disk, DMA) and cached-read (batch cache) throughput.
 //! It ends with `key=value` lines. `SKEIN_BENCH_BYTES` sets the bytes per run
-//! (default 2 GiB); `SKEIN_BENCH_ROUNDS` repeats (a) and (b) to show the spread.
+//! (default 2 GiB); `SKEIN_BENCH_ROUNDS` repeats (a) and (b) to show the spread;
+//! `SKEIN_BENCH_ONLY=p1_noflush` runs only the appends named (and no reads);
+//! `SKEIN_BENCH_SEGMENT_BYTES` sets the logs' `segment.bytes` (default 1 GiB: a run
+//! of 2 GiB rolls twice).
 //!
 //! `SKEIN_BENCH_VALIDATE=1` instead measures record validation (`validate_records`,
 //! what a leader does to every produced batch, as Kafka's LogValidator) on one core,
@@ -70,12 +73,17 @@ fn main() {
         appends_in_flight()
     );
 
+    // `SKEIN_BENCH_ONLY=p1_noflush,p8_flush` runs only those appends (and no reads).
+    let only = std::env::var("SKEIN_BENCH_ONLY").ok();
     let mut raw = Vec::new();
     let mut runs: Vec<(String, Vec<AppendRun>)> = Vec::new();
     for round in 0..rounds {
         raw.push(raw_write(&dir.join("raw.data"), total, APPEND_CHUNK_BYTES_DEFAULT, WRITES_IN_FLIGHT_DEFAULT));
         for (partitions, flush) in [(1, false), (8, false), (1, true), (8, true)] {
             let name = format!("append_p{partitions}_{}", if flush { "flush" } else { "noflush" });
+            if only.as_ref().is_some_and(|only| !only.split(',').any(|o| name.ends_with(o))) {
+                continue;
+            }
             let result = append_run(&dir.join(format!("{name}-{round}")), total, partitions, flush);
             match runs.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, list)) => list.push(result),
@@ -106,6 +114,9 @@ fn main() {
         keys.push(format!("{name}_ratio={:.2}", m / raw_mbps));
         keys.push(format!("{name}_p50_us={}", last.p50_us));
         keys.push(format!("{name}_p99_us={}", last.p99_us));
+    }
+    if only.is_some() {
+        return;
     }
     let reads = read_run(&dir.join("reads"), total);
     println!(
@@ -325,7 +336,10 @@ fn executor() -> glommio::LocalExecutor {
 fn append_run(dir: &Path, total: u64, partitions: usize, flush: bool) -> AppendRun {
     let result = executor().run(async {
         let manager = Rc::new(LogManager::new(DmaStorage, dir, 256 << 20));
-        let config = LogConfig { flush_messages: if flush { 1 } else { u64::MAX }, ..LogConfig::default() };
+        let mut config = LogConfig { flush_messages: if flush { 1 } else { u64::MAX }, ..LogConfig::default() };
+        if let Some(bytes) = std::env::var("SKEIN_BENCH_SEGMENT_BYTES").ok().and_then(|v| v.parse().ok()) {
+            config.segment_bytes = bytes;
+        }
         let mut logs = Vec::new();
         for p in 0..partitions {
             logs.push(manager.create(TopicPartition::new("bench", p as i32), config.clone()).await.expect("create"));

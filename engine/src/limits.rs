@@ -57,6 +57,13 @@ pub const APPEND_BUFFER_BYTES_MAX: usize = 16 << 20;
 /// (each up to `APPEND_BUFFER_BYTES_MAX`).
 pub const SHARD_TAIL_BUFFER_BYTES_MAX: u64 = 256 << 20;
 
+/// How long a rolled segment's seal waits before its syncs (`log/roll.rs`), unless
+/// someone waits for it: longer than ext4's default commit interval (5 s), so that the
+/// file system has committed the segment's blocks on its own and the syncs force no
+/// journal commit, which would hold the writes of the next segment. The recovery point
+/// passes the segment that much later.
+pub const SEAL_SYNC_DELAY: std::time::Duration = std::time::Duration::from_secs(6);
+
 /// The smallest step a log reserves ahead of its writes with fallocate (`log/reserve.rs`):
 /// one block, so a log holding one small record takes one block of disk. Writes into
 /// reserved space avoid the file-extending O_DIRECT path, measured 6-9x slower on

@@ -329,6 +329,44 @@ fn a_roll_does_not_wait_for_the_closed_segments_sync() {
     assert_eq!(recovered, (0..appended as i64).map(|t| t * 3).collect::<Vec<_>>());
 }
 
+// A rolled segment's seal syncs only after the file system's own commit would have
+// (`seal_sync_delay`; a sync forced at once held the next segment's writes for a
+// second), or at once when something waits for it: a flush goes out without the delay.
+#[test]
+fn a_seal_syncs_after_its_delay_or_when_hurried() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    run(async {
+        let mut ctx = context(faulty(&plan), 64 << 20);
+        ctx.seal_sync_delay = Duration::from_millis(300);
+        let log = skein_engine::Log::open(ctx, dir.path().join("t-0"), tp(), 0, small_segments(2 << 10)).await.unwrap();
+        let mut tag = 0;
+        while log.segment_count() < 2 {
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+            tag += 1;
+        }
+        let (rolled, syncs) = (Instant::now(), plan.syncs());
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+        assert_eq!(plan.syncs(), syncs, "the seal synced before its delay");
+        assert!(log.offset_flushed_end() < log.active_segment_base());
+        while log.offset_flushed_end() < log.active_segment_base() {
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(rolled.elapsed() >= Duration::from_millis(300), "sealed after {:?}", rolled.elapsed());
+        assert!(rolled.elapsed() < Duration::from_secs(3), "sealed after {:?}", rolled.elapsed());
+        // The next roll's seal is hurried by a flush.
+        while log.segment_count() < 3 {
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+            tag += 1;
+        }
+        let flushed = Instant::now();
+        log.flush().await.unwrap();
+        assert!(flushed.elapsed() < Duration::from_millis(250), "the flush waited {:?}", flushed.elapsed());
+        assert_eq!(log.offset_flushed_end(), log.log_end_offset());
+    });
+}
+
 // A follower's truncation into a segment whose seal is still running waits for the
 // seal: the seal never trims the truncated file back up, nor marks flushed past the
 // new log end, and the restarted log ends where the truncation left it.
@@ -359,14 +397,16 @@ fn truncation_waits_for_a_pending_seal() {
 
 // An fdatasync that fails while a rolled segment is sealed fails the log, though no
 // append waited for it: later appends and flushes fail, and a restart keeps every
-// acknowledged batch.
+// acknowledged batch. (Seals sync 50 ms after their roll here, not 6 s.)
 #[test]
 fn a_failed_seal_fails_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let plan = FaultPlan::new();
     let config = small_segments(2 << 10);
     let (acked, attempted) = run(async {
-        let log = open(faulty(&plan), dir.path(), config.clone()).await.unwrap();
+        let mut ctx = context(faulty(&plan), 64 << 20);
+        ctx.seal_sync_delay = std::time::Duration::from_millis(50);
+        let log = skein_engine::Log::open(ctx, dir.path().join("t-0"), tp(), 0, config.clone()).await.unwrap();
         plan.fail_syncs.set(Some(EIO));
         let (mut acked, mut attempted) = (Vec::new(), Vec::new());
         for tag in 0..1_000 {
@@ -378,6 +418,8 @@ fn a_failed_seal_fails_the_log() {
                     break;
                 }
             }
+            // A little time between appends, for the seals' delay to pass.
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         }
         assert!(log.is_failed(), "the seal's failed sync did not fail the log");
         assert!(log.segment_count() >= 2);

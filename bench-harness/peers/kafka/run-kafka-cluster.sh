@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Starts a three-node Apache Kafka 4.1 KRaft cluster (each node broker and
-# controller) on 127.0.0.1: client ports BASE, BASE+10, BASE+20 (controllers one
-# above), data under DIR/n1..n3, node N pinned to CPU (N-1) % CPUS. Waits until every
+# Starts a three-node Apache Kafka KRaft cluster (4.4, or KAFKA_VERSION; each node
+# broker and controller) on 127.0.0.1: client ports BASE, BASE+10, BASE+20
+# (controllers one above), data under DIR/n1..n3, node N pinned to CPU (N-1) % CPUS. Waits until every
 # node accepts connections and prints `1=PID,2=PID,3=PID`. Stop with `kill PID...`.
 #   usage: run-kafka-cluster.sh DIR BASE [CPUS] [HEAP]
 set -euo pipefail

@@ -140,6 +140,9 @@ pub struct LogContext<S> {
     pub space: crate::space::SpaceWatch,
     /// The shard's tail-buffer budget over all its logs (`budget.rs`).
     pub tail_budget: Rc<TailBudget>,
+    /// How long a rolled segment's seal waits for the file system's own commit before
+    /// its syncs (`roll.rs`, `SEAL_SYNC_DELAY`).
+    pub seal_sync_delay: std::time::Duration,
 }
 
 impl<S: Storage> LogContext<S> {
@@ -156,6 +159,7 @@ impl<S: Storage> LogContext<S> {
             clean_start: false,
             space: crate::space::SpaceWatch::new(data_dir),
             tail_budget: Rc::default(),
+            seal_sync_delay: crate::limits::SEAL_SYNC_DELAY,
         }
     }
 }
@@ -172,6 +176,7 @@ impl<S: Clone> Clone for LogContext<S> {
             clean_start: self.clean_start,
             space: self.space.clone(),
             tail_budget: self.tail_budget.clone(),
+            seal_sync_delay: self.seal_sync_delay,
         }
     }
 }
@@ -196,6 +201,11 @@ pub struct Log<S: Storage> {
     readers: Waiters,
     /// Tasks waiting for the rolled segments' seals to finish (`roll.rs`).
     seal_waiters: Waiters,
+    /// Someone waits for the pending seals (a flush, retention, truncation, close):
+    /// they sync now instead of after the file system's own commit (`roll.rs`).
+    seal_hurry: Cell<bool>,
+    /// Seals waiting for the file system's commit, woken when someone hurries them.
+    seal_urgent: Waiters,
     /// The last read-ahead window (`read_ahead.rs`), shared with its read task.
     read_ahead: Rc<read_ahead::ReadAhead>,
     /// Serialises whole-segment maintenance (retention, compaction, truncation).
@@ -425,6 +435,7 @@ impl<S: Storage> Log<S> {
         self.written_waiters.wake_all();
         self.sync_waiters.wake_all();
         self.seal_waiters.wake_all();
+        self.seal_urgent.wake_all();
         self.readers.wake_all();
         self.gate.waiters.wake_all();
     }
@@ -748,6 +759,9 @@ impl<S: Storage> Log<S> {
                 // A sync of the active file says nothing of a rolled segment whose seal
                 // has not synced it yet: wait for the seal (it wakes the sync waiters).
                 if state.sync_in_flight || !state.seals.is_empty() {
+                    if !state.seals.is_empty() {
+                        self.hurry_seals();
+                    }
                     None
                 } else {
                     state.sync_in_flight = true;

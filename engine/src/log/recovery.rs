@@ -238,6 +238,8 @@ impl<S: Storage> Log<S> {
             sync_waiters: Waiters::default(),
             readers: Waiters::default(),
             seal_waiters: Waiters::default(),
+            seal_hurry: Cell::new(false),
+            seal_urgent: Waiters::default(),
             read_ahead: Rc::default(),
             maintenance: async_lock::Mutex::new(()),
             written_checkpoint: Cell::new(checkpoint_on_disk),
