@@ -104,14 +104,22 @@ rss_kib() {
   awk '/^VmRSS:/ { print $2 }' "/proc/$broker_pid/status"
 }
 
-# One `skein bench scale` step against the running broker; its JSON line goes to
+# One `skein bench scale` step against the running broker, over the section's topics
+# (TOPICS x PARTITIONS unless ARGS say otherwise); its JSON line goes to
 # $out/BROKER.jsonl and to stdout.
 #   step BROKER STEP [ARGS...]
 step() {
   local broker="$1" name="$2"
   shift 2
-  "$skein" bench scale "$name" --bootstrap-server "127.0.0.1:$port" --topics "$topics" --partitions "$partitions" \
-    --timeout-secs "$step_timeout" "$@" | tee -a "$out/$broker.jsonl"
+  "$skein" bench scale "$name" --bootstrap-server "127.0.0.1:$port" --timeout-secs "$step_timeout" "$@" \
+    | tee -a "$out/$broker.jsonl"
+}
+
+# `step` over the partitions section's topics.
+pstep() {
+  local broker="$1" name="$2"
+  shift 2
+  step "$broker" "$name" --topics "$topics" --partitions "$partitions" "$@"
 }
 
 # A figure of its own, as a JSON line.
@@ -128,10 +136,10 @@ section_partitions() {
     start_broker "$broker" "$dir"
     local rss_empty
     rss_empty=$(rss_kib)
-    step "$broker" create
-    step "$broker" produce
-    step "$broker" metadata --rounds 5
-    step "$broker" consume
+    pstep "$broker" create
+    pstep "$broker" produce
+    pstep "$broker" metadata --rounds 5
+    pstep "$broker" consume
     sleep 5
     record "$broker" disk_kib "$(du -sk "$(data_of "$broker" "$dir")" | cut -f1)"
     record "$broker" rss_empty_kib "$rss_empty"
@@ -139,15 +147,68 @@ section_partitions() {
     crash_broker
     start_broker "$broker" "$dir"
     record "$broker" crash_listen_ms "$listen_ms"
-    step "$broker" serving --as crash_serving
+    pstep "$broker" serving --as crash_serving
     stop_broker
     record "$broker" stop_ms "$stop_ms"
     start_broker "$broker" "$dir"
     record "$broker" clean_listen_ms "$listen_ms"
-    step "$broker" serving --as clean_serving
+    pstep "$broker" serving --as clean_serving
     record "$broker" rss_restarted_kib "$(rss_kib)"
-    step "$broker" trickle --rate "$trickle_rate" --duration-secs "$trickle_secs" --broker-pid "$broker_pid"
+    pstep "$broker" trickle --rate "$trickle_rate" --duration-secs "$trickle_secs" --broker-pid "$broker_pid"
     record "$broker" disk_after_trickle_kib "$(du -sk "$(data_of "$broker" "$dir")" | cut -f1)"
+    stop_broker
+    rm -rf "$dir"
+  done
+}
+
+# The same load over 16, 1,000 and 10,000 partitions (LATENCY_PARTITIONS), each on a
+# fresh broker: `skein bench run` of workloads/scale-latency.toml (LATENCY_RATE msg/s
+# of 1 KiB, acks=all, one producer, one consumer group) with librdkafka.
+section_latency() {
+  local broker count dir
+  for count in ${LATENCY_PARTITIONS:-16 1000 10000}; do
+    for broker in "${brokers[@]}"; do
+      echo "== latency: $broker, $count partitions"
+      dir="$work/$broker-latency"
+      start_broker "$broker" "$dir"
+      "$skein" bench run "$root/bench-harness/workloads/scale-latency.toml" --bootstrap-server "127.0.0.1:$port" \
+        --broker-pid "$broker_pid" --label "$broker-$count" --partitions "$count" \
+        --rate "${LATENCY_RATE:-20000}" --out "$out/latency-$broker-$count.json" | tail -4
+      python3 - "$out/latency-$broker-$count.json" "$count" >> "$out/$broker.jsonl" <<'PY'
+import json, sys
+r, count = json.load(open(sys.argv[1])), sys.argv[2]
+ms = lambda l, q: round(l[q] / 1000, 3)
+p, e = r["publish_latency"], r["end_to_end_latency"]
+print(json.dumps({"step": f"latency_{count}", "msgs_per_sec": round(r["published_msgs_per_sec"]),
+    "publish_p50_ms": ms(p, "p50_us"), "publish_p99_ms": ms(p, "p99_us"), "publish_p999_ms": ms(p, "p999_us"),
+    "e2e_p50_ms": ms(e, "p50_us"), "e2e_p99_ms": ms(e, "p99_us"), "e2e_p999_ms": ms(e, "p999_us"),
+    "publish_errors": r["publish_errors"], "broker_cpu_secs_per_gb": r.get("broker_cpu_secs_per_gb")}))
+PY
+      stop_broker
+      rm -rf "$dir"
+    done
+  done
+}
+
+# GROUPS consumer groups (10,000) committing every second for GROUPS_SECS (30) on one
+# node, the memory that costs, then a kill -9 and the time until every group's
+# committed offset is served again (the coordinator loading __consumer_offsets).
+section_groups() {
+  local broker dir groups="${GROUPS:-10000}" secs="${GROUPS_SECS:-30}"
+  for broker in "${brokers[@]}"; do
+    echo "== groups: $broker, $groups groups"
+    dir="$work/$broker-groups"
+    start_broker "$broker" "$dir"
+    record "$broker" groups_rss_empty_kib "$(rss_kib)"
+    step "$broker" create --prefix groups --topics 1 --partitions 100
+    step "$broker" groups --prefix groups --topics 1 --partitions 100 --groups "$groups" --duration-secs "$secs" \
+      --broker-pid "$broker_pid"
+    crash_broker
+    start_broker "$broker" "$dir"
+    record "$broker" groups_crash_listen_ms "$listen_ms"
+    step "$broker" group-offsets --prefix groups --topics 1 --partitions 100 --groups "$groups" \
+      --expected-offset "$secs"
+    record "$broker" groups_rss_loaded_kib "$(rss_kib)"
     stop_broker
     rm -rf "$dir"
   done
@@ -156,7 +217,9 @@ section_partitions() {
 for section in "${sections[@]}"; do
   case "$section" in
     partitions) section_partitions ;;
-    latency|groups|cluster) echo "section $section: see below" ;;
+    latency) section_latency ;;
+    groups) section_groups ;;
+    cluster) echo "section cluster: not yet" ;;
     *) echo "unknown section $section" >&2; exit 2 ;;
   esac
 done

@@ -27,6 +27,9 @@ pub enum BenchCommand {
         /// Override the workload's warm-up (seconds).
         #[arg(long)]
         warmup_secs: Option<u64>,
+        /// Override the workload's partitions per topic.
+        #[arg(long)]
+        partitions: Option<u32>,
         /// Where to write the JSON results.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -146,6 +149,7 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             rate,
             duration_secs,
             warmup_secs,
+            partitions,
             out,
             driver,
             metrics_url,
@@ -163,6 +167,9 @@ pub fn run(command: BenchCommand) -> Result<(), String> {
             }
             if let Some(w) = warmup_secs {
                 workload.warmup_secs = w;
+            }
+            if let Some(p) = partitions {
+                workload.partitions_per_topic = p.max(1);
             }
             let options = skein_bench_harness::RunOptions {
                 bootstrap: bootstrap_server,

@@ -228,7 +228,17 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             let extra = Duration::from_millis(config.stall_threshold_ms);
             Box::new(crate::reactor::StallThreshold { extra }) as Box<dyn glommio::StallDetectionHandler>
         });
+        // glommio runs the file operations io_uring does not take (mkdir, truncate,
+        // rename, unlink) on a thread pool of the executor's: one thread by default,
+        // on the shard's own core, where creating or deleting thousands of partitions
+        // queued them one at a time. A few threads on the node's cores run them side
+        // by side (they block in the kernel, not on the cores).
+        let node_cpus: Vec<usize> = config.cpus.clone();
+        let pool_cpus = glommio::CpuSet::online()
+            .map_err(|e| format!("cannot list the online cpus: {e}"))?
+            .filter(|l| node_cpus.contains(&l.cpu));
         let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
+            .blocking_thread_pool_placement(glommio::PoolPlacement::Fenced(BLOCKING_THREADS_PER_SHARD, pool_cpus))
             .name(&format!("shard-{shard}"))
             .detect_stalls(stalls)
             // DMA reads' queueing, device and completion latencies (`reactor`).
@@ -459,6 +469,10 @@ enum MetadataLog {
     Voter(Box<skein_net::metadata::quorum::Opened>),
     Observer(skein_net::metadata::MetadataImage, u64),
 }
+
+/// Threads of each shard's blocking pool (glommio's, for the file operations io_uring
+/// does not take). Each is a parked thread until file creations or deletions queue.
+const BLOCKING_THREADS_PER_SHARD: usize = 4;
 
 /// The longest a stopping cluster node waits for its leaderships to move.
 const DRAIN_MAX: Duration = Duration::from_secs(20);

@@ -251,21 +251,33 @@ impl<S: Storage> LogManager<S> {
         let path = dir.join(PARTITION_METADATA);
         let expected = topic_id_text(topic_id);
         let on_disk = io::read_whole(&self.ctx.storage, &path).await.map_err(|e| Error::io("read", &path, e))?;
-        if let Some(bytes) = &on_disk {
-            let text = String::from_utf8_lossy(bytes);
-            let found = partition_metadata_topic_id(&text).unwrap_or("").to_string();
-            if found != expected {
-                return Err(Error::TopicIdMismatch { partition, expected, found });
+        let found = on_disk.as_ref().and_then(|bytes| {
+            partition_metadata_topic_id(&String::from_utf8_lossy(bytes)).filter(|id| !id.is_empty()).map(str::to_owned)
+        });
+        let content = format!("version: 0\ntopic_id: {expected}\n");
+        let log = match found {
+            Some(found) if found != expected => return Err(Error::TopicIdMismatch { partition, expected, found }),
+            Some(_) => self.open(partition.clone(), config).await?,
+            None => {
+                // A new partition: created with its file in a few operations
+                // (`Log::create`).
+                let identity = [(PARTITION_METADATA, content.as_bytes())];
+                match self.create_with(partition.clone(), config.clone(), &identity).await {
+                    Ok(log) => log,
+                    // A directory without the file (a crash between its creation and
+                    // the file's), or whose file names no topic: written again, whole,
+                    // before the log opens.
+                    Err(Error::PartitionExists(_)) => {
+                        io::write_whole_atomic(&self.ctx.storage, &path, content.as_bytes())
+                            .await
+                            .map_err(|e| Error::io("write", &path, e))?;
+                        self.open(partition.clone(), config).await?
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-        }
-        let log = self.open(partition.clone(), config).await?;
+        };
         self.topic_ids.borrow_mut().insert(partition, topic_id);
-        if on_disk.is_none() {
-            let content = format!("version: 0\ntopic_id: {expected}\n");
-            io::write_whole_atomic(&self.ctx.storage, &path, content.as_bytes())
-                .await
-                .map_err(|e| Error::io("write", &path, e))?;
-        }
         Ok(log)
     }
 
@@ -313,10 +325,25 @@ impl<S: Storage> LogManager<S> {
     /// # Errors
     /// `PartitionExists` when it is open or its directory exists.
     pub async fn create(&self, partition: TopicPartition, config: LogConfig) -> Result<Rc<Log<S>>> {
-        if self.get(&partition).is_some() || self.discover()?.contains(&partition) {
+        self.create_with(partition, config, &[]).await
+    }
+
+    /// `create`, with `identity` files written into the new directory (`Log::create`).
+    async fn create_with(
+        &self,
+        partition: TopicPartition,
+        config: LogConfig,
+        identity: &[(&str, &[u8])],
+    ) -> Result<Rc<Log<S>>> {
+        if self.get(&partition).is_some() {
             return Err(Error::PartitionExists(partition));
         }
-        self.open(partition, config).await
+        let key = self.next_key.get();
+        self.next_key.set(key + 1);
+        let dir = self.data_dir.join(partition.dir_name());
+        let log = Log::create(self.ctx.clone(), dir, partition.clone(), key, config, identity).await?;
+        self.logs.borrow_mut().insert(partition, log.clone());
+        Ok(log)
     }
 
     pub fn get(&self, partition: &TopicPartition) -> Option<Rc<Log<S>>> {

@@ -1,10 +1,11 @@
 //! The bounds of the network layer, with what each costs.
 
-/// Partition logs a shard opens at once when it starts (recovery). An open waits on a
-/// few reads and, after a crash, a directory sync and an fdatasync; with many in
-/// flight the ring overlaps them and the file system commits their syncs together.
-/// Each costs an open log's state and its recovery scan's read buffers (one segment
-/// read at a time, up to 1 MiB).
+/// Partition logs a shard opens at once when it starts (recovery), and that one image
+/// change opens at once (a CreateTopics of 10,000 partitions). An open waits on a few
+/// reads and file creations and, after a crash, a directory sync and an fdatasync; with
+/// many in flight the ring overlaps them and the file system commits their syncs
+/// together. Each costs an open log's state and its recovery scan's read buffers (one
+/// segment read at a time, up to 1 MiB).
 pub const PARTITION_OPENS_IN_FLIGHT: usize = 64;
 
 /// Messages queued per ordered pair of shards. A message is small (an op and a

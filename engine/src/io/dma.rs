@@ -119,6 +119,24 @@ impl Storage for DmaStorage {
         glommio::executor().spawn_blocking(move || std::fs::create_dir_all(path)).await
     }
 
+    async fn create_dir(&self, path: &Path) -> io::Result<bool> {
+        // Through the ring (openat, then mkdirat), not the blocking thread pool, which
+        // thousands of partitions created at once would queue on. The caller holds the
+        // partition's lock, so nothing creates it in between.
+        let path = absolute(path)?;
+        match glommio::io::Directory::open(&path).await.map_err(to_io) {
+            Ok(dir) => {
+                dir.close().await.map_err(to_io)?;
+                Ok(false)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                glommio::io::Directory::create(&path).await.map_err(to_io)?.close().await.map_err(to_io)?;
+                Ok(true)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
         glommio::io::remove(absolute(path)?).await.map_err(to_io)
     }

@@ -265,6 +265,15 @@ impl<S: Storage> Storage for FaultStorage<S> {
         Ok(())
     }
 
+    async fn create_dir(&self, path: &Path) -> io::Result<bool> {
+        self.plan.mutate()?;
+        let created = self.inner.create_dir(path).await?;
+        if created {
+            self.plan.with_model(|m| m.dir_created(path)).transpose()?;
+        }
+        Ok(created)
+    }
+
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.plan.mutate()?;
         self.inner.remove_file(path).await?;

@@ -43,6 +43,9 @@ pub trait Storage: Clone + 'static {
     /// `NotFound` when the file is missing and `create` is false.
     async fn open_file(&self, path: &Path, create: bool) -> io::Result<Self::File>;
     async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Creates one directory (its parent exists). Returns false, creating nothing, when
+    /// it exists already.
+    async fn create_dir(&self, path: &Path) -> io::Result<bool>;
     async fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Removes an empty directory.
     async fn remove_dir(&self, path: &Path) -> io::Result<()>;
@@ -111,6 +114,33 @@ pub async fn read_whole<S: Storage>(storage: &S, path: &Path) -> io::Result<Opti
     };
     let size = file.size().await?;
     Ok(Some(file.read_at(0, size as usize).await?))
+}
+
+/// Writes `data` as the whole content of `path` in place (created or cut to it), with
+/// no temp file, and fdatasyncs it when `durable`. A crash in between may leave it
+/// empty or torn, so only for files nobody reads until they are whole (in a directory
+/// being created), or whose readers take a damaged one for a missing one.
+///
+/// # Errors
+/// The first failing step.
+pub async fn write_in_place<S: Storage>(storage: &S, path: &Path, data: &[u8], durable: bool) -> io::Result<()> {
+    let file = storage.open_file(path, true).await?;
+    file.truncate(0).await?;
+    let padded = align_up(data.len() as u64) as usize;
+    if padded > 0 {
+        let mut buf = file.alloc_buf(padded);
+        buf.as_bytes_mut()[..data.len()].copy_from_slice(data);
+        buf.as_bytes_mut()[data.len()..].fill(0);
+        let written = file.write_at(buf, 0).await?;
+        if written < padded {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, format!("short write of {}", path.display())));
+        }
+    }
+    file.truncate(data.len() as u64).await?;
+    if durable {
+        file.fdatasync().await?;
+    }
+    Ok(())
 }
 
 /// Replaces `path` atomically with `data`: temp file, write, fsync, rename, fsync of
