@@ -38,8 +38,27 @@ fn without_huge_pages() {
     }
 }
 
+/// Raises the soft limit on open files to the hard one: each segment of each partition
+/// keeps a descriptor open (as Kafka's), so 10,000 partitions need 10,000 of them, and
+/// shells commonly start processes at a soft limit of 1,024. The hard limit stays the
+/// operator's (`LimitNOFILE=`). Returns the limit now in force.
+fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit.clone()) {
+            tracing::warn!(target: "skein", error = %e, "cannot raise the open files limit");
+        }
+    }
+    getrlimit(Resource::Nofile).current
+}
+
 pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     without_huge_pages();
+    let open_files = raise_open_files_limit();
+    tracing::info!(target: "skein", open_files_limit = open_files.map_or("unlimited".into(), |l| l.to_string()),
+        "each partition segment holds an open file");
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("cannot create data directory {}: {e}", config.data_dir.display()))?;
     // Its entry in the parent made durable (the main thread, before any shard runs):
