@@ -214,12 +214,103 @@ section_groups() {
   done
 }
 
+# Three nodes of one broker, each pinned to a CPU in turn: Skein's with `--cores`,
+# Kafka's (`peers/kafka/run-kafka-cluster.sh`) with taskset. Sets cluster_pids
+# ("1=PID,2=PID,3=PID"), cluster_ports and cluster_bootstrap.
+#   start_cluster BROKER DIR
+start_cluster() {
+  local broker="$1" dir="$2" cpus n port pids=()
+  cpus=$(nproc)
+  mkdir -p "$dir"
+  case "$broker" in
+    skein)
+      local voters="1@127.0.0.1:29101,2@127.0.0.1:29111,3@127.0.0.1:29121"
+      for n in 1 2 3; do
+        port=$((29100 + (n - 1) * 10))
+        "$skein" start --node-id "$n" --cores $(( (n - 1) % cpus ))-$(( (n - 1) % cpus )) \
+          --listener "127.0.0.1:$port" --controller-listener "127.0.0.1:$((port + 1))" --controller-voters "$voters" \
+          --data-dir "$dir/n$n" --admin-listener off >> "$dir/n$n.log" 2>&1 &
+        pids+=("$n=$!")
+      done
+      for n in 1 2 3; do
+        until (exec 3<>"/dev/tcp/127.0.0.1/$((29100 + (n - 1) * 10))") 2>/dev/null; do sleep 0.1; done
+      done
+      cluster_pids=$(IFS=,; echo "${pids[*]}")
+      cluster_ports=(29100 29110 29120)
+      ;;
+    kafka)
+      cluster_pids=$(KAFKA_HEAP="${KAFKA_HEAP:-1g}" "$root/bench-harness/peers/kafka/run-kafka-cluster.sh" "$dir" 29200 "$cpus" | tail -1)
+      cluster_ports=(29200 29210 29220)
+      ;;
+  esac
+  cluster_bootstrap="127.0.0.1:${cluster_ports[0]}"
+}
+
+# The pid of node N of the running cluster.
+node_pid() {
+  local pair
+  for pair in ${cluster_pids//,/ }; do [ "${pair%%=*}" = "$1" ] && echo "${pair#*=}"; done
+}
+
+# CPU seconds (user + system) a process has used.
+cpu_secs() {
+  awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"
+}
+
+# CLUSTER_TOPICS x CLUSTER_PARTITIONS (100 x 100) partitions of replication factor 3 on
+# three nodes: creation and propagation to every node, one record to each, the
+# metadata log's size, the replica fetchers' CPU while idle, the failover of a kill
+# -9'd node's leaderships, and a controlled shutdown of another.
+section_cluster() {
+  local broker dir ctopics="${CLUSTER_TOPICS:-100}" cpartitions="${CLUSTER_PARTITIONS:-100}" nodes n before after
+  for broker in "${brokers[@]}"; do
+    echo "== cluster: $broker, 3 nodes, $ctopics x $cpartitions partitions of replication factor 3"
+    dir="$work/$broker-cluster"
+    start_cluster "$broker" "$dir"
+    port=${cluster_ports[0]}
+    nodes="127.0.0.1:${cluster_ports[0]},127.0.0.1:${cluster_ports[1]},127.0.0.1:${cluster_ports[2]}"
+    sleep 5
+    step "$broker" create --topics "$ctopics" --partitions "$cpartitions" --replication-factor 3 --nodes "$nodes" \
+      --as cluster_create
+    step "$broker" produce --topics "$ctopics" --partitions "$cpartitions" --as cluster_produce
+    sleep 5
+    for n in 1 2 3; do
+      case "$broker" in
+        skein) record "$broker" "cluster_metadata_log_kib_n$n" "$(du -sk "$dir/n$n/__skein_metadata" | cut -f1)" ;;
+        kafka) record "$broker" "cluster_metadata_log_kib_n$n" "$(du -sk "$dir/n$n/logs/__cluster_metadata-0" | cut -f1)" ;;
+      esac
+      record "$broker" "cluster_rss_kib_n$n" "$(awk '/^VmRSS:/ { print $2 }' "/proc/$(node_pid "$n")/status")"
+    done
+    # The replica fetchers' cost with nothing to replicate: CPU over 30 s, all nodes.
+    before=0; for n in 1 2 3; do before=$(echo "$before + $(cpu_secs "$(node_pid "$n")")" | bc); done
+    sleep 30
+    after=0; for n in 1 2 3; do after=$(echo "$after + $(cpu_secs "$(node_pid "$n")")" | bc); done
+    record "$broker" cluster_idle_cpu_secs_per_30s "$(echo "$after - $before" | bc)"
+    # Failover: node 3 killed; every partition served again (its leaderships moved).
+    kill -9 "$(node_pid 3)"
+    port=${cluster_ports[0]}
+    step "$broker" serving --topics "$ctopics" --partitions "$cpartitions" --as cluster_failover
+    # Controlled shutdown of node 2 (its leaderships move before it stops).
+    local started stopped pid2
+    pid2=$(node_pid 2)
+    started=$(date +%s%N)
+    kill "$pid2"
+    while kill -0 "$pid2" 2>/dev/null; do sleep 0.05; done
+    stopped=$(( ($(date +%s%N) - started) / 1000000 ))
+    record "$broker" cluster_controlled_shutdown_ms "$stopped"
+    step "$broker" serving --topics "$ctopics" --partitions "$cpartitions" --as cluster_after_shutdown
+    for pair in ${cluster_pids//,/ }; do kill "${pair#*=}" 2>/dev/null || true; done
+    for pair in ${cluster_pids//,/ }; do while kill -0 "${pair#*=}" 2>/dev/null; do sleep 0.1; done; done
+    rm -rf "$dir"
+  done
+}
+
 for section in "${sections[@]}"; do
   case "$section" in
     partitions) section_partitions ;;
     latency) section_latency ;;
     groups) section_groups ;;
-    cluster) echo "section cluster: not yet" ;;
+    cluster) section_cluster ;;
     *) echo "unknown section $section" >&2; exit 2 ;;
   esac
 done

@@ -7,6 +7,13 @@
 //! are appended with the leader's offsets and epochs, producer state follows them, so
 //! a new leader deduplicates idempotent producers.
 //!
+//! Each fetcher keeps a fetch session with its leader (KIP-227), as Kafka's replica
+//! fetchers do (`FollowerSession`): the first fetch lists every partition and opens
+//! it; later fetches list only the partitions whose fetch position moved (and those no
+//! longer followed, as forgotten), and the leader answers only partitions with records
+//! or news. A follower of 3,333 partitions of one leader then sends and receives a few
+//! of them per fetch, not all of them twice a second.
+//!
 //! The leader changes the ISR through the controller (AlterPartition): it proposes a
 //! follower that caught up, and drops followers not caught up for
 //! `replica.lag.time.max.ms`; one proposal per partition is in flight at a time.
@@ -149,9 +156,90 @@ fn shrink_isrs(shard: &Rc<Shard>, lag_time_max_ms: i64) {
     }
 }
 
+/// Where a follower fetches a partition from: what it tells the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Position {
+    fetch_offset: i64,
+    log_start_offset: i64,
+    current_leader_epoch: i32,
+    last_fetched_epoch: i32,
+}
+
+impl Position {
+    fn of(state: &Partition) -> Position {
+        Position {
+            fetch_offset: state.log.log_end_offset().0,
+            log_start_offset: state.log.log_start_offset().0,
+            current_leader_epoch: state.replica_state.borrow().leader_epoch().0,
+            last_fetched_epoch: state.log.latest_leader_epoch().map_or(-1, |epoch| epoch.0),
+        }
+    }
+}
+
+/// The follower's side of a fetch session with one leader (KIP-227), as Kafka's
+/// `FetchSessionHandler`. Epoch 0 asks the leader for a session with a full fetch;
+/// once it gave one (a session id in its answer), each fetch carries the next epoch,
+/// the partitions whose position changed since they were last sent (or that are new)
+/// and, as forgotten, those no longer followed. A leader that keeps no session for it
+/// (no slot free) answers full fetches, which are asked again each time. Any session
+/// error, or a lost connection, starts over with a full fetch.
+#[derive(Debug, Default)]
+struct FollowerSession {
+    /// The leader's session id, 0 while there is none.
+    id: i32,
+    /// The epoch the next fetch carries: 0 opens a session.
+    next_epoch: i32,
+    /// What the leader's session holds for each partition: its position as last sent.
+    sent: HashMap<TopicPartition, Position>,
+}
+
+impl FollowerSession {
+    /// The next fetch for `partitions` at their current positions, and what the
+    /// leader's session holds once it took it.
+    fn request(&mut self, node: i32, partitions: &[(TopicPartition, Position)]) -> FetchRequest {
+        let full = self.id == 0;
+        let listed: Vec<&(TopicPartition, Position)> = match full {
+            true => partitions.iter().collect(),
+            false => partitions.iter().filter(|(partition, at)| self.sent.get(partition) != Some(at)).collect(),
+        };
+        let forgotten: Vec<TopicPartition> = match full {
+            true => Vec::new(),
+            false => {
+                let current: std::collections::HashSet<&TopicPartition> = partitions.iter().map(|(p, _)| p).collect();
+                self.sent.keys().filter(|p| !current.contains(p)).cloned().collect()
+            }
+        };
+        self.sent = partitions.iter().cloned().collect();
+        fetch_request(node, &listed, &forgotten).with_session_id(self.id).with_session_epoch(self.next_epoch)
+    }
+
+    /// Takes the leader's answer: the session it opened, or the next epoch.
+    fn answered(&mut self, response: &FetchResponse) {
+        // A session error, or a fetch refused whole: what the leader's session holds is
+        // no longer known.
+        if response.error_code != 0 {
+            self.reset();
+            return;
+        }
+        if self.id == 0 {
+            // A leader with no slot free answers without a session: asked again.
+            self.id = response.session_id;
+            self.next_epoch = if self.id == 0 { 0 } else { 1 };
+        } else {
+            self.next_epoch = if self.next_epoch == i32::MAX { 1 } else { self.next_epoch + 1 };
+        }
+    }
+
+    /// Starts over: the next fetch is a full one that opens a new session.
+    fn reset(&mut self) {
+        *self = FollowerSession::default();
+    }
+}
+
 /// Fetches this shard's partitions that `leader` leads, until none is left.
 async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
     let mut connection: Option<crate::peer::PeerStream> = None;
+    let mut session = FollowerSession::default();
     let mut correlation = 0i32;
     // Partitions the leader refused sit out `replica.fetch.backoff.ms`, as in Kafka,
     // so that one refused partition neither spins the fetcher nor delays the others.
@@ -186,6 +274,10 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
             connection = None;
         }
         if connection.is_none() {
+            // The leader keeps sessions per connection (on the shard it reached).
+            session.reset();
+        }
+        if connection.is_none() {
             match crate::peer::connect(&shard.settings.security, &host, port, &client).await {
                 Ok(stream) => connection = Some(stream),
                 Err(e) => {
@@ -205,7 +297,9 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
         }
         let stream = connection.as_mut().expect("connected above");
         correlation = correlation.wrapping_add(1);
-        let request = fetch_request(shard.settings.node_id, &partitions);
+        let positions: Vec<(TopicPartition, Position)> =
+            partitions.iter().map(|(partition, state)| (partition.clone(), Position::of(state))).collect();
+        let request = session.request(shard.settings.node_id, &positions);
         let exchange = crate::peer::exchange(stream, &request, FETCH_VERSION, correlation, &client);
         let response = match within(exchange).await {
             Some(Ok(response)) => response,
@@ -216,10 +310,14 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
                 };
                 tracing::debug!(target: "skein::net", leader, error, "replica fetch failed; reconnecting");
                 connection = None;
+                session.reset();
                 glommio::timer::sleep(BACKOFF).await;
                 continue;
             }
         };
+        // A refused fetch ends the session (the next is a full fetch); `apply` backs
+        // its partitions off.
+        session.answered(&response);
         if let Some(rate) = rate {
             let bytes: u64 = response
                 .responses
@@ -248,34 +346,45 @@ async fn within<T>(future: impl std::future::Future<Output = T>) -> Option<T> {
     .await
 }
 
-/// Fetch v12 for `partitions` from their log ends.
-fn fetch_request(node: i32, partitions: &[(TopicPartition, Rc<Partition>)]) -> FetchRequest {
+/// Fetch v12 for `partitions` from their positions, with `forgotten` partitions
+/// (an incremental fetch's); the caller sets the session.
+fn fetch_request(node: i32, partitions: &[&(TopicPartition, Position)], forgotten: &[TopicPartition]) -> FetchRequest {
     let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
-    for (partition, state) in partitions {
-        let replica = state.replica_state.borrow();
-        let last_fetched_epoch = state.log.latest_leader_epoch().map_or(-1, |epoch| epoch.0);
+    for (partition, at) in partitions {
         topics.entry(&partition.topic).or_default().push(
             FetchPartition::default()
                 .with_partition(partition.partition)
-                .with_current_leader_epoch(replica.leader_epoch().0)
-                .with_fetch_offset(state.log.log_end_offset().0)
-                .with_last_fetched_epoch(last_fetched_epoch)
-                .with_log_start_offset(state.log.log_start_offset().0)
+                .with_current_leader_epoch(at.current_leader_epoch)
+                .with_fetch_offset(at.fetch_offset)
+                .with_last_fetched_epoch(at.last_fetched_epoch)
+                .with_log_start_offset(at.log_start_offset)
                 .with_partition_max_bytes(PARTITION_MAX_BYTES),
         );
+    }
+    let mut forgotten_topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for partition in forgotten {
+        forgotten_topics.entry(&partition.topic).or_default().push(partition.partition);
     }
     FetchRequest::default()
         .with_replica_id(BrokerId(node))
         .with_max_wait_ms(FETCH_MAX_WAIT_MS)
         .with_min_bytes(1)
         .with_max_bytes(FETCH_MAX_BYTES)
-        .with_session_id(0)
-        .with_session_epoch(-1)
         .with_topics(
             topics
                 .into_iter()
                 .map(|(topic, partitions)| {
                     FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+        .with_forgotten_topics_data(
+            forgotten_topics
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    kafka_protocol::messages::fetch_request::ForgottenTopic::default()
                         .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
                         .with_partitions(partitions)
                 })
@@ -354,4 +463,64 @@ async fn apply(
         }
     }
     refused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(offset: i64) -> Position {
+        Position { fetch_offset: offset, log_start_offset: 0, current_leader_epoch: 3, last_fetched_epoch: 3 }
+    }
+
+    fn listed(request: &FetchRequest) -> Vec<(String, i32, i64)> {
+        let mut out: Vec<(String, i32, i64)> = request
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic.0.to_string(), p.partition, p.fetch_offset)))
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn forgotten(request: &FetchRequest) -> Vec<(String, i32)> {
+        request
+            .forgotten_topics_data
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic.0.to_string(), *p)))
+            .collect()
+    }
+
+    // The follower's session: a full fetch opens it; then only partitions whose position
+    // moved are listed, those no longer followed are forgotten, each fetch carries the
+    // next epoch; a leader without a free slot gets full fetches; a session error
+    // starts over with a full fetch.
+    #[test]
+    fn follower_fetch_sessions() {
+        let tp = |p| TopicPartition::new("t", p);
+        let mut session = FollowerSession::default();
+        let first = session.request(1, &[(tp(0), at(5)), (tp(1), at(7))]);
+        assert_eq!((first.session_id, first.session_epoch), (0, 0));
+        assert_eq!(listed(&first), vec![("t".into(), 0, 5), ("t".into(), 1, 7)]);
+        // No slot free: the leader answers without a session; asked again.
+        session.answered(&FetchResponse::default().with_session_id(0));
+        let again = session.request(1, &[(tp(0), at(5)), (tp(1), at(7))]);
+        assert_eq!((again.session_id, again.session_epoch, listed(&again).len()), (0, 0, 2));
+        session.answered(&FetchResponse::default().with_session_id(42));
+        // Nothing moved: an empty incremental fetch.
+        let quiet = session.request(1, &[(tp(0), at(5)), (tp(1), at(7))]);
+        assert_eq!((quiet.session_id, quiet.session_epoch), (42, 1));
+        assert!(listed(&quiet).is_empty() && forgotten(&quiet).is_empty());
+        session.answered(&FetchResponse::default().with_session_id(42));
+        // Partition 1 moved, partition 0 left, partition 2 joined.
+        let next = session.request(1, &[(tp(1), at(9)), (tp(2), at(0))]);
+        assert_eq!((next.session_id, next.session_epoch), (42, 2));
+        assert_eq!(listed(&next), vec![("t".into(), 1, 9), ("t".into(), 2, 0)]);
+        assert_eq!(forgotten(&next), vec![("t".into(), 0)]);
+        // The leader lost the session: a full fetch opens another.
+        session.answered(&FetchResponse::default().with_error_code(code::FETCH_SESSION_ID_NOT_FOUND));
+        let full = session.request(1, &[(tp(1), at(9)), (tp(2), at(0))]);
+        assert_eq!((full.session_id, full.session_epoch, listed(&full).len()), (0, 0, 2));
+        assert!(forgotten(&full).is_empty());
+    }
 }

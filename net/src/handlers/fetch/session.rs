@@ -152,14 +152,23 @@ impl FetchSessions {
         // The epoch moves when the request is taken, so a second request with the same
         // epoch is refused even while this one is still being served.
         session.next_epoch = if session.next_epoch == i32::MAX { 1 } else { session.next_epoch + 1 };
-        session.partitions.retain(|p| !forgotten.iter().any(|(t, i)| *t == p.topic && *i == p.partition));
-        for new in changed {
-            match session.partitions.iter_mut().find(|p| p.topic == new.topic && p.partition == new.partition) {
-                Some(existing) => {
-                    existing.fetch_offset = new.fetch_offset;
-                    existing.max_bytes = new.max_bytes;
+        // Indexed, not searched: a follower's session holds thousands of partitions.
+        if !forgotten.is_empty() {
+            let gone: std::collections::HashSet<(&TopicKey, i32)> = forgotten.iter().map(|(t, i)| (t, *i)).collect();
+            session.partitions.retain(|p| !gone.contains(&(&p.topic, p.partition)));
+        }
+        if !changed.is_empty() {
+            let at: HashMap<(TopicKey, i32), usize> =
+                session.partitions.iter().enumerate().map(|(i, p)| ((p.topic.clone(), p.partition), i)).collect();
+            for new in changed {
+                match at.get(&(new.topic.clone(), new.partition)) {
+                    Some(&i) => {
+                        let existing = &mut session.partitions[i];
+                        existing.fetch_offset = new.fetch_offset;
+                        existing.max_bytes = new.max_bytes;
+                    }
+                    None => session.partitions.push(new),
                 }
-                None => session.partitions.push(new),
             }
         }
         session.partitions.clone()
@@ -169,24 +178,39 @@ impl FetchSessions {
     /// with the high watermark and log start offset sent and whether records went out).
     pub fn served(&mut self, id: i32, sent: &[(TopicKey, i32, i64, i64, bool)]) {
         let Some(session) = self.sessions.get_mut(&id) else { return };
+        let index: HashMap<(&TopicKey, i32), usize> =
+            session.partitions.iter().enumerate().map(|(i, p)| ((&p.topic, p.partition), i)).collect();
+        let positions: Vec<(usize, i64, i64, bool)> = sent
+            .iter()
+            .filter_map(|(topic, partition, high_watermark, log_start_offset, had_records)| {
+                index.get(&(topic, *partition)).map(|&at| (at, *high_watermark, *log_start_offset, *had_records))
+            })
+            .collect();
         let mut moved = Vec::new();
-        for (topic, partition, high_watermark, log_start_offset, had_records) in sent {
-            let Some(at) = session.partitions.iter().position(|p| p.topic == *topic && p.partition == *partition)
-            else {
-                continue;
-            };
+        for (at, high_watermark, log_start_offset, had_records) in positions {
             let p = &mut session.partitions[at];
-            p.high_watermark_sent = *high_watermark;
-            p.log_start_offset_sent = *log_start_offset;
-            if *had_records {
+            p.high_watermark_sent = high_watermark;
+            p.log_start_offset_sent = log_start_offset;
+            if had_records {
                 moved.push(at);
             }
         }
-        // Partitions that returned data go to the back, keeping their relative order.
-        for (shift, at) in moved.into_iter().enumerate() {
-            let p = session.partitions.remove(at - shift);
-            session.partitions.push(p);
-        }
+        // Partitions that returned data go to the back, keeping their relative order
+        // (in fetch order: `sent` follows the session's order).
+        moved.sort_unstable();
+        let mut back = Vec::with_capacity(moved.len());
+        let mut moved = moved.into_iter().peekable();
+        let mut at = 0;
+        session.partitions.retain(|p| {
+            let leaving = moved.peek() == Some(&at);
+            if leaving {
+                moved.next();
+                back.push(p.clone());
+            }
+            at += 1;
+            !leaving
+        });
+        session.partitions.extend(back);
     }
 }
 
