@@ -4,9 +4,10 @@
 //!
 //! The topics are `<prefix>-0000 .. <prefix>-<topics-1>`, each with `--partitions`
 //! partitions. Each step prints one JSON line of figures, with units in the field names:
-//! - `create`: one CreateTopics request for every topic (as an admin client sends it),
-//!   the time until it is answered, until every node's Metadata lists every partition
-//!   with a leader, and until every leader answers ListOffsets for each of them;
+//! - `create`: CreateTopics requests for every topic (at most 5,000 partitions each:
+//!   Kafka refuses larger operations), the time until they are answered, until every
+//!   node's Metadata lists every partition with a leader, and until every leader
+//!   answers ListOffsets for each of them;
 //! - `produce`: one record to each partition through librdkafka (`acks=all`): how many
 //!   were acknowledged, and when;
 //! - `metadata`: full Metadata requests (every topic), each timed;
@@ -92,39 +93,15 @@ fn name(topic: &str) -> TopicName {
 pub fn create(options: &ScaleOptions) -> Result<Value, String> {
     let names = options.topic_names();
     let mut stream = connect(&options.bootstrap)?;
-    let mut request = CreateTopicsRequest::default();
-    request.timeout_ms = options.timeout.as_millis().min(i32::MAX as u128) as i32;
-    request.topics = names
-        .iter()
-        .map(|t| {
-            let mut topic = CreatableTopic::default()
-                .with_name(name(t))
-                .with_num_partitions(options.partitions as i32)
-                .with_replication_factor(options.replication_factor);
-            topic.configs = options
-                .configs
-                .iter()
-                .map(|(k, v)| {
-                    kafka_protocol::messages::create_topics_request::CreatableTopicConfig::default()
-                        .with_name(StrBytes::from_string(k.clone()))
-                        .with_value(Some(StrBytes::from_string(v.clone())))
-                })
-                .collect();
-            topic
-        })
-        .collect();
     let started = Instant::now();
-    let response = exchange(&mut stream, &request, CREATE_TOPICS_VERSION)?;
-    let answered_ms = ms(started);
-    let refused: Vec<String> = response
-        .topics
-        .iter()
-        .filter(|t| t.error_code != 0)
-        .map(|t| format!("{}: {} {:?}", t.name.0.as_str(), t.error_code, t.error_message.as_ref().map(|m| m.as_str())))
-        .collect();
-    if !refused.is_empty() {
-        return Err(format!("CreateTopics refused {} topics, first {}", refused.len(), refused[0]));
+    // Kafka's controller refuses an operation of more than 10,000 records ("Unable to
+    // perform excessively large batch operation"), so topics go in requests of at most
+    // `CREATE_PARTITIONS_PER_REQUEST` partitions, one after another, to every broker.
+    let per_request = (CREATE_PARTITIONS_PER_REQUEST / options.partitions.max(1) as usize).max(1);
+    for chunk in names.chunks(per_request) {
+        create_some(options, &mut stream, chunk)?;
     }
+    let answered_ms = ms(started);
     let deadline = started + options.timeout;
     let nodes = if options.nodes.is_empty() { vec![options.bootstrap.clone()] } else { options.nodes.clone() };
     let mut listed_ms = BTreeMap::new();
@@ -150,12 +127,52 @@ pub fn create(options: &ScaleOptions) -> Result<Value, String> {
         "topics": options.topics,
         "partitions": options.total(),
         "replication_factor": options.replication_factor,
+        "requests": names.len().div_ceil(per_request),
         "answered_ms": answered_ms,
         "listed_by_every_node_ms": listed_all_ms,
         "listed_ms": listed_ms,
         "serving_ms": serving.0,
         "served": serving.1,
     }))
+}
+
+/// Partitions in one CreateTopics request of `create`.
+const CREATE_PARTITIONS_PER_REQUEST: usize = 5000;
+
+/// One CreateTopics request for the topics `names`.
+fn create_some(options: &ScaleOptions, stream: &mut TcpStream, names: &[String]) -> Result<(), String> {
+    let mut request = CreateTopicsRequest::default();
+    request.timeout_ms = options.timeout.as_millis().min(i32::MAX as u128) as i32;
+    request.topics = names
+        .iter()
+        .map(|t| {
+            let mut topic = CreatableTopic::default()
+                .with_name(name(t))
+                .with_num_partitions(options.partitions as i32)
+                .with_replication_factor(options.replication_factor);
+            topic.configs = options
+                .configs
+                .iter()
+                .map(|(k, v)| {
+                    kafka_protocol::messages::create_topics_request::CreatableTopicConfig::default()
+                        .with_name(StrBytes::from_string(k.clone()))
+                        .with_value(Some(StrBytes::from_string(v.clone())))
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    let response = exchange(stream, &request, CREATE_TOPICS_VERSION)?;
+    let refused: Vec<String> = response
+        .topics
+        .iter()
+        .filter(|t| t.error_code != 0)
+        .map(|t| format!("{}: {} {:?}", t.name.0.as_str(), t.error_code, t.error_message.as_ref().map(|m| m.as_str())))
+        .collect();
+    if !refused.is_empty() {
+        return Err(format!("CreateTopics refused {} topics, first {}", refused.len(), refused[0]));
+    }
+    Ok(())
 }
 
 /// Every partition of `names` with a leader in one Metadata response: (topic,

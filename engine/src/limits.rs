@@ -64,6 +64,10 @@ pub const SHARD_TAIL_BUFFER_BYTES_MAX: u64 = 256 << 20;
 /// passes the segment that much later.
 pub const SEAL_SYNC_DELAY: std::time::Duration = std::time::Duration::from_secs(6);
 
+/// Logs a shard closes at once at a clean stop (`LogManager::close_all`). Each holds
+/// its final writes and an index buffer while it closes.
+pub const CLOSES_IN_FLIGHT: usize = 64;
+
 /// The smallest step a log reserves ahead of its writes with fallocate (`log/reserve.rs`):
 /// one block, so a log holding one small record takes one block of disk. Writes into
 /// reserved space avoid the file-extending O_DIRECT path, measured 6-9x slower on

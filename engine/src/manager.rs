@@ -465,14 +465,17 @@ impl<S: Storage> LogManager<S> {
 
     /// Closes every log cleanly (shutdown). Returns the logs that failed to close.
     pub async fn close_all(&self) -> Vec<(TopicPartition, Error)> {
+        use futures_util::StreamExt;
         let logs: Vec<_> = std::mem::take(&mut *self.logs.borrow_mut()).into_iter().collect();
-        let mut failed = Vec::new();
-        for (partition, log) in logs {
-            if let Err(e) = log.close().await {
-                failed.push((partition, e));
-            }
-        }
-        failed
+        // `CLOSES_IN_FLIGHT` at a time: each waits on an fdatasync and a few small
+        // writes, which the ring overlaps and the file system commits together (one at
+        // a time, 10,000 logs took 10 s to stop).
+        futures_util::stream::iter(logs)
+            .map(|(partition, log)| async move { log.close().await.err().map(|e| (partition, e)) })
+            .buffer_unordered(crate::limits::CLOSES_IN_FLIGHT)
+            .filter_map(|failed| async move { failed })
+            .collect()
+            .await
     }
 }
 
