@@ -394,19 +394,18 @@ fn common_tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// The ISR of `topic`'s partition `partition` as `node` names it.
+/// The ISR of `topic`'s partition `partition` as `node` names it: empty while the
+/// node has not heard of it yet (CreateTopics is answered once the controller
+/// committed it, as Kafka's is, before every node applied it).
 fn isr(node: &Broker, topic: &str, partition: i32) -> Vec<i32> {
     let response = metadata(node);
-    let topic = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == topic).unwrap();
-    let mut isr: Vec<i32> = topic
-        .partitions
-        .iter()
-        .find(|p| p.partition_index == partition)
-        .unwrap()
-        .isr_nodes
-        .iter()
-        .map(|b| b.0)
-        .collect();
+    let Some(topic) = response.topics.iter().find(|t| t.name.as_ref().unwrap().as_str() == topic) else {
+        return Vec::new();
+    };
+    let Some(listed) = topic.partitions.iter().find(|p| p.partition_index == partition) else {
+        return Vec::new();
+    };
+    let mut isr: Vec<i32> = listed.isr_nodes.iter().map(|b| b.0).collect();
     isr.sort_unstable();
     isr
 }
