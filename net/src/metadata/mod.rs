@@ -6,7 +6,6 @@
 //! metadata log (`quorum`, raft-rs); committed records are applied to the image, which
 //! is published to every shard by message. Each shard holds its own
 //! `Arc<MetadataImage>`: the request path reads it with no lock shared between shards.
-//! `store` reads the single-node format of earlier versions, once, to take it over.
 
 use std::collections::BTreeMap;
 
@@ -15,8 +14,6 @@ pub mod decide;
 mod elections;
 pub mod observer;
 pub mod quorum;
-mod snapshot_old;
-pub mod store;
 pub mod transport;
 
 use serde::{Deserialize, Serialize};
@@ -193,9 +190,6 @@ pub struct MetadataImage {
     /// Registered brokers by id.
     #[serde(default)]
     pub brokers: BTreeMap<i32, BrokerMeta>,
-    /// The generation of the record log that continues this image (`store`).
-    #[serde(default)]
-    pub log_generation: u64,
     /// Dynamic broker configs (Kafka's ConfigRecord for BROKER resources): by broker
     /// id, `""` holding the cluster-wide defaults.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -210,7 +204,7 @@ pub struct MetadataImage {
     /// Client quotas by entity (Kafka's ClientQuotaRecord).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_quotas: Vec<crate::quota::ClientQuota>,
-    /// Topic ids to names, rebuilt whenever the store publishes an image, so that
+    /// Topic ids to names, rebuilt whenever an image is published, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
     #[rkyv(with = rkyv::with::Skip)]
@@ -233,7 +227,7 @@ impl MetadataImage {
     }
 
     /// The topic with id `id`: O(1) on an image whose index is current (every image
-    /// `apply` made or `store` loaded); otherwise a scan.
+    /// `apply` made or a snapshot loaded); otherwise a scan.
     pub fn topic_by_id(&self, id: uuid::Uuid) -> Option<&TopicMeta> {
         match self.ids.get(&id) {
             Some(name) => self.topics.get(name).filter(|t| t.id == id),

@@ -72,12 +72,8 @@ impl std::fmt::Debug for Opened {
     }
 }
 
-/// What starts a snapshot of the image in rkyv's form; snapshots of earlier versions
-/// are `SKEINRK3`, `SKEINRK2`, `SKEINRK1` (`snapshot_old`) or JSON (they start with `{`).
-const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK4";
-const RKYV_SNAPSHOT_V3: &[u8; 8] = b"SKEINRK3";
-const RKYV_SNAPSHOT_V2: &[u8; 8] = b"SKEINRK2";
-const RKYV_SNAPSHOT_V1: &[u8; 8] = b"SKEINRK1";
+/// What starts a snapshot of the image in rkyv's form.
+const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK5";
 
 /// A snapshot of `image` (the data of the quorum's snapshots): `RKYV_SNAPSHOT`, the
 /// CRC-32C of the archive (a cut or damaged archive can still validate as rkyv), then
@@ -88,63 +84,36 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
     [&RKYV_SNAPSHOT[..], &crc[..], &archive[..]].concat()
 }
 
-/// The image a snapshot holds, checked (rkyv's validation) before it is read; a JSON
-/// snapshot of an earlier version is read too.
+/// The image a snapshot holds, checked (its checksum, then rkyv's validation) before
+/// it is read.
 pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
-    // The current layout, `SKEINRK3` and `SKEINRK2` carry a checksum of the archive.
-    let checked = |framed: &[u8]| -> Result<Vec<u8>, String> {
-        let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
-        match crc32c::crc32c(archive).to_be_bytes() == crc {
-            true => Ok(archive.to_vec()),
-            false => Err("the metadata snapshot does not match its checksum".into()),
-        }
-    };
-    let mut image: MetadataImage = if let Some(framed) = bytes.strip_prefix(&RKYV_SNAPSHOT[..]) {
-        let archive = checked(framed)?;
-        let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
-        aligned.extend_from_slice(&archive);
-        rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned)
-            .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?
-    } else if let Some(framed) = bytes.strip_prefix(&RKYV_SNAPSHOT_V3[..]) {
-        super::snapshot_old::decode_v3(&checked(framed)?)?
-    } else if let Some(framed) = bytes.strip_prefix(&RKYV_SNAPSHOT_V2[..]) {
-        super::snapshot_old::decode_v2(&checked(framed)?)?
-    } else if let Some(archive) = bytes.strip_prefix(&RKYV_SNAPSHOT_V1[..]) {
-        super::snapshot_old::decode(archive)?
-    } else {
-        serde_json::from_slice(bytes).map_err(|e| format!("the metadata snapshot does not parse: {e}"))?
-    };
+    let framed = bytes.strip_prefix(&RKYV_SNAPSHOT[..]).ok_or("not a metadata snapshot of this version")?;
+    let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
+    if crc32c::crc32c(archive).to_be_bytes() != crc {
+        return Err("the metadata snapshot does not match its checksum".into());
+    }
+    let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
+    aligned.extend_from_slice(archive);
+    let mut image = rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned)
+        .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?;
     image.index_ids();
     Ok(image)
 }
 
 /// Recovers the metadata log under `data_dir` for node `node` among `voters`, and the
-/// image it holds. A directory holding the single-node format of earlier versions
-/// (`image.json`, `records.log`) is taken over once: its image becomes the quorum's
-/// first snapshot and the old files are removed. Blocking: for the main thread.
+/// image it holds. Blocking: for the main thread.
 ///
 /// # Errors
 /// A message when the files cannot be read or written, or were made for other voters.
 pub fn open(data_dir: &Path, node: i32, voters: &[i32], shards: usize) -> Result<Opened, String> {
     let dir = data_dir.join("__skein_metadata");
-    let legacy_files = [dir.join("image.json"), dir.join("records.log")];
-    let legacy = match dir.join("quorum.state").exists() {
-        true => None,
-        false => super::store::load_legacy(&dir)?,
-    };
     let mut ids: Vec<u64> = voters.iter().map(|&v| quorum_id(v)).collect();
     ids.sort_unstable();
     ids.dedup();
     let (journal, durable) = Journal::open(&dir, || {
-        let image = legacy.clone().unwrap_or_else(|| MetadataImage { next_producer_id: 1000, ..Default::default() });
+        let image = MetadataImage { next_producer_id: 1000, ..Default::default() };
         Durable::bootstrap(&ids, encode_image(&image))
     })?;
-    if legacy.is_some() {
-        for file in &legacy_files {
-            let _ = std::fs::remove_file(file);
-        }
-        tracing::info!(target: "skein::net", "single-node metadata taken over by the metadata log");
-    }
     let recorded = Quorum::voters_of(&durable);
     if recorded != ids {
         let show = |ids: &[u64]| ids.iter().map(|id| (id - 1).to_string()).collect::<Vec<_>>().join(",");
@@ -435,13 +404,12 @@ mod tests {
     use crate::metadata::TopicMeta;
 
     // Snapshots are rkyv archives that hold the whole image (topics with their
-    // assignments, brokers, broker configs, topic ids); a JSON snapshot of an earlier
-    // version still reads; a cut or damaged archive is refused with a message, never
-    // a panic.
+    // assignments, brokers, broker configs, SCRAM credentials, ACLs, quotas, topic
+    // ids); a cut, damaged or foreign snapshot is refused with a message, never a panic.
     #[test]
     fn snapshots_round_trip_and_damage_is_refused() {
         use crate::metadata::{Assignment, BrokerMeta};
-        let mut image = MetadataImage { next_producer_id: 7000, log_generation: 2, version: 9, ..Default::default() };
+        let mut image = MetadataImage { next_producer_id: 7000, version: 9, ..Default::default() };
         let mut assignment = Assignment::new(vec![1, 2, 3]);
         assignment.elr = vec![3];
         assignment.leader_epoch = 4;
@@ -463,32 +431,25 @@ mod tests {
             incarnation: 77,
             clean_restart: true,
             listeners: vec![crate::security::Endpoint { listener: "SASL_SSL".into(), host: "h".into(), port: 9094 }],
-            virtual_brokers: None,
+            virtual_brokers: Some(crate::virtual_brokers::VirtualBrokers {
+                listener: "SASL_SSL".into(),
+                port_base: 20000,
+                shards: 4,
+            }),
         };
-        image.apply(&[MetadataRecord::Topic(topic.clone()), MetadataRecord::RegisterBroker(broker.clone())]);
-        image.broker_configs.insert("".into(), [("follower.replication.throttled.rate".into(), "10".into())].into());
-        let json = |image: &MetadataImage| serde_json::to_value(image).unwrap();
-        // An earlier version's archive reads, without the fields it lacked.
-        let v1 = decode_image(&super::super::snapshot_old::encode(&image)).unwrap();
-        let mut without = image.clone();
-        without.brokers.get_mut(&2).unwrap().listeners.clear();
-        assert_eq!(json(&v1), json(&without));
-        image.apply(&[MetadataRecord::ScramCredential {
-            user: "alice".into(),
-            mechanism: "SCRAM-SHA-512".into(),
-            credential: Some(crate::security::scram::ScramCredential::from_password(
-                crate::security::scram::ScramMechanism::Sha512,
-                "pw",
-                b"salt",
-                4096,
-            )),
-        }]);
-        // `SKEINRK2` reads, without ACLs and quotas.
-        let v2 = super::super::snapshot_old::encode_v2(&image);
-        let crc = crc32c::crc32c(&v2).to_be_bytes();
-        let v2 = decode_image(&[&RKYV_SNAPSHOT_V2[..], &crc[..], &v2[..]].concat()).unwrap();
-        assert_eq!(json(&v2), json(&image));
         image.apply(&[
+            MetadataRecord::Topic(topic.clone()),
+            MetadataRecord::RegisterBroker(broker.clone()),
+            MetadataRecord::ScramCredential {
+                user: "alice".into(),
+                mechanism: "SCRAM-SHA-512".into(),
+                credential: Some(crate::security::scram::ScramCredential::from_password(
+                    crate::security::scram::ScramMechanism::Sha512,
+                    "pw",
+                    b"salt",
+                    4096,
+                )),
+            },
             MetadataRecord::AclAdded(crate::security::acl::AclBinding {
                 resource_type: crate::security::acl::ResourceType::Topic,
                 name: "orders".into(),
@@ -507,69 +468,33 @@ mod tests {
                 value: Some(1048576.0),
             },
         ]);
-        // `SKEINRK3` reads, without virtual brokers.
-        let v3 = super::super::snapshot_old::encode_v3(&image);
-        let crc = crc32c::crc32c(&v3).to_be_bytes();
-        let v3 = decode_image(&[&RKYV_SNAPSHOT_V3[..], &crc[..], &v3[..]].concat()).unwrap();
-        assert_eq!(json(&v3), json(&image));
-        let broker = BrokerMeta {
-            virtual_brokers: Some(crate::virtual_brokers::VirtualBrokers {
-                listener: "SASL_SSL".into(),
-                port_base: 20000,
-                shards: 4,
-            }),
-            ..broker
-        };
-        image.apply(&[MetadataRecord::RegisterBroker(broker.clone())]);
+        image.broker_configs.insert("".into(), [("follower.replication.throttled.rate".into(), "10".into())].into());
+        let json = |image: &MetadataImage| serde_json::to_value(image).unwrap();
         let bytes = encode_image(&image);
         assert!(bytes.starts_with(RKYV_SNAPSHOT));
         let decoded = decode_image(&bytes).unwrap();
         assert_eq!(json(&decoded), json(&image));
         assert_eq!(decoded.topic_by_id(topic.id), Some(&topic));
         assert_eq!(decoded.brokers.get(&2), Some(&broker));
-        let legacy = decode_image(&serde_json::to_vec(&image).unwrap()).unwrap();
-        assert_eq!(json(&legacy), json(&image));
-        for cut in [RKYV_SNAPSHOT.len(), bytes.len() / 2, bytes.len() - 1] {
+        for cut in [0, RKYV_SNAPSHOT.len(), bytes.len() / 2, bytes.len() - 1] {
             assert!(decode_image(&bytes[..cut]).is_err(), "a snapshot cut at {cut} was read");
         }
         let mut damaged = bytes.clone();
         let last = damaged.len() - 4;
         damaged[last..].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode_image(&damaged).is_err(), "a damaged snapshot was read");
+        let foreign = decode_image(&serde_json::to_vec(&image).unwrap()).unwrap_err();
+        assert!(foreign.contains("not a metadata snapshot"), "{foreign}");
     }
 
-    // A data directory in the single-node format of earlier versions is taken over:
-    // its snapshot and the records logged after it (not a torn last frame) are in the
-    // image, and its old files are gone. Started again with other voters, the node is
-    // refused with both lists named.
+    // A metadata log started again with other voters is refused with both lists named.
     #[test]
-    fn takes_over_the_single_node_format() {
+    fn other_voters_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let topic = |name: &str| TopicMeta {
-            name: name.into(),
-            id: uuid::Uuid::new_v4(),
-            partitions: 2,
-            configs: Default::default(),
-            shards: vec![0, 1],
-            assignments: Vec::new(),
-        };
-        let (topic, logged, torn) = (topic("kept"), topic("logged"), topic("torn"));
-        let mut image = MetadataImage { next_producer_id: 1000, log_generation: 3, ..Default::default() };
-        image.apply(&[MetadataRecord::Topic(topic.clone())]);
-        let batches = vec![
-            vec![MetadataRecord::Topic(logged.clone()), MetadataRecord::ProducerIds { next: 5000 }],
-            vec![MetadataRecord::Topic(torn)],
-        ];
-        crate::metadata::store::write_legacy(&dir.path().join("__skein_metadata"), &image, &batches, true);
         let opened = open(dir.path(), 1, &[1], 2).unwrap();
-        assert_eq!(opened.image.topic("kept"), Some(&topic));
-        assert_eq!(opened.image.topic("logged"), Some(&logged));
-        assert!(opened.image.topic("torn").is_none());
-        assert_eq!(opened.image.topic_by_id(topic.id).map(|t| t.name.as_str()), Some("kept"));
-        assert_eq!(opened.image.next_producer_id, 5000);
-        assert!(!dir.path().join("__skein_metadata/image.json").exists());
+        assert_eq!(opened.image.next_producer_id, 1000);
         drop(opened);
-        assert_eq!(open(dir.path(), 1, &[1], 2).unwrap().image.topic("kept"), Some(&topic));
+        assert!(open(dir.path(), 1, &[1], 2).is_ok());
         let error = open(dir.path(), 1, &[1, 2, 3], 2).unwrap_err();
         assert!(error.contains("voters 1, but this node was started with voters 1,2,3"), "{error}");
     }
