@@ -86,10 +86,10 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .finish();
     tracing::subscriber::set_global_default(subscriber).expect("the first subscriber");
-    // Dependencies' `log` records reach tracing; glommio's stall reports are counted
-    // and rate-limited on the way (`reactor`).
+    // Dependencies' `log` records reach tracing (glommio's stall reports do not pass
+    // here: each shard's `reactor::StallThreshold` takes them).
     let level = tracing_log::AsLog::as_log(&tracing::level_filters::LevelFilter::current());
-    reactor::StallLog::install(level).expect("the first log logger");
+    tracing_log::LogTracer::init_with_filter(level).expect("the first log logger");
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Start(args) => config::NodeConfig::load(*args)

@@ -2,18 +2,20 @@
 //! preemption budget plus `--stall-threshold-ms`), how busy the reactor is, and its
 //! io_uring traffic and latencies (glommio's ring statistics).
 //!
-//! Stalls are glommio's own detection (`detect_stalls`): a timer armed at each task
-//! queue run signals the shard's thread when the run overstays, and glommio captures
-//! the backtrace there, then reports it through the `log` crate. `StallLog` is the
-//! process's `log` logger: it counts each report for its shard and passes one report
-//! per shard every `STALL_LOG_INTERVAL` on to `tracing`, backtrace included; every
-//! other `log` record goes to `tracing` unchanged (`tracing_log::LogTracer`).
-//! Nothing here is on a request path: the table's lock is taken when a shard starts,
-//! on a stall, and when `/metrics` is rendered.
+//! Stalls are glommio's own detection (`detect_stalls`): a watch thread signals the
+//! shard's thread when a task queue run overstays, glommio captures the backtrace
+//! there and, once the run ends, hands it to the shard's `StallThreshold` on the
+//! shard's thread. That counts it and passes one report per shard every
+//! `STALL_LOG_INTERVAL` on to `tracing`, backtrace included.
+//!
+//! Each shard's figures live in a fixed table of `Health` made once per process and
+//! only ever read or updated through atomics: no lock is taken on a shard's thread,
+//! by `/metrics` or by a stall (a stall caught inside a lock that `/metrics` also
+//! took once held a shard for 6.9 s). The rings' descriptors, listed on the main
+//! thread and read by the sampler's, keep a lock of their own that no shard takes.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sketches_ddsketch::DDSketch;
@@ -59,6 +61,11 @@ pub struct Health {
     /// over its rings (`RingSampler`).
     pub ring_sq_depth: AtomicU64,
     pub ring_cq_depth: AtomicU64,
+    /// The shard's executor runs (`register`): its rings exist.
+    registered: AtomicBool,
+    /// When a stall of the shard was last logged, in milliseconds since `epoch()`
+    /// plus one (0: never).
+    stall_logged_ms: AtomicU64,
 }
 
 /// The I/O latencies are published over windows this long.
@@ -67,35 +74,75 @@ pub const IO_WINDOW: Duration = Duration::from_secs(10);
 /// The quantiles `Health`'s I/O latencies hold, in order.
 pub const IO_QUANTILES: [f64; 2] = [0.5, 0.99];
 
-#[derive(Debug, Default)]
-struct Table {
-    /// glommio's executor id -> shard.
-    executors: HashMap<usize, usize>,
-    shards: Vec<Arc<Health>>,
-    logged: HashMap<usize, Instant>,
-    /// Each shard's io_uring descriptors (`claim_rings`).
-    rings: Vec<(usize, i32)>,
-}
+/// The most shards a process runs (one per core): the table's size. A shard past it
+/// has no figures of its own (`health` gives a shared blank).
+pub const MAX_SHARDS: usize = 1024;
 
-fn table() -> &'static Mutex<Table> {
-    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
-    TABLE.get_or_init(Mutex::default)
-}
+/// Every shard's figures, indexed by shard; untouched entries cost no memory.
+static SHARDS: [Health; MAX_SHARDS] = [const { Health::new() }; MAX_SHARDS];
 
-/// Registers `shard` as glommio executor `executor`; returns its figures.
-pub fn register(shard: usize, executor: usize) -> Arc<Health> {
-    let mut table = table().lock().unwrap_or_else(|e| e.into_inner());
-    table.executors.insert(executor, shard);
-    while table.shards.len() <= shard {
-        table.shards.push(Arc::default());
+/// Where a shard past `MAX_SHARDS` writes, and what it reads.
+static BLANK: Health = Health::new();
+
+/// The io_uring descriptors each shard owns (`claim_rings`): main thread and sampler.
+static RINGS: Mutex<Vec<(usize, i32)>> = Mutex::new(Vec::new());
+
+impl Health {
+    const fn new() -> Health {
+        const ZERO: AtomicU64 = AtomicU64::new(0);
+        Health {
+            stalls: ZERO,
+            stalls_unlogged: ZERO,
+            busy_permille: ZERO,
+            runtime_us: ZERO,
+            tasks: ZERO,
+            ring_reads: ZERO,
+            ring_read_bytes: ZERO,
+            ring_writes: ZERO,
+            ring_written_bytes: ZERO,
+            ring_read_submit_wait_us: [ZERO, ZERO],
+            ring_read_device_us: [ZERO, ZERO],
+            ring_read_complete_wait_us: [ZERO, ZERO],
+            task_queue_latency_us: [ZERO, ZERO],
+            cross_shard_wait_us_p99: ZERO,
+            ring_sq_depth: ZERO,
+            ring_cq_depth: ZERO,
+            registered: AtomicBool::new(false),
+            stall_logged_ms: ZERO,
+        }
     }
-    table.shards[shard].clone()
+
+    /// Counts a stall seen at `now`: whether to log it, and how many went unlogged
+    /// since the last one logged (`STALL_LOG_INTERVAL` apart).
+    fn count_stall(&self, now: Instant) -> Report {
+        self.stalls.fetch_add(1, Ordering::Relaxed);
+        let at = now.saturating_duration_since(epoch()).as_millis() as u64 + 1;
+        let last = self.stall_logged_ms.load(Ordering::Relaxed);
+        let due = last == 0 || at.saturating_sub(last) >= STALL_LOG_INTERVAL.as_millis() as u64;
+        if !due || self.stall_logged_ms.compare_exchange(last, at, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+            self.stalls_unlogged.fetch_add(1, Ordering::Relaxed);
+            return Report::Counted;
+        }
+        Report::Log { unlogged: self.stalls_unlogged.swap(0, Ordering::Relaxed) }
+    }
+}
+
+/// The instant stall times are counted from.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Marks `shard`'s executor as running (its rings exist); returns its figures.
+pub fn register(shard: usize) -> &'static Health {
+    let health = health(shard);
+    health.registered.store(true, Ordering::Release);
+    health
 }
 
 /// Whether `shard`'s executor has registered (its rings exist by then).
 pub fn is_registered(shard: usize) -> bool {
-    let table = table().lock().unwrap_or_else(|e| e.into_inner());
-    table.executors.values().any(|&s| s == shard)
+    health(shard).registered.load(Ordering::Acquire)
 }
 
 /// Takes the process's io_uring descriptors that no shard has claimed as `shard`'s.
@@ -111,9 +158,9 @@ pub fn claim_rings(shard: usize) -> usize {
             (target.to_str()? == "anon_inode:[io_uring]").then(|| entry.file_name().to_str()?.parse().ok())?
         })
         .collect();
-    let mut table = table().lock().unwrap_or_else(|e| e.into_inner());
-    let fresh: Vec<i32> = found.into_iter().filter(|fd| !table.rings.iter().any(|(_, owned)| owned == fd)).collect();
-    table.rings.extend(fresh.iter().map(|&fd| (shard, fd)));
+    let mut rings = RINGS.lock().unwrap_or_else(|e| e.into_inner());
+    let fresh: Vec<i32> = found.into_iter().filter(|fd| !rings.iter().any(|(_, owned)| owned == fd)).collect();
+    rings.extend(fresh.iter().map(|&fd| (shard, fd)));
     fresh.len()
 }
 
@@ -124,7 +171,7 @@ pub const RING_SAMPLE: Duration = Duration::from_millis(100);
 /// (`/proc/self/fdinfo/<fd>`: `SQEs`, `CQEs`), on a thread of its own (procfs reads
 /// stay off the executors), until `stop`; publishes each second's maximum.
 pub fn sample_rings(stop: &std::sync::atomic::AtomicBool) {
-    let rings = table().lock().unwrap_or_else(|e| e.into_inner()).rings.clone();
+    let rings = RINGS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let shards = rings.iter().map(|(shard, _)| shard + 1).max().unwrap_or(0);
     let (mut sq_max, mut cq_max) = (vec![0u64; shards], vec![0u64; shards]);
     let mut window_start = Instant::now();
@@ -161,109 +208,45 @@ fn ring_queue_depths(info: &str) -> (u64, u64) {
     (field("SQEs"), field("CQEs"))
 }
 
-/// `shard`'s figures (zeros before it registered).
-pub fn health(shard: usize) -> Arc<Health> {
-    let table = table().lock().unwrap_or_else(|e| e.into_inner());
-    table.shards.get(shard).cloned().unwrap_or_default()
+/// `shard`'s figures (zeros before it registered), without a lock.
+pub fn health(shard: usize) -> &'static Health {
+    SHARDS.get(shard).unwrap_or(&BLANK)
 }
 
-/// The stall threshold glommio is given: `extra` past each task queue's budget.
+/// Shard `shard`'s stall detection: the threshold glommio is given (`extra` past each
+/// task queue's budget), and what becomes of a stall (counted, one logged per
+/// `STALL_LOG_INTERVAL`). glommio calls `stall` on the shard's own thread.
 #[derive(Debug)]
 pub struct StallThreshold {
     pub extra: Duration,
+    pub shard: usize,
 }
 
 impl glommio::StallDetectionHandler for StallThreshold {
     fn threshold(&self, _queue: glommio::TaskQueueHandle, _budget: Duration) -> Option<Duration> {
         Some(self.extra)
     }
-}
 
-/// The glommio executor id in a stall report (`[stall-detector -- executor N]`).
-fn executor_of(message: &str) -> Option<usize> {
-    let rest = message.split("executor ").nth(1)?;
-    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    fn stall(&self, detection: glommio::StallDetection<'_>) {
+        if let Report::Log { unlogged } = health(self.shard).count_stall(Instant::now()) {
+            tracing::warn!(target: "skein", shard = self.shard, stalls_not_logged = unlogged, "reactor stall: {detection}");
+        }
+    }
 }
 
 /// What becomes of a stall report.
 #[derive(Debug, PartialEq, Eq)]
 enum Report {
-    /// Log it: the first for `shard` in `STALL_LOG_INTERVAL`, after `unlogged` others.
-    Log { shard: usize, unlogged: u64 },
+    /// Log it: the first in `STALL_LOG_INTERVAL`, after `unlogged` others.
+    Log { unlogged: u64 },
     /// Counted only (rate-limited).
     Counted,
-    /// No shard runs on that executor: logged as it is.
-    Unknown,
-}
-
-/// Counts a stall reported for `executor` at `now`.
-fn count_stall(executor: usize, now: Instant) -> Report {
-    let mut table = table().lock().unwrap_or_else(|e| e.into_inner());
-    let Some(&shard) = table.executors.get(&executor) else { return Report::Unknown };
-    let health = table.shards[shard].clone();
-    health.stalls.fetch_add(1, Ordering::Relaxed);
-    let due = table.logged.get(&shard).is_none_or(|last| now.duration_since(*last) >= STALL_LOG_INTERVAL);
-    if !due {
-        health.stalls_unlogged.fetch_add(1, Ordering::Relaxed);
-        return Report::Counted;
-    }
-    table.logged.insert(shard, now);
-    Report::Log { shard, unlogged: health.stalls_unlogged.swap(0, Ordering::Relaxed) }
-}
-
-/// The process's `log` logger: stall reports counted and rate-limited, everything
-/// else handed to `tracing`.
-#[derive(Debug)]
-pub struct StallLog {
-    inner: tracing_log::LogTracer,
-}
-
-impl StallLog {
-    /// Installs it as the `log` logger, passing records up to `level` on.
-    ///
-    /// # Errors
-    /// Another `log` logger is installed already.
-    pub fn install(level: log::LevelFilter) -> Result<(), log::SetLoggerError> {
-        log::set_boxed_logger(Box::new(StallLog { inner: tracing_log::LogTracer::new() }))?;
-        log::set_max_level(level.max(log::LevelFilter::Warn));
-        Ok(())
-    }
-}
-
-fn is_stall(target: &str) -> bool {
-    target.starts_with("glommio::executor::stall")
-}
-
-impl log::Log for StallLog {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        is_stall(metadata.target()) || self.inner.enabled(metadata)
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if !is_stall(record.target()) {
-            self.inner.log(record);
-            return;
-        }
-        let message = record.args().to_string();
-        let report = executor_of(&message).map_or(Report::Unknown, |executor| count_stall(executor, Instant::now()));
-        match report {
-            Report::Log { shard, unlogged } => {
-                tracing::warn!(target: "skein", shard, stalls_not_logged = unlogged, "reactor stall: {message}")
-            }
-            Report::Unknown => tracing::warn!(target: "skein", "reactor stall: {message}"),
-            Report::Counted => {}
-        }
-    }
-
-    fn flush(&self) {
-        self.inner.flush();
-    }
 }
 
 /// Tracks the busy fraction of the calling shard from glommio's executor statistics:
 /// call `sample` periodically on the shard.
 pub struct BusyMeter {
-    health: Arc<Health>,
+    health: &'static Health,
     last_at: Instant,
     /// The I/O latencies of the window under way (submit wait, device, completion
     /// wait), and when it began.
@@ -309,12 +292,12 @@ fn sketch() -> DDSketch {
 }
 
 impl BusyMeter {
-    pub fn new(health: Arc<Health>) -> BusyMeter {
+    pub fn new(health: &'static Health) -> BusyMeter {
         BusyMeter::with_window(health, IO_WINDOW)
     }
 
     /// A meter publishing I/O latencies over windows of `window_length`.
-    pub fn with_window(health: Arc<Health>, window_length: Duration) -> BusyMeter {
+    pub fn with_window(health: &'static Health, window_length: Duration) -> BusyMeter {
         let now = Instant::now();
         BusyMeter {
             health,
@@ -406,7 +389,7 @@ mod tests {
         let (release, released) = std::sync::mpsc::channel::<()>();
         let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
             .spawn(move || async move {
-                register(7, glommio::executor().id());
+                register(7);
                 // Blocks the executor (a test's): its rings stay open while claimed.
                 let _ = released.recv();
             })
@@ -420,7 +403,7 @@ mod tests {
         assert!(claimed >= 1, "glommio's rings were not found");
         // Another claim takes only rings made since (other tests' executors), never these.
         claim_rings(8);
-        let rings = table().lock().unwrap().rings.clone();
+        let rings = RINGS.lock().unwrap().clone();
         let mut fds: Vec<i32> = rings.iter().map(|(_, fd)| *fd).collect();
         fds.sort_unstable();
         fds.dedup();
@@ -442,35 +425,31 @@ mod tests {
         assert_eq!(bucket_quantile(&counts, 0.99), 1_000_000);
     }
 
-    // The executor id is read from glommio's report; reports past the first in an
-    // interval are counted, not logged, and the next logged one says how many.
+    // Stalls past the first in an interval are counted, not logged, and the next
+    // logged one says how many; a shard past the table shares a blank.
     #[test]
     fn stalls_are_counted_and_rate_limited() {
-        assert_eq!(executor_of("[stall-detector -- executor 17] task queue default went over-budget"), Some(17));
-        assert_eq!(executor_of("something else"), None);
-        let health = register(900, 9000);
+        let health = register(900);
         let start = Instant::now();
-        assert_eq!(count_stall(9000, start), Report::Log { shard: 900, unlogged: 0 });
-        assert_eq!(count_stall(9000, start + Duration::from_secs(1)), Report::Counted);
-        assert_eq!(count_stall(9000, start + Duration::from_secs(2)), Report::Counted);
-        assert_eq!(count_stall(9000, start + STALL_LOG_INTERVAL), Report::Log { shard: 900, unlogged: 2 });
+        assert_eq!(health.count_stall(start), Report::Log { unlogged: 0 });
+        assert_eq!(health.count_stall(start + Duration::from_secs(1)), Report::Counted);
+        assert_eq!(health.count_stall(start + Duration::from_secs(2)), Report::Counted);
+        assert_eq!(health.count_stall(start + STALL_LOG_INTERVAL), Report::Log { unlogged: 2 });
         assert_eq!(health.stalls.load(Ordering::Relaxed), 4);
-        assert_eq!(count_stall(12345, start), Report::Unknown);
+        assert!(std::ptr::eq(register(MAX_SHARDS + 1), super::health(MAX_SHARDS)));
     }
 
     // A task that blocks its executor past the budget is counted as a stall of its
-    // shard, through glommio's detector and the log bridge; the executor's busy
+    // shard, through glommio's detector and the shard's handler; the executor's busy
     // fraction shows the blocked time.
     #[test]
     fn a_blocking_task_is_a_stall() {
-        // Installed once per test process; a second install (another test) fails.
-        let _ = StallLog::install(log::LevelFilter::Warn);
-        let handler = StallThreshold { extra: Duration::from_millis(10) };
+        let handler = StallThreshold { extra: Duration::from_millis(10), shard: 901 };
         let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
             .detect_stalls(Some(Box::new(handler)))
             .spawn(|| async move {
-                let health = register(901, glommio::executor().id());
-                let mut meter = BusyMeter::new(health.clone());
+                let health = register(901);
+                let mut meter = BusyMeter::new(health);
                 glommio::timer::sleep(Duration::from_millis(50)).await;
                 meter.sample();
                 let idle = health.busy_permille.load(Ordering::Relaxed);
@@ -596,8 +575,8 @@ mod tests {
         let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
             .record_io_latencies(true)
             .spawn(move || async move {
-                let health = register(902, glommio::executor().id());
-                let mut meter = BusyMeter::with_window(health.clone(), Duration::ZERO);
+                let health = register(902);
+                let mut meter = BusyMeter::with_window(health, Duration::ZERO);
                 meter.sample();
                 // A file with data: glommio's polled-I/O probe of an empty one fails
                 // reads on virtio disks (see the engine's `probe_device`).

@@ -245,7 +245,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         // glommio's stall detection, counted and rate-limited by `reactor`.
         let stalls = (config.stall_threshold_ms > 0).then(|| {
             let extra = Duration::from_millis(config.stall_threshold_ms);
-            Box::new(crate::reactor::StallThreshold { extra }) as Box<dyn glommio::StallDetectionHandler>
+            Box::new(crate::reactor::StallThreshold { extra, shard }) as Box<dyn glommio::StallDetectionHandler>
         });
         // glommio runs the file operations io_uring does not take (mkdir, truncate,
         // rename, unlink) on a thread pool of the executor's: one thread by default,
@@ -263,7 +263,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             // DMA reads' queueing, device and completion latencies (`reactor`).
             .record_io_latencies(true)
             .spawn(move || async move {
-                crate::reactor::register(shard, glommio::executor().id());
+                crate::reactor::register(shard);
                 let (router, receivers) = wiring.connect().await;
                 let (controller, inputs) = match log {
                     Some(log) => {

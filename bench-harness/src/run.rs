@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -289,6 +289,11 @@ fn admin_options() -> AdminOptions {
     AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))).request_timeout(Some(Duration::from_secs(30)))
 }
 
+/// The most partitions a topic is created with in one request: Kafka 4.4 refuses an
+/// operation of more than 10,000 metadata records (`PolicyViolation`), and a topic
+/// takes one record plus one per partition. Larger topics grow by CreatePartitions.
+const PARTITIONS_PER_CREATE: u32 = 5_000;
+
 /// Creates the workload's topics (fresh names) through librdkafka's admin client.
 pub(crate) fn create_topics(workload: &Workload, options: &RunOptions) -> Result<RunTopics, String> {
     let suffix = format!("{:08x}", rand::random::<u32>());
@@ -298,7 +303,8 @@ pub(crate) fn create_topics(workload: &Workload, options: &RunOptions) -> Result
     let new_topics: Vec<NewTopic<'_>> = topics
         .iter()
         .map(|t| {
-            let mut topic = NewTopic::new(t, workload.partitions_per_topic as i32, TopicReplication::Fixed(1));
+            let first = workload.partitions_per_topic.min(PARTITIONS_PER_CREATE);
+            let mut topic = NewTopic::new(t, first as i32, TopicReplication::Fixed(1));
             for (k, v) in &workload.topic_config {
                 topic = topic.set(k, v);
             }
@@ -311,6 +317,15 @@ pub(crate) fn create_topics(workload: &Workload, options: &RunOptions) -> Result
     let run_topics = RunTopics { suffix, names: topics.clone(), delete_with };
     for result in created.map_err(|e| format!("create topics: {e}"))? {
         result.map_err(|(t, e)| format!("create topic {t}: {e}"))?;
+    }
+    let mut count = workload.partitions_per_topic.min(PARTITIONS_PER_CREATE);
+    while count < workload.partitions_per_topic {
+        count = (count + PARTITIONS_PER_CREATE).min(workload.partitions_per_topic);
+        let grow: Vec<NewPartitions<'_>> = topics.iter().map(|t| NewPartitions::new(t, count as usize)).collect();
+        let grown = futures_lite::future::block_on(admin.create_partitions(&grow, &admin_options()));
+        for result in grown.map_err(|e| format!("create partitions: {e}"))? {
+            result.map_err(|(t, e)| format!("grow topic {t} to {count} partitions: {e}"))?;
+        }
     }
     Ok(run_topics)
 }

@@ -502,13 +502,7 @@ impl<S: Storage> Log<S> {
         // so that they never strand the log or the shard's tail budget.
         let driven = Driven { log: self, armed: true };
         if let Some(target) = reserve_ahead {
-            // Outside the gate: later appends keep filling the current reservation. The
-            // flag clears however this ends (the task may be dropped meanwhile).
-            let _clear = ReservingAhead(self);
-            let reserved = self.reserve(target).await;
-            if let Err(e) = reserved {
-                tracing::debug!(target: "skein::engine", partition = %self.partition, error = %e, "reservation ahead failed");
-            }
+            self.reserve_ahead(target);
         }
         let target = info.last_offset.plus(1);
         let written = self.drive_until(target.0, |s| s.offset_written_end >= target).await;
@@ -871,10 +865,33 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
+    /// Extends the active segment's reservation to `target` ahead of need, in a task of
+    /// its own that no append waits for: later appends fill the current reservation
+    /// meanwhile, and one that runs past it reserves for itself (admission). An
+    /// fallocate runs on the kernel's io_uring workers; with a thousand slow logs each
+    /// extending every few appends, the append that had asked waited behind all the
+    /// others' (1,000 partitions at 20 records a second each: publish p50 97 ms).
+    fn reserve_ahead(&self, target: u64) {
+        let Some(log) = self.me.upgrade() else {
+            self.state.borrow_mut().reservation.ahead_in_flight = false;
+            return;
+        };
+        self.ctx.storage.spawn(async move {
+            // The flag clears however this ends.
+            let _clear = ReservingAhead(&log);
+            if let Err(e) = log.reserve(target).await {
+                tracing::debug!(target: "skein::engine", partition = %log.partition, error = %e, "reservation ahead failed");
+            }
+        });
+    }
+
     /// Reserves file space up to `target` bytes, checking free disk space first.
     async fn reserve(&self, target: u64) -> Result<()> {
         let (file, reserved, base) = {
             let state = self.state.borrow();
+            if state.closed {
+                return Err(Error::Closed(self.partition.clone()));
+            }
             (state.active().file.clone(), state.appender.reserved, state.active().base_offset)
         };
         if target <= reserved {

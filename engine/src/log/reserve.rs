@@ -13,8 +13,9 @@
 //!   lasted up to four horizons, and halves it when it lasted longer; it never passes
 //!   `RESERVATION_STEP_MAX_BYTES`. A log thus reserves about what it writes in one or
 //!   two horizons, and never more than the step it last used up fast;
-//! - a log extends ahead of need (outside the append gate) once less than half a step
-//!   is left, so that appends rarely wait for an fallocate;
+//! - a log extends ahead of need once less than half a step is left, in a task of its
+//!   own that no append waits for (`Log::reserve_ahead`), so that appends rarely wait
+//!   for an fallocate;
 //! - the space is given back when a segment rolls (its seal trims it), when a log falls
 //!   idle for `RESERVATION_IDLE_MS` (housekeeping trims the active segment to its last
 //!   block and the step starts small again), and at a clean close.
