@@ -16,16 +16,21 @@
 #   latency     the same load (LATENCY_RATE msg/s of 1 KiB, acks=all, one producer,
 #               one consumer group) over 16, 1,000 and 10,000 partitions: publish and
 #               end-to-end p50/p99/p999 and broker CPU per GB. The load generator is
-#               LATENCY_DRIVER (default native): librdkafka's producer itself takes tens
-#               of milliseconds per record over 1,000 partitions at linger.ms=1 (publish
-#               p50 86 ms while the broker answered 99.6% of its produce requests within
-#               5 ms), so with it this section measures the client.
-#   groups      GROUPS consumer groups each committing every second on one node, the
+#               LATENCY_DRIVER (librdkafka, or native). librdkafka's producer itself
+#               takes tens of milliseconds per record over 1,000 partitions at
+#               linger.ms=1 (publish p50 86 ms while Skein answered 99.6% of its produce
+#               requests within 5 ms); the native driver shows the broker's side, but
+#               Kafka 4.4 closed its connection at 1,000 partitions.
+#   groups      GROUP_COUNT consumer groups each committing every second on one node, the
 #               memory that costs, and after a kill -9 the time until every group's
 #               offsets are served again.
-#   cluster     three nodes and CLUSTER_PARTITIONS partitions of replication factor 3:
-#               creation, propagation to every node, the metadata log, the failover of
-#               a kill -9'd node's leaderships, a controlled shutdown.
+#   cluster     three nodes and CLUSTER_TOPICS x CLUSTER_PARTITIONS partitions of
+#               replication factor CLUSTER_RF (3): creation, propagation to every node,
+#               the metadata log, the failover of a kill -9'd node's leaderships, a
+#               controlled shutdown. 100,000 partitions: CLUSTER_TOPICS=100
+#               CLUSTER_PARTITIONS=1000 CLUSTER_RF=1 BROKERS=skein, as root (each node
+#               then holds ~33,000 segment descriptors; the script raises its
+#               open-files limit to OPEN_FILES, 200,000, where it may).
 #
 # Skein runs as a user starts it (`skein start`, a shard per core); Kafka with a 1 GiB
 # heap (KAFKA_HEAP), untuned, on the same cores. BROKERS ("skein kafka") picks who runs.
@@ -43,6 +48,9 @@ step_timeout="${STEP_TIMEOUT_SECS:-600}"
 export KAFKA_START_TIMEOUT_SECS="${KAFKA_START_TIMEOUT_SECS:-900}"
 
 cargo build --release --quiet
+# Each partition's active segment holds a descriptor: raise the limit where allowed.
+ulimit -Hn "${OPEN_FILES:-200000}" 2>/dev/null || true
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 skein="$root/target/release/skein"
 stamp="$(date +%Y%m%d-%H%M%S)"
 out="$root/bench-harness/results/scale-$stamp"
@@ -181,8 +189,11 @@ section_latency() {
       dir="$work/$broker-latency"
       start_broker "$broker" "$dir"
       "$skein" bench run "$root/bench-harness/workloads/scale-latency.toml" --bootstrap-server "127.0.0.1:$port" \
-        --broker-pid "$broker_pid" --label "$broker-$count" --partitions "$count" --driver "${LATENCY_DRIVER:-native}" \
-        --rate "${LATENCY_RATE:-20000}" --out "$out/latency-$broker-$count.json" | tail -4
+        --broker-pid "$broker_pid" --label "$broker-$count" --partitions "$count" --driver "${LATENCY_DRIVER:-librdkafka}" \
+        --rate "${LATENCY_RATE:-20000}" --out "$out/latency-$broker-$count.json" | tail -4 || {
+        echo "{\"step\":\"latency_$count\",\"failed\":true}" >> "$out/$broker.jsonl"
+        stop_broker; rm -rf "$dir"; continue
+      }
       python3 - "$out/latency-$broker-$count.json" "$count" >> "$out/$broker.jsonl" <<'PY'
 import json, sys
 r, count = json.load(open(sys.argv[1])), sys.argv[2]
@@ -199,17 +210,18 @@ PY
   done
 }
 
-# GROUPS consumer groups (10,000) committing every second for GROUPS_SECS (30) on one
+# GROUP_COUNT consumer groups (10,000) committing every second for GROUPS_SECS (30) on one
 # node, the memory that costs, then a kill -9 and the time until every group's
 # committed offset is served again (the coordinator loading __consumer_offsets).
 section_groups() {
-  local broker dir groups="${GROUPS:-10000}" secs="${GROUPS_SECS:-30}"
+  # GROUP_COUNT, not GROUPS: bash's own GROUPS (the user's group ids) is always set.
+  local broker dir groups="${GROUP_COUNT:-10000}" secs="${GROUPS_SECS:-30}"
   for broker in "${brokers[@]}"; do
     echo "== groups: $broker, $groups groups"
     dir="$work/$broker-groups"
     start_broker "$broker" "$dir"
     record "$broker" groups_rss_empty_kib "$(rss_kib)"
-    step "$broker" create --prefix groups --topics 1 --partitions 100
+    step "$broker" create --prefix groups --topics 1 --partitions 100 --as groups_create
     step "$broker" groups --prefix groups --topics 1 --partitions 100 --groups "$groups" --duration-secs "$secs" \
       --broker-pid "$broker_pid"
     crash_broker
@@ -271,15 +283,16 @@ cpu_secs() {
 # metadata log's size, the replica fetchers' CPU while idle, the failover of a kill
 # -9'd node's leaderships, and a controlled shutdown of another.
 section_cluster() {
-  local broker dir ctopics="${CLUSTER_TOPICS:-100}" cpartitions="${CLUSTER_PARTITIONS:-100}" nodes n before after
+  local broker dir ctopics="${CLUSTER_TOPICS:-100}" cpartitions="${CLUSTER_PARTITIONS:-100}" crf="${CLUSTER_RF:-3}"
+  local nodes n before after
   for broker in "${brokers[@]}"; do
-    echo "== cluster: $broker, 3 nodes, $ctopics x $cpartitions partitions of replication factor 3"
+    echo "== cluster: $broker, 3 nodes, $ctopics x $cpartitions partitions of replication factor $crf"
     dir="$work/$broker-cluster"
     start_cluster "$broker" "$dir"
     port=${cluster_ports[0]}
     nodes="127.0.0.1:${cluster_ports[0]},127.0.0.1:${cluster_ports[1]},127.0.0.1:${cluster_ports[2]}"
     sleep 5
-    step "$broker" create --topics "$ctopics" --partitions "$cpartitions" --replication-factor 3 --nodes "$nodes" \
+    step "$broker" create --topics "$ctopics" --partitions "$cpartitions" --replication-factor "$crf" --nodes "$nodes" \
       --as cluster_create
     step "$broker" produce --topics "$ctopics" --partitions "$cpartitions" --as cluster_produce
     sleep 5
@@ -295,6 +308,13 @@ section_cluster() {
     sleep 30
     after=0; for n in 1 2 3; do after=$(echo "$after + $(cpu_secs "$(node_pid "$n")")" | bc); done
     record "$broker" cluster_idle_cpu_secs_per_30s "$(echo "$after - $before" | bc)"
+    # Failover and controlled shutdown need a replica to move to.
+    if [ "$crf" -lt 2 ]; then
+      for pair in ${cluster_pids//,/ }; do kill "${pair#*=}" 2>/dev/null || true; done
+      for pair in ${cluster_pids//,/ }; do while kill -0 "${pair#*=}" 2>/dev/null; do sleep 0.1; done; done
+      rm -rf "$dir"
+      continue
+    fi
     # Failover: node 3 killed; every partition served again (its leaderships moved).
     kill -9 "$(node_pid 3)"
     port=${cluster_ports[0]}
