@@ -148,8 +148,6 @@ fn two_thousand_partitions_cost_what_their_data_costs() {
     create(&mut client, &listing, &[]);
     let all: Vec<i32> = (0..PARTITIONS).collect();
     let record = batch(1, 100);
-    // Produced to at once: CreateTopics is answered before the new logs are open,
-    // and a produce to one still opening waits for it rather than failing.
     for topic in &topics {
         let answers = produce(&mut client, topic, &all, &record);
         assert!(answers.iter().all(|&(code, offset)| code == NONE && offset == 0), "{topic}: {answers:?}");

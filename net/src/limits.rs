@@ -8,11 +8,6 @@
 /// segment read at a time, up to 1 MiB).
 pub const PARTITION_OPENS_IN_FLIGHT: usize = 64;
 
-/// The longest an operation on a partition the image gives a shard waits for that
-/// partition's open (just created, or recovering): past it the client is told
-/// NOT_LEADER_OR_FOLLOWER and retries. Each waiting operation holds its request.
-pub const OPEN_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Messages queued per ordered pair of shards. A message is small (an op and a
 /// `Bytes` handle); 1024 of them bound what one shard can push at another.
 pub const CROSS_SHARD_CHANNEL_CAPACITY: usize = 1024;

@@ -115,10 +115,9 @@ pub fn assignment_here(shard: &Shard, image: &MetadataImage, meta: &TopicMeta, p
 /// of their topic) and replicas a reassignment moved off this node are removed, then partitions newly assigned to this node are opened
 /// on their shards and those whose topic's configs changed are reconfigured, then each
 /// whose assignment changed takes its role (leader or follower, epochs, ISR). Runs on
-/// shard 0 after each image is published and before the controller answers; the
-/// partitions new to this node are returned, for `open_new` after the answer. Moving a
+/// shard 0 after each image is published and before the controller answers. Moving a
 /// partition between this node's shards is `move_partition`'s.
-pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &MetadataImage) -> NewPartitions {
+pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &MetadataImage) {
     let node = shard.settings.node_id;
     let mut removals = Vec::new();
     for old in before.topics.values() {
@@ -135,16 +134,8 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
     let mut moves = Vec::new();
     let mut opens = Vec::new();
     let mut assigns = Vec::new();
-    let mut created = Vec::new();
-    // A topic whose metadata did not change, on a node whose registration did not
-    // (it decides which leaderships it takes), needs nothing: skipped whole, so that
-    // each of 100 topics created one by one does not walk every partition of the others.
-    let registration_same = before.brokers.get(&node) == after.brokers.get(&node);
     for meta in after.topics.values() {
         let old = before.topic(&meta.name).filter(|o| o.id == meta.id);
-        if registration_same && old == Some(meta) {
-            continue;
-        }
         let reconfigured = old.is_some_and(|o| o.configs != meta.configs);
         let settings = TopicSettings::of(meta, &shard.settings.topic_defaults);
         for p in (0..meta.partitions).filter(|&p| meta.is_replica(p, node)) {
@@ -167,48 +158,24 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
                 moves.push(follow_move(shard, partition, source, owner, open));
                 continue;
             }
-            match (existed, reconfigured) {
-                (false, _) => {
-                    let op = PartitionOp::Open { settings: Box::new(settings.clone()), assignment };
-                    created.push((owner, partition, op));
-                }
-                (true, true) => {
-                    let op = PartitionOp::Reconfigure(Box::new(settings.clone()));
-                    opens.push(shard.route_to(owner, partition, op));
-                }
-                (true, false) => {}
-            }
+            let op = match (existed, reconfigured) {
+                (false, _) => PartitionOp::Open { settings: Box::new(settings.clone()), assignment },
+                (true, true) => PartitionOp::Reconfigure(Box::new(settings.clone())),
+                (true, false) => continue,
+            };
+            opens.push(shard.route_to(owner, partition, op));
         }
     }
     let moved = join_all(moves).await;
-    let reconfigured = join_all(opens).await;
+    let opened = join_all(opens).await;
     // Roles after the logs are open: lead or follow, with the epochs and ISR.
     let assigned =
         join_all(assigns.into_iter().map(|(owner, partition, op)| shard.route_to(owner, partition, op))).await;
-    for (kind, results) in [("remove", removed), ("move", moved), ("reconfigure", reconfigured), ("assign", assigned)] {
-        log_failures(kind, results);
-    }
-    NewPartitions(created)
-}
-
-/// Partitions an image newly gave this node, to be opened (`open_new`): each with its
-/// owning shard and its open, which carries its role.
-pub struct NewPartitions(Vec<(usize, TopicPartition, PartitionOp)>);
-
-/// Opens the partitions an image newly gave this node, all at once. The applier runs
-/// it after it answered the proposals that created them (a CreateTopics of 10,000
-/// partitions is answered once every shard holds the image, not once every log is
-/// created); meanwhile an operation on one of them waits for its open
-/// (`Shard::opened`), so clients never see it missing.
-pub async fn open_new(shard: &Rc<Shard>, new: NewPartitions) {
-    let opened = join_all(new.0.into_iter().map(|(owner, partition, op)| shard.route_to(owner, partition, op))).await;
-    log_failures("open", opened);
-}
-
-fn log_failures(kind: &str, results: Vec<crate::shard::OpResult>) {
-    for result in results {
-        if let Err((code, message)) = result {
-            tracing::error!(target: "skein::net", kind, code, message, "partition change failed");
+    for (kind, results) in [("remove", removed), ("move", moved), ("open", opened), ("assign", assigned)] {
+        for result in results {
+            if let Err((code, message)) = result {
+                tracing::error!(target: "skein::net", kind, code, message, "partition change failed");
+            }
         }
     }
 }

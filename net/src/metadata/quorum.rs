@@ -378,23 +378,20 @@ pub struct Applied {
 }
 
 /// Takes applied images in log order: publishes each to every shard, brings this
-/// node's partitions in line with it (`topics::reconcile`), completes this node's
-/// proposals, then opens the partitions new to this node (`topics::open_new`). A task of its own, so that opening many partitions never holds
+/// node's partitions in line with it (`topics::reconcile`), then completes this
+/// node's proposals. A task of its own, so that opening many partitions never holds
 /// up the quorum's ticks and messages.
 pub async fn run_applier(shard: Rc<Shard>, images: LocalReceiver<Applied>) {
     let mut last = shard.image();
     while let Some(applied) = images.recv().await {
         shard.publish(applied.image.clone()).await;
-        let new = crate::topics::reconcile(&shard, &last, &applied.image).await;
+        crate::topics::reconcile(&shard, &last, &applied.image).await;
         last = applied.image;
-        if let Some(controller) = shard.controller() {
-            controller.set_applied(applied.index);
-            for id in applied.answered {
-                controller.complete(id, Ok(applied.index));
-            }
+        let Some(controller) = shard.controller() else { continue };
+        controller.set_applied(applied.index);
+        for id in applied.answered {
+            controller.complete(id, Ok(applied.index));
         }
-        // New partitions open after the answer, before the next image.
-        crate::topics::open_new(&shard, new).await;
     }
 }
 

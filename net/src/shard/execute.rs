@@ -73,12 +73,77 @@ impl Shard {
     async fn execute_untimed(self: &Rc<Self>, partition: &TopicPartition, op: PartitionOp) -> OpResult {
         match op {
             PartitionOp::Open { settings, assignment } => {
-                let result = Box::pin(self.open_partition(partition, settings, assignment)).await;
-                self.open_ended(partition, &result.as_ref().map(|_| ()).map_err(Clone::clone));
-                return result;
+                if let Some(existing) = self.partition(partition) {
+                    if existing.topic_id == settings.topic_id {
+                        existing.apply(&settings).map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                        self.take_assignment(partition, &existing, assignment);
+                        return Ok(PartitionReply::Done);
+                    }
+                    // An older incarnation whose removal has not arrived yet: the
+                    // log manager deletes it before opening the new one.
+                    self.partitions.borrow_mut().remove(partition);
+                }
+                let log =
+                    Box::pin(self.logs.open_for_topic(partition.clone(), settings.log.clone(), settings.topic_id))
+                        .await
+                        .map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                // The offsets topic is written only by the coordinator: its leader
+                // loads the groups from it (a follower loads them when it comes to
+                // lead). Its producer state holds the transactions of offset commits
+                // (TxnOffsetCommit), so that the cleaner drops aborted ones.
+                let leads = assignment.leader == self.settings.node_id;
+                let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
+                    let loaded = match leads {
+                        true => Box::pin(self.load_groups(&log, partition.partition)).await,
+                        false => Ok(()),
+                    };
+                    if let Err(error) = loaded {
+                        self.group_load_failed(partition, &error);
+                        // Retried once the partition is hosted.
+                        let retry = groups::load_as_leader(
+                            self.clone(),
+                            partition.clone(),
+                            log.clone(),
+                            Duration::from_millis(200),
+                        );
+                        glommio::spawn_local(retry).detach();
+                    }
+                    Box::pin(replication::load_producers(&log)).await
+                } else if partition.topic == crate::txn::TRANSACTION_TOPIC {
+                    // Loaded by its leader once the partition is hosted (below).
+                    ProducerStates::default()
+                } else {
+                    Box::pin(replication::load_producers(&log)).await
+                };
+                let replica =
+                    replication::Partition::sole_leader(log, settings.topic_id, self.settings.node_id, producers);
+                if let Some(&recovered) = self.settings.recovered_high_watermarks.get(partition) {
+                    replica.recover_high_watermark(recovered);
+                }
+                replica.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
+                assign(&replica, assignment);
+                self.partitions.borrow_mut().insert(
+                    partition.clone(),
+                    Rc::new(Partition {
+                        replica,
+                        rules: Cell::new(settings.append),
+                        bytes_in: Cell::new(0),
+                        bytes_out: Cell::new(0),
+                        requests: Cell::new(0),
+                        busy_ns: Cell::new(0),
+                        isr_change_pending: Cell::new(false),
+                        follower_lag: Cell::new(0),
+                    }),
+                );
+                if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
+                    let hosted = self.partition(partition).expect("inserted above");
+                    let load =
+                        txns::load_as_leader(self.clone(), partition.clone(), hosted.log.clone(), Duration::ZERO);
+                    glommio::spawn_local(load).detach();
+                }
+                return Ok(PartitionReply::Done);
             }
             PartitionOp::Release => {
-                self.open_failures.borrow_mut().remove(partition);
                 let removed = self.partitions.borrow_mut().remove(partition);
                 if removed.is_none() {
                     return Err((code::NOT_LEADER_OR_FOLLOWER, None));
@@ -91,7 +156,6 @@ impl Shard {
             PartitionOp::Remove { topic_id } => {
                 // Only the incarnation being deleted: a topic recreated meanwhile keeps
                 // its log (`delete_for_topic` checks the id).
-                self.open_failures.borrow_mut().remove(partition);
                 let current = self.partitions.borrow().get(partition).map(|p| p.topic_id);
                 if current.is_none_or(|id| id == topic_id) {
                     self.partitions.borrow_mut().remove(partition);
@@ -103,12 +167,8 @@ impl Shard {
             }
             _ => {}
         }
-        let state = match self.partition(partition) {
-            Some(state) => state,
-            // Stats only count what is open; anything else waits for the partition's
-            // open when the image gives it to this shard.
-            None if matches!(op, PartitionOp::Stats) => return Err((code::NOT_LEADER_OR_FOLLOWER, None)),
-            None => self.opened(partition).await?,
+        let Some(state) = self.partition(partition) else {
+            return Err((code::NOT_LEADER_OR_FOLLOWER, None));
         };
         if !matches!(op, PartitionOp::Stats) {
             state.requests.set(state.requests.get() + 1);
@@ -257,77 +317,6 @@ impl Shard {
                 unreachable!("handled above")
             }
         }
-    }
-
-    /// Opens (recovering) or takes over `partition`'s log in its role (`PartitionOp::Open`).
-    async fn open_partition(
-        self: &Rc<Self>,
-        partition: &TopicPartition,
-        settings: Box<TopicSettings>,
-        assignment: Assignment,
-    ) -> OpResult {
-        if let Some(existing) = self.partition(partition) {
-            if existing.topic_id == settings.topic_id {
-                existing.apply(&settings).map_err(|e| (code_of(&e), Some(e.to_string())))?;
-                self.take_assignment(partition, &existing, assignment);
-                return Ok(PartitionReply::Done);
-            }
-            // An older incarnation whose removal has not arrived yet: the
-            // log manager deletes it before opening the new one.
-            self.partitions.borrow_mut().remove(partition);
-        }
-        let log = Box::pin(self.logs.open_for_topic(partition.clone(), settings.log.clone(), settings.topic_id))
-            .await
-            .map_err(|e| (code_of(&e), Some(e.to_string())))?;
-        // The offsets topic is written only by the coordinator: its leader
-        // loads the groups from it (a follower loads them when it comes to
-        // lead). Its producer state holds the transactions of offset commits
-        // (TxnOffsetCommit), so that the cleaner drops aborted ones.
-        let leads = assignment.leader == self.settings.node_id;
-        let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
-            let loaded = match leads {
-                true => Box::pin(self.load_groups(&log, partition.partition)).await,
-                false => Ok(()),
-            };
-            if let Err(error) = loaded {
-                self.group_load_failed(partition, &error);
-                // Retried once the partition is hosted.
-                let retry =
-                    groups::load_as_leader(self.clone(), partition.clone(), log.clone(), Duration::from_millis(200));
-                glommio::spawn_local(retry).detach();
-            }
-            Box::pin(replication::load_producers(&log)).await
-        } else if partition.topic == crate::txn::TRANSACTION_TOPIC {
-            // Loaded by its leader once the partition is hosted (below).
-            ProducerStates::default()
-        } else {
-            Box::pin(replication::load_producers(&log)).await
-        };
-        let replica = replication::Partition::sole_leader(log, settings.topic_id, self.settings.node_id, producers);
-        if let Some(&recovered) = self.settings.recovered_high_watermarks.get(partition) {
-            replica.recover_high_watermark(recovered);
-        }
-        replica.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
-        assign(&replica, assignment);
-        self.partitions.borrow_mut().insert(
-            partition.clone(),
-            Rc::new(Partition {
-                replica,
-                rules: Cell::new(settings.append),
-                bytes_in: Cell::new(0),
-                bytes_out: Cell::new(0),
-                requests: Cell::new(0),
-                busy_ns: Cell::new(0),
-                isr_change_pending: Cell::new(false),
-                follower_lag: Cell::new(0),
-            }),
-        );
-        if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
-            let hosted = self.partition(partition).expect("inserted above");
-            let load = txns::load_as_leader(self.clone(), partition.clone(), hosted.log.clone(), Duration::ZERO);
-            glommio::spawn_local(load).detach();
-        }
-        return Ok(PartitionReply::Done);
     }
 
     /// A fetch of `state` at `offset` that is refused or sent elsewhere before any

@@ -11,7 +11,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_channel::oneshot;
 use skein_engine::io::dma::DmaStorage;
@@ -207,10 +207,6 @@ pub struct Shard {
     /// The shard is stopping: connections answer what they read, then close.
     closing: Cell<bool>,
     closing_event: event_listener::Event,
-    /// Notified whenever an open of a partition ends (`Shard::opened`), and the error
-    /// of each open that failed, until it is opened.
-    opens_ended: event_listener::Event,
-    open_failures: RefCell<HashMap<TopicPartition, (i16, Option<String>)>>,
 }
 
 impl Shard {
@@ -253,8 +249,6 @@ impl Shard {
             tls: RefCell::new(None),
             closing: Cell::new(false),
             closing_event: event_listener::Event::new(),
-            opens_ended: event_listener::Event::new(),
-            open_failures: RefCell::default(),
         };
         shard
             .groups
@@ -395,54 +389,6 @@ impl Shard {
 
     pub fn partition(&self, partition: &TopicPartition) -> Option<Rc<Partition>> {
         self.partitions.borrow().get(partition).cloned()
-    }
-
-    /// Whether the image says this shard hosts `partition` (a replica on this node,
-    /// owned by this shard), open or not.
-    fn should_host(&self, partition: &TopicPartition) -> bool {
-        let image = self.image();
-        let Some(topic) = image.topic(&partition.topic) else { return false };
-        let owner = usize::try_from(partition.partition).ok().and_then(|p| topic.shards.get(p).copied());
-        owner == Some(self.id) && topic.is_replica(partition.partition, self.settings.node_id)
-    }
-
-    /// A partition the image gives this shard but that is not open yet (just created,
-    /// its open still under way): waits for its open, at most `OPEN_WAIT_MAX`, so that
-    /// a client that produces right after CreateTopics was answered finds it. Its
-    /// open's error if it failed; NOT_LEADER_OR_FOLLOWER when the image does not give
-    /// it to this shard or the wait ran out.
-    ///
-    /// # Errors
-    /// As above.
-    pub(crate) async fn opened(&self, partition: &TopicPartition) -> Result<Rc<Partition>, (i16, Option<String>)> {
-        let deadline = Instant::now() + crate::limits::OPEN_WAIT_MAX;
-        loop {
-            let listener = self.opens_ended.listen();
-            if let Some(state) = self.partition(partition) {
-                return Ok(state);
-            }
-            if let Some(failure) = self.open_failures.borrow().get(partition) {
-                return Err(failure.clone());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if !self.should_host(partition) || left.is_zero() {
-                return Err((code::NOT_LEADER_OR_FOLLOWER, None));
-            }
-            futures_lite::future::or(listener, async { glommio::timer::sleep(left).await }).await;
-        }
-    }
-
-    /// Records how an open of `partition` ended and wakes the operations waiting for it.
-    pub(crate) fn open_ended(&self, partition: &TopicPartition, result: &Result<(), (i16, Option<String>)>) {
-        match result {
-            Ok(()) => {
-                self.open_failures.borrow_mut().remove(partition);
-            }
-            Err(failure) => {
-                self.open_failures.borrow_mut().insert(partition.clone(), failure.clone());
-            }
-        }
-        self.opens_ended.notify(usize::MAX);
     }
 
     pub fn hosted(&self) -> Vec<TopicPartition> {
