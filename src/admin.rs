@@ -6,26 +6,33 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Mutex;
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use skein_net::Shard;
 
 /// Each shard's rendered metrics, refreshed by the shard itself (its counters are
-/// thread-local), read by the admin endpoint.
-pub fn board() -> &'static Arc<Mutex<Vec<String>>> {
-    static BOARD: OnceLock<Arc<Mutex<Vec<String>>>> = OnceLock::new();
-    BOARD.get_or_init(|| Arc::new(Mutex::new(Vec::new())))
+/// thread-local), read by the admin endpoint: a slot per shard, so that a shard's
+/// publish only ever waits for a `/metrics` read of its own slot, never for another
+/// shard (no process-wide lock on a shard's thread).
+static BOARD: [Mutex<String>; crate::reactor::MAX_SHARDS] =
+    [const { Mutex::new(String::new()) }; crate::reactor::MAX_SHARDS];
+
+/// Stores this shard's metrics text (rendered, and the old text dropped, outside the
+/// slot's lock).
+pub fn publish(shard: &Shard) {
+    let Some(slot) = BOARD.get(shard.id) else { return };
+    let text = render(shard);
+    let old = std::mem::replace(&mut *slot.lock().unwrap_or_else(|e| e.into_inner()), text);
+    drop(old);
 }
 
-/// Stores this shard's metrics text.
-pub fn publish(shard: &Shard) {
-    let text = render(shard);
-    let mut board = board().lock().expect("metrics board");
-    if board.len() <= shard.id {
-        board.resize(shard.id + 1, String::new());
-    }
-    board[shard.id] = text;
+/// Every shard's metrics text, in shard order.
+fn board_text() -> String {
+    BOARD.iter().fold(String::new(), |mut out, slot| {
+        out.push_str(&slot.lock().unwrap_or_else(|e| e.into_inner()));
+        out
+    })
 }
 
 fn render(shard: &Shard) -> String {
@@ -121,7 +128,7 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_response_bytes_held{{shard=\"{id}\"}} {}", shard.responses.held());
     let _ = writeln!(out, "skein_fetch_budget_waits_total{{shard=\"{id}\"}} {}", shard.responses.waits());
     let _ = writeln!(out, "skein_request_bytes_buffered{{shard=\"{id}\"}} {}", shard.buffered_bytes.get());
-    let _ = writeln!(out, "skein_partitions{{shard=\"{id}\"}} {}", shard.hosted().len());
+    let _ = writeln!(out, "skein_partitions{{shard=\"{id}\"}} {}", shard.hosted_count());
     let gauges = shard.replication_gauges();
     let _ = writeln!(out, "skein_under_replicated_partitions{{shard=\"{id}\"}} {}", gauges.under_replicated);
     let _ = writeln!(out, "skein_high_watermark_lag_records{{shard=\"{id}\"}} {}", gauges.high_watermark_lag);
@@ -334,7 +341,7 @@ async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str
     match (method, path) {
         ("GET", "/metrics") => {
             publish(shard);
-            let text = board().lock().expect("metrics board").concat();
+            let text = board_text();
             ("200 OK", "text/plain; version=0.0.4", text)
         }
         ("GET", "/v1/health") => ("200 OK", "application/json", "{\"status\":\"ok\"}\n".into()),

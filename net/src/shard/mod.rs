@@ -391,6 +391,11 @@ impl Shard {
         self.partitions.borrow().get(partition).cloned()
     }
 
+    /// How many partitions this shard hosts (without listing them).
+    pub fn hosted_count(&self) -> usize {
+        self.partitions.borrow().len()
+    }
+
     pub fn hosted(&self) -> Vec<TopicPartition> {
         self.partitions.borrow().keys().cloned().collect()
     }
