@@ -710,6 +710,35 @@ pub(crate) fn parse_cores(spec: &str, available: usize) -> Result<Vec<usize>, St
     }
 }
 
+/// Checks `--virtual-brokers BASE_PORT` against the node: ids and ports that fit,
+/// ports apart from the listeners'.
+fn virtual_brokers(
+    base: u16,
+    node_id: i32,
+    cpus: &[usize],
+    listeners: &[skein_net::security::ListenerConfig],
+) -> Result<skein_net::virtual_brokers::VirtualBrokers, String> {
+    use skein_net::virtual_brokers::{NODE_ID_MAX, SHARDS_PER_NODE_MAX};
+    let refuse = |why: String| Err(format!("invalid --virtual-brokers {base}: {why}"));
+    if !(0..=NODE_ID_MAX).contains(&node_id) || cpus.len() > SHARDS_PER_NODE_MAX as usize {
+        return refuse(format!("needs a node id up to {NODE_ID_MAX} and at most {SHARDS_PER_NODE_MAX} shards"));
+    }
+    let last = u32::from(base) + cpus.len() as u32 - 1;
+    if base == 0 || last > u32::from(u16::MAX) {
+        return refuse(format!("ports {base} to {last} are not all valid ports"));
+    }
+    let ports = u32::from(base)..=last;
+    if let Some(taken) = listeners.iter().find(|l| ports.contains(&u32::from(l.address.port()))) {
+        return refuse(format!("listener {} already uses port {}", taken.name, taken.address.port()));
+    }
+    let first = listeners.first().ok_or("virtual brokers need a listener")?;
+    Ok(skein_net::virtual_brokers::VirtualBrokers {
+        listener: first.name.clone(),
+        port_base: base,
+        shards: cpus.len() as u16,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -777,33 +806,4 @@ mod tests {
         let lone = NodeConfig::load(StartArgs { roles: Some("broker".into()), ..Default::default() }).unwrap_err();
         assert!(lone.contains("needs --roles broker,controller"), "{lone}");
     }
-}
-
-/// Checks `--virtual-brokers BASE_PORT` against the node: ids and ports that fit,
-/// ports apart from the listeners'.
-fn virtual_brokers(
-    base: u16,
-    node_id: i32,
-    cpus: &[usize],
-    listeners: &[skein_net::security::ListenerConfig],
-) -> Result<skein_net::virtual_brokers::VirtualBrokers, String> {
-    use skein_net::virtual_brokers::{NODE_ID_MAX, SHARDS_PER_NODE_MAX};
-    let refuse = |why: String| Err(format!("invalid --virtual-brokers {base}: {why}"));
-    if !(0..=NODE_ID_MAX).contains(&node_id) || cpus.len() > SHARDS_PER_NODE_MAX as usize {
-        return refuse(format!("needs a node id up to {NODE_ID_MAX} and at most {SHARDS_PER_NODE_MAX} shards"));
-    }
-    let last = u32::from(base) + cpus.len() as u32 - 1;
-    if base == 0 || last > u32::from(u16::MAX) {
-        return refuse(format!("ports {base} to {last} are not all valid ports"));
-    }
-    let ports = u32::from(base)..=last;
-    if let Some(taken) = listeners.iter().find(|l| ports.contains(&u32::from(l.address.port()))) {
-        return refuse(format!("listener {} already uses port {}", taken.name, taken.address.port()));
-    }
-    let first = listeners.first().ok_or("virtual brokers need a listener")?;
-    Ok(skein_net::virtual_brokers::VirtualBrokers {
-        listener: first.name.clone(),
-        port_base: base,
-        shards: cpus.len() as u16,
-    })
 }

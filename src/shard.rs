@@ -47,7 +47,7 @@ fn raise_open_files_limit() -> Option<u64> {
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current < limit.maximum {
         limit.current = limit.maximum;
-        if let Err(e) = setrlimit(Resource::Nofile, limit.clone()) {
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
             tracing::warn!(target: "skein", error = %e, "cannot raise the open files limit");
         }
     }
@@ -116,12 +116,12 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 &signal,
                 &config.security,
             )?;
-            MetadataLog::Observer(image, index)
+            MetadataLog::Observer(Box::new(image), index)
         }
     };
     let image = Arc::new(match &log {
         MetadataLog::Voter(opened) => opened.image.clone(),
-        MetadataLog::Observer(image, _) => image.clone(),
+        MetadataLog::Observer(image, _) => (**image).clone(),
     });
     let mut log = Some(log);
     sweep_stray_partitions(&config.data_dir, &image)?;
@@ -291,7 +291,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                             glommio::spawn_local(skein_net::metadata::quorum::run(node.clone(), *opened, inputs))
                         }
                         MetadataLog::Observer(image, index) => {
-                            glommio::spawn_local(skein_net::metadata::observer::run(node.clone(), image, index))
+                            glommio::spawn_local(skein_net::metadata::observer::run(node.clone(), *image, index))
                         }
                     };
                     follow.detach();
@@ -486,7 +486,7 @@ async fn remove_deleted(shard: &Shard) {
 /// node) the image it fetched from the voters, with the log index it holds.
 enum MetadataLog {
     Voter(Box<skein_net::metadata::quorum::Opened>),
-    Observer(skein_net::metadata::MetadataImage, u64),
+    Observer(Box<skein_net::metadata::MetadataImage>, u64),
 }
 
 /// Threads of each shard's blocking pool (glommio's, for the file operations io_uring

@@ -152,12 +152,9 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
         ApiKey::Fetch => {
             use fetch_request::{FetchPartition, FetchTopic};
             let partition = FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20);
-            let topic_id = Some(*TOPIC_ID.lock().unwrap());
+            let topic_id = *TOPIC_ID.lock().unwrap();
             call!(FetchRequest::default().with_replica_id(BrokerId(-1)).with_max_bytes(1 << 20).with_topics(vec![
-                FetchTopic::default()
-                    .with_topic(topic())
-                    .with_topic_id(topic_id.unwrap_or_default())
-                    .with_partitions(vec![partition])
+                FetchTopic::default().with_topic(topic()).with_topic_id(topic_id).with_partitions(vec![partition])
             ]))
         }
         ApiKey::ListOffsets => {

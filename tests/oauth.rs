@@ -128,7 +128,8 @@ fn signed_tokens_from_a_jwks() {
         e(r#"{"alg":"none"}"#),
         e(&format!(r#"{{"sub":"svc","aud":"kafka","exp":{}}}"#, now_s() + 60))
     );
-    let refused: Vec<(&str, Box<dyn Fn() -> String + Send + Sync>)> = vec![
+    type Token = Box<dyn Fn() -> String + Send + Sync>;
+    let refused: Vec<(&str, Token)> = vec![
         ("another key", {
             let stranger = stranger.clone();
             Box::new(move || stranger.token(&format!(r#"{{"sub":"svc","aud":"kafka","exp":{}}}"#, now_s() + 60)))
@@ -248,5 +249,6 @@ fn jwks_over_https() {
     }
     assert!(producer.client().fetch_metadata(None, Duration::from_secs(2)).is_err());
     let _ = s_server.kill();
+    let _ = s_server.wait();
     assert!(untrusting.log().contains("JWKS fetch failed"), "{}", untrusting.log());
 }

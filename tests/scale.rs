@@ -159,12 +159,12 @@ fn two_thousand_partitions_cost_what_their_data_costs() {
     let rss = broker.rss_bytes().saturating_sub(rss_before);
     println!(
         "2,000 one-record partitions: {} KiB of disk, {} KiB of memory each",
-        disk / count >> 10,
-        rss / count >> 10
+        (disk / count) >> 10,
+        (rss / count) >> 10
     );
     // The metadata log's records of the new topics come on top of the 12 KiB.
-    assert!(disk <= count * 13 * 1024, "{} KiB of disk per partition", disk / count >> 10);
-    assert!(rss <= count * 16 * 1024, "{} KiB of memory per partition", rss / count >> 10);
+    assert!(disk <= count * 13 * 1024, "{} KiB of disk per partition", (disk / count) >> 10);
+    assert!(rss <= count * 16 * 1024, "{} KiB of memory per partition", (rss / count) >> 10);
     drop(client);
 
     broker.kill();

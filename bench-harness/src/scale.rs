@@ -175,12 +175,12 @@ fn create_some(options: &ScaleOptions, stream: &mut TcpStream, names: &[String])
     Ok(())
 }
 
+/// (topic, partition) → leader id.
+type Leaders = BTreeMap<(String, i32), i32>;
+
 /// Every partition of `names` with a leader in one Metadata response: (topic,
 /// partition) → leader id, and broker id → address.
-fn leaders_of(
-    stream: &mut TcpStream,
-    names: &[String],
-) -> Result<(BTreeMap<(String, i32), i32>, BTreeMap<i32, String>), String> {
+fn leaders_of(stream: &mut TcpStream, names: &[String]) -> Result<(Leaders, BTreeMap<i32, String>), String> {
     let mut request = MetadataRequest::default();
     request.topics = Some(
         names

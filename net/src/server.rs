@@ -672,7 +672,10 @@ pub fn encode(
 }
 
 /// Where a connection's frames are read: straight off a plain connection's socket
-/// (`incoming.rs`: unzeroed bodies, few `recv` calls), or through its TLS stream.
+/// (`incoming.rs`: unzeroed bodies, few `recv` calls), or through its TLS stream. One
+/// per connection, in its task: the plain reader stays inline rather than boxed (an
+/// allocation per connection, an indirection per read).
+#[allow(clippy::large_enum_variant)]
 enum FrameReader<'a, S> {
     Plain(crate::incoming::Frames<'a>),
     Stream(&'a mut futures_lite::io::ReadHalf<S>),

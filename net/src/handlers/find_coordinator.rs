@@ -21,6 +21,9 @@ use crate::errors::code;
 use crate::group::GroupCall;
 use crate::shard::Shard;
 
+/// A coordinator found: its node id, host and port.
+type Found = (i32, String, u16);
+
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
 const KEY_TYPE_GROUP: i8 = 0;
@@ -53,20 +56,15 @@ pub async fn handle(
             _ => None,
         }
     });
-    let coordinators: Vec<Option<(i32, String, u16)>> = join_all(lookups).await;
-    let node =
-        |((key, found), denied): ((kafka_protocol::protocol::StrBytes, Option<(i32, String, u16)>), Option<i16>)| {
-            let c = Coordinator::default().with_key(key);
-            match (found, denied) {
-                (_, Some(error)) => c.with_error_code(error).with_node_id(BrokerId(-1)).with_port(-1),
-                (Some((id, host, port)), None) => {
-                    c.with_node_id(BrokerId(id)).with_host(s(host)).with_port(port as i32)
-                }
-                (None, None) => {
-                    c.with_error_code(code::COORDINATOR_NOT_AVAILABLE).with_node_id(BrokerId(-1)).with_port(-1)
-                }
-            }
-        };
+    let coordinators: Vec<Option<Found>> = join_all(lookups).await;
+    let node = |((key, found), denied): ((kafka_protocol::protocol::StrBytes, Option<Found>), Option<i16>)| {
+        let c = Coordinator::default().with_key(key);
+        match (found, denied) {
+            (_, Some(error)) => c.with_error_code(error).with_node_id(BrokerId(-1)).with_port(-1),
+            (Some((id, host, port)), None) => c.with_node_id(BrokerId(id)).with_host(s(host)).with_port(port as i32),
+            (None, None) => c.with_error_code(code::COORDINATOR_NOT_AVAILABLE).with_node_id(BrokerId(-1)).with_port(-1),
+        }
+    };
     let mut response = FindCoordinatorResponse::default();
     let mut coordinators = keys.into_iter().zip(coordinators).zip(denied).map(node);
     if header.request_api_version >= 4 {

@@ -35,7 +35,8 @@ async fn fetch(
         return Err(GROUP_AUTHORIZATION_FAILED);
     }
     let all = wanted.is_none();
-    let (wanted, denied): (Option<Vec<(String, i32)>>, Vec<(String, i32)>) = match wanted {
+    type Partitions = Vec<(String, i32)>;
+    let (wanted, denied): (Option<Partitions>, Partitions) = match wanted {
         None => (None, Vec::new()),
         Some(list) => {
             let (allowed, denied) = list.into_iter().partition(|(t, _)| caller.topic(Op::Describe, t));

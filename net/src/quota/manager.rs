@@ -195,7 +195,7 @@ mod tests {
         // bytes over that is one second.
         let throttle = a.record(&quotas, &ledger, (0, 2), charge(1000), 1.0);
         assert!((throttle.as_secs_f64() - 1.0).abs() < 0.05, "{throttle:?}");
-        assert_eq!(a.record(&quotas, &ledger, (0, 2), charge(0), 1.0) > Duration::ZERO, true);
+        assert!(a.record(&quotas, &ledger, (0, 2), charge(0), 1.0) > Duration::ZERO);
         let other = Charge { client_id: "other", ..charge(10_000) };
         assert_eq!(a.record(&quotas, &ledger, (0, 2), other, 1.0), Duration::ZERO, "no quota, no throttle");
         // Shard 0 did all the work: after a rebalance it has nearly all of the quota.

@@ -13,6 +13,9 @@ use super::{OpResult, Partition, PartitionReply, Shard};
 use crate::errors::{code, code_of};
 
 impl Shard {
+    // Named arguments become a typed produce operation with the shard messages' rework
+    // (the structure issue).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn produce(
         self: &Rc<Self>,
         partition: &TopicPartition,

@@ -15,6 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+/// A stall a task queue's run caused, with the backtrace captured while it lasted.
 pub struct StallDetection<'a> {
     executor: usize,
     queue_handle: TaskQueueHandle,
