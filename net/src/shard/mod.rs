@@ -391,6 +391,13 @@ impl Shard {
         self.partitions.borrow().get(partition).cloned()
     }
 
+    /// Calls `f` with each partition this shard hosts (without cloning the list).
+    pub fn for_each_hosted(&self, mut f: impl FnMut(&TopicPartition, &Rc<Partition>)) {
+        for (partition, state) in self.partitions.borrow().iter() {
+            f(partition, state);
+        }
+    }
+
     /// How many partitions this shard hosts (without listing them).
     pub fn hosted_count(&self) -> usize {
         self.partitions.borrow().len()
