@@ -156,13 +156,16 @@ pub async fn run(shard: Rc<Shard>, lag_time_max_ms: i64) {
 /// ISR of each partition this shard leads.
 fn shrink_isrs(shard: &Rc<Shard>, lag_time_max_ms: i64) {
     let now = skein_engine::log::now_ms();
-    for partition in shard.hosted() {
-        let Some(state) = shard.partition(&partition) else { continue };
-        let proposal = state.replica_state.borrow().isr_shrink(now, lag_time_max_ms);
-        if let Some(proposal) = proposal {
-            tracing::info!(target: "skein::net", partition = %partition, isr = ?proposal.isr, "followers fell behind: shrinking the ISR");
-            propose_isr(shard, &partition, proposal);
+    // Collected first: proposing takes the shard's state again.
+    let mut proposals = Vec::new();
+    shard.for_each_hosted(|partition, state| {
+        if let Some(proposal) = state.replica_state.borrow().isr_shrink(now, lag_time_max_ms) {
+            proposals.push((partition.clone(), proposal));
         }
+    });
+    for (partition, proposal) in proposals {
+        tracing::info!(target: "skein::net", partition = %partition, isr = ?proposal.isr, "followers fell behind: shrinking the ISR");
+        propose_isr(shard, &partition, proposal);
     }
 }
 
@@ -219,7 +222,17 @@ impl FollowerSession {
                 self.sent.keys().filter(|p| !current.contains(p)).cloned().collect()
             }
         };
-        self.sent = partitions.iter().cloned().collect();
+        // Kept in place: an incremental fetch changes only what it lists or forgets.
+        if full {
+            self.sent = partitions.iter().cloned().collect();
+        } else {
+            for (partition, at) in &listed {
+                self.sent.insert(partition.clone(), *at);
+            }
+            for partition in &forgotten {
+                self.sent.remove(partition);
+            }
+        }
         fetch_request(node, &listed, &forgotten).with_session_id(self.id).with_session_epoch(self.next_epoch)
     }
 
@@ -286,8 +299,6 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
         if connection.is_none() {
             // The leader keeps sessions per connection (on the shard it reached).
             session.reset();
-        }
-        if connection.is_none() {
             match crate::peer::connect(&shard.settings.security, &host, port, &client).await {
                 Ok(stream) => connection = Some(stream),
                 Err(e) => {
@@ -319,8 +330,8 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
                     _ => "timed out".into(),
                 };
                 tracing::debug!(target: "skein::net", leader, error, "replica fetch failed; reconnecting");
+                // The session starts over with the next connection.
                 connection = None;
-                session.reset();
                 glommio::timer::sleep(BACKOFF).await;
                 continue;
             }

@@ -73,6 +73,7 @@ mod roll;
 mod scrub;
 mod see_through;
 pub mod snapshots;
+mod state_files;
 mod truncation;
 
 pub use budget::TailBudget;
@@ -810,44 +811,6 @@ impl<S: Storage> Log<S> {
         self.state.borrow_mut().appender.release_idle()
     }
 
-    /// Gives the active segment's reservation back when the log has been idle for
-    /// `RESERVATION_IDLE_MS` (`reserve.rs`): the file is trimmed to its last block, and
-    /// the next appends reserve from the smallest step again. Skipped while anything
-    /// waits at the gate, writes are pending or an extension is in flight. Returns
-    /// whether space was given back.
-    ///
-    /// # Errors
-    /// `Io` when the file cannot be trimmed; the reservation is then kept as it was.
-    pub async fn trim_idle_reservation(&self, now: std::time::Instant) -> Result<bool> {
-        if !self.gate.is_idle() {
-            return Ok(false);
-        }
-        let ticket = self.gate.ticket();
-        ticket.wait_turn().await;
-        let (file, keep) = {
-            let state = self.state.borrow();
-            let appender = &state.appender;
-            let keep = align_up(appender.end());
-            let busy = appender.writes_in_flight() > 0 || appender.written() != appender.end();
-            if state.closed
-                || state.failed.is_some()
-                || busy
-                || state.reservation.ahead_in_flight
-                || appender.reserved <= keep
-                || !reserve::idle(state.last_append, now)
-            {
-                return Ok(false);
-            }
-            (state.active().file.clone(), keep)
-        };
-        let path = segment::file_path(&self.dir, self.active_segment_base(), segment::LOG_SUFFIX);
-        file.truncate(keep).await.map_err(|e| Error::io("truncate", &path, e))?;
-        let mut state = self.state.borrow_mut();
-        state.appender.reserved = keep;
-        state.reservation.reset();
-        Ok(true)
-    }
-
     /// Flushes if `flush.ms` has passed since the last flush and data is unflushed.
     ///
     /// # Errors
@@ -863,150 +826,6 @@ impl<S: Storage> Log<S> {
             self.flush().await?;
         }
         Ok(())
-    }
-
-    /// Extends the active segment's reservation to `target` ahead of need, in a task of
-    /// its own that no append waits for: later appends fill the current reservation
-    /// meanwhile, and one that runs past it reserves for itself (admission). An
-    /// fallocate runs on the kernel's io_uring workers; with a thousand slow logs each
-    /// extending every few appends, the append that had asked waited behind all the
-    /// others' (1,000 partitions at 20 records a second each: publish p50 97 ms).
-    fn reserve_ahead(&self, target: u64) {
-        let Some(log) = self.me.upgrade() else {
-            self.state.borrow_mut().reservation.ahead_in_flight = false;
-            return;
-        };
-        self.ctx.storage.spawn(async move {
-            // The flag clears however this ends.
-            let _clear = ReservingAhead(&log);
-            if let Err(e) = log.reserve(target).await {
-                tracing::debug!(target: "skein::engine", partition = %log.partition, error = %e, "reservation ahead failed");
-            }
-        });
-    }
-
-    /// Reserves file space up to `target` bytes, checking free disk space first.
-    async fn reserve(&self, target: u64) -> Result<()> {
-        let (file, reserved, base) = {
-            let state = self.state.borrow();
-            if state.closed {
-                return Err(Error::Closed(self.partition.clone()));
-            }
-            (state.active().file.clone(), state.appender.reserved, state.active().base_offset)
-        };
-        if target <= reserved {
-            return Ok(());
-        }
-        let needed = target - reserved;
-        self.check_space(needed)?;
-        match file.allocate(target).await {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(28) => {
-                self.ctx.space.refused(&self.ctx.metrics, 0, needed);
-                return Err(Error::DiskFull { path: self.dir.clone(), available_bytes: 0, needed_bytes: needed });
-            }
-            Err(e) => return Err(Error::io("allocate", &self.dir, e)),
-        }
-        let mut state = self.state.borrow_mut();
-        // A roll may have replaced the active segment meanwhile; its file is not this one.
-        if state.active().base_offset == base {
-            state.appender.reserved = state.appender.reserved.max(target);
-        }
-        Ok(())
-    }
-
-    /// Whether the file system has `needed` bytes free beyond the headroom; a refusal
-    /// is counted and, when the directory becomes full, logged (`space.rs`).
-    fn check_space(&self, needed: u64) -> Result<()> {
-        let available = self.ctx.storage.available_bytes(&self.dir).map_err(|e| Error::io("statvfs", &self.dir, e))?;
-        if available < needed + crate::space::DISK_HEADROOM_BYTES {
-            self.ctx.space.refused(&self.ctx.metrics, available, needed);
-            return Err(Error::DiskFull { path: self.dir.clone(), available_bytes: available, needed_bytes: needed });
-        }
-        self.ctx.space.has_room(available);
-        Ok(())
-    }
-
-    async fn write_checkpoint(&self, clean_shutdown: bool) -> Result<()> {
-        let (checkpoint, keep) = {
-            let state = self.state.borrow();
-            let checkpoint = Checkpoint {
-                recovery_point: state.recovery_point.max(state.offset_flushed_end).min(state.log_end_offset),
-                log_start_offset: state.log_start_offset,
-                clean_shutdown,
-            };
-            (checkpoint, state.keeps_state_files())
-        };
-        if !keep {
-            if self.written_checkpoint.get() != OnDisk::Absent {
-                self.remove_state_file(CHECKPOINT_FILE).await?;
-                self.written_checkpoint.set(OnDisk::Absent);
-            }
-            return Ok(());
-        }
-        // Each write costs two fsyncs: skip it when nothing changed.
-        if self.written_checkpoint.get() == OnDisk::Written(checkpoint) {
-            return Ok(());
-        }
-        let path = self.dir.join(CHECKPOINT_FILE);
-        io::write_whole_atomic(&self.ctx.storage, &path, &checkpoint.encode())
-            .await
-            .map_err(|e| Error::io("write", &path, e))?;
-        self.written_checkpoint.set(OnDisk::Written(checkpoint));
-        Ok(())
-    }
-
-    async fn write_epochs(&self) -> Result<()> {
-        let (encoded, keep) = {
-            let state = self.state.borrow();
-            (state.epochs.encode(), state.keeps_state_files())
-        };
-        if !keep {
-            if *self.written_epochs.borrow() != OnDisk::Absent {
-                self.remove_state_file(LEADER_EPOCH_FILE).await?;
-                *self.written_epochs.borrow_mut() = OnDisk::Absent;
-            }
-            return Ok(());
-        }
-        if matches!(&*self.written_epochs.borrow(), OnDisk::Written(on_disk) if *on_disk == encoded) {
-            return Ok(());
-        }
-        let path = self.dir.join(LEADER_EPOCH_FILE);
-        io::write_whole_atomic(&self.ctx.storage, &path, &encoded).await.map_err(|e| Error::io("write", &path, e))?;
-        *self.written_epochs.borrow_mut() = OnDisk::Written(encoded);
-        Ok(())
-    }
-
-    /// Removes a state file the log no longer keeps (`keeps_state_files`), durably: a
-    /// stale checkpoint that came back after a power cut could name a recovery point
-    /// past what a truncation left.
-    async fn remove_state_file(&self, name: &str) -> Result<()> {
-        let path = self.dir.join(name);
-        match self.ctx.storage.remove_file(&path).await {
-            Ok(()) => self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| Error::io("sync", &self.dir, e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io("remove", &path, e)),
-        }
-    }
-
-    /// Persists the recovery point (the flushed offset), log start and leader epochs.
-    /// Called periodically by the log manager; a restart then scans less.
-    ///
-    /// # Errors
-    /// `Io` when a checkpoint cannot be written.
-    pub async fn checkpoint(&self) -> Result<()> {
-        // Under the maintenance lock, as deletion and close: a closed log's directory
-        // may be gone (renamed `-delete`), and nothing is written into it any more.
-        let _maintenance = self.maintenance.lock().await;
-        {
-            let mut state = self.state.borrow_mut();
-            if state.closed {
-                return Ok(());
-            }
-            state.recovery_point = state.recovery_point.max(state.offset_flushed_end);
-        }
-        self.write_checkpoint(false).await?;
-        self.write_epochs().await
     }
 
     /// Clean shutdown: writes everything, trims the active segment, writes indexes and
@@ -1087,16 +906,6 @@ impl<S: Storage> Drop for Log<S> {
     fn drop(&mut self) {
         let charged = self.state.get_mut().charged;
         self.ctx.tail_budget.recharge(charged, 0);
-    }
-}
-
-/// Clears `Reservation::ahead_in_flight` when an extension ahead of need ends, or is
-/// dropped with its append.
-struct ReservingAhead<'a, S: Storage>(&'a Log<S>);
-
-impl<S: Storage> Drop for ReservingAhead<'_, S> {
-    fn drop(&mut self) {
-        self.0.state.borrow_mut().reservation.ahead_in_flight = false;
     }
 }
 

@@ -1,0 +1,90 @@
+//! A log's state files beside its segments: the recovery checkpoint
+//! (`skein-checkpoint`) and the leader epochs (`leader-epoch-checkpoint`), written by
+//! housekeeping and at close, and removed again while the log is small
+//! (`LogState::keeps_state_files`).
+
+use super::*;
+
+impl<S: Storage> Log<S> {
+    pub(super) async fn write_checkpoint(&self, clean_shutdown: bool) -> Result<()> {
+        let (checkpoint, keep) = {
+            let state = self.state.borrow();
+            let checkpoint = Checkpoint {
+                recovery_point: state.recovery_point.max(state.offset_flushed_end).min(state.log_end_offset),
+                log_start_offset: state.log_start_offset,
+                clean_shutdown,
+            };
+            (checkpoint, state.keeps_state_files())
+        };
+        if !keep {
+            if self.written_checkpoint.get() != OnDisk::Absent {
+                self.remove_state_file(CHECKPOINT_FILE).await?;
+                self.written_checkpoint.set(OnDisk::Absent);
+            }
+            return Ok(());
+        }
+        // Each write costs two fsyncs: skip it when nothing changed.
+        if self.written_checkpoint.get() == OnDisk::Written(checkpoint) {
+            return Ok(());
+        }
+        let path = self.dir.join(CHECKPOINT_FILE);
+        io::write_whole_atomic(&self.ctx.storage, &path, &checkpoint.encode())
+            .await
+            .map_err(|e| Error::io("write", &path, e))?;
+        self.written_checkpoint.set(OnDisk::Written(checkpoint));
+        Ok(())
+    }
+
+    pub(super) async fn write_epochs(&self) -> Result<()> {
+        let (encoded, keep) = {
+            let state = self.state.borrow();
+            (state.epochs.encode(), state.keeps_state_files())
+        };
+        if !keep {
+            if *self.written_epochs.borrow() != OnDisk::Absent {
+                self.remove_state_file(LEADER_EPOCH_FILE).await?;
+                *self.written_epochs.borrow_mut() = OnDisk::Absent;
+            }
+            return Ok(());
+        }
+        if matches!(&*self.written_epochs.borrow(), OnDisk::Written(on_disk) if *on_disk == encoded) {
+            return Ok(());
+        }
+        let path = self.dir.join(LEADER_EPOCH_FILE);
+        io::write_whole_atomic(&self.ctx.storage, &path, &encoded).await.map_err(|e| Error::io("write", &path, e))?;
+        *self.written_epochs.borrow_mut() = OnDisk::Written(encoded);
+        Ok(())
+    }
+
+    /// Removes a state file the log no longer keeps (`keeps_state_files`), durably: a
+    /// stale checkpoint that came back after a power cut could name a recovery point
+    /// past what a truncation left.
+    pub(super) async fn remove_state_file(&self, name: &str) -> Result<()> {
+        let path = self.dir.join(name);
+        match self.ctx.storage.remove_file(&path).await {
+            Ok(()) => self.ctx.storage.sync_dir(&self.dir).await.map_err(|e| Error::io("sync", &self.dir, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", &path, e)),
+        }
+    }
+
+    /// Persists the recovery point (the flushed offset), log start and leader epochs.
+    /// Called periodically by the log manager; a restart then scans less.
+    ///
+    /// # Errors
+    /// `Io` when a checkpoint cannot be written.
+    pub async fn checkpoint(&self) -> Result<()> {
+        // Under the maintenance lock, as deletion and close: a closed log's directory
+        // may be gone (renamed `-delete`), and nothing is written into it any more.
+        let _maintenance = self.maintenance.lock().await;
+        {
+            let mut state = self.state.borrow_mut();
+            if state.closed {
+                return Ok(());
+            }
+            state.recovery_point = state.recovery_point.max(state.offset_flushed_end);
+        }
+        self.write_checkpoint(false).await?;
+        self.write_epochs().await
+    }
+}
