@@ -38,6 +38,7 @@ pub mod offset_map;
 pub mod records;
 pub mod segment;
 pub mod space;
+pub mod time;
 pub mod types;
 pub mod validate;
 mod waiters;

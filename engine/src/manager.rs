@@ -482,8 +482,7 @@ impl<S: Storage> LogManager<S> {
 /// Kafka's per-partition identity file.
 pub const PARTITION_METADATA: &str = "partition.metadata";
 
-/// How a deleted partition's directory name ends, as Kafka names it.
-pub const DELETED_SUFFIX: &str = "-delete";
+pub use crate::segment::DELETED_SUFFIX;
 
 /// The topic id named by a `partition.metadata` file's text.
 pub fn partition_metadata_topic_id(text: &str) -> Option<&str> {

@@ -61,7 +61,7 @@ impl OffsetMap {
             if !map.grow() {
                 return map;
             }
-            crate::log::pace(started.elapsed()).await;
+            crate::time::pace(started.elapsed()).await;
         }
     }
 

@@ -18,6 +18,18 @@ use crate::limits::{BATCH_BYTES_MAX, COLD_READ_MIN_BYTES};
 use crate::types::{Offset, TimestampMs};
 
 pub const LOG_SUFFIX: &str = ".log";
+/// How a deleted partition's directory name ends, as Kafka names it.
+pub const DELETED_SUFFIX: &str = "-delete";
+
+/// An aborted transaction: its producer, its first record, its ABORT marker and the
+/// last stable offset once it ended, Kafka's `.txnindex` entry (`AbortedTxn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedRange {
+    pub producer_id: i64,
+    pub first_offset: Offset,
+    pub last_offset: Offset,
+    pub last_stable_offset: Offset,
+}
 pub const INDEX_SUFFIX: &str = ".index";
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
 /// Kafka's transaction index: the aborted transactions whose markers the segment holds.
@@ -29,7 +41,7 @@ pub const SWAP_SUFFIX: &str = ".log.swap";
 
 /// A `.txnindex` file: one 34-byte entry per aborted transaction (version 0, producer
 /// id, first offset, last offset, last stable offset), as Kafka's `TransactionIndex`.
-pub fn encode_txn_index(entries: &[crate::log::AbortedRange]) -> Vec<u8> {
+pub fn encode_txn_index(entries: &[AbortedRange]) -> Vec<u8> {
     let mut out = Vec::with_capacity(entries.len() * 34);
     for entry in entries {
         out.extend_from_slice(&0i16.to_be_bytes());

@@ -95,7 +95,7 @@ impl SpaceWatch {
     /// Whether a "full" line may go out now (at most one per `LOG_INTERVAL_MS`; the
     /// end of a logged spell is always logged).
     fn may_log(&self) -> bool {
-        let now = crate::log::now_ms().max(0) as u64;
+        let now = crate::time::now_ms().max(0) as u64;
         let last = self.shared.logged_ms.load(Ordering::Relaxed);
         (last == 0 || now.saturating_sub(last) >= LOG_INTERVAL_MS)
             && self.shared.logged_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::offset_map::OffsetMap;
+use crate::time::pace;
 
 /// The cleaner's checkpoint in a partition directory: the first dirty offset.
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
@@ -112,14 +113,6 @@ impl Throttle {
 
 /// The longest the cleaner runs without pausing.
 const SLICE: Duration = Duration::from_millis(1);
-
-/// Lets the shard's other tasks and its I/O run: sleeps `pause` (at least a timer tick).
-pub(crate) async fn pace(pause: Duration) {
-    glommio::timer::sleep(pause.max(PACE_MIN)).await;
-}
-
-/// The shortest pause between two cleaner steps.
-const PACE_MIN: Duration = Duration::from_micros(100);
 
 /// A closed segment read in steps of whole batches (a batch larger than a step is one
 /// step), each step counted by the throttle.
@@ -506,16 +499,6 @@ impl<S: Storage> Log<S> {
         self.ctx.cache.borrow_mut().invalidate(self.key, base, next);
         self.write_indexes(base).await
     }
-}
-
-/// An aborted transaction: its producer, its first record, its ABORT marker and the
-/// last stable offset once it ended, Kafka's `.txnindex` entry (`AbortedTxn`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AbortedRange {
-    pub producer_id: i64,
-    pub first_offset: Offset,
-    pub last_offset: Offset,
-    pub last_stable_offset: Offset,
 }
 
 /// What the log must know of its transactions, told by the layer that tracks them

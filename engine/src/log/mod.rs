@@ -76,9 +76,11 @@ pub mod snapshots;
 mod state_files;
 mod truncation;
 
+pub use crate::segment::AbortedRange;
+pub use crate::time::now_ms;
 pub use budget::TailBudget;
-pub(crate) use compaction::{pace, Throttle};
-pub use compaction::{AbortedRange, CleanerConfig, Dirtiness, Transactions, CLEANER_CHECKPOINT_FILE};
+pub(crate) use compaction::Throttle;
+pub use compaction::{CleanerConfig, Dirtiness, Transactions, CLEANER_CHECKPOINT_FILE};
 use gate::Gate;
 use recovery::restore_bookkeeping;
 use retention::remove_segment_files;
@@ -893,7 +895,7 @@ impl<S: Storage> Log<S> {
         let storage = &self.ctx.storage;
         let name = self.dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
         let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let target = self.dir.with_file_name(format!("{name}.{unique:032x}{}", crate::manager::DELETED_SUFFIX));
+        let target = self.dir.with_file_name(format!("{name}.{unique:032x}{}", crate::segment::DELETED_SUFFIX));
         storage.rename(&self.dir, &target).await.map_err(|e| Error::io("rename", &self.dir, e))?;
         if let Some(parent) = self.dir.parent() {
             storage.sync_dir(parent).await.map_err(|e| Error::io("sync", parent, e))?;
@@ -936,8 +938,4 @@ impl<S: Storage> Drop for Driven<'_, S> {
             let _ = log.drive_until(i64::MIN, |s| s.appender.written() == s.appender.end()).await;
         });
     }
-}
-
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
