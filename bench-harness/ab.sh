@@ -24,9 +24,7 @@ workload="${5:-$root/bench-harness/workloads/1-topic-1-partition-1kb-max.toml}"
 skein="$new"
 out="$root/bench-harness/results/ab-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
-work="$(mktemp -d)"
-broker_pid=""
-trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
+bench_workdir
 name="$(basename "$workload" .toml)"
 raw_limits start "$work"
 drain_device

@@ -23,11 +23,8 @@ rate="${RATE:-50000}"
 workload="${WORKLOAD:-$root/bench-harness/workloads/1-topic-1-partition-1kb-max.toml}"
 out="$root/bench-harness/results/authz-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
-cargo build --release --manifest-path "$root/Cargo.toml" >&2
-skein="$root/target/release/skein"
-work="$(mktemp -d)"
-broker_pid=""
-trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
+bench_build
+bench_workdir
 printf 'admin:admin-secret\n' > "$work/users"
 admin=(--bootstrap-server 127.0.0.1:19094 --sasl-mechanism PLAIN --sasl-username admin --sasl-password admin-secret)
 

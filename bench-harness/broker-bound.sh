@@ -29,9 +29,7 @@ last=$((cpus - 1)); [ "$last" -gt 7 ] && last=7
 wide="${3:-1-$last}"; producers="${4:-4}"
 out="${OUT_DIR:-$root/bench-harness/results/bound-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
-work="$(mktemp -d)"
-broker_pid=""
-trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
+bench_workdir
 
 # A workload file: PARTITIONS partitions of 1 KiB messages at max rate, PRODUCERS
 # producers, acks=all as the shipped max-rate workloads.

@@ -21,9 +21,7 @@ skein="$new"
 workload="$root/bench-harness/workloads/1-topic-1-partition-1kb-catch-up.toml"
 out="$root/bench-harness/results/catch-up-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
-work="$(mktemp -d)"
-broker_pid=""
-trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
+bench_workdir
 raw_limits start "$work"
 drain_device
 for round in $(seq 1 "$rounds"); do

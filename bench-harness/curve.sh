@@ -19,11 +19,8 @@ duration="$1"; rates="$2"; shift 2
 workload="${WORKLOAD:-$root/bench-harness/workloads/1-topic-16-partitions-1kb-fixed-rate.toml}"
 out="$root/bench-harness/results/curve-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
-cargo build --release --manifest-path "$root/Cargo.toml" >&2
-skein="$root/target/release/skein"
-work="$(mktemp -d)"
-broker_pid=""
-trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
+bench_build
+bench_workdir
 
 raw_limits start "$work"
 # cpu_s/GB is the broker process's CPU; host_s/GB the whole host's less the generator's

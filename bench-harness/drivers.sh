@@ -21,11 +21,8 @@ duration="$1"; rounds="$2"; rates="$3"; shift 3
 workload="${WORKLOAD:-$root/bench-harness/workloads/1-topic-16-partitions-1kb-fixed-rate.toml}"
 out="$root/bench-harness/results/drivers-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
-cargo build --release --manifest-path "$root/Cargo.toml" >&2
-skein="$root/target/release/skein"
-work="$(mktemp -d)"
-broker_pid=""
-trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
+bench_build
+bench_workdir
 
 # One run: DRIVER at RATE against the broker on PORT, its JSON to FILE.
 #   run_one DRIVER RATE PORT FILE WARMUP_SECS

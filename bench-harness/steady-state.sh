@@ -1,4 +1,4 @@
-# Shared by suite.sh, ab.sh, curve.sh and drivers.sh (sourced): what it takes to measure a broker in steady
+# Shared by the bench scripts (sourced): their preamble (`bench_build`, `bench_workdir`) and what it takes to measure a broker in steady
 # state rather than a cold start or a backlog. A round is measured only after its
 # broker has settled, on a device with nothing left to write from the round before,
 # and says whether it met its target rate. The raw limits, printed at the start and at
@@ -79,6 +79,20 @@ drain_device() {
     fi
     sleep 1; waited=$((waited + 1))
   done
+}
+
+# The preamble the bench scripts share. `bench_build` builds the release binary and
+# sets `skein` to it; `bench_workdir` makes the temp dir `work` and, at exit, stops the
+# broker `broker_pid` names (if any) and removes `work`.
+bench_build() {
+  cargo build --release --manifest-path "$root/Cargo.toml" >&2
+  skein="$root/target/release/skein"
+}
+
+bench_workdir() {
+  work="$(mktemp -d)"
+  broker_pid=""
+  trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
 }
 
 # Stops a broker (SIGTERM, then SIGKILL after 30 s) and waits until its process is

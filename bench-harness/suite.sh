@@ -22,11 +22,8 @@ if [ ${#workloads[@]} -eq 0 ]; then
 fi
 out="$root/bench-harness/results/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
-cargo build --release --manifest-path "$root/Cargo.toml" >&2
-skein="$root/target/release/skein"
-work="$(mktemp -d)"
-broker_pid=""
-trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
+bench_build
+bench_workdir
 
 raw_limits start "$work"
 drain_device

@@ -19,11 +19,8 @@ rounds="${ROUNDS:-3}"
 workload="${WORKLOAD:-$root/bench-harness/workloads/1-topic-1-partition-1kb-max.toml}"
 out="$root/bench-harness/results/tls-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
-cargo build --release --manifest-path "$root/Cargo.toml" >&2
-skein="$root/target/release/skein"
-work="$(mktemp -d)"
-broker_pid=""
-trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
+bench_build
+bench_workdir
 
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/ca.key" -out "$work/ca.pem" -days 2 -subj /CN=bench-ca 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -keyout "$work/server.key" -out "$work/server.csr" -subj /CN=skein 2>/dev/null

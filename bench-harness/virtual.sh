@@ -23,9 +23,7 @@ workload="${4:-$root/bench-harness/workloads/1-topic-16-partitions-1kb-fixed-rat
 export DRIVER="${DRIVER:-native}"
 out="$root/bench-harness/results/virtual-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
-work="$(mktemp -d)"
-broker_pid=""
-trap 'if [ -n "$broker_pid" ]; then stop_broker "$broker_pid"; fi; rm -rf "$work"' EXIT
+bench_workdir
 name="$(basename "$workload" .toml)"
 # Partition operations sent to another shard, and produce and fetch requests, so far.
 counts() {
