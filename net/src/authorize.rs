@@ -124,9 +124,16 @@ impl Caller {
     }
 }
 
-/// The response to `request` when the caller lacks what the whole request needs;
-/// `None` when it may go on (per-resource checks are the handler's).
+/// The response to `request` when the caller lacks what the whole request needs
+/// (its API's error shape, `error_response::for_request`); `None` when it may go on
+/// (per-resource checks are the handler's).
 pub fn denied(caller: &Caller, request: &RequestKind, version: i16) -> Option<ResponseKind> {
+    let code = refusal(caller, request, version)?;
+    crate::error_response::for_request(request, version, code)
+}
+
+/// The error that refuses `request` whole, if the caller lacks what it needs.
+fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> {
     if !caller.checked() {
         return None;
     }
@@ -134,321 +141,78 @@ pub fn denied(caller: &Caller, request: &RequestKind, version: i16) -> Option<Re
     let no_cluster = |operation| !caller.cluster(operation);
     let no_group = |operation, id: &str| !caller.group(operation, id);
     let no_txn = |operation, id: &str| !caller.transactional_id(operation, id);
-    Some(match request {
+    match request {
         RequestKind::Produce(r) => {
             let id = r.transactional_id.as_deref()?;
-            if !no_txn(Op::Write, id) {
-                return None;
-            }
-            ResponseKind::Produce(produce(r, TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            no_txn(Op::Write, id).then_some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         }
         RequestKind::Fetch(r) if r.replica_id.0 >= 0 || r.replica_state.replica_id.0 >= 0 => {
-            if !no_cluster(Op::ClusterAction) {
-                return None;
+            no_cluster(Op::ClusterAction).then_some(TOPIC_AUTHORIZATION_FAILED)
+        }
+        RequestKind::InitProducerId(r) => match r.transactional_id.as_deref() {
+            Some(id) => no_txn(Op::Write, id).then_some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            None => {
+                let allowed = caller.cluster(Op::IdempotentWrite) || caller.may_any(Op::Write, ResourceType::Topic);
+                (!allowed).then_some(CLUSTER_AUTHORIZATION_FAILED)
             }
-            ResponseKind::Fetch(fetch(r, TOPIC_AUTHORIZATION_FAILED))
-        }
-        RequestKind::InitProducerId(r) => {
-            let allowed = match r.transactional_id.as_deref() {
-                Some(id) => caller.transactional_id(Op::Write, id),
-                None => caller.cluster(Op::IdempotentWrite) || caller.may_any(Op::Write, ResourceType::Topic),
-            };
-            let code = match r.transactional_id.is_some() {
-                true => TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                false => CLUSTER_AUTHORIZATION_FAILED,
-            };
-            match allowed {
-                true => return None,
-                false => ResponseKind::InitProducerId(
-                    InitProducerIdResponse::default().with_error_code(code).with_producer_id(ProducerId(-1)),
-                ),
-            }
-        }
-        RequestKind::JoinGroup(r) if no_group(Op::Read, &r.group_id) => ResponseKind::JoinGroup(
-            JoinGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED).with_generation_id(-1),
-        ),
-        RequestKind::SyncGroup(r) if no_group(Op::Read, &r.group_id) => {
-            ResponseKind::SyncGroup(SyncGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED))
-        }
-        RequestKind::Heartbeat(r) if no_group(Op::Read, &r.group_id) => {
-            ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED))
-        }
-        RequestKind::LeaveGroup(r) if no_group(Op::Read, &r.group_id) => {
-            ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED))
-        }
-        RequestKind::ConsumerGroupHeartbeat(r) if no_group(Op::Read, &r.group_id) => {
-            ResponseKind::ConsumerGroupHeartbeat(
-                ConsumerGroupHeartbeatResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
-            )
-        }
+        },
+        RequestKind::JoinGroup(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
+        RequestKind::SyncGroup(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
+        RequestKind::Heartbeat(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
+        RequestKind::LeaveGroup(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
+        RequestKind::ConsumerGroupHeartbeat(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
         // A member may subscribe only to topics it may describe (Kafka 4).
         RequestKind::ConsumerGroupHeartbeat(r)
             if r.subscribed_topic_names.iter().flatten().any(|t| !caller.topic(Op::Describe, t)) =>
         {
-            ResponseKind::ConsumerGroupHeartbeat(
-                ConsumerGroupHeartbeatResponse::default().with_error_code(TOPIC_AUTHORIZATION_FAILED),
-            )
+            Some(TOPIC_AUTHORIZATION_FAILED)
         }
-        RequestKind::OffsetCommit(r) if no_group(Op::Read, &r.group_id) => {
-            ResponseKind::OffsetCommit(offset_commit(r, GROUP_AUTHORIZATION_FAILED))
-        }
-        RequestKind::OffsetDelete(r) if no_group(Op::Delete, &r.group_id) => {
-            ResponseKind::OffsetDelete(OffsetDeleteResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED))
-        }
-        RequestKind::EndTxn(r) if no_txn(Op::Write, &r.transactional_id) => {
-            ResponseKind::EndTxn(EndTxnResponse::default().with_error_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
-        }
+        RequestKind::OffsetCommit(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
+        RequestKind::OffsetDelete(r) if no_group(Op::Delete, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
+        RequestKind::EndTxn(r) if no_txn(Op::Write, &r.transactional_id) => Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
         RequestKind::AddOffsetsToTxn(r) => {
-            let code = match (no_txn(Op::Write, &r.transactional_id), no_group(Op::Read, &r.group_id)) {
-                (true, _) => TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                (false, true) => GROUP_AUTHORIZATION_FAILED,
-                (false, false) => return None,
-            };
-            ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
+            match (no_txn(Op::Write, &r.transactional_id), no_group(Op::Read, &r.group_id)) {
+                (true, _) => Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                (false, true) => Some(GROUP_AUTHORIZATION_FAILED),
+                (false, false) => None,
+            }
         }
         RequestKind::TxnOffsetCommit(r) => {
-            let code = match (no_txn(Op::Write, &r.transactional_id), no_group(Op::Read, &r.group_id)) {
-                (true, _) => TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                (false, true) => GROUP_AUTHORIZATION_FAILED,
-                (false, false) => return None,
-            };
-            ResponseKind::TxnOffsetCommit(txn_offset_commit(r, code))
+            match (no_txn(Op::Write, &r.transactional_id), no_group(Op::Read, &r.group_id)) {
+                (true, _) => Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                (false, true) => Some(GROUP_AUTHORIZATION_FAILED),
+                (false, false) => None,
+            }
         }
         RequestKind::AddPartitionsToTxn(r) if version <= 3 && no_txn(Op::Write, &r.v3_and_below_transactional_id) => {
-            ResponseKind::AddPartitionsToTxn(add_partitions_v3(r, TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         }
         RequestKind::AddPartitionsToTxn(_) if version >= 4 && no_cluster(Op::ClusterAction) => {
-            ResponseKind::AddPartitionsToTxn(
-                AddPartitionsToTxnResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
-            )
+            Some(CLUSTER_AUTHORIZATION_FAILED)
         }
-        RequestKind::WriteTxnMarkers(r) if no_cluster(Op::ClusterAction) => {
-            ResponseKind::WriteTxnMarkers(write_txn_markers(r, CLUSTER_AUTHORIZATION_FAILED))
+        RequestKind::WriteTxnMarkers(_) if no_cluster(Op::ClusterAction) => Some(CLUSTER_AUTHORIZATION_FAILED),
+        RequestKind::DescribeLogDirs(_)
+        | RequestKind::DescribeQuorum(_)
+        | RequestKind::ListPartitionReassignments(_)
+        | RequestKind::DescribeUserScramCredentials(_)
+        | RequestKind::DescribeAcls(_)
+            if no_cluster(Op::Describe) =>
+        {
+            Some(CLUSTER_AUTHORIZATION_FAILED)
         }
-        RequestKind::DescribeLogDirs(_) if no_cluster(Op::Describe) => ResponseKind::DescribeLogDirs(
-            DescribeLogDirsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
-        ),
-        RequestKind::DescribeQuorum(_) if no_cluster(Op::Describe) => ResponseKind::DescribeQuorum(
-            DescribeQuorumResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
-        ),
-        RequestKind::ElectLeaders(_) if no_cluster(Op::Alter) => {
-            ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED))
+        RequestKind::ElectLeaders(_)
+        | RequestKind::AlterPartitionReassignments(_)
+        | RequestKind::AlterUserScramCredentials(_)
+        | RequestKind::CreateAcls(_)
+        | RequestKind::DeleteAcls(_)
+            if no_cluster(Op::Alter) =>
+        {
+            Some(CLUSTER_AUTHORIZATION_FAILED)
         }
-        RequestKind::AlterPartitionReassignments(_) if no_cluster(Op::Alter) => {
-            ResponseKind::AlterPartitionReassignments(
-                AlterPartitionReassignmentsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
-            )
-        }
-        RequestKind::ListPartitionReassignments(_) if no_cluster(Op::Describe) => {
-            ResponseKind::ListPartitionReassignments(
-                ListPartitionReassignmentsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
-            )
-        }
-        RequestKind::DescribeUserScramCredentials(_) if no_cluster(Op::Describe) => {
-            ResponseKind::DescribeUserScramCredentials(
-                DescribeUserScramCredentialsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
-            )
-        }
-        RequestKind::AlterUserScramCredentials(r) if no_cluster(Op::Alter) => {
-            let users = r.deletions.iter().map(|d| &d.name).chain(r.upsertions.iter().map(|u| &u.name));
-            let mut names: Vec<_> = users.cloned().collect();
-            names.sort();
-            names.dedup();
-            let results = names
-                .into_iter()
-                .map(|user| {
-                    alter_user_scram_credentials_response::AlterUserScramCredentialsResult::default()
-                        .with_user(user)
-                        .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
-                })
-                .collect();
-            ResponseKind::AlterUserScramCredentials(AlterUserScramCredentialsResponse::default().with_results(results))
-        }
-        RequestKind::CreateAcls(r) if no_cluster(Op::Alter) => {
-            let result =
-                create_acls_response::AclCreationResult::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED);
-            ResponseKind::CreateAcls(CreateAclsResponse::default().with_results(vec![result; r.creations.len()]))
-        }
-        RequestKind::DescribeAcls(_) if no_cluster(Op::Describe) => {
-            ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED))
-        }
-        RequestKind::DeleteAcls(r) if no_cluster(Op::Alter) => {
-            let result =
-                delete_acls_response::DeleteAclsFilterResult::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED);
-            ResponseKind::DeleteAcls(DeleteAclsResponse::default().with_filter_results(vec![result; r.filters.len()]))
-        }
-        RequestKind::DescribeClientQuotas(_) if no_cluster(Op::DescribeConfigs) => ResponseKind::DescribeClientQuotas(
-            DescribeClientQuotasResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED),
-        ),
-        RequestKind::AlterClientQuotas(r) if no_cluster(Op::AlterConfigs) => {
-            let entries = r
-                .entries
-                .iter()
-                .map(|e| {
-                    let entity = e
-                        .entity
-                        .iter()
-                        .map(|d| {
-                            alter_client_quotas_response::EntityData::default()
-                                .with_entity_type(d.entity_type.clone())
-                                .with_entity_name(d.entity_name.clone())
-                        })
-                        .collect();
-                    alter_client_quotas_response::EntryData::default()
-                        .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
-                        .with_entity(entity)
-                })
-                .collect();
-            ResponseKind::AlterClientQuotas(AlterClientQuotasResponse::default().with_entries(entries))
-        }
-        _ => return None,
-    })
-}
-
-fn produce(request: &ProduceRequest, code: i16) -> ProduceResponse {
-    use produce_response::{PartitionProduceResponse, TopicProduceResponse};
-    let responses = request
-        .topic_data
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partition_data
-                .iter()
-                .map(|p| {
-                    PartitionProduceResponse::default()
-                        .with_index(p.index)
-                        .with_error_code(code)
-                        .with_base_offset(-1)
-                        .with_log_append_time_ms(-1)
-                })
-                .collect();
-            TopicProduceResponse::default()
-                .with_name(t.name.clone())
-                .with_topic_id(t.topic_id)
-                .with_partition_responses(partitions)
-        })
-        .collect();
-    ProduceResponse::default().with_responses(responses)
-}
-
-fn fetch(request: &FetchRequest, code: i16) -> FetchResponse {
-    use fetch_response::{FetchableTopicResponse, PartitionData};
-    let responses = request
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    PartitionData::default()
-                        .with_partition_index(p.partition)
-                        .with_error_code(code)
-                        .with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                })
-                .collect();
-            FetchableTopicResponse::default()
-                .with_topic(t.topic.clone())
-                .with_topic_id(t.topic_id)
-                .with_partitions(partitions)
-        })
-        .collect();
-    FetchResponse::default().with_responses(responses)
-}
-
-fn offset_commit(request: &OffsetCommitRequest, code: i16) -> OffsetCommitResponse {
-    use offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
-    let topics = request
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    OffsetCommitResponsePartition::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(code)
-                })
-                .collect();
-            OffsetCommitResponseTopic::default()
-                .with_name(t.name.clone())
-                .with_topic_id(t.topic_id)
-                .with_partitions(partitions)
-        })
-        .collect();
-    OffsetCommitResponse::default().with_topics(topics)
-}
-
-fn txn_offset_commit(request: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
-    use txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic};
-    let topics = request
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    TxnOffsetCommitResponsePartition::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(code)
-                })
-                .collect();
-            TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(partitions)
-        })
-        .collect();
-    TxnOffsetCommitResponse::default().with_topics(topics)
-}
-
-fn add_partitions_v3(request: &AddPartitionsToTxnRequest, code: i16) -> AddPartitionsToTxnResponse {
-    use add_partitions_to_txn_response::{AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult};
-    let topics = request
-        .v3_and_below_topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    AddPartitionsToTxnPartitionResult::default()
-                        .with_partition_index(*p)
-                        .with_partition_error_code(code)
-                })
-                .collect();
-            AddPartitionsToTxnTopicResult::default().with_name(t.name.clone()).with_results_by_partition(partitions)
-        })
-        .collect();
-    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics)
-}
-
-fn write_txn_markers(request: &WriteTxnMarkersRequest, code: i16) -> WriteTxnMarkersResponse {
-    use write_txn_markers_response::{
-        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
-    };
-    let markers = request
-        .markers
-        .iter()
-        .map(|m| {
-            let topics = m
-                .topics
-                .iter()
-                .map(|t| {
-                    let partitions = t
-                        .partition_indexes
-                        .iter()
-                        .map(|p| {
-                            WritableTxnMarkerPartitionResult::default().with_partition_index(*p).with_error_code(code)
-                        })
-                        .collect();
-                    WritableTxnMarkerTopicResult::default().with_name(t.name.clone()).with_partitions(partitions)
-                })
-                .collect();
-            WritableTxnMarkerResult::default().with_producer_id(m.producer_id).with_topics(topics)
-        })
-        .collect();
-    WriteTxnMarkersResponse::default().with_markers(markers)
+        RequestKind::DescribeClientQuotas(_) if no_cluster(Op::DescribeConfigs) => Some(CLUSTER_AUTHORIZATION_FAILED),
+        RequestKind::AlterClientQuotas(_) if no_cluster(Op::AlterConfigs) => Some(CLUSTER_AUTHORIZATION_FAILED),
+        _ => None,
+    }
 }
 
 /// The refusal of a config resource (`resource_type` 2 topic, 4 broker, 8 broker

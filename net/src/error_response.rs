@@ -1,120 +1,385 @@
-//! The error response of an API, for a response that a handler built but that does not
-//! encode at the request's version (a handler bug: a field set that the version lacks).
+//! Each API's error response, in one place, for the two ways a request is answered
+//! with an error instead of its handler's work:
+//! - refused whole by the authorizer (`authorize::denied`, with the error it names);
+//! - answered by a response that does not encode at the request's version (a handler
+//!   bug: a field set that the version lacks), with UNKNOWN_SERVER_ERROR.
 //!
-//! A Java broker answers a request it cannot serve with `AbstractRequest.getErrorResponse`:
-//! the same shape, every error code set. Skein does the same from the failed response,
-//! so the client learns which partitions failed and retries, instead of waiting for a
-//! reply that never comes. Where the API has no such shape here, the connection is
-//! closed, which every client handles by reconnecting.
+//! A Java broker answers both with the API's error shape (`getErrorResponse`): every
+//! error code set, the partitions (or other keys) the request named kept, so that the
+//! client learns what failed and retries instead of waiting for a reply that never
+//! comes. The keys come from the request (`for_request`) or from the failed response
+//! (`for_failed`); the shape is built once per API. Where an API has no shape here,
+//! the connection is closed, which every client handles by reconnecting.
 
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::find_coordinator_response::Coordinator;
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::*;
 
 use crate::errors::code::UNKNOWN_SERVER_ERROR;
 
-/// The error response for `failed` at `version`, every error UNKNOWN_SERVER_ERROR and
-/// every other field at its default; `None` when the connection must be closed instead.
-pub fn error_response(failed: ResponseKind, version: i16) -> Option<ResponseKind> {
-    let error = UNKNOWN_SERVER_ERROR;
-    Some(match failed {
-        ResponseKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(error))
+/// Topics (name, id) and the partitions of each a request or a response names.
+type Partitions = Vec<(TopicName, uuid::Uuid, Vec<i32>)>;
+
+/// The error response to `request` at `version`, `code` wherever the response has an
+/// error; `None` where this API has no error shape.
+pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<ResponseKind> {
+    let api = |kind: ApiKey| whole(kind, version, code);
+    match request {
+        RequestKind::Produce(r) => {
+            let keys = r
+                .topic_data
+                .iter()
+                .map(|t| (t.name.clone(), t.topic_id, t.partition_data.iter().map(|p| p.index).collect()));
+            Some(produce(keys.collect(), code))
         }
-        ResponseKind::InitProducerId(_) => {
-            ResponseKind::InitProducerId(InitProducerIdResponse::default().with_error_code(error))
-        }
-        ResponseKind::JoinGroup(_) => ResponseKind::JoinGroup(JoinGroupResponse::default().with_error_code(error)),
-        ResponseKind::SyncGroup(_) => ResponseKind::SyncGroup(SyncGroupResponse::default().with_error_code(error)),
-        ResponseKind::Heartbeat(_) => ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(error)),
-        ResponseKind::LeaveGroup(_) => ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(error)),
-        ResponseKind::ListGroups(_) => ResponseKind::ListGroups(ListGroupsResponse::default().with_error_code(error)),
-        ResponseKind::ElectLeaders(_) => {
-            ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(error))
-        }
-        ResponseKind::DescribeCluster(_) => {
-            ResponseKind::DescribeCluster(DescribeClusterResponse::default().with_error_code(error))
-        }
-        ResponseKind::ConsumerGroupHeartbeat(_) => {
-            ResponseKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse::default().with_error_code(error))
-        }
-        ResponseKind::OffsetDelete(_) => {
-            ResponseKind::OffsetDelete(OffsetDeleteResponse::default().with_error_code(error))
-        }
-        ResponseKind::FindCoordinator(failed) if version >= 4 => {
-            let coordinators = failed
-                .coordinators
-                .into_iter()
-                .map(|c| Coordinator::default().with_key(c.key).with_node_id(BrokerId(-1)).with_error_code(error))
-                .collect();
-            ResponseKind::FindCoordinator(FindCoordinatorResponse::default().with_coordinators(coordinators))
-        }
-        ResponseKind::FindCoordinator(_) => ResponseKind::FindCoordinator(
-            FindCoordinatorResponse::default().with_error_code(error).with_node_id(BrokerId(-1)),
-        ),
-        ResponseKind::Produce(failed) => {
-            let responses = failed
-                .responses
-                .into_iter()
-                .map(|t| {
-                    let partitions = t
-                        .partition_responses
-                        .iter()
-                        .map(|p| PartitionProduceResponse::default().with_index(p.index).with_error_code(error))
-                        .collect();
-                    TopicProduceResponse::default().with_name(t.name).with_partition_responses(partitions)
-                })
-                .collect();
-            ResponseKind::Produce(ProduceResponse::default().with_responses(responses))
-        }
-        ResponseKind::ListOffsets(failed) => {
-            let topics = failed
+        RequestKind::Fetch(r) => {
+            let keys = r
                 .topics
-                .into_iter()
-                .map(|t| {
-                    let partitions = t
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            ListOffsetsPartitionResponse::default()
-                                .with_partition_index(p.partition_index)
-                                .with_error_code(error)
-                        })
-                        .collect();
-                    ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(partitions)
-                })
-                .collect();
-            ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(topics))
+                .iter()
+                .map(|t| (t.topic.clone(), t.topic_id, t.partitions.iter().map(|p| p.partition).collect()));
+            Some(fetch(keys.collect(), code))
         }
-        ResponseKind::Fetch(_) if version >= 7 => ResponseKind::Fetch(FetchResponse::default().with_error_code(error)),
-        ResponseKind::Fetch(failed) => {
-            let responses = failed
-                .responses
-                .into_iter()
-                .map(|t| {
-                    let partitions = t
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            PartitionData::default()
-                                .with_partition_index(p.partition_index)
-                                .with_error_code(error)
-                                .with_aborted_transactions(Some(Vec::new()))
-                        })
-                        .collect();
-                    FetchableTopicResponse::default().with_topic(t.topic).with_partitions(partitions)
-                })
-                .collect();
-            ResponseKind::Fetch(FetchResponse::default().with_responses(responses))
+        RequestKind::ListOffsets(r) => {
+            let keys = r
+                .topics
+                .iter()
+                .map(|t| (t.name.clone(), uuid::Uuid::nil(), t.partitions.iter().map(|p| p.partition_index).collect()));
+            Some(list_offsets(keys.collect(), code))
+        }
+        RequestKind::OffsetCommit(r) => {
+            let keys = r
+                .topics
+                .iter()
+                .map(|t| (t.name.clone(), t.topic_id, t.partitions.iter().map(|p| p.partition_index).collect()));
+            Some(offset_commit(keys.collect(), code))
+        }
+        RequestKind::TxnOffsetCommit(r) => {
+            let keys = r
+                .topics
+                .iter()
+                .map(|t| (t.name.clone(), uuid::Uuid::nil(), t.partitions.iter().map(|p| p.partition_index).collect()));
+            Some(txn_offset_commit(keys.collect(), code))
+        }
+        RequestKind::AddPartitionsToTxn(r) if version <= 3 => {
+            let keys = r.v3_and_below_topics.iter().map(|t| (t.name.clone(), uuid::Uuid::nil(), t.partitions.clone()));
+            Some(add_partitions_v3(keys.collect(), code))
+        }
+        RequestKind::WriteTxnMarkers(r) => Some(write_txn_markers(r, code)),
+        RequestKind::FindCoordinator(r) if version >= 4 => Some(coordinators(r.coordinator_keys.clone(), code)),
+        RequestKind::AlterUserScramCredentials(r) => Some(alter_user_scram_credentials(r, code)),
+        RequestKind::CreateAcls(r) => {
+            let result = create_acls_response::AclCreationResult::default().with_error_code(code);
+            Some(ResponseKind::CreateAcls(CreateAclsResponse::default().with_results(vec![result; r.creations.len()])))
+        }
+        RequestKind::DeleteAcls(r) => {
+            let result = delete_acls_response::DeleteAclsFilterResult::default().with_error_code(code);
+            let results = vec![result; r.filters.len()];
+            Some(ResponseKind::DeleteAcls(DeleteAclsResponse::default().with_filter_results(results)))
+        }
+        RequestKind::AlterClientQuotas(r) => Some(alter_client_quotas(r, code)),
+        RequestKind::ApiVersions(_) => api(ApiKey::ApiVersions),
+        RequestKind::InitProducerId(_) => api(ApiKey::InitProducerId),
+        RequestKind::JoinGroup(_) => api(ApiKey::JoinGroup),
+        RequestKind::SyncGroup(_) => api(ApiKey::SyncGroup),
+        RequestKind::Heartbeat(_) => api(ApiKey::Heartbeat),
+        RequestKind::LeaveGroup(_) => api(ApiKey::LeaveGroup),
+        RequestKind::ListGroups(_) => api(ApiKey::ListGroups),
+        RequestKind::ConsumerGroupHeartbeat(_) => api(ApiKey::ConsumerGroupHeartbeat),
+        RequestKind::OffsetDelete(_) => api(ApiKey::OffsetDelete),
+        RequestKind::EndTxn(_) => api(ApiKey::EndTxn),
+        RequestKind::AddOffsetsToTxn(_) => api(ApiKey::AddOffsetsToTxn),
+        RequestKind::AddPartitionsToTxn(_) => api(ApiKey::AddPartitionsToTxn),
+        RequestKind::FindCoordinator(_) => api(ApiKey::FindCoordinator),
+        RequestKind::DescribeCluster(_) => api(ApiKey::DescribeCluster),
+        RequestKind::DescribeLogDirs(_) => api(ApiKey::DescribeLogDirs),
+        RequestKind::DescribeQuorum(_) => api(ApiKey::DescribeQuorum),
+        RequestKind::ElectLeaders(_) => api(ApiKey::ElectLeaders),
+        RequestKind::AlterPartitionReassignments(_) => api(ApiKey::AlterPartitionReassignments),
+        RequestKind::ListPartitionReassignments(_) => api(ApiKey::ListPartitionReassignments),
+        RequestKind::DescribeUserScramCredentials(_) => api(ApiKey::DescribeUserScramCredentials),
+        RequestKind::DescribeAcls(_) => api(ApiKey::DescribeAcls),
+        RequestKind::DescribeClientQuotas(_) => api(ApiKey::DescribeClientQuotas),
+        _ => None,
+    }
+}
+
+/// The error response standing in for `failed`, a response of `api` that did not
+/// encode at `version`: UNKNOWN_SERVER_ERROR wherever it has an error, the partitions
+/// it named kept; `None` where this API has no error shape.
+pub fn for_failed(api: ApiKey, failed: ResponseKind, version: i16) -> Option<ResponseKind> {
+    let error = UNKNOWN_SERVER_ERROR;
+    match failed {
+        ResponseKind::Produce(r) => {
+            let keys = r.responses.into_iter().map(|t| {
+                let partitions = t.partition_responses.iter().map(|p| p.index).collect();
+                (t.name, t.topic_id, partitions)
+            });
+            Some(produce(keys.collect(), error))
+        }
+        // From v7 a fetch has an error of its own, which covers every partition.
+        ResponseKind::Fetch(r) if version < 7 => {
+            let keys = r.responses.into_iter().map(|t| {
+                let partitions = t.partitions.iter().map(|p| p.partition_index).collect();
+                (t.topic, t.topic_id, partitions)
+            });
+            Some(fetch(keys.collect(), error))
+        }
+        ResponseKind::ListOffsets(r) => {
+            let keys = r.topics.into_iter().map(|t| {
+                let partitions = t.partitions.iter().map(|p| p.partition_index).collect();
+                (t.name, uuid::Uuid::nil(), partitions)
+            });
+            Some(list_offsets(keys.collect(), error))
+        }
+        ResponseKind::FindCoordinator(r) if version >= 4 => {
+            Some(coordinators(r.coordinators.into_iter().map(|c| c.key).collect(), error))
+        }
+        _ => whole(api, version, error),
+    }
+}
+
+/// The error response of an API whose error is one code for the whole response.
+fn whole(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
+    Some(match api {
+        ApiKey::Fetch if version >= 7 => ResponseKind::Fetch(FetchResponse::default().with_error_code(code)),
+        ApiKey::ApiVersions => ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(code)),
+        ApiKey::InitProducerId => ResponseKind::InitProducerId(
+            InitProducerIdResponse::default().with_error_code(code).with_producer_id(ProducerId(-1)),
+        ),
+        ApiKey::JoinGroup => {
+            ResponseKind::JoinGroup(JoinGroupResponse::default().with_error_code(code).with_generation_id(-1))
+        }
+        ApiKey::SyncGroup => ResponseKind::SyncGroup(SyncGroupResponse::default().with_error_code(code)),
+        ApiKey::Heartbeat => ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(code)),
+        ApiKey::LeaveGroup => ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(code)),
+        ApiKey::ListGroups => ResponseKind::ListGroups(ListGroupsResponse::default().with_error_code(code)),
+        ApiKey::ConsumerGroupHeartbeat => {
+            ResponseKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse::default().with_error_code(code))
+        }
+        ApiKey::OffsetDelete => ResponseKind::OffsetDelete(OffsetDeleteResponse::default().with_error_code(code)),
+        ApiKey::EndTxn => ResponseKind::EndTxn(EndTxnResponse::default().with_error_code(code)),
+        ApiKey::AddOffsetsToTxn => {
+            ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
+        }
+        // v4+: the error of the whole request.
+        ApiKey::AddPartitionsToTxn if version >= 4 => {
+            ResponseKind::AddPartitionsToTxn(AddPartitionsToTxnResponse::default().with_error_code(code))
+        }
+        ApiKey::FindCoordinator if version < 4 => ResponseKind::FindCoordinator(
+            FindCoordinatorResponse::default().with_error_code(code).with_node_id(BrokerId(-1)),
+        ),
+        ApiKey::DescribeCluster => {
+            ResponseKind::DescribeCluster(DescribeClusterResponse::default().with_error_code(code))
+        }
+        ApiKey::DescribeLogDirs => {
+            ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(code))
+        }
+        ApiKey::DescribeQuorum => ResponseKind::DescribeQuorum(DescribeQuorumResponse::default().with_error_code(code)),
+        ApiKey::ElectLeaders => ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(code)),
+        ApiKey::AlterPartitionReassignments => ResponseKind::AlterPartitionReassignments(
+            AlterPartitionReassignmentsResponse::default().with_error_code(code),
+        ),
+        ApiKey::ListPartitionReassignments => ResponseKind::ListPartitionReassignments(
+            ListPartitionReassignmentsResponse::default().with_error_code(code),
+        ),
+        ApiKey::DescribeUserScramCredentials => ResponseKind::DescribeUserScramCredentials(
+            DescribeUserScramCredentialsResponse::default().with_error_code(code),
+        ),
+        ApiKey::DescribeAcls => ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code)),
+        ApiKey::DescribeClientQuotas => {
+            ResponseKind::DescribeClientQuotas(DescribeClientQuotasResponse::default().with_error_code(code))
         }
         _ => return None,
     })
 }
 
+/// As Kafka's `PartitionResponse(error)`: no offsets, no append time.
+fn produce(topics: Partitions, code: i16) -> ResponseKind {
+    use produce_response::{PartitionProduceResponse, TopicProduceResponse};
+    let responses = topics
+        .into_iter()
+        .map(|(name, topic_id, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|index| {
+                    PartitionProduceResponse::default()
+                        .with_index(index)
+                        .with_error_code(code)
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                })
+                .collect();
+            TopicProduceResponse::default().with_name(name).with_topic_id(topic_id).with_partition_responses(partitions)
+        })
+        .collect();
+    ResponseKind::Produce(ProduceResponse::default().with_responses(responses))
+}
+
+/// Each partition's error, with no watermarks.
+fn fetch(topics: Partitions, code: i16) -> ResponseKind {
+    use fetch_response::{FetchableTopicResponse, PartitionData};
+    let responses = topics
+        .into_iter()
+        .map(|(topic, topic_id, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|partition| {
+                    PartitionData::default()
+                        .with_partition_index(partition)
+                        .with_error_code(code)
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_aborted_transactions(Some(Vec::new()))
+                })
+                .collect();
+            FetchableTopicResponse::default().with_topic(topic).with_topic_id(topic_id).with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::Fetch(FetchResponse::default().with_responses(responses))
+}
+
+fn list_offsets(topics: Partitions, code: i16) -> ResponseKind {
+    use list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+    let topics = topics
+        .into_iter()
+        .map(|(name, _, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|p| ListOffsetsPartitionResponse::default().with_partition_index(p).with_error_code(code))
+                .collect();
+            ListOffsetsTopicResponse::default().with_name(name).with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(topics))
+}
+
+fn offset_commit(topics: Partitions, code: i16) -> ResponseKind {
+    use offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+    let topics = topics
+        .into_iter()
+        .map(|(name, topic_id, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|p| OffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(code))
+                .collect();
+            OffsetCommitResponseTopic::default().with_name(name).with_topic_id(topic_id).with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(topics))
+}
+
+fn txn_offset_commit(topics: Partitions, code: i16) -> ResponseKind {
+    use txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic};
+    let topics = topics
+        .into_iter()
+        .map(|(name, _, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|p| TxnOffsetCommitResponsePartition::default().with_partition_index(p).with_error_code(code))
+                .collect();
+            TxnOffsetCommitResponseTopic::default().with_name(name).with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics))
+}
+
+/// v0-3: each partition's error (v4+ has one for the whole request: `whole`).
+fn add_partitions_v3(topics: Partitions, code: i16) -> ResponseKind {
+    use add_partitions_to_txn_response::{AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult};
+    let topics = topics
+        .into_iter()
+        .map(|(name, _, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|p| {
+                    AddPartitionsToTxnPartitionResult::default().with_partition_index(p).with_partition_error_code(code)
+                })
+                .collect();
+            AddPartitionsToTxnTopicResult::default().with_name(name).with_results_by_partition(partitions)
+        })
+        .collect();
+    ResponseKind::AddPartitionsToTxn(AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics))
+}
+
+fn write_txn_markers(request: &WriteTxnMarkersRequest, code: i16) -> ResponseKind {
+    use write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    };
+    let markers = request
+        .markers
+        .iter()
+        .map(|m| {
+            let topics = m
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions = t
+                        .partition_indexes
+                        .iter()
+                        .map(|p| {
+                            WritableTxnMarkerPartitionResult::default().with_partition_index(*p).with_error_code(code)
+                        })
+                        .collect();
+                    WritableTxnMarkerTopicResult::default().with_name(t.name.clone()).with_partitions(partitions)
+                })
+                .collect();
+            WritableTxnMarkerResult::default().with_producer_id(m.producer_id).with_topics(topics)
+        })
+        .collect();
+    ResponseKind::WriteTxnMarkers(WriteTxnMarkersResponse::default().with_markers(markers))
+}
+
+/// v4+: each key's coordinator, none found.
+fn coordinators(keys: Vec<kafka_protocol::protocol::StrBytes>, code: i16) -> ResponseKind {
+    use find_coordinator_response::Coordinator;
+    let coordinators = keys
+        .into_iter()
+        .map(|key| Coordinator::default().with_key(key).with_node_id(BrokerId(-1)).with_error_code(code))
+        .collect();
+    ResponseKind::FindCoordinator(FindCoordinatorResponse::default().with_coordinators(coordinators))
+}
+
+/// Each user the request names, once.
+fn alter_user_scram_credentials(request: &AlterUserScramCredentialsRequest, code: i16) -> ResponseKind {
+    use alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+    let users = request.deletions.iter().map(|d| &d.name).chain(request.upsertions.iter().map(|u| &u.name));
+    let mut names: Vec<_> = users.cloned().collect();
+    names.sort();
+    names.dedup();
+    let results = names
+        .into_iter()
+        .map(|user| AlterUserScramCredentialsResult::default().with_user(user).with_error_code(code))
+        .collect();
+    ResponseKind::AlterUserScramCredentials(AlterUserScramCredentialsResponse::default().with_results(results))
+}
+
+/// Each entity the request names.
+fn alter_client_quotas(request: &AlterClientQuotasRequest, code: i16) -> ResponseKind {
+    use alter_client_quotas_response::{EntityData, EntryData};
+    let entries = request
+        .entries
+        .iter()
+        .map(|e| {
+            let entity = e
+                .entity
+                .iter()
+                .map(|d| {
+                    EntityData::default()
+                        .with_entity_type(d.entity_type.clone())
+                        .with_entity_name(d.entity_name.clone())
+                })
+                .collect();
+            EntryData::default().with_error_code(code).with_entity(entity)
+        })
+        .collect();
+    ResponseKind::AlterClientQuotas(AlterClientQuotasResponse::default().with_entries(entries))
+}
+
 #[cfg(test)]
 mod tests {
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::find_coordinator_response::Coordinator;
+    use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+    use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
     use kafka_protocol::protocol::Message;
 
     use super::*;
@@ -144,21 +409,25 @@ mod tests {
                 .with_preferred_read_replica(BrokerId(4))])]);
         let coordinator = FindCoordinatorResponse::default()
             .with_coordinators(vec![Coordinator::default().with_key("g".to_string().into())]);
-        let checks: Vec<(ResponseKind, kafka_protocol::protocol::VersionRange)> = vec![
-            (ResponseKind::ListOffsets(list_offsets), ListOffsetsResponse::VERSIONS),
-            (ResponseKind::Produce(produce), ProduceResponse::VERSIONS),
-            (ResponseKind::Fetch(fetch), FetchResponse::VERSIONS),
-            (ResponseKind::FindCoordinator(coordinator), FindCoordinatorResponse::VERSIONS),
-            (ResponseKind::JoinGroup(JoinGroupResponse::default()), JoinGroupResponse::VERSIONS),
-            (ResponseKind::ApiVersions(ApiVersionsResponse::default()), ApiVersionsResponse::VERSIONS),
+        let checks: Vec<(ApiKey, ResponseKind, kafka_protocol::protocol::VersionRange)> = vec![
+            (ApiKey::ListOffsets, ResponseKind::ListOffsets(list_offsets), ListOffsetsResponse::VERSIONS),
+            (ApiKey::Produce, ResponseKind::Produce(produce), ProduceResponse::VERSIONS),
+            (ApiKey::Fetch, ResponseKind::Fetch(fetch), FetchResponse::VERSIONS),
+            (ApiKey::FindCoordinator, ResponseKind::FindCoordinator(coordinator), FindCoordinatorResponse::VERSIONS),
+            (ApiKey::JoinGroup, ResponseKind::JoinGroup(JoinGroupResponse::default()), JoinGroupResponse::VERSIONS),
+            (
+                ApiKey::ApiVersions,
+                ResponseKind::ApiVersions(ApiVersionsResponse::default()),
+                ApiVersionsResponse::VERSIONS,
+            ),
         ];
-        for (failed, versions) in checks {
+        for (api, failed, versions) in checks {
             for version in versions.min..=versions.max {
-                let fallback = error_response(failed.clone(), version).expect("an error response");
+                let fallback = for_failed(api, failed.clone(), version).expect("an error response");
                 assert!(encodes(&fallback, version), "{fallback:?} v{version}");
             }
         }
-        let partitions = match error_response(checks_list_offsets(), 2) {
+        let partitions = match for_failed(ApiKey::ListOffsets, checks_list_offsets(), 2) {
             Some(ResponseKind::ListOffsets(r)) => r.topics[0].partitions.clone(),
             other => panic!("{other:?}"),
         };
@@ -171,5 +440,21 @@ mod tests {
                 ListOffsetsPartitionResponse::default().with_partition_index(3).with_leader_epoch(1),
             ]),
         ]))
+    }
+
+    // A request refused whole gets its API's shape from the request's own keys: the
+    // same builder as a failed response's, with the error the refusal names.
+    #[test]
+    fn a_refused_request_keeps_its_partitions() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let request = ProduceRequest::default().with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName("t".to_string().into()))
+            .with_partition_data(vec![PartitionProduceData::default().with_index(5)])]);
+        let refused = for_request(&RequestKind::Produce(request), 9, 53).expect("a produce error shape");
+        let ResponseKind::Produce(response) = refused else { panic!("{refused:?}") };
+        let partition = &response.responses[0].partition_responses[0];
+        assert_eq!((partition.index, partition.error_code, partition.base_offset), (5, 53, -1));
+        assert!(encodes(&ResponseKind::Produce(response), 9));
+        assert!(for_request(&RequestKind::Metadata(MetadataRequest::default()), 12, 31).is_none());
     }
 }

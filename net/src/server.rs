@@ -628,7 +628,7 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
     };
     shard.metrics.count_encode_failure(api_key as i16);
     tracing::error!(target: "skein::net", shard = shard.id, ?api_key, version, correlation_id, error = %error, "response encoding failed");
-    match crate::error_response::error_response(response, version) {
+    match crate::error_response::for_failed(api_key, response, version) {
         Some(fallback) => match encode(api_key, version, correlation_id, &fallback, SharedRecords::default()) {
             Ok(frame) => {
                 let held = held(&frame);
