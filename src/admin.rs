@@ -427,12 +427,10 @@ async fn placement(shard: &Rc<Shard>) -> String {
     for topic in image.topics.values() {
         for (p, owner) in topic.shards.iter().enumerate() {
             let tp = skein_engine::TopicPartition::new(topic.name.clone(), p as i32);
-            let stats = shard.route_to(*owner, tp, skein_net::shard::PartitionOp::Stats).await;
+            let stats = shard.call_on(*owner, tp, skein_net::shard::ops::Stats).await;
             let (bytes_in, bytes_out, size) = match stats {
-                Ok(skein_net::shard::PartitionReply::Stats { bytes_in, bytes_out, size_bytes, .. }) => {
-                    (bytes_in, bytes_out, size_bytes)
-                }
-                _ => (0, 0, 0),
+                Ok(stats) => (stats.bytes_in, stats.bytes_out, stats.size_bytes),
+                Err(_) => (0, 0, 0),
             };
             rows.push(serde_json::json!({
                 "topic": topic.name, "partition": p, "shard": owner,

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use skein_engine::TopicPartition;
-use skein_net::shard::{PartitionOp, PartitionReply};
+use skein_net::shard::ops;
 use skein_net::Shard;
 
 /// A plan stops once the busiest and idlest shards' busy shares (fractions of a
@@ -190,12 +190,8 @@ pub fn hosted(shard: &Shard) -> Vec<(TopicPartition, usize)> {
 async fn read(shard: &Rc<Shard>) -> Reading {
     // All at once: the channels between shards bound what is in flight.
     let asks = hosted(shard).into_iter().map(|(partition, owner)| async move {
-        match shard.route_to(owner, partition.clone(), PartitionOp::Stats).await {
-            Ok(PartitionReply::Stats { bytes_in, bytes_out, requests, busy_us, .. }) => {
-                Some((partition, owner, bytes_in, bytes_out, requests, busy_us))
-            }
-            _ => None,
-        }
+        let stats = shard.call_on(owner, partition.clone(), ops::Stats).await.ok()?;
+        Some((partition, owner, stats.bytes_in, stats.bytes_out, stats.requests, stats.busy_us))
     });
     let partitions = futures_util::future::join_all(asks).await.into_iter().flatten().collect();
     let runtime_us =

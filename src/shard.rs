@@ -13,7 +13,7 @@ use std::time::Duration;
 use skein_engine::TopicPartition;
 use skein_net::append::TopicSettings;
 use skein_net::metadata::controller::Controller;
-use skein_net::shard::PartitionOp;
+use skein_net::shard::{ops, PartitionError};
 use skein_net::{NodeSettings, Shard};
 
 use crate::config::NodeConfig;
@@ -100,7 +100,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 true => vec![config.node_id],
                 false => config.controller_voters.iter().map(|(id, _)| *id).collect(),
             };
-            MetadataLog::Voter(Box::new(skein_net::metadata::quorum::open(
+            MetadataLog::Voter(Box::new(skein_net::metadata::log::open(
                 &config.data_dir,
                 config.node_id,
                 &voter_ids,
@@ -464,7 +464,7 @@ fn cluster_id(data_dir: &std::path::Path, voters: &[(i32, std::net::SocketAddr)]
     let id = if voters.is_empty() {
         uuid::Uuid::new_v4().simple().to_string()[..22].to_string()
     } else {
-        skein_net::metadata::quorum::cluster_id_of(voters)
+        skein_net::metadata::log::cluster_id_of(voters)
     };
     std::fs::write(&path, format!("version=1\ncluster.id={id}\n"))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -485,7 +485,7 @@ async fn remove_deleted(shard: &Shard) {
 /// Where a node's metadata comes from: the quorum it votes in, or (a broker-only
 /// node) the image it fetched from the voters, with the log index it holds.
 enum MetadataLog {
-    Voter(Box<skein_net::metadata::quorum::Opened>),
+    Voter(Box<skein_net::metadata::log::Opened>),
     Observer(Box<skein_net::metadata::MetadataImage>, u64),
 }
 
@@ -690,7 +690,7 @@ async fn run_shard(
 ) -> Result<(), String> {
     let started = std::time::Instant::now();
     for receiver in receivers {
-        glommio::spawn_local(skein_net::router::serve_peer(shard.clone(), receiver)).detach();
+        glommio::spawn_local(skein_net::shard::serve_peer(shard.clone(), receiver)).detach();
     }
     glommio::spawn_local(skein_net::shard::group_ticker(shard.clone())).detach();
     glommio::spawn_local(skein_net::shard::consumer_lag_task(shard.clone())).detach();
@@ -722,10 +722,10 @@ async fn run_shard(
             let settings = TopicSettings::of(topic, &shard.settings.topic_defaults);
             let assignment = skein_net::topics::assignment_here(&shard, &image, topic, partition.partition);
             drop(image);
-            let op = PartitionOp::Open { settings: Box::new(settings), assignment };
-            match shard.execute(&partition, op).await {
-                Ok(_) => Some((partition, id)),
-                Err((code, message)) => {
+            let op = ops::Open { settings: Box::new(settings), assignment };
+            match shard.call_here(&partition, op).await {
+                Ok(()) => Some((partition, id)),
+                Err(PartitionError { code, message }) => {
                     tracing::error!(target: "skein", shard = shard.id, partition = %partition, code, message, "partition offline");
                     None
                 }
@@ -749,7 +749,7 @@ async fn run_shard(
             continue;
         }
         let assignment = skein_net::topics::assignment_here(&shard, &image, topic, partition.partition);
-        if let Err((code, message)) = shard.execute(&partition, PartitionOp::Assign(assignment)).await {
+        if let Err(PartitionError { code, message }) = shard.call_here(&partition, ops::Assign(assignment)).await {
             tracing::warn!(target: "skein", partition = %partition, code, message, "assignment after recovery failed");
         }
     }
@@ -780,7 +780,7 @@ async fn run_shard(
             let listener = glommio::net::TcpListener::bind(address)
                 .map_err(|e| format!("cannot listen for the controller quorum on {address}: {e}"))?;
             let cluster_id = shard.settings.cluster_id.clone();
-            glommio::spawn_local(skein_net::metadata::transport::serve(shard.clone(), listener, cluster_id)).detach();
+            glommio::spawn_local(skein_net::metadata::listener::serve(shard.clone(), listener, cluster_id)).detach();
         }
         if let Some(admin) = config.admin_listener {
             let shard = shard.clone();

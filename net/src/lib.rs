@@ -3,7 +3,7 @@
 //! A request arrives on the connection's shard (`server`), is parsed with the
 //! `kafka-protocol` codecs (generated from Kafka's JSON specs), checked against the
 //! handler `registry` and handed to its handler (`handlers/`, one module per API). A
-//! handler works on partitions through `Shard::route`, which runs the operation on the
+//! handler works on partitions through `Shard::call`, which runs a typed operation on the
 //! partition's owner shard, here or across a bounded channel (`router`). Metadata has
 //! one writer (`metadata::controller`, on shard 0) and every shard its own published image.
 //!
@@ -16,8 +16,10 @@ pub mod authorize;
 pub mod budget;
 pub mod configs;
 pub mod connections;
+pub mod control;
 pub mod error_response;
 pub mod errors;
+pub mod fetch_sessions;
 pub mod frame;
 pub mod group;
 pub mod handlers;

@@ -65,7 +65,7 @@ pub const SHARD_CONNECTIONS_MAX: usize = 100_000;
 
 /// Operations one shard runs at once for one peer shard. Past this the shard stops
 /// taking the peer's messages, the bounded channel fills, and the peer waits
-/// (backpressure): the tasks `router::serve_peer` spawns are bounded.
+/// (backpressure): the tasks `shard::serve_peer` spawns are bounded.
 pub const PEER_TASKS_MAX: usize = 1024;
 
 /// Long polls one shard parks at once for one peer shard. Past this a long poll

@@ -6,21 +6,19 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use futures_util::future::join_all;
+use futures_util::future::{join_all, Either};
 use skein_engine::TopicPartition;
 
 use crate::append::TopicSettings;
 use crate::configs::validate_config;
 use crate::errors::code;
-use crate::metadata::controller::{check_growth, decide, ControllerReply, ControllerRequest, Local};
+use crate::group::GroupRequest;
+use crate::metadata::controller::{check_growth, decide, ControllerRequest};
 use crate::metadata::{validate_topic_name, Assignment, MetadataImage, Refusal, TopicMeta};
-use crate::shard::{PartitionOp, Shard};
+use crate::shard::{ops, PartitionError, Shard};
+use crate::txn::TxnRequest;
 
 /// A controller reply of the wrong kind: a bug, answered as Kafka answers one.
-fn unexpected() -> Refusal {
-    (code::UNKNOWN_SERVER_ERROR, "unexpected metadata controller reply".into())
-}
-
 /// Checks a new topic's name, partition count, replication factor and configs.
 ///
 /// # Errors
@@ -69,7 +67,7 @@ pub async fn create_topic(
 ) -> Result<TopicMeta, Refusal> {
     validate_new_topic(name, partitions, replication_factor, &configs)?;
     let request = ControllerRequest::CreateTopic { name: name.to_owned(), partitions, replication_factor, configs };
-    let ControllerReply::Topic(meta) = shard.control(request).await? else { return Err(unexpected()) };
+    let meta = shard.control(request).await?.into_topic()?;
     tracing::info!(target: "skein::net", topic = name, partitions, "topic created");
     Ok(meta)
 }
@@ -92,7 +90,7 @@ pub fn validate_create(
         replication_factor,
         configs: configs.clone(),
     };
-    let local = Local::of(shard);
+    let local = shard.settings.local();
     decide(&shard.image(), &request, &local).map(|_| ())
 }
 
@@ -126,8 +124,8 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
         let kept = after.topic(&old.name).filter(|t| t.id == old.id);
         let gone = |p: i32| kept.is_none_or(|t| !t.is_replica(p, node));
         for p in (0..old.partitions).filter(|&p| old.is_replica(p, node) && gone(p)) {
-            let op = PartitionOp::Remove { topic_id: *old.id.as_bytes() };
-            removals.push(shard.route_to(old.shards[p as usize], TopicPartition::new(old.name.clone(), p), op));
+            let op = ops::Remove { topic_id: *old.id.as_bytes() };
+            removals.push(shard.call_on(old.shards[p as usize], TopicPartition::new(old.name.clone(), p), op));
         }
     }
     let removed = join_all(removals).await;
@@ -146,7 +144,7 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
                 tracing::debug!(target: "skein::net", partition = %partition, leader = assignment.leader,
                     leader_epoch = assignment.leader_epoch, partition_epoch = assignment.partition_epoch,
                     isr = ?assignment.isr, "assignment changed");
-                assigns.push((owner, partition.clone(), PartitionOp::Assign(assignment.clone())));
+                assigns.push((owner, partition.clone(), ops::Assign(assignment.clone())));
             }
             // The shard table is the cluster's: a move another node (or this one's
             // `move_partition`, which released it already) made is followed here, so
@@ -154,26 +152,31 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
             // (A partition the topic just grew by has no old shard.)
             let previous = old.filter(|_| existed).map(|o| o.shards[p as usize]).filter(|&s| s != owner);
             if let Some(source) = previous {
-                let open = PartitionOp::Open { settings: Box::new(settings.clone()), assignment };
+                let open = ops::Open { settings: Box::new(settings.clone()), assignment };
                 moves.push(follow_move(shard, partition, source, owner, open));
                 continue;
             }
-            let op = match (existed, reconfigured) {
-                (false, _) => PartitionOp::Open { settings: Box::new(settings.clone()), assignment },
-                (true, true) => PartitionOp::Reconfigure(Box::new(settings.clone())),
+            let change = match (existed, reconfigured) {
+                (false, _) => {
+                    let open = ops::Open { settings: Box::new(settings.clone()), assignment };
+                    Either::Left(shard.call_on(owner, partition, open))
+                }
+                (true, true) => {
+                    Either::Right(shard.call_on(owner, partition, ops::Reconfigure(Box::new(settings.clone()))))
+                }
                 (true, false) => continue,
             };
-            opens.push(shard.route_to(owner, partition, op));
+            opens.push(change);
         }
     }
     let moved = join_all(moves).await;
     let opened = join_all(opens).await;
     // Roles after the logs are open: lead or follow, with the epochs and ISR.
     let assigned =
-        join_all(assigns.into_iter().map(|(owner, partition, op)| shard.route_to(owner, partition, op))).await;
+        join_all(assigns.into_iter().map(|(owner, partition, op)| shard.call_on(owner, partition, op))).await;
     for (kind, results) in [("remove", removed), ("move", moved), ("open", opened), ("assign", assigned)] {
         for result in results {
-            if let Err((code, message)) = result {
+            if let Err(PartitionError { code, message }) = result {
                 tracing::error!(target: "skein::net", kind, code, message, "partition change failed");
             }
         }
@@ -188,13 +191,14 @@ async fn follow_move(
     partition: TopicPartition,
     source: usize,
     target: usize,
-    open: PartitionOp,
-) -> crate::shard::OpResult {
-    match shard.route_to(source, partition.clone(), PartitionOp::Release).await {
-        Ok(_) | Err((code::NOT_LEADER_OR_FOLLOWER, _)) => {}
+    open: ops::Open,
+) -> Result<(), PartitionError> {
+    match shard.call_on(source, partition.clone(), ops::Release).await {
+        Ok(()) => {}
+        Err(error) if error.code == code::NOT_LEADER_OR_FOLLOWER => {}
         Err(error) => return Err(error),
     }
-    shard.route_to(target, partition, open).await
+    shard.call_on(target, partition, open).await
 }
 
 /// Replaces broker `broker`'s dynamic configs (`""`: the cluster defaults) through
@@ -228,7 +232,7 @@ pub async fn set_broker_configs(
 /// UNKNOWN_TOPIC_OR_PARTITION.
 pub async fn delete_topic(shard: &Rc<Shard>, name: &str) -> Result<TopicMeta, Refusal> {
     let request = ControllerRequest::DeleteTopic { name: name.to_owned() };
-    let ControllerReply::Topic(meta) = shard.control(request).await? else { return Err(unexpected()) };
+    let meta = shard.control(request).await?.into_topic()?;
     tracing::info!(target: "skein::net", topic = name, "topic deleted");
     Ok(meta)
 }
@@ -246,7 +250,7 @@ pub async fn create_partitions(shard: &Rc<Shard>, name: &str, count: i32, valida
         return check_growth(meta, count);
     }
     let request = ControllerRequest::CreatePartitions { name: name.to_owned(), count };
-    let ControllerReply::Grown { .. } = shard.control(request).await? else { return Err(unexpected()) };
+    shard.control(request).await?.into_grown()?;
     Ok(())
 }
 
@@ -269,7 +273,7 @@ pub async fn set_topic_configs(
         return shard.image().topic(name).map(|_| ()).ok_or_else(unknown);
     }
     let request = ControllerRequest::SetConfigs { name: name.to_owned(), configs };
-    let ControllerReply::Topic(_) = shard.control(request).await? else { return Err(unexpected()) };
+    shard.control(request).await?.into_topic()?;
     Ok(())
 }
 
@@ -308,19 +312,14 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
     if source == target {
         return Ok(());
     }
-    shard
-        .route_to(source, partition.clone(), PartitionOp::Release)
-        .await
-        .map_err(|(c, m)| (c, m.unwrap_or_default()))?;
+    shard.call_on(source, partition.clone(), ops::Release).await.map_err(PartitionError::into_refusal)?;
     shard.control(ControllerRequest::MovePartition { partition: partition.clone(), target }).await?;
     let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
     let image = shard.image();
     let meta = image.topic(&partition.topic).unwrap_or(&meta);
     let assignment = assignment_here(shard, &image, meta, partition.partition);
-    shard
-        .route_to(target, partition.clone(), PartitionOp::Open { settings: Box::new(settings), assignment })
-        .await
-        .map_err(|(c, m)| (c, m.unwrap_or_default()))?;
+    let open = ops::Open { settings: Box::new(settings), assignment };
+    shard.call_on(target, partition.clone(), open).await.map_err(PartitionError::into_refusal)?;
     tracing::info!(target: "skein::net", partition = %partition, source, target, "partition moved");
     Ok(())
 }
@@ -382,7 +381,7 @@ async fn ensure_internal_topic(
 /// # Errors
 /// The Kafka error code when the coordinator cannot answer: NOT_COORDINATOR when
 /// another broker leads the id's partition, COORDINATOR_LOAD_IN_PROGRESS while it loads.
-pub async fn txn_call(shard: &Rc<Shard>, id: &str, call: crate::txn::TxnCall) -> Result<crate::txn::TxnAnswer, i16> {
+pub async fn txn_call<C: TxnRequest>(shard: &Rc<Shard>, id: &str, call: C) -> Result<C::Answer, i16> {
     ensure_transaction_topic(shard).await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
     let partition = TopicPartition::new(crate::txn::TRANSACTION_TOPIC, crate::txn::partition_for(id));
     let leads = {
@@ -392,14 +391,10 @@ pub async fn txn_call(shard: &Rc<Shard>, id: &str, call: crate::txn::TxnCall) ->
             .topic(crate::txn::TRANSACTION_TOPIC)
             .is_some_and(|t| t.assignment(partition.partition, node).leader == node)
     };
-    match shard.route(partition, PartitionOp::Txn(Box::new(call))).await {
-        Ok(crate::shard::PartitionReply::Txn(answer)) => Ok(*answer),
-        Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
-        Err((code::NOT_LEADER_OR_FOLLOWER, _)) if !leads => Err(code::NOT_COORDINATOR),
-        Err((c, _)) if c == code::NOT_LEADER_OR_FOLLOWER || c == code::UNKNOWN_TOPIC_OR_PARTITION => {
-            Err(code::COORDINATOR_LOAD_IN_PROGRESS)
-        }
-        Err((c, _)) => Err(c),
+    match shard.call(partition, ops::TxnOp(Box::new(call.into_call()))).await {
+        Ok(answer) => C::answer(answer).ok_or_else(unexpected_answer::<C>),
+        Err(e) if e.code == code::NOT_LEADER_OR_FOLLOWER && !leads => Err(code::NOT_COORDINATOR),
+        Err(e) => Err(coordinator_error(e.code)),
     }
 }
 
@@ -407,23 +402,33 @@ pub async fn txn_call(shard: &Rc<Shard>, id: &str, call: crate::txn::TxnCall) ->
 ///
 /// # Errors
 /// The Kafka error code when the coordinator cannot answer (loading, unavailable).
-pub async fn group_call(
-    shard: &Rc<Shard>,
-    group: &str,
-    call: crate::group::GroupCall,
-) -> Result<crate::group::GroupAnswer, i16> {
+pub async fn group_call<C: GroupRequest>(shard: &Rc<Shard>, group: &str, call: C) -> Result<C::Answer, i16> {
     ensure_offsets_topic(shard).await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
     let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
-    match shard.route(partition, PartitionOp::Group(Box::new(call))).await {
-        Ok(crate::shard::PartitionReply::Group(answer)) => Ok(*answer),
-        Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
+    match shard.call(partition, ops::GroupOp(Box::new(call.into_call()))).await {
+        Ok(answer) => C::answer(answer).ok_or_else(unexpected_answer::<C>),
         // Another broker leads the group's partition: the client looks it up again.
-        Err((code::NOT_LEADER_OR_FOLLOWER, _)) if !leads_group_partition(shard, group) => Err(code::NOT_COORDINATOR),
-        Err((c, _)) if c == code::NOT_LEADER_OR_FOLLOWER || c == code::UNKNOWN_TOPIC_OR_PARTITION => {
-            Err(code::COORDINATOR_LOAD_IN_PROGRESS)
+        Err(e) if e.code == code::NOT_LEADER_OR_FOLLOWER && !leads_group_partition(shard, group) => {
+            Err(code::NOT_COORDINATOR)
         }
-        Err((c, _)) => Err(c),
+        Err(e) => Err(coordinator_error(e.code)),
     }
+}
+
+/// A coordinator's partition error as its caller hears it: a partition not (yet) led
+/// or hosted here is a coordinator still loading.
+fn coordinator_error(error: i16) -> i16 {
+    match error {
+        code::NOT_LEADER_OR_FOLLOWER | code::UNKNOWN_TOPIC_OR_PARTITION => code::COORDINATOR_LOAD_IN_PROGRESS,
+        error => error,
+    }
+}
+
+/// A coordinator that answered another call's answer: a broker bug, logged and
+/// answered UNKNOWN_SERVER_ERROR here rather than by every handler.
+fn unexpected_answer<C>() -> i16 {
+    tracing::error!(target: "skein::net", call = std::any::type_name::<C>(), "a coordinator answered another call");
+    code::UNKNOWN_SERVER_ERROR
 }
 
 /// Whether this node leads `group`'s partition of `__consumer_offsets`.
@@ -436,10 +441,10 @@ fn leads_group_partition(shard: &Shard, group: &str) -> bool {
 }
 
 /// Runs a group operation on every shard that coordinates groups (ListGroups).
-pub async fn group_call_everywhere(
+pub async fn group_call_everywhere<C: GroupRequest>(
     shard: &Rc<Shard>,
-    call: impl Fn() -> crate::group::GroupCall,
-) -> Vec<Result<crate::group::GroupAnswer, i16>> {
+    call: impl Fn() -> C,
+) -> Vec<Result<C::Answer, i16>> {
     let image = shard.image();
     let Some(meta) = image.topic(crate::group::OFFSETS_TOPIC) else { return Vec::new() };
     let mut seen = std::collections::BTreeSet::new();
@@ -452,16 +457,15 @@ pub async fn group_call_everywhere(
         }
         if seen.insert(*owner) {
             let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, p as i32);
-            calls.push(shard.route_to(*owner, partition, PartitionOp::Group(Box::new(call()))));
+            calls.push(shard.call_on(*owner, partition, ops::GroupOp(Box::new(call().into_call()))));
         }
     }
     join_all(calls)
         .await
         .into_iter()
         .map(|r| match r {
-            Ok(crate::shard::PartitionReply::Group(answer)) => Ok(*answer),
-            Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
-            Err((c, _)) => Err(c),
+            Ok(answer) => C::answer(answer).ok_or_else(unexpected_answer::<C>),
+            Err(e) => Err(e.code),
         })
         .collect()
 }

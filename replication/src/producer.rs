@@ -88,6 +88,19 @@ fn next_seq(seq: i32) -> i32 {
     }
 }
 
+/// A producer as DescribeProducers lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerInfo {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence written (-1: none kept).
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction (-1: none).
+    pub txn_start_offset: i64,
+}
+
 impl ProducerStates {
     /// Checks a batch before it is appended and, when it is to be appended, reserves
     /// its sequence range at once: the producer's next batch may be checked while this
@@ -217,20 +230,21 @@ impl ProducerStates {
         self.txns.end(pid, offset, commit);
     }
 
-    /// The producers this partition knows, for DescribeProducers: id, epoch, last
-    /// sequence, last timestamp, coordinator epoch and the first offset of the open
-    /// transaction (-1: none).
-    pub fn describe(&self) -> Vec<(i64, i16, i32, i64, i32, i64)> {
+    /// The producers this partition knows, for DescribeProducers, by id.
+    pub fn describe(&self) -> Vec<ProducerInfo> {
         let mut all: Vec<_> = self
             .producers
             .iter()
-            .map(|(&pid, e)| {
-                let last_seq = e.batches.back().map_or(-1, |b| b.last_seq);
-                let first = self.txns.first_offset(pid).unwrap_or(-1);
-                (pid, e.epoch, last_seq, e.last_timestamp, e.coordinator_epoch, first)
+            .map(|(&pid, e)| ProducerInfo {
+                producer_id: pid,
+                epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_seq),
+                last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+                txn_start_offset: self.txns.first_offset(pid).unwrap_or(-1),
             })
             .collect();
-        all.sort_unstable();
+        all.sort_unstable_by_key(|p| p.producer_id);
         all
     }
 

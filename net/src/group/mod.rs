@@ -12,12 +12,14 @@
 //! CompletingRebalance (the leader computes assignments) -> Stable. Members that miss
 //! their session timeout are removed and the group rebalances.
 
+pub mod calls;
 mod classic;
 pub mod consumer;
 pub mod lag;
 mod offsets;
 pub mod records;
 
+pub use calls::{GroupAnswer, GroupCall, GroupRequest};
 pub use offsets::offset_entry;
 
 use std::cell::RefCell;
@@ -172,7 +174,7 @@ impl Group {
             generation: self.generation,
             protocol: self.protocol.clone(),
             leader: self.leader.clone(),
-            state_timestamp: crate::shard::now_ms(),
+            state_timestamp: skein_engine::time::now_ms(),
             members: self
                 .members
                 .values()
@@ -674,92 +676,4 @@ impl Coordinator {
         groups.remove(group_id);
         Ok(writes)
     }
-}
-
-/// A group operation, executed on the shard that owns the group's offsets partition.
-#[derive(Debug)]
-pub enum GroupCall {
-    Join(Box<Join>),
-    Sync {
-        group: String,
-        generation: i32,
-        member_id: String,
-        assignments: Vec<(String, Bytes)>,
-    },
-    Heartbeat {
-        group: String,
-        generation: i32,
-        member_id: String,
-    },
-    Leave {
-        group: String,
-        members: Vec<(String, Option<String>)>,
-    },
-    Commit {
-        group: String,
-        generation: i32,
-        member_id: String,
-        offsets: Vec<(String, i32, Committed)>,
-    },
-    Fetch {
-        group: String,
-        wanted: Option<Vec<(String, i32)>>,
-        /// OffsetFetch v7+ (KIP-447): partitions with offsets of an open transaction
-        /// answer UNSTABLE_OFFSET_COMMIT.
-        require_stable: bool,
-    },
-    /// TxnOffsetCommit: offsets of `producer_id`'s open transaction.
-    TxnCommit {
-        group: String,
-        producer_id: i64,
-        epoch: i16,
-        generation: i32,
-        member_id: String,
-        offsets: Vec<(String, i32, Committed)>,
-    },
-    Describe {
-        group: String,
-    },
-    List {
-        states: Vec<String>,
-    },
-    Delete {
-        group: String,
-    },
-    DeleteOffsets {
-        group: String,
-        partitions: Vec<(String, i32)>,
-    },
-    ConsumerHeartbeat {
-        request: Box<kafka_protocol::messages::ConsumerGroupHeartbeatRequest>,
-        client_id: String,
-        client_host: String,
-    },
-    ConsumerDescribe {
-        group: String,
-    },
-    /// Answers NONE once the group's offsets partition is open and loaded
-    /// (FindCoordinator names a coordinator only then).
-    Ready,
-}
-
-impl GroupCall {
-    /// Whether the call may wait for a rebalance to complete before it is answered.
-    pub fn waits(&self) -> bool {
-        matches!(self, GroupCall::Join(_) | GroupCall::Sync { .. })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum GroupAnswer {
-    Join(JoinGroupResponse),
-    Sync(SyncGroupResponse),
-    Code(i16),
-    Codes(Vec<i16>),
-    /// Committed offsets, with a partition error (UNSTABLE_OFFSET_COMMIT).
-    Offsets(Vec<(String, i32, Option<Committed>, i16)>),
-    Described(DescribedGroup),
-    Listed(Vec<ListedGroup>),
-    ConsumerHeartbeat(kafka_protocol::messages::ConsumerGroupHeartbeatResponse),
-    ConsumerDescribed(kafka_protocol::messages::consumer_group_describe_response::DescribedGroup),
 }

@@ -149,7 +149,7 @@ pub fn offset_entry(group: &str, topic: &str, partition: i32, committed: &Commit
             offset: committed.offset,
             leader_epoch: committed.leader_epoch,
             metadata: committed.metadata.clone(),
-            commit_timestamp: crate::shard::now_ms(),
+            commit_timestamp: skein_engine::time::now_ms(),
         }),
     }
 }

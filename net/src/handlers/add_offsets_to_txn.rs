@@ -9,7 +9,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::{TxnAnswer, TxnCall};
+use crate::txn::calls;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
@@ -30,17 +30,14 @@ pub async fn handle(
     }
     let id = request.transactional_id.0.to_string();
     let partition = (crate::group::OFFSETS_TOPIC.to_string(), crate::group::partition_for(&group));
-    let call = TxnCall::Add {
+    let call = calls::Add {
         id: id.clone(),
         producer_id: request.producer_id.0,
         epoch: request.producer_epoch,
         partitions: vec![partition],
         verify_only: false,
     };
-    let error = match crate::topics::txn_call(shard, &id, call).await {
-        Ok(TxnAnswer::Code(c)) | Err(c) => c,
-        Ok(_) => code::UNKNOWN_SERVER_ERROR,
-    };
+    let error = crate::topics::txn_call(shard, &id, call).await.unwrap_or_else(|error| error);
     response.error_code = crate::txn::fenced_for(error, header.request_api_version >= 2);
     response
 }

@@ -17,7 +17,7 @@ use super::{group_by_topic, s};
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::{TxnAnswer, TxnCall};
+use crate::txn::calls;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -77,11 +77,8 @@ async fn add(
             .map(|w| if unknown(w) { code::UNKNOWN_TOPIC_OR_PARTITION } else { code::OPERATION_NOT_ATTEMPTED })
             .collect()
     } else {
-        let call = TxnCall::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted.clone(), verify_only };
-        let error = match crate::topics::txn_call(shard, id, call).await {
-            Ok(TxnAnswer::Code(c)) | Err(c) => c,
-            Ok(_) => code::UNKNOWN_SERVER_ERROR,
-        };
+        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted.clone(), verify_only };
+        let error = crate::topics::txn_call(shard, id, call).await.unwrap_or_else(|error| error);
         vec![crate::txn::fenced_for(error, knows_fenced); wanted.len()]
     };
     let partitions = wanted.into_iter().zip(codes).map(|((topic, p), error)| {

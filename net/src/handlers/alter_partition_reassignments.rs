@@ -38,12 +38,9 @@ pub async fn handle(
         })
         .collect();
     let request_keep = !request.allow_replication_factor_change;
-    let outcomes = match shard.control(ControllerRequest::Reassign { partitions, keep_factor: request_keep }).await {
-        Ok(ControllerReply::Reassigned(outcomes)) => outcomes,
-        Ok(_) => {
-            response.error_code = code::UNKNOWN_SERVER_ERROR;
-            return response;
-        }
+    let reassign = ControllerRequest::Reassign { partitions, keep_factor: request_keep };
+    let outcomes = match shard.control(reassign).await.and_then(ControllerReply::into_reassigned) {
+        Ok(outcomes) => outcomes,
         Err((error, message)) => {
             response.error_code = error;
             response.error_message = Some(s(message));

@@ -6,8 +6,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 
-use crate::errors::code;
-use crate::group::{GroupAnswer, GroupCall};
+use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
@@ -19,14 +18,13 @@ pub async fn handle(
     peer: &str,
 ) -> ConsumerGroupHeartbeatResponse {
     let group = request.group_id.0.to_string();
-    let call = GroupCall::ConsumerHeartbeat {
+    let call = calls::ConsumerHeartbeat {
         request: Box::new(request),
         client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default(),
         client_host: format!("/{peer}"),
     };
     match crate::topics::group_call(shard, &group, call).await {
-        Ok(GroupAnswer::ConsumerHeartbeat(response)) => response,
-        Ok(_) => ConsumerGroupHeartbeatResponse::default().with_error_code(code::UNKNOWN_SERVER_ERROR),
+        Ok(response) => response,
         Err(c) => ConsumerGroupHeartbeatResponse::default().with_error_code(c),
     }
 }

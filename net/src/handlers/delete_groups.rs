@@ -6,8 +6,7 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use crate::errors::code;
-use crate::group::{GroupAnswer, GroupCall};
+use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
@@ -25,11 +24,9 @@ pub async fn handle(
             response.results.push(DeletableGroupResult::default().with_group_id(group).with_error_code(denied));
             continue;
         }
-        let error = match crate::topics::group_call(shard, &name, GroupCall::Delete { group: name.clone() }).await {
-            Ok(GroupAnswer::Code(c)) => c,
-            Ok(_) => code::UNKNOWN_SERVER_ERROR,
-            Err(c) => c,
-        };
+        let error = crate::topics::group_call(shard, &name, calls::Delete { group: name.clone() })
+            .await
+            .unwrap_or_else(|error| error);
         response.results.push(DeletableGroupResult::default().with_group_id(group).with_error_code(error));
     }
     response

@@ -8,8 +8,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::route_partitions;
 use crate::authorize::{Caller, Op};
-use crate::errors::code;
-use crate::shard::{PartitionOp, PartitionReply, Shard};
+use crate::shard::{ops, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
@@ -17,7 +16,7 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest, caller: &C
     let image = shard.image();
     let mut response = DeleteRecordsResponse::default();
     for topic in request.topics {
-        let ops = topic.partitions.iter().map(|p| (p.partition_index, PartitionOp::DeleteRecords { offset: p.offset }));
+        let ops = topic.partitions.iter().map(|p| (p.partition_index, ops::DeleteRecords { offset: p.offset }));
         let results = route_partitions(shard, &image, &topic.name, ops, caller.topic(Op::Delete, &topic.name)).await;
         let mut out = DeleteRecordsTopicResult::default();
         out.name = topic.name.clone();
@@ -25,10 +24,9 @@ pub async fn handle(shard: &Rc<Shard>, request: DeleteRecordsRequest, caller: &C
             let mut partition = DeleteRecordsPartitionResult::default();
             partition.partition_index = p.partition_index;
             match result {
-                Ok(PartitionReply::DeleteRecords { low_watermark }) => partition.low_watermark = low_watermark,
-                Ok(_) => partition.error_code = code::UNKNOWN_SERVER_ERROR,
-                Err((error, _)) => {
-                    partition.error_code = error;
+                Ok(deleted) => partition.low_watermark = deleted.low_watermark,
+                Err(error) => {
+                    partition.error_code = error.code;
                     partition.low_watermark = -1;
                 }
             }

@@ -7,8 +7,7 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED};
-use crate::errors::code;
-use crate::group::{GroupAnswer, GroupCall};
+use crate::group::calls;
 use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::shard::Shard;
 
@@ -24,10 +23,8 @@ pub async fn handle(shard: &Rc<Shard>, request: DescribeGroupsRequest, caller: &
             continue;
         }
         let operations = authorized(caller, Resource::Group, &name, request.include_authorized_operations);
-        let described = match crate::topics::group_call(shard, &name, GroupCall::Describe { group: name.clone() }).await
-        {
-            Ok(GroupAnswer::Described(d)) => d,
-            Ok(_) => DescribedGroup::default().with_group_id(group).with_error_code(code::UNKNOWN_SERVER_ERROR),
+        let described = match crate::topics::group_call(shard, &name, calls::Describe { group: name.clone() }).await {
+            Ok(d) => d,
             Err(c) => DescribedGroup::default().with_group_id(group).with_error_code(c),
         };
         response.groups.push(described.with_authorized_operations(operations));

@@ -11,7 +11,7 @@ use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
 
 use super::s;
-use crate::shard::{PartitionOp, PartitionReply, Shard};
+use crate::shard::{ops, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
 
@@ -36,13 +36,12 @@ pub async fn handle(shard: &Rc<Shard>, request: DescribeLogDirsRequest) -> Descr
     dir.total_bytes = stats.0;
     dir.usable_bytes = stats.1;
     for (topic, partitions) in wanted {
-        let lookups =
-            partitions.iter().map(|p| shard.route(TopicPartition::new(topic.clone(), *p), PartitionOp::Stats));
+        let lookups = partitions.iter().map(|p| shard.call(TopicPartition::new(topic.clone(), *p), ops::Stats));
         let results = join_all(lookups).await;
         let mut out = DescribeLogDirsTopic::default();
         out.name = TopicName(s(topic.clone()));
         for (p, result) in partitions.iter().zip(results) {
-            if let Ok(PartitionReply::Stats { size_bytes, .. }) = result {
+            if let Ok(ops::PartitionStats { size_bytes, .. }) = result {
                 let mut partition = DescribeLogDirsPartition::default();
                 partition.partition_index = *p;
                 partition.partition_size = size_bytes as i64;

@@ -10,8 +10,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::route_partitions;
 use crate::authorize::{Caller, Op};
-use crate::errors::code;
-use crate::shard::{PartitionOp, PartitionReply, Shard};
+use crate::shard::{ops, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
@@ -23,7 +22,7 @@ pub async fn handle(
     let image = shard.image();
     let mut response = DescribeProducersResponse::default();
     for topic in request.topics {
-        let ops = topic.partition_indexes.iter().map(|&p| (p, PartitionOp::Producers));
+        let ops = topic.partition_indexes.iter().map(|&p| (p, ops::Producers));
         let results = route_partitions(shard, &image, &topic.name.0, ops, caller.topic(Op::Read, &topic.name.0)).await;
         let partitions = topic
             .partition_indexes
@@ -32,22 +31,21 @@ pub async fn handle(
             .map(|(&p, result)| {
                 let out = PartitionResponse::default().with_partition_index(p);
                 match result {
-                    Ok(PartitionReply::Producers(producers)) => out.with_active_producers(
+                    Ok(producers) => out.with_active_producers(
                         producers
                             .into_iter()
-                            .map(|(pid, epoch, last_seq, last_ts, coordinator_epoch, txn_start)| {
+                            .map(|p| {
                                 ProducerState::default()
-                                    .with_producer_id(ProducerId(pid))
-                                    .with_producer_epoch(i32::from(epoch))
-                                    .with_last_sequence(last_seq)
-                                    .with_last_timestamp(last_ts)
-                                    .with_coordinator_epoch(coordinator_epoch)
-                                    .with_current_txn_start_offset(txn_start)
+                                    .with_producer_id(ProducerId(p.producer_id))
+                                    .with_producer_epoch(i32::from(p.epoch))
+                                    .with_last_sequence(p.last_sequence)
+                                    .with_last_timestamp(p.last_timestamp)
+                                    .with_coordinator_epoch(p.coordinator_epoch)
+                                    .with_current_txn_start_offset(p.txn_start_offset)
                             })
                             .collect(),
                     ),
-                    Ok(_) => out.with_error_code(code::UNKNOWN_SERVER_ERROR),
-                    Err((c, message)) => out.with_error_code(c).with_error_message(message.map(super::s)),
+                    Err(error) => out.with_error_code(error.code).with_error_message(error.message.map(super::s)),
                 }
             })
             .collect();

@@ -38,9 +38,8 @@ pub async fn handle(
     if !only_metadata {
         return error(code::UNKNOWN_TOPIC_OR_PARTITION, format!("Only {METADATA_TOPIC}-0 has a quorum"));
     }
-    let status = match shard.control(ControllerRequest::DescribeQuorum).await {
-        Ok(ControllerReply::Quorum(status)) => status,
-        Ok(_) => return error(code::UNKNOWN_SERVER_ERROR, "unexpected controller reply".into()),
+    let status = match shard.control(ControllerRequest::DescribeQuorum).await.and_then(ControllerReply::into_quorum) {
+        Ok(status) => status,
         Err((code, message)) => return error(code, message),
     };
     let states = |members: &[VoterStatus]| -> Vec<ReplicaState> {

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::VersionRange;
 use super::{group_by_topic, s};
 use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::{TxnAnswer, TxnCall};
+use crate::txn::calls;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
@@ -27,8 +27,8 @@ pub async fn handle(
         if !caller.transactional_id(crate::authorize::Op::Describe, &name) {
             return out.with_error_code(crate::authorize::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
         }
-        match crate::topics::txn_call(shard, &name, TxnCall::Describe { id: name.clone() }).await {
-            Ok(TxnAnswer::Described(Some(m))) => {
+        match crate::topics::txn_call(shard, &name, calls::Describe { id: name.clone() }).await {
+            Ok(Some(m)) => {
                 let partitions = m.partitions.iter().map(|(t, p)| (t.clone(), *p));
                 let topics = group_by_topic(partitions)
                     .into_iter()
@@ -41,8 +41,7 @@ pub async fn handle(
                     .with_producer_epoch(m.producer_epoch)
                     .with_topics(topics)
             }
-            Ok(TxnAnswer::Described(None)) => out.with_error_code(code::TRANSACTIONAL_ID_NOT_FOUND),
-            Ok(_) => out.with_error_code(code::UNKNOWN_SERVER_ERROR),
+            Ok(None) => out.with_error_code(code::TRANSACTIONAL_ID_NOT_FOUND),
             Err(c) => out.with_error_code(c),
         }
     });

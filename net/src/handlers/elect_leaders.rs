@@ -12,7 +12,6 @@ use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, Reques
 use kafka_protocol::protocol::VersionRange;
 
 use super::s;
-use crate::errors::code;
 use crate::metadata::controller::{ControllerReply, ControllerRequest, Election};
 use crate::shard::Shard;
 
@@ -26,12 +25,11 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: ElectLea
         topics.iter().flat_map(|t| t.partitions.iter().map(move |&p| (t.topic.0.to_string(), p))).collect()
     });
     let mut response = ElectLeadersResponse::default();
-    let elections =
-        match shard.control(ControllerRequest::ElectLeaders { unclean, partitions: partitions.clone() }).await {
-            Ok(ControllerReply::Elections(elections)) => elections,
-            Ok(_) => return refused(response, version, partitions, (code::UNKNOWN_SERVER_ERROR, String::new())),
-            Err(refusal) => return refused(response, version, partitions, refusal),
-        };
+    let request = ControllerRequest::ElectLeaders { unclean, partitions: partitions.clone() };
+    let elections = match shard.control(request).await.and_then(ControllerReply::into_elections) {
+        Ok(elections) => elections,
+        Err(refusal) => return refused(response, version, partitions, refusal),
+    };
     response.replica_election_results = results(elections);
     response
 }

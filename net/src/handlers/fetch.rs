@@ -10,8 +10,6 @@
 //! waits still parked on other shards are cancelled (their owner sees the reply
 //! channel close).
 
-mod session;
-
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -33,9 +31,12 @@ use crate::errors::code;
 use crate::frame::SharedRecords;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
 use crate::metadata::MetadataImage;
-use crate::shard::{OpResult, PartitionOp, PartitionReply, Reader, Shard};
-pub use session::FetchSessions;
-use session::{Mode, SessionPartition, TopicKey};
+use crate::shard::ops::{self, EpochEnd, Fetched};
+use crate::shard::{PartitionError, Reader, Shard};
+
+/// One partition's read.
+type FetchResult = Result<Fetched, PartitionError>;
+use crate::fetch_sessions::{Mode, SessionPartition, TopicKey};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 16 };
 
@@ -61,7 +62,7 @@ struct Wanted {
     /// read_committed (isolation level 1): up to the last stable offset.
     committed: bool,
     /// Where the follower's log diverged from this leader's (epoch, end offset).
-    diverging: Option<(i32, i64)>,
+    diverging: Option<EpochEnd>,
 }
 
 impl Wanted {
@@ -169,9 +170,9 @@ pub async fn handle(
         grant.settle(bytes);
         let remaining = max_wait.saturating_sub(started.elapsed());
         // A consumer sent to another replica is answered at once, as Kafka does.
-        let redirected = results.iter().any(
-            |r| matches!(r, Ok(PartitionReply::Fetch { preferred_read_replica, .. }) if *preferred_read_replica >= 0),
-        );
+        let redirected = results
+            .iter()
+            .any(|r| matches!(r, Ok(Fetched { preferred_read_replica, .. }) if *preferred_read_replica >= 0));
         if bytes >= min_bytes
             || bytes >= limit
             || results.iter().any(|r| r.is_err())
@@ -205,9 +206,7 @@ pub async fn handle(
         .zip(&results)
         .map(|(w, r)| {
             let (high_watermark, log_start_offset) = match r {
-                Ok(PartitionReply::Fetch { high_watermark, log_start_offset, .. }) => {
-                    (*high_watermark, *log_start_offset)
-                }
+                Ok(fetched) => (fetched.high_watermark, fetched.log_start_offset),
                 _ => (-1, -1),
             };
             (w.key.clone(), w.tp.partition, high_watermark, log_start_offset, record_bytes(r) > 0)
@@ -224,7 +223,7 @@ pub async fn handle(
 /// A leader's replication throttle: while this shard's leader quota is spent, the
 /// partitions `leader.replication.throttled.replicas` names for this broker send a
 /// follower no records (it asks again); otherwise what they send is counted.
-fn throttle_leader(shard: &Shard, wanted: &[Wanted], results: &mut [OpResult]) {
+fn throttle_leader(shard: &Shard, wanted: &[Wanted], results: &mut [FetchResult]) {
     use crate::throttle;
     let image = shard.image();
     let me = shard.settings.node_id;
@@ -236,7 +235,7 @@ fn throttle_leader(shard: &Shard, wanted: &[Wanted], results: &mut [OpResult]) {
         let listed = image
             .topic(&w.tp.topic)
             .is_some_and(|t| throttle::throttled(&t.configs, throttle::LEADER_REPLICAS, w.tp.partition, me));
-        if let (true, Ok(PartitionReply::Fetch { records, .. })) = (listed, result) {
+        if let (true, Ok(Fetched { records, .. })) = (listed, result) {
             match spent {
                 true => records.clear(),
                 false => quota.record(rate, records.iter().map(|b| b.size() as u64).sum(), now),
@@ -263,12 +262,12 @@ async fn follower_fetch(shard: &Rc<Shard>, follower: i32, request: &FetchRequest
         .collect();
     let calls = wanted.iter().map(|w| {
         let (current_leader_epoch, last_fetched_epoch) = epochs.get(&w.tp).copied().unwrap_or((-1, -1));
-        let op = PartitionOp::FollowerFetch { follower, offset: w.offset, current_leader_epoch, last_fetched_epoch };
+        let op = ops::FollowerFetch { follower, offset: w.offset, current_leader_epoch, last_fetched_epoch };
         let (partition, error) = (w.tp.clone(), w.error);
         async move {
             match error {
-                Some(error) => Err((error, None)),
-                None => shard.route(partition, op).await,
+                Some(error) => Err(PartitionError::new(error)),
+                None => shard.call(partition, op).await,
             }
         }
     });
@@ -276,9 +275,8 @@ async fn follower_fetch(shard: &Rc<Shard>, follower: i32, request: &FetchRequest
     for (w, result) in wanted.iter_mut().zip(results) {
         w.follower = true;
         match result {
-            Ok(PartitionReply::FollowerFetch { diverging }) => w.diverging = diverging,
-            Ok(_) => w.error = Some(code::UNKNOWN_SERVER_ERROR),
-            Err((error, _)) => w.error = Some(error),
+            Ok(diverging) => w.diverging = diverging,
+            Err(error) => w.error = Some(error.code),
         }
     }
 }
@@ -334,10 +332,10 @@ fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>, caller: Opt
         .collect()
 }
 
-fn record_bytes(result: &OpResult) -> usize {
+fn record_bytes(result: &FetchResult) -> usize {
     match result {
-        Ok(PartitionReply::Fetch { records, .. }) => records.iter().map(Batch::size).sum(),
-        _ => 0,
+        Ok(fetched) => fetched.records.iter().map(Batch::size).sum(),
+        Err(_) => 0,
     }
 }
 
@@ -348,27 +346,27 @@ fn record_bytes(result: &OpResult) -> usize {
 /// in rounds: a round reads the partitions the budget reaches; what they leave unused
 /// goes to the next partitions in the next round. Partitions the budget never reaches
 /// are asked only for their watermarks.
-async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec<OpResult> {
+async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec<FetchResult> {
     let all: Vec<usize> = (0..wanted.len()).collect();
     read(shard, wanted, &all, max_bytes).await
 }
 
 /// `read_all` for the partitions `which` names (indices into `wanted`, in request
 /// order); returns their results in that order.
-async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: usize) -> Vec<OpResult> {
+async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: usize) -> Vec<FetchResult> {
     let reads = &shard.metrics.fetch_partition_reads;
     reads.set(reads.get() + which.len() as u64);
     // Reads of this shard's partitions that need no I/O are answered on the spot; the
     // others are routed as operations and run concurrently.
     let read_round = |round: Vec<(usize, usize)>| async move {
-        let mut results: Vec<(usize, usize, Option<OpResult>)> = round
+        let mut results: Vec<(usize, usize, Option<FetchResult>)> = round
             .into_iter()
             .map(|(i, max_bytes)| {
                 let w = &wanted[which[i]];
                 // A diverged follower reads nothing: it truncates first.
                 let max_bytes = if w.diverging.is_some() { 0 } else { max_bytes };
                 let now = match w.error {
-                    Some(error) => Some(Err((error, None))),
+                    Some(error) => Some(Err(PartitionError::new(error))),
                     None => shard.fetch_local(&w.tp, w.offset, max_bytes, &w.reader(true)),
                 };
                 (i, max_bytes, now)
@@ -376,10 +374,7 @@ async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: 
             .collect();
         let routed = results.iter().filter(|(_, _, now)| now.is_none()).map(|&(i, max_bytes, _)| {
             let w = &wanted[which[i]];
-            shard.route(
-                w.tp.clone(),
-                PartitionOp::Fetch { offset: w.offset, max_bytes, wait_ms: 0, reader: w.reader(true) },
-            )
+            shard.call(w.tp.clone(), ops::Fetch { offset: w.offset, max_bytes, wait_ms: 0, reader: w.reader(true) })
         });
         let mut routed = join_all(routed).await.into_iter();
         for (_, _, now) in &mut results {
@@ -389,7 +384,7 @@ async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: 
         }
         results.into_iter().map(|(i, _, result)| (i, result.expect("every read answered")))
     };
-    let mut results: Vec<Option<OpResult>> = which.iter().map(|_| None).collect();
+    let mut results: Vec<Option<FetchResult>> = which.iter().map(|_| None).collect();
     let mut left = max_bytes;
     let mut first = true;
     let mut next = 0;
@@ -406,7 +401,7 @@ async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: 
             next += 1;
         }
         for (i, mut result) in read_round(round).await {
-            if let Ok(PartitionReply::Fetch { records, .. }) = &mut result {
+            if let Ok(Fetched { records, .. }) = &mut result {
                 let mut kept = Vec::new();
                 for batch in records.drain(..) {
                     if batch.size() <= left || first {
@@ -438,14 +433,14 @@ async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: 
 /// gives no more.
 /// Partitions this shard hosts are waited on where they are, with one timer for the
 /// fetch (not an operation and a timer each); the others through their shard.
-async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult], wait: Duration) -> Vec<usize> {
+async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[FetchResult], wait: Duration) -> Vec<usize> {
     let wait_ms = wait.as_millis() as u64;
     let mut waits: FuturesUnordered<_> = wanted
         .iter()
         .zip(results)
         .enumerate()
         .filter_map(|(i, (w, result))| {
-            let Ok(PartitionReply::Fetch { high_watermark, last_stable_offset, records, .. }) = result else {
+            let Ok(Fetched { high_watermark, last_stable_offset, records, .. }) = result else {
                 return None;
             };
             let visible_end = if w.committed { *last_stable_offset } else { *high_watermark };
@@ -465,9 +460,8 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
                             Some(i)
                         }
                         None => {
-                            let op =
-                                PartitionOp::Fetch { offset: next, max_bytes: 1, wait_ms, reader: w.reader(false) };
-                            let result = shard.route(w.tp.clone(), op).await;
+                            let op = ops::Fetch { offset: next, max_bytes: 1, wait_ms, reader: w.reader(false) };
+                            let result = shard.call(w.tp.clone(), op).await;
                             (record_bytes(&result) > 0 || result.is_err()).then_some(i)
                         }
                     }
@@ -476,7 +470,7 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[OpResult
         })
         .collect();
     // Returning drops the other waits; those on other shards see their reply channel
-    // close and stop (`router::serve_peer`).
+    // close and stop (`shard::serve_peer`).
     let first = async {
         while let Some(woke) = waits.next().await {
             if woke.is_some() {
@@ -513,7 +507,7 @@ fn build(
     shard: &Shard,
     version: i16,
     wanted: &[Wanted],
-    results: Vec<OpResult>,
+    results: Vec<FetchResult>,
     incremental: bool,
     listener: &str,
 ) -> (FetchResponse, SharedRecords) {
@@ -525,7 +519,7 @@ fn build(
         data.preferred_read_replica = BrokerId(-1);
         data.aborted_transactions = Some(Vec::new());
         match result {
-            Ok(PartitionReply::Fetch {
+            Ok(Fetched {
                 high_watermark,
                 log_start_offset,
                 records,
@@ -556,13 +550,12 @@ fn build(
                 data.log_start_offset = log_start_offset;
                 batches = records;
                 data.preferred_read_replica = BrokerId(preferred_read_replica);
-                if let Some((epoch, end_offset)) = w.diverging {
-                    data.diverging_epoch.epoch = epoch;
-                    data.diverging_epoch.end_offset = end_offset;
+                if let Some(diverging) = w.diverging {
+                    data.diverging_epoch.epoch = diverging.leader_epoch;
+                    data.diverging_epoch.end_offset = diverging.end_offset;
                 }
             }
-            Ok(_) => data.error_code = code::UNKNOWN_SERVER_ERROR,
-            Err((error, _)) => {
+            Err(PartitionError { code: error, .. }) => {
                 data.error_code = error;
                 data.high_watermark = -1;
                 data.last_stable_offset = -1;

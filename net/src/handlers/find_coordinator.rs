@@ -18,7 +18,7 @@ use futures_util::future::join_all;
 use super::s;
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
 use crate::errors::code;
-use crate::group::GroupCall;
+use crate::group::calls;
 use crate::shard::Shard;
 
 /// A coordinator found: its node id, host and port.
@@ -85,7 +85,7 @@ async fn coordinator_of(shard: &Rc<Shard>, group: &str, listener: &str) -> Optio
     let partition = crate::group::partition_for(group);
     let leader = shard.image().topic(crate::group::OFFSETS_TOPIC)?.assignment(partition, shard.settings.node_id).leader;
     if leader == shard.settings.node_id {
-        crate::topics::group_call(shard, group, GroupCall::Ready).await.ok()?;
+        crate::topics::group_call(shard, group, calls::Ready).await.ok()?;
     }
     let leader = shard.client_broker_id(leader, listener, crate::group::OFFSETS_TOPIC, partition);
     let (host, port) = shard.client_address(leader, listener)?;
@@ -100,7 +100,7 @@ async fn txn_coordinator_of(shard: &Rc<Shard>, id: &str, listener: &str) -> Opti
     let leader =
         shard.image().topic(crate::txn::TRANSACTION_TOPIC)?.assignment(partition, shard.settings.node_id).leader;
     if leader == shard.settings.node_id {
-        crate::topics::txn_call(shard, id, crate::txn::TxnCall::Ready).await.ok()?;
+        crate::topics::txn_call(shard, id, crate::txn::calls::Ready).await.ok()?;
     }
     let leader = shard.client_broker_id(leader, listener, crate::txn::TRANSACTION_TOPIC, partition);
     let (host, port) = shard.client_address(leader, listener)?;

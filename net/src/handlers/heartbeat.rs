@@ -5,23 +5,18 @@ use std::rc::Rc;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use crate::errors::code;
-use crate::group::{GroupAnswer, GroupCall};
+use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 pub async fn handle(shard: &Rc<Shard>, request: HeartbeatRequest) -> HeartbeatResponse {
     let group = request.group_id.0.to_string();
-    let call = GroupCall::Heartbeat {
+    let call = calls::Heartbeat {
         group: group.clone(),
         generation: request.generation_id,
         member_id: request.member_id.to_string(),
     };
-    let error = match crate::topics::group_call(shard, &group, call).await {
-        Ok(GroupAnswer::Code(c)) => c,
-        Ok(_) => code::UNKNOWN_SERVER_ERROR,
-        Err(c) => c,
-    };
+    let error = crate::topics::group_call(shard, &group, call).await.unwrap_or_else(|error| error);
     HeartbeatResponse::default().with_error_code(error)
 }

@@ -11,7 +11,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::{TxnAnswer, TxnCall};
+use crate::txn::calls;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -24,19 +24,18 @@ pub async fn handle(shard: &Rc<Shard>, request: InitProducerIdRequest) -> InitPr
             response.error_code = code::INVALID_REQUEST;
             return response;
         }
-        let call = TxnCall::Init {
+        let call = calls::Init {
             id: id.to_string(),
             timeout_ms: request.transaction_timeout_ms,
             producer_id: request.producer_id.0,
             epoch: request.producer_epoch,
         };
         match crate::topics::txn_call(shard, &id, call).await {
-            Ok(TxnAnswer::Producer { producer_id, epoch }) => {
-                response.producer_id = ProducerId(producer_id);
-                response.producer_epoch = epoch;
+            Ok(Ok(producer)) => {
+                response.producer_id = ProducerId(producer.producer_id);
+                response.producer_epoch = producer.epoch;
             }
-            Ok(TxnAnswer::Code(error)) | Err(error) => response.error_code = error,
-            Ok(_) => response.error_code = code::UNKNOWN_SERVER_ERROR,
+            Ok(Err(error)) | Err(error) => response.error_code = error,
         }
         return response;
     }

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, RequestHeade
 use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
-use crate::group::{GroupAnswer, GroupCall, Join};
+use crate::group::Join;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
@@ -35,9 +35,8 @@ pub async fn handle(
         protocols: request.protocols.into_iter().map(|p| (p.name.to_string(), p.metadata)).collect(),
         require_known_member_id: version >= 4,
     };
-    match crate::topics::group_call(shard, &group, GroupCall::Join(Box::new(call))).await {
-        Ok(GroupAnswer::Join(response)) => response,
-        Ok(_) => JoinGroupResponse::default().with_error_code(code::UNKNOWN_SERVER_ERROR).with_generation_id(-1),
+    match crate::topics::group_call(shard, &group, call).await {
+        Ok(response) => response,
         Err(c) => JoinGroupResponse::default().with_error_code(c).with_generation_id(-1),
     }
 }

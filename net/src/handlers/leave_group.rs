@@ -8,7 +8,7 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse, RequestHea
 use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
-use crate::group::{GroupAnswer, GroupCall};
+use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -25,17 +25,8 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: LeaveGro
     } else {
         vec![(request.member_id.to_string(), None)]
     };
-    let codes = match crate::topics::group_call(
-        shard,
-        &group,
-        GroupCall::Leave { group: group.clone(), members: members.clone() },
-    )
-    .await
-    {
-        Ok(GroupAnswer::Codes(codes)) => Ok(codes),
-        Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
-        Err(c) => Err(c),
-    };
+    let call = calls::Leave { group: group.clone(), members: members.clone() };
+    let codes = crate::topics::group_call(shard, &group, call).await;
     let mut response = LeaveGroupResponse::default();
     match codes {
         Err(c) => response.error_code = c,

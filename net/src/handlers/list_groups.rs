@@ -5,7 +5,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use crate::group::{GroupAnswer, GroupCall};
+use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -19,10 +19,9 @@ pub async fn handle(
 ) -> ListGroupsResponse {
     let states: Vec<String> = request.states_filter.iter().map(|s| s.to_string()).collect();
     let mut response = ListGroupsResponse::default();
-    for answer in crate::topics::group_call_everywhere(shard, || GroupCall::List { states: states.clone() }).await {
+    for answer in crate::topics::group_call_everywhere(shard, || calls::List { states: states.clone() }).await {
         match answer {
-            Ok(GroupAnswer::Listed(groups)) => response.groups.extend(groups),
-            Ok(_) => {}
+            Ok(groups) => response.groups.extend(groups),
             Err(c) => response.error_code = c,
         }
     }

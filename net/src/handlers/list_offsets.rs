@@ -10,8 +10,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::route_partitions;
 use crate::authorize::{Caller, Op};
-use crate::errors::code;
-use crate::shard::{PartitionOp, PartitionReply, Shard};
+use crate::shard::{ops, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 8 };
 
@@ -31,7 +30,7 @@ pub async fn handle(
         let ops = topic
             .partitions
             .iter()
-            .map(|p| (p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp, committed }));
+            .map(|p| (p.partition_index, ops::ListOffsets { timestamp: p.timestamp, committed }));
         let results = route_partitions(shard, &image, &topic.name, ops, caller.topic(Op::Describe, &topic.name)).await;
         let mut out = ListOffsetsTopicResponse::default();
         out.name = topic.name.clone();
@@ -39,14 +38,13 @@ pub async fn handle(
             let mut partition = ListOffsetsPartitionResponse::default();
             partition.partition_index = p.partition_index;
             match result {
-                Ok(PartitionReply::Offsets { offset, timestamp }) => {
+                Ok(ops::OffsetAt { offset, timestamp }) => {
                     partition.offset = offset;
                     partition.timestamp = timestamp;
                     partition.leader_epoch = if offset >= 0 && with_epoch { 0 } else { -1 };
                 }
-                Ok(_) => partition.error_code = code::UNKNOWN_SERVER_ERROR,
-                Err((error, _)) => {
-                    partition.error_code = error;
+                Err(error) => {
+                    partition.error_code = error.code;
                     partition.offset = -1;
                     partition.timestamp = -1;
                     partition.leader_epoch = -1;

@@ -13,8 +13,8 @@ use skein_engine::TopicPartition;
 
 use super::s;
 use crate::errors::code;
-use crate::shard::{PartitionOp, PartitionReply, Shard};
-use crate::txn::{TxnAnswer, TxnCall, TxnState, TRANSACTION_TOPIC};
+use crate::shard::{ops, Shard};
+use crate::txn::{calls, TxnRequest, TxnState, TRANSACTION_TOPIC};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
@@ -45,7 +45,7 @@ pub async fn handle(
     response.unknown_state_filters =
         request.state_filters.iter().filter(|f| !STATES.contains(&f.as_str())).cloned().collect();
     let pids: BTreeSet<i64> = request.producer_id_filters.iter().map(|p| p.0).collect();
-    let now = crate::shard::now_ms();
+    let now = skein_engine::time::now_ms();
     // One call per shard owning a partition of the transaction log this broker leads.
     let image = shard.image();
     let node = shard.settings.node_id;
@@ -59,14 +59,13 @@ pub async fn handle(
                 .filter(|(p, owner)| meta.assignment(*p as i32, node).leader == node && owners.insert(**owner))
                 .map(|(p, owner)| {
                     let partition = TopicPartition::new(TRANSACTION_TOPIC, p as i32);
-                    shard.route_to(*owner, partition, PartitionOp::Txn(Box::new(TxnCall::List)))
+                    shard.call_on(*owner, partition, ops::TxnOp(Box::new(calls::List.into_call())))
                 })
                 .collect()
         })
         .unwrap_or_default();
     for result in join_all(calls).await {
-        let Ok(PartitionReply::Txn(answer)) = result else { continue };
-        let TxnAnswer::Listed(all) = *answer else { continue };
+        let Some(all) = result.ok().and_then(calls::List::answer) else { continue };
         for (id, m) in all {
             let running = m.state == TxnState::Ongoing && now - m.start_ms >= request.duration_filter;
             let kept = (states.is_empty() || states.contains(m.state.name()))

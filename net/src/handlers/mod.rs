@@ -57,18 +57,18 @@ use skein_engine::TopicPartition;
 
 use crate::errors::code;
 use crate::metadata::MetadataImage;
-use crate::shard::{OpResult, PartitionOp, Shard};
+use crate::shard::{PartitionError, Shard, ShardOp};
 
 /// Runs one operation per partition of topic `name` on the partitions' owner shards,
 /// concurrently; a partition the topic does not have (or an unknown topic) answers
 /// UNKNOWN_TOPIC_OR_PARTITION. Results come back in the order of `ops`.
-pub(crate) async fn route_partitions(
+pub(crate) async fn route_partitions<O: ShardOp>(
     shard: &Rc<Shard>,
     image: &MetadataImage,
     name: &str,
-    ops: impl Iterator<Item = (i32, PartitionOp)>,
+    ops: impl Iterator<Item = (i32, O)>,
     authorized: bool,
-) -> Vec<OpResult> {
+) -> Vec<Result<O::Reply, PartitionError>> {
     let meta = image.topic(name);
     let calls = ops.map(|(index, op)| {
         let shard = shard.clone();
@@ -76,12 +76,12 @@ pub(crate) async fn route_partitions(
         let partition = TopicPartition::new(name.to_owned(), index);
         async move {
             if !authorized {
-                return Err((crate::authorize::TOPIC_AUTHORIZATION_FAILED, None));
+                return Err(PartitionError::new(crate::authorize::TOPIC_AUTHORIZATION_FAILED));
             }
             if !known {
-                return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
+                return Err(PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION));
             }
-            shard.route(partition, op).await
+            shard.call(partition, op).await
         }
     });
     join_all(calls).await

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, Reques
 use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
-use crate::group::{Committed, GroupAnswer, GroupCall};
+use crate::group::{calls, Committed};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
@@ -63,15 +63,14 @@ pub async fn handle(
         Vec::new()
     } else {
         let n = offsets.len();
-        let call = GroupCall::Commit {
+        let call = calls::Commit {
             group: group.clone(),
             generation: request.generation_id_or_member_epoch,
             member_id: request.member_id.to_string(),
             offsets,
         };
         match crate::topics::group_call(shard, &group, call).await {
-            Ok(GroupAnswer::Codes(codes)) => codes,
-            Ok(_) => vec![code::UNKNOWN_SERVER_ERROR; n],
+            Ok(codes) => codes,
             Err(c) => vec![c; n],
         }
     };

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use crate::errors::code;
-use crate::group::{GroupAnswer, GroupCall};
+use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
@@ -27,14 +27,8 @@ pub async fn handle(
         .filter(|t| readable(&t.name))
         .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), p.partition_index)))
         .collect();
-    let error =
-        match crate::topics::group_call(shard, &group, GroupCall::DeleteOffsets { group: group.clone(), partitions })
-            .await
-        {
-            Ok(GroupAnswer::Code(c)) => c,
-            Ok(_) => code::UNKNOWN_SERVER_ERROR,
-            Err(c) => c,
-        };
+    let call = calls::DeleteOffsets { group: group.clone(), partitions };
+    let error = crate::topics::group_call(shard, &group, call).await.unwrap_or_else(|error| error);
     let mut response = OffsetDeleteResponse::default().with_error_code(error);
     if error == code::NONE {
         for t in request.topics {

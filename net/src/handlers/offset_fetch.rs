@@ -13,8 +13,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::{group_by_topic, s};
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
-use crate::errors::code;
-use crate::group::{Committed, GroupAnswer, GroupCall};
+use crate::group::{calls, Committed};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
@@ -45,12 +44,8 @@ async fn fetch(
     };
     // Asked even when every topic named was refused: the coordinator's own errors
     // (not loaded, not the coordinator) still reach the client.
-    let call = GroupCall::Fetch { group: group.to_owned(), wanted, require_stable };
-    let mut offsets = match crate::topics::group_call(shard, group, call).await {
-        Ok(GroupAnswer::Offsets(offsets)) => offsets,
-        Ok(_) => return Err(code::UNKNOWN_SERVER_ERROR),
-        Err(c) => return Err(c),
-    };
+    let call = calls::Fetch { group: group.to_owned(), wanted, require_stable };
+    let mut offsets = crate::topics::group_call(shard, group, call).await?;
     if all {
         offsets.retain(|(topic, ..)| caller.topic(Op::Describe, topic));
     }

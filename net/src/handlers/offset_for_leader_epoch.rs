@@ -12,8 +12,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::route_partitions;
 use crate::authorize::{Caller, Op};
-use crate::errors::code;
-use crate::shard::{PartitionOp, PartitionReply, Shard};
+use crate::shard::{ops, Shard};
 
 /// Kafka 4.x serves 2-4 (KIP-896 removed 0 and 1).
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 4 };
@@ -27,10 +26,7 @@ pub async fn handle(
     let mut response = OffsetForLeaderEpochResponse::default();
     for topic in request.topics {
         let ops = topic.partitions.iter().map(|p| {
-            let op = PartitionOp::EpochEndOffset {
-                current_leader_epoch: p.current_leader_epoch,
-                leader_epoch: p.leader_epoch,
-            };
+            let op = ops::EpochEndOffset { current_leader_epoch: p.current_leader_epoch, leader_epoch: p.leader_epoch };
             (p.partition, op)
         });
         let results =
@@ -40,12 +36,11 @@ pub async fn handle(
             let mut answer =
                 EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
             match result {
-                Ok(PartitionReply::EpochEndOffset { leader_epoch, end_offset }) => {
-                    answer.leader_epoch = leader_epoch;
-                    answer.end_offset = end_offset;
+                Ok(end) => {
+                    answer.leader_epoch = end.leader_epoch;
+                    answer.end_offset = end.end_offset;
                 }
-                Ok(_) => answer.error_code = code::UNKNOWN_SERVER_ERROR,
-                Err((error, _)) => answer.error_code = error,
+                Err(error) => answer.error_code = error.code,
             }
             out.partitions.push(answer);
         }

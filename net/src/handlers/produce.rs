@@ -14,7 +14,8 @@ use skein_engine::TopicPartition;
 use super::{group_by_topic, leaders, s};
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
-use crate::shard::{PartitionOp, PartitionReply, Shard};
+use crate::shard::ops::{self, Produced};
+use crate::shard::{PartitionError, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 
@@ -56,25 +57,25 @@ pub async fn handle(
                     r.len() > skein_engine::batch::HEADER_BYTES && skein_engine::batch::attributes_of(r) & 0x10 != 0
                 });
                 let refused = if !(acks == 0 || acks == 1 || acks == -1) {
-                    Some((code::INVALID_REQUIRED_ACKS, None))
+                    Some(PartitionError::new(code::INVALID_REQUIRED_ACKS))
                 } else if transactional && transactional_id.is_none() {
-                    Some((code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None))
+                    Some(PartitionError::new(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
                 } else if !authorized {
-                    Some((TOPIC_AUTHORIZATION_FAILED, None))
+                    Some(PartitionError::new(TOPIC_AUTHORIZATION_FAILED))
                 } else if internal {
-                    Some((
+                    Some(PartitionError::with_message(
                         code::INVALID_TOPIC_EXCEPTION,
-                        Some("Cannot append to internal topic __consumer_offsets".into()),
+                        "Cannot append to internal topic __consumer_offsets",
                     ))
                 } else if !known {
-                    Some((code::UNKNOWN_TOPIC_OR_PARTITION, None))
+                    Some(PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION))
                 } else {
                     match &data.records {
-                        None => Some((code::CORRUPT_MESSAGE, Some("no records".into()))),
+                        None => Some(PartitionError::with_message(code::CORRUPT_MESSAGE, "no records")),
                         // v3+: exactly one batch per partition.
                         Some(records) => match skein_engine::batch::peek_size(records) {
                             Ok(size) if size < records.len() => {
-                                Some((code::INVALID_RECORD, Some("more than one record batch".to_string())))
+                                Some(PartitionError::with_message(code::INVALID_RECORD, "more than one record batch"))
                             }
                             _ => None,
                         },
@@ -87,8 +88,8 @@ pub async fn handle(
                 }
                 let records = data.records.expect("checked above");
                 let transactional_id = transactional_id.filter(|_| transactional);
-                let op = PartitionOp::Produce { batch: records, backing: frame, acks, timeout_ms, transactional_id };
-                shard.route(partition, op).await
+                let op = ops::Produce { batch: records, backing: frame, acks, timeout_ms, transactional_id };
+                shard.call(partition, op).await
             });
         }
     }
@@ -101,12 +102,12 @@ pub async fn handle(
         let mut partition = PartitionProduceResponse::default();
         partition.index = index;
         match result {
-            Ok(PartitionReply::Produce { base_offset, log_append_time_ms, log_start_offset }) => {
-                partition.base_offset = base_offset;
-                partition.log_append_time_ms = log_append_time_ms;
-                partition.log_start_offset = log_start_offset;
+            Ok(Produced::Appended(appended)) => {
+                partition.base_offset = appended.base_offset;
+                partition.log_append_time_ms = appended.log_append_time_ms;
+                partition.log_start_offset = appended.log_start_offset;
             }
-            Ok(PartitionReply::ProduceRefused(refused)) => {
+            Ok(Produced::Refused(refused)) => {
                 let crate::append::Refused { error_code, message, record_errors } = *refused;
                 partition.error_code = error_code;
                 partition.error_message = Some(s(message));
@@ -123,8 +124,7 @@ pub async fn handle(
                         .collect();
                 }
             }
-            Ok(_) => partition.error_code = code::UNKNOWN_SERVER_ERROR,
-            Err((error, message)) => {
+            Err(PartitionError { code: error, message }) => {
                 partition.error_code = error;
                 partition.error_message = message.map(s);
                 partition.base_offset = -1;

@@ -5,23 +5,21 @@ use std::rc::Rc;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use crate::errors::code;
-use crate::group::{GroupAnswer, GroupCall};
+use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub async fn handle(shard: &Rc<Shard>, request: SyncGroupRequest) -> SyncGroupResponse {
     let group = request.group_id.0.to_string();
-    let call = GroupCall::Sync {
+    let call = calls::Sync {
         group: group.clone(),
         generation: request.generation_id,
         member_id: request.member_id.to_string(),
         assignments: request.assignments.into_iter().map(|a| (a.member_id.to_string(), a.assignment)).collect(),
     };
     match crate::topics::group_call(shard, &group, call).await {
-        Ok(GroupAnswer::Sync(response)) => response,
-        Ok(_) => SyncGroupResponse::default().with_error_code(code::UNKNOWN_SERVER_ERROR),
+        Ok(response) => response,
         Err(c) => SyncGroupResponse::default().with_error_code(c),
     }
 }

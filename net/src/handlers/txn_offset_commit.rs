@@ -14,7 +14,7 @@ use skein_engine::TopicPartition;
 
 use super::{group_by_topic, s};
 use crate::errors::code;
-use crate::group::{Committed, GroupAnswer, GroupCall};
+use crate::group::{calls, Committed};
 use crate::shard::Shard;
 
 /// v5 belongs to KIP-890 part 2, not offered (see EndTxn).
@@ -61,7 +61,7 @@ pub async fn handle(
         vec![error; offsets.len()]
     } else {
         let n = offsets.len();
-        let call = GroupCall::TxnCommit {
+        let call = calls::TxnCommit {
             group: group.clone(),
             producer_id: request.producer_id.0,
             epoch: request.producer_epoch,
@@ -70,8 +70,7 @@ pub async fn handle(
             offsets,
         };
         match crate::topics::group_call(shard, &group, call).await {
-            Ok(GroupAnswer::Codes(codes)) => codes,
-            Ok(_) => vec![code::UNKNOWN_SERVER_ERROR; n],
+            Ok(codes) => codes,
             Err(c) => vec![c; n],
         }
     };

@@ -15,7 +15,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::route_partitions;
 use crate::errors::code;
-use crate::shard::{PartitionOp, PartitionReply, Shard};
+use crate::shard::{ops, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
 
@@ -27,7 +27,7 @@ pub async fn handle(shard: &Rc<Shard>, request: WriteTxnMarkersRequest) -> Write
             let mut result = WritableTxnMarkerResult::default().with_producer_id(marker.producer_id);
             for topic in marker.topics {
                 let ops = topic.partition_indexes.iter().map(|&p| {
-                    let op = PartitionOp::WriteMarker {
+                    let op = ops::WriteMarker {
                         producer_id: marker.producer_id.0,
                         epoch: marker.producer_epoch,
                         coordinator_epoch: marker.coordinator_epoch,
@@ -41,11 +41,7 @@ pub async fn handle(shard: &Rc<Shard>, request: WriteTxnMarkersRequest) -> Write
                     .iter()
                     .zip(results)
                     .map(|(&p, r)| {
-                        let error = match r {
-                            Ok(PartitionReply::Done) => code::NONE,
-                            Ok(_) => code::UNKNOWN_SERVER_ERROR,
-                            Err((c, _)) => c,
-                        };
+                        let error = r.err().map_or(code::NONE, |e| e.code);
                         WritableTxnMarkerPartitionResult::default().with_partition_index(p).with_error_code(error)
                     })
                     .collect();

@@ -23,12 +23,12 @@ pub use super::decide::{
     check_growth, decide, ControllerReply, ControllerRequest, Election, Local, QuorumStatus, VoterStatus,
     PRODUCER_ID_BLOCK_SIZE,
 };
-use super::observer::Link;
-use super::quorum::{quorum_id, Input, Proposal};
+use super::host::Host;
+use super::log::{not_controller, quorum_id, Input, Proposal};
+use super::transport::Link;
 use super::transport::{Forwarded, Peers};
 use super::{BrokerMeta, Refusal};
 use crate::errors::code;
-use crate::shard::Shard;
 
 /// The controller on shard 0: decides requests one at a time and proposes their
 /// records to the metadata log (`quorum::run` drives it). On a node that does not
@@ -213,8 +213,8 @@ impl Controller {
     /// time or the leader changed before the records committed; KAFKA_STORAGE_ERROR
     /// when the metadata log cannot be persisted; REQUEST_TIMED_OUT when the quorum
     /// does not commit in time.
-    pub async fn handle(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
-        self.handle_indexed(shard, request).await.map(|(reply, _)| reply)
+    pub async fn handle<H: Host>(&self, host: &H, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
+        self.handle_indexed(host, request).await.map(|(reply, _)| reply)
     }
 
     /// As `handle`, with the log index that holds the request's records (for an
@@ -222,14 +222,14 @@ impl Controller {
     ///
     /// # Errors
     /// As `handle`.
-    pub async fn handle_indexed(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Forwarded {
+    pub async fn handle_indexed<H: Host>(&self, host: &H, request: ControllerRequest) -> Forwarded {
         let deadline = Instant::now() + LEADERSHIP_WAIT;
         loop {
             if let Some(failure) = self.failed.borrow().clone() {
                 return Err(failure);
             }
             match self.leader_id.get() {
-                Some(_) if self.leader.get() => return self.handle_here(shard, request).await,
+                Some(_) if self.leader.get() => return self.handle_here(host, request).await,
                 Some(leader) if leader != self.quorum_id && self.clustered() => {
                     return self.forward(leader, request).await;
                 }
@@ -244,13 +244,13 @@ impl Controller {
     ///
     /// # Errors
     /// As `handle`.
-    pub async fn handle_here(&self, shard: &Rc<Shard>, request: ControllerRequest) -> Forwarded {
+    pub async fn handle_here<H: Host>(&self, host: &H, request: ControllerRequest) -> Forwarded {
         // A heartbeat of a live broker changes nothing in the log: answered at once.
         if let ControllerRequest::BrokerHeartbeat { id, .. }
         | ControllerRequest::RegisterBroker(BrokerMeta { id, .. }) = &request
         {
             self.heartbeats.borrow_mut().insert(*id, Instant::now());
-            let live = shard.image().brokers.get(id).is_some_and(|b| !b.fenced);
+            let live = host.image().brokers.get(id).is_some_and(|b| !b.fenced);
             let healthy = matches!(request, ControllerRequest::BrokerHeartbeat { log_dir_offline: false, .. });
             if live && healthy && self.leader.get() {
                 return Ok((ControllerReply::Done, self.applied.get()));
@@ -258,7 +258,7 @@ impl Controller {
         }
         if request == ControllerRequest::DescribeQuorum {
             if !self.leader.get() {
-                return Err(super::quorum::not_controller(self.leader_id.get()));
+                return Err(not_controller(self.leader_id.get()));
             }
             let mut status = self.quorum_status.borrow().clone();
             status.observers = (self.observers.borrow().iter())
@@ -273,10 +273,10 @@ impl Controller {
         }
         let _one = self.requests.lock().await;
         if !self.leader.get() {
-            return Err(super::quorum::not_controller(self.leader_id.get()));
+            return Err(not_controller(self.leader_id.get()));
         }
-        let current = shard.image();
-        let local = Local::of(shard);
+        let current = host.image();
+        let local = host.local();
         let (records, reply) = decide(&current, &request, &local)?;
         if records.is_empty() {
             return Ok((reply, self.applied.get()));
@@ -309,7 +309,7 @@ impl Controller {
         };
         if !sent {
             self.forwards.borrow_mut().remove(&id);
-            return Err(super::quorum::not_controller(Some(leader)));
+            return Err(not_controller(Some(leader)));
         }
         let outcome = within(PROPOSAL_WAIT, answer).await;
         self.forwards.borrow_mut().remove(&id);
@@ -334,7 +334,7 @@ impl Controller {
             let feed = answer.await.ok()?;
             let now = Instant::now();
             if self.leader.get() {
-                let ms = crate::shard::now_ms();
+                let ms = skein_engine::time::now_ms();
                 let mut observers = self.observers.borrow_mut();
                 let entry = observers.entry(node).or_insert((0, -1, -1));
                 *entry = (after, ms, if after >= feed.committed { ms } else { entry.2 });
@@ -350,7 +350,7 @@ impl Controller {
     async fn wait_for_change(&self, deadline: Instant) -> Result<(), Refusal> {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(super::quorum::not_controller(self.leader_id.get()));
+            return Err(not_controller(self.leader_id.get()));
         }
         let listener = self.changed.listen();
         futures_lite::future::or(listener, glommio::timer::sleep(left.min(Duration::from_millis(100)))).await;
@@ -376,7 +376,7 @@ impl Controller {
     pub fn forwards_lost(&self) {
         let forwards: Vec<_> = self.forwards.borrow_mut().drain().collect();
         for (_, done) in forwards {
-            let _ = done.send(Err(super::quorum::not_controller(self.leader_id.get())));
+            let _ = done.send(Err(not_controller(self.leader_id.get())));
         }
     }
 
@@ -408,13 +408,13 @@ impl Controller {
         if was.0 && !leader {
             let pending: Vec<_> = self.pending.borrow_mut().drain().collect();
             for (_, done) in pending {
-                let _ = done.send(Err(super::quorum::not_controller(known)));
+                let _ = done.send(Err(not_controller(known)));
             }
         }
         if was.1 != known {
             let forwards: Vec<_> = self.forwards.borrow_mut().drain().collect();
             for (_, done) in forwards {
-                let _ = done.send(Err(super::quorum::not_controller(known)));
+                let _ = done.send(Err(not_controller(known)));
             }
         }
         self.changed.notify(usize::MAX);
@@ -423,23 +423,23 @@ impl Controller {
     /// As the active controller, fences the brokers whose last heartbeat (or this
     /// node's taking office, for one not heard from since) is older than the session
     /// timeout: their leaderships move to in-sync replicas. Called every tick.
-    pub fn check_sessions(&self, shard: &Rc<Shard>) {
+    pub fn check_sessions<H: Host>(&self, host: &H) {
         if !self.leader.get() {
             return;
         }
         let now = Instant::now();
-        let image = shard.image();
-        for broker in image.brokers.values().filter(|b| !b.fenced && b.id != shard.settings.node_id) {
+        let image = host.image();
+        let me = host.local().node;
+        for broker in image.brokers.values().filter(|b| !b.fenced && b.id != me) {
             let last = self.heartbeats.borrow().get(&broker.id).copied().unwrap_or(self.leading_since.get());
             if now.duration_since(last) < self.session_timeout || !self.fencing.borrow_mut().insert(broker.id) {
                 continue;
             }
             tracing::warn!(target: "skein::net", broker = broker.id, "broker session expired: fencing it");
-            let (shard, id) = (shard.clone(), broker.id);
+            let (host, id) = (host.clone(), broker.id);
             glommio::spawn_local(async move {
-                let Some(controller) = shard.controller() else { return };
-                if let Err((code, message)) =
-                    controller.handle_here(&shard, ControllerRequest::FenceBroker { id }).await
+                let Some(controller) = host.controller() else { return };
+                if let Err((code, message)) = controller.handle_here(&host, ControllerRequest::FenceBroker { id }).await
                 {
                     tracing::debug!(target: "skein::net", broker = id, code, message, "fencing deferred");
                 }
@@ -454,14 +454,15 @@ impl Controller {
     /// prefer some broker are led by another, elects the preferred replicas of those
     /// (where live and in sync), as Kafka's auto leader rebalance does. Called every
     /// tick.
-    pub fn check_balance(&self, shard: &Rc<Shard>) {
+    pub fn check_balance<H: Host>(&self, host: &H) {
         let Some(every) = self.rebalance_every else { return };
         if !self.leader.get() || self.rebalancing.get() || self.last_rebalance.get().elapsed() < every {
             return;
         }
         self.last_rebalance.set(Instant::now());
-        let image = shard.image();
-        let live = |id: i32| image.is_live(id, shard.settings.node_id);
+        let image = host.image();
+        let me = host.local().node;
+        let live = |id: i32| image.is_live(id, me);
         // Per preferred broker: (partitions preferring it, those it does not lead).
         let mut preferring: BTreeMap<i32, (usize, Vec<(String, i32)>)> = BTreeMap::new();
         for topic in image.topics.values() {
@@ -484,11 +485,11 @@ impl Controller {
         }
         tracing::info!(target: "skein::net", partitions = partitions.len(), "leaders out of balance: electing the preferred replicas");
         self.rebalancing.set(true);
-        let shard = shard.clone();
+        let host = host.clone();
         glommio::spawn_local(async move {
-            let Some(controller) = shard.controller() else { return };
+            let Some(controller) = host.controller() else { return };
             let request = ControllerRequest::ElectLeaders { unclean: false, partitions: Some(partitions) };
-            if let Err((code, message)) = controller.handle_here(&shard, request).await {
+            if let Err((code, message)) = controller.handle_here(&host, request).await {
                 tracing::debug!(target: "skein::net", code, message, "leader rebalance deferred");
             }
             controller.rebalancing.set(false);

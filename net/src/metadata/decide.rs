@@ -153,6 +153,58 @@ pub enum ControllerReply {
     Done,
 }
 
+/// Each reply as its request's type: another kind of reply is a broker bug, logged and
+/// answered UNKNOWN_SERVER_ERROR here rather than by every caller.
+impl ControllerReply {
+    pub fn into_topic(self) -> Result<TopicMeta, Refusal> {
+        match self {
+            ControllerReply::Topic(meta) => Ok(meta),
+            other => Err(other.unexpected("a topic")),
+        }
+    }
+
+    /// A grown topic: its old partition count and its metadata now.
+    pub fn into_grown(self) -> Result<(i32, TopicMeta), Refusal> {
+        match self {
+            ControllerReply::Grown { old, meta } => Ok((old, meta)),
+            other => Err(other.unexpected("a grown topic")),
+        }
+    }
+
+    pub fn into_producer_ids(self) -> Result<std::ops::Range<i64>, Refusal> {
+        match self {
+            ControllerReply::ProducerIds(block) => Ok(block),
+            other => Err(other.unexpected("producer ids")),
+        }
+    }
+
+    pub fn into_quorum(self) -> Result<QuorumStatus, Refusal> {
+        match self {
+            ControllerReply::Quorum(status) => Ok(status),
+            other => Err(other.unexpected("the quorum")),
+        }
+    }
+
+    pub fn into_reassigned(self) -> Result<Vec<(i16, Option<String>)>, Refusal> {
+        match self {
+            ControllerReply::Reassigned(outcomes) => Ok(outcomes),
+            other => Err(other.unexpected("reassignments")),
+        }
+    }
+
+    pub fn into_elections(self) -> Result<Vec<Election>, Refusal> {
+        match self {
+            ControllerReply::Elections(elections) => Ok(elections),
+            other => Err(other.unexpected("elections")),
+        }
+    }
+
+    fn unexpected(&self, wanted: &str) -> Refusal {
+        tracing::error!(target: "skein::net", wanted, reply = ?self, "the metadata controller answered another request");
+        (code::UNKNOWN_SERVER_ERROR, "unexpected metadata controller reply".into())
+    }
+}
+
 /// One partition's leader election and how it ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Election {
@@ -395,13 +447,13 @@ pub struct Local {
 }
 
 impl Local {
-    /// The node `shard` runs on.
-    pub fn of(shard: &crate::shard::Shard) -> Local {
-        let broker = &shard.settings.topic_defaults;
-        let min_insync = crate::configs::effective("min.insync.replicas", &BTreeMap::new(), broker)
+    /// Node `node` (a broker or not) of `shards` shards, with these broker-level topic
+    /// config defaults.
+    pub fn new(node: i32, broker: bool, shards: usize, topic_defaults: &BTreeMap<String, String>) -> Local {
+        let min_insync = crate::configs::effective("min.insync.replicas", &BTreeMap::new(), topic_defaults)
             .and_then(|(value, _)| value.trim().parse::<usize>().ok())
             .unwrap_or(1);
-        Local { node: shard.settings.node_id, broker: shard.settings.broker, shards: shard.settings.shards, min_insync }
+        Local { node, broker, shards, min_insync }
     }
 }
 

@@ -10,7 +10,6 @@
 //! image as the quorum holds it now, so that the node opens and sweeps its partitions
 //! against the cluster's metadata rather than an empty image.
 
-use std::cell::RefCell;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -18,44 +17,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use glommio::channels::local_channel::{self, LocalSender};
+use glommio::channels::local_channel;
 use skein_replication::quorum::Feed;
 
-use super::controller::ControllerRequest;
-use super::quorum::{decode_image, quorum_id, Applied, Proposal};
+use super::host::Host;
+use super::log::{decode_image, quorum_id, Applied, Proposal};
 use super::transport::{
-    frame, invalid, read_frame, CONNECT_TIMEOUT, FETCH, FETCH_REPLY, FORWARD, FORWARD_REPLY, OBSERVE, QUEUE, RECONNECT,
+    frame, invalid, read_frame, CONNECT_TIMEOUT, FETCH, FETCH_REPLY, FORWARD_REPLY, OBSERVE, QUEUE, RECONNECT,
 };
 use super::MetadataImage;
 use crate::security::Security;
-use crate::shard::Shard;
 
 /// A voter that answers nothing for this long (its fetches are answered within a
 /// second even when nothing is new) is left for another.
 const SILENT: Duration = Duration::from_secs(5);
-
-/// The observer's current connection, for its forwarded requests.
-#[derive(Default)]
-pub struct Link {
-    queue: RefCell<Option<Rc<LocalSender<Vec<u8>>>>>,
-}
-
-impl std::fmt::Debug for Link {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Link").field("connected", &self.queue.borrow().is_some()).finish()
-    }
-}
-
-impl Link {
-    /// Queues controller request `id` for the voter this node follows; false when
-    /// there is no connection (the caller answers NOT_CONTROLLER and is retried).
-    pub fn forward(&self, id: u64, request: &ControllerRequest) -> bool {
-        let Some(queue) = self.queue.borrow().clone() else { return false };
-        let mut payload = id.to_be_bytes().to_vec();
-        payload.extend(serde_json::to_vec(request).expect("controller requests always serialise"));
-        queue.try_send(frame(FORWARD, &payload)).is_ok()
-    }
-}
 
 fn hello(node: i32, cluster_id: &str) -> Vec<u8> {
     frame(OBSERVE, &[&quorum_id(node).to_be_bytes()[..], cluster_id.as_bytes()].concat())
@@ -169,14 +144,14 @@ fn fetch_all(
 
 /// Follows the metadata log on shard 0 of a broker-only node, from `image` at index
 /// `applied` (what `catch_up` fetched), for as long as the shard runs.
-pub async fn run(shard: Rc<Shard>, mut image: MetadataImage, mut applied: u64) {
-    let Some(controller) = shard.controller() else { return };
+pub async fn run<H: Host>(host: H, mut image: MetadataImage, mut applied: u64) {
+    let Some(controller) = host.controller() else { return };
     let Some(link) = controller.observer_link() else { return };
     let (applier, images) = local_channel::new_bounded(64);
-    glommio::spawn_local(super::quorum::run_applier(shard.clone(), images)).detach();
+    glommio::spawn_local(super::quorum::run_applier(host.clone(), images)).detach();
     controller.set_applied(applied);
-    let voters = shard.settings.controller_voters.clone();
-    let hello = hello(shard.settings.node_id, &shard.settings.cluster_id);
+    let voters = host.voters().to_vec();
+    let hello = hello(host.local().node, host.cluster_id());
     let mut next = 0usize;
     loop {
         // The active controller when known (its answers are the freshest), else the
@@ -184,7 +159,7 @@ pub async fn run(shard: Rc<Shard>, mut image: MetadataImage, mut applied: u64) {
         let known = controller.active().and_then(|leader| voters.iter().find(|(id, _)| *id == leader));
         let &(voter, address) = known.unwrap_or_else(|| &voters[next % voters.len()]);
         next += 1;
-        let Ok(stream) = super::transport::dial(&shard.settings.security, address).await else {
+        let Ok(stream) = super::transport::dial(host.security(), address).await else {
             controller.set_leader(false, None);
             glommio::timer::sleep(RECONNECT).await;
             continue;
@@ -224,7 +199,7 @@ pub async fn run(shard: Rc<Shard>, mut image: MetadataImage, mut applied: u64) {
                     let leader = feed.leader;
                     match apply(&mut image, &mut applied, feed) {
                         Ok(true) => {
-                            image.place_within(shard.settings.shards);
+                            image.place_within(host.local().shards);
                             let next = Applied { image: Arc::new(image.clone()), index: applied, answered: Vec::new() };
                             let _ = applier.send(next).await;
                         }
@@ -233,7 +208,7 @@ pub async fn run(shard: Rc<Shard>, mut image: MetadataImage, mut applied: u64) {
                     }
                     controller.set_leader(false, leader);
                     let active = leader.map_or(-1, |l| (l - 1) as i32);
-                    shard.settings.active_controller.store(active, Ordering::Relaxed);
+                    host.active_controller().store(active, Ordering::Relaxed);
                     // Follow the active controller once it is known and is not this voter.
                     if leader.is_some_and(|l| l != quorum_id(voter) && voters.iter().any(|(id, _)| quorum_id(*id) == l))
                     {

@@ -14,6 +14,7 @@
 //! and tells raft the peer is unreachable; a snapshot's fate is reported to raft,
 //! which holds that peer's appends until it knows.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -25,23 +26,22 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use protobuf::Message as _;
 use raft::prelude::{Message, MessageType};
 
-use super::controller::{ControllerReply, ControllerRequest};
-use super::quorum::Input;
+use super::decide::{ControllerReply, ControllerRequest};
+use super::log::Input;
 use super::Refusal;
 use crate::limits::TLS_HANDSHAKE_TIMEOUT;
 use crate::peer::PeerStream;
 use crate::security::Security;
-use crate::shard::Shard;
 
-const HELLO: u8 = 0;
-const RAFT: u8 = 1;
+pub(super) const HELLO: u8 = 0;
+pub(super) const RAFT: u8 = 1;
 pub(super) const FORWARD: u8 = 2;
 pub(super) const FORWARD_REPLY: u8 = 3;
 pub(super) const OBSERVE: u8 = 4;
 pub(super) const FETCH: u8 = 5;
 pub(super) const FETCH_REPLY: u8 = 6;
 /// Forwarded requests an observer may have in flight on its connection.
-const OBSERVER_FORWARDS: usize = 256;
+pub(super) const OBSERVER_FORWARDS: usize = 256;
 /// The largest frame: a snapshot of the metadata image travels whole.
 const FRAME_MAX: usize = 256 << 20;
 /// Frames queued per peer before raft messages are dropped.
@@ -115,7 +115,7 @@ impl Peers {
     }
 
     /// Queues the answer to request `id` that `to` forwarded.
-    fn answer(&self, to: u64, id: u64, answer: &Forwarded) -> bool {
+    pub(super) fn answer(&self, to: u64, id: u64, answer: &Forwarded) -> bool {
         let Some(queue) = self.queues.get(&to) else { return false };
         let mut payload = id.to_be_bytes().to_vec();
         payload.extend(serde_json::to_vec(answer).expect("controller replies always serialise"));
@@ -198,37 +198,8 @@ pub(super) async fn write_frame(stream: &mut (impl AsyncWriteExt + Unpin), bytes
     stream.flush().await
 }
 
-/// Accepts the other voters' connections on the controller listener; on an SSL one,
-/// each completes a TLS handshake with a certificate the trust store signed first.
-pub async fn serve(shard: Rc<Shard>, listener: glommio::net::TcpListener, cluster_id: String) {
-    loop {
-        match listener.accept().await {
-            Ok(tcp) => {
-                let (shard, cluster_id) = (shard.clone(), cluster_id.clone());
-                glommio::spawn_local(async move {
-                    let stream = match accept(&shard.settings.security, tcp).await {
-                        Ok(stream) => stream,
-                        Err(e) => {
-                            tracing::warn!(target: "skein::net", error = %e, "controller connection refused at the TLS handshake");
-                            return;
-                        }
-                    };
-                    if let Err(e) = read_from(&shard, stream, &cluster_id).await {
-                        tracing::debug!(target: "skein::net", error = %e, "controller connection closed");
-                    }
-                })
-                .detach();
-            }
-            Err(e) => {
-                tracing::warn!(target: "skein::net", error = %e, "controller listener accept failed");
-                glommio::timer::sleep(RECONNECT).await;
-            }
-        }
-    }
-}
-
 /// A connection accepted on the controller listener, secured as the listener is.
-async fn accept(security: &Security, tcp: glommio::net::TcpStream) -> std::io::Result<PeerStream> {
+pub(super) async fn accept(security: &Security, tcp: glommio::net::TcpStream) -> std::io::Result<PeerStream> {
     if !security.controller_protocol.tls() {
         return Ok(PeerStream::plain(tcp));
     }
@@ -260,122 +231,25 @@ pub(super) fn invalid(what: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
 }
 
-/// Reads one peer's frames: raft messages go to the quorum loop, forwarded requests
-/// run as tasks of their own, answers complete this node's forwards.
-async fn read_from(shard: &Rc<Shard>, mut stream: PeerStream, cluster_id: &str) -> std::io::Result<()> {
-    let controller = shard.controller().ok_or_else(|| invalid("no controller on this shard"))?;
-    let (kind, hello) = read_frame(&mut stream).await?;
-    let (from, cluster) = hello.split_first_chunk::<8>().ok_or_else(|| invalid("short hello"))?;
-    let from = u64::from_be_bytes(*from);
-    if !matches!(kind, HELLO | OBSERVE) || cluster != cluster_id.as_bytes() {
-        tracing::warn!(target: "skein::net", from = from.wrapping_sub(1), cluster = %String::from_utf8_lossy(cluster), "controller connection from another cluster refused");
-        return Err(invalid("hello of another cluster"));
-    }
-    if kind == OBSERVE {
-        return serve_observer(shard, stream, from).await;
-    }
-    loop {
-        let (kind, payload) = read_frame(&mut stream).await?;
-        match kind {
-            RAFT => {
-                let message = Message::parse_from_bytes(&payload).map_err(|_| invalid("raft message"))?;
-                if message.from != from {
-                    return Err(invalid("raft message from another sender"));
-                }
-                controller.input(Input::Raft(Box::new(message))).await;
-            }
-            FORWARD | FORWARD_REPLY => {
-                let (id, body) = payload.split_first_chunk::<8>().ok_or_else(|| invalid("short forward"))?;
-                let id = u64::from_be_bytes(*id);
-                if kind == FORWARD_REPLY {
-                    let answer: Forwarded = serde_json::from_slice(body).map_err(|_| invalid("forward reply"))?;
-                    controller.forward_done(id, answer);
-                    continue;
-                }
-                let request: ControllerRequest = serde_json::from_slice(body).map_err(|_| invalid("forward"))?;
-                let shard = shard.clone();
-                glommio::spawn_local(async move {
-                    let Some(controller) = shard.controller() else { return };
-                    let answer = controller.handle_here(&shard, request).await;
-                    if let Some(peers) = controller.peers() {
-                        peers.answer(from, id, &answer);
-                    }
-                })
-                .detach();
-            }
-            _ => return Err(invalid("unknown frame kind")),
-        }
+/// The observer's current connection, for its forwarded requests.
+#[derive(Default)]
+pub struct Link {
+    pub(super) queue: RefCell<Option<Rc<LocalSender<Vec<u8>>>>>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link").field("connected", &self.queue.borrow().is_some()).finish()
     }
 }
 
-/// Serves observer `from` (a quorum id) on its connection: one fetch at a time,
-/// answered with what follows the index it names, and its forwarded controller
-/// requests, run here (this voter forwards them on to the active controller) and
-/// answered with the index that holds their records.
-async fn serve_observer(shard: &Rc<Shard>, stream: PeerStream, from: u64) -> std::io::Result<()> {
-    let node = from.wrapping_sub(1) as i32;
-    tracing::debug!(target: "skein::net", observer = node, "observer connected");
-    let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let (replies, outgoing) = local_channel::new_bounded::<Vec<u8>>(QUEUE);
-    let replies = Rc::new(replies);
-    let writing = glommio::spawn_local(async move {
-        while let Some(bytes) = outgoing.recv().await {
-            if write_frame(&mut writer, &bytes).await.is_err() {
-                return;
-            }
-        }
-    });
-    let ended = serve_observer_requests(shard, &mut reader, node, &replies).await;
-    // The socket closes now, not once the requests in flight are answered.
-    writing.cancel().await;
-    ended
-}
-
-async fn serve_observer_requests(
-    shard: &Rc<Shard>,
-    reader: &mut (impl AsyncReadExt + Unpin),
-    node: i32,
-    replies: &Rc<LocalSender<Vec<u8>>>,
-) -> std::io::Result<()> {
-    // Fetches in flight (at most one), and forwards in flight.
-    let in_flight = Rc::new((std::cell::Cell::new(false), std::cell::Cell::new(0usize)));
-    loop {
-        let (kind, payload) = read_frame(reader).await?;
-        match kind {
-            FETCH => {
-                let after = payload.first_chunk::<8>().map(|b| u64::from_be_bytes(*b));
-                let Some(after) = after.filter(|_| payload.len() == 8 && !in_flight.0.replace(true)) else {
-                    return Err(invalid("fetch while another is in flight, or malformed"));
-                };
-                let (shard, replies, in_flight) = (shard.clone(), replies.clone(), in_flight.clone());
-                glommio::spawn_local(async move {
-                    let Some(controller) = shard.controller() else { return };
-                    let Some(feed) = controller.feed(node, after).await else { return };
-                    in_flight.0.set(false);
-                    let _ = replies.send(frame(FETCH_REPLY, &feed.encode())).await;
-                })
-                .detach();
-            }
-            FORWARD => {
-                let (id, body) = payload.split_first_chunk::<8>().ok_or_else(|| invalid("short forward"))?;
-                let id = u64::from_be_bytes(*id);
-                let request: ControllerRequest = serde_json::from_slice(body).map_err(|_| invalid("forward"))?;
-                if in_flight.1.get() >= OBSERVER_FORWARDS {
-                    return Err(invalid("too many forwarded requests in flight"));
-                }
-                in_flight.1.set(in_flight.1.get() + 1);
-                let (shard, replies, in_flight) = (shard.clone(), replies.clone(), in_flight.clone());
-                glommio::spawn_local(async move {
-                    let Some(controller) = shard.controller() else { return };
-                    let answer = controller.handle_indexed(&shard, request).await;
-                    in_flight.1.set(in_flight.1.get() - 1);
-                    let mut payload = id.to_be_bytes().to_vec();
-                    payload.extend(serde_json::to_vec(&answer).expect("controller replies always serialise"));
-                    let _ = replies.send(frame(FORWARD_REPLY, &payload)).await;
-                })
-                .detach();
-            }
-            _ => return Err(invalid("unknown frame kind from an observer")),
-        }
+impl Link {
+    /// Queues controller request `id` for the voter this node follows; false when
+    /// there is no connection (the caller answers NOT_CONTROLLER and is retried).
+    pub fn forward(&self, id: u64, request: &ControllerRequest) -> bool {
+        let Some(queue) = self.queue.borrow().clone() else { return false };
+        let mut payload = id.to_be_bytes().to_vec();
+        payload.extend(serde_json::to_vec(request).expect("controller requests always serialise"));
+        queue.try_send(frame(FORWARD, &payload)).is_ok()
     }
 }

@@ -72,10 +72,10 @@ impl Shard {
 
     async fn execute_untimed(self: &Rc<Self>, partition: &TopicPartition, op: PartitionOp) -> OpResult {
         match op {
-            PartitionOp::Open { settings, assignment } => {
+            PartitionOp::Open(ops::Open { settings, assignment }) => {
                 if let Some(existing) = self.partition(partition) {
                     if existing.topic_id == settings.topic_id {
-                        existing.apply(&settings).map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                        existing.apply(&settings)?;
                         self.take_assignment(partition, &existing, assignment);
                         return Ok(PartitionReply::Done);
                     }
@@ -85,8 +85,7 @@ impl Shard {
                 }
                 let log =
                     Box::pin(self.logs.open_for_topic(partition.clone(), settings.log.clone(), settings.topic_id))
-                        .await
-                        .map_err(|e| (code_of(&e), Some(e.to_string())))?;
+                        .await?;
                 // The offsets topic is written only by the coordinator: its leader
                 // loads the groups from it (a follower loads them when it comes to
                 // lead). Its producer state holds the transactions of offset commits
@@ -143,17 +142,15 @@ impl Shard {
                 }
                 return Ok(PartitionReply::Done);
             }
-            PartitionOp::Release => {
+            PartitionOp::Release(ops::Release) => {
                 let removed = self.partitions.borrow_mut().remove(partition);
                 if removed.is_none() {
-                    return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+                    return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
                 }
-                return match Box::pin(self.logs.close(partition)).await {
-                    Ok(()) => Ok(PartitionReply::Done),
-                    Err(e) => Err((code_of(&e), Some(e.to_string()))),
-                };
+                Box::pin(self.logs.close(partition)).await?;
+                return Ok(PartitionReply::Done);
             }
-            PartitionOp::Remove { topic_id } => {
+            PartitionOp::Remove(ops::Remove { topic_id }) => {
                 // Only the incarnation being deleted: a topic recreated meanwhile keeps
                 // its log (`delete_for_topic` checks the id).
                 let current = self.partitions.borrow().get(partition).map(|p| p.topic_id);
@@ -162,40 +159,39 @@ impl Shard {
                 }
                 return match Box::pin(self.logs.delete_for_topic(partition, topic_id)).await {
                     Ok(()) | Err(skein_engine::Error::UnknownPartition(_)) => Ok(PartitionReply::Done),
-                    Err(e) => Err((code_of(&e), Some(e.to_string()))),
+                    Err(e) => Err(e.into()),
                 };
             }
             _ => {}
         }
         let Some(state) = self.partition(partition) else {
-            return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+            return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
         };
-        if !matches!(op, PartitionOp::Stats) {
+        if !matches!(op, PartitionOp::Stats(_)) {
             state.requests.set(state.requests.get() + 1);
         }
         let log = &state.log;
-        let engine = |e: skein_engine::Error| (code_of(&e), Some(e.to_string()));
         // Clients write, list offsets and delete records only at the leader.
         let leader_only = matches!(
             op,
-            PartitionOp::Produce { .. }
-                | PartitionOp::ListOffsets { .. }
-                | PartitionOp::DeleteRecords { .. }
+            PartitionOp::Produce(_)
+                | PartitionOp::ListOffsets(_)
+                | PartitionOp::DeleteRecords(_)
                 | PartitionOp::Group(_)
                 | PartitionOp::Txn(_)
-                | PartitionOp::Producers
+                | PartitionOp::Producers(_)
         );
         if leader_only && state.replica_state.borrow().role() != replication::Role::Leader {
-            return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+            return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
         }
         match op {
-            PartitionOp::Produce { batch, backing, acks, timeout_ms, transactional_id } => {
-                Box::pin(self.produce(partition, &state, batch, backing, acks, timeout_ms, transactional_id)).await
+            PartitionOp::Produce(produce) => {
+                Box::pin(self.produce(partition, &state, produce)).await.map(PartitionReply::Produced)
             }
-            PartitionOp::Fetch { offset, max_bytes, wait_ms, reader } => {
+            PartitionOp::Fetch(ops::Fetch { offset, max_bytes, wait_ms, reader }) => {
                 let offset = Offset(offset);
                 if let Some(answer) = self.fetch_gate(&state, offset, &reader) {
-                    return answer;
+                    return answer.map(PartitionReply::Fetched);
                 }
                 let (to_log_end, committed) = reader.reads_to();
                 if wait_ms > 0 && offset >= fetch_visible_end(&state, &reader) && offset <= log.log_end_offset() {
@@ -205,17 +201,22 @@ impl Shard {
                     futures_lite::future::or(self.wait_readable(&state, offset, to_log_end, committed), timeout).await;
                 }
                 if let Some(answer) = self.fetch_now(&state, offset, max_bytes, &reader) {
-                    return answer;
+                    return answer.map(PartitionReply::Fetched);
                 }
                 let limit = (!to_log_end).then(|| fetch_visible_end(&state, &reader));
                 let batches = log.read(offset, max_bytes, limit).await.inspect_err(|e| {
                     if to_log_end {
                         tracing::debug!(target: "skein::net", partition = %partition, error = %e, "a follower's read failed");
                     }
-                }).map_err(engine)?;
-                Ok(self.fetched(&state, offset, batches, committed))
+                })?;
+                Ok(PartitionReply::Fetched(self.fetched(&state, offset, batches, committed)))
             }
-            PartitionOp::FollowerFetch { follower, offset, current_leader_epoch, last_fetched_epoch } => {
+            PartitionOp::FollowerFetch(ops::FollowerFetch {
+                follower,
+                offset,
+                current_leader_epoch,
+                last_fetched_epoch,
+            }) => {
                 // A follower whose last epoch ends before where it fetches (or that
                 // the leader does not know), or that is past the log end, diverged: it
                 // truncates first (KIP-320).
@@ -225,64 +226,68 @@ impl Shard {
                 if let Some(diverging) =
                     replication::divergence(end_for, latest, log_end, Offset(offset), last_fetched_epoch)
                 {
-                    state.replica_state.borrow().check_epoch(current_leader_epoch).map_err(|c| (c, None))?;
+                    state.replica_state.borrow().check_epoch(current_leader_epoch)?;
                     tracing::debug!(target: "skein::net", partition = %partition, follower, offset, last_fetched_epoch,
                         log_end = log_end.0, epoch = diverging.0, end = diverging.1, "a follower's log diverged");
-                    return Ok(PartitionReply::FollowerFetch { diverging: Some(diverging) });
+                    let (leader_epoch, end_offset) = diverging;
+                    return Ok(PartitionReply::FollowerFetched(Some(ops::EpochEnd { leader_epoch, end_offset })));
                 }
                 let now = skein_engine::log::now_ms();
-                let proposal = state
-                    .follower_fetched(follower, Offset(offset), current_leader_epoch, now)
-                    .map_err(|c| (c, None))?;
+                let proposal = state.follower_fetched(follower, Offset(offset), current_leader_epoch, now)?;
                 // A fenced follower (gone, or shutting down) is not proposed for the ISR.
                 if let Some(proposal) = proposal.filter(|_| self.image().is_live(follower, self.settings.node_id)) {
                     crate::replica_fetcher::propose_isr(self, partition, proposal);
                 }
-                Ok(PartitionReply::FollowerFetch { diverging: None })
+                Ok(PartitionReply::FollowerFetched(None))
             }
-            PartitionOp::Assign(assignment) => {
+            PartitionOp::Assign(ops::Assign(assignment)) => {
                 self.take_assignment(partition, &state, assignment);
                 Ok(PartitionReply::Done)
             }
-            PartitionOp::ListOffsets { timestamp, committed } => {
+            PartitionOp::ListOffsets(ops::ListOffsets { timestamp, committed }) => {
                 let (offset, ts) = match timestamp {
                     -2 => (log.log_start_offset().0, -1),
                     -1 if committed => (state.last_stable_offset().0, -1),
                     -1 => (state.high_watermark().0, -1),
-                    -3 => match Box::pin(log.max_timestamp_offset()).await.map_err(engine)? {
+                    -3 => match Box::pin(log.max_timestamp_offset()).await? {
                         Some((o, t)) => (o.0, t),
                         None => (-1, -1),
                     },
                     // -4: earliest-local (KIP-405), the same as earliest without tiering.
                     -4 => (log.log_start_offset().0, -1),
-                    t if t >= 0 => match Box::pin(log.offset_for_timestamp(t)).await.map_err(engine)? {
+                    t if t >= 0 => match Box::pin(log.offset_for_timestamp(t)).await? {
                         Some((o, t)) => (o.0, t),
                         None => (-1, -1),
                     },
-                    _ => return Err((code::INVALID_REQUEST, Some(format!("invalid timestamp {timestamp}")))),
+                    _ => {
+                        return Err(PartitionError::with_message(
+                            code::INVALID_REQUEST,
+                            format!("invalid timestamp {timestamp}"),
+                        ))
+                    }
                 };
-                Ok(PartitionReply::Offsets { offset, timestamp: ts })
+                Ok(PartitionReply::OffsetAt(ops::OffsetAt { offset, timestamp: ts }))
             }
-            PartitionOp::DeleteRecords { offset } => {
+            PartitionOp::DeleteRecords(ops::DeleteRecords { offset }) => {
                 // -1 means the high watermark.
                 let high_watermark = state.high_watermark();
                 let target = if offset == -1 { high_watermark } else { Offset(offset) };
                 if target > high_watermark || target < Offset::ZERO {
-                    return Err((code::OFFSET_OUT_OF_RANGE, None));
+                    return Err(PartitionError::new(code::OFFSET_OUT_OF_RANGE));
                 }
-                let low = Box::pin(log.delete_records_before(target)).await.map_err(engine)?;
-                Ok(PartitionReply::DeleteRecords { low_watermark: low.0 })
+                let low = Box::pin(log.delete_records_before(target)).await?;
+                Ok(PartitionReply::RecordsDeleted(ops::RecordsDeleted { low_watermark: low.0 }))
             }
-            PartitionOp::EpochEndOffset { current_leader_epoch, leader_epoch } => {
+            PartitionOp::EpochEndOffset(ops::EpochEndOffset { current_leader_epoch, leader_epoch }) => {
                 let (leader_epoch, end_offset) =
-                    state.epoch_end_offset(current_leader_epoch, LeaderEpoch(leader_epoch)).map_err(|c| (c, None))?;
-                Ok(PartitionReply::EpochEndOffset { leader_epoch: leader_epoch.0, end_offset: end_offset.0 })
+                    state.epoch_end_offset(current_leader_epoch, LeaderEpoch(leader_epoch))?;
+                Ok(PartitionReply::EpochEnd(ops::EpochEnd { leader_epoch: leader_epoch.0, end_offset: end_offset.0 }))
             }
-            PartitionOp::Reconfigure(settings) => {
-                state.apply(&settings).map_err(engine)?;
+            PartitionOp::Reconfigure(ops::Reconfigure(settings)) => {
+                state.apply(&settings)?;
                 Ok(PartitionReply::Done)
             }
-            PartitionOp::Stats => Ok(PartitionReply::Stats {
+            PartitionOp::Stats(ops::Stats) => Ok(PartitionReply::Stats(ops::PartitionStats {
                 size_bytes: log.size_bytes(),
                 log_start_offset: log.log_start_offset().0,
                 log_end_offset: log.log_end_offset().0,
@@ -291,29 +296,28 @@ impl Shard {
                 bytes_out: state.bytes_out.get(),
                 requests: state.requests.get(),
                 busy_us: state.busy_ns.get() / 1000,
-            }),
-            PartitionOp::Group(call) => {
+            })),
+            PartitionOp::Group(ops::GroupOp(call)) => {
                 if !self.groups.is_loaded(partition.partition) {
-                    return Err((code::COORDINATOR_LOAD_IN_PROGRESS, None));
+                    return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
                 }
-                Box::pin(self.group(&state, partition.partition, *call))
-                    .await
-                    .map(|answer| PartitionReply::Group(Box::new(answer)))
-                    .map_err(|c| (c, None))
+                let answer = Box::pin(self.group(&state, partition.partition, *call)).await?;
+                Ok(PartitionReply::Group(Box::new(answer)))
             }
-            PartitionOp::Txn(call) => {
+            PartitionOp::Txn(ops::TxnOp(call)) => {
                 if !self.txns.is_loaded(partition.partition) {
-                    return Err((code::COORDINATOR_LOAD_IN_PROGRESS, None));
+                    return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
                 }
                 Ok(PartitionReply::Txn(Box::new(Box::pin(self.txn(&state, partition.partition, *call)).await)))
             }
-            PartitionOp::WriteMarker { producer_id, epoch, coordinator_epoch, commit } => {
-                let marker = (producer_id, epoch, coordinator_epoch, commit);
-                Box::pin(self.write_marker(partition, &state, marker)).await.map_err(|c| (c, None))?;
+            PartitionOp::WriteMarker(marker) => {
+                Box::pin(self.write_marker(partition, &state, &marker)).await?;
                 Ok(PartitionReply::Done)
             }
-            PartitionOp::Producers => Ok(PartitionReply::Producers(state.producers.borrow().describe())),
-            PartitionOp::Open { .. } | PartitionOp::Remove { .. } | PartitionOp::Release => {
+            PartitionOp::Producers(ops::Producers) => {
+                Ok(PartitionReply::Producers(state.producers.borrow().describe()))
+            }
+            PartitionOp::Open(_) | PartitionOp::Remove(_) | PartitionOp::Release(_) => {
                 unreachable!("handled above")
             }
         }
@@ -322,12 +326,12 @@ impl Shard {
     /// A fetch of `state` at `offset` that is refused or sent elsewhere before any
     /// read: a follower (not serving this reader), a replicating follower below the
     /// log start, or a consumer the leader sends to a replica on its rack.
-    fn fetch_gate(&self, state: &Partition, offset: Offset, reader: &Reader) -> Option<OpResult> {
+    fn fetch_gate(&self, state: &Partition, offset: Offset, reader: &Reader) -> Option<FetchResult> {
         // The leader serves every read; a follower serves consumers that may read from
         // followers (KIP-392), up to its high watermark.
         let leads = state.replica_state.borrow().role() == replication::Role::Leader;
         if !leads && !matches!(reader, Reader::Consumer { any_replica: true, .. }) {
-            return Some(Err((code::NOT_LEADER_OR_FOLLOWER, None)));
+            return Some(Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER)));
         }
         let log = &state.log;
         // A follower whose log ends below this log's start reads nothing: the log start
@@ -338,7 +342,7 @@ impl Shard {
         }
         if let Reader::Consumer { rack: Some(rack), .. } = reader {
             let replica = leads.then(|| self.preferred_read_replica(state, offset, rack)).flatten()?;
-            return Some(Ok(PartitionReply::Fetch {
+            return Some(Ok(ops::Fetched {
                 high_watermark: state.high_watermark().0,
                 log_start_offset: log.log_start_offset().0,
                 records: Vec::new(),
@@ -353,9 +357,8 @@ impl Shard {
     /// A fetch of `state` at `offset` (past its gate) answered without waiting or I/O:
     /// watermarks only (`max_bytes` 0), nothing visible to read, or batches in the
     /// cache. `None` when the log must read from disk, or its read fails.
-    fn fetch_now(&self, state: &Partition, offset: Offset, max_bytes: usize, reader: &Reader) -> Option<OpResult> {
+    fn fetch_now(&self, state: &Partition, offset: Offset, max_bytes: usize, reader: &Reader) -> Option<FetchResult> {
         let log = &state.log;
-        let engine = |e: skein_engine::Error| (code_of(&e), Some(e.to_string()));
         let (to_log_end, committed) = reader.reads_to();
         // A fetch the response budget did not reach asks only for watermarks; so does
         // a diverged follower's, whose position may lie past this log's end (it is
@@ -363,7 +366,7 @@ impl Shard {
         if max_bytes == 0 {
             let (start, end) = (log.log_start_offset(), log.log_end_offset());
             if !to_log_end && (offset < start || offset > end) {
-                return Some(Err(engine(skein_engine::Error::OffsetOutOfRange { offset, start, end })));
+                return Some(Err(skein_engine::Error::OffsetOutOfRange { offset, start, end }.into()));
             }
             return Some(Ok(self.fetched(state, offset, Vec::new(), committed)));
         }
@@ -382,7 +385,7 @@ impl Shard {
         offset: Offset,
         batches: Vec<skein_engine::Batch>,
         committed: bool,
-    ) -> PartitionReply {
+    ) -> ops::Fetched {
         let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
         self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
         // Per partition too, for `skein placement show`.
@@ -393,7 +396,7 @@ impl Shard {
             (true, Some(last)) => state.aborted_between(offset, last.next_offset()),
             _ => Vec::new(),
         };
-        PartitionReply::Fetch {
+        ops::Fetched {
             high_watermark: state.high_watermark().0,
             log_start_offset: state.log.log_start_offset().0,
             records: batches,
@@ -415,7 +418,7 @@ impl Shard {
         offset: i64,
         max_bytes: usize,
         reader: &Reader,
-    ) -> Option<OpResult> {
+    ) -> Option<FetchResult> {
         let image = self.image();
         let topic = image.topic(&partition.topic)?;
         let owner = usize::try_from(partition.partition).ok().and_then(|p| topic.shards.get(p).copied());
@@ -457,6 +460,9 @@ impl Shard {
         }
     }
 }
+
+/// A fetch's read of one partition.
+pub(crate) type FetchResult = Result<ops::Fetched, PartitionError>;
 
 /// What `reader` may see of `state`: a follower what is written (appended records
 /// still on their way to disk are not readable yet: it waits for them rather than

@@ -13,8 +13,9 @@ use skein_engine::records::BatchProducer;
 use skein_engine::{Batch, Log, TopicPartition};
 use skein_replication::AppendError;
 
-use super::{now_ms, Partition, PartitionOp, PartitionReply, Shard};
+use super::{ops, Partition, Shard};
 use crate::errors::{code, code_of};
+use skein_engine::time::now_ms;
 
 /// How long an offset commit waits for its record to be committed (Kafka's
 /// `offsets.commit.timeout.ms` default).
@@ -166,7 +167,7 @@ impl Shard {
         _partition: i32,
         call: crate::group::GroupCall,
     ) -> Result<crate::group::GroupAnswer, i16> {
-        use crate::group::{GroupAnswer, GroupCall};
+        use crate::group::{calls, GroupAnswer, GroupCall};
         let now = std::time::Instant::now();
         let groups = &self.groups;
         Ok(match call {
@@ -174,7 +175,7 @@ impl Shard {
                 Err(response) => GroupAnswer::Join(response),
                 Ok(receiver) => GroupAnswer::Join(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
             },
-            GroupCall::Sync { group, generation, member_id, assignments } => {
+            GroupCall::Sync(calls::Sync { group, generation, member_id, assignments }) => {
                 let (result, writes, deliveries) = groups.sync(&group, generation, &member_id, assignments, now);
                 if let Err(error) = self.persist(state, writes).await {
                     // Kafka answers every waiting member with the error and rebalances.
@@ -193,11 +194,13 @@ impl Shard {
                     Ok(receiver) => GroupAnswer::Sync(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
                 }
             }
-            GroupCall::Heartbeat { group, generation, member_id } => {
+            GroupCall::Heartbeat(calls::Heartbeat { group, generation, member_id }) => {
                 GroupAnswer::Code(groups.heartbeat(&group, generation, &member_id, now))
             }
-            GroupCall::Leave { group, members } => GroupAnswer::Codes(groups.leave(&group, &members, now)),
-            GroupCall::Commit { group, generation, member_id, offsets } => {
+            GroupCall::Leave(calls::Leave { group, members }) => {
+                GroupAnswer::Codes(groups.leave(&group, &members, now))
+            }
+            GroupCall::Commit(calls::Commit { group, generation, member_id, offsets }) => {
                 let verdict = groups.check_commit(&group, generation, &member_id);
                 if verdict != code::NONE {
                     return Ok(GroupAnswer::Codes(vec![verdict; offsets.len()]));
@@ -212,7 +215,7 @@ impl Shard {
                     Err(c) => GroupAnswer::Codes(vec![c; offsets.len()]),
                 }
             }
-            GroupCall::TxnCommit { group, producer_id, epoch, generation, member_id, offsets } => {
+            GroupCall::TxnCommit(calls::TxnCommit { group, producer_id, epoch, generation, member_id, offsets }) => {
                 // Members are checked as for OffsetCommit when the client names one
                 // (TxnOffsetCommit v3+); the offsets become visible at the marker.
                 let checked = generation >= 0 || !member_id.is_empty();
@@ -232,17 +235,17 @@ impl Shard {
                     Err(c) => GroupAnswer::Codes(vec![c; offsets.len()]),
                 }
             }
-            GroupCall::Fetch { group, wanted, require_stable } => {
+            GroupCall::Fetch(calls::Fetch { group, wanted, require_stable }) => {
                 GroupAnswer::Offsets(groups.fetch(&group, wanted, require_stable))
             }
-            GroupCall::Describe { group } => GroupAnswer::Described(groups.describe(&group)),
-            GroupCall::List { states } => GroupAnswer::Listed(groups.list(&states)),
-            GroupCall::Ready => GroupAnswer::Code(code::NONE),
-            GroupCall::Delete { group } => match groups.delete(&group) {
+            GroupCall::Describe(calls::Describe { group }) => GroupAnswer::Described(groups.describe(&group)),
+            GroupCall::List(calls::List { states }) => GroupAnswer::Listed(groups.list(&states)),
+            GroupCall::Ready(calls::Ready) => GroupAnswer::Code(code::NONE),
+            GroupCall::Delete(calls::Delete { group }) => match groups.delete(&group) {
                 Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
                 Err(c) => GroupAnswer::Code(c),
             },
-            GroupCall::ConsumerHeartbeat { request, client_id, client_host } => {
+            GroupCall::ConsumerHeartbeat(calls::ConsumerHeartbeat { request, client_id, client_host }) => {
                 let (response, writes) =
                     groups.consumer_heartbeat(&request, &client_id, &client_host, &self.image(), now);
                 // The member learns its new epoch and assignment only once they are
@@ -255,13 +258,15 @@ impl Shard {
                 }
                 GroupAnswer::ConsumerHeartbeat(response)
             }
-            GroupCall::ConsumerDescribe { group } => {
+            GroupCall::ConsumerDescribe(calls::ConsumerDescribe { group }) => {
                 GroupAnswer::ConsumerDescribed(groups.consumer_describe(&group, &self.image()))
             }
-            GroupCall::DeleteOffsets { group, partitions } => match groups.delete_offsets(&group, &partitions) {
-                Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
-                Err(c) => GroupAnswer::Code(c),
-            },
+            GroupCall::DeleteOffsets(calls::DeleteOffsets { group, partitions }) => {
+                match groups.delete_offsets(&group, &partitions) {
+                    Ok(writes) => GroupAnswer::Code(self.persist(state, writes).await.err().unwrap_or(code::NONE)),
+                    Err(c) => GroupAnswer::Code(c),
+                }
+            }
         })
     }
 }
@@ -320,9 +325,8 @@ impl Shard {
         let mut high_watermarks = HashMap::with_capacity(owners.len());
         for ((topic, partition), owner) in owners {
             let tp = TopicPartition::new(topic.clone(), partition);
-            if let Ok(PartitionReply::Stats { high_watermark, .. }) = self.route_to(owner, tp, PartitionOp::Stats).await
-            {
-                high_watermarks.insert((topic, partition), high_watermark);
+            if let Ok(stats) = self.call_on(owner, tp, ops::Stats).await {
+                high_watermarks.insert((topic, partition), stats.high_watermark);
             }
         }
         let generation = self.consumer_lag.borrow().generation + 1;

@@ -19,7 +19,7 @@ use skein_engine::{LeaderEpoch, LogManager, Offset, TopicPartition};
 use skein_replication as replication;
 
 use crate::append::{AppendRules, TopicSettings};
-use crate::errors::{code, code_of};
+use crate::errors::code;
 use crate::metadata::controller::{Controller, ControllerReply, ControllerRequest};
 use crate::metadata::{Assignment, MetadataImage, Refusal};
 use crate::metrics::ShardMetrics;
@@ -29,12 +29,16 @@ use skein_replication::producer::ProducerStates;
 mod brokers;
 mod execute;
 mod groups;
-mod ops;
+mod inbox;
+pub mod ops;
 mod produce;
 mod security;
 mod txns;
 pub use groups::{consumer_lag_task, group_ticker};
-pub use ops::{OpResult, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage};
+pub use inbox::serve_peer;
+pub use ops::{
+    Fetch, OpResult, PartitionError, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage, ShardOp,
+};
 pub use txns::txn_ticker;
 
 /// Node-wide settings the handlers need.
@@ -116,6 +120,13 @@ pub struct NodeSettings {
     pub space: skein_engine::space::SpaceWatch,
 }
 
+impl NodeSettings {
+    /// This node as the controller decides for it.
+    pub fn local(&self) -> crate::metadata::decide::Local {
+        crate::metadata::decide::Local::new(self.node_id, self.broker, self.shards, &self.topic_defaults)
+    }
+}
+
 /// Gives `replica` the role, epochs, replicas and ISR of the controller's `assignment`.
 fn assign(replica: &replication::Partition<DmaStorage>, assignment: Assignment) {
     let now = skein_engine::log::now_ms();
@@ -190,7 +201,7 @@ pub struct Shard {
     /// The transactional ids whose `__transaction_state` partitions this shard owns.
     pub txns: crate::txn::Coordinator,
     /// Fetch sessions (KIP-227) of this shard's connections.
-    pub fetch_sessions: RefCell<crate::handlers::fetch::FetchSessions>,
+    pub fetch_sessions: RefCell<crate::fetch_sessions::FetchSessions>,
     /// This shard's replication quotas (`throttle.rs`).
     pub throttles: crate::throttle::ReplicationThrottles,
     /// This shard's index of the image's ACLs, when an authorizer is configured.
@@ -241,7 +252,7 @@ impl Shard {
             groups: crate::group::Coordinator::default(),
             consumer_lag: RefCell::default(),
             txns: crate::txn::Coordinator::default(),
-            fetch_sessions: RefCell::new(crate::handlers::fetch::FetchSessions::new(session_slots, id)),
+            fetch_sessions: RefCell::new(crate::fetch_sessions::FetchSessions::new(session_slots, id)),
             throttles: crate::throttle::ReplicationThrottles::default(),
             quotas: Default::default(),
             has_quotas,
@@ -276,7 +287,7 @@ impl Shard {
     /// high watermark, records its followers are behind their leaders).
     pub fn replication_gauges(&self) -> ReplicationGauges {
         let mut gauges = ReplicationGauges::default();
-        let now = now_ms();
+        let now = skein_engine::time::now_ms();
         for state in self.partitions.borrow().values() {
             let replica = state.replica_state.borrow();
             if replica.role() == replication::Role::Leader {
@@ -374,15 +385,11 @@ impl Shard {
             if let Some(id) = self.producer_ids.borrow_mut().next() {
                 return Ok(id);
             }
-            match self.control(ControllerRequest::ProducerIds).await? {
-                ControllerReply::ProducerIds(block) => {
-                    let mut ids = self.producer_ids.borrow_mut();
-                    // Another task may have refilled meanwhile: keep the fuller block.
-                    if ids.is_empty() {
-                        *ids = block;
-                    }
-                }
-                other => return Err((code::UNKNOWN_SERVER_ERROR, format!("unexpected controller reply {other:?}"))),
+            let block = self.control(ControllerRequest::ProducerIds).await?.into_producer_ids()?;
+            let mut ids = self.producer_ids.borrow_mut();
+            // Another task may have refilled meanwhile: keep the fuller block.
+            if ids.is_empty() {
+                *ids = block;
             }
         }
     }
@@ -434,14 +441,41 @@ impl Shard {
     }
 
     /// Runs `op` on the shard that owns `partition`.
-    pub async fn route(self: &Rc<Self>, partition: TopicPartition, op: PartitionOp) -> OpResult {
+    pub async fn call<O: ShardOp>(
+        self: &Rc<Self>,
+        partition: TopicPartition,
+        op: O,
+    ) -> Result<O::Reply, PartitionError> {
+        ops::typed::<O>(self.route(partition, op.into_op()).await)
+    }
+
+    /// Runs `op` on shard `owner`.
+    pub async fn call_on<O: ShardOp>(
+        self: &Rc<Self>,
+        owner: usize,
+        partition: TopicPartition,
+        op: O,
+    ) -> Result<O::Reply, PartitionError> {
+        ops::typed::<O>(self.route_to(owner, partition, op.into_op()).await)
+    }
+
+    /// Runs `op` on this shard, which owns `partition`, uncounted (startup).
+    pub async fn call_here<O: ShardOp>(
+        self: &Rc<Self>,
+        partition: &TopicPartition,
+        op: O,
+    ) -> Result<O::Reply, PartitionError> {
+        ops::typed::<O>(self.execute(partition, op.into_op()).await)
+    }
+
+    async fn route(self: &Rc<Self>, partition: TopicPartition, op: PartitionOp) -> OpResult {
         let image = self.image();
         let Some(owner) = image.shard_of(&partition) else {
-            return Err((code::UNKNOWN_TOPIC_OR_PARTITION, None));
+            return Err(PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION));
         };
         // A partition another broker holds: the client's metadata is stale.
         if !image.topic(&partition.topic).is_some_and(|t| t.is_replica(partition.partition, self.settings.node_id)) {
-            return Err((code::NOT_LEADER_OR_FOLLOWER, None));
+            return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
         }
         drop(image);
         self.route_to(owner, partition, op).await
@@ -471,8 +505,7 @@ impl Shard {
         }
     }
 
-    /// Runs `op` on shard `owner`.
-    pub async fn route_to(self: &Rc<Self>, owner: usize, partition: TopicPartition, op: PartitionOp) -> OpResult {
+    async fn route_to(self: &Rc<Self>, owner: usize, partition: TopicPartition, op: PartitionOp) -> OpResult {
         let api = op.api_key();
         let result = if owner == self.id {
             // Boxed: the operation's future is large (every partition operation's
@@ -482,7 +515,8 @@ impl Shard {
         } else {
             self.metrics.cross_shard_messages.set(self.metrics.cross_shard_messages.get() + 1);
             // What virtual brokers take off the cross-shard route: clients' data.
-            if matches!(op, PartitionOp::Produce { .. } | PartitionOp::Fetch { reader: Reader::Consumer { .. }, .. }) {
+            if matches!(op, PartitionOp::Produce(_) | PartitionOp::Fetch(Fetch { reader: Reader::Consumer { .. }, .. }))
+            {
                 let client = &self.metrics.cross_shard_client_messages;
                 client.set(client.get() + 1);
             }
@@ -493,9 +527,12 @@ impl Shard {
                 .await
                 .is_err()
             {
-                Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard unavailable".into())))
+                Err(PartitionError::with_message(code::NOT_LEADER_OR_FOLLOWER, "shard unavailable"))
             } else {
-                answer.await.unwrap_or(Err((code::NOT_LEADER_OR_FOLLOWER, Some("shard dropped the request".into()))))
+                answer.await.unwrap_or(Err(PartitionError::with_message(
+                    code::NOT_LEADER_OR_FOLLOWER,
+                    "shard dropped the request",
+                )))
             }
         };
         // Partition-level errors, counted by the API that caused them (`/metrics`).
@@ -534,9 +571,4 @@ async fn load_while_leading<F, Fut>(
         glommio::timer::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(10));
     }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    skein_engine::log::now_ms()
 }

@@ -36,154 +36,350 @@ impl Reader {
     }
 }
 
-/// An operation on one partition, executed by the shard that owns it.
+/// A Kafka error from a partition operation, with a message where Kafka sends one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionError {
+    pub code: i16,
+    pub message: Option<String>,
+}
+
+impl PartitionError {
+    pub fn new(code: i16) -> PartitionError {
+        PartitionError { code, message: None }
+    }
+
+    pub fn with_message(code: i16, message: impl Into<String>) -> PartitionError {
+        PartitionError { code, message: Some(message.into()) }
+    }
+}
+
+impl PartitionError {
+    /// As the controller's refusals are: a code and a message (empty: none).
+    pub fn into_refusal(self) -> Refusal {
+        (self.code, self.message.unwrap_or_default())
+    }
+}
+
+impl From<i16> for PartitionError {
+    fn from(code: i16) -> PartitionError {
+        PartitionError::new(code)
+    }
+}
+
+/// An engine error as Kafka answers it: its code (`errors::code_of`) and its text.
+impl From<skein_engine::Error> for PartitionError {
+    fn from(error: skein_engine::Error) -> PartitionError {
+        PartitionError { code: crate::errors::code_of(&error), message: Some(error.to_string()) }
+    }
+}
+
+/// A typed operation on one partition: what the caller sends and what it gets back.
+/// Only the channel between shards carries the `PartitionOp` and `PartitionReply`
+/// unions; `Shard::call` gives the caller the operation's own reply type.
+pub trait ShardOp {
+    type Reply;
+    fn into_op(self) -> PartitionOp;
+    /// This operation's reply; `None` for another operation's (a broker bug, which
+    /// `Shard::call` answers UNKNOWN_SERVER_ERROR in one place).
+    fn reply(reply: PartitionReply) -> Option<Self::Reply>;
+}
+
+/// A produce of one batch as leader.
+#[derive(Debug)]
+pub struct Produce {
+    pub batch: Bytes,
+    /// The request frame `batch` is a slice of, for the cache's accounting.
+    pub backing: skein_engine::Backing,
+    pub acks: i16,
+    /// How long `acks=all` waits for the commit (the request's `timeout_ms`).
+    pub timeout_ms: u64,
+    /// The request's transactional id, for a transactional batch's verification.
+    pub transactional_id: Option<String>,
+}
+
+/// A read by a consumer or a follower, waiting up to `wait_ms` for records.
+#[derive(Debug)]
+pub struct Fetch {
+    pub offset: i64,
+    pub max_bytes: usize,
+    pub wait_ms: u64,
+    pub reader: Reader,
+}
+
+/// A follower's fetch position, recorded by the leader before it reads: the high
+/// watermark may move. Answers where the follower's log diverged, if it did.
+#[derive(Debug)]
+pub struct FollowerFetch {
+    pub follower: i32,
+    pub offset: i64,
+    pub current_leader_epoch: i32,
+    pub last_fetched_epoch: i32,
+}
+
+/// The controller's assignment of this partition (leader, epochs, replicas, ISR).
+#[derive(Debug)]
+pub struct Assign(pub Assignment);
+
+/// ListOffsets at `timestamp` (or one of Kafka's sentinels: -1 latest, -2 earliest,
+/// -3 max timestamp, -4 earliest local).
+#[derive(Debug)]
+pub struct ListOffsets {
+    pub timestamp: i64,
+    /// read_committed: the latest offset is the last stable offset.
+    pub committed: bool,
+}
+
+/// DeleteRecords below `offset` (-1: the high watermark).
+#[derive(Debug)]
+pub struct DeleteRecords {
+    pub offset: i64,
+}
+
+/// OffsetForLeaderEpoch: where `leader_epoch` ends, checked against the sender's view
+/// of the current epoch (-1: none).
+#[derive(Debug)]
+pub struct EpochEndOffset {
+    pub current_leader_epoch: i32,
+    pub leader_epoch: i32,
+}
+
+/// Opens (creating if needed) the partition's log with these settings, in the role
+/// the assignment gives it.
+#[derive(Debug)]
+pub struct Open {
+    pub settings: Box<TopicSettings>,
+    pub assignment: Assignment,
+}
+
+/// New topic settings for a hosted partition.
+#[derive(Debug)]
+pub struct Reconfigure(pub Box<TopicSettings>);
+
+/// Deletes the partition's log (its directory is renamed `-delete` at once, its files
+/// removed later), if it belongs to the topic with this id.
+#[derive(Debug)]
+pub struct Remove {
+    pub topic_id: [u8; 16],
+}
+
+/// Closes the partition's log cleanly and forgets it here (a placement move).
+#[derive(Debug)]
+pub struct Release;
+
+/// The partition's sizes, offsets and counters.
+#[derive(Debug)]
+pub struct Stats;
+
+/// A group coordinator operation; the partition is the group's offsets partition.
+#[derive(Debug)]
+pub struct GroupOp(pub Box<crate::group::GroupCall>);
+
+/// A transaction coordinator operation; the partition is the transactional id's
+/// partition of `__transaction_state`.
+#[derive(Debug)]
+pub struct TxnOp(pub Box<crate::txn::TxnCall>);
+
+/// A transaction marker (WriteTxnMarkers), written as leader.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteMarker {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub coordinator_epoch: i32,
+    pub commit: bool,
+}
+
+/// The producers the partition knows (DescribeProducers).
+#[derive(Debug)]
+pub struct Producers;
+
+/// An operation on one partition, as it travels to the shard that owns it.
 #[derive(Debug)]
 pub enum PartitionOp {
-    Produce {
-        batch: Bytes,
-        /// The request frame `batch` is a slice of, for the cache's accounting.
-        backing: skein_engine::Backing,
-        acks: i16,
-        /// How long `acks=all` waits for the commit (the request's `timeout_ms`).
-        timeout_ms: u64,
-        /// The request's transactional id, for a transactional batch's verification.
-        transactional_id: Option<String>,
-    },
-    Fetch {
-        offset: i64,
-        max_bytes: usize,
-        wait_ms: u64,
-        reader: Reader,
-    },
-    /// A follower's fetch position, recorded by the leader before it reads: the high
-    /// watermark may move. Answers where the follower's log diverged, if it did.
-    FollowerFetch {
-        follower: i32,
-        offset: i64,
-        current_leader_epoch: i32,
-        last_fetched_epoch: i32,
-    },
-    /// The controller's assignment of this partition (leader, epochs, replicas, ISR).
-    Assign(Assignment),
-    ListOffsets {
-        timestamp: i64,
-        /// read_committed: the latest offset is the last stable offset.
-        committed: bool,
-    },
-    DeleteRecords {
-        offset: i64,
-    },
-    /// OffsetForLeaderEpoch: where `leader_epoch` ends, checked against the sender's
-    /// view of the current epoch (-1: none).
-    EpochEndOffset {
-        current_leader_epoch: i32,
-        leader_epoch: i32,
-    },
-    /// Opens (creating if needed) the partition's log with these settings, in the
-    /// role the assignment gives it.
-    Open {
-        settings: Box<TopicSettings>,
-        assignment: Assignment,
-    },
-    Reconfigure(Box<TopicSettings>),
-    /// Deletes the partition's log (its directory is renamed `-delete` at once, its
-    /// files removed later), if it belongs to the topic with this id.
-    Remove {
-        topic_id: [u8; 16],
-    },
-    /// Closes the partition's log cleanly and forgets it here (a placement move).
-    Release,
-    Stats,
-    /// A group coordinator operation; the partition is the group's offsets partition.
-    Group(Box<crate::group::GroupCall>),
-    /// A transaction coordinator operation; the partition is the transactional id's
-    /// partition of `__transaction_state`.
-    Txn(Box<crate::txn::TxnCall>),
-    /// A transaction marker (WriteTxnMarkers), written as leader.
-    WriteMarker {
-        producer_id: i64,
-        epoch: i16,
-        coordinator_epoch: i32,
-        commit: bool,
-    },
-    /// The producers the partition knows (DescribeProducers).
-    Producers,
+    Produce(Produce),
+    Fetch(Fetch),
+    FollowerFetch(FollowerFetch),
+    Assign(Assign),
+    ListOffsets(ListOffsets),
+    DeleteRecords(DeleteRecords),
+    EpochEndOffset(EpochEndOffset),
+    Open(Open),
+    Reconfigure(Reconfigure),
+    Remove(Remove),
+    Release(Release),
+    Stats(Stats),
+    Group(GroupOp),
+    Txn(TxnOp),
+    WriteMarker(WriteMarker),
+    Producers(Producers),
+}
+
+/// What a produce came to: appended, or refused before the log was touched.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Produced {
+    Appended(Appended),
+    Refused(Box<crate::append::Refused>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
+pub struct Appended {
+    pub base_offset: i64,
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fetched {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// The batches read, each whole (a batch may hold its bytes in two pieces:
+    /// `Batch::segments`).
+    pub records: Vec<skein_engine::Batch>,
+    /// The replica the consumer should read from instead (KIP-392), or -1.
+    pub preferred_read_replica: i32,
+    pub last_stable_offset: i64,
+    /// For a read_committed read: the aborted transactions its records may hold.
+    pub aborted: Vec<skein_replication::txn::AbortedTxn>,
+}
+
+/// An epoch and where it ends: OffsetForLeaderEpoch's answer (-1, -1: unknown), and
+/// where a follower's log diverged from the leader's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEnd {
+    pub leader_epoch: i32,
+    pub end_offset: i64,
+}
+
+/// ListOffsets' answer: the offset and its record's timestamp (-1: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetAt {
+    pub offset: i64,
+    pub timestamp: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordsDeleted {
+    pub low_watermark: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionStats {
+    pub size_bytes: u64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    /// The replica's high watermark (a follower's as the leader last told it).
+    pub high_watermark: i64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub requests: u64,
+    /// The shard's time polling the partition's operations (`Partition::busy_ns`).
+    pub busy_us: u64,
+}
+
+/// A partition operation's reply, as it travels back.
+#[derive(Debug, Clone, PartialEq)]
 pub enum PartitionReply {
-    Produce {
-        base_offset: i64,
-        log_append_time_ms: i64,
-        log_start_offset: i64,
-    },
-    /// The batch was refused before the log was touched.
-    ProduceRefused(Box<crate::append::Refused>),
-    Fetch {
-        high_watermark: i64,
-        log_start_offset: i64,
-        /// The batches read, each whole (a batch may hold its bytes in two pieces:
-        /// `Batch::segments`).
-        records: Vec<skein_engine::Batch>,
-        /// The replica the consumer should read from instead (KIP-392), or -1.
-        preferred_read_replica: i32,
-        last_stable_offset: i64,
-        /// For a read_committed read: the aborted transactions its records may hold.
-        aborted: Vec<skein_replication::txn::AbortedTxn>,
-    },
-    /// Where a follower's log diverged from the leader's: (epoch, end offset).
-    FollowerFetch {
-        diverging: Option<(i32, i64)>,
-    },
-    Offsets {
-        offset: i64,
-        timestamp: i64,
-    },
-    DeleteRecords {
-        low_watermark: i64,
-    },
-    /// The largest epoch at or below the one asked and where it ends (-1, -1: unknown).
-    EpochEndOffset {
-        leader_epoch: i32,
-        end_offset: i64,
-    },
-    Stats {
-        size_bytes: u64,
-        log_start_offset: i64,
-        log_end_offset: i64,
-        /// The replica's high watermark (a follower's as the leader last told it).
-        high_watermark: i64,
-        bytes_in: u64,
-        bytes_out: u64,
-        requests: u64,
-        /// The shard's time polling the partition's operations (`Partition::busy_ns`).
-        busy_us: u64,
-    },
+    Produced(Produced),
+    Fetched(Fetched),
+    /// Where a follower's log diverged from the leader's, if it did.
+    FollowerFetched(Option<EpochEnd>),
+    OffsetAt(OffsetAt),
+    RecordsDeleted(RecordsDeleted),
+    EpochEnd(EpochEnd),
+    Stats(PartitionStats),
     Group(Box<crate::group::GroupAnswer>),
     Txn(Box<crate::txn::TxnAnswer>),
-    /// (producer id, epoch, last sequence, last timestamp, coordinator epoch, first
-    /// offset of its open transaction or -1).
-    Producers(Vec<(i64, i16, i32, i64, i32, i64)>),
+    Producers(Vec<skein_replication::producer::ProducerInfo>),
     Done,
+}
+
+/// `ShardOp` for each operation: its variant on the channel and its reply's.
+macro_rules! typed_ops {
+    ($($op:ident => $reply:ty = $pattern:pat => $value:expr;)*) => {$(
+        impl ShardOp for $op {
+            type Reply = $reply;
+            fn into_op(self) -> PartitionOp {
+                PartitionOp::$op(self)
+            }
+            fn reply(reply: PartitionReply) -> Option<$reply> {
+                match reply {
+                    $pattern => Some($value),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+typed_ops! {
+    Produce => Produced = PartitionReply::Produced(r) => r;
+    Fetch => Fetched = PartitionReply::Fetched(r) => r;
+    FollowerFetch => Option<EpochEnd> = PartitionReply::FollowerFetched(r) => r;
+    Assign => () = PartitionReply::Done => ();
+    ListOffsets => OffsetAt = PartitionReply::OffsetAt(r) => r;
+    DeleteRecords => RecordsDeleted = PartitionReply::RecordsDeleted(r) => r;
+    EpochEndOffset => EpochEnd = PartitionReply::EpochEnd(r) => r;
+    Open => () = PartitionReply::Done => ();
+    Reconfigure => () = PartitionReply::Done => ();
+    Remove => () = PartitionReply::Done => ();
+    Release => () = PartitionReply::Done => ();
+    Stats => PartitionStats = PartitionReply::Stats(r) => r;
+    WriteMarker => () = PartitionReply::Done => ();
+    Producers => Vec<skein_replication::producer::ProducerInfo> = PartitionReply::Producers(r) => r;
+}
+
+impl ShardOp for GroupOp {
+    type Reply = crate::group::GroupAnswer;
+    fn into_op(self) -> PartitionOp {
+        PartitionOp::Group(self)
+    }
+    fn reply(reply: PartitionReply) -> Option<Self::Reply> {
+        match reply {
+            PartitionReply::Group(answer) => Some(*answer),
+            _ => None,
+        }
+    }
+}
+
+impl ShardOp for TxnOp {
+    type Reply = crate::txn::TxnAnswer;
+    fn into_op(self) -> PartitionOp {
+        PartitionOp::Txn(self)
+    }
+    fn reply(reply: PartitionReply) -> Option<Self::Reply> {
+        match reply {
+            PartitionReply::Txn(answer) => Some(*answer),
+            _ => None,
+        }
+    }
+}
+
+/// `result` as operation `O`'s reply; another operation's reply is a broker bug,
+/// answered UNKNOWN_SERVER_ERROR (and logged) here rather than at every caller.
+pub fn typed<O: ShardOp>(result: OpResult) -> Result<O::Reply, PartitionError> {
+    O::reply(result?).ok_or_else(|| {
+        tracing::error!(target: "skein::net", operation = std::any::type_name::<O>(),
+            "a partition operation got another operation's reply");
+        PartitionError::with_message(crate::errors::code::UNKNOWN_SERVER_ERROR, "unexpected reply")
+    })
 }
 
 impl PartitionOp {
     /// The Kafka API an operation serves, for error metrics.
     pub fn api_key(&self) -> Option<i16> {
         match self {
-            PartitionOp::Produce { .. } => Some(0),
-            PartitionOp::Fetch { .. } | PartitionOp::FollowerFetch { .. } => Some(1),
-            PartitionOp::ListOffsets { .. } => Some(2),
-            PartitionOp::DeleteRecords { .. } => Some(21),
-            PartitionOp::EpochEndOffset { .. } => Some(23),
-            PartitionOp::WriteMarker { .. } => Some(27),
+            PartitionOp::Produce(_) => Some(0),
+            PartitionOp::Fetch(_) | PartitionOp::FollowerFetch(_) => Some(1),
+            PartitionOp::ListOffsets(_) => Some(2),
+            PartitionOp::DeleteRecords(_) => Some(21),
+            PartitionOp::EpochEndOffset(_) => Some(23),
+            PartitionOp::WriteMarker(_) => Some(27),
             _ => None,
         }
     }
 }
 
-/// A Kafka error code, with a message where Kafka sends one.
-pub type OpResult = Result<PartitionReply, (i16, Option<String>)>;
+/// A partition operation's reply or its Kafka error, as it travels back.
+pub type OpResult = Result<PartitionReply, PartitionError>;
 
 /// The replication state of a shard's partitions, for `/metrics`.
 #[derive(Debug, Default, Clone, Copy)]

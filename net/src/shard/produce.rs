@@ -4,47 +4,37 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use skein_engine::{Batch, TopicPartition};
 use skein_replication as replication;
 use skein_replication::AppendError;
 
-use super::{OpResult, Partition, PartitionReply, Shard};
-use crate::errors::{code, code_of};
+use super::ops::{self, Appended, Produced};
+use super::{Partition, PartitionError, Shard};
+use crate::errors::code;
 
 impl Shard {
-    // Named arguments become a typed produce operation with the shard messages' rework
-    // (the structure issue).
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn produce(
         self: &Rc<Self>,
         partition: &TopicPartition,
         state: &Partition,
-        bytes: Bytes,
-        backing: skein_engine::Backing,
-        acks: i16,
-        timeout_ms: u64,
-        transactional_id: Option<String>,
-    ) -> OpResult {
+        produce: ops::Produce,
+    ) -> Result<Produced, PartitionError> {
+        let ops::Produce { batch: bytes, backing, acks, timeout_ms, transactional_id } = produce;
         let log = &state.log;
         let max = log.config().max_message_bytes as usize;
-        let batch = Batch::validate_fresh(bytes, max)
-            .map_err(|e| {
-                let e = skein_engine::Error::InvalidBatch(e);
-                (code_of(&e), Some(e.to_string()))
-            })?
-            .with_backing(backing);
+        let batch = Batch::validate_fresh(bytes, max).map_err(skein_engine::Error::InvalidBatch)?.with_backing(backing);
         let rules = state.rules.get();
         if acks == -1 && (state.replica_state.borrow().isr().len() as i32) < rules.min_insync_replicas {
-            return Err((code::NOT_ENOUGH_REPLICAS, None));
+            return Err(PartitionError::new(code::NOT_ENOUGH_REPLICAS));
         }
         let now = skein_engine::log::now_ms();
         let batch = match crate::append::admit(batch, &rules, &partition.to_string(), now) {
             Ok(batch) if batch.size() > max => {
-                return Err((code::MESSAGE_TOO_LARGE, Some(format!("batch of {} bytes exceeds {max}", batch.size()))))
+                let message = format!("batch of {} bytes exceeds {max}", batch.size());
+                return Err(PartitionError::with_message(code::MESSAGE_TOO_LARGE, message));
             }
             Ok(batch) => batch,
-            Err(refused) => return Ok(PartitionReply::ProduceRefused(Box::new(refused))),
+            Err(refused) => return Ok(Produced::Refused(Box::new(refused))),
         };
         // A transaction's first batch here: its coordinator must have it open with this
         // partition in it (KIP-890), so no transaction hangs on a partition it never
@@ -53,7 +43,7 @@ impl Shard {
         if batch.is_transactional() && !state.producers.borrow().txns.is_ongoing(pid) {
             let id = transactional_id.unwrap_or_default();
             let verified = self.verify_txn(&id, pid, epoch, partition).await;
-            verified.map_err(|c| (crate::txn::fenced_for(c, false), None))?;
+            verified.map_err(|c| PartitionError::new(crate::txn::fenced_for(c, false)))?;
         }
         let append_time = rules.log_append_time;
         let size = batch.size() as u64;
@@ -67,14 +57,14 @@ impl Shard {
                     self.metrics.bytes_in.set(self.metrics.bytes_in.get() + size);
                     state.bytes_in.set(state.bytes_in.get() + size);
                 }
-                Ok(PartitionReply::Produce {
+                Ok(Produced::Appended(Appended {
                     base_offset: appended.base_offset.0,
                     log_append_time_ms: if append_time && !appended.duplicate { now } else { -1 },
                     log_start_offset: appended.log_start_offset.0,
-                })
+                }))
             }
-            Err(AppendError::Refused(code)) => Err((code, None)),
-            Err(AppendError::Log(e)) => Err((code_of(&e), Some(e.to_string()))),
+            Err(AppendError::Refused(code)) => Err(PartitionError::new(code)),
+            Err(AppendError::Log(e)) => Err(e.into()),
         }
     }
 }

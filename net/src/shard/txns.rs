@@ -18,9 +18,10 @@ use skein_engine::io::dma::DmaStorage;
 use skein_engine::records::{BatchProducer, Record};
 use skein_engine::{Log, TopicPartition};
 
-use super::{now_ms, Partition, PartitionOp, PartitionReply, Shard};
+use super::{ops, Partition, PartitionError, Shard};
 use crate::errors::code;
-use crate::txn::{self, records, EndPlan, InitPlan, TxnAnswer, TxnCall, TxnMeta, TxnState};
+use crate::txn::{self, calls, records, EndPlan, InitPlan, TxnAnswer, TxnCall, TxnMeta, TxnState};
+use skein_engine::time::now_ms;
 
 /// How long a coordinator write waits for the ISR (Kafka's
 /// `transaction.state.log` writes time out with the request timeout).
@@ -127,7 +128,7 @@ impl Shard {
     pub(super) async fn txn(self: &Rc<Self>, state: &Partition, partition: i32, call: TxnCall) -> TxnAnswer {
         let now = now_ms();
         match call {
-            TxnCall::Init { id, timeout_ms, producer_id, epoch } => {
+            TxnCall::Init(calls::Init { id, timeout_ms, producer_id, epoch }) => {
                 if !self.txns.begin_write(&id) {
                     return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
                 }
@@ -143,7 +144,10 @@ impl Shard {
                 let next = match plan {
                     InitPlan::Same(m) => {
                         self.txns.end_write(&id, partition, None);
-                        return TxnAnswer::Producer { producer_id: m.producer_id, epoch: m.producer_epoch };
+                        return TxnAnswer::Producer(calls::ProducerIdAndEpoch {
+                            producer_id: m.producer_id,
+                            epoch: m.producer_epoch,
+                        });
                     }
                     InitPlan::AbortOpen(next) => {
                         // The open transaction is aborted in the new epoch; the client
@@ -176,13 +180,16 @@ impl Shard {
                     },
                     _ => next,
                 };
-                let answer = TxnAnswer::Producer { producer_id: next.producer_id, epoch: next.producer_epoch };
+                let answer = TxnAnswer::Producer(calls::ProducerIdAndEpoch {
+                    producer_id: next.producer_id,
+                    epoch: next.producer_epoch,
+                });
                 match self.commit_txn_state(state, partition, &id, next).await {
                     Ok(()) => answer,
                     Err(error) => TxnAnswer::Code(error),
                 }
             }
-            TxnCall::Add { id, producer_id, epoch, partitions, verify_only } => {
+            TxnCall::Add(calls::Add { id, producer_id, epoch, partitions, verify_only }) => {
                 if verify_only {
                     // KIP-890: a partition leader (or the group coordinator) asks
                     // whether a transactional write belongs to the open transaction.
@@ -206,7 +213,7 @@ impl Shard {
                     ),
                 }
             }
-            TxnCall::End { id, producer_id, epoch, commit } => {
+            TxnCall::End(calls::End { id, producer_id, epoch, commit }) => {
                 if !self.txns.begin_write(&id) {
                     return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
                 }
@@ -244,9 +251,9 @@ impl Shard {
                     }
                 }
             }
-            TxnCall::Describe { id } => TxnAnswer::Described(self.txns.get(&id)),
-            TxnCall::List => TxnAnswer::Listed(self.txns.all()),
-            TxnCall::Ready => TxnAnswer::Code(code::NONE),
+            TxnCall::Describe(calls::Describe { id }) => TxnAnswer::Described(self.txns.get(&id)),
+            TxnCall::List(calls::List) => TxnAnswer::Listed(self.txns.all()),
+            TxnCall::Ready(calls::Ready) => TxnAnswer::Code(code::NONE),
         }
     }
 
@@ -266,14 +273,13 @@ impl Shard {
         partition: &TopicPartition,
     ) -> Result<(), i16> {
         let wanted = vec![(partition.topic.clone(), partition.partition)];
-        let call = TxnCall::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, verify_only: true };
+        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, verify_only: true };
         // Boxed: a produce routes a coordinator call, which routes again.
         let answer: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
             Box::pin(crate::topics::txn_call(self, id, call));
         match answer.await {
-            Ok(TxnAnswer::Code(code::NONE)) => Ok(()),
-            Ok(TxnAnswer::Code(error)) => Err(error),
-            Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
+            Ok(code::NONE) => Ok(()),
+            Ok(error) => Err(error),
             Err(code::NOT_COORDINATOR) => self.verify_remote(id, producer_id, epoch, partition).await,
             Err(error) => Err(error),
         }
@@ -337,9 +343,9 @@ impl Shard {
         &self,
         partition: &TopicPartition,
         state: &Partition,
-        marker: (i64, i16, i32, bool),
-    ) -> Result<(), i16> {
-        let (producer_id, epoch, coordinator_epoch, commit) = marker;
+        marker: &ops::WriteMarker,
+    ) -> Result<(), PartitionError> {
+        let &ops::WriteMarker { producer_id, epoch, coordinator_epoch, commit } = marker;
         let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
         let acks_all = skein_replication::AcksAll { min_insync, timeout: MARKER_TIMEOUT };
         match state.write_marker(producer_id, epoch, coordinator_epoch, commit, Some(acks_all)).await {
@@ -349,8 +355,8 @@ impl Shard {
                 }
                 Ok(())
             }
-            Err(skein_replication::AppendError::Refused(code)) => Err(code),
-            Err(skein_replication::AppendError::Log(e)) => Err(crate::errors::code_of(&e)),
+            Err(skein_replication::AppendError::Refused(code)) => Err(PartitionError::new(code)),
+            Err(skein_replication::AppendError::Log(e)) => Err(e.into()),
         }
     }
 }
@@ -370,7 +376,8 @@ async fn send_markers(shard: Rc<Shard>, id: String, partition: i32) {
         };
         let Some(coordinator_epoch) = shard.txns.coordinator_epoch(partition) else { return };
         let pending: Vec<(String, i32)> = meta.partitions.iter().filter(|p| !done.contains(*p)).cloned().collect();
-        let marker = (meta.producer_id, meta.producer_epoch, coordinator_epoch, commit);
+        let marker =
+            ops::WriteMarker { producer_id: meta.producer_id, epoch: meta.producer_epoch, coordinator_epoch, commit };
         for (target, result) in write_markers(&shard, &pending, marker).await {
             let gone = shard.image().topic(&target.0).is_none_or(|t| target.1 >= t.partitions);
             match result {
@@ -407,7 +414,7 @@ async fn send_markers(shard: Rc<Shard>, id: String, partition: i32) {
 async fn write_markers(
     shard: &Rc<Shard>,
     partitions: &[(String, i32)],
-    marker: (i64, i16, i32, bool),
+    marker: ops::WriteMarker,
 ) -> Vec<((String, i32), Result<(), i16>)> {
     let image = shard.image();
     let me = shard.settings.node_id;
@@ -420,14 +427,8 @@ async fn write_markers(
         }
     }
     drop(image);
-    let (producer_id, epoch, coordinator_epoch, commit) = marker;
     let local_writes = local.into_iter().map(|(topic, p)| async move {
-        let op = PartitionOp::WriteMarker { producer_id, epoch, coordinator_epoch, commit };
-        let result = match shard.route(TopicPartition::new(topic.clone(), p), op).await {
-            Ok(PartitionReply::Done) => Ok(()),
-            Ok(_) => Err(code::UNKNOWN_SERVER_ERROR),
-            Err((error, _)) => Err(error),
-        };
+        let result = shard.call(TopicPartition::new(topic.clone(), p), marker).await.map_err(|e| e.code);
         vec![((topic, p), result)]
     });
     let remote_writes = remote.into_iter().map(|(broker, targets)| write_remote(shard, broker, targets, marker));
@@ -442,11 +443,11 @@ async fn write_remote(
     shard: &Rc<Shard>,
     broker: i32,
     targets: Vec<(String, i32)>,
-    marker: (i64, i16, i32, bool),
+    marker: ops::WriteMarker,
 ) -> Vec<((String, i32), Result<(), i16>)> {
     let failed = |targets: &[(String, i32)], error: i16| targets.iter().map(|t| (t.clone(), Err(error))).collect();
     let Some((host, port)) = shard.broker_address(broker) else { return failed(&targets, code::BROKER_NOT_AVAILABLE) };
-    let (producer_id, epoch, coordinator_epoch, commit) = marker;
+    let ops::WriteMarker { producer_id, epoch, coordinator_epoch, commit } = marker;
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (topic, p) in &targets {
         by_topic.entry(topic).or_default().push(*p);

@@ -14,7 +14,10 @@
 //! PrepareAbort (EndTxn, written before EndTxn is answered) -> CompleteCommit or
 //! CompleteAbort (once every partition took its marker) -> Ongoing again.
 
+pub mod calls;
 pub mod records;
+
+pub use calls::{TxnAnswer, TxnCall, TxnRequest};
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap};
@@ -136,48 +139,6 @@ pub enum EndPlan {
     Prepare(TxnMeta),
     /// Already ended this way (a retry): answer at once.
     Done,
-}
-
-/// A request to the transaction coordinator, run on the shard that owns the id's
-/// partition of `__transaction_state`.
-#[derive(Debug)]
-pub enum TxnCall {
-    Init {
-        id: String,
-        timeout_ms: i32,
-        producer_id: i64,
-        epoch: i16,
-    },
-    /// AddPartitionsToTxn and AddOffsetsToTxn; `verify_only` (v4+, KIP-890) only
-    /// checks that the partitions are in the open transaction.
-    Add {
-        id: String,
-        producer_id: i64,
-        epoch: i16,
-        partitions: Vec<(String, i32)>,
-        verify_only: bool,
-    },
-    End {
-        id: String,
-        producer_id: i64,
-        epoch: i16,
-        commit: bool,
-    },
-    Describe {
-        id: String,
-    },
-    /// Every id of this shard's loaded partitions.
-    List,
-    /// Answers NONE once the partition is loaded (FindCoordinator).
-    Ready,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum TxnAnswer {
-    Producer { producer_id: i64, epoch: i16 },
-    Code(i16),
-    Described(Option<TxnMeta>),
-    Listed(Vec<(String, TxnMeta)>),
 }
 
 #[derive(Default)]

@@ -1,0 +1,202 @@
+//! What the group coordinator is asked (`GroupCall`), each call a struct of its own
+//! with its answer's type (`GroupRequest`): only the partition operation that carries
+//! a call to its coordinator's shard holds the `GroupCall` and `GroupAnswer` unions.
+
+use bytes::Bytes;
+use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup as ConsumerDescribedGroup;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, JoinGroupResponse, SyncGroupResponse,
+};
+
+use super::{Committed, Join};
+
+/// A typed call to the group coordinator: the `GroupCall` it travels as, and how its
+/// answer comes back.
+pub trait GroupRequest {
+    type Answer;
+    fn into_call(self) -> GroupCall;
+    /// This call's answer; `None` for another call's (a broker bug, answered
+    /// UNKNOWN_SERVER_ERROR by `topics::group_call`).
+    fn answer(answer: GroupAnswer) -> Option<Self::Answer>;
+}
+
+#[derive(Debug)]
+pub struct Sync {
+    pub group: String,
+    pub generation: i32,
+    pub member_id: String,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+#[derive(Debug)]
+pub struct Heartbeat {
+    pub group: String,
+    pub generation: i32,
+    pub member_id: String,
+}
+
+/// LeaveGroup of `members` (member id, group instance id).
+#[derive(Debug)]
+pub struct Leave {
+    pub group: String,
+    pub members: Vec<(String, Option<String>)>,
+}
+
+#[derive(Debug)]
+pub struct Commit {
+    pub group: String,
+    pub generation: i32,
+    pub member_id: String,
+    pub offsets: Vec<(String, i32, Committed)>,
+}
+
+/// OffsetFetch of `wanted` (all the group's partitions: `None`).
+#[derive(Debug)]
+pub struct Fetch {
+    pub group: String,
+    pub wanted: Option<Vec<(String, i32)>>,
+    /// OffsetFetch v7+ (KIP-447): partitions with offsets of an open transaction
+    /// answer UNSTABLE_OFFSET_COMMIT.
+    pub require_stable: bool,
+}
+
+/// TxnOffsetCommit: offsets of `producer_id`'s open transaction.
+#[derive(Debug)]
+pub struct TxnCommit {
+    pub group: String,
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub generation: i32,
+    pub member_id: String,
+    pub offsets: Vec<(String, i32, Committed)>,
+}
+
+#[derive(Debug)]
+pub struct Describe {
+    pub group: String,
+}
+
+/// ListGroups of this shard's groups in `states` (all: empty).
+#[derive(Debug)]
+pub struct List {
+    pub states: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct Delete {
+    pub group: String,
+}
+
+#[derive(Debug)]
+pub struct DeleteOffsets {
+    pub group: String,
+    pub partitions: Vec<(String, i32)>,
+}
+
+#[derive(Debug)]
+pub struct ConsumerHeartbeat {
+    pub request: Box<ConsumerGroupHeartbeatRequest>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Debug)]
+pub struct ConsumerDescribe {
+    pub group: String,
+}
+
+/// Answers NONE once the group's offsets partition is open and loaded (FindCoordinator
+/// names a coordinator only then).
+#[derive(Debug)]
+pub struct Ready;
+
+/// A group operation, as it travels to the shard that owns the group's offsets
+/// partition.
+#[derive(Debug)]
+pub enum GroupCall {
+    Join(Box<Join>),
+    Sync(Sync),
+    Heartbeat(Heartbeat),
+    Leave(Leave),
+    Commit(Commit),
+    Fetch(Fetch),
+    TxnCommit(TxnCommit),
+    Describe(Describe),
+    List(List),
+    Delete(Delete),
+    DeleteOffsets(DeleteOffsets),
+    ConsumerHeartbeat(ConsumerHeartbeat),
+    ConsumerDescribe(ConsumerDescribe),
+    Ready(Ready),
+}
+
+impl GroupCall {
+    /// Whether the call may wait for a rebalance to complete before it is answered.
+    pub fn waits(&self) -> bool {
+        matches!(self, GroupCall::Join(_) | GroupCall::Sync(_))
+    }
+}
+
+/// A group operation's answer, as it travels back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GroupAnswer {
+    Join(JoinGroupResponse),
+    Sync(SyncGroupResponse),
+    Code(i16),
+    Codes(Vec<i16>),
+    /// Committed offsets, with a partition error (UNSTABLE_OFFSET_COMMIT).
+    Offsets(Vec<(String, i32, Option<Committed>, i16)>),
+    Described(DescribedGroup),
+    Listed(Vec<ListedGroup>),
+    ConsumerHeartbeat(ConsumerGroupHeartbeatResponse),
+    ConsumerDescribed(ConsumerDescribedGroup),
+}
+
+/// `GroupRequest` for each call: its variant, and its answer's.
+macro_rules! group_requests {
+    ($($call:ident => $answer:ty = $variant:ident;)*) => {$(
+        impl GroupRequest for $call {
+            type Answer = $answer;
+            fn into_call(self) -> GroupCall {
+                GroupCall::$call(self)
+            }
+            fn answer(answer: GroupAnswer) -> Option<$answer> {
+                match answer {
+                    GroupAnswer::$variant(answer) => Some(answer),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+group_requests! {
+    Sync => SyncGroupResponse = Sync;
+    Heartbeat => i16 = Code;
+    Leave => Vec<i16> = Codes;
+    Commit => Vec<i16> = Codes;
+    Fetch => Vec<(String, i32, Option<Committed>, i16)> = Offsets;
+    TxnCommit => Vec<i16> = Codes;
+    Describe => DescribedGroup = Described;
+    List => Vec<ListedGroup> = Listed;
+    Delete => i16 = Code;
+    DeleteOffsets => i16 = Code;
+    ConsumerHeartbeat => ConsumerGroupHeartbeatResponse = ConsumerHeartbeat;
+    ConsumerDescribe => ConsumerDescribedGroup = ConsumerDescribed;
+    Ready => i16 = Code;
+}
+
+impl GroupRequest for Join {
+    type Answer = JoinGroupResponse;
+    fn into_call(self) -> GroupCall {
+        GroupCall::Join(Box::new(self))
+    }
+    fn answer(answer: GroupAnswer) -> Option<JoinGroupResponse> {
+        match answer {
+            GroupAnswer::Join(response) => Some(response),
+            _ => None,
+        }
+    }
+}
