@@ -348,6 +348,26 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// Logs the write shape the node's shards take (`NodeSettings::write_shape`), and
+    /// where it came from.
+    ///
+    /// # Errors
+    /// The shape out of bounds (checked when the profile was read, so not expected).
+    pub fn announce_write_shape(&self) -> Result<(), String> {
+        self.write_shape.validate().map_err(|e| e.to_string())?;
+        let shape = self.write_shape;
+        match &self.iotune {
+            Some(applied) => tracing::info!(target: "skein", file = %applied.path.display(),
+                append_chunk_bytes = shape.chunk_bytes, writes_in_flight = shape.writes_in_flight,
+                group_commit_window_us = applied.recommended.group_commit_window_us,
+                group_commit_max_delay_us = self.group_commit_max_delay_us, "iotune profile applied"),
+            None => tracing::info!(target: "skein", append_chunk_bytes = shape.chunk_bytes,
+                writes_in_flight = shape.writes_in_flight, group_commit_max_delay_us = self.group_commit_max_delay_us,
+                "no iotune profile: default write shape"),
+        }
+        Ok(())
+    }
+
     /// Merges flags, environment and file, and validates the result.
     ///
     /// # Errors

@@ -93,7 +93,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Start(args) => config::NodeConfig::load(*args)
-            .and_then(|config| iotune::apply(&config).map(|()| config))
+            .and_then(|config| config.announce_write_shape().map(|()| config))
             .and_then(shard::run_node),
         Command::Topic(command) => cli::topic(command),
         Command::Produce(args) => cli::produce(args),

@@ -170,20 +170,15 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
         RequestKind::OffsetCommit(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
         RequestKind::OffsetDelete(r) if no_group(Op::Delete, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
         RequestKind::EndTxn(r) if no_txn(Op::Write, &r.transactional_id) => Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-        RequestKind::AddOffsetsToTxn(r) => {
-            match (no_txn(Op::Write, &r.transactional_id), no_group(Op::Read, &r.group_id)) {
-                (true, _) => Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-                (false, true) => Some(GROUP_AUTHORIZATION_FAILED),
-                (false, false) => None,
-            }
+        // WRITE on the transactional id, then READ on the group.
+        RequestKind::AddOffsetsToTxn(r) if no_txn(Op::Write, &r.transactional_id) => {
+            Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         }
-        RequestKind::TxnOffsetCommit(r) => {
-            match (no_txn(Op::Write, &r.transactional_id), no_group(Op::Read, &r.group_id)) {
-                (true, _) => Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-                (false, true) => Some(GROUP_AUTHORIZATION_FAILED),
-                (false, false) => None,
-            }
+        RequestKind::TxnOffsetCommit(r) if no_txn(Op::Write, &r.transactional_id) => {
+            Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         }
+        RequestKind::AddOffsetsToTxn(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
+        RequestKind::TxnOffsetCommit(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
         RequestKind::AddPartitionsToTxn(r) if version <= 3 && no_txn(Op::Write, &r.v3_and_below_transactional_id) => {
             Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         }

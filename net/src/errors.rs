@@ -2,6 +2,7 @@
 //! map engine and routing errors through `code_of`.
 
 use skein_engine::{BatchError, Error};
+use skein_replication::{AppendError, Refusal};
 
 /// Kafka's error codes (`org.apache.kafka.common.protocol.Errors`), those Skein returns.
 pub mod code {
@@ -17,6 +18,7 @@ pub mod code {
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
     pub const RECORD_LIST_TOO_LARGE: i16 = 18;
     pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const INVALID_TIMESTAMP: i16 = 32;
     pub const UNSUPPORTED_VERSION: i16 = 35;
@@ -27,6 +29,7 @@ pub mod code {
     pub const INVALID_CONFIG: i16 = 40;
     pub const INVALID_REQUEST: i16 = 42;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
+    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
     pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
     pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
     pub const ELECTION_NOT_NEEDED: i16 = 84;
@@ -81,6 +84,29 @@ pub mod code {
     pub const RESOURCE_NOT_FOUND: i16 = 91;
     pub const DUPLICATE_RESOURCE: i16 = 92;
     pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
+}
+
+/// The Kafka error code for a replica's refusal, as a Java broker would answer.
+pub fn code_of_refusal(refusal: Refusal) -> i16 {
+    match refusal {
+        Refusal::NotLeaderOrFollower => code::NOT_LEADER_OR_FOLLOWER,
+        Refusal::RequestTimedOut => code::REQUEST_TIMED_OUT,
+        Refusal::NotEnoughReplicasAfterAppend => code::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        Refusal::OutOfOrderSequence => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        Refusal::InvalidProducerEpoch => code::INVALID_PRODUCER_EPOCH,
+        Refusal::FencedLeaderEpoch => code::FENCED_LEADER_EPOCH,
+        Refusal::UnknownLeaderEpoch => code::UNKNOWN_LEADER_EPOCH,
+        Refusal::InvalidTxnState => code::INVALID_TXN_STATE,
+        Refusal::TransactionCoordinatorFenced => code::TRANSACTION_COORDINATOR_FENCED,
+    }
+}
+
+/// The Kafka error code of a replica's failed append: its refusal's, or its log's.
+pub fn code_of_append(error: &AppendError) -> i16 {
+    match error {
+        AppendError::Refused(refusal) => code_of_refusal(*refusal),
+        AppendError::Log(e) => code_of(e),
+    }
 }
 
 /// The Kafka error code for an engine error, as a Java broker would answer.

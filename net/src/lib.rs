@@ -7,9 +7,10 @@
 //! partition's owner shard, here or across a bounded channel (`router`). Metadata has
 //! one writer (`metadata::controller`, on shard 0) and every shard its own published image.
 //!
-//! Architecture invariant: this crate's Kafka error codes are produced only in
-//! `errors` (the replication layer's in `skein_replication::code`), and it owns no
-//! storage or replica logic: it calls `skein_replication` and `skein_engine`.
+//! Architecture invariant: Kafka error codes are defined only here, in `errors`
+//! (which maps the engine's errors and the replication layer's `Refusal`s), and this
+//! crate owns no storage or replica logic: it calls `skein_replication` and
+//! `skein_engine`.
 
 pub mod append;
 pub mod authorize;
@@ -39,6 +40,7 @@ pub mod shard;
 pub mod throttle;
 pub mod topics;
 pub mod txn;
+mod typed;
 pub mod virtual_brokers;
 
 pub use shard::{NodeSettings, Shard};

@@ -381,7 +381,7 @@ async fn ensure_internal_topic(
 /// # Errors
 /// The Kafka error code when the coordinator cannot answer: NOT_COORDINATOR when
 /// another broker leads the id's partition, COORDINATOR_LOAD_IN_PROGRESS while it loads.
-pub async fn txn_call<C: TxnRequest>(shard: &Rc<Shard>, id: &str, call: C) -> Result<C::Answer, i16> {
+pub async fn txn_call<C: TxnRequest>(shard: &Rc<Shard>, id: &str, call: C) -> Result<C::Reply, i16> {
     ensure_transaction_topic(shard).await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
     let partition = TopicPartition::new(crate::txn::TRANSACTION_TOPIC, crate::txn::partition_for(id));
     let leads = {
@@ -391,8 +391,8 @@ pub async fn txn_call<C: TxnRequest>(shard: &Rc<Shard>, id: &str, call: C) -> Re
             .topic(crate::txn::TRANSACTION_TOPIC)
             .is_some_and(|t| t.assignment(partition.partition, node).leader == node)
     };
-    match shard.call(partition, ops::TxnOp(Box::new(call.into_call()))).await {
-        Ok(answer) => C::answer(answer).ok_or_else(unexpected_answer::<C>),
+    match shard.call(partition, ops::Txn(Box::new(call.into_message()))).await {
+        Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
         Err(e) if e.code == code::NOT_LEADER_OR_FOLLOWER && !leads => Err(code::NOT_COORDINATOR),
         Err(e) => Err(coordinator_error(e.code)),
     }
@@ -402,11 +402,11 @@ pub async fn txn_call<C: TxnRequest>(shard: &Rc<Shard>, id: &str, call: C) -> Re
 ///
 /// # Errors
 /// The Kafka error code when the coordinator cannot answer (loading, unavailable).
-pub async fn group_call<C: GroupRequest>(shard: &Rc<Shard>, group: &str, call: C) -> Result<C::Answer, i16> {
+pub async fn group_call<C: GroupRequest>(shard: &Rc<Shard>, group: &str, call: C) -> Result<C::Reply, i16> {
     ensure_offsets_topic(shard).await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
     let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
-    match shard.call(partition, ops::GroupOp(Box::new(call.into_call()))).await {
-        Ok(answer) => C::answer(answer).ok_or_else(unexpected_answer::<C>),
+    match shard.call(partition, ops::Group(Box::new(call.into_message()))).await {
+        Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
         // Another broker leads the group's partition: the client looks it up again.
         Err(e) if e.code == code::NOT_LEADER_OR_FOLLOWER && !leads_group_partition(shard, group) => {
             Err(code::NOT_COORDINATOR)
@@ -444,7 +444,7 @@ fn leads_group_partition(shard: &Shard, group: &str) -> bool {
 pub async fn group_call_everywhere<C: GroupRequest>(
     shard: &Rc<Shard>,
     call: impl Fn() -> C,
-) -> Vec<Result<C::Answer, i16>> {
+) -> Vec<Result<C::Reply, i16>> {
     let image = shard.image();
     let Some(meta) = image.topic(crate::group::OFFSETS_TOPIC) else { return Vec::new() };
     let mut seen = std::collections::BTreeSet::new();
@@ -457,14 +457,14 @@ pub async fn group_call_everywhere<C: GroupRequest>(
         }
         if seen.insert(*owner) {
             let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, p as i32);
-            calls.push(shard.call_on(*owner, partition, ops::GroupOp(Box::new(call().into_call()))));
+            calls.push(shard.call_on(*owner, partition, ops::Group(Box::new(call().into_message()))));
         }
     }
     join_all(calls)
         .await
         .into_iter()
         .map(|r| match r {
-            Ok(answer) => C::answer(answer).ok_or_else(unexpected_answer::<C>),
+            Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
             Err(e) => Err(e.code),
         })
         .collect()

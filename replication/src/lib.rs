@@ -8,14 +8,15 @@
 //! Dependencies point one way: `engine` <- `replication` <- `net` <- `skein`.
 
 pub mod checkpoint;
-pub mod code;
 pub mod delayed;
 pub mod partition;
 pub mod producer;
 pub mod quorum;
+pub mod refusal;
 pub mod replica;
 pub mod txn;
 
 pub use delayed::HighWatermarkWaiters;
 pub use partition::{load_producers, AcksAll, AppendError, Appended, Partition};
+pub use refusal::Refusal;
 pub use replica::{divergence, truncation_offset, BrokerId, IsrProposal, ReplicaState, Role};

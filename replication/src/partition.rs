@@ -10,9 +10,9 @@ use std::rc::Rc;
 use skein_engine::io::Storage;
 use skein_engine::{AppendMode, Batch, LeaderEpoch, Log, Offset, Waiters};
 
-use crate::code;
 use crate::delayed::HighWatermarkWaiters;
 use crate::producer::{Check, ProducerStates};
+use crate::refusal::Refusal;
 use crate::replica::{BrokerId, IsrProposal, ReplicaState, Role};
 
 pub struct Partition<S: Storage> {
@@ -65,8 +65,8 @@ pub struct Appended {
 /// Why a leader append failed.
 #[derive(Debug)]
 pub enum AppendError {
-    /// Refused with a Kafka error code (producer state, ISR).
-    Refused(i16),
+    /// Refused by the producer state, the role or the ISR.
+    Refused(Refusal),
     /// The log failed it.
     Log(skein_engine::Error),
 }
@@ -198,10 +198,10 @@ impl<S: Storage> Partition<S> {
         &self,
         current_leader_epoch: i32,
         epoch: LeaderEpoch,
-    ) -> Result<(LeaderEpoch, Offset), i16> {
+    ) -> Result<(LeaderEpoch, Offset), Refusal> {
         let replica = self.replica_state.borrow();
         if replica.role() != crate::Role::Leader {
-            return Err(code::NOT_LEADER_OR_FOLLOWER);
+            return Err(Refusal::NotLeaderOrFollower);
         }
         replica.check_epoch(current_leader_epoch)?;
         if epoch == replica.leader_epoch() {
@@ -222,7 +222,7 @@ impl<S: Storage> Partition<S> {
     /// stays in the log); `Log` when the log fails.
     pub async fn append_as_leader(&self, batch: Batch, acks_all: Option<AcksAll>) -> Result<Appended, AppendError> {
         if self.replica_state.borrow().role() != Role::Leader {
-            return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
+            return Err(AppendError::Refused(Refusal::NotLeaderOrFollower));
         }
         let (pid, first_seq, transactional) = (batch.producer_id(), batch.base_sequence(), batch.is_transactional());
         let verdict = self.producers.borrow_mut().check_and_reserve(&batch);
@@ -284,7 +284,7 @@ impl<S: Storage> Partition<S> {
         acks_all: Option<AcksAll>,
     ) -> Result<Offset, AppendError> {
         if self.replica_state.borrow().role() != Role::Leader {
-            return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
+            return Err(AppendError::Refused(Refusal::NotLeaderOrFollower));
         }
         self.producers.borrow().check_marker(producer_id, epoch, coordinator_epoch).map_err(AppendError::Refused)?;
         let now = skein_engine::log::now_ms();
@@ -314,12 +314,12 @@ impl<S: Storage> Partition<S> {
         let committed = self.acks.borrow_mut().wait_for(end, high_watermark);
         let expired = async {
             glommio::timer::sleep(timeout).await;
-            Err(AppendError::Refused(code::REQUEST_TIMED_OUT))
+            Err(AppendError::Refused(Refusal::RequestTimedOut))
         };
-        let waited = async { committed.await.map_err(|_| AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER)) };
+        let waited = async { committed.await.map_err(|_| AppendError::Refused(Refusal::NotLeaderOrFollower)) };
         futures_lite::future::or(waited, expired).await?;
         if self.replica_state.borrow().isr().len() < min_insync {
-            return Err(AppendError::Refused(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND));
+            return Err(AppendError::Refused(Refusal::NotEnoughReplicasAfterAppend));
         }
         Ok(())
     }
@@ -386,7 +386,7 @@ impl<S: Storage> Partition<S> {
         fetch_offset: Offset,
         epoch: i32,
         now_ms: i64,
-    ) -> Result<Option<IsrProposal>, i16> {
+    ) -> Result<Option<IsrProposal>, Refusal> {
         let mut replica = self.replica_state.borrow_mut();
         replica.local_append(self.log.offset_written_end());
         let (_, proposal) = replica.follower_fetch(follower, fetch_offset, epoch, now_ms)?;
@@ -426,7 +426,7 @@ impl<S: Storage> Partition<S> {
         leader_high_watermark: Offset,
     ) -> Result<(), AppendError> {
         if self.replica_state.borrow().role() == Role::Leader {
-            return Err(AppendError::Refused(code::NOT_LEADER_OR_FOLLOWER));
+            return Err(AppendError::Refused(Refusal::NotLeaderOrFollower));
         }
         for batch in batches {
             let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use serde::{Deserialize, Serialize};
 use skein_engine::{Batch, Offset};
 
-use crate::code;
+use crate::refusal::Refusal;
 use crate::txn::{marker_of, Transactions};
 
 /// Batches remembered per producer, as Kafka (and max.in.flight=5) assume.
@@ -48,8 +48,8 @@ pub enum Check {
     Append,
     /// Already appended: answer with its original offsets.
     Duplicate(BatchSeq),
-    /// Refused with this Kafka error code.
-    Reject(i16),
+    /// Refused.
+    Reject(Refusal),
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,26 +115,26 @@ impl ProducerStates {
         // A producer with a transaction open here writes only within it (Kafka's
         // ProducerAppendInfo).
         if !batch.is_transactional() && self.txns.is_ongoing(pid) {
-            return Check::Reject(code::INVALID_TXN_STATE);
+            return Check::Reject(Refusal::InvalidTxnState);
         }
         let last = last_seq_of(batch);
         let verdict = match self.producers.get(&pid) {
             // Kafka 4.x accepts any sequence from a producer it has no state for (its
             // batches were deleted, or it expired).
             None => Check::Append,
-            Some(entry) if epoch < entry.epoch => Check::Reject(code::INVALID_PRODUCER_EPOCH),
+            Some(entry) if epoch < entry.epoch => Check::Reject(Refusal::InvalidProducerEpoch),
             Some(entry) if epoch > entry.epoch => {
                 if first == 0 {
                     Check::Append
                 } else {
-                    Check::Reject(code::OUT_OF_ORDER_SEQUENCE_NUMBER)
+                    Check::Reject(Refusal::OutOfOrderSequence)
                 }
             }
             Some(entry) => {
                 if let Some(dup) = entry.batches.iter().find(|b| b.first_seq == first && b.last_seq == last) {
                     if dup.base_offset < 0 {
                         // The original is still being written: retry later.
-                        Check::Reject(code::REQUEST_TIMED_OUT)
+                        Check::Reject(Refusal::RequestTimedOut)
                     } else {
                         Check::Duplicate(*dup)
                     }
@@ -142,7 +142,7 @@ impl ProducerStates {
                     match entry.batches.back() {
                         Some(latest) if next_seq(latest.last_seq) == first => Check::Append,
                         None if first == 0 => Check::Append,
-                        _ => Check::Reject(code::OUT_OF_ORDER_SEQUENCE_NUMBER),
+                        _ => Check::Reject(Refusal::OutOfOrderSequence),
                     }
                 }
             }
@@ -209,10 +209,10 @@ impl ProducerStates {
     ///
     /// # Errors
     /// The Kafka error code.
-    pub fn check_marker(&self, pid: i64, epoch: i16, coordinator_epoch: i32) -> Result<(), i16> {
+    pub fn check_marker(&self, pid: i64, epoch: i16, coordinator_epoch: i32) -> Result<(), Refusal> {
         match self.producers.get(&pid) {
-            Some(entry) if epoch < entry.epoch => Err(code::INVALID_PRODUCER_EPOCH),
-            Some(entry) if coordinator_epoch < entry.coordinator_epoch => Err(code::TRANSACTION_COORDINATOR_FENCED),
+            Some(entry) if epoch < entry.epoch => Err(Refusal::InvalidProducerEpoch),
+            Some(entry) if coordinator_epoch < entry.coordinator_epoch => Err(Refusal::TransactionCoordinatorFenced),
             _ => Ok(()),
         }
     }
@@ -374,7 +374,7 @@ mod tests {
         // The next batch is accepted while the first is still being written...
         check(&batch(7, 0, 3, 2, 0), Check::Append);
         // ...and a retry of the first, still in flight, is asked to wait.
-        check(&batch(7, 0, 0, 3, 0), Check::Reject(code::REQUEST_TIMED_OUT));
+        check(&batch(7, 0, 0, 3, 0), Check::Reject(Refusal::RequestTimedOut));
         states.complete(7, 0, 0, 2);
         states.complete(7, 3, 3, 4);
         let mut check = |b: &Batch, expected: Check| assert_eq!(states.check_and_reserve(b), expected);
@@ -382,15 +382,15 @@ mod tests {
             &batch(7, 0, 0, 3, 99),
             Check::Duplicate(BatchSeq { first_seq: 0, last_seq: 2, base_offset: 0, last_offset: 2 }),
         );
-        check(&batch(7, 0, 6, 1, 3), Check::Reject(code::OUT_OF_ORDER_SEQUENCE_NUMBER));
+        check(&batch(7, 0, 6, 1, 3), Check::Reject(Refusal::OutOfOrderSequence));
         check(
             &batch(7, 0, 3, 2, 9),
             Check::Duplicate(BatchSeq { first_seq: 3, last_seq: 4, base_offset: 3, last_offset: 4 }),
         );
         // A new epoch starts at 0; an old epoch is fenced.
-        check(&batch(7, 1, 5, 1, 5), Check::Reject(code::OUT_OF_ORDER_SEQUENCE_NUMBER));
+        check(&batch(7, 1, 5, 1, 5), Check::Reject(Refusal::OutOfOrderSequence));
         check(&batch(7, 1, 0, 1, 5), Check::Append);
-        check(&batch(7, 0, 5, 1, 6), Check::Reject(code::INVALID_PRODUCER_EPOCH));
+        check(&batch(7, 0, 5, 1, 6), Check::Reject(Refusal::InvalidProducerEpoch));
         // Non-idempotent batches are always appended.
         check(&batch(-1, -1, -1, 1, 6), Check::Append);
         // A failed append is forgotten, so its retry is appended, not a duplicate.
@@ -402,7 +402,7 @@ mod tests {
         for i in 0..6 {
             states.record(&batch(7, 1, i, 1, 10 + i as i64));
         }
-        assert_eq!(states.check_and_reserve(&batch(7, 1, 0, 1, 50)), Check::Reject(code::OUT_OF_ORDER_SEQUENCE_NUMBER));
+        assert_eq!(states.check_and_reserve(&batch(7, 1, 0, 1, 50)), Check::Reject(Refusal::OutOfOrderSequence));
         states.truncate(Offset(12));
         assert_eq!(states.check_and_reserve(&batch(7, 1, 2, 1, 12)), Check::Append);
     }

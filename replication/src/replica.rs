@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use skein_engine::{LeaderEpoch, Offset};
 
-use crate::code;
+use crate::refusal::Refusal;
 
 /// A broker's id.
 pub type BrokerId = i32;
@@ -210,11 +210,11 @@ impl ReplicaState {
     ///
     /// # Errors
     /// FENCED_LEADER_EPOCH for an older epoch, UNKNOWN_LEADER_EPOCH for a newer one.
-    pub fn check_epoch(&self, epoch: i32) -> Result<(), i16> {
+    pub fn check_epoch(&self, epoch: i32) -> Result<(), Refusal> {
         match epoch {
             -1 => Ok(()),
-            e if e < self.leader_epoch.0 => Err(code::FENCED_LEADER_EPOCH),
-            e if e > self.leader_epoch.0 => Err(code::UNKNOWN_LEADER_EPOCH),
+            e if e < self.leader_epoch.0 => Err(Refusal::FencedLeaderEpoch),
+            e if e > self.leader_epoch.0 => Err(Refusal::UnknownLeaderEpoch),
             _ => Ok(()),
         }
     }
@@ -237,14 +237,14 @@ impl ReplicaState {
         fetch_offset: Offset,
         epoch: i32,
         now_ms: i64,
-    ) -> Result<(bool, Option<IsrProposal>), i16> {
+    ) -> Result<(bool, Option<IsrProposal>), Refusal> {
         if self.role != Role::Leader {
-            return Err(code::NOT_LEADER_OR_FOLLOWER);
+            return Err(Refusal::NotLeaderOrFollower);
         }
         self.check_epoch(epoch)?;
         let leader_end = self.log_end;
         let Some(progress) = self.followers.get_mut(&follower) else {
-            return Err(code::NOT_LEADER_OR_FOLLOWER);
+            return Err(Refusal::NotLeaderOrFollower);
         };
         progress.log_end = fetch_offset;
         if fetch_offset >= leader_end {
@@ -482,11 +482,11 @@ mod tests {
     #[test]
     fn epochs_fence_and_unknown() {
         let mut state = leader_of_three(0);
-        assert_eq!(state.follower_fetch(2, Offset(0), 2, 0), Err(code::FENCED_LEADER_EPOCH));
-        assert_eq!(state.follower_fetch(2, Offset(0), 4, 0), Err(code::UNKNOWN_LEADER_EPOCH));
-        assert_eq!(state.follower_fetch(9, Offset(0), 3, 0), Err(code::NOT_LEADER_OR_FOLLOWER));
+        assert_eq!(state.follower_fetch(2, Offset(0), 2, 0), Err(Refusal::FencedLeaderEpoch));
+        assert_eq!(state.follower_fetch(2, Offset(0), 4, 0), Err(Refusal::UnknownLeaderEpoch));
+        assert_eq!(state.follower_fetch(9, Offset(0), 3, 0), Err(Refusal::NotLeaderOrFollower));
         state.become_follower(2, LeaderEpoch(4), 6, Offset(0));
-        assert_eq!(state.follower_fetch(3, Offset(0), 4, 0), Err(code::NOT_LEADER_OR_FOLLOWER));
+        assert_eq!(state.follower_fetch(3, Offset(0), 4, 0), Err(Refusal::NotLeaderOrFollower));
     }
 
     // A follower not caught up for replica.lag.time.max.ms is proposed out of the ISR;

@@ -11,9 +11,7 @@ use skein_engine::io::dma::DmaStorage;
 use skein_engine::log::{Log, LogContext};
 use skein_engine::{Batch, LeaderEpoch, LogConfig, Offset, TopicPartition};
 use skein_replication::producer::ProducerStates;
-use skein_replication::{AcksAll, AppendError, Partition};
-
-const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+use skein_replication::{AcksAll, AppendError, Partition, Refusal};
 
 fn run<T>(f: impl std::future::Future<Output = T>) -> T {
     glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
@@ -101,7 +99,7 @@ fn a_batch_committed_by_too_few_replicas_is_refused() {
         // but one copy is below min.insync.replicas=2.
         replica.assign(1, LeaderEpoch(3), 6, vec![1, 2, 3], vec![1], 20);
         match append.await.unwrap() {
-            Err(AppendError::Refused(code)) => assert_eq!(code, NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+            Err(AppendError::Refused(refusal)) => assert_eq!(refusal, Refusal::NotEnoughReplicasAfterAppend),
             other => panic!("{other:?}"),
         }
     });
@@ -141,13 +139,12 @@ fn a_reopened_replica_starts_from_its_checkpointed_high_watermark() {
 // REQUEST_TIMED_OUT (Kafka's delayed produce expiring), and stays in the log.
 #[test]
 fn an_uncommitted_append_times_out() {
-    const REQUEST_TIMED_OUT: i16 = 7;
     let dir = tempfile::tempdir().unwrap();
     run(async {
         let replica = leader(dir.path()).await;
         let quick = Some(AcksAll { min_insync: 2, timeout: Duration::from_millis(50) });
         match replica.append_as_leader(batch(0, 4), quick).await {
-            Err(AppendError::Refused(code)) => assert_eq!(code, REQUEST_TIMED_OUT),
+            Err(AppendError::Refused(refusal)) => assert_eq!(refusal, Refusal::RequestTimedOut),
             other => panic!("{other:?}"),
         }
         assert_eq!(replica.log.log_end_offset(), Offset(4));

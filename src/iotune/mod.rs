@@ -43,7 +43,7 @@ use skein_engine::limits::{
 use skein_engine::WriteShape;
 
 mod profile;
-pub use profile::{apply, group_commit_cap, knee, load_for_start, recommend};
+pub use profile::{group_commit_cap, knee, load_for_start, recommend};
 
 /// The profile's format. A file of a later format is refused at start, never guessed at.
 pub const FORMAT_VERSION: u32 = 1;

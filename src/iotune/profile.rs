@@ -150,26 +150,6 @@ pub fn group_commit_cap(configured_us: u64, applied: Option<&Applied>) -> u64 {
     }
 }
 
-/// Logs the write shape the node's shards take (`NodeSettings::write_shape`), and
-/// where it came from.
-///
-/// # Errors
-/// The shape out of bounds (checked when the profile was read, so not expected).
-pub fn apply(config: &crate::config::NodeConfig) -> Result<(), String> {
-    config.write_shape.validate().map_err(|e| e.to_string())?;
-    let shape = config.write_shape;
-    match &config.iotune {
-        Some(applied) => tracing::info!(target: "skein", file = %applied.path.display(),
-            append_chunk_bytes = shape.chunk_bytes, writes_in_flight = shape.writes_in_flight,
-            group_commit_window_us = applied.recommended.group_commit_window_us,
-            group_commit_max_delay_us = config.group_commit_max_delay_us, "iotune profile applied"),
-        None => tracing::info!(target: "skein", append_chunk_bytes = shape.chunk_bytes,
-            writes_in_flight = shape.writes_in_flight, group_commit_max_delay_us = config.group_commit_max_delay_us,
-            "no iotune profile: default write shape"),
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,11 +15,11 @@ use super::{Committed, Join};
 /// A typed call to the group coordinator: the `GroupCall` it travels as, and how its
 /// answer comes back.
 pub trait GroupRequest {
-    type Answer;
-    fn into_call(self) -> GroupCall;
+    type Reply;
+    fn into_message(self) -> GroupCall;
     /// This call's answer; `None` for another call's (a broker bug, answered
     /// UNKNOWN_SERVER_ERROR by `topics::group_call`).
-    fn answer(answer: GroupAnswer) -> Option<Self::Answer>;
+    fn reply(answer: GroupAnswer) -> Option<Self::Reply>;
 }
 
 #[derive(Debug)]
@@ -154,46 +154,30 @@ pub enum GroupAnswer {
     ConsumerDescribed(ConsumerDescribedGroup),
 }
 
-/// `GroupRequest` for each call: its variant, and its answer's.
-macro_rules! group_requests {
-    ($($call:ident => $answer:ty = $variant:ident;)*) => {$(
-        impl GroupRequest for $call {
-            type Answer = $answer;
-            fn into_call(self) -> GroupCall {
-                GroupCall::$call(self)
-            }
-            fn answer(answer: GroupAnswer) -> Option<$answer> {
-                match answer {
-                    GroupAnswer::$variant(answer) => Some(answer),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-}
-
-group_requests! {
-    Sync => SyncGroupResponse = Sync;
-    Heartbeat => i16 = Code;
-    Leave => Vec<i16> = Codes;
-    Commit => Vec<i16> = Codes;
-    Fetch => Vec<(String, i32, Option<Committed>, i16)> = Offsets;
-    TxnCommit => Vec<i16> = Codes;
-    Describe => DescribedGroup = Described;
-    List => Vec<ListedGroup> = Listed;
-    Delete => i16 = Code;
-    DeleteOffsets => i16 = Code;
-    ConsumerHeartbeat => ConsumerGroupHeartbeatResponse = ConsumerHeartbeat;
-    ConsumerDescribe => ConsumerDescribedGroup = ConsumerDescribed;
-    Ready => i16 = Code;
+crate::typed::typed_requests! {
+    GroupRequest: GroupCall -> GroupAnswer {
+        Sync => SyncGroupResponse = GroupAnswer::Sync(r) => r;
+        Heartbeat => i16 = GroupAnswer::Code(r) => r;
+        Leave => Vec<i16> = GroupAnswer::Codes(r) => r;
+        Commit => Vec<i16> = GroupAnswer::Codes(r) => r;
+        Fetch => Vec<(String, i32, Option<Committed>, i16)> = GroupAnswer::Offsets(r) => r;
+        TxnCommit => Vec<i16> = GroupAnswer::Codes(r) => r;
+        Describe => DescribedGroup = GroupAnswer::Described(r) => r;
+        List => Vec<ListedGroup> = GroupAnswer::Listed(r) => r;
+        Delete => i16 = GroupAnswer::Code(r) => r;
+        DeleteOffsets => i16 = GroupAnswer::Code(r) => r;
+        ConsumerHeartbeat => ConsumerGroupHeartbeatResponse = GroupAnswer::ConsumerHeartbeat(r) => r;
+        ConsumerDescribe => ConsumerDescribedGroup = GroupAnswer::ConsumerDescribed(r) => r;
+        Ready => i16 = GroupAnswer::Code(r) => r;
+    }
 }
 
 impl GroupRequest for Join {
-    type Answer = JoinGroupResponse;
-    fn into_call(self) -> GroupCall {
+    type Reply = JoinGroupResponse;
+    fn into_message(self) -> GroupCall {
         GroupCall::Join(Box::new(self))
     }
-    fn answer(answer: GroupAnswer) -> Option<JoinGroupResponse> {
+    fn reply(answer: GroupAnswer) -> Option<JoinGroupResponse> {
         match answer {
             GroupAnswer::Join(response) => Some(response),
             _ => None,

@@ -18,6 +18,7 @@ pub mod consumer;
 pub mod lag;
 mod offsets;
 pub mod records;
+pub mod run;
 
 pub use calls::{GroupAnswer, GroupCall, GroupRequest};
 pub use offsets::offset_entry;

@@ -59,13 +59,13 @@ pub async fn handle(
                 .filter(|(p, owner)| meta.assignment(*p as i32, node).leader == node && owners.insert(**owner))
                 .map(|(p, owner)| {
                     let partition = TopicPartition::new(TRANSACTION_TOPIC, p as i32);
-                    shard.call_on(*owner, partition, ops::TxnOp(Box::new(calls::List.into_call())))
+                    shard.call_on(*owner, partition, ops::Txn(Box::new(calls::List.into_message())))
                 })
                 .collect()
         })
         .unwrap_or_default();
     for result in join_all(calls).await {
-        let Some(all) = result.ok().and_then(calls::List::answer) else { continue };
+        let Some(all) = result.ok().and_then(calls::List::reply) else { continue };
         for (id, m) in all {
             let running = m.state == TxnState::Ongoing && now - m.start_ms >= request.duration_filter;
             let kept = (states.is_empty() || states.contains(m.state.name()))

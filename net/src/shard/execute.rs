@@ -40,7 +40,12 @@ impl Shard {
         if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
             self.groups.unload(partition.partition);
             if leads {
-                let load = groups::load_as_leader(self.clone(), partition.clone(), state.log.clone(), Duration::ZERO);
+                let load = crate::group::run::load_as_leader(
+                    self.clone(),
+                    partition.clone(),
+                    state.log.clone(),
+                    Duration::ZERO,
+                );
                 glommio::spawn_local(load).detach();
             }
         }
@@ -50,7 +55,8 @@ impl Shard {
         if partition.topic == crate::txn::TRANSACTION_TOPIC && (was_leader != leads || epoch != was_epoch) {
             self.txns.unload(partition.partition);
             if leads {
-                let load = txns::load_as_leader(self.clone(), partition.clone(), state.log.clone(), Duration::ZERO);
+                let load =
+                    crate::txn::run::load_as_leader(self.clone(), partition.clone(), state.log.clone(), Duration::ZERO);
                 glommio::spawn_local(load).detach();
             }
         }
@@ -99,7 +105,7 @@ impl Shard {
                     if let Err(error) = loaded {
                         self.group_load_failed(partition, &error);
                         // Retried once the partition is hosted.
-                        let retry = groups::load_as_leader(
+                        let retry = crate::group::run::load_as_leader(
                             self.clone(),
                             partition.clone(),
                             log.clone(),
@@ -136,8 +142,12 @@ impl Shard {
                 );
                 if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
                     let hosted = self.partition(partition).expect("inserted above");
-                    let load =
-                        txns::load_as_leader(self.clone(), partition.clone(), hosted.log.clone(), Duration::ZERO);
+                    let load = crate::txn::run::load_as_leader(
+                        self.clone(),
+                        partition.clone(),
+                        hosted.log.clone(),
+                        Duration::ZERO,
+                    );
                     glommio::spawn_local(load).detach();
                 }
                 return Ok(PartitionReply::Done);
@@ -297,14 +307,14 @@ impl Shard {
                 requests: state.requests.get(),
                 busy_us: state.busy_ns.get() / 1000,
             })),
-            PartitionOp::Group(ops::GroupOp(call)) => {
+            PartitionOp::Group(ops::Group(call)) => {
                 if !self.groups.is_loaded(partition.partition) {
                     return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
                 }
                 let answer = Box::pin(self.group(&state, partition.partition, *call)).await?;
                 Ok(PartitionReply::Group(Box::new(answer)))
             }
-            PartitionOp::Txn(ops::TxnOp(call)) => {
+            PartitionOp::Txn(ops::Txn(call)) => {
                 if !self.txns.is_loaded(partition.partition) {
                     return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
                 }

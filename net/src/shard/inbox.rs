@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use glommio::channels::shared_channel::ConnectedReceiver;
 
-use super::ops::{Fetch, GroupOp, PartitionOp, ShardMessage};
+use super::ops::{Fetch, Group, PartitionOp, ShardMessage};
 use super::Shard;
 use crate::limits::{PEER_PARKED_MAX, PEER_TASKS_MAX};
 
@@ -51,7 +51,7 @@ pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessa
         // rebalance completes) park if a parking slot is free; otherwise a long poll
         // answers at once, and a join takes a task slot like any operation.
         let polls = matches!(&op, PartitionOp::Fetch(Fetch { wait_ms, .. }) if *wait_ms > 0);
-        let waits = polls || matches!(&op, PartitionOp::Group(GroupOp(call)) if call.waits());
+        let waits = polls || matches!(&op, PartitionOp::Group(Group(call)) if call.waits());
         let mut park = None;
         if waits && parked.get() < PEER_PARKED_MAX {
             park = Some(Parking::new(&parked));

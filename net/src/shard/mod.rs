@@ -28,18 +28,14 @@ use skein_replication::producer::ProducerStates;
 
 mod brokers;
 mod execute;
-mod groups;
 mod inbox;
 pub mod ops;
 mod produce;
 mod security;
-mod txns;
-pub use groups::{consumer_lag_task, group_ticker};
 pub use inbox::serve_peer;
 pub use ops::{
     Fetch, OpResult, PartitionError, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage, ShardOp,
 };
-pub use txns::txn_ticker;
 
 /// Node-wide settings the handlers need.
 #[derive(Debug, Clone)]
@@ -446,7 +442,7 @@ impl Shard {
         partition: TopicPartition,
         op: O,
     ) -> Result<O::Reply, PartitionError> {
-        ops::typed::<O>(self.route(partition, op.into_op()).await)
+        ops::typed::<O>(self.route(partition, op.into_message()).await)
     }
 
     /// Runs `op` on shard `owner`.
@@ -456,7 +452,7 @@ impl Shard {
         partition: TopicPartition,
         op: O,
     ) -> Result<O::Reply, PartitionError> {
-        ops::typed::<O>(self.route_to(owner, partition, op.into_op()).await)
+        ops::typed::<O>(self.route_to(owner, partition, op.into_message()).await)
     }
 
     /// Runs `op` on this shard, which owns `partition`, uncounted (startup).
@@ -465,7 +461,7 @@ impl Shard {
         partition: &TopicPartition,
         op: O,
     ) -> Result<O::Reply, PartitionError> {
-        ops::typed::<O>(self.execute(partition, op.into_op()).await)
+        ops::typed::<O>(self.execute(partition, op.into_message()).await)
     }
 
     async fn route(self: &Rc<Self>, partition: TopicPartition, op: PartitionOp) -> OpResult {
@@ -547,7 +543,7 @@ impl Shard {
 /// while this shard leads it through `log`: first after `delay`, then again with
 /// backoff until `load` says it succeeded or the leadership (or the log) is gone.
 /// `load` gets the leader epoch it loads in.
-async fn load_while_leading<F, Fut>(
+pub(crate) async fn load_while_leading<F, Fut>(
     shard: Rc<Shard>,
     partition: TopicPartition,
     log: Rc<skein_engine::Log<DmaStorage>>,

@@ -66,6 +66,23 @@ impl From<i16> for PartitionError {
     }
 }
 
+/// A replica's refusal as Kafka answers it (`errors::code_of_refusal`).
+impl From<skein_replication::Refusal> for PartitionError {
+    fn from(refusal: skein_replication::Refusal) -> PartitionError {
+        PartitionError::new(crate::errors::code_of_refusal(refusal))
+    }
+}
+
+/// A replica's failed append: its refusal, or its log's error with the error's text.
+impl From<skein_replication::AppendError> for PartitionError {
+    fn from(error: skein_replication::AppendError) -> PartitionError {
+        match error {
+            skein_replication::AppendError::Refused(refusal) => refusal.into(),
+            skein_replication::AppendError::Log(e) => e.into(),
+        }
+    }
+}
+
 /// An engine error as Kafka answers it: its code (`errors::code_of`) and its text.
 impl From<skein_engine::Error> for PartitionError {
     fn from(error: skein_engine::Error) -> PartitionError {
@@ -78,7 +95,7 @@ impl From<skein_engine::Error> for PartitionError {
 /// unions; `Shard::call` gives the caller the operation's own reply type.
 pub trait ShardOp {
     type Reply;
-    fn into_op(self) -> PartitionOp;
+    fn into_message(self) -> PartitionOp;
     /// This operation's reply; `None` for another operation's (a broker bug, which
     /// `Shard::call` answers UNKNOWN_SERVER_ERROR in one place).
     fn reply(reply: PartitionReply) -> Option<Self::Reply>;
@@ -172,12 +189,12 @@ pub struct Stats;
 
 /// A group coordinator operation; the partition is the group's offsets partition.
 #[derive(Debug)]
-pub struct GroupOp(pub Box<crate::group::GroupCall>);
+pub struct Group(pub Box<crate::group::GroupCall>);
 
 /// A transaction coordinator operation; the partition is the transactional id's
 /// partition of `__transaction_state`.
 #[derive(Debug)]
-pub struct TxnOp(pub Box<crate::txn::TxnCall>);
+pub struct Txn(pub Box<crate::txn::TxnCall>);
 
 /// A transaction marker (WriteTxnMarkers), written as leader.
 #[derive(Debug, Clone, Copy)]
@@ -207,8 +224,8 @@ pub enum PartitionOp {
     Remove(Remove),
     Release(Release),
     Stats(Stats),
-    Group(GroupOp),
-    Txn(TxnOp),
+    Group(Group),
+    Txn(Txn),
     WriteMarker(WriteMarker),
     Producers(Producers),
 }
@@ -292,64 +309,24 @@ pub enum PartitionReply {
     Done,
 }
 
-/// `ShardOp` for each operation: its variant on the channel and its reply's.
-macro_rules! typed_ops {
-    ($($op:ident => $reply:ty = $pattern:pat => $value:expr;)*) => {$(
-        impl ShardOp for $op {
-            type Reply = $reply;
-            fn into_op(self) -> PartitionOp {
-                PartitionOp::$op(self)
-            }
-            fn reply(reply: PartitionReply) -> Option<$reply> {
-                match reply {
-                    $pattern => Some($value),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-}
-
-typed_ops! {
-    Produce => Produced = PartitionReply::Produced(r) => r;
-    Fetch => Fetched = PartitionReply::Fetched(r) => r;
-    FollowerFetch => Option<EpochEnd> = PartitionReply::FollowerFetched(r) => r;
-    Assign => () = PartitionReply::Done => ();
-    ListOffsets => OffsetAt = PartitionReply::OffsetAt(r) => r;
-    DeleteRecords => RecordsDeleted = PartitionReply::RecordsDeleted(r) => r;
-    EpochEndOffset => EpochEnd = PartitionReply::EpochEnd(r) => r;
-    Open => () = PartitionReply::Done => ();
-    Reconfigure => () = PartitionReply::Done => ();
-    Remove => () = PartitionReply::Done => ();
-    Release => () = PartitionReply::Done => ();
-    Stats => PartitionStats = PartitionReply::Stats(r) => r;
-    WriteMarker => () = PartitionReply::Done => ();
-    Producers => Vec<skein_replication::producer::ProducerInfo> = PartitionReply::Producers(r) => r;
-}
-
-impl ShardOp for GroupOp {
-    type Reply = crate::group::GroupAnswer;
-    fn into_op(self) -> PartitionOp {
-        PartitionOp::Group(self)
-    }
-    fn reply(reply: PartitionReply) -> Option<Self::Reply> {
-        match reply {
-            PartitionReply::Group(answer) => Some(*answer),
-            _ => None,
-        }
-    }
-}
-
-impl ShardOp for TxnOp {
-    type Reply = crate::txn::TxnAnswer;
-    fn into_op(self) -> PartitionOp {
-        PartitionOp::Txn(self)
-    }
-    fn reply(reply: PartitionReply) -> Option<Self::Reply> {
-        match reply {
-            PartitionReply::Txn(answer) => Some(*answer),
-            _ => None,
-        }
+crate::typed::typed_requests! {
+    ShardOp: PartitionOp -> PartitionReply {
+        Produce => Produced = PartitionReply::Produced(r) => r;
+        Fetch => Fetched = PartitionReply::Fetched(r) => r;
+        FollowerFetch => Option<EpochEnd> = PartitionReply::FollowerFetched(r) => r;
+        Assign => () = PartitionReply::Done => ();
+        ListOffsets => OffsetAt = PartitionReply::OffsetAt(r) => r;
+        DeleteRecords => RecordsDeleted = PartitionReply::RecordsDeleted(r) => r;
+        EpochEndOffset => EpochEnd = PartitionReply::EpochEnd(r) => r;
+        Open => () = PartitionReply::Done => ();
+        Reconfigure => () = PartitionReply::Done => ();
+        Remove => () = PartitionReply::Done => ();
+        Release => () = PartitionReply::Done => ();
+        Stats => PartitionStats = PartitionReply::Stats(r) => r;
+        WriteMarker => () = PartitionReply::Done => ();
+        Producers => Vec<skein_replication::producer::ProducerInfo> = PartitionReply::Producers(r) => r;
+        Group => crate::group::GroupAnswer = PartitionReply::Group(r) => *r;
+        Txn => crate::txn::TxnAnswer = PartitionReply::Txn(r) => *r;
     }
 }
 

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use skein_engine::{Batch, TopicPartition};
 use skein_replication as replication;
-use skein_replication::AppendError;
 
 use super::ops::{self, Appended, Produced};
 use super::{Partition, PartitionError, Shard};
@@ -63,8 +62,7 @@ impl Shard {
                     log_start_offset: appended.log_start_offset.0,
                 }))
             }
-            Err(AppendError::Refused(code)) => Err(PartitionError::new(code)),
-            Err(AppendError::Log(e)) => Err(e.into()),
+            Err(error) => Err(error.into()),
         }
     }
 }

@@ -7,11 +7,11 @@ use super::TxnMeta;
 /// A typed call to the transaction coordinator: the `TxnCall` it travels as, and how
 /// its answer comes back.
 pub trait TxnRequest {
-    type Answer;
-    fn into_call(self) -> TxnCall;
+    type Reply;
+    fn into_message(self) -> TxnCall;
     /// This call's answer; `None` for another call's (a broker bug, answered
     /// UNKNOWN_SERVER_ERROR by `topics::txn_call`).
-    fn answer(answer: TxnAnswer) -> Option<Self::Answer>;
+    fn reply(answer: TxnAnswer) -> Option<Self::Reply>;
 }
 
 /// InitProducerId for a transactional id.
@@ -83,39 +83,23 @@ pub enum TxnAnswer {
     Listed(Vec<(String, TxnMeta)>),
 }
 
-/// `TxnRequest` for each call: its variant, and its answer's.
-macro_rules! txn_requests {
-    ($($call:ident => $answer:ty = $variant:ident;)*) => {$(
-        impl TxnRequest for $call {
-            type Answer = $answer;
-            fn into_call(self) -> TxnCall {
-                TxnCall::$call(self)
-            }
-            fn answer(answer: TxnAnswer) -> Option<$answer> {
-                match answer {
-                    TxnAnswer::$variant(answer) => Some(answer),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-}
-
-txn_requests! {
-    Add => i16 = Code;
-    End => i16 = Code;
-    Describe => Option<TxnMeta> = Described;
-    List => Vec<(String, TxnMeta)> = Listed;
-    Ready => i16 = Code;
+crate::typed::typed_requests! {
+    TxnRequest: TxnCall -> TxnAnswer {
+        Add => i16 = TxnAnswer::Code(r) => r;
+        End => i16 = TxnAnswer::Code(r) => r;
+        Describe => Option<TxnMeta> = TxnAnswer::Described(r) => r;
+        List => Vec<(String, TxnMeta)> = TxnAnswer::Listed(r) => r;
+        Ready => i16 = TxnAnswer::Code(r) => r;
+    }
 }
 
 /// InitProducerId answers a producer id and epoch, or an error code.
 impl TxnRequest for Init {
-    type Answer = Result<ProducerIdAndEpoch, i16>;
-    fn into_call(self) -> TxnCall {
+    type Reply = Result<ProducerIdAndEpoch, i16>;
+    fn into_message(self) -> TxnCall {
         TxnCall::Init(self)
     }
-    fn answer(answer: TxnAnswer) -> Option<Self::Answer> {
+    fn reply(answer: TxnAnswer) -> Option<Self::Reply> {
         match answer {
             TxnAnswer::Producer(producer) => Some(Ok(producer)),
             TxnAnswer::Code(error) => Some(Err(error)),

@@ -18,8 +18,8 @@ use skein_engine::io::dma::DmaStorage;
 use skein_engine::records::{BatchProducer, Record};
 use skein_engine::{Log, TopicPartition};
 
-use super::{ops, Partition, PartitionError, Shard};
 use crate::errors::code;
+use crate::shard::{ops, Partition, PartitionError, Shard};
 use crate::txn::{self, calls, records, EndPlan, InitPlan, TxnAnswer, TxnCall, TxnMeta, TxnState};
 use skein_engine::time::now_ms;
 
@@ -36,13 +36,13 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// Loads a `__transaction_state` partition while this broker leads it, in its leader
 /// epoch, retrying with backoff (as `groups::load_as_leader`).
-pub(super) async fn load_as_leader(
+pub(crate) async fn load_as_leader(
     shard: Rc<Shard>,
     partition: TopicPartition,
     log: Rc<Log<DmaStorage>>,
     delay: Duration,
 ) {
-    super::load_while_leading(shard, partition, log, delay, |shard, partition, log, epoch| async move {
+    crate::shard::load_while_leading(shard, partition, log, delay, |shard, partition, log, epoch| async move {
         let loaded = shard.load_txns(&log, partition.partition, epoch).await;
         if let Err(error) = &loaded {
             tracing::error!(target: "skein::net", partition = %partition, error, "cannot load transactions; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
@@ -125,7 +125,7 @@ impl Shard {
     }
 
     /// Runs a coordinator request on the partition `state` that holds its id.
-    pub(super) async fn txn(self: &Rc<Self>, state: &Partition, partition: i32, call: TxnCall) -> TxnAnswer {
+    pub(crate) async fn txn(self: &Rc<Self>, state: &Partition, partition: i32, call: TxnCall) -> TxnAnswer {
         let now = now_ms();
         match call {
             TxnCall::Init(calls::Init { id, timeout_ms, producer_id, epoch }) => {
@@ -339,7 +339,7 @@ impl Shard {
     /// Writes a marker to a partition this shard owns (`PartitionOp::WriteMarker`);
     /// one ending a transaction's offset commits completes them in the group
     /// coordinator.
-    pub(super) async fn write_marker(
+    pub(crate) async fn write_marker(
         &self,
         partition: &TopicPartition,
         state: &Partition,
@@ -355,8 +355,7 @@ impl Shard {
                 }
                 Ok(())
             }
-            Err(skein_replication::AppendError::Refused(code)) => Err(PartitionError::new(code)),
-            Err(skein_replication::AppendError::Log(e)) => Err(e.into()),
+            Err(error) => Err(error.into()),
         }
     }
 }

@@ -11,10 +11,9 @@ use bytes::Bytes;
 use skein_engine::io::dma::DmaStorage;
 use skein_engine::records::BatchProducer;
 use skein_engine::{Batch, Log, TopicPartition};
-use skein_replication::AppendError;
 
-use super::{ops, Partition, Shard};
-use crate::errors::{code, code_of};
+use crate::errors::{code, code_of_append};
+use crate::shard::{ops, Partition, Shard};
 use skein_engine::time::now_ms;
 
 /// How long an offset commit waits for its record to be committed (Kafka's
@@ -24,13 +23,13 @@ const OFFSET_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Loads an offsets partition's groups while this broker leads it (after a load on
 /// open that failed, and when it takes the leadership over), first after `delay`,
 /// then retrying with backoff, the failure logged and counted.
-pub(super) async fn load_as_leader(
+pub(crate) async fn load_as_leader(
     shard: Rc<Shard>,
     partition: TopicPartition,
     log: Rc<Log<DmaStorage>>,
     delay: Duration,
 ) {
-    super::load_while_leading(shard, partition, log, delay, |shard, partition, log, _| async move {
+    crate::shard::load_while_leading(shard, partition, log, delay, |shard, partition, log, _| async move {
         let loaded = shard.load_groups(&log, partition.partition).await;
         if let Err(error) = &loaded {
             shard.group_load_failed(&partition, error);
@@ -47,7 +46,7 @@ impl Shard {
     /// # Errors
     /// A message when a batch cannot be read or decoded; the partition then stays
     /// unloaded (a later full replay gives the same state: records apply in order).
-    pub(super) async fn load_groups(&self, log: &Log<DmaStorage>, partition: i32) -> Result<(), String> {
+    pub(crate) async fn load_groups(&self, log: &Log<DmaStorage>, partition: i32) -> Result<(), String> {
         let started = std::time::Instant::now();
         let image = self.image();
         let mut offset = log.log_start_offset();
@@ -88,14 +87,14 @@ impl Shard {
         Ok(())
     }
 
-    pub(super) fn group_load_failed(&self, partition: &TopicPartition, error: &str) {
+    pub(crate) fn group_load_failed(&self, partition: &TopicPartition, error: &str) {
         self.metrics.group_load_failures.set(self.metrics.group_load_failures.get() + 1);
         tracing::error!(target: "skein::net", shard = self.id, partition = %partition, error, "cannot load groups; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
     }
 
     /// Writes coordinator records from the ticker (expired offsets, emptied and
     /// removed groups, expired KIP-848 members) to their groups' partitions.
-    pub(super) async fn persist_coordinator_records(&self, entries: Vec<crate::group::records::Entry>) {
+    pub(crate) async fn persist_coordinator_records(&self, entries: Vec<crate::group::records::Entry>) {
         let mut by_partition: BTreeMap<i32, Vec<crate::group::records::Entry>> = BTreeMap::new();
         for entry in entries {
             by_partition.entry(crate::group::partition_for(entry.group())).or_default().push(entry);
@@ -139,7 +138,7 @@ impl Shard {
     /// Appends a coordinator's records (offset deltas assigned here) to its partition
     /// as its leader, in its epoch, answered once the ISR holds them (Kafka writes
     /// coordinator records with acks=all): a new coordinator has them.
-    pub(super) async fn write_records(
+    pub(crate) async fn write_records(
         &self,
         state: &Partition,
         mut records: Vec<skein_engine::records::Record>,
@@ -154,14 +153,10 @@ impl Shard {
         let batch = Batch::validate(Bytes::from(bytes), usize::MAX).map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
         let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
         let acks_all = skein_replication::AcksAll { min_insync, timeout };
-        match state.append_as_leader(batch, Some(acks_all)).await {
-            Ok(_) => Ok(()),
-            Err(AppendError::Refused(code)) => Err(code),
-            Err(AppendError::Log(e)) => Err(code_of(&e)),
-        }
+        state.append_as_leader(batch, Some(acks_all)).await.map(|_| ()).map_err(|e| code_of_append(&e))
     }
 
-    pub(super) async fn group(
+    pub(crate) async fn group(
         &self,
         state: &Partition,
         _partition: i32,
