@@ -91,6 +91,7 @@ pub fn code_of_refusal(refusal: Refusal) -> i16 {
     match refusal {
         Refusal::NotLeaderOrFollower => code::NOT_LEADER_OR_FOLLOWER,
         Refusal::RequestTimedOut => code::REQUEST_TIMED_OUT,
+        Refusal::NotEnoughReplicas => code::NOT_ENOUGH_REPLICAS,
         Refusal::NotEnoughReplicasAfterAppend => code::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         Refusal::OutOfOrderSequence => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
         Refusal::InvalidProducerEpoch => code::INVALID_PRODUCER_EPOCH,
@@ -98,6 +99,7 @@ pub fn code_of_refusal(refusal: Refusal) -> i16 {
         Refusal::UnknownLeaderEpoch => code::UNKNOWN_LEADER_EPOCH,
         Refusal::InvalidTxnState => code::INVALID_TXN_STATE,
         Refusal::TransactionCoordinatorFenced => code::TRANSACTION_COORDINATOR_FENCED,
+        Refusal::OffsetOutOfRange => code::OFFSET_OUT_OF_RANGE,
     }
 }
 

@@ -51,14 +51,14 @@ pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrP
     if state.isr_change_pending.replace(true) {
         return;
     }
-    state.replica_state.borrow_mut().proposing(&proposal);
+    state.proposing(&proposal);
     let (leader, epoch, current) = {
-        let replica = state.replica_state.borrow();
+        let replica = state.replica();
         (replica.broker(), replica.leader_epoch().0, replica.isr().len())
     };
     let counter = if proposal.isr.len() < current { &shard.metrics.isr_shrinks } else { &shard.metrics.isr_expands };
     tracing::debug!(target: "skein::net", partition = %partition, isr = ?proposal.isr, partition_epoch = proposal.partition_epoch,
-        high_watermark = state.replica_state.borrow().high_watermark().0, log_end = state.log.log_end_offset().0, "proposing an ISR");
+        high_watermark = state.replica().high_watermark().0, log_end = state.log().log_end_offset().0, "proposing an ISR");
     counter.set(counter.get() + 1);
     let request = ControllerRequest::AlterPartition {
         topic: partition.topic.clone(),
@@ -90,7 +90,7 @@ pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrP
                     state.isr_proposal_failed();
                 }
                 None => {
-                    let replica = state.replica_state.borrow();
+                    let replica = state.replica();
                     if replica.role() == Role::Leader && replica.leader_epoch().0 == epoch {
                         drop(replica);
                         tracing::debug!(target: "skein::net", partition = %partition, "ISR change unanswered; sending it again");
@@ -109,7 +109,7 @@ pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrP
 fn followed(shard: &Shard) -> BTreeMap<i32, Vec<(TopicPartition, Rc<Partition>)>> {
     let mut out: BTreeMap<i32, Vec<_>> = BTreeMap::new();
     shard.for_each_hosted(|partition, state| {
-        if let Role::Follower { leader } = state.replica_state.borrow().role() {
+        if let Role::Follower { leader } = state.replica().role() {
             out.entry(leader).or_default().push((partition.clone(), state.clone()));
         }
     });
@@ -121,7 +121,7 @@ fn followed(shard: &Shard) -> BTreeMap<i32, Vec<(TopicPartition, Rc<Partition>)>
 fn followed_leaders(shard: &Shard) -> std::collections::BTreeSet<i32> {
     let mut leaders = std::collections::BTreeSet::new();
     shard.for_each_hosted(|_, state| {
-        if let Role::Follower { leader } = state.replica_state.borrow().role() {
+        if let Role::Follower { leader } = state.replica().role() {
             leaders.insert(leader);
         }
     });
@@ -159,7 +159,7 @@ fn shrink_isrs(shard: &Rc<Shard>, lag_time_max_ms: i64) {
     // Collected first: proposing takes the shard's state again.
     let mut proposals = Vec::new();
     shard.for_each_hosted(|partition, state| {
-        if let Some(proposal) = state.replica_state.borrow().isr_shrink(now, lag_time_max_ms) {
+        if let Some(proposal) = state.replica().isr_shrink(now, lag_time_max_ms) {
             proposals.push((partition.clone(), proposal));
         }
     });
@@ -181,10 +181,10 @@ struct Position {
 impl Position {
     fn of(state: &Partition) -> Position {
         Position {
-            fetch_offset: state.log.log_end_offset().0,
-            log_start_offset: state.log.log_start_offset().0,
-            current_leader_epoch: state.replica_state.borrow().leader_epoch().0,
-            last_fetched_epoch: state.log.latest_leader_epoch().map_or(-1, |epoch| epoch.0),
+            fetch_offset: state.log().log_end_offset().0,
+            log_start_offset: state.log().log_start_offset().0,
+            current_leader_epoch: state.replica().leader_epoch().0,
+            last_fetched_epoch: state.log().latest_leader_epoch().map_or(-1, |epoch| epoch.0),
         }
     }
 }
@@ -432,12 +432,12 @@ async fn apply(
         for data in topic.partitions {
             let partition = TopicPartition::new(topic.topic.0.to_string(), data.partition_index);
             let Some(state) = states.get(&partition) else { continue };
-            if state.replica_state.borrow().role() != (Role::Follower { leader }) {
+            if state.replica().role() != (Role::Follower { leader }) {
                 continue;
             }
             if data.error_code != 0 {
                 tracing::debug!(target: "skein::net", partition = %partition, leader, code = data.error_code,
-                    log_end = state.log.log_end_offset().0, epochs = ?state.log.leader_epochs().entries(), "replica fetch of a partition refused");
+                    log_end = state.log().log_end_offset().0, epochs = ?state.log().leader_epochs().entries(), "replica fetch of a partition refused");
                 refused.push(partition);
                 continue;
             }
@@ -455,7 +455,7 @@ async fn apply(
                 continue;
             }
             let records = data.records.unwrap_or_default();
-            let max = state.log.config().max_message_bytes as usize;
+            let max = state.log().config().max_message_bytes as usize;
             let batches = match Batch::split_all(records.clone(), max.max(PARTITION_MAX_BYTES as usize)) {
                 Ok(batches) => batches,
                 // A partial last batch (the leader cut at the byte limit) is read again.
@@ -465,7 +465,7 @@ async fn apply(
                 tracing::warn!(target: "skein::net", partition = %partition, error = ?e, "follower append failed");
                 refused.push(partition.clone());
             }
-            let (start, end) = (state.log.log_start_offset(), state.log.log_end_offset());
+            let (start, end) = (state.log().log_start_offset(), state.log().log_end_offset());
             if data.log_start_offset > start.0 {
                 match state.follow_log_start(Offset(data.log_start_offset)).await {
                     Ok(()) if data.log_start_offset > end.0 => {
@@ -479,7 +479,7 @@ async fn apply(
                     }
                 }
             }
-            state.follower_lag.set((data.high_watermark - state.log.log_end_offset().0).max(0));
+            state.follower_lag.set((data.high_watermark - state.log().log_end_offset().0).max(0));
             shard.metrics.bytes_in.set(shard.metrics.bytes_in.get() + records.len() as u64);
         }
     }

@@ -17,6 +17,6 @@ pub mod replica;
 pub mod txn;
 
 pub use delayed::HighWatermarkWaiters;
-pub use partition::{load_producers, AcksAll, AppendError, Appended, Partition};
+pub use partition::{load_producers, AcksAll, AppendError, Appended, Isolation, OffsetSpec, Partition};
 pub use refusal::Refusal;
 pub use replica::{divergence, truncation_offset, BrokerId, IsrProposal, ReplicaState, Role};

@@ -16,13 +16,13 @@ use crate::refusal::Refusal;
 use crate::replica::{BrokerId, IsrProposal, ReplicaState, Role};
 
 pub struct Partition<S: Storage> {
-    pub log: Rc<Log<S>>,
+    log: Rc<Log<S>>,
     /// Shared with the log's cleaner (`skein_engine::log::Transactions`).
-    pub producers: Rc<RefCell<ProducerStates>>,
+    producers: Rc<RefCell<ProducerStates>>,
     /// The id of the topic incarnation this partition belongs to.
-    pub topic_id: [u8; 16],
+    topic_id: [u8; 16],
     /// The replica's role, epoch, ISR and high watermark.
-    pub replica_state: RefCell<ReplicaState>,
+    replica_state: RefCell<ReplicaState>,
     /// `acks=all` produces waiting for the high watermark to pass their batch.
     acks: RefCell<HighWatermarkWaiters>,
     /// Consumer fetches waiting for the high watermark to pass their offset (Kafka's
@@ -51,6 +51,44 @@ pub struct Partition<S: Storage> {
 pub struct AcksAll {
     pub min_insync: usize,
     pub timeout: std::time::Duration,
+}
+
+/// How far a read may go (Kafka's `FetchIsolation`): a follower to the log's written
+/// end, a consumer to the high watermark, a read_committed one to the last stable
+/// offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    LogEnd,
+    HighWatermark,
+    Committed,
+}
+
+/// What ListOffsets asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSpec {
+    Earliest,
+    Latest,
+    /// The offset of the record with the largest timestamp (KIP-734).
+    MaxTimestamp,
+    /// The first offset on local storage (KIP-405).
+    EarliestLocal,
+    /// The first offset whose record's timestamp is at least this.
+    Timestamp(i64),
+}
+
+impl OffsetSpec {
+    /// A ListOffsets timestamp as Kafka reads it: -2 earliest, -1 latest, -3 max
+    /// timestamp, -4 earliest local, a timestamp otherwise; `None` for another negative.
+    pub fn from_kafka(timestamp: i64) -> Option<OffsetSpec> {
+        match timestamp {
+            -2 => Some(OffsetSpec::Earliest),
+            -1 => Some(OffsetSpec::Latest),
+            -3 => Some(OffsetSpec::MaxTimestamp),
+            -4 => Some(OffsetSpec::EarliestLocal),
+            t if t >= 0 => Some(OffsetSpec::Timestamp(t)),
+            _ => None,
+        }
+    }
 }
 
 /// What a leader append did.
@@ -93,6 +131,137 @@ impl<S: Storage> Partition<S> {
             assigned: Cell::new(false),
             recovered_high_watermark: Cell::new(None),
         }
+    }
+
+    /// The partition's log.
+    pub fn log(&self) -> &Rc<Log<S>> {
+        &self.log
+    }
+
+    /// The id of the topic incarnation this partition belongs to.
+    pub fn topic_id(&self) -> [u8; 16] {
+        self.topic_id
+    }
+
+    /// The replica's role, epochs, ISR and high watermark, to read (changed only
+    /// through this partition's methods).
+    pub fn replica(&self) -> std::cell::Ref<'_, ReplicaState> {
+        self.replica_state.borrow()
+    }
+
+    /// The idempotent and transactional producers' state, to read.
+    pub fn producers(&self) -> std::cell::Ref<'_, ProducerStates> {
+        self.producers.borrow()
+    }
+
+    /// Forgets producers silent for `expiration_ms`; returns how many.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers.borrow_mut().expire(now_ms, expiration_ms)
+    }
+
+    /// Records that the leader sent `proposal` (an ISR change) to the controller: until
+    /// it commits or fails, a joining follower counts for the high watermark (KIP-497).
+    pub fn proposing(&self, proposal: &IsrProposal) {
+        self.replica_state.borrow_mut().proposing(proposal);
+    }
+
+    /// Whether an `acks=all` append may start: the ISR holds at least `min_insync`
+    /// replicas (Kafka checks this before the batch is validated or written).
+    ///
+    /// # Errors
+    /// `NotEnoughReplicas`.
+    pub fn check_insync(&self, min_insync: usize) -> Result<(), Refusal> {
+        match self.replica_state.borrow().isr().len() < min_insync {
+            true => Err(Refusal::NotEnoughReplicas),
+            false => Ok(()),
+        }
+    }
+
+    /// How far `isolation` may read: the log's written end, the high watermark, or
+    /// the last stable offset.
+    pub fn visible_end(&self, isolation: Isolation) -> Offset {
+        match isolation {
+            Isolation::LogEnd => self.log.offset_written_end(),
+            Isolation::HighWatermark => self.high_watermark(),
+            Isolation::Committed => self.last_stable_offset(),
+        }
+    }
+
+    /// What `isolation` may read from `offset` (at most `max_bytes`, but always a
+    /// whole first batch) without I/O: `None` when the log must go to disk.
+    pub fn read_now(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        isolation: Isolation,
+    ) -> Option<Result<Vec<Batch>, skein_engine::Error>> {
+        let limit = (isolation != Isolation::LogEnd).then(|| self.visible_end(isolation));
+        self.log.read_now(offset, max_bytes, limit)
+    }
+
+    /// What `isolation` may read from `offset`, as `read_now`, going to disk if needed.
+    ///
+    /// # Errors
+    /// The log's (`OffsetOutOfRange` outside it).
+    pub async fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        isolation: Isolation,
+    ) -> Result<Vec<Batch>, skein_engine::Error> {
+        let limit = (isolation != Isolation::LogEnd).then(|| self.visible_end(isolation));
+        self.log.read(offset, max_bytes, limit).await
+    }
+
+    /// Completes when a reader at `offset` may have more to read, or the log closed: a
+    /// follower at the next write; a consumer when the high watermark passes its offset
+    /// (written records the followers have not caught up with are not for it yet), a
+    /// read_committed one the last stable offset.
+    pub async fn wait_readable(&self, offset: Offset, isolation: Isolation) {
+        match isolation {
+            Isolation::LogEnd => self.log.wait_for_data(offset).await,
+            Isolation::Committed => {
+                while self.last_stable_offset() <= offset && !self.log.is_closed() {
+                    self.wait_for_stable(offset).await;
+                }
+            }
+            Isolation::HighWatermark => {
+                while self.high_watermark() <= offset && !self.log.is_closed() {
+                    self.wait_for_high_watermark(offset).await;
+                }
+            }
+        }
+    }
+
+    /// ListOffsets: the offset `spec` names and its record's timestamp (-1, -1 where
+    /// there is none); `Latest` is the last stable offset for read_committed
+    /// (`Isolation::Committed`), the high watermark otherwise.
+    ///
+    /// # Errors
+    /// The log's, when it cannot read its indexes.
+    pub async fn list_offset(&self, spec: OffsetSpec, isolation: Isolation) -> Result<(i64, i64), skein_engine::Error> {
+        let found = match spec {
+            // Earliest local is earliest without tiered storage (KIP-405).
+            OffsetSpec::Earliest | OffsetSpec::EarliestLocal => Some((self.log.log_start_offset(), -1)),
+            OffsetSpec::Latest => Some((self.visible_end(isolation), -1)),
+            OffsetSpec::MaxTimestamp => Box::pin(self.log.max_timestamp_offset()).await?,
+            OffsetSpec::Timestamp(timestamp) => Box::pin(self.log.offset_for_timestamp(timestamp)).await?,
+        };
+        Ok(found.map_or((-1, -1), |(offset, timestamp)| (offset.0, timestamp)))
+    }
+
+    /// DeleteRecords: moves the log start to `before` (the high watermark when
+    /// `None`); returns the new log start.
+    ///
+    /// # Errors
+    /// `Refused(OffsetOutOfRange)` past the high watermark or below zero; the log's.
+    pub async fn delete_records(&self, before: Option<Offset>) -> Result<Offset, AppendError> {
+        let high_watermark = self.high_watermark();
+        let target = before.unwrap_or(high_watermark);
+        if target > high_watermark || target < Offset::ZERO {
+            return Err(AppendError::Refused(Refusal::OffsetOutOfRange));
+        }
+        Box::pin(self.log.delete_records_before(target)).await.map_err(AppendError::Log)
     }
 
     /// The high watermark this replica had when its broker last checkpointed it

@@ -9,6 +9,9 @@ pub enum Refusal {
     /// An `acks=all` batch not committed within the produce's timeout, or a retried
     /// batch whose first attempt is still being appended.
     RequestTimedOut,
+    /// An `acks=all` batch refused before it is written: the ISR is smaller than
+    /// `min.insync.replicas`.
+    NotEnoughReplicas,
     /// Committed, but by an ISR that shrank below `min.insync.replicas` meanwhile.
     NotEnoughReplicasAfterAppend,
     /// A producer's batch out of sequence.
@@ -24,6 +27,8 @@ pub enum Refusal {
     InvalidTxnState,
     /// A marker from an older transaction coordinator.
     TransactionCoordinatorFenced,
+    /// DeleteRecords past the high watermark (or below zero).
+    OffsetOutOfRange,
 }
 
 impl std::fmt::Display for Refusal {

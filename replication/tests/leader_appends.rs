@@ -114,8 +114,8 @@ fn a_reopened_replica_starts_from_its_checkpointed_high_watermark() {
     run(async {
         let replica = leader(dir.path()).await;
         replica.append_as_leader(batch(0, 10), None).await.unwrap();
-        replica.log.flush().await.unwrap();
-        replica.log.close().await.unwrap();
+        replica.log().flush().await.unwrap();
+        replica.log().close().await.unwrap();
         drop(replica);
         for (recovered, expected) in [(Some(Offset(7)), Offset(7)), (Some(Offset(25)), Offset(10)), (None, Offset(0))] {
             let context = LogContext::new(DmaStorage, dir.path(), 1 << 20);
@@ -130,7 +130,7 @@ fn a_reopened_replica_starts_from_its_checkpointed_high_watermark() {
             }
             replica.assign(1, LeaderEpoch(4), 6, vec![1, 2, 3], vec![1, 2, 3], 0);
             assert_eq!(replica.high_watermark(), expected, "checkpoint {recovered:?}");
-            replica.log.close().await.unwrap();
+            replica.log().close().await.unwrap();
         }
     });
 }
@@ -147,7 +147,7 @@ fn an_uncommitted_append_times_out() {
             Err(AppendError::Refused(refusal)) => assert_eq!(refusal, Refusal::RequestTimedOut),
             other => panic!("{other:?}"),
         }
-        assert_eq!(replica.log.log_end_offset(), Offset(4));
+        assert_eq!(replica.log().log_end_offset(), Offset(4));
         assert_eq!(replica.high_watermark(), Offset(0));
     });
 }

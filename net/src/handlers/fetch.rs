@@ -77,6 +77,11 @@ impl Wanted {
             },
         }
     }
+
+    /// How far it reads (`Reader::isolation`).
+    fn isolation(&self) -> skein_replication::Isolation {
+        self.reader(false).isolation()
+    }
 }
 
 /// Answers a fetch, reading no more than its response budget `grant`; returns the
@@ -452,11 +457,11 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[FetchRes
                 // This shard's partitions are waited on where they are; past the log
                 // end there is nothing to wait for (the read says why). The others
                 // wait on their shard.
-                let local = shard.partition(&w.tp).filter(|state| next <= state.log.log_end_offset().0);
+                let local = shard.partition(&w.tp).filter(|state| next <= state.log().log_end_offset().0);
                 async move {
                     match local {
                         Some(state) => {
-                            shard.wait_readable(&state, skein_engine::Offset(next), w.follower, w.committed).await;
+                            shard.wait_readable(&state, skein_engine::Offset(next), w.isolation()).await;
                             Some(i)
                         }
                         None => {

@@ -4,6 +4,7 @@
 //! against its partition (the load the balancer moves).
 
 use super::*;
+use skein_replication::{Isolation, OffsetSpec};
 
 impl Shard {
     /// The replica a consumer on `rack` reading at `offset` should read from, where it
@@ -16,14 +17,14 @@ impl Shard {
             return None;
         }
         let image = self.image();
-        let replica = state.replica_state.borrow();
+        let replica = state.replica();
         replica
             .isr()
             .iter()
             .filter(|&&id| id != me && image.is_live(id, me))
             .filter(|&&id| image.brokers.get(&id).and_then(|b| b.rack.as_deref()) == Some(rack))
             .filter_map(|&id| Some((replica.follower_log_end(id)?, id)))
-            .filter(|&(end, _)| end >= offset && offset >= state.log.log_start_offset())
+            .filter(|&(end, _)| end >= offset && offset >= state.log().log_start_offset())
             .max()
             .map(|(_, id)| id)
     }
@@ -33,17 +34,17 @@ impl Shard {
     /// unloaded when it goes, loaded again from the log when it comes (as a follower
     /// the replica kept the log in sync).
     fn take_assignment(self: &Rc<Self>, partition: &TopicPartition, state: &Rc<Partition>, assignment: Assignment) {
-        let was_leader = state.replica_state.borrow().role() == replication::Role::Leader;
-        let was_epoch = state.replica_state.borrow().leader_epoch().0;
+        let was_leader = state.replica().role() == replication::Role::Leader;
+        let was_epoch = state.replica().leader_epoch().0;
         assign(state, assignment);
-        let leads = state.replica_state.borrow().role() == replication::Role::Leader;
+        let leads = state.replica().role() == replication::Role::Leader;
         if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
             self.groups.unload(partition.partition);
             if leads {
                 let load = crate::group::run::load_as_leader(
                     self.clone(),
                     partition.clone(),
-                    state.log.clone(),
+                    state.log().clone(),
                     Duration::ZERO,
                 );
                 glommio::spawn_local(load).detach();
@@ -51,12 +52,16 @@ impl Shard {
         }
         // So does the transaction coordinator, loaded again in each new leader epoch
         // (its coordinator epoch, which fences markers of an older coordinator).
-        let epoch = state.replica_state.borrow().leader_epoch().0;
+        let epoch = state.replica().leader_epoch().0;
         if partition.topic == crate::txn::TRANSACTION_TOPIC && (was_leader != leads || epoch != was_epoch) {
             self.txns.unload(partition.partition);
             if leads {
-                let load =
-                    crate::txn::run::load_as_leader(self.clone(), partition.clone(), state.log.clone(), Duration::ZERO);
+                let load = crate::txn::run::load_as_leader(
+                    self.clone(),
+                    partition.clone(),
+                    state.log().clone(),
+                    Duration::ZERO,
+                );
                 glommio::spawn_local(load).detach();
             }
         }
@@ -80,7 +85,7 @@ impl Shard {
         match op {
             PartitionOp::Open(ops::Open { settings, assignment }) => {
                 if let Some(existing) = self.partition(partition) {
-                    if existing.topic_id == settings.topic_id {
+                    if existing.topic_id() == settings.topic_id {
                         existing.apply(&settings)?;
                         self.take_assignment(partition, &existing, assignment);
                         return Ok(PartitionReply::Done);
@@ -145,7 +150,7 @@ impl Shard {
                     let load = crate::txn::run::load_as_leader(
                         self.clone(),
                         partition.clone(),
-                        hosted.log.clone(),
+                        hosted.log().clone(),
                         Duration::ZERO,
                     );
                     glommio::spawn_local(load).detach();
@@ -163,7 +168,7 @@ impl Shard {
             PartitionOp::Remove(ops::Remove { topic_id }) => {
                 // Only the incarnation being deleted: a topic recreated meanwhile keeps
                 // its log (`delete_for_topic` checks the id).
-                let current = self.partitions.borrow().get(partition).map(|p| p.topic_id);
+                let current = self.partitions.borrow().get(partition).map(|p| p.topic_id());
                 if current.is_none_or(|id| id == topic_id) {
                     self.partitions.borrow_mut().remove(partition);
                 }
@@ -180,7 +185,7 @@ impl Shard {
         if !matches!(op, PartitionOp::Stats(_)) {
             state.requests.set(state.requests.get() + 1);
         }
-        let log = &state.log;
+        let log = state.log();
         // Clients write, list offsets and delete records only at the leader.
         let leader_only = matches!(
             op,
@@ -191,7 +196,7 @@ impl Shard {
                 | PartitionOp::Txn(_)
                 | PartitionOp::Producers(_)
         );
-        if leader_only && state.replica_state.borrow().role() != replication::Role::Leader {
+        if leader_only && state.replica().role() != replication::Role::Leader {
             return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
         }
         match op {
@@ -203,23 +208,22 @@ impl Shard {
                 if let Some(answer) = self.fetch_gate(&state, offset, &reader) {
                     return answer.map(PartitionReply::Fetched);
                 }
-                let (to_log_end, committed) = reader.reads_to();
-                if wait_ms > 0 && offset >= fetch_visible_end(&state, &reader) && offset <= log.log_end_offset() {
+                let isolation = reader.isolation();
+                if wait_ms > 0 && offset >= state.visible_end(isolation) && offset <= log.log_end_offset() {
                     let timeout = async {
                         glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
                     };
-                    futures_lite::future::or(self.wait_readable(&state, offset, to_log_end, committed), timeout).await;
+                    futures_lite::future::or(self.wait_readable(&state, offset, isolation), timeout).await;
                 }
                 if let Some(answer) = self.fetch_now(&state, offset, max_bytes, &reader) {
                     return answer.map(PartitionReply::Fetched);
                 }
-                let limit = (!to_log_end).then(|| fetch_visible_end(&state, &reader));
-                let batches = log.read(offset, max_bytes, limit).await.inspect_err(|e| {
-                    if to_log_end {
+                let batches = state.read(offset, max_bytes, isolation).await.inspect_err(|e| {
+                    if isolation == Isolation::LogEnd {
                         tracing::debug!(target: "skein::net", partition = %partition, error = %e, "a follower's read failed");
                     }
                 })?;
-                Ok(PartitionReply::Fetched(self.fetched(&state, offset, batches, committed)))
+                Ok(PartitionReply::Fetched(self.fetched(&state, offset, batches, isolation)))
             }
             PartitionOp::FollowerFetch(ops::FollowerFetch {
                 follower,
@@ -236,7 +240,7 @@ impl Shard {
                 if let Some(diverging) =
                     replication::divergence(end_for, latest, log_end, Offset(offset), last_fetched_epoch)
                 {
-                    state.replica_state.borrow().check_epoch(current_leader_epoch)?;
+                    state.replica().check_epoch(current_leader_epoch)?;
                     tracing::debug!(target: "skein::net", partition = %partition, follower, offset, last_fetched_epoch,
                         log_end = log_end.0, epoch = diverging.0, end = diverging.1, "a follower's log diverged");
                     let (leader_epoch, end_offset) = diverging;
@@ -255,37 +259,18 @@ impl Shard {
                 Ok(PartitionReply::Done)
             }
             PartitionOp::ListOffsets(ops::ListOffsets { timestamp, committed }) => {
-                let (offset, ts) = match timestamp {
-                    -2 => (log.log_start_offset().0, -1),
-                    -1 if committed => (state.last_stable_offset().0, -1),
-                    -1 => (state.high_watermark().0, -1),
-                    -3 => match Box::pin(log.max_timestamp_offset()).await? {
-                        Some((o, t)) => (o.0, t),
-                        None => (-1, -1),
-                    },
-                    // -4: earliest-local (KIP-405), the same as earliest without tiering.
-                    -4 => (log.log_start_offset().0, -1),
-                    t if t >= 0 => match Box::pin(log.offset_for_timestamp(t)).await? {
-                        Some((o, t)) => (o.0, t),
-                        None => (-1, -1),
-                    },
-                    _ => {
-                        return Err(PartitionError::with_message(
-                            code::INVALID_REQUEST,
-                            format!("invalid timestamp {timestamp}"),
-                        ))
-                    }
+                let Some(spec) = OffsetSpec::from_kafka(timestamp) else {
+                    let message = format!("invalid timestamp {timestamp}");
+                    return Err(PartitionError::with_message(code::INVALID_REQUEST, message));
                 };
-                Ok(PartitionReply::OffsetAt(ops::OffsetAt { offset, timestamp: ts }))
+                let isolation = if committed { Isolation::Committed } else { Isolation::HighWatermark };
+                let (offset, timestamp) = state.list_offset(spec, isolation).await?;
+                Ok(PartitionReply::OffsetAt(ops::OffsetAt { offset, timestamp }))
             }
             PartitionOp::DeleteRecords(ops::DeleteRecords { offset }) => {
                 // -1 means the high watermark.
-                let high_watermark = state.high_watermark();
-                let target = if offset == -1 { high_watermark } else { Offset(offset) };
-                if target > high_watermark || target < Offset::ZERO {
-                    return Err(PartitionError::new(code::OFFSET_OUT_OF_RANGE));
-                }
-                let low = Box::pin(log.delete_records_before(target)).await?;
+                let before = (offset != -1).then_some(Offset(offset));
+                let low = Box::pin(state.delete_records(before)).await?;
                 Ok(PartitionReply::RecordsDeleted(ops::RecordsDeleted { low_watermark: low.0 }))
             }
             PartitionOp::EpochEndOffset(ops::EpochEndOffset { current_leader_epoch, leader_epoch }) => {
@@ -324,9 +309,7 @@ impl Shard {
                 Box::pin(self.write_marker(partition, &state, &marker)).await?;
                 Ok(PartitionReply::Done)
             }
-            PartitionOp::Producers(ops::Producers) => {
-                Ok(PartitionReply::Producers(state.producers.borrow().describe()))
-            }
+            PartitionOp::Producers(ops::Producers) => Ok(PartitionReply::Producers(state.producers().describe())),
             PartitionOp::Open(_) | PartitionOp::Remove(_) | PartitionOp::Release(_) => {
                 unreachable!("handled above")
             }
@@ -339,16 +322,16 @@ impl Shard {
     fn fetch_gate(&self, state: &Partition, offset: Offset, reader: &Reader) -> Option<FetchResult> {
         // The leader serves every read; a follower serves consumers that may read from
         // followers (KIP-392), up to its high watermark.
-        let leads = state.replica_state.borrow().role() == replication::Role::Leader;
+        let leads = state.replica().role() == replication::Role::Leader;
         if !leads && !matches!(reader, Reader::Consumer { any_replica: true, .. }) {
             return Some(Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER)));
         }
-        let log = &state.log;
+        let log = state.log();
         // A follower whose log ends below this log's start reads nothing: the log start
         // it is sent tells it to restart there (Kafka answers OFFSET_OUT_OF_RANGE and
         // the follower then asks for the log start).
         if *reader == Reader::Follower && offset < log.log_start_offset() {
-            return Some(Ok(self.fetched(state, offset, Vec::new(), false)));
+            return Some(Ok(self.fetched(state, offset, Vec::new(), Isolation::LogEnd)));
         }
         if let Reader::Consumer { rack: Some(rack), .. } = reader {
             let replica = leads.then(|| self.preferred_read_replica(state, offset, rack)).flatten()?;
@@ -368,24 +351,23 @@ impl Shard {
     /// watermarks only (`max_bytes` 0), nothing visible to read, or batches in the
     /// cache. `None` when the log must read from disk, or its read fails.
     fn fetch_now(&self, state: &Partition, offset: Offset, max_bytes: usize, reader: &Reader) -> Option<FetchResult> {
-        let log = &state.log;
-        let (to_log_end, committed) = reader.reads_to();
+        let log = state.log();
+        let isolation = reader.isolation();
         // A fetch the response budget did not reach asks only for watermarks; so does
         // a diverged follower's, whose position may lie past this log's end (it is
         // told where to truncate, not refused).
         if max_bytes == 0 {
             let (start, end) = (log.log_start_offset(), log.log_end_offset());
-            if !to_log_end && (offset < start || offset > end) {
+            if isolation != Isolation::LogEnd && (offset < start || offset > end) {
                 return Some(Err(skein_engine::Error::OffsetOutOfRange { offset, start, end }.into()));
             }
-            return Some(Ok(self.fetched(state, offset, Vec::new(), committed)));
+            return Some(Ok(self.fetched(state, offset, Vec::new(), isolation)));
         }
         // Consumers never read past the high watermark (read_committed ones past the
-        // last stable offset); followers read to the log end.
-        let limit = (!to_log_end).then(|| fetch_visible_end(state, reader));
-        // A read's error is left to `Log::read`, which the caller logs.
-        let batches = log.read_now(offset, max_bytes, limit)?.ok()?;
-        Some(Ok(self.fetched(state, offset, batches, committed)))
+        // last stable offset); followers read to the log end. A read's error is left
+        // to the routed read, which the caller logs.
+        let batches = state.read_now(offset, max_bytes, isolation)?.ok()?;
+        Some(Ok(self.fetched(state, offset, batches, isolation)))
     }
 
     /// The reply to a fetch of `state` from `offset` that read `batches`, counted.
@@ -394,7 +376,7 @@ impl Shard {
         state: &Partition,
         offset: Offset,
         batches: Vec<skein_engine::Batch>,
-        committed: bool,
+        isolation: Isolation,
     ) -> ops::Fetched {
         let sent = batches.iter().map(|b| b.size() as u64).sum::<u64>();
         self.metrics.bytes_out.set(self.metrics.bytes_out.get() + sent);
@@ -402,13 +384,13 @@ impl Shard {
         state.bytes_out.set(state.bytes_out.get() + sent);
         // What a read_committed consumer must drop: the aborted transactions the
         // records read may hold (Kafka's `collectAbortedTxns`).
-        let aborted = match (committed, batches.last()) {
-            (true, Some(last)) => state.aborted_between(offset, last.next_offset()),
+        let aborted = match (isolation, batches.last()) {
+            (Isolation::Committed, Some(last)) => state.aborted_between(offset, last.next_offset()),
             _ => Vec::new(),
         };
         ops::Fetched {
             high_watermark: state.high_watermark().0,
-            log_start_offset: state.log.log_start_offset().0,
+            log_start_offset: state.log().log_start_offset().0,
             records: batches,
             preferred_read_replica: -1,
             last_stable_offset: state.last_stable_offset().0,
@@ -447,44 +429,16 @@ impl Shard {
         Some(answer)
     }
 
-    /// Completes when a reader at `offset` of `state` may have more to read, or its log
-    /// closed: a follower (`to_log_end`) at the next write; a consumer when the high
-    /// watermark passes its offset (written records the followers have not caught up
-    /// with are not for it yet), a read_committed one the last stable offset. Counted
-    /// as a parked fetch wait while it waits.
-    pub(crate) async fn wait_readable(&self, state: &Partition, offset: Offset, to_log_end: bool, committed: bool) {
+    /// `replication::Partition::wait_readable`, counted as a parked fetch wait while
+    /// it waits.
+    pub(crate) async fn wait_readable(&self, state: &Partition, offset: Offset, isolation: Isolation) {
         let _parked = Parked::new(&self.metrics.fetch_waits_parked);
-        let log = &state.log;
-        match to_log_end {
-            true => log.wait_for_data(offset).await,
-            false if committed => {
-                while state.last_stable_offset() <= offset && !log.is_closed() {
-                    state.wait_for_stable(offset).await;
-                }
-            }
-            false => {
-                while state.high_watermark() <= offset && !log.is_closed() {
-                    state.wait_for_high_watermark(offset).await;
-                }
-            }
-        }
+        state.wait_readable(offset, isolation).await;
     }
 }
 
 /// A fetch's read of one partition.
 pub(crate) type FetchResult = Result<ops::Fetched, PartitionError>;
-
-/// What `reader` may see of `state`: a follower what is written (appended records
-/// still on their way to disk are not readable yet: it waits for them rather than
-/// being answered empty), a consumer the high watermark, a read_committed consumer the
-/// last stable offset.
-fn fetch_visible_end(state: &Partition, reader: &Reader) -> Offset {
-    match reader.reads_to() {
-        (true, _) => state.log.offset_written_end(),
-        (false, true) => state.last_stable_offset(),
-        (false, false) => state.high_watermark(),
-    }
-}
 
 /// Counts a parked fetch wait for as long as it lives, however it ends (answered,
 /// timed out, or dropped when its request completed elsewhere).

@@ -163,7 +163,7 @@ impl std::ops::Deref for Partition {
 
 impl Partition {
     fn apply(&self, settings: &TopicSettings) -> Result<(), skein_engine::Error> {
-        self.log.set_config(settings.log.clone())?;
+        self.log().set_config(settings.log.clone())?;
         self.rules.set(settings.append);
         self.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
         Ok(())
@@ -285,10 +285,10 @@ impl Shard {
         let mut gauges = ReplicationGauges::default();
         let now = skein_engine::time::now_ms();
         for state in self.partitions.borrow().values() {
-            let replica = state.replica_state.borrow();
+            let replica = state.replica();
             if replica.role() == replication::Role::Leader {
                 gauges.under_replicated += u64::from(replica.isr().len() < replica.replicas().len());
-                gauges.high_watermark_lag += (state.log.log_end_offset().0 - replica.high_watermark().0).max(0);
+                gauges.high_watermark_lag += (state.log().log_end_offset().0 - replica.high_watermark().0).max(0);
                 gauges.follower_lag_ms = gauges.follower_lag_ms.max(replica.max_follower_lag_ms(now));
             } else {
                 gauges.follower_lag += state.follower_lag.get();
@@ -428,7 +428,7 @@ impl Shard {
     /// Forgets producers silent for `producer.id.expiration.ms`; returns how many.
     pub fn expire_producers(&self, now_ms: i64) -> usize {
         let expiration = self.settings.producer_id_expiration_ms;
-        self.partitions.borrow().values().map(|state| state.producers.borrow_mut().expire(now_ms, expiration)).sum()
+        self.partitions.borrow().values().map(|state| state.expire_producers(now_ms, expiration)).sum()
     }
 
     /// Messages other shards sent to `shard` that it has not taken yet.
@@ -557,8 +557,8 @@ pub(crate) async fn load_while_leading<F, Fut>(
     glommio::timer::sleep(delay).await;
     loop {
         let leader_epoch = shard.partition(&partition).and_then(|p| {
-            let replica = p.replica_state.borrow();
-            (Rc::ptr_eq(&p.log, &log) && replica.role() == replication::Role::Leader).then(|| replica.leader_epoch().0)
+            let replica = p.replica();
+            (Rc::ptr_eq(p.log(), &log) && replica.role() == replication::Role::Leader).then(|| replica.leader_epoch().0)
         });
         let Some(epoch) = leader_epoch else { return };
         if load(shard.clone(), partition.clone(), log.clone(), epoch).await {

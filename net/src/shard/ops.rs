@@ -26,12 +26,14 @@ pub enum Reader {
 }
 
 impl Reader {
-    /// Whether it reads to the log end (a follower), and whether only up to the last
-    /// stable offset (read_committed).
-    pub fn reads_to(&self) -> (bool, bool) {
+    /// How far it reads: a follower to the log end, a consumer to the high watermark,
+    /// a read_committed one to the last stable offset.
+    pub fn isolation(&self) -> skein_replication::Isolation {
+        use skein_replication::Isolation;
         match self {
-            Reader::Follower => (true, false),
-            Reader::Consumer { committed, .. } => (false, *committed),
+            Reader::Follower => Isolation::LogEnd,
+            Reader::Consumer { committed: true, .. } => Isolation::Committed,
+            Reader::Consumer { committed: false, .. } => Isolation::HighWatermark,
         }
     }
 }

@@ -19,12 +19,12 @@ impl Shard {
         produce: ops::Produce,
     ) -> Result<Produced, PartitionError> {
         let ops::Produce { batch: bytes, backing, acks, timeout_ms, transactional_id } = produce;
-        let log = &state.log;
+        let log = state.log();
         let max = log.config().max_message_bytes as usize;
         let batch = Batch::validate_fresh(bytes, max).map_err(skein_engine::Error::InvalidBatch)?.with_backing(backing);
         let rules = state.rules.get();
-        if acks == -1 && (state.replica_state.borrow().isr().len() as i32) < rules.min_insync_replicas {
-            return Err(PartitionError::new(code::NOT_ENOUGH_REPLICAS));
+        if acks == -1 {
+            state.check_insync(rules.min_insync_replicas.max(0) as usize)?;
         }
         let now = skein_engine::log::now_ms();
         let batch = match crate::append::admit(batch, &rules, &partition.to_string(), now) {
@@ -39,7 +39,7 @@ impl Shard {
         // partition in it (KIP-890), so no transaction hangs on a partition it never
         // added.
         let (pid, epoch) = (batch.producer_id(), batch.producer_epoch());
-        if batch.is_transactional() && !state.producers.borrow().txns.is_ongoing(pid) {
+        if batch.is_transactional() && !state.producers().txns.is_ongoing(pid) {
             let id = transactional_id.unwrap_or_default();
             let verified = self.verify_txn(&id, pid, epoch, partition).await;
             verified.map_err(|c| PartitionError::new(crate::txn::fenced_for(c, false)))?;
