@@ -8,6 +8,7 @@ pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod client_quotas;
+mod commits;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_partitions;

@@ -8,6 +8,7 @@ use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponseParti
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 
+use super::commits::{metadata, Commits};
 use crate::errors::code;
 use crate::group::{calls, Committed};
 use crate::shard::Shard;
@@ -24,39 +25,19 @@ pub async fn handle(
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
     let image = shard.image();
-    // (topic, partition, error known before the coordinator is asked)
-    let mut slots: Vec<(String, i32, Option<i16>)> = Vec::new();
-    let mut offsets = Vec::new();
+    let mut commits = Commits::default();
     for topic in &request.topics {
-        let name = topic.name.0.to_string();
-        let meta = image.topic(&name);
-        let authorized = caller.topic(crate::authorize::Op::Read, &name);
+        let readable = caller.topic(crate::authorize::Op::Read, &topic.name.0);
         for p in &topic.partitions {
-            let known = meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
-            if !authorized {
-                slots.push((name.clone(), p.partition_index, Some(crate::authorize::TOPIC_AUTHORIZATION_FAILED)));
-                continue;
-            }
-            if !known {
-                slots.push((name.clone(), p.partition_index, Some(code::UNKNOWN_TOPIC_OR_PARTITION)));
-                continue;
-            }
-            if p.committed_metadata.as_ref().is_some_and(|m| m.len() > crate::group::OFFSET_METADATA_MAX_BYTES) {
-                slots.push((name.clone(), p.partition_index, Some(code::OFFSET_METADATA_TOO_LARGE)));
-                continue;
-            }
-            slots.push((name.clone(), p.partition_index, None));
-            offsets.push((
-                name.clone(),
-                p.partition_index,
-                Committed {
-                    offset: p.committed_offset,
-                    leader_epoch: if header.request_api_version >= 6 { p.committed_leader_epoch } else { -1 },
-                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default(),
-                },
-            ));
+            let committed = Committed {
+                offset: p.committed_offset,
+                leader_epoch: if header.request_api_version >= 6 { p.committed_leader_epoch } else { -1 },
+                metadata: metadata(p.committed_metadata.as_ref()),
+            };
+            commits.add(&image, &topic.name.0, readable, p.partition_index, committed);
         }
     }
+    let offsets = std::mem::take(&mut commits.offsets);
     let codes = if group.is_empty() {
         vec![code::INVALID_GROUP_ID; offsets.len()]
     } else if offsets.is_empty() {
@@ -69,14 +50,9 @@ pub async fn handle(
             member_id: request.member_id.to_string(),
             offsets,
         };
-        match crate::topics::group_call(shard, &group, call).await {
-            Ok(codes) => codes,
-            Err(c) => vec![c; n],
-        }
+        crate::topics::group_call(shard, &group, call).await.unwrap_or_else(|error| vec![error; n])
     };
-    let mut codes = codes.into_iter();
-    let partitions = slots.into_iter().map(|(topic, partition, known_error)| {
-        let error = known_error.unwrap_or_else(|| codes.next().unwrap_or(code::UNKNOWN_SERVER_ERROR));
+    let partitions = commits.errors(codes).map(|(topic, partition, error)| {
         (topic, OffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(error))
     });
     let mut response = OffsetCommitResponse::default();

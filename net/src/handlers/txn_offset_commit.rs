@@ -12,6 +12,7 @@ use kafka_protocol::messages::{RequestHeader, TopicName, TxnOffsetCommitRequest,
 use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
 
+use super::commits::{metadata, Commits};
 use super::{group_by_topic, s};
 use crate::errors::code;
 use crate::group::{calls, Committed};
@@ -28,31 +29,19 @@ pub async fn handle(
 ) -> TxnOffsetCommitResponse {
     let group = request.group_id.0.to_string();
     let image = shard.image();
-    let mut slots: Vec<(String, i32, Option<i16>)> = Vec::new();
-    let mut offsets = Vec::new();
+    let mut commits = Commits::default();
     for topic in &request.topics {
-        let name = topic.name.0.to_string();
-        let meta = image.topic(&name);
-        let authorized = caller.topic(crate::authorize::Op::Read, &name);
+        let readable = caller.topic(crate::authorize::Op::Read, &topic.name.0);
         for p in &topic.partitions {
-            if !authorized {
-                slots.push((name.clone(), p.partition_index, Some(crate::authorize::TOPIC_AUTHORIZATION_FAILED)));
-                continue;
-            }
-            if !meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions) {
-                slots.push((name.clone(), p.partition_index, Some(code::UNKNOWN_TOPIC_OR_PARTITION)));
-                continue;
-            }
-            if p.committed_metadata.as_ref().is_some_and(|m| m.len() > crate::group::OFFSET_METADATA_MAX_BYTES) {
-                slots.push((name.clone(), p.partition_index, Some(code::OFFSET_METADATA_TOO_LARGE)));
-                continue;
-            }
-            slots.push((name.clone(), p.partition_index, None));
-            let metadata = p.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
-            let committed = Committed { offset: p.committed_offset, leader_epoch: p.committed_leader_epoch, metadata };
-            offsets.push((name.clone(), p.partition_index, committed));
+            let committed = Committed {
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: metadata(p.committed_metadata.as_ref()),
+            };
+            commits.add(&image, &topic.name.0, readable, p.partition_index, committed);
         }
     }
+    let offsets = std::mem::take(&mut commits.offsets);
     let codes = if group.is_empty() {
         vec![code::INVALID_GROUP_ID; offsets.len()]
     } else if offsets.is_empty() {
@@ -69,14 +58,9 @@ pub async fn handle(
             member_id: request.member_id.to_string(),
             offsets,
         };
-        match crate::topics::group_call(shard, &group, call).await {
-            Ok(codes) => codes,
-            Err(c) => vec![c; n],
-        }
+        crate::topics::group_call(shard, &group, call).await.unwrap_or_else(|error| vec![error; n])
     };
-    let mut codes = codes.into_iter();
-    let partitions = slots.into_iter().map(|(topic, partition, known_error)| {
-        let error = known_error.unwrap_or_else(|| codes.next().unwrap_or(code::UNKNOWN_SERVER_ERROR));
+    let partitions = commits.errors(codes).map(|(topic, partition, error)| {
         (topic, TxnOffsetCommitResponsePartition::default().with_partition_index(partition).with_error_code(error))
     });
     let mut response = TxnOffsetCommitResponse::default();

@@ -1,0 +1,52 @@
+//! What OffsetCommit and TxnOffsetCommit share: each partition's error known before
+//! the coordinator is asked (topic not readable, unknown partition, metadata too long),
+//! the offsets it is asked to commit, and the answer put back in request order.
+
+use kafka_protocol::protocol::StrBytes;
+
+use crate::errors::code;
+use crate::group::Committed;
+use crate::metadata::MetadataImage;
+
+/// A commit's partitions in request order, and the offsets to send the coordinator.
+#[derive(Default)]
+pub(crate) struct Commits {
+    /// (topic, partition, error known before the coordinator is asked)
+    slots: Vec<(String, i32, Option<i16>)>,
+    pub offsets: Vec<(String, i32, Committed)>,
+}
+
+impl Commits {
+    /// Takes partition `partition` of topic `name` (readable by the caller or not):
+    /// refused here, or `committed` goes to the coordinator.
+    pub fn add(&mut self, image: &MetadataImage, name: &str, readable: bool, partition: i32, committed: Committed) {
+        let known = image.topic(name).is_some_and(|m| partition >= 0 && partition < m.partitions);
+        let refused = if !readable {
+            Some(crate::authorize::TOPIC_AUTHORIZATION_FAILED)
+        } else if !known {
+            Some(code::UNKNOWN_TOPIC_OR_PARTITION)
+        } else if committed.metadata.len() > crate::group::OFFSET_METADATA_MAX_BYTES {
+            Some(code::OFFSET_METADATA_TOO_LARGE)
+        } else {
+            None
+        };
+        self.slots.push((name.to_string(), partition, refused));
+        if refused.is_none() {
+            self.offsets.push((name.to_string(), partition, committed));
+        }
+    }
+
+    /// Each partition's error in request order: its own, or the coordinator's next.
+    pub fn errors(self, coordinator: Vec<i16>) -> impl Iterator<Item = (String, i32, i16)> {
+        let mut coordinator = coordinator.into_iter();
+        self.slots.into_iter().map(move |(topic, partition, known)| {
+            let error = known.unwrap_or_else(|| coordinator.next().unwrap_or(code::UNKNOWN_SERVER_ERROR));
+            (topic, partition, error)
+        })
+    }
+}
+
+/// A committed offset's metadata as the coordinator keeps it.
+pub(crate) fn metadata(metadata: Option<&StrBytes>) -> String {
+    metadata.map(|m| m.to_string()).unwrap_or_default()
+}
