@@ -168,8 +168,8 @@ pub fn plan_by_count(shards: usize, placed: &[(TopicPartition, usize)]) -> Plan 
 struct Reading {
     at: Instant,
     runtime_us: Vec<u64>,
-    /// (partition, shard, bytes in, bytes out, requests, busy µs).
-    partitions: Vec<(TopicPartition, usize, u64, u64, u64, u64)>,
+    /// Each hosted partition's counters, by partition and the shard it is on.
+    partitions: std::collections::HashMap<(TopicPartition, usize), ops::PartitionStats>,
 }
 
 /// The partitions this node hosts, with the shard each is on.
@@ -191,7 +191,7 @@ async fn read(shard: &Rc<Shard>) -> Reading {
     // All at once: the channels between shards bound what is in flight.
     let asks = hosted(shard).into_iter().map(|(partition, owner)| async move {
         let stats = shard.call_on(owner, partition.clone(), ops::Stats).await.ok()?;
-        Some((partition, owner, stats.bytes_in, stats.bytes_out, stats.requests, stats.busy_us))
+        Some(((partition, owner), stats))
     });
     let partitions = futures_util::future::join_all(asks).await.into_iter().flatten().collect();
     let runtime_us =
@@ -214,21 +214,28 @@ pub async fn measure(shard: &Rc<Shard>, interval: Duration) -> Measured {
         .map(|(now, then)| (now.saturating_sub(*then) as f64 / 1e6 / seconds).min(1.0))
         .collect();
     let mut partitions = Vec::new();
-    for (partition, owner, bytes_in, bytes_out, requests, busy_us) in after.partitions {
-        let Some(then) = before.partitions.iter().find(|b| b.0 == partition && b.1 == owner) else { continue };
-        if bytes_in < then.2 || bytes_out < then.3 || requests < then.4 || busy_us < then.5 {
+    for ((partition, owner), now) in after.partitions {
+        // A partition moved or reopened meanwhile (its counters restarted) is left out.
+        let Some(then) = before.partitions.get(&(partition.clone(), owner)) else { continue };
+        if now.bytes_in < then.bytes_in
+            || now.bytes_out < then.bytes_out
+            || now.requests < then.requests
+            || now.busy_us < then.busy_us
+        {
             continue;
         }
         let rate = |now: u64, then: u64| (now - then) as f64 / seconds;
         partitions.push(PartitionLoad {
-            busy: rate(busy_us, then.5) / 1e6,
-            bytes_in_per_s: rate(bytes_in, then.2),
-            bytes_out_per_s: rate(bytes_out, then.3),
-            requests_per_s: rate(requests, then.4),
+            busy: rate(now.busy_us, then.busy_us) / 1e6,
+            bytes_in_per_s: rate(now.bytes_in, then.bytes_in),
+            bytes_out_per_s: rate(now.bytes_out, then.bytes_out),
+            requests_per_s: rate(now.requests, then.requests),
             partition,
             shard: owner,
         });
     }
+    // In the order the plan and the report list them.
+    partitions.sort_by(|a, b| a.partition.cmp(&b.partition));
     Measured { shards_busy, partitions }
 }
 

@@ -62,6 +62,17 @@ pub enum Mode {
     Incremental { id: i32 },
 }
 
+/// What a fetch told its client of one partition of its session.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub topic: TopicKey,
+    pub partition: i32,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// Whether records went out (the partition then moves to the session's back).
+    pub had_records: bool,
+}
+
 /// The sessions of one shard.
 #[derive(Debug)]
 pub struct FetchSessions {
@@ -174,24 +185,19 @@ impl FetchSessions {
         session.partitions.clone()
     }
 
-    /// Records what session `id` told its client (the partitions, in the order fetched,
-    /// with the high watermark and log start offset sent and whether records went out).
-    pub fn served(&mut self, id: i32, sent: &[(TopicKey, i32, i64, i64, bool)]) {
+    /// Records what session `id` told its client (the partitions, in the order fetched).
+    pub fn served(&mut self, id: i32, sent: &[Sent]) {
         let Some(session) = self.sessions.get_mut(&id) else { return };
         let index: HashMap<(&TopicKey, i32), usize> =
             session.partitions.iter().enumerate().map(|(i, p)| ((&p.topic, p.partition), i)).collect();
-        let positions: Vec<(usize, i64, i64, bool)> = sent
-            .iter()
-            .filter_map(|(topic, partition, high_watermark, log_start_offset, had_records)| {
-                index.get(&(topic, *partition)).map(|&at| (at, *high_watermark, *log_start_offset, *had_records))
-            })
-            .collect();
+        let positions: Vec<(usize, &Sent)> =
+            sent.iter().filter_map(|s| index.get(&(&s.topic, s.partition)).map(|&at| (at, s))).collect();
         let mut moved = Vec::new();
-        for (at, high_watermark, log_start_offset, had_records) in positions {
+        for (at, sent) in positions {
             let p = &mut session.partitions[at];
-            p.high_watermark_sent = high_watermark;
-            p.log_start_offset_sent = log_start_offset;
-            if had_records {
+            p.high_watermark_sent = sent.high_watermark;
+            p.log_start_offset_sent = sent.log_start_offset;
+            if sent.had_records {
                 moved.push(at);
             }
         }
@@ -217,6 +223,10 @@ impl FetchSessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sent(partition: i32, high_watermark: i64, log_start_offset: i64, had_records: bool) -> Sent {
+        Sent { topic: TopicKey::Name("t".into()), partition, high_watermark, log_start_offset, had_records }
+    }
 
     fn partition(p: i32, offset: i64) -> SessionPartition {
         SessionPartition {
@@ -244,8 +254,7 @@ mod tests {
         let offsets: Vec<(i32, i64)> = all.iter().map(|p| (p.partition, p.fetch_offset)).collect();
         assert_eq!(offsets, vec![(1, 7), (2, 0), (3, 0)]);
         // Partition 1 returned data: it moves to the back.
-        sessions
-            .served(id, &[(TopicKey::Name("t".into()), 1, 9, 0, true), (TopicKey::Name("t".into()), 2, 0, 0, false)]);
+        sessions.served(id, &[sent(1, 9, 0, true), sent(2, 0, 0, false)]);
         assert_eq!(sessions.begin(id, 1), Err(code::INVALID_FETCH_SESSION_EPOCH), "epoch 1 was taken");
         assert_eq!(sessions.begin(id, 2), Ok(Mode::Incremental { id }));
         let order: Vec<i32> = sessions.update(id, vec![], &[], now).iter().map(|p| p.partition).collect();

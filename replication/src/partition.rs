@@ -138,6 +138,11 @@ impl<S: Storage> Partition<S> {
         &self.log
     }
 
+    /// The offset the next record appended gets.
+    pub fn log_end_offset(&self) -> Offset {
+        self.log.log_end_offset()
+    }
+
     /// The id of the topic incarnation this partition belongs to.
     pub fn topic_id(&self) -> [u8; 16] {
         self.topic_id

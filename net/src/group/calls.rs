@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, JoinGroupResponse, SyncGroupResponse,
 };
 
-use super::{Committed, Join};
+use super::{Committed, Join, PartitionOffset};
 
 /// A typed call to the group coordinator: the `GroupCall` it travels as, and how its
 /// answer comes back.
@@ -147,7 +147,7 @@ pub enum GroupAnswer {
     Code(i16),
     Codes(Vec<i16>),
     /// Committed offsets, with a partition error (UNSTABLE_OFFSET_COMMIT).
-    Offsets(Vec<(String, i32, Option<Committed>, i16)>),
+    Offsets(Vec<PartitionOffset>),
     Described(DescribedGroup),
     Listed(Vec<ListedGroup>),
     ConsumerHeartbeat(ConsumerGroupHeartbeatResponse),
@@ -160,7 +160,7 @@ crate::typed::typed_requests! {
         Heartbeat => i16 = GroupAnswer::Code(r) => r;
         Leave => Vec<i16> = GroupAnswer::Codes(r) => r;
         Commit => Vec<i16> = GroupAnswer::Codes(r) => r;
-        Fetch => Vec<(String, i32, Option<Committed>, i16)> = GroupAnswer::Offsets(r) => r;
+        Fetch => Vec<PartitionOffset> = GroupAnswer::Offsets(r) => r;
         TxnCommit => Vec<i16> = GroupAnswer::Codes(r) => r;
         Describe => DescribedGroup = GroupAnswer::Described(r) => r;
         List => Vec<ListedGroup> = GroupAnswer::Listed(r) => r;

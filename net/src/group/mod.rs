@@ -100,6 +100,16 @@ struct Member {
     sync: Option<oneshot::Sender<SyncGroupResponse>>,
 }
 
+/// One partition's answer to OffsetFetch: its committed offset (`None`: none) or an
+/// error (UNSTABLE_OFFSET_COMMIT, TOPIC_AUTHORIZATION_FAILED).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub committed: Option<Committed>,
+    pub error: i16,
+}
+
 /// A committed offset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Committed {

@@ -73,16 +73,21 @@ impl Coordinator {
         group_id: &str,
         wanted: Option<Vec<(String, i32)>>,
         require_stable: bool,
-    ) -> Vec<(String, i32, Option<Committed>, i16)> {
+    ) -> Vec<PartitionOffset> {
         let groups = self.groups.borrow();
         let group = groups.get(group_id);
         let answer = |t: String, p: i32| {
             let pending = group.is_some_and(|g| g.pending_txn.values().any(|o| o.contains_key(&(t.clone(), p))));
             if require_stable && pending {
-                return (t, p, None, code::UNSTABLE_OFFSET_COMMIT);
+                return PartitionOffset {
+                    topic: t,
+                    partition: p,
+                    committed: None,
+                    error: code::UNSTABLE_OFFSET_COMMIT,
+                };
             }
-            let c = group.and_then(|g| g.offsets.get(&(t.clone(), p)).cloned());
-            (t, p, c, code::NONE)
+            let committed = group.and_then(|g| g.offsets.get(&(t.clone(), p)).cloned());
+            PartitionOffset { topic: t, partition: p, committed, error: code::NONE }
         };
         match wanted {
             Some(list) => list.into_iter().map(|(t, p)| answer(t, p)).collect(),

@@ -36,7 +36,7 @@ use crate::shard::{PartitionError, Reader, Shard};
 
 /// One partition's read.
 type FetchResult = Result<Fetched, PartitionError>;
-use crate::fetch_sessions::{Mode, SessionPartition, TopicKey};
+use crate::fetch_sessions::{Mode, Sent, SessionPartition, TopicKey};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 16 };
 
@@ -206,7 +206,7 @@ pub async fn handle(
     if replica_id >= 0 {
         throttle_leader(shard, &wanted, &mut results);
     }
-    let sent: Vec<(TopicKey, i32, i64, i64, bool)> = wanted
+    let sent: Vec<Sent> = wanted
         .iter()
         .zip(&results)
         .map(|(w, r)| {
@@ -214,7 +214,13 @@ pub async fn handle(
                 Ok(fetched) => (fetched.high_watermark, fetched.log_start_offset),
                 _ => (-1, -1),
             };
-            (w.key.clone(), w.tp.partition, high_watermark, log_start_offset, record_bytes(r) > 0)
+            Sent {
+                topic: w.key.clone(),
+                partition: w.tp.partition,
+                high_watermark,
+                log_start_offset,
+                had_records: record_bytes(r) > 0,
+            }
         })
         .collect();
     if response_session != 0 {
@@ -457,7 +463,7 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[FetchRes
                 // This shard's partitions are waited on where they are; past the log
                 // end there is nothing to wait for (the read says why). The others
                 // wait on their shard.
-                let local = shard.partition(&w.tp).filter(|state| next <= state.log().log_end_offset().0);
+                let local = shard.partition(&w.tp).filter(|state| next <= state.log_end_offset().0);
                 async move {
                     match local {
                         Some(state) => {

@@ -13,12 +13,12 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::{group_by_topic, s};
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
-use crate::group::{calls, Committed};
+use crate::group::{calls, Committed, PartitionOffset};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
 
-type Fetched = Result<Vec<(String, i32, Option<Committed>, i16)>, i16>;
+type Fetched = Result<Vec<PartitionOffset>, i16>;
 
 /// The group's committed offsets that `caller` may see: DESCRIBE on the group, and
 /// on each topic (asked for all topics, the others are left out; named, they get
@@ -47,9 +47,14 @@ async fn fetch(
     let call = calls::Fetch { group: group.to_owned(), wanted, require_stable };
     let mut offsets = crate::topics::group_call(shard, group, call).await?;
     if all {
-        offsets.retain(|(topic, ..)| caller.topic(Op::Describe, topic));
+        offsets.retain(|o| caller.topic(Op::Describe, &o.topic));
     }
-    offsets.extend(denied.into_iter().map(|(t, p)| (t, p, None, TOPIC_AUTHORIZATION_FAILED)));
+    offsets.extend(denied.into_iter().map(|(topic, partition)| PartitionOffset {
+        topic,
+        partition,
+        committed: None,
+        error: TOPIC_AUTHORIZATION_FAILED,
+    }));
     Ok(offsets)
 }
 
@@ -74,16 +79,17 @@ pub async fn handle(
             match fetch(shard, caller, g.group_id.0.as_str(), wanted, request.require_stable).await {
                 Err(c) => out.error_code = c,
                 Ok(offsets) => {
-                    let partitions = offsets.into_iter().map(|(topic, partition, committed, error)| {
-                        let c = committed.unwrap_or_else(Committed::none);
-                        let p = OffsetFetchResponsePartitions::default()
-                            .with_partition_index(partition)
-                            .with_error_code(error)
-                            .with_committed_offset(c.offset)
-                            .with_committed_leader_epoch(c.leader_epoch)
-                            .with_metadata(Some(s(c.metadata)));
-                        (topic, p)
-                    });
+                    let partitions =
+                        offsets.into_iter().map(|PartitionOffset { topic, partition, committed, error }| {
+                            let c = committed.unwrap_or_else(Committed::none);
+                            let p = OffsetFetchResponsePartitions::default()
+                                .with_partition_index(partition)
+                                .with_error_code(error)
+                                .with_committed_offset(c.offset)
+                                .with_committed_leader_epoch(c.leader_epoch)
+                                .with_metadata(Some(s(c.metadata)));
+                            (topic, p)
+                        });
                     out.topics = group_by_topic(partitions)
                         .into_iter()
                         .map(|(topic, partitions)| {
@@ -109,7 +115,7 @@ pub async fn handle(
     match fetch(shard, caller, request.group_id.0.as_str(), wanted, request.require_stable).await {
         Err(c) => response.error_code = c,
         Ok(offsets) => {
-            let partitions = offsets.into_iter().map(|(topic, partition, committed, error)| {
+            let partitions = offsets.into_iter().map(|PartitionOffset { topic, partition, committed, error }| {
                 let c = committed.unwrap_or_else(Committed::none);
                 let p = OffsetFetchResponsePartition::default()
                     .with_partition_index(partition)
