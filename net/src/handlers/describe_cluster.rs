@@ -7,7 +7,7 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::VersionRange;
 
 use super::s;
-use crate::shard::Shard;
+use crate::shard::{BrokerAddress, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
@@ -26,7 +26,7 @@ pub fn handle(
     response.brokers = shard
         .brokers(listener)
         .into_iter()
-        .map(|(id, host, port, rack)| {
+        .map(|BrokerAddress { id, host, port, rack }| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(id))
                 .with_host(s(host))

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::errors::code;
-use crate::shard::Shard;
+use crate::shard::{BrokerAddress, Shard};
 
 /// Whether a partition refused with `error` tells the client where its leader is.
 pub fn names_leader(error: i16) -> bool {
@@ -31,23 +31,15 @@ pub fn current_leader(shard: &Shard, topic: &str, partition: i32, listener: &str
     }
 }
 
-/// A broker's endpoint: id, host, port and rack.
-pub struct Endpoint {
-    pub id: i32,
-    pub host: String,
-    pub port: u16,
-    pub rack: Option<String>,
-}
-
 /// The endpoints of `leaders` that are live (no unknown or fenced leader is named).
-pub fn endpoints(shard: &Shard, leaders: &BTreeSet<i32>, listener: &str) -> Vec<Endpoint> {
+pub fn endpoints(shard: &Shard, leaders: &BTreeSet<i32>, listener: &str) -> Vec<BrokerAddress> {
     let image = shard.image();
     leaders
         .iter()
         .filter_map(|&id| {
             let (host, port) = shard.client_address(id, listener)?;
             let rack = image.brokers.get(&id).and_then(|b| b.rack.clone());
-            Some(Endpoint { id, host, port, rack })
+            Some(BrokerAddress { id, host, port, rack })
         })
         .collect()
 }

@@ -16,7 +16,7 @@ use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::metadata::{validate_topic_name, TopicMeta};
 use crate::operations::{authorized, Resource, NOT_REQUESTED};
-use crate::shard::Shard;
+use crate::shard::{BrokerAddress, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
 
@@ -91,7 +91,7 @@ pub async fn handle(
     response.brokers = shard
         .brokers(listener)
         .into_iter()
-        .map(|(id, host, port, rack)| {
+        .map(|BrokerAddress { id, host, port, rack }| {
             let mut broker = MetadataResponseBroker::default();
             broker.node_id = BrokerId(id);
             broker.host = s(host);

@@ -44,9 +44,10 @@ pub struct Controller {
     peers: Option<Peers>,
     /// The connection to the voter this broker-only node follows.
     observer: Option<Link>,
-    /// As the active controller: the observers fetching from it, by node id (the
-    /// index each holds, when it last fetched and last held the whole log, in ms).
-    observers: RefCell<BTreeMap<i32, (u64, i64, i64)>>,
+    /// As the active controller: the observers fetching from it, by node id, as
+    /// DescribeQuorum lists them (the index each holds, when it last fetched and last
+    /// held the whole log, in ms).
+    observers: RefCell<BTreeMap<i32, VoterStatus>>,
     /// Proposals waiting to be applied on every shard, answered with their index.
     pending: RefCell<HashMap<u64, oneshot::Sender<Result<u64, Refusal>>>>,
     /// Requests forwarded to the active controller.
@@ -261,14 +262,7 @@ impl Controller {
                 return Err(not_controller(self.leader_id.get()));
             }
             let mut status = self.quorum_status.borrow().clone();
-            status.observers = (self.observers.borrow().iter())
-                .map(|(&node, &(held, fetched, caught_up))| VoterStatus {
-                    node,
-                    log_end_offset: held as i64,
-                    last_fetch_ms: fetched,
-                    last_caught_up_ms: caught_up,
-                })
-                .collect();
+            status.observers = self.observers.borrow().values().cloned().collect();
             return Ok((ControllerReply::Quorum(status), self.applied.get()));
         }
         let _one = self.requests.lock().await;
@@ -336,8 +330,17 @@ impl Controller {
             if self.leader.get() {
                 let ms = skein_engine::time::now_ms();
                 let mut observers = self.observers.borrow_mut();
-                let entry = observers.entry(node).or_insert((0, -1, -1));
-                *entry = (after, ms, if after >= feed.committed { ms } else { entry.2 });
+                let entry = observers.entry(node).or_insert(VoterStatus {
+                    node,
+                    log_end_offset: 0,
+                    last_fetch_ms: -1,
+                    last_caught_up_ms: -1,
+                });
+                entry.log_end_offset = after as i64;
+                entry.last_fetch_ms = ms;
+                if after >= feed.committed {
+                    entry.last_caught_up_ms = ms;
+                }
             }
             if feed.upto > after || feed.snapshot.is_some() || now >= deadline {
                 return Some(feed);

@@ -3,17 +3,25 @@
 
 use super::Shard;
 
+/// A broker as a client sees it: id, address on the client's listener, rack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddress {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
 impl Shard {
     /// This node's advertised address on listener `name`.
     fn own_endpoint(&self, name: &str) -> Option<(String, u16)> {
         self.settings.listeners.iter().find(|l| l.name == name).map(|l| (l.advertised_host.clone(), l.advertised_port))
     }
 
-    /// The brokers a client on listener `listener` may reach: (id, host, port, rack)
-    /// of each registered broker not fenced that has that listener, this node (when
-    /// it is a broker) always with its current address. As in Kafka, a broker without
-    /// the listener is left out.
-    pub fn brokers(&self, listener: &str) -> Vec<(i32, String, u16, Option<String>)> {
+    /// The brokers a client on listener `listener` may reach: each registered broker
+    /// not fenced that has that listener, this node (when it is a broker) always with
+    /// its current address. As in Kafka, a broker without the listener is left out.
+    pub fn brokers(&self, listener: &str) -> Vec<BrokerAddress> {
         let image = self.image();
         let mut brokers = Vec::new();
         for b in image.brokers.values().filter(|b| b.id != self.settings.node_id && !b.fenced) {
@@ -23,9 +31,9 @@ impl Shard {
                 // its shards a broker of its own.
                 Some(v) => brokers.extend((0..v.shards).map(|shard| {
                     let id = crate::virtual_brokers::virtual_id(b.id, shard as usize);
-                    (id, host.clone(), v.port_base + shard, b.rack.clone())
+                    BrokerAddress { id, host: host.clone(), port: v.port_base + shard, rack: b.rack.clone() }
                 })),
-                None => brokers.push((b.id, host, port, b.rack.clone())),
+                None => brokers.push(BrokerAddress { id: b.id, host, port, rack: b.rack.clone() }),
             }
         }
         // A controller-only node is no broker.
@@ -34,15 +42,17 @@ impl Shard {
                 // Each shard a broker of its own.
                 (Some(port_base), Some((host, _))) => brokers.extend((0..self.settings.shards).map(|shard| {
                     let id = crate::virtual_brokers::virtual_id(self.settings.node_id, shard);
-                    (id, host.clone(), port_base + shard as u16, self.settings.rack.clone())
+                    let port = port_base + shard as u16;
+                    BrokerAddress { id, host: host.clone(), port, rack: self.settings.rack.clone() }
                 })),
                 (None, Some((host, port))) => {
-                    brokers.push((self.settings.node_id, host, port, self.settings.rack.clone()))
+                    let id = self.settings.node_id;
+                    brokers.push(BrokerAddress { id, host, port, rack: self.settings.rack.clone() })
                 }
                 (_, None) => {}
             }
         }
-        brokers.sort_by_key(|b| b.0);
+        brokers.sort_by_key(|b| b.id);
         brokers
     }
 

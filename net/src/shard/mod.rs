@@ -32,6 +32,7 @@ mod inbox;
 pub mod ops;
 mod produce;
 mod security;
+pub use brokers::BrokerAddress;
 pub use inbox::serve_peer;
 pub use ops::{
     Fetch, OpResult, PartitionError, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage, ShardOp,
