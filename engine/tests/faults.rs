@@ -530,6 +530,38 @@ fn enospc_on_reservation_is_retriable() {
     });
 }
 
+// A log extends its reservation ahead of need in a task of its own: the append whose
+// admission starts that fallocate does not wait for it, however slow it is, and nor do
+// the appends after it while the space already reserved lasts.
+#[test]
+fn appends_do_not_wait_for_the_reservation_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    run(async {
+        let log = open(faulty(&plan), dir.path(), LogConfig::default()).await.unwrap();
+        plan.slow_allocates.set(Some(std::time::Duration::from_millis(500)));
+        // The first append must reserve: it waits for its fallocate.
+        log.append(tagged(0, 3), LEADER).await.unwrap();
+        let first = plan.allocates.get();
+        assert!(first >= 1, "the first append reserved nothing");
+        let mut tag = 1;
+        let mut slowest = std::time::Duration::ZERO;
+        // Appends until one starts an extension ahead of need, then a few more.
+        let mut after_ahead = None;
+        while after_ahead.is_none_or(|n| tag < n) {
+            let started = std::time::Instant::now();
+            log.append(tagged(tag, 3), LEADER).await.unwrap();
+            slowest = slowest.max(started.elapsed());
+            if after_ahead.is_none() && plan.allocates.get() > first {
+                after_ahead = Some(tag + 3);
+            }
+            tag += 1;
+            assert!(tag < 10_000, "no extension ahead of need after {tag} appends");
+        }
+        assert!(slowest < std::time::Duration::from_millis(250), "an append waited {slowest:?} for a 500 ms fallocate");
+    });
+}
+
 // On a full disk appends fail with DiskFull while reads, DeleteRecords and retention
 // keep working.
 #[test]

@@ -80,6 +80,11 @@ pub struct FaultPlan {
     /// Every write completes this much later than it landed (a device that cannot keep
     /// up).
     pub slow_writes: Cell<Option<std::time::Duration>>,
+    /// Every allocation (fallocate) completes this much later (a file system slow to
+    /// find free extents).
+    pub slow_allocates: Cell<Option<std::time::Duration>>,
+    /// Allocations started.
+    pub allocates: Cell<u64>,
     ops: Cell<u64>,
     syncs: Cell<u64>,
     crashed: Cell<bool>,
@@ -416,6 +421,10 @@ impl<F: StorageFile> StorageFile for FaultFile<F> {
     async fn allocate(&self, len: u64) -> io::Result<()> {
         self.plan.mutate()?;
         errno(self.plan.fail_allocates.get())?;
+        self.plan.allocates.set(self.plan.allocates.get() + 1);
+        if let Some(delay) = self.plan.slow_allocates.get() {
+            glommio::timer::sleep(delay).await;
+        }
         self.inner.allocate(len).await?;
         self.size_changed(FileOp::Allocate(len));
         Ok(())
