@@ -692,9 +692,9 @@ async fn run_shard(
     for receiver in receivers {
         glommio::spawn_local(skein_net::shard::serve_peer(shard.clone(), receiver)).detach();
     }
-    glommio::spawn_local(skein_net::group::run::group_ticker(shard.clone())).detach();
-    glommio::spawn_local(skein_net::group::run::consumer_lag_task(shard.clone())).detach();
-    glommio::spawn_local(skein_net::txn::run::txn_ticker(shard.clone())).detach();
+    glommio::spawn_local(skein_net::coordinator::group::group_ticker(shard.clone())).detach();
+    glommio::spawn_local(skein_net::coordinator::group::consumer_lag_task(shard.clone())).detach();
+    glommio::spawn_local(skein_net::coordinator::txn::txn_ticker(shard.clone())).detach();
     // Recover the partitions this shard owns, `PARTITION_OPENS_IN_FLIGHT` at a time:
     // each open waits on a few reads and syncs, which the ring overlaps.
     let image = shard.image();

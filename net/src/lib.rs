@@ -18,6 +18,7 @@ pub mod budget;
 pub mod configs;
 pub mod connections;
 pub mod control;
+pub mod coordinator;
 pub mod error_response;
 pub mod errors;
 pub mod fetch_sessions;

@@ -8,7 +8,7 @@
 //! stable offset, so while a transaction is open its lag reads higher here by the
 //! records from that offset up to the high watermark.
 //!
-//! `group::run::consumer_lag_task` refreshes a shard's `ConsumerLag` every
+//! `coordinator::group::consumer_lag_task` refreshes a shard's `ConsumerLag` every
 //! `limits::CONSUMER_LAG_INTERVAL`: it snapshots the committed offsets
 //! (`Coordinator::committed_offsets`), admits groups under
 //! `limits::CONSUMER_LAG_SERIES_PER_SHARD_MAX` (`admit`), asks each partition's owning

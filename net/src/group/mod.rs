@@ -2,7 +2,7 @@
 //! KIP-394 member ids): JoinGroup, SyncGroup, Heartbeat, LeaveGroup, offset commits.
 //!
 //! A group lives on the shard that owns partition `abs(hash(group)) % 50` of
-//! `__consumer_offsets`, as in Kafka; requests reach it through `Shard::route`. Offsets
+//! `__consumer_offsets`, as in Kafka; requests reach it through `topics::group_call`. Offsets
 //! and group metadata are appended to that partition in Kafka's record format
 //! (`records`) and replayed when the partition is opened; until then requests get
 //! COORDINATOR_LOAD_IN_PROGRESS. A ticker expires sessions and completes rebalances.
@@ -18,7 +18,6 @@ pub mod consumer;
 pub mod lag;
 mod offsets;
 pub mod records;
-pub mod run;
 
 pub use calls::{GroupAnswer, GroupCall, GroupRequest};
 pub use offsets::offset_entry;

@@ -82,7 +82,7 @@ pub async fn handle(
                     }
                 };
                 if let Some(error) = refused {
-                    // Errors found before routing; routed ones are counted by `route`.
+                    // Errors found before routing; routed ones are counted by `Shard::call`.
                     shard.metrics.count_error(0);
                     return Err(error);
                 }

@@ -41,7 +41,7 @@ impl Shard {
         if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
             self.groups.unload(partition.partition);
             if leads {
-                let load = crate::group::run::load_as_leader(
+                let load = crate::coordinator::group::load_as_leader(
                     self.clone(),
                     partition.clone(),
                     state.log().clone(),
@@ -56,7 +56,7 @@ impl Shard {
         if partition.topic == crate::txn::TRANSACTION_TOPIC && (was_leader != leads || epoch != was_epoch) {
             self.txns.unload(partition.partition);
             if leads {
-                let load = crate::txn::run::load_as_leader(
+                let load = crate::coordinator::txn::load_as_leader(
                     self.clone(),
                     partition.clone(),
                     state.log().clone(),
@@ -110,7 +110,7 @@ impl Shard {
                     if let Err(error) = loaded {
                         self.group_load_failed(partition, &error);
                         // Retried once the partition is hosted.
-                        let retry = crate::group::run::load_as_leader(
+                        let retry = crate::coordinator::group::load_as_leader(
                             self.clone(),
                             partition.clone(),
                             log.clone(),
@@ -147,7 +147,7 @@ impl Shard {
                 );
                 if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
                     let hosted = self.partition(partition).expect("inserted above");
-                    let load = crate::txn::run::load_as_leader(
+                    let load = crate::coordinator::txn::load_as_leader(
                         self.clone(),
                         partition.clone(),
                         hosted.log().clone(),

@@ -1,7 +1,7 @@
 //! One shard's broker state: its partitions (log plus producer state), the metadata
 //! it reads, and the routes to the other shards.
 //!
-//! Every partition operation goes through `Shard::route`: executed here when this
+//! Every partition operation goes through `Shard::call`: executed here when this
 //! shard owns the partition, otherwise sent to the owner over a bounded cross-shard
 //! channel (record bytes travel as `Bytes`, not copied) and answered on a oneshot.
 //! The owner runs each incoming operation as its own task, in arrival order, so

@@ -6,7 +6,7 @@
 //!
 //! This module is the state and its rules, with no I/O: each request is decided
 //! against the current `TxnMeta` into the state to write and what to answer
-//! (`txn/run.rs` writes, answers and sends the markers). A transactional id with
+//! (`coordinator/txn.rs` writes, answers and sends the markers). A transactional id with
 //! a write in flight is `busy`: requests meanwhile get CONCURRENT_TRANSACTIONS, as
 //! Kafka's pending state transition.
 //!
@@ -16,7 +16,6 @@
 
 pub mod calls;
 pub mod records;
-pub mod run;
 
 pub use calls::{TxnAnswer, TxnCall, TxnRequest};
 
