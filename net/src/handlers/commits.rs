@@ -6,7 +6,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::errors::code;
 use crate::group::Committed;
-use crate::metadata::MetadataImage;
+use crate::metadata::TopicMeta;
 
 /// A commit's partitions in request order, and the offsets to send the coordinator.
 #[derive(Default)]
@@ -17,10 +17,11 @@ pub(crate) struct Commits {
 }
 
 impl Commits {
-    /// Takes partition `partition` of topic `name` (readable by the caller or not):
-    /// refused here, or `committed` goes to the coordinator.
-    pub fn add(&mut self, image: &MetadataImage, name: &str, readable: bool, partition: i32, committed: Committed) {
-        let known = image.topic(name).is_some_and(|m| partition >= 0 && partition < m.partitions);
+    /// Takes partition `partition` of topic `name` (`meta`: as the image has it;
+    /// readable by the caller or not): refused here, or `committed` goes to the
+    /// coordinator.
+    pub fn add(&mut self, name: &str, meta: Option<&TopicMeta>, readable: bool, partition: i32, committed: Committed) {
+        let known = meta.is_some_and(|m| partition >= 0 && partition < m.partitions);
         let refused = if !readable {
             Some(crate::authorize::TOPIC_AUTHORIZATION_FAILED)
         } else if !known {

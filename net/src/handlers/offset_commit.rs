@@ -28,13 +28,14 @@ pub async fn handle(
     let mut commits = Commits::default();
     for topic in &request.topics {
         let readable = caller.topic(crate::authorize::Op::Read, &topic.name.0);
+        let meta = image.topic(&topic.name.0);
         for p in &topic.partitions {
             let committed = Committed {
                 offset: p.committed_offset,
                 leader_epoch: if header.request_api_version >= 6 { p.committed_leader_epoch } else { -1 },
                 metadata: metadata(p.committed_metadata.as_ref()),
             };
-            commits.add(&image, &topic.name.0, readable, p.partition_index, committed);
+            commits.add(&topic.name.0, meta, readable, p.partition_index, committed);
         }
     }
     let offsets = std::mem::take(&mut commits.offsets);

@@ -56,15 +56,17 @@ impl Shard {
         if partition.topic == crate::txn::TRANSACTION_TOPIC && (was_leader != leads || epoch != was_epoch) {
             self.txns.unload(partition.partition);
             if leads {
-                let load = crate::coordinator::txn::load_as_leader(
-                    self.clone(),
-                    partition.clone(),
-                    state.log().clone(),
-                    Duration::ZERO,
-                );
-                glommio::spawn_local(load).detach();
+                self.spawn_txn_load(partition, state.log());
             }
         }
+    }
+
+    /// Loads the transactional ids of `partition` of `__transaction_state` from `log`,
+    /// in a task of its own, while this shard leads it.
+    fn spawn_txn_load(self: &Rc<Self>, partition: &TopicPartition, log: &Rc<skein_engine::Log<DmaStorage>>) {
+        let load =
+            crate::coordinator::txn::load_as_leader(self.clone(), partition.clone(), log.clone(), Duration::ZERO);
+        glommio::spawn_local(load).detach();
     }
 
     /// Executes an operation on a partition this shard owns, counting the time its
@@ -147,13 +149,7 @@ impl Shard {
                 );
                 if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
                     let hosted = self.partition(partition).expect("inserted above");
-                    let load = crate::coordinator::txn::load_as_leader(
-                        self.clone(),
-                        partition.clone(),
-                        hosted.log().clone(),
-                        Duration::ZERO,
-                    );
-                    glommio::spawn_local(load).detach();
+                    self.spawn_txn_load(partition, hosted.log());
                 }
                 return Ok(PartitionReply::Done);
             }

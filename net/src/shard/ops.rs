@@ -385,3 +385,21 @@ pub enum ShardMessage {
     /// The high watermarks of the receiver's partitions, for the checkpoint.
     HighWatermarks { reply: oneshot::Sender<Vec<(TopicPartition, Offset)>> },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A reply of another operation's kind is the one UNKNOWN_SERVER_ERROR; a matching
+    // reply and an error pass through as they are.
+    #[test]
+    fn a_reply_of_the_wrong_kind_is_an_unknown_server_error() {
+        let wrong = typed::<Stats>(Ok(PartitionReply::Done)).unwrap_err();
+        assert_eq!(wrong.code, crate::errors::code::UNKNOWN_SERVER_ERROR);
+        let offset = OffsetAt { offset: 7, timestamp: -1 };
+        assert_eq!(typed::<ListOffsets>(Ok(PartitionReply::OffsetAt(offset))), Ok(offset));
+        assert_eq!(typed::<Release>(Ok(PartitionReply::Done)), Ok(()));
+        let refused = PartitionError::new(crate::errors::code::NOT_LEADER_OR_FOLLOWER);
+        assert_eq!(typed::<Fetch>(Err(refused.clone())), Err(refused));
+    }
+}
