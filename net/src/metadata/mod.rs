@@ -17,6 +17,7 @@ pub mod listener;
 pub mod log;
 pub mod observer;
 pub mod quorum;
+pub mod requests;
 pub mod transport;
 
 use serde::{Deserialize, Serialize};

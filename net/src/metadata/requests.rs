@@ -1,0 +1,222 @@
+//! What handlers and brokers ask of the metadata controller (`ControllerRequest`) and
+//! what it answers (`ControllerReply`, typed by its `into_*` methods), as they travel
+//! between shards and, forwarded, between controllers (serde).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use skein_engine::TopicPartition;
+
+use super::{BrokerMeta, Refusal, TopicMeta};
+use crate::errors::code;
+
+/// A change a handler asks of the controller. Handlers validate what they can alone
+/// (names, counts, configs); the controller checks what depends on the image.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    CreateTopic {
+        name: String,
+        partitions: i32,
+        /// -1: Kafka's `default.replication.factor` (1).
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    CreatePartitions {
+        name: String,
+        count: i32,
+    },
+    SetConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    MovePartition {
+        #[serde(with = "partition_serde")]
+        partition: TopicPartition,
+        target: usize,
+    },
+    ProducerIds,
+    /// A broker (re)starting registers its address (and is live again).
+    RegisterBroker(BrokerMeta),
+    /// A broker says it is alive (Kafka's BrokerHeartbeat): the active controller
+    /// notes the time, and unfences it if it was fenced. A broker whose log directory
+    /// takes no writes (full: Kafka's `OfflineLogDirs`) is fenced instead while that
+    /// lasts, so its leaderships move to in-sync replicas and it leaves every ISR,
+    /// cleanly (it lost nothing: it stays an eligible leader replica).
+    BrokerHeartbeat {
+        id: i32,
+        #[serde(default)]
+        log_dir_offline: bool,
+    },
+    /// The active controller found a broker's session expired.
+    FenceBroker {
+        id: i32,
+    },
+    /// Leader elections (ElectLeaders): to the preferred replica, or `unclean`ly to
+    /// any live replica for partitions without a leader. `None`: every partition.
+    ElectLeaders {
+        unclean: bool,
+        partitions: Option<Vec<(String, i32)>>,
+    },
+    /// A partition leader changes its ISR (Kafka's AlterPartition).
+    AlterPartition {
+        topic: String,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    },
+    /// The metadata quorum's state (DescribeQuorum), as the active controller knows
+    /// it; answered without a record.
+    DescribeQuorum,
+    /// Partition reassignments (AlterPartitionReassignments, KIP-455): each to its
+    /// target replicas, or `None` to cancel the one under way. `keep_factor`: refuse
+    /// a target that changes the replication factor (KIP-860).
+    Reassign {
+        partitions: Vec<(String, i32, Option<Vec<i32>>)>,
+        keep_factor: bool,
+    },
+    /// Replaces the dynamic configs of broker `broker` (`""`: the cluster defaults).
+    SetBrokerConfigs {
+        broker: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// Sets and removes SCRAM credentials (AlterUserScramCredentials), checked by the
+    /// handler: (user, mechanism name, credential or `None` to remove).
+    AlterScram {
+        changes: Vec<(String, String, Option<crate::security::scram::ScramCredential>)>,
+    },
+    /// Adds ACL bindings (CreateAcls), checked by the handler; one already present
+    /// is left as it is.
+    CreateAcls {
+        bindings: Vec<crate::security::acl::AclBinding>,
+    },
+    /// Removes ACL bindings (DeleteAcls: those its filters matched).
+    DeleteAcls {
+        bindings: Vec<crate::security::acl::AclBinding>,
+    },
+    /// Sets and removes client quotas (AlterClientQuotas), checked by the handler.
+    AlterClientQuotas {
+        changes: Vec<(crate::quota::QuotaEntity, String, Option<f64>)>,
+    },
+}
+
+/// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are
+/// indexes of the metadata log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuorumStatus {
+    pub leader: i32,
+    pub term: i64,
+    pub high_watermark: i64,
+    pub voters: Vec<VoterStatus>,
+    /// Broker-only nodes following the log from the active controller.
+    #[serde(default)]
+    pub observers: Vec<VoterStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VoterStatus {
+    pub node: i32,
+    /// -1: unknown.
+    pub log_end_offset: i64,
+    /// When the leader last heard from it, and when it last held the leader's whole
+    /// log (wall-clock ms; -1: never).
+    pub last_fetch_ms: i64,
+    pub last_caught_up_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ControllerReply {
+    Topic(TopicMeta),
+    /// A topic grown from `old` partitions.
+    Grown {
+        old: i32,
+        meta: TopicMeta,
+    },
+    ProducerIds(std::ops::Range<i64>),
+    Quorum(QuorumStatus),
+    /// The outcome of each reassignment asked for, in order: an error code and message.
+    Reassigned(Vec<(i16, Option<String>)>),
+    /// The outcome of each election asked for.
+    Elections(Vec<Election>),
+    Done,
+}
+
+/// Each reply as its request's type: another kind of reply is a broker bug, logged and
+/// answered UNKNOWN_SERVER_ERROR here rather than by every caller.
+impl ControllerReply {
+    pub fn into_topic(self) -> Result<TopicMeta, Refusal> {
+        match self {
+            ControllerReply::Topic(meta) => Ok(meta),
+            other => Err(other.unexpected("a topic")),
+        }
+    }
+
+    /// A grown topic: its old partition count and its metadata now.
+    pub fn into_grown(self) -> Result<(i32, TopicMeta), Refusal> {
+        match self {
+            ControllerReply::Grown { old, meta } => Ok((old, meta)),
+            other => Err(other.unexpected("a grown topic")),
+        }
+    }
+
+    pub fn into_producer_ids(self) -> Result<std::ops::Range<i64>, Refusal> {
+        match self {
+            ControllerReply::ProducerIds(block) => Ok(block),
+            other => Err(other.unexpected("producer ids")),
+        }
+    }
+
+    pub fn into_quorum(self) -> Result<QuorumStatus, Refusal> {
+        match self {
+            ControllerReply::Quorum(status) => Ok(status),
+            other => Err(other.unexpected("the quorum")),
+        }
+    }
+
+    pub fn into_reassigned(self) -> Result<Vec<(i16, Option<String>)>, Refusal> {
+        match self {
+            ControllerReply::Reassigned(outcomes) => Ok(outcomes),
+            other => Err(other.unexpected("reassignments")),
+        }
+    }
+
+    pub fn into_elections(self) -> Result<Vec<Election>, Refusal> {
+        match self {
+            ControllerReply::Elections(elections) => Ok(elections),
+            other => Err(other.unexpected("elections")),
+        }
+    }
+
+    fn unexpected(&self, wanted: &str) -> Refusal {
+        tracing::error!(target: "skein::net", wanted, reply = ?self, "the metadata controller answered another request");
+        (code::UNKNOWN_SERVER_ERROR, "unexpected metadata controller reply".into())
+    }
+}
+
+/// One partition's leader election and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Election {
+    pub topic: String,
+    pub partition: i32,
+    pub error: i16,
+    pub message: Option<String>,
+}
+
+/// `TopicPartition` as (topic, partition) on the wire between controllers.
+mod partition_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use skein_engine::TopicPartition;
+
+    pub fn serialize<S: Serializer>(partition: &TopicPartition, out: S) -> Result<S::Ok, S::Error> {
+        (&partition.topic, partition.partition).serialize(out)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<TopicPartition, D::Error> {
+        let (topic, partition) = <(String, i32)>::deserialize(input)?;
+        Ok(TopicPartition::new(topic, partition))
+    }
+}
