@@ -21,6 +21,9 @@
 #               linger.ms=1 (publish p50 86 ms while Skein answered 99.6% of its produce
 #               requests within 5 ms); the native driver shows the broker's side, but
 #               Kafka 4.4 closed its connection at 1,000 partitions.
+#   idle        the partitions section's idle CPU alone (after one record to each
+#               partition), over IDLE_ROUNDS (3) rounds of 30 s: cheap to A/B with
+#               SKEIN_BIN.
 #   groups      GROUP_COUNT consumer groups each committing every second on one node, the
 #               memory that costs, and after a kill -9 the time until every group's
 #               offsets are served again.
@@ -47,11 +50,14 @@ trickle_secs="${TRICKLE_SECS:-30}"
 step_timeout="${STEP_TIMEOUT_SECS:-600}"
 export KAFKA_START_TIMEOUT_SECS="${KAFKA_START_TIMEOUT_SECS:-900}"
 
+# SKEIN_BIN: the broker from a skein binary built elsewhere (an A/B of two commits);
+# default: build this tree. The load generators (`skein bench`) are this tree's.
 cargo build --release --quiet
+driver="$root/target/release/skein"
+skein="${SKEIN_BIN:-$driver}"
 # Each partition's active segment holds a descriptor: raise the limit where allowed.
 ulimit -Hn "${OPEN_FILES:-200000}" 2>/dev/null || true
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-skein="$root/target/release/skein"
 stamp="$(date +%Y%m%d-%H%M%S)"
 out="$root/bench-harness/results/scale-$stamp"
 mkdir -p "$out"
@@ -123,7 +129,7 @@ rss_kib() {
 step() {
   local broker="$1" name="$2"
   shift 2
-  "$skein" bench scale "$name" --bootstrap-server "127.0.0.1:$port" --timeout-secs "$step_timeout" "$@" \
+  "$driver" bench scale "$name" --bootstrap-server "127.0.0.1:$port" --timeout-secs "$step_timeout" "$@" \
     | tee -a "$out/$broker.jsonl"
 }
 
@@ -188,7 +194,7 @@ section_latency() {
       echo "== latency: $broker, $count partitions"
       dir="$work/$broker-latency"
       start_broker "$broker" "$dir"
-      "$skein" bench run "$root/bench-harness/workloads/scale-latency.toml" --bootstrap-server "127.0.0.1:$port" \
+      "$driver" bench run "$root/bench-harness/workloads/scale-latency.toml" --bootstrap-server "127.0.0.1:$port" \
         --broker-pid "$broker_pid" --label "$broker-$count" --partitions "$count" --driver "${LATENCY_DRIVER:-librdkafka}" \
         --rate "${LATENCY_RATE:-20000}" --out "$out/latency-$broker-$count.json" | tail -4 || {
         echo "{\"step\":\"latency_$count\",\"failed\":true}" >> "$out/$broker.jsonl"
@@ -278,6 +284,27 @@ cpu_secs() {
   awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"
 }
 
+# The partitions section's idle figure alone, IDLE_ROUNDS (3) times on one node: TOPICS x
+# PARTITIONS with one record each, then the CPU the node spends over 30 s, each round.
+section_idle() {
+  local broker dir round before
+  for broker in "${brokers[@]}"; do
+    echo "== idle: $broker, $topics x $partitions"
+    dir="$work/$broker-idle"
+    start_broker "$broker" "$dir"
+    pstep "$broker" create
+    pstep "$broker" produce
+    sleep 15
+    for round in $(seq 1 "${IDLE_ROUNDS:-3}"); do
+      before=$(cpu_secs "$broker_pid")
+      sleep 30
+      record "$broker" "idle_cpu_secs_per_30s_round_$round" "$(echo "$(cpu_secs "$broker_pid") - $before" | bc)"
+    done
+    stop_broker
+    rm -rf "$dir"
+  done
+}
+
 # CLUSTER_TOPICS x CLUSTER_PARTITIONS (100 x 100) partitions of replication factor 3 on
 # three nodes: creation and propagation to every node, one record to each, the
 # metadata log's size, the replica fetchers' CPU while idle, the failover of a kill
@@ -337,6 +364,7 @@ section_cluster() {
 for section in "${sections[@]}"; do
   case "$section" in
     partitions) section_partitions ;;
+    idle) section_idle ;;
     latency) section_latency ;;
     groups) section_groups ;;
     cluster) section_cluster ;;

@@ -68,9 +68,10 @@ pub const SHARD_CONNECTIONS_MAX: usize = 100_000;
 /// (backpressure): the tasks `shard::serve_peer` spawns are bounded.
 pub const PEER_TASKS_MAX: usize = 1024;
 
-/// Long polls one shard parks at once for one peer shard. Past this a long poll
-/// answers with what the partition holds now instead of parking, so parked polls never
-/// hold up the peer's produce requests behind the task bound.
+/// Long-poll waits (one per fetch, however many partitions it waits on) and group
+/// joins one shard parks at once for one peer shard. Past this a wait ends at once
+/// with nothing woken, and a join takes a task slot, so parked polls never hold up the
+/// peer's produce requests behind the task bound.
 pub const PEER_PARKED_MAX: usize = 4096;
 
 /// The largest frame a connection may send before it has authenticated, and the

@@ -403,6 +403,34 @@ fn acknowledge(
     }
 }
 
+/// Kafka's errors for a fetch session the broker no longer knows, or an epoch out of
+/// step: the consumer opens a new session.
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+
+/// A consumer's fetch session: its id (0: none yet, or sessionless), the epoch of the
+/// next request (0 opens one), and the offsets the broker's session holds.
+#[derive(Default)]
+struct FetchSession {
+    id: i32,
+    epoch: i32,
+    sent: BTreeMap<i32, i64>,
+}
+
+impl FetchSession {
+    /// After a fetch of `offsets` was answered with session `id`: the next request
+    /// continues it, or is full again when the broker keeps no session.
+    fn served(&mut self, id: i32, offsets: &BTreeMap<i32, i64>) {
+        if id == 0 {
+            *self = FetchSession::default();
+            return;
+        }
+        self.epoch = if self.id == id { self.epoch.checked_add(1).filter(|&e| e > 0).unwrap_or(1) } else { 1 };
+        self.id = id;
+        self.sent.clone_from(offsets);
+    }
+}
+
 /// Fetches `offsets`' partitions of `topic` from their leader on `stream` until the
 /// run stops and 2 s pass with nothing new; returns the end-to-end latencies measured.
 fn consume(
@@ -422,12 +450,19 @@ fn consume(
     request.min_bytes = 1;
     request.max_bytes = FETCH_MAX_BYTES;
     request.isolation_level = 1;
-    request.session_epoch = -1;
     request.topics = vec![FetchTopic::default().with_topic(TopicName(StrBytes::from_string(topic.to_string())))];
     let mut correlation = 0i32;
+    // An incremental fetch session (KIP-227), as Kafka's consumers keep one: after the
+    // first (full) fetch, a request names only the partitions whose offset moved, and
+    // a response only those with records or news. The broker may refuse a session
+    // (id 0 in its answer): then every fetch is full.
+    let mut session = FetchSession::default();
     loop {
+        request.session_id = session.id;
+        request.session_epoch = session.epoch;
         request.topics[0].partitions = offsets
             .iter()
+            .filter(|&(p, &offset)| session.id == 0 || session.sent.get(p) != Some(&offset))
             .map(|(&p, &offset)| {
                 FetchPartition::default()
                     .with_partition(p)
@@ -445,9 +480,14 @@ fn consume(
         let arrived = now_us();
         let response =
             client::decode::<FetchRequest>(Bytes::from(std::mem::take(&mut body)), client::FETCH_VERSION, correlation)?;
+        if response.error_code == FETCH_SESSION_ID_NOT_FOUND || response.error_code == INVALID_FETCH_SESSION_EPOCH {
+            session = FetchSession::default();
+            continue;
+        }
         if response.error_code != NONE {
             return Err(format!("fetch {topic}: error {}", response.error_code));
         }
+        session.served(response.session_id, &offsets);
         let measuring = shared.measuring.load(Ordering::Relaxed);
         let mut got = 0u64;
         for p in response.responses.iter().flat_map(|t| &t.partitions) {

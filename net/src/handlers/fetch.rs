@@ -3,7 +3,7 @@
 //! A first pass reads every partition within the response's `max_bytes` (the first
 //! batch always goes, so a consumer progresses past a large batch). While fewer than
 //! `min_bytes` came back and `max_wait_ms` allows, the partitions that are at their log
-//! end wait, each on its owner shard, for data past what was read; every arrival
+//! end wait on their owner shards (one message per shard) for data past what was read; every arrival
 //! triggers another pass, until `min_bytes` is reached across all partitions or the
 //! time is up. While nothing has been read, that pass reads only the partitions whose
 //! waits ended (the others would read nothing again). When the request completes, the
@@ -14,9 +14,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::future::join_all;
-use futures_util::stream::{FuturesUnordered, StreamExt};
-use futures_util::FutureExt;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
@@ -32,7 +29,7 @@ use crate::frame::SharedRecords;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
 use crate::metadata::MetadataImage;
 use crate::shard::ops::{self, EpochEnd, Fetched};
-use crate::shard::{PartitionError, Reader, Shard};
+use crate::shard::{PartitionError, Reader, Shard, Wait};
 
 /// One partition's read.
 type FetchResult = Result<Fetched, PartitionError>;
@@ -154,7 +151,7 @@ pub async fn handle(
     }
     let replica_id = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
     if replica_id >= 0 {
-        follower_fetch(shard, replica_id, &request, &mut wanted).await;
+        follower_fetch(shard, replica_id, version, &request, &mut wanted).await;
     } else if version >= 11 {
         // KIP-392: consumers may read from followers, and the leader may name one on
         // the consumer's rack.
@@ -257,33 +254,33 @@ fn throttle_leader(shard: &Shard, wanted: &[Wanted], results: &mut [FetchResult]
 
 /// The leader's side of a follower's fetch: records each partition's fetch position
 /// (the high watermark may move), or the epoch where the follower's log diverged
-/// (then nothing is read for it). Partitions refused get their error.
-async fn follower_fetch(shard: &Rc<Shard>, follower: i32, request: &FetchRequest, wanted: &mut [Wanted]) {
-    let epochs: std::collections::HashMap<TopicPartition, (i32, i32)> = request
+/// (then nothing is read for it). Partitions refused get their error. Each other
+/// shard gets one message for all of its partitions (`Shard::call_many`).
+async fn follower_fetch(shard: &Rc<Shard>, follower: i32, version: i16, request: &FetchRequest, wanted: &mut [Wanted]) {
+    let by_id = version >= 13;
+    let epochs: std::collections::HashMap<(TopicKey, i32), (i32, i32)> = request
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(move |p| {
-                (
-                    TopicPartition::new(t.topic.0.to_string(), p.partition),
-                    (p.current_leader_epoch, p.last_fetched_epoch),
-                )
-            })
+            let key = if by_id { TopicKey::Id(t.topic_id) } else { TopicKey::Name(t.topic.0.to_string()) };
+            t.partitions
+                .iter()
+                .map(move |p| ((key.clone(), p.partition), (p.current_leader_epoch, p.last_fetched_epoch)))
         })
         .collect();
-    let calls = wanted.iter().map(|w| {
-        let (current_leader_epoch, last_fetched_epoch) = epochs.get(&w.tp).copied().unwrap_or((-1, -1));
-        let op = ops::FollowerFetch { follower, offset: w.offset, current_leader_epoch, last_fetched_epoch };
-        let (partition, error) = (w.tp.clone(), w.error);
-        async move {
-            match error {
+    let calls = wanted
+        .iter()
+        .map(|w| {
+            let (current_leader_epoch, last_fetched_epoch) =
+                epochs.get(&(w.key.clone(), w.tp.partition)).copied().unwrap_or((-1, -1));
+            let op = ops::FollowerFetch { follower, offset: w.offset, current_leader_epoch, last_fetched_epoch };
+            match w.error {
                 Some(error) => Err(PartitionError::new(error)),
-                None => shard.call(partition, op).await,
+                None => Ok((w.tp.clone(), op)),
             }
-        }
-    });
-    let results = join_all(calls).await;
-    for (w, result) in wanted.iter_mut().zip(results) {
+        })
+        .collect();
+    for (w, result) in wanted.iter_mut().zip(shard.call_many(calls).await) {
         w.follower = true;
         match result {
             Ok(diverging) => w.diverging = diverging,
@@ -383,11 +380,12 @@ async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: 
                 (i, max_bytes, now)
             })
             .collect();
+        // One message per other shard, however many of its partitions this reads.
         let routed = results.iter().filter(|(_, _, now)| now.is_none()).map(|&(i, max_bytes, _)| {
             let w = &wanted[which[i]];
-            shard.call(w.tp.clone(), ops::Fetch { offset: w.offset, max_bytes, wait_ms: 0, reader: w.reader(true) })
+            Ok((w.tp.clone(), ops::Fetch { offset: w.offset, max_bytes, reader: w.reader(true) }))
         });
-        let mut routed = join_all(routed).await.into_iter();
+        let mut routed = shard.call_many(routed.collect()).await.into_iter();
         for (_, _, now) in &mut results {
             if now.is_none() {
                 *now = routed.next();
@@ -441,12 +439,10 @@ async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: 
 /// read, or the time is up. Returns the partitions (indices into `wanted`, in order)
 /// whose waits ended by then: data may have arrived there; none when the time ran
 /// out. Partitions cut short by a byte limit are not waited on: reading them again
-/// gives no more.
-/// Partitions this shard hosts are waited on where they are, with one timer for the
-/// fetch (not an operation and a timer each); the others through their shard.
+/// gives no more. This shard's partitions are waited on where they are, each other
+/// shard's in one message to it, with one timer for the fetch (`Shard::wait_any`).
 async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[FetchResult], wait: Duration) -> Vec<usize> {
-    let wait_ms = wait.as_millis() as u64;
-    let mut waits: FuturesUnordered<_> = wanted
+    let (indices, waits): (Vec<usize>, Vec<Wait>) = wanted
         .iter()
         .zip(results)
         .enumerate()
@@ -459,51 +455,10 @@ async fn wait_for_more(shard: &Rc<Shard>, wanted: &[Wanted], results: &[FetchRes
             // A follower that read nothing waits for the log end to move; one that
             // read is answered (it reads on at once).
             let waits = if w.follower { records.is_empty() && w.diverging.is_none() } else { next >= visible_end };
-            waits.then(|| {
-                // This shard's partitions are waited on where they are; past the log
-                // end there is nothing to wait for (the read says why). The others
-                // wait on their shard.
-                let local = shard.partition(&w.tp).filter(|state| next <= state.log_end_offset().0);
-                async move {
-                    match local {
-                        Some(state) => {
-                            shard.wait_readable(&state, skein_engine::Offset(next), w.isolation()).await;
-                            Some(i)
-                        }
-                        None => {
-                            let op = ops::Fetch { offset: next, max_bytes: 1, wait_ms, reader: w.reader(false) };
-                            let result = shard.call(w.tp.clone(), op).await;
-                            (record_bytes(&result) > 0 || result.is_err()).then_some(i)
-                        }
-                    }
-                }
-            })
+            waits.then(|| (i, Wait { partition: w.tp.clone(), offset: next, isolation: w.isolation() }))
         })
-        .collect();
-    // Returning drops the other waits; those on other shards see their reply channel
-    // close and stop (`shard::serve_peer`).
-    let first = async {
-        while let Some(woke) = waits.next().await {
-            if woke.is_some() {
-                return woke;
-            }
-        }
-        None
-    };
-    let timeout = async {
-        glommio::timer::sleep(wait).await;
-        None
-    };
-    let Some(first) = futures_lite::future::or(first, timeout).await else {
-        return Vec::new();
-    };
-    // The waits that ended beside the first (woken, not yet polled) are read too.
-    let mut woke = vec![first];
-    while let Some(Some(more)) = waits.next().now_or_never() {
-        woke.extend(more);
-    }
-    woke.sort_unstable();
-    woke
+        .unzip();
+    shard.wait_any(waits, wait).await.into_iter().map(|i| indices[i]).collect()
 }
 
 /// The pieces of `batches` in order, shared, for a response's records.

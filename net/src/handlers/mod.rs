@@ -52,7 +52,6 @@ pub mod write_txn_markers;
 
 use std::rc::Rc;
 
-use futures_util::future::join_all;
 use kafka_protocol::protocol::StrBytes;
 use skein_engine::TopicPartition;
 
@@ -61,7 +60,7 @@ use crate::metadata::MetadataImage;
 use crate::shard::{PartitionError, Shard, ShardOp};
 
 /// Runs one operation per partition of topic `name` on the partitions' owner shards,
-/// concurrently; a partition the topic does not have (or an unknown topic) answers
+/// concurrently, one message per other shard (`Shard::call_many`); a partition the topic does not have (or an unknown topic) answers
 /// UNKNOWN_TOPIC_OR_PARTITION. Results come back in the order of `ops`.
 pub(crate) async fn route_partitions<O: ShardOp>(
     shard: &Rc<Shard>,
@@ -71,21 +70,18 @@ pub(crate) async fn route_partitions<O: ShardOp>(
     authorized: bool,
 ) -> Vec<Result<O::Reply, PartitionError>> {
     let meta = image.topic(name);
-    let calls = ops.map(|(index, op)| {
-        let shard = shard.clone();
-        let known = meta.is_some_and(|m| index >= 0 && index < m.partitions);
-        let partition = TopicPartition::new(name.to_owned(), index);
-        async move {
+    let calls = ops
+        .map(|(index, op)| {
             if !authorized {
                 return Err(PartitionError::new(crate::authorize::TOPIC_AUTHORIZATION_FAILED));
             }
-            if !known {
+            if !meta.is_some_and(|m| index >= 0 && index < m.partitions) {
                 return Err(PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION));
             }
-            shard.call(partition, op).await
-        }
-    });
-    join_all(calls).await
+            Ok((TopicPartition::new(name.to_owned(), index), op))
+        })
+        .collect();
+    shard.call_many(calls).await
 }
 
 /// A `StrBytes` from an owned string.

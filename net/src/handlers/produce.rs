@@ -1,9 +1,9 @@
 //! Produce: each partition's batch goes to the shard that owns the partition, all
-//! partitions of a request at once; with acks=0 nothing is answered.
+//! partitions of a request at once, in one message per other shard
+//! (`Shard::call_many`); with acks=0 nothing is answered.
 
 use std::rc::Rc;
 
-use futures_util::future::join_all;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -38,7 +38,8 @@ pub async fn handle(
     let transactional_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
     let image = shard.image();
     let mut slots = Vec::new();
-    let mut work = Vec::new();
+    // Each partition's call, or the error it was refused with here.
+    let mut calls = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
         let meta = image.topic(&name);
@@ -49,51 +50,52 @@ pub async fn handle(
             let known = meta.is_some_and(|m| index >= 0 && index < m.partitions);
             // Clients may not write the coordinator's topic, as in Kafka.
             let internal = name == crate::group::OFFSETS_TOPIC;
-            let shard = shard.clone();
-            let partition = TopicPartition::new(name.clone(), index);
-            let transactional_id = transactional_id.clone();
-            work.push(async move {
-                let transactional = data.records.as_ref().is_some_and(|r| {
-                    r.len() > skein_engine::batch::HEADER_BYTES && skein_engine::batch::attributes_of(r) & 0x10 != 0
-                });
-                let refused = if !(acks == 0 || acks == 1 || acks == -1) {
-                    Some(PartitionError::new(code::INVALID_REQUIRED_ACKS))
-                } else if transactional && transactional_id.is_none() {
-                    Some(PartitionError::new(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
-                } else if !authorized {
-                    Some(PartitionError::new(TOPIC_AUTHORIZATION_FAILED))
-                } else if internal {
-                    Some(PartitionError::with_message(
-                        code::INVALID_TOPIC_EXCEPTION,
-                        "Cannot append to internal topic __consumer_offsets",
-                    ))
-                } else if !known {
-                    Some(PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION))
-                } else {
-                    match &data.records {
-                        None => Some(PartitionError::with_message(code::CORRUPT_MESSAGE, "no records")),
-                        // v3+: exactly one batch per partition.
-                        Some(records) => match skein_engine::batch::peek_size(records) {
-                            Ok(size) if size < records.len() => {
-                                Some(PartitionError::with_message(code::INVALID_RECORD, "more than one record batch"))
-                            }
-                            _ => None,
-                        },
-                    }
-                };
-                if let Some(error) = refused {
-                    // Errors found before routing; routed ones are counted by `Shard::call`.
-                    shard.metrics.count_error(0);
-                    return Err(error);
-                }
-                let records = data.records.expect("checked above");
-                let transactional_id = transactional_id.filter(|_| transactional);
-                let op = ops::Produce { batch: records, backing: frame, acks, timeout_ms, transactional_id };
-                shard.call(partition, op).await
+            let transactional = data.records.as_ref().is_some_and(|r| {
+                r.len() > skein_engine::batch::HEADER_BYTES && skein_engine::batch::attributes_of(r) & 0x10 != 0
             });
+            let refused = if !(acks == 0 || acks == 1 || acks == -1) {
+                Some(PartitionError::new(code::INVALID_REQUIRED_ACKS))
+            } else if transactional && transactional_id.is_none() {
+                Some(PartitionError::new(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            } else if !authorized {
+                Some(PartitionError::new(TOPIC_AUTHORIZATION_FAILED))
+            } else if internal {
+                Some(PartitionError::with_message(
+                    code::INVALID_TOPIC_EXCEPTION,
+                    "Cannot append to internal topic __consumer_offsets",
+                ))
+            } else if !known {
+                Some(PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION))
+            } else {
+                match &data.records {
+                    None => Some(PartitionError::with_message(code::CORRUPT_MESSAGE, "no records")),
+                    // v3+: exactly one batch per partition.
+                    Some(records) => match skein_engine::batch::peek_size(records) {
+                        Ok(size) if size < records.len() => {
+                            Some(PartitionError::with_message(code::INVALID_RECORD, "more than one record batch"))
+                        }
+                        _ => None,
+                    },
+                }
+            };
+            let call = match (refused, data.records) {
+                (None, Some(records)) => {
+                    let transactional_id = transactional_id.clone().filter(|_| transactional);
+                    let op = ops::Produce { batch: records, backing: frame, acks, timeout_ms, transactional_id };
+                    Ok((TopicPartition::new(name.clone(), index), op))
+                }
+                (refused, _) => {
+                    // Errors found before routing; routed ones are counted by `Shard::call_many`.
+                    shard.metrics.count_error(0);
+                    Err(refused.unwrap_or_else(|| PartitionError::new(code::CORRUPT_MESSAGE)))
+                }
+            };
+            calls.push(call);
         }
     }
-    let results = join_all(work).await;
+    drop(image);
+    // One message per other shard, however many of its partitions the request writes.
+    let results = shard.call_many(calls).await;
     if acks == 0 {
         return None;
     }

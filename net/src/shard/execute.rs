@@ -199,18 +199,12 @@ impl Shard {
             PartitionOp::Produce(produce) => {
                 Box::pin(self.produce(partition, &state, produce)).await.map(PartitionReply::Produced)
             }
-            PartitionOp::Fetch(ops::Fetch { offset, max_bytes, wait_ms, reader }) => {
+            PartitionOp::Fetch(ops::Fetch { offset, max_bytes, reader }) => {
                 let offset = Offset(offset);
                 if let Some(answer) = self.fetch_gate(&state, offset, &reader) {
                     return answer.map(PartitionReply::Fetched);
                 }
                 let isolation = reader.isolation();
-                if wait_ms > 0 && offset >= state.visible_end(isolation) && offset <= log.log_end_offset() {
-                    let timeout = async {
-                        glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
-                    };
-                    futures_lite::future::or(self.wait_readable(&state, offset, isolation), timeout).await;
-                }
                 if let Some(answer) = self.fetch_now(&state, offset, max_bytes, &reader) {
                     return answer.map(PartitionReply::Fetched);
                 }

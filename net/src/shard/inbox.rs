@@ -1,33 +1,83 @@
 //! What a shard does with the messages other shards send it (`router` carries them):
-//! partition operations run as tasks, bounded, long polls parked; images installed in
-//! order; controller requests and high-watermark gathering answered.
+//! partition operations and batches of them run as tasks, bounded; long-poll waits
+//! and group joins parked; images installed in order; controller requests and
+//! high-watermark gathering answered.
 
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use glommio::channels::shared_channel::ConnectedReceiver;
 
-use super::ops::{Fetch, Group, PartitionOp, ShardMessage};
+use super::ops::{Group, PartitionOp, ShardMessage};
 use super::Shard;
 use crate::limits::{PEER_PARKED_MAX, PEER_TASKS_MAX};
 
-/// Serves messages sent by one peer shard. Each partition operation runs as its own
-/// task, started in arrival order, at most `PEER_TASKS_MAX` at once (long polls count
-/// against `PEER_PARKED_MAX` instead); metadata publications are installed inline, in
+/// Serves messages sent by one peer shard. Each partition operation or batch runs as
+/// its own task, started in arrival order, at most `PEER_TASKS_MAX` at once (long-poll
+/// waits and group joins count against `PEER_PARKED_MAX` instead); metadata publications are installed inline, in
 /// order, and controller requests run as tasks of their own.
 pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessage>) {
     let tasks = Arc::new(async_lock::Semaphore::new(PEER_TASKS_MAX));
     let parked = Rc::new(Cell::new(0usize));
     while let Some(message) = receiver.recv().await {
         shard.router.taken(shard.id);
-        let (partition, mut op, mut reply) = match message {
+        let (partition, op, reply) = match message {
             ShardMessage::Partition { partition, op, reply, sent } => {
                 shard.metrics.cross_shard_wait.observe_since(sent);
                 if let Some(stages) = op.api_key().and_then(|api| shard.metrics.stages(api)) {
                     stages.route.observe_since(sent);
                 }
                 (partition, op, reply)
+            }
+            ShardMessage::Batch { ops, reply, sent } => {
+                shard.metrics.cross_shard_wait.observe_since(sent);
+                for api in ops.iter().filter_map(|(_, op)| op.api_key()) {
+                    if let Some(stages) = shard.metrics.stages(api) {
+                        stages.route.observe_since(sent);
+                    }
+                }
+                // A batch is one task, however many partitions it carries.
+                let permit = tasks.acquire_arc().await;
+                let shard = shard.clone();
+                glommio::spawn_local(async move {
+                    let _permit = permit;
+                    let _ = reply.send(shard.execute_all(ops).await);
+                })
+                .detach();
+                continue;
+            }
+            ShardMessage::WaitAny { waits, wait_ms, mut reply } => {
+                // Past the parking limit the waits end at once with nothing woken:
+                // the poll waits on its other shards, or for its time to run out.
+                if parked.get() >= PEER_PARKED_MAX {
+                    let _ = reply.send(Vec::new());
+                    continue;
+                }
+                let park = Parking::new(&parked);
+                let shard = shard.clone();
+                glommio::spawn_local(async move {
+                    let _park = park;
+                    // The wait stops as soon as its requester is gone (the request
+                    // completed through another shard's partitions).
+                    let cancelled = reply.cancellation();
+                    let expired = async {
+                        glommio::timer::sleep(Duration::from_millis(wait_ms)).await;
+                        Some(Vec::new())
+                    };
+                    let woke = futures_lite::future::or(async { Some(shard.wait_here(&waits).await) }, expired);
+                    let woke = futures_lite::future::or(woke, async {
+                        cancelled.await;
+                        None
+                    })
+                    .await;
+                    if let Some(woke) = woke {
+                        let _ = reply.send(woke);
+                    }
+                })
+                .detach();
+                continue;
             }
             ShardMessage::HighWatermarks { reply } => {
                 let _ = reply.send(shard.high_watermarks());
@@ -47,37 +97,16 @@ pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessa
                 continue;
             }
         };
-        // Operations that wait (long polls, group joins and syncs that last until the
-        // rebalance completes) park if a parking slot is free; otherwise a long poll
-        // answers at once, and a join takes a task slot like any operation.
-        let polls = matches!(&op, PartitionOp::Fetch(Fetch { wait_ms, .. }) if *wait_ms > 0);
-        let waits = polls || matches!(&op, PartitionOp::Group(Group(call)) if call.waits());
-        let mut park = None;
-        if waits && parked.get() < PEER_PARKED_MAX {
-            park = Some(Parking::new(&parked));
-        } else if let PartitionOp::Fetch(Fetch { wait_ms, .. }) = &mut op {
-            *wait_ms = 0;
-        }
+        // Group joins and syncs, which last until the rebalance completes, park if a
+        // parking slot is free; otherwise they take a task slot like any operation.
+        let waits = matches!(&op, PartitionOp::Group(Group(call)) if call.waits());
+        let park = (waits && parked.get() < PEER_PARKED_MAX).then(|| Parking::new(&parked));
         let permit = if park.is_none() { Some(tasks.acquire_arc().await) } else { None };
         let shard = shard.clone();
         glommio::spawn_local(async move {
             let _permit = permit;
-            // A long poll stops as soon as its requester is gone (the request completed
-            // through another partition); every other operation runs to completion.
-            let result = if polls && park.is_some() {
-                let cancelled = reply.cancellation();
-                futures_lite::future::or(async { Some(shard.execute(&partition, op).await) }, async {
-                    cancelled.await;
-                    None
-                })
-                .await
-            } else {
-                Some(shard.execute(&partition, op).await)
-            };
-            drop(park);
-            if let Some(result) = result {
-                let _ = reply.send(result);
-            }
+            let _park = park;
+            let _ = reply.send(shard.execute(&partition, op).await);
         })
         .detach();
     }

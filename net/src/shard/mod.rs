@@ -4,8 +4,11 @@
 //! Every partition operation goes through `Shard::call`: executed here when this
 //! shard owns the partition, otherwise sent to the owner over a bounded cross-shard
 //! channel (record bytes travel as `Bytes`, not copied) and answered on a oneshot.
-//! The owner runs each incoming operation as its own task, in arrival order, so
-//! operations from one connection to one partition keep their order.
+//! A request over many partitions goes through `Shard::call_many` (`many.rs`): one
+//! message per other shard carries all of that shard's operations, and a long poll's
+//! waits go the same way (`Shard::wait_any`). The owner runs each incoming operation
+//! or batch as its own task, in arrival order, so operations from one connection to
+//! one partition keep their order.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -29,11 +32,13 @@ use skein_replication::producer::ProducerStates;
 mod brokers;
 mod execute;
 mod inbox;
+mod many;
 pub mod ops;
 mod produce;
 mod security;
 pub use brokers::BrokerAddress;
 pub use inbox::serve_peer;
+pub use many::Wait;
 pub use ops::{
     Fetch, OpResult, PartitionError, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage, ShardOp,
 };
@@ -466,15 +471,7 @@ impl Shard {
     }
 
     async fn route(self: &Rc<Self>, partition: TopicPartition, op: PartitionOp) -> OpResult {
-        let image = self.image();
-        let Some(owner) = image.shard_of(&partition) else {
-            return Err(PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION));
-        };
-        // A partition another broker holds: the client's metadata is stale.
-        if !image.topic(&partition.topic).is_some_and(|t| t.is_replica(partition.partition, self.settings.node_id)) {
-            return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
-        }
-        drop(image);
+        let owner = self.owner(&self.image(), &partition)?;
         self.route_to(owner, partition, op).await
     }
 
@@ -524,12 +521,9 @@ impl Shard {
                 .await
                 .is_err()
             {
-                Err(PartitionError::with_message(code::NOT_LEADER_OR_FOLLOWER, "shard unavailable"))
+                Err(many::unavailable("shard unavailable"))
             } else {
-                answer.await.unwrap_or(Err(PartitionError::with_message(
-                    code::NOT_LEADER_OR_FOLLOWER,
-                    "shard dropped the request",
-                )))
+                answer.await.unwrap_or_else(|_| Err(many::unavailable("shard dropped the request")))
             }
         };
         // Partition-level errors, counted by the API that caused them (`/metrics`).

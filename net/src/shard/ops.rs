@@ -1,5 +1,5 @@
 //! What shards send each other: operations on a partition (`PartitionOp`) and their
-//! replies, controller requests, published images and high-watermark gathering
+//! replies, batches of them and of long-poll waits, controller requests, published images and high-watermark gathering
 //! (`ShardMessage`), with the replication gauges a shard reports.
 
 use std::sync::Arc;
@@ -116,12 +116,12 @@ pub struct Produce {
     pub transactional_id: Option<String>,
 }
 
-/// A read by a consumer or a follower, waiting up to `wait_ms` for records.
+/// A read by a consumer or a follower of what the partition holds now (a long poll
+/// waits apart: `Shard::wait_any`).
 #[derive(Debug)]
 pub struct Fetch {
     pub offset: i64,
     pub max_bytes: usize,
-    pub wait_ms: u64,
     pub reader: Reader,
 }
 
@@ -384,6 +384,12 @@ pub enum ShardMessage {
     Publish { image: Arc<MetadataImage>, reply: oneshot::Sender<()> },
     /// The high watermarks of the receiver's partitions, for the checkpoint.
     HighWatermarks { reply: oneshot::Sender<Vec<(TopicPartition, Offset)>> },
+    /// Operations on many of the receiver's partitions (`Shard::call_many`), run
+    /// concurrently and answered together, in order.
+    Batch { ops: Vec<(TopicPartition, PartitionOp)>, reply: oneshot::Sender<Vec<OpResult>>, sent: std::time::Instant },
+    /// A long poll's waits on the receiver's partitions (`Shard::wait_any`): answered
+    /// with those whose waits ended first, or none after `wait_ms`.
+    WaitAny { waits: Vec<super::many::Wait>, wait_ms: u64, reply: oneshot::Sender<Vec<usize>> },
 }
 
 #[cfg(test)]

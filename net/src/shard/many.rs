@@ -1,0 +1,231 @@
+//! Operations and waits on many partitions at once, as a fetch or a produce over
+//! thousands of partitions makes them: each other shard gets one message carrying all
+//! of its partitions' operations (`ShardMessage::Batch`), or all of their waits
+//! (`ShardMessage::WaitAny`), not one message and one task each.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
+use skein_engine::{Offset, TopicPartition};
+use skein_replication::Isolation;
+
+use super::ops::{self, Fetch, OpResult, PartitionError, PartitionOp, Reader, ShardMessage, ShardOp};
+use super::Shard;
+use crate::errors::code;
+
+/// What goes to one shard, with where each item stands in the caller's list.
+struct ForShard<T> {
+    indices: Vec<usize>,
+    items: Vec<T>,
+}
+
+impl<T> Default for ForShard<T> {
+    fn default() -> ForShard<T> {
+        ForShard { indices: Vec::new(), items: Vec::new() }
+    }
+}
+
+impl<T> ForShard<T> {
+    fn push(&mut self, index: usize, item: T) {
+        self.indices.push(index);
+        self.items.push(item);
+    }
+}
+
+/// A long poll's wait on one partition: until it can read past `offset` as
+/// `isolation` reads.
+#[derive(Debug, Clone)]
+pub struct Wait {
+    pub partition: TopicPartition,
+    pub offset: i64,
+    pub isolation: Isolation,
+}
+
+impl Shard {
+    /// Runs each of `calls` on its partition's shard and answers in their order:
+    /// this shard's concurrently here, each other shard's in one message to it. A
+    /// call its caller refused before routing (`Err`) is answered with that error.
+    /// Operations that wait (a group join or sync) do not belong here: they would hold
+    /// the whole batch.
+    pub async fn call_many<O: ShardOp>(
+        self: &Rc<Self>,
+        calls: Vec<Result<(TopicPartition, O), PartitionError>>,
+    ) -> Vec<Result<O::Reply, PartitionError>> {
+        let mut results: Vec<Option<OpResult>> = (0..calls.len()).map(|_| None).collect();
+        let mut by_owner: BTreeMap<usize, ForShard<(TopicPartition, PartitionOp)>> = BTreeMap::new();
+        {
+            let image = self.image();
+            for (i, call) in calls.into_iter().enumerate() {
+                match call.and_then(|(partition, op)| Ok((self.owner(&image, &partition)?, partition, op))) {
+                    Ok((owner, partition, op)) => {
+                        by_owner.entry(owner).or_default().push(i, (partition, op.into_message()))
+                    }
+                    Err(error) => results[i] = Some(Err(error)),
+                }
+            }
+        }
+        let runs = by_owner.into_iter().map(|(owner, ForShard { indices, items: ops })| async move {
+            let apis: Vec<Option<i16>> = ops.iter().map(|(_, op)| op.api_key()).collect();
+            let answers = self.run_on(owner, ops).await;
+            for (answer, api) in answers.iter().zip(apis) {
+                // Partition-level errors, counted by the API that caused them.
+                if let (Err(_), Some(api)) = (answer, api) {
+                    self.metrics.count_error(api);
+                }
+            }
+            indices.into_iter().zip(answers)
+        });
+        for (i, answer) in join_all(runs).await.into_iter().flatten() {
+            results[i] = Some(answer);
+        }
+        results.into_iter().map(|r| ops::typed::<O>(r.expect("every call answered"))).collect()
+    }
+
+    /// Runs `ops` on shard `owner` (this one or another, in one message), answering in
+    /// their order.
+    async fn run_on(self: &Rc<Self>, owner: usize, ops: Vec<(TopicPartition, PartitionOp)>) -> Vec<OpResult> {
+        if owner == self.id {
+            return self.execute_all(ops).await;
+        }
+        let metrics = &self.metrics;
+        metrics.cross_shard_messages.set(metrics.cross_shard_messages.get() + 1);
+        // What virtual brokers take off the cross-shard route: clients' data.
+        if ops.iter().any(|(_, op)| {
+            matches!(op, PartitionOp::Produce(_) | PartitionOp::Fetch(Fetch { reader: Reader::Consumer { .. }, .. }))
+        }) {
+            let client = &metrics.cross_shard_client_messages;
+            client.set(client.get() + 1);
+        }
+        let count = ops.len();
+        let (reply, answer) = oneshot::channel();
+        let message = ShardMessage::Batch { ops, reply, sent: std::time::Instant::now() };
+        let failed = |message: &str| (0..count).map(|_| Err(unavailable(message))).collect();
+        if self.router.send(owner, message).await.is_err() {
+            return failed("shard unavailable");
+        }
+        answer.await.unwrap_or_else(|_| failed("shard dropped the request"))
+    }
+
+    /// Runs `ops` on this shard's partitions concurrently, answering in their order.
+    pub(crate) async fn execute_all(self: &Rc<Self>, ops: Vec<(TopicPartition, PartitionOp)>) -> Vec<OpResult> {
+        // Boxed: the operation's future is large, and a batch holds thousands.
+        join_all(ops.into_iter().map(|(partition, op)| Box::pin(async move { self.execute(&partition, op).await })))
+            .await
+    }
+
+    /// Waits until one of `waits` can read past its offset, or `timeout` passes.
+    /// Returns the indices (into `waits`, ascending) whose waits ended: the first and
+    /// any that ended beside it; none when the time ran out. A partition that cannot
+    /// be waited on (unknown here, past its log end) ends its wait at once: reading it
+    /// says why. This shard's partitions are waited on in place, each other shard's
+    /// in one message to it.
+    pub async fn wait_any(self: &Rc<Self>, waits: Vec<Wait>, timeout: Duration) -> Vec<usize> {
+        let mut by_owner: BTreeMap<usize, ForShard<Wait>> = BTreeMap::new();
+        {
+            let image = self.image();
+            for (i, wait) in waits.into_iter().enumerate() {
+                let Ok(owner) = self.owner(&image, &wait.partition) else {
+                    return vec![i];
+                };
+                by_owner.entry(owner).or_default().push(i, wait);
+            }
+        }
+        let wait_ms = timeout.as_millis() as u64;
+        let mut pending: FuturesUnordered<_> = by_owner
+            .into_iter()
+            .map(|(owner, ForShard { indices, items: waits })| async move {
+                let woke = if owner == self.id {
+                    self.wait_here(&waits).await
+                } else {
+                    let count = waits.len();
+                    let (reply, answer) = oneshot::channel();
+                    let message = ShardMessage::WaitAny { waits, wait_ms, reply };
+                    self.metrics.cross_shard_messages.set(self.metrics.cross_shard_messages.get() + 1);
+                    if self.router.send(owner, message).await.is_err() {
+                        // Reading them gives their error.
+                        (0..count).collect()
+                    } else {
+                        answer.await.unwrap_or_else(|_| (0..count).collect())
+                    }
+                };
+                woke.into_iter().map(|i| indices[i]).collect::<Vec<usize>>()
+            })
+            .collect();
+        // Returning drops the other waits; another shard's sees its reply channel close
+        // and stops (`inbox::serve_peer`).
+        let first = async {
+            while let Some(woke) = pending.next().await {
+                if !woke.is_empty() {
+                    return woke;
+                }
+            }
+            Vec::new()
+        };
+        let expired = async {
+            glommio::timer::sleep(timeout).await;
+            Vec::new()
+        };
+        let mut woke = futures_lite::future::or(first, expired).await;
+        if woke.is_empty() {
+            return woke;
+        }
+        while let Some(Some(more)) = pending.next().now_or_never() {
+            woke.extend(more);
+        }
+        woke.sort_unstable();
+        woke
+    }
+
+    /// `wait_any` over partitions this shard owns, without a time limit (the caller
+    /// sets one): the indices into `waits` whose waits ended first, ascending.
+    pub(crate) async fn wait_here(&self, waits: &[Wait]) -> Vec<usize> {
+        let mut pending: FuturesUnordered<_> = waits
+            .iter()
+            .enumerate()
+            .map(|(i, wait)| {
+                let offset = Offset(wait.offset);
+                let state = self.partition(&wait.partition).filter(|state| offset <= state.log_end_offset());
+                async move {
+                    if let Some(state) = state {
+                        self.wait_readable(&state, offset, wait.isolation).await;
+                    }
+                    i
+                }
+            })
+            .collect();
+        let Some(first) = pending.next().await else {
+            return std::future::pending().await;
+        };
+        let mut woke = vec![first];
+        while let Some(Some(more)) = pending.next().now_or_never() {
+            woke.push(more);
+        }
+        woke.sort_unstable();
+        woke
+    }
+
+    /// The shard that owns `partition` here, or why no operation on it can run here:
+    /// an unknown partition, or one another broker holds (the client's metadata is
+    /// stale).
+    pub(super) fn owner(
+        &self,
+        image: &crate::metadata::MetadataImage,
+        partition: &TopicPartition,
+    ) -> Result<usize, PartitionError> {
+        let owner = image.shard_of(partition).ok_or(PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION))?;
+        if !image.topic(&partition.topic).is_some_and(|t| t.is_replica(partition.partition, self.settings.node_id)) {
+            return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
+        }
+        Ok(owner)
+    }
+}
+
+/// An operation that never reached its shard, as Kafka's clients retry it.
+pub(super) fn unavailable(message: &str) -> PartitionError {
+    PartitionError::with_message(code::NOT_LEADER_OR_FOLLOWER, message)
+}
