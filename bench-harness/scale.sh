@@ -176,7 +176,7 @@ section_partitions() {
     local idle_before
     idle_before=$(cpu_secs "$broker_pid")
     sleep 30
-    record "$broker" idle_cpu_secs_per_30s "$(echo "$(cpu_secs "$broker_pid") - $idle_before" | bc)"
+    record "$broker" idle_cpu_secs_per_30s "$(echo "$(cpu_secs "$broker_pid") - $idle_before" | bc | awk '{ printf "%.2f", $1 }')"
     pstep "$broker" trickle --rate "$trickle_rate" --duration-secs "$trickle_secs" --broker-pid "$broker_pid"
     record "$broker" disk_after_trickle_kib "$(du -sk "$(data_of "$broker" "$dir")" | cut -f1)"
     stop_broker
@@ -298,7 +298,7 @@ section_idle() {
     for round in $(seq 1 "${IDLE_ROUNDS:-3}"); do
       before=$(cpu_secs "$broker_pid")
       sleep 30
-      record "$broker" "idle_cpu_secs_per_30s_round_$round" "$(echo "$(cpu_secs "$broker_pid") - $before" | bc)"
+      record "$broker" "idle_cpu_secs_per_30s_round_$round" "$(echo "$(cpu_secs "$broker_pid") - $before" | bc | awk '{ printf "%.2f", $1 }')"
     done
     stop_broker
     rm -rf "$dir"
@@ -334,7 +334,7 @@ section_cluster() {
     before=0; for n in 1 2 3; do before=$(echo "$before + $(cpu_secs "$(node_pid "$n")")" | bc); done
     sleep 30
     after=0; for n in 1 2 3; do after=$(echo "$after + $(cpu_secs "$(node_pid "$n")")" | bc); done
-    record "$broker" cluster_idle_cpu_secs_per_30s "$(echo "$after - $before" | bc)"
+    record "$broker" cluster_idle_cpu_secs_per_30s "$(echo "$after - $before" | bc | awk '{ printf "%.2f", $1 }')"
     # Failover and controlled shutdown need a replica to move to.
     if [ "$crf" -lt 2 ]; then
       for pair in ${cluster_pids//,/ }; do kill "${pair#*=}" 2>/dev/null || true; done

@@ -6,31 +6,75 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use skein_net::Shard;
 
-/// Each shard's rendered metrics, refreshed by the shard itself (its counters are
-/// thread-local), read by the admin endpoint: a slot per shard, so that a shard's
-/// publish only ever waits for a `/metrics` read of its own slot, never for another
-/// shard (no process-wide lock on a shard's thread).
-static BOARD: [Mutex<String>; crate::reactor::MAX_SHARDS] =
-    [const { Mutex::new(String::new()) }; crate::reactor::MAX_SHARDS];
+/// Each shard's rendered metrics, rendered by the shard itself (its counters are
+/// thread-local) when the admin endpoint asks (`fresh_board`), read by the endpoint: a
+/// slot per shard, so that a shard's publish only ever waits for a `/metrics` read of
+/// its own slot, never for another shard (no process-wide lock on a shard's thread).
+/// Rendering walks every partition, so a node nobody scrapes renders nothing.
+static BOARD: [Slot; crate::reactor::MAX_SHARDS] = [const { Slot::new() }; crate::reactor::MAX_SHARDS];
 
-/// Stores this shard's metrics text (rendered, and the old text dropped, outside the
-/// slot's lock).
-pub fn publish(shard: &Shard) {
-    let Some(slot) = BOARD.get(shard.id) else { return };
-    let text = render(shard);
-    let old = std::mem::replace(&mut *slot.lock().unwrap_or_else(|e| e.into_inner()), text);
-    drop(old);
+struct Slot {
+    text: Mutex<String>,
+    /// Set by a scrape, taken by the shard at its next tick.
+    wanted: AtomicBool,
+    /// Renders published so far, for the scrape to see this one's.
+    published: AtomicU64,
 }
 
-/// Every shard's metrics text, in shard order.
-fn board_text() -> String {
-    BOARD.iter().fold(String::new(), |mut out, slot| {
-        out.push_str(&slot.lock().unwrap_or_else(|e| e.into_inner()));
+impl Slot {
+    const fn new() -> Slot {
+        Slot { text: Mutex::new(String::new()), wanted: AtomicBool::new(false), published: AtomicU64::new(0) }
+    }
+
+    /// Stores `text` (the old text dropped outside the lock).
+    fn store(&self, text: String) {
+        let old = std::mem::replace(&mut *self.text.lock().unwrap_or_else(|e| e.into_inner()), text);
+        drop(old);
+        self.published.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Renders and stores this shard's metrics if a scrape asked for them since the last
+/// time (called at every tick of the shard's loop).
+pub fn publish_if_wanted(shard: &Shard) {
+    let Some(slot) = BOARD.get(shard.id) else { return };
+    if slot.wanted.swap(false, Ordering::AcqRel) {
+        slot.store(render(shard));
+    }
+}
+
+/// The longest a scrape waits for the shards' fresh text; a shard that has not
+/// rendered by then (stalled) shows its last text.
+const SCRAPE_WAIT: Duration = Duration::from_secs(1);
+
+/// Every shard's metrics text, in shard order, fresh: each of the `shards` renders at
+/// its next tick (`publish_if_wanted`, within 100 ms), this one at once.
+async fn fresh_board(shard: &Shard, shards: usize) -> String {
+    let slots = &BOARD[..shards.min(BOARD.len())];
+    let before: Vec<u64> = slots
+        .iter()
+        .map(|slot| {
+            let published = slot.published.load(Ordering::Acquire);
+            slot.wanted.store(true, Ordering::Release);
+            published
+        })
+        .collect();
+    publish_if_wanted(shard);
+    let started = std::time::Instant::now();
+    while started.elapsed() < SCRAPE_WAIT
+        && slots.iter().zip(&before).any(|(slot, &before)| slot.published.load(Ordering::Acquire) == before)
+    {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    slots.iter().fold(String::new(), |mut out, slot| {
+        out.push_str(&slot.text.lock().unwrap_or_else(|e| e.into_inner()));
         out
     })
 }
@@ -206,8 +250,8 @@ fn render(shard: &Shard) -> String {
 /// The consumer lag of the groups this shard coordinates (`skein_net::group::lag`):
 /// per partition and per group, without a shard label (a group's series stay the same
 /// when its coordinator moves), then this shard's series left out and partitions it
-/// cannot measure. The series' text is rendered once per refresh and kept: shards
-/// publish every 100 ms, and a table near its cap is megabytes of text.
+/// cannot measure. The series' text is rendered once per change of the table and
+/// kept: a table near its cap is megabytes of text, and scrapes come often.
 fn render_consumer_lag(out: &mut String, shard: &Shard) {
     use std::fmt::Write;
     thread_local! {
@@ -339,11 +383,7 @@ async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str
     let param =
         |name: &str| query.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')).map(str::to_string);
     match (method, path) {
-        ("GET", "/metrics") => {
-            publish(shard);
-            let text = board_text();
-            ("200 OK", "text/plain; version=0.0.4", text)
-        }
+        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", fresh_board(shard, shard.settings.shards).await),
         ("GET", "/v1/health") => ("200 OK", "application/json", "{\"status\":\"ok\"}\n".into()),
         ("GET", "/v1/placement") => ("200 OK", "application/json", placement(shard).await),
         ("GET", "/v1/shards") => ("200 OK", "application/json", shards(shard)),

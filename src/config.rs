@@ -89,6 +89,11 @@ pub struct StartArgs {
     /// is forgotten by each partition [default: 86400000].
     #[arg(long, env = "SKEIN_PRODUCER_ID_EXPIRATION_MS")]
     pub producer_id_expiration_ms: Option<u64>,
+    /// Kafka's `producer.id.expiration.check.interval.ms`: how often each partition
+    /// looks for producers to forget; each look walks every partition
+    /// [default: 600000].
+    #[arg(long, env = "SKEIN_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS")]
+    pub producer_id_expiration_check_interval_ms: Option<u64>,
     /// Kafka's `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a
     /// transactional producer may ask for [default: 900000].
     #[arg(long, env = "SKEIN_TRANSACTION_MAX_TIMEOUT_MS")]
@@ -246,6 +251,7 @@ struct FileConfig {
     group_consumer_max_size: Option<usize>,
     offsets_retention_minutes: Option<u64>,
     producer_id_expiration_ms: Option<u64>,
+    producer_id_expiration_check_interval_ms: Option<u64>,
     transaction_max_timeout_ms: Option<u32>,
     transactional_id_expiration_ms: Option<u64>,
     max_incremental_fetch_session_cache_slots: Option<usize>,
@@ -305,6 +311,7 @@ pub struct NodeConfig {
     pub group_consumer_max_size: usize,
     pub offsets_retention_minutes: u64,
     pub producer_id_expiration_ms: u64,
+    pub producer_id_expiration_check_interval_ms: u64,
     pub transaction_max_timeout_ms: i32,
     pub transactional_id_expiration_ms: u64,
     pub max_incremental_fetch_session_cache_slots: usize,
@@ -594,6 +601,11 @@ impl NodeConfig {
                 .or(file.producer_id_expiration_ms)
                 .unwrap_or(86_400_000)
                 .min(i64::MAX as u64),
+            producer_id_expiration_check_interval_ms: args
+                .producer_id_expiration_check_interval_ms
+                .or(file.producer_id_expiration_check_interval_ms)
+                .unwrap_or(600_000)
+                .max(1),
             transaction_max_timeout_ms: args
                 .transaction_max_timeout_ms
                 .or(file.transaction_max_timeout_ms)

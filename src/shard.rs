@@ -810,6 +810,9 @@ async fn run_shard(
     ready.fetch_add(1, Ordering::Release);
     let tick = Duration::from_millis(config.housekeeping_interval_ms.min(100));
     let mut since_housekeeping = Duration::ZERO;
+    // Kafka's `producer.id.expiration.check.interval.ms`: each look walks every partition.
+    let expiry_check = Duration::from_millis(config.producer_id_expiration_check_interval_ms);
+    let mut last_expiry_check = std::time::Instant::now();
     let mut busy = crate::reactor::BusyMeter::new(crate::reactor::health(shard.id));
     while !stop.load(Ordering::Relaxed) {
         let slept = std::time::Instant::now();
@@ -817,15 +820,18 @@ async fn run_shard(
         busy.timer_late(slept.elapsed().saturating_sub(tick));
         busy.cross_shard_wait(shard.metrics.cross_shard_wait.buckets());
         busy.sample();
-        crate::admin::publish(&shard);
+        crate::admin::publish_if_wanted(&shard);
         since_housekeeping += tick;
         if since_housekeeping >= Duration::from_millis(config.housekeeping_interval_ms) {
             since_housekeeping = Duration::ZERO;
             let now = skein_engine::log::now_ms();
             shard.logs.housekeeping(now).await;
-            let expired = shard.expire_producers(now);
-            if expired > 0 {
-                tracing::debug!(target: "skein", shard = shard.id, expired, "idle producers expired");
+            if last_expiry_check.elapsed() >= expiry_check {
+                last_expiry_check = std::time::Instant::now();
+                let expired = shard.expire_producers(now);
+                if expired > 0 {
+                    tracing::debug!(target: "skein", shard = shard.id, expired, "idle producers expired");
+                }
             }
             remove_deleted(&shard).await;
         }

@@ -444,7 +444,14 @@ fn producer_state_survives_three_segments_back() {
 #[test]
 fn unknown_and_expired_producers() {
     let dir = tempfile::tempdir().unwrap();
-    let extra = ["--producer-id-expiration-ms", "1000", "--housekeeping-interval-ms", "100"];
+    let extra = [
+        "--producer-id-expiration-ms",
+        "1000",
+        "--producer-id-expiration-check-interval-ms",
+        "100",
+        "--housekeeping-interval-ms",
+        "100",
+    ];
     let broker = Broker::start(dir.path(), "1", &extra);
     let mut client = RawClient::connect(&broker.bootstrap());
     assert_eq!(create(&mut client, "idle", 1, &[]), NONE);

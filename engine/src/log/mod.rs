@@ -217,7 +217,7 @@ pub struct Log<S: Storage> {
     /// What the checkpoint and epoch files hold now, so unchanged state is not
     /// rewritten (each write is a temp file, two fsyncs and a rename).
     written_checkpoint: Cell<OnDisk<Checkpoint>>,
-    written_epochs: RefCell<OnDisk<Vec<u8>>>,
+    written_epochs: RefCell<OnDisk<LeaderEpochCache>>,
     /// The cleaner's checkpoint: offsets below it were cleaned (`None` until read).
     first_dirty: Cell<Option<Offset>>,
     /// The oldest tombstone the last cleaning pass kept, to clean again once it

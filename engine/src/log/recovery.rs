@@ -47,7 +47,11 @@ impl<S: Storage> Log<S> {
             (Some(_), Some(checkpoint)) => OnDisk::Written(checkpoint),
             (Some(_), None) => OnDisk::Unknown,
         };
-        let epochs_on_disk = epoch_bytes.as_ref().map_or(OnDisk::Absent, |b| OnDisk::Written(b.to_vec()));
+        let epochs_on_disk = match epoch_bytes.as_deref().map(LeaderEpochCache::decode) {
+            None => OnDisk::Absent,
+            Some(Some(on_disk)) => OnDisk::Written(on_disk),
+            Some(None) => OnDisk::Unknown,
+        };
         // A log without a checkpoint file after a clean stop of the node is a small one
         // (`keeps_state_files`) that was closed, flushed, with the rest.
         let clean = match (&checkpoint_bytes, checkpoint) {
@@ -227,7 +231,7 @@ struct Opened<F: StorageFile> {
     log_end_offset: Offset,
     epochs: LeaderEpochCache,
     checkpoint_on_disk: OnDisk<Checkpoint>,
-    epochs_on_disk: OnDisk<Vec<u8>>,
+    epochs_on_disk: OnDisk<LeaderEpochCache>,
 }
 
 impl<S: Storage> Log<S> {

@@ -36,23 +36,26 @@ impl<S: Storage> Log<S> {
     }
 
     pub(super) async fn write_epochs(&self) -> Result<()> {
-        let (encoded, keep) = {
-            let state = self.state.borrow();
-            (state.epochs.encode(), state.keeps_state_files())
-        };
-        if !keep {
+        if !self.state.borrow().keeps_state_files() {
             if *self.written_epochs.borrow() != OnDisk::Absent {
                 self.remove_state_file(LEADER_EPOCH_FILE).await?;
                 *self.written_epochs.borrow_mut() = OnDisk::Absent;
             }
             return Ok(());
         }
-        if matches!(&*self.written_epochs.borrow(), OnDisk::Written(on_disk) if *on_disk == encoded) {
-            return Ok(());
-        }
+        // Compared as entries, not encoded: housekeeping asks every log every pass.
+        let epochs = {
+            let state = self.state.borrow();
+            if matches!(&*self.written_epochs.borrow(), OnDisk::Written(on_disk) if *on_disk == state.epochs) {
+                return Ok(());
+            }
+            state.epochs.clone()
+        };
         let path = self.dir.join(LEADER_EPOCH_FILE);
-        io::write_whole_atomic(&self.ctx.storage, &path, &encoded).await.map_err(|e| Error::io("write", &path, e))?;
-        *self.written_epochs.borrow_mut() = OnDisk::Written(encoded);
+        io::write_whole_atomic(&self.ctx.storage, &path, &epochs.encode())
+            .await
+            .map_err(|e| Error::io("write", &path, e))?;
+        *self.written_epochs.borrow_mut() = OnDisk::Written(epochs);
         Ok(())
     }
 
