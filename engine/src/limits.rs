@@ -118,6 +118,13 @@ pub const READ_AHEAD_SHARD_BYTES_MAX: u64 = 64 << 20;
 /// this many bytes, instead of two blocks of disk per partition.
 pub const CHECKPOINT_LOG_BYTES_MIN: u64 = 64 << 10;
 
+/// Housekeeping writes the first state files of a log that has grown past
+/// `CHECKPOINT_LOG_BYTES_MIN` within this long of noticing, at a point set by the
+/// log's name (`Log::checkpoint_when_due`): logs that grow together (a topic of
+/// thousands of partitions under an even load) then create their files over this
+/// window, not all in one pass.
+pub const STATE_FILES_SPREAD: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Largest index file accepted on load (Kafka's `segment.index.bytes` default, 10 MiB).
 pub const INDEX_BYTES_MAX: usize = 10 << 20;
 

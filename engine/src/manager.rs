@@ -421,7 +421,7 @@ impl<S: Storage> LogManager<S> {
                 log.trim_idle_reservation(instant).await?;
                 log.flush_if_due(now).await?;
                 log.apply_retention(now).await?;
-                log.checkpoint().await
+                log.checkpoint_when_due(instant).await
             }
             .await;
             if let Err(e) = result {

@@ -220,6 +220,9 @@ pub struct Log<S: Storage> {
     written_epochs: RefCell<OnDisk<LeaderEpochCache>>,
     /// The cleaner's checkpoint: offsets below it were cleaned (`None` until read).
     first_dirty: Cell<Option<Offset>>,
+    /// When housekeeping first writes the state files of a log that has come to keep
+    /// them (`checkpoint_when_due`).
+    state_files_due: Cell<Option<std::time::Instant>>,
     /// The oldest tombstone the last cleaning pass kept, to clean again once it
     /// expires (not persisted: after a restart, the next dirty pass finds it).
     oldest_tombstone: Cell<Option<TimestampMs>>,

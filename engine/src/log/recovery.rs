@@ -341,6 +341,7 @@ impl<S: Storage> Log<S> {
             written_checkpoint: Cell::new(checkpoint_on_disk),
             written_epochs: RefCell::new(epochs_on_disk),
             first_dirty: Cell::new(None),
+            state_files_due: Cell::new(None),
             oldest_tombstone: Cell::new(None),
             transactions: RefCell::new(None),
             fenced: RefCell::new(BTreeMap::new()),

@@ -71,6 +71,30 @@ impl<S: Storage> Log<S> {
         }
     }
 
+    /// `checkpoint` as housekeeping runs it every pass. A log that has just come to
+    /// keep state files (grown past `CHECKPOINT_LOG_BYTES_MIN`) writes them first at a
+    /// time within `STATE_FILES_SPREAD` set by its name, so that thousands of logs
+    /// growing together do not create their files in the same pass (two atomic writes
+    /// of two fsyncs each per log); until then a restart scans it, as a small log.
+    ///
+    /// # Errors
+    /// As `checkpoint`.
+    pub async fn checkpoint_when_due(&self, now: std::time::Instant) -> Result<()> {
+        if self.keeps_state_files() && self.written_checkpoint.get() == OnDisk::Absent {
+            let due = self.state_files_due.get().unwrap_or_else(|| {
+                let spread = crate::limits::STATE_FILES_SPREAD.as_millis().max(1) as u64;
+                let name = self.partition().to_string();
+                let due = now + std::time::Duration::from_millis(u64::from(crc32c::crc32c(name.as_bytes())) % spread);
+                self.state_files_due.set(Some(due));
+                due
+            });
+            if now < due {
+                return Ok(());
+            }
+        }
+        self.checkpoint().await
+    }
+
     /// Persists the recovery point (the flushed offset), log start and leader epochs.
     /// Called periodically by the log manager; a restart then scans less.
     ///
