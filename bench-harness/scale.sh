@@ -187,13 +187,31 @@ section_partitions() {
 # The same load over 16, 1,000 and 10,000 partitions (LATENCY_PARTITIONS), each on a
 # fresh broker: `skein bench run` of workloads/scale-latency.toml (LATENCY_RATE msg/s
 # of 1 KiB, acks=all, one producer, one consumer group) with librdkafka.
+# Skein's fetch handling, summed over its shards: "fetches handled, their total
+# microseconds, partition reads" from /metrics.
+fetch_sample() {
+  curl -s "127.0.0.1:19644/metrics" | awk '
+    /^skein_stage_latency_us_sum\{.*api="fetch",stage="handle"\}/ { s += $2 }
+    /^skein_stage_latency_us_count\{.*api="fetch",stage="handle"\}/ { c += $2 }
+    /^skein_fetch_partition_reads_total/ { r += $2 }
+    END { print c + 0, s + 0, r + 0 }'
+}
+
 section_latency() {
-  local broker count dir
+  local broker count dir sampler
   for count in ${LATENCY_PARTITIONS:-16 1000 10000}; do
     for broker in "${brokers[@]}"; do
       echo "== latency: $broker, $count partitions"
       dir="$work/$broker-latency"
       start_broker "$broker" "$dir"
+      # Inside the measured window (the workload warms up for 10 s): how many fetches
+      # the consumer made in 10 s, how long each took the broker, how many partitions
+      # each read.
+      sampler=""
+      if [ "$broker" = skein ]; then
+        ( sleep 25; a=$(fetch_sample); sleep 10; echo "$a $(fetch_sample)" > "$work/fetch-sample" ) &
+        sampler=$!
+      fi
       "$driver" bench run "$root/bench-harness/workloads/scale-latency.toml" --bootstrap-server "127.0.0.1:$port" \
         --broker-pid "$broker_pid" --label "$broker-$count" --partitions "$count" --driver "${LATENCY_DRIVER:-librdkafka}" \
         --rate "${LATENCY_RATE:-20000}" --out "$out/latency-$broker-$count.json" | tail -4 || {
@@ -210,6 +228,14 @@ print(json.dumps({"step": f"latency_{count}", "msgs_per_sec": round(r["published
     "e2e_p50_ms": ms(e, "p50_us"), "e2e_p99_ms": ms(e, "p99_us"), "e2e_p999_ms": ms(e, "p999_us"),
     "publish_errors": r["publish_errors"], "broker_cpu_secs_per_gb": r.get("broker_cpu_secs_per_gb")}))
 PY
+      if [ -n "$sampler" ] && wait "$sampler" && [ -s "$work/fetch-sample" ]; then
+        read -r c1 s1 r1 c2 s2 r2 < "$work/fetch-sample"
+        if [ "$c2" -gt "$c1" ]; then
+          echo "{\"step\":\"latency_${count}_fetch\",\"fetches_in_10s\":$((c2 - c1)),\"fetch_handle_mean_us\":$(( (s2 - s1) / (c2 - c1) )),\"partition_reads_per_fetch\":$(( (r2 - r1) / (c2 - c1) ))}" \
+            | tee -a "$out/$broker.jsonl"
+        fi
+        rm -f "$work/fetch-sample"
+      fi
       stop_broker
       rm -rf "$dir"
     done

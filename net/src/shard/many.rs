@@ -14,7 +14,7 @@ use futures_util::FutureExt;
 use skein_engine::{Offset, TopicPartition};
 use skein_replication::Isolation;
 
-use super::ops::{self, Fetch, OpResult, PartitionError, PartitionOp, Reader, ShardMessage, ShardOp};
+use super::ops::{self, Fetch, OpResult, PartitionError, PartitionOp, PartitionReply, Reader, ShardMessage, ShardOp};
 use super::Shard;
 use crate::errors::code;
 
@@ -112,10 +112,35 @@ impl Shard {
     }
 
     /// Runs `ops` on this shard's partitions concurrently, answering in their order.
+    /// Reads that need no I/O are answered on the spot (`fetch_local`), as a fetch
+    /// answers its own shard's: a fetch over thousands of partitions mostly asks
+    /// partitions with nothing new for their watermarks.
     pub(crate) async fn execute_all(self: &Rc<Self>, ops: Vec<(TopicPartition, PartitionOp)>) -> Vec<OpResult> {
-        // Boxed: the operation's future is large, and a batch holds thousands.
-        join_all(ops.into_iter().map(|(partition, op)| Box::pin(async move { self.execute(&partition, op).await })))
-            .await
+        let mut results: Vec<Option<OpResult>> = Vec::with_capacity(ops.len());
+        let mut pending = Vec::new();
+        for (partition, op) in ops {
+            let now = match &op {
+                PartitionOp::Fetch(Fetch { offset, max_bytes, reader }) => {
+                    self.fetch_local(&partition, *offset, *max_bytes, reader)
+                }
+                _ => None,
+            };
+            match now {
+                Some(answer) => results.push(Some(answer.map(PartitionReply::Fetched))),
+                None => {
+                    pending.push((results.len(), partition, op));
+                    results.push(None);
+                }
+            }
+        }
+        // Boxed: the operation's future is large, and a batch may hold thousands.
+        let run = pending
+            .into_iter()
+            .map(|(i, partition, op)| Box::pin(async move { (i, self.execute(&partition, op).await) }));
+        for (i, result) in join_all(run).await {
+            results[i] = Some(result);
+        }
+        results.into_iter().map(|r| r.expect("every operation answered")).collect()
     }
 
     /// Waits until one of `waits` can read past its offset, or `timeout` passes.
