@@ -180,6 +180,7 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_follower_lag_ms{{shard=\"{id}\"}} {}", gauges.follower_lag_ms);
     let _ = writeln!(out, "skein_isr_shrinks_total{{shard=\"{id}\"}} {}", m.isr_shrinks.get());
     let _ = writeln!(out, "skein_isr_expands_total{{shard=\"{id}\"}} {}", m.isr_expands.get());
+    let _ = writeln!(out, "skein_partition_assignments_total{{shard=\"{id}\"}} {}", m.assignments.get());
     render_consumer_lag(&mut out, shard);
     if let Some(controller) = shard.controller() {
         let _ = writeln!(out, "skein_controller_active{{shard=\"{id}\"}} {}", u8::from(controller.is_leader()));

@@ -71,6 +71,9 @@ pub struct ShardMetrics {
     /// ISR changes this shard's leaders proposed: followers dropped, followers added.
     pub isr_shrinks: Cell<u64>,
     pub isr_expands: Cell<u64>,
+    /// Assignments (role, epochs, ISR) this shard's partitions took from the
+    /// controller: the replica fetchers look for new leaders to follow when it moves.
+    pub assignments: Cell<u64>,
     /// Where Produce and Fetch requests spend their time on this shard.
     pub produce_stages: RequestStages,
     pub fetch_stages: RequestStages,

@@ -116,7 +116,7 @@ fn followed(shard: &Shard) -> BTreeMap<i32, Vec<(TopicPartition, Rc<Partition>)>
     out
 }
 
-/// The leaders this shard follows partitions of (walked every `BACKOFF`: no names
+/// The leaders this shard follows partitions of (walked after assignments: no names
 /// cloned, since a node of 10,000 partitions it leads follows none).
 fn followed_leaders(shard: &Shard) -> std::collections::BTreeSet<i32> {
     let mut leaders = std::collections::BTreeSet::new();
@@ -134,16 +134,25 @@ fn followed_leaders(shard: &Shard) -> std::collections::BTreeSet<i32> {
 pub async fn run(shard: Rc<Shard>, lag_time_max_ms: i64) {
     let mut running: HashMap<i32, Rc<Cell<bool>>> = HashMap::new();
     let mut ticks = 0u64;
+    // The shard's assignment count at the last look: only an assignment makes a
+    // partition follow a leader, so the partitions are walked when it moved (or a
+    // fetcher ended, which a partition may still need), not every tick.
+    let mut looked_at = None;
     loop {
         glommio::timer::sleep(BACKOFF).await;
+        let before = running.len();
         running.retain(|_, alive| alive.get());
-        for leader in followed_leaders(&shard) {
-            if running.contains_key(&leader) {
-                continue;
+        let assignments = shard.metrics.assignments.get();
+        if looked_at != Some(assignments) || running.len() != before {
+            looked_at = Some(assignments);
+            for leader in followed_leaders(&shard) {
+                if running.contains_key(&leader) {
+                    continue;
+                }
+                let alive = Rc::new(Cell::new(true));
+                running.insert(leader, alive.clone());
+                glommio::spawn_local(fetch_from(shard.clone(), leader, alive)).detach();
             }
-            let alive = Rc::new(Cell::new(true));
-            running.insert(leader, alive.clone());
-            glommio::spawn_local(fetch_from(shard.clone(), leader, alive)).detach();
         }
         ticks += 1;
         if ticks.is_multiple_of(10) {

@@ -36,7 +36,7 @@ impl Shard {
     fn take_assignment(self: &Rc<Self>, partition: &TopicPartition, state: &Rc<Partition>, assignment: Assignment) {
         let was_leader = state.replica().role() == replication::Role::Leader;
         let was_epoch = state.replica().leader_epoch().0;
-        assign(state, assignment);
+        assign(state, assignment, &self.metrics);
         let leads = state.replica().role() == replication::Role::Leader;
         if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
             self.groups.unload(partition.partition);
@@ -133,7 +133,7 @@ impl Shard {
                     replica.recover_high_watermark(recovered);
                 }
                 replica.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
-                assign(&replica, assignment);
+                assign(&replica, assignment, &self.metrics);
                 self.partitions.borrow_mut().insert(
                     partition.clone(),
                     Rc::new(Partition {

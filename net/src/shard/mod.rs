@@ -129,11 +129,14 @@ impl NodeSettings {
     }
 }
 
-/// Gives `replica` the role, epochs, replicas and ISR of the controller's `assignment`.
-fn assign(replica: &replication::Partition<DmaStorage>, assignment: Assignment) {
+/// Gives `replica` the role, epochs, replicas and ISR of the controller's `assignment`,
+/// counted in `metrics.assignments` (the replica fetchers look for new leaders to follow
+/// when it moves, instead of walking every partition on a clock).
+fn assign(replica: &replication::Partition<DmaStorage>, assignment: Assignment, metrics: &ShardMetrics) {
     let now = skein_engine::log::now_ms();
     let Assignment { leader, leader_epoch, partition_epoch, replicas, isr, .. } = assignment;
     replica.assign(leader, LeaderEpoch(leader_epoch), partition_epoch, replicas, isr, now);
+    metrics.assignments.set(metrics.assignments.get() + 1);
 }
 
 /// A partition hosted by this shard: the replica (`replication::Partition`: log,
