@@ -216,6 +216,7 @@ section_latency() {
         --broker-pid "$broker_pid" --label "$broker-$count" --partitions "$count" --driver "${LATENCY_DRIVER:-librdkafka}" \
         --rate "${LATENCY_RATE:-20000}" --out "$out/latency-$broker-$count.json" | tail -4 || {
         echo "{\"step\":\"latency_$count\",\"failed\":true}" >> "$out/$broker.jsonl"
+        [ -n "$sampler" ] && kill "$sampler" 2>/dev/null; rm -f "$work/fetch-sample"
         stop_broker; rm -rf "$dir"; continue
       }
       python3 - "$out/latency-$broker-$count.json" "$count" >> "$out/$broker.jsonl" <<'PY'

@@ -527,3 +527,29 @@ fn producer_snapshots_follow_the_log_ends() {
         log.close().await.unwrap();
     });
 }
+
+// A log that grows past CHECKPOINT_LOG_BYTES_MIN writes its first state files at a
+// point within STATE_FILES_SPREAD set by its name, not in the housekeeping pass that
+// notices (for "t-0" that point is later), and by the end of the window it has them.
+#[test]
+fn first_state_files_wait_for_their_point_in_the_spread() {
+    use skein_engine::limits::{CHECKPOINT_LOG_BYTES_MIN, STATE_FILES_SPREAD};
+    let dir = tempfile::tempdir().unwrap();
+    let part = dir.path().join("t-0");
+    run(async {
+        let log = open_dma(dir.path(), LogConfig::default()).await;
+        let mut tag = 0;
+        while log.size_bytes() < CHECKPOINT_LOG_BYTES_MIN {
+            log.append(tagged(tag, 20), LEADER).await.unwrap();
+            tag += 1;
+        }
+        assert!(log.keeps_state_files());
+        let noticed = std::time::Instant::now();
+        log.checkpoint_when_due(noticed).await.unwrap();
+        assert!(!part.join("skein-checkpoint").exists(), "written in the pass that noticed");
+        assert!(!part.join("leader-epoch-checkpoint").exists());
+        log.checkpoint_when_due(noticed + STATE_FILES_SPREAD).await.unwrap();
+        assert!(part.join("skein-checkpoint").exists(), "not written by the end of the spread");
+        assert!(part.join("leader-epoch-checkpoint").exists());
+    });
+}

@@ -190,6 +190,31 @@ async fn login(security: &Security, stream: &mut PeerStream, client_id: &str) ->
     }
 }
 
+/// One request on a connection of its own to `host:port`, answered within `timeout`
+/// (connecting included): a coordinator's call to another broker.
+///
+/// # Errors
+/// As `connect` and `exchange`, or `TimedOut`.
+pub async fn call<R: Request>(
+    security: &Security,
+    host: &str,
+    port: u16,
+    client_id: &str,
+    request: &R,
+    version: i16,
+    timeout: Duration,
+) -> io::Result<R::Response> {
+    let call = async {
+        let mut stream = connect(security, host, port, client_id).await?;
+        exchange(&mut stream, request, version, 1, client_id).await
+    };
+    let expired = async {
+        glommio::timer::sleep(timeout).await;
+        Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"))
+    };
+    futures_lite::future::or(call, expired).await
+}
+
 /// Sends `request` at `version` with `correlation` and reads its response, checked to
 /// be whole and to answer this request.
 ///

@@ -314,15 +314,10 @@ impl Shard {
                 .with_verify_only(true)
                 .with_topics(vec![topic])]);
         let client = format!("skein-txn-verify-{node}");
-        let call = async {
-            let mut stream = crate::peer::connect(&self.settings.security, &host, port, &client).await?;
-            crate::peer::exchange(&mut stream, &request, 4, 1, &client).await
-        };
-        let timeout = async {
-            glommio::timer::sleep(TXN_WRITE_TIMEOUT).await;
-            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))
-        };
-        let response = futures_lite::future::or(call, timeout).await.map_err(|_| code::NOT_ENOUGH_REPLICAS)?;
+        let security = &self.settings.security;
+        let response = crate::peer::call(security, &host, port, &client, &request, 4, TXN_WRITE_TIMEOUT)
+            .await
+            .map_err(|_| code::NOT_ENOUGH_REPLICAS)?;
         if response.error_code != code::NONE {
             return Err(response.error_code);
         }
@@ -466,15 +461,8 @@ async fn write_remote(
         .with_coordinator_epoch(coordinator_epoch)
         .with_topics(topics)]);
     let client = format!("skein-txn-coordinator-{}", shard.settings.node_id);
-    let call = async {
-        let mut stream = crate::peer::connect(&shard.settings.security, &host, port, &client).await?;
-        crate::peer::exchange(&mut stream, &request, 1, 1, &client).await
-    };
-    let timeout = async {
-        glommio::timer::sleep(MARKER_TIMEOUT).await;
-        Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"))
-    };
-    let response = match futures_lite::future::or(call, timeout).await {
+    let security = &shard.settings.security;
+    let response = match crate::peer::call(security, &host, port, &client, &request, 1, MARKER_TIMEOUT).await {
         Ok(response) => response,
         Err(error) => {
             tracing::debug!(target: "skein::net", broker, error = %error, "WriteTxnMarkers failed");
