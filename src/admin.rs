@@ -259,7 +259,7 @@ fn render_consumer_lag(out: &mut String, shard: &Shard) {
         /// (generation rendered, its text), for this thread's shard.
         static RENDERED: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((0, String::new())) };
     }
-    let lag = shard.consumer_lag.borrow();
+    let lag = shard.coordinators.consumer_lag.borrow();
     RENDERED.with_borrow_mut(|(generation, text)| {
         if *generation != lag.generation {
             *text = render_lag_series(&lag);

@@ -350,3 +350,12 @@ fn the_control_plane_never_names_a_shard() {
         assert!(!text.contains("crate::shard") && !text.contains("Shard"), "{} names the shard", path.display());
     }
 }
+
+// The coordinators see their shard only through `coordinator::Host` (and the hosted
+// partitions it hands them).
+#[test]
+fn the_coordinators_never_name_a_shard() {
+    for (_, (path, text)) in modules(&root().join("net/src/coordinator")) {
+        assert!(!text.contains("Shard"), "{} names the shard", path.display());
+    }
+}

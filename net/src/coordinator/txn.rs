@@ -1,10 +1,10 @@
-//! The shard's side of the transaction coordinator: loading a `__transaction_state`
+//! The transaction coordinator on a shard: loading a `__transaction_state`
 //! partition's transactional ids while this broker leads it, running coordinator
 //! requests against `txn::Coordinator` (each state written to the partition, as its
 //! leader, before the answer that depends on it), sending the markers of a
-//! transaction being completed to its partitions' leaders (here through
-//! `PartitionOp::WriteMarker`, on other brokers with WriteTxnMarkers), and the ticker
-//! that aborts timed-out transactions and expires idle ids.
+//! transaction being completed to its partitions' leaders (this node's through their
+//! owner shards, other brokers' with WriteTxnMarkers), and the ticker that aborts
+//! timed-out transactions and expires idle ids.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -18,32 +18,33 @@ use skein_engine::io::dma::DmaStorage;
 use skein_engine::records::{BatchProducer, Record};
 use skein_engine::{Log, TopicPartition};
 
+use super::{replay, write_records, Host, Replayed};
 use crate::errors::code;
-use crate::shard::{ops, Partition, PartitionError, Shard};
+use crate::shard::{ops, Partition};
 use crate::txn::{self, calls, records, EndPlan, InitPlan, TxnAnswer, TxnCall, TxnMeta, TxnState};
 use skein_engine::time::now_ms;
 
 /// How long a coordinator write waits for the ISR (Kafka's
 /// `transaction.state.log` writes time out with the request timeout).
-const TXN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const TXN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long EndTxn waits for its markers before it answers anyway (they go on).
 const END_TXN_MARKER_WAIT: Duration = Duration::from_secs(2);
 /// How long a marker write waits for the partition's ISR.
-const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` is 10 s;
 /// Skein looks every second, so a timed-out transaction holds the LSO back less.
 const TICK: Duration = Duration::from_secs(1);
 
 /// Loads a `__transaction_state` partition while this broker leads it, in its leader
-/// epoch, retrying with backoff (as `groups::load_as_leader`).
-pub(crate) async fn load_as_leader(
-    shard: Rc<Shard>,
+/// epoch, retrying with backoff (as `group::load_as_leader`).
+pub(crate) async fn load_as_leader<H: Host>(
+    host: Rc<H>,
     partition: TopicPartition,
     log: Rc<Log<DmaStorage>>,
     delay: Duration,
 ) {
-    crate::shard::load_while_leading(shard, partition, log, delay, |shard, partition, log, epoch| async move {
-        let loaded = shard.load_txns(&log, partition.partition, epoch).await;
+    super::load_while_leading(host, partition, log, delay, |host, partition, log, epoch| async move {
+        let loaded = load(&host, &log, partition.partition, epoch).await;
         if let Err(error) = &loaded {
             tracing::error!(target: "skein::net", partition = %partition, error, "cannot load transactions; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
         }
@@ -52,328 +53,224 @@ pub(crate) async fn load_as_leader(
     .await;
 }
 
-impl Shard {
-    /// Replays a `__transaction_state` partition into the coordinator, marks it loaded
-    /// in `coordinator_epoch`, and sends again the markers of transactions it left in
-    /// a Prepare state.
-    ///
-    /// # Errors
-    /// A message when a batch cannot be read or decoded.
-    async fn load_txns(
-        self: &Rc<Self>,
-        log: &Log<DmaStorage>,
-        partition: i32,
-        coordinator_epoch: i32,
-    ) -> Result<(), String> {
-        let mut offset = log.log_start_offset();
-        loop {
-            let batches =
-                log.read(offset, 1 << 20, None).await.map_err(|e| format!("read at offset {}: {e}", offset.0))?;
-            let Some(last) = batches.last() else { break };
-            offset = last.next_offset();
-            for batch in batches.iter().filter(|b| !b.is_control()) {
-                let decoded = skein_engine::records::decode_records(
-                    &batch.bytes(),
-                    skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX,
-                )
-                .map_err(|e| format!("batch at offset {}: {e}", batch.base_offset().0))?;
-                for record in decoded {
-                    let Some(id) = record.key.as_ref().and_then(records::decode_key) else { continue };
-                    let meta = record.value.as_ref().and_then(records::decode_value);
-                    self.txns.replay(partition, id, meta);
+/// Replays a `__transaction_state` partition into the coordinator, marks it loaded
+/// in `coordinator_epoch`, and sends again the markers of transactions it left in a
+/// Prepare state.
+///
+/// # Errors
+/// A message when a batch cannot be read or decoded.
+async fn load<H: Host>(
+    host: &Rc<H>,
+    log: &Log<DmaStorage>,
+    partition: i32,
+    coordinator_epoch: i32,
+) -> Result<(), String> {
+    let txns = &host.coordinators().txns;
+    replay(log, |replayed| {
+        let Replayed::Record { record, .. } = replayed else { return };
+        let Some(id) = record.key.as_ref().and_then(records::decode_key) else { return };
+        let meta = record.value.as_ref().and_then(records::decode_value);
+        txns.replay(partition, id, meta);
+    })
+    .await?;
+    txns.mark_loaded(partition, coordinator_epoch);
+    let resumed: Vec<String> = txns
+        .all()
+        .into_iter()
+        .filter(|(id, m)| {
+            txn::partition_for(id) == partition && matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+        })
+        .map(|(id, _)| id)
+        .collect();
+    tracing::debug!(target: "skein::net", partition, coordinator_epoch, resumed = resumed.len(), "transactions loaded");
+    for id in resumed {
+        glommio::spawn_local(send_markers(host.clone(), id, partition)).detach();
+    }
+    Ok(())
+}
+
+/// Writes `id`'s state (a tombstone for `None`) to its partition and waits until the
+/// ISR holds it.
+async fn write_state(state: &Partition, id: &str, meta: Option<&TxnMeta>) -> Result<(), i16> {
+    let record =
+        Record { key: Some(records::encode_key(id)), value: meta.map(records::encode_value), ..Default::default() };
+    write_records(state, vec![record], BatchProducer::NONE, TXN_WRITE_TIMEOUT).await
+}
+
+/// Writes `next` for `id` (marked busy by the caller) and ends the write.
+async fn commit_state(
+    txns: &txn::Coordinator,
+    state: &Partition,
+    partition: i32,
+    id: &str,
+    next: TxnMeta,
+) -> Result<(), i16> {
+    match write_state(state, id, Some(&next)).await {
+        Ok(()) => {
+            txns.end_write(id, partition, Some(next));
+            Ok(())
+        }
+        Err(error) => {
+            txns.end_write(id, partition, None);
+            Err(error)
+        }
+    }
+}
+
+/// Runs a coordinator request on the partition `state` that holds its id.
+pub(crate) async fn run<H: Host>(host: &Rc<H>, state: &Partition, partition: i32, call: TxnCall) -> TxnAnswer {
+    let now = now_ms();
+    let txns = &host.coordinators().txns;
+    match call {
+        TxnCall::Init(calls::Init { id, timeout_ms, producer_id, epoch }) => {
+            if !txns.begin_write(&id) {
+                return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
+            }
+            let max = txns.settings.get().max_timeout_ms;
+            let current = txns.get(&id);
+            let plan = match txn::plan_init(current.as_ref(), timeout_ms, max, (producer_id, epoch), now) {
+                Ok(plan) => plan,
+                Err(error) => {
+                    txns.end_write(&id, partition, None);
+                    return TxnAnswer::Code(error);
                 }
-            }
-        }
-        self.txns.mark_loaded(partition, coordinator_epoch);
-        let resumed: Vec<String> = self
-            .txns
-            .all()
-            .into_iter()
-            .filter(|(id, m)| {
-                txn::partition_for(id) == partition
-                    && matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
-            })
-            .map(|(id, _)| id)
-            .collect();
-        tracing::debug!(target: "skein::net", partition, coordinator_epoch, resumed = resumed.len(), "transactions loaded");
-        for id in resumed {
-            glommio::spawn_local(send_markers(self.clone(), id, partition)).detach();
-        }
-        Ok(())
-    }
-
-    /// Writes `id`'s state (a tombstone for `None`) to its partition and waits until
-    /// the ISR holds it.
-    async fn write_txn(&self, state: &Partition, id: &str, meta: Option<&TxnMeta>) -> Result<(), i16> {
-        let record =
-            Record { key: Some(records::encode_key(id)), value: meta.map(records::encode_value), ..Default::default() };
-        self.write_records(state, vec![record], BatchProducer::NONE, TXN_WRITE_TIMEOUT).await
-    }
-
-    /// Writes `next` for `id` (marked busy by the caller) and ends the write.
-    async fn commit_txn_state(&self, state: &Partition, partition: i32, id: &str, next: TxnMeta) -> Result<(), i16> {
-        match self.write_txn(state, id, Some(&next)).await {
-            Ok(()) => {
-                self.txns.end_write(id, partition, Some(next));
-                Ok(())
-            }
-            Err(error) => {
-                self.txns.end_write(id, partition, None);
-                Err(error)
-            }
-        }
-    }
-
-    /// Runs a coordinator request on the partition `state` that holds its id.
-    pub(crate) async fn txn(self: &Rc<Self>, state: &Partition, partition: i32, call: TxnCall) -> TxnAnswer {
-        let now = now_ms();
-        match call {
-            TxnCall::Init(calls::Init { id, timeout_ms, producer_id, epoch }) => {
-                if !self.txns.begin_write(&id) {
-                    return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
+            };
+            let next = match plan {
+                InitPlan::Same(m) => {
+                    txns.end_write(&id, partition, None);
+                    return TxnAnswer::Producer(calls::ProducerIdAndEpoch {
+                        producer_id: m.producer_id,
+                        epoch: m.producer_epoch,
+                    });
                 }
-                let max = self.txns.settings.get().max_timeout_ms;
-                let current = self.txns.get(&id);
-                let plan = match txn::plan_init(current.as_ref(), timeout_ms, max, (producer_id, epoch), now) {
-                    Ok(plan) => plan,
-                    Err(error) => {
-                        self.txns.end_write(&id, partition, None);
+                InitPlan::AbortOpen(next) => {
+                    // The open transaction is aborted in the new epoch; the client
+                    // retries until that completes.
+                    if let Err(error) = commit_state(txns, state, partition, &id, next).await {
                         return TxnAnswer::Code(error);
                     }
-                };
-                let next = match plan {
-                    InitPlan::Same(m) => {
-                        self.txns.end_write(&id, partition, None);
-                        return TxnAnswer::Producer(calls::ProducerIdAndEpoch {
-                            producer_id: m.producer_id,
-                            epoch: m.producer_epoch,
-                        });
-                    }
-                    InitPlan::AbortOpen(next) => {
-                        // The open transaction is aborted in the new epoch; the client
-                        // retries until that completes.
-                        if let Err(error) = self.commit_txn_state(state, partition, &id, next).await {
-                            return TxnAnswer::Code(error);
-                        }
-                        glommio::spawn_local(send_markers(self.clone(), id, partition)).detach();
-                        return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
-                    }
-                    InitPlan::New => TxnMeta {
-                        producer_id: -1,
-                        producer_epoch: 0,
-                        last_producer_epoch: -1,
-                        timeout_ms,
-                        state: TxnState::Empty,
-                        partitions: BTreeSet::new(),
-                        start_ms: -1,
-                        update_ms: now,
-                    },
-                    InitPlan::Bump(next) => next,
-                };
-                let next = match next.producer_id {
-                    -1 => match self.next_producer_id().await {
-                        Ok(producer_id) => TxnMeta { producer_id, ..next },
-                        Err((error, _)) => {
-                            self.txns.end_write(&id, partition, None);
-                            return TxnAnswer::Code(error);
-                        }
-                    },
-                    _ => next,
-                };
-                let answer = TxnAnswer::Producer(calls::ProducerIdAndEpoch {
-                    producer_id: next.producer_id,
-                    epoch: next.producer_epoch,
-                });
-                match self.commit_txn_state(state, partition, &id, next).await {
-                    Ok(()) => answer,
-                    Err(error) => TxnAnswer::Code(error),
-                }
-            }
-            TxnCall::Add(calls::Add { id, producer_id, epoch, partitions, verify_only }) => {
-                if verify_only {
-                    // KIP-890: a partition leader (or the group coordinator) asks
-                    // whether a transactional write belongs to the open transaction.
-                    let verdict = txn::plan_verify(self.txns.get(&id).as_ref(), producer_id, epoch, &partitions);
-                    return TxnAnswer::Code(verdict.err().unwrap_or(code::NONE));
-                }
-                if !self.txns.begin_write(&id) {
+                    glommio::spawn_local(send_markers(host.clone(), id, partition)).detach();
                     return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
                 }
-                match txn::plan_add(self.txns.get(&id).as_ref(), producer_id, epoch, &partitions, now) {
+                InitPlan::New => TxnMeta {
+                    producer_id: -1,
+                    producer_epoch: 0,
+                    last_producer_epoch: -1,
+                    timeout_ms,
+                    state: TxnState::Empty,
+                    partitions: BTreeSet::new(),
+                    start_ms: -1,
+                    update_ms: now,
+                },
+                InitPlan::Bump(next) => next,
+            };
+            let next = match next.producer_id {
+                -1 => match host.next_producer_id().await {
+                    Ok(producer_id) => TxnMeta { producer_id, ..next },
                     Err(error) => {
-                        self.txns.end_write(&id, partition, None);
-                        TxnAnswer::Code(error)
+                        txns.end_write(&id, partition, None);
+                        return TxnAnswer::Code(error);
                     }
-                    Ok(None) => {
-                        self.txns.end_write(&id, partition, None);
-                        TxnAnswer::Code(code::NONE)
-                    }
-                    Ok(Some(next)) => TxnAnswer::Code(
-                        self.commit_txn_state(state, partition, &id, next).await.err().unwrap_or(code::NONE),
-                    ),
+                },
+                _ => next,
+            };
+            let answer = TxnAnswer::Producer(calls::ProducerIdAndEpoch {
+                producer_id: next.producer_id,
+                epoch: next.producer_epoch,
+            });
+            match commit_state(txns, state, partition, &id, next).await {
+                Ok(()) => answer,
+                Err(error) => TxnAnswer::Code(error),
+            }
+        }
+        TxnCall::Add(calls::Add { id, producer_id, epoch, partitions, verify_only }) => {
+            if verify_only {
+                // KIP-890: a partition leader (or the group coordinator) asks
+                // whether a transactional write belongs to the open transaction.
+                let verdict = txn::plan_verify(txns.get(&id).as_ref(), producer_id, epoch, &partitions);
+                return TxnAnswer::Code(verdict.err().unwrap_or(code::NONE));
+            }
+            if !txns.begin_write(&id) {
+                return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
+            }
+            match txn::plan_add(txns.get(&id).as_ref(), producer_id, epoch, &partitions, now) {
+                Err(error) => {
+                    txns.end_write(&id, partition, None);
+                    TxnAnswer::Code(error)
+                }
+                Ok(None) => {
+                    txns.end_write(&id, partition, None);
+                    TxnAnswer::Code(code::NONE)
+                }
+                Ok(Some(next)) => {
+                    TxnAnswer::Code(commit_state(txns, state, partition, &id, next).await.err().unwrap_or(code::NONE))
                 }
             }
-            TxnCall::End(calls::End { id, producer_id, epoch, commit }) => {
-                if !self.txns.begin_write(&id) {
-                    return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
+        }
+        TxnCall::End(calls::End { id, producer_id, epoch, commit }) => {
+            if !txns.begin_write(&id) {
+                return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
+            }
+            match txn::plan_end(txns.get(&id).as_ref(), producer_id, epoch, commit, now) {
+                Err(error) => {
+                    txns.end_write(&id, partition, None);
+                    TxnAnswer::Code(error)
                 }
-                match txn::plan_end(self.txns.get(&id).as_ref(), producer_id, epoch, commit, now) {
-                    Err(error) => {
-                        self.txns.end_write(&id, partition, None);
-                        TxnAnswer::Code(error)
+                Ok(EndPlan::Done) => {
+                    txns.end_write(&id, partition, None);
+                    TxnAnswer::Code(code::NONE)
+                }
+                Ok(EndPlan::Prepare(next)) => {
+                    if let Err(error) = commit_state(txns, state, partition, &id, next).await {
+                        return TxnAnswer::Code(error);
                     }
-                    Ok(EndPlan::Done) => {
-                        self.txns.end_write(&id, partition, None);
-                        TxnAnswer::Code(code::NONE)
-                    }
-                    Ok(EndPlan::Prepare(next)) => {
-                        if let Err(error) = self.commit_txn_state(state, partition, &id, next).await {
-                            return TxnAnswer::Code(error);
-                        }
-                        // The decision is written: the transaction will complete. Kafka
-                        // answers now and the producer's next transaction meets
-                        // CONCURRENT_TRANSACTIONS until the markers are written, then
-                        // backs off (librdkafka 100 ms, Java 20 ms). Skein answers once
-                        // they are, within `END_TXN_MARKER_WAIT`, so the next one starts
-                        // at once.
-                        let (done, completed) = futures_channel::oneshot::channel();
-                        let markers = send_markers(self.clone(), id, partition);
-                        glommio::spawn_local(async move {
-                            markers.await;
-                            let _ = done.send(());
-                        })
-                        .detach();
-                        let waited = async {
-                            let _ = completed.await;
-                        };
-                        futures_lite::future::or(waited, glommio::timer::sleep(END_TXN_MARKER_WAIT)).await;
-                        TxnAnswer::Code(code::NONE)
-                    }
+                    // The decision is written: the transaction will complete. Kafka
+                    // answers now and the producer's next transaction meets
+                    // CONCURRENT_TRANSACTIONS until the markers are written, then
+                    // backs off (librdkafka 100 ms, Java 20 ms). Skein answers once
+                    // they are, within `END_TXN_MARKER_WAIT`, so the next one starts
+                    // at once.
+                    let (done, completed) = futures_channel::oneshot::channel();
+                    let markers = send_markers(host.clone(), id, partition);
+                    glommio::spawn_local(async move {
+                        markers.await;
+                        let _ = done.send(());
+                    })
+                    .detach();
+                    let waited = async {
+                        let _ = completed.await;
+                    };
+                    futures_lite::future::or(waited, glommio::timer::sleep(END_TXN_MARKER_WAIT)).await;
+                    TxnAnswer::Code(code::NONE)
                 }
             }
-            TxnCall::Describe(calls::Describe { id }) => TxnAnswer::Described(self.txns.get(&id)),
-            TxnCall::List(calls::List) => TxnAnswer::Listed(self.txns.all()),
-            TxnCall::Ready(calls::Ready) => TxnAnswer::Code(code::NONE),
         }
-    }
-
-    /// Asks `id`'s coordinator, here or on another broker (AddPartitionsToTxn v4 with
-    /// `verify_only`), whether its open transaction, in this producer id and epoch,
-    /// holds `partition`.
-    ///
-    /// # Errors
-    /// INVALID_TXN_STATE when it does not, PRODUCER_FENCED for another epoch,
-    /// INVALID_PRODUCER_ID_MAPPING for another producer; the coordinator's error
-    /// otherwise.
-    pub async fn verify_txn(
-        self: &Rc<Self>,
-        id: &str,
-        producer_id: i64,
-        epoch: i16,
-        partition: &TopicPartition,
-    ) -> Result<(), i16> {
-        let wanted = vec![(partition.topic.clone(), partition.partition)];
-        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, verify_only: true };
-        // Boxed: a produce routes a coordinator call, which routes again.
-        let answer: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
-            Box::pin(crate::topics::txn_call(self, id, call));
-        match answer.await {
-            Ok(code::NONE) => Ok(()),
-            Ok(error) => Err(error),
-            Err(code::NOT_COORDINATOR) => self.verify_remote(id, producer_id, epoch, partition).await,
-            Err(error) => Err(error),
-        }
-    }
-
-    async fn verify_remote(
-        &self,
-        id: &str,
-        producer_id: i64,
-        epoch: i16,
-        partition: &TopicPartition,
-    ) -> Result<(), i16> {
-        use kafka_protocol::messages::add_partitions_to_txn_request::{
-            AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
-        };
-        use kafka_protocol::messages::{AddPartitionsToTxnRequest, TransactionalId};
-        let image = self.image();
-        let node = self.settings.node_id;
-        let coordinator = image
-            .topic(txn::TRANSACTION_TOPIC)
-            .map(|t| t.assignment(txn::partition_for(id), node).leader)
-            .ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
-        let (host, port) = self.broker_address(coordinator).ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
-        let topic = AddPartitionsToTxnTopic::default()
-            .with_name(TopicName(StrBytes::from_string(partition.topic.clone())))
-            .with_partitions(vec![partition.partition]);
-        let request =
-            AddPartitionsToTxnRequest::default().with_transactions(vec![AddPartitionsToTxnTransaction::default()
-                .with_transactional_id(TransactionalId(StrBytes::from_string(id.to_owned())))
-                .with_producer_id(ProducerId(producer_id))
-                .with_producer_epoch(epoch)
-                .with_verify_only(true)
-                .with_topics(vec![topic])]);
-        let client = format!("skein-txn-verify-{node}");
-        let security = &self.settings.security;
-        let response = crate::peer::call(security, &host, port, &client, &request, 4, TXN_WRITE_TIMEOUT)
-            .await
-            .map_err(|_| code::NOT_ENOUGH_REPLICAS)?;
-        if response.error_code != code::NONE {
-            return Err(response.error_code);
-        }
-        let error = response
-            .results_by_transaction
-            .iter()
-            .flat_map(|t| t.topic_results.iter())
-            .flat_map(|t| t.results_by_partition.iter())
-            .map(|p| p.partition_error_code)
-            .find(|&c| c != code::NONE);
-        error.map_or(Ok(()), Err)
-    }
-
-    /// Writes a marker to a partition this shard owns (`PartitionOp::WriteMarker`);
-    /// one ending a transaction's offset commits completes them in the group
-    /// coordinator.
-    pub(crate) async fn write_marker(
-        &self,
-        partition: &TopicPartition,
-        state: &Partition,
-        marker: &ops::WriteMarker,
-    ) -> Result<(), PartitionError> {
-        let &ops::WriteMarker { producer_id, epoch, coordinator_epoch, commit } = marker;
-        let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
-        let acks_all = skein_replication::AcksAll { min_insync, timeout: MARKER_TIMEOUT };
-        match state.write_marker(producer_id, epoch, coordinator_epoch, commit, Some(acks_all)).await {
-            Ok(_) => {
-                if partition.topic == crate::group::OFFSETS_TOPIC {
-                    self.groups.complete_txn(partition.partition, producer_id, commit);
-                }
-                Ok(())
-            }
-            Err(error) => Err(error.into()),
-        }
+        TxnCall::Describe(calls::Describe { id }) => TxnAnswer::Described(txns.get(&id)),
+        TxnCall::List(calls::List) => TxnAnswer::Listed(txns.all()),
+        TxnCall::Ready(calls::Ready) => TxnAnswer::Code(code::NONE),
     }
 }
 
 /// Sends the markers of `id`'s transaction, in a Prepare state, to every partition in
 /// it until each took its marker (a partition whose topic is gone needs none), then
 /// writes the Complete state. Stops when this shard no longer coordinates `id`.
-async fn send_markers(shard: Rc<Shard>, id: String, partition: i32) {
+async fn send_markers<H: Host>(host: Rc<H>, id: String, partition: i32) {
+    let txns = &host.coordinators().txns;
     let mut done: BTreeSet<(String, i32)> = BTreeSet::new();
     let mut backoff = Duration::from_millis(20);
     loop {
-        let Some(meta) = shard.txns.get(&id) else { return };
+        let Some(meta) = txns.get(&id) else { return };
         let commit = match meta.state {
             TxnState::PrepareCommit => true,
             TxnState::PrepareAbort => false,
             _ => return,
         };
-        let Some(coordinator_epoch) = shard.txns.coordinator_epoch(partition) else { return };
+        let Some(coordinator_epoch) = txns.coordinator_epoch(partition) else { return };
         let pending: Vec<(String, i32)> = meta.partitions.iter().filter(|p| !done.contains(*p)).cloned().collect();
         let marker =
             ops::WriteMarker { producer_id: meta.producer_id, epoch: meta.producer_epoch, coordinator_epoch, commit };
-        for (target, result) in write_markers(&shard, &pending, marker).await {
-            let gone = shard.image().topic(&target.0).is_none_or(|t| target.1 >= t.partitions);
+        for (target, result) in write_markers(&host, &pending, marker).await {
+            let gone = host.image().topic(&target.0).is_none_or(|t| target.1 >= t.partitions);
             match result {
                 Ok(()) => {
                     done.insert(target);
@@ -386,14 +283,14 @@ async fn send_markers(shard: Rc<Shard>, id: String, partition: i32) {
                 }
             }
         }
-        if meta.partitions.iter().all(|p| done.contains(p)) && shard.txns.begin_write(&id) {
+        if meta.partitions.iter().all(|p| done.contains(p)) && txns.begin_write(&id) {
             let txn_partition = TopicPartition::new(txn::TRANSACTION_TOPIC, partition);
-            let Some(state) = shard.partition(&txn_partition) else {
-                shard.txns.end_write(&id, partition, None);
+            let Some(state) = host.hosted(&txn_partition) else {
+                txns.end_write(&id, partition, None);
                 return;
             };
             let next = txn::completed(&meta, now_ms());
-            if shard.commit_txn_state(&state, partition, &id, next).await.is_ok() {
+            if commit_state(txns, &state, partition, &id, next).await.is_ok() {
                 return;
             }
         }
@@ -405,13 +302,13 @@ async fn send_markers(shard: Rc<Shard>, id: String, partition: i32) {
 /// Writes `marker` (producer id, epoch, coordinator epoch, commit) to `partitions`:
 /// those this broker leads through their owner shards, the others with one
 /// WriteTxnMarkers request per leader broker.
-async fn write_markers(
-    shard: &Rc<Shard>,
+async fn write_markers<H: Host>(
+    host: &Rc<H>,
     partitions: &[(String, i32)],
     marker: ops::WriteMarker,
 ) -> Vec<((String, i32), Result<(), i16>)> {
-    let image = shard.image();
-    let me = shard.settings.node_id;
+    let image = host.image();
+    let me = host.node_id();
     let mut remote: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
     let mut local = Vec::new();
     for (topic, p) in partitions {
@@ -422,10 +319,10 @@ async fn write_markers(
     }
     drop(image);
     let local_writes = local.into_iter().map(|(topic, p)| async move {
-        let result = shard.call(TopicPartition::new(topic.clone(), p), marker).await.map_err(|e| e.code);
+        let result = host.write_marker(TopicPartition::new(topic.clone(), p), marker).await;
         vec![((topic, p), result)]
     });
-    let remote_writes = remote.into_iter().map(|(broker, targets)| write_remote(shard, broker, targets, marker));
+    let remote_writes = remote.into_iter().map(|(broker, targets)| write_remote(&**host, broker, targets, marker));
     let (mut results, remote_results) =
         futures_lite::future::zip(join_all(local_writes), join_all(remote_writes)).await;
     results.extend(remote_results);
@@ -433,14 +330,16 @@ async fn write_markers(
 }
 
 /// WriteTxnMarkers to another broker, on a connection of its own.
-async fn write_remote(
-    shard: &Rc<Shard>,
+async fn write_remote<H: Host>(
+    host: &H,
     broker: i32,
     targets: Vec<(String, i32)>,
     marker: ops::WriteMarker,
 ) -> Vec<((String, i32), Result<(), i16>)> {
     let failed = |targets: &[(String, i32)], error: i16| targets.iter().map(|t| (t.clone(), Err(error))).collect();
-    let Some((host, port)) = shard.broker_address(broker) else { return failed(&targets, code::BROKER_NOT_AVAILABLE) };
+    let Some((address, port)) = host.broker_address(broker) else {
+        return failed(&targets, code::BROKER_NOT_AVAILABLE);
+    };
     let ops::WriteMarker { producer_id, epoch, coordinator_epoch, commit } = marker;
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (topic, p) in &targets {
@@ -460,9 +359,9 @@ async fn write_remote(
         .with_transaction_result(commit)
         .with_coordinator_epoch(coordinator_epoch)
         .with_topics(topics)]);
-    let client = format!("skein-txn-coordinator-{}", shard.settings.node_id);
-    let security = &shard.settings.security;
-    let response = match crate::peer::call(security, &host, port, &client, &request, 1, MARKER_TIMEOUT).await {
+    let client = format!("skein-txn-coordinator-{}", host.node_id());
+    let security = host.security();
+    let response = match crate::peer::call(security, &address, port, &client, &request, 1, MARKER_TIMEOUT).await {
         Ok(response) => response,
         Err(error) => {
             tracing::debug!(target: "skein::net", broker, error = %error, "WriteTxnMarkers failed");
@@ -488,32 +387,33 @@ async fn write_remote(
 
 /// Aborts transactions open past their timeout (in a new epoch, fencing their
 /// producer) and removes ids idle past `transactional.id.expiration.ms`, every second.
-pub async fn txn_ticker(shard: Rc<Shard>) {
+pub async fn txn_ticker<H: Host>(host: Rc<H>) {
+    let txns = &host.coordinators().txns;
     loop {
         glommio::timer::sleep(TICK).await;
-        let (timed_out, expired) = shard.txns.due(now_ms());
+        let (timed_out, expired) = txns.due(now_ms());
         for id in timed_out {
             let partition = txn::partition_for(&id);
             let txn_partition = TopicPartition::new(txn::TRANSACTION_TOPIC, partition);
-            let (Some(state), Some(meta)) = (shard.partition(&txn_partition), shard.txns.get(&id)) else { continue };
-            if !shard.txns.begin_write(&id) {
+            let (Some(state), Some(meta)) = (host.hosted(&txn_partition), txns.get(&id)) else { continue };
+            if !txns.begin_write(&id) {
                 continue;
             }
             tracing::info!(target: "skein::net", id, producer_id = meta.producer_id, "aborting a transaction past its timeout");
-            if shard.commit_txn_state(&state, partition, &id, txn::timed_out(&meta, now_ms())).await.is_ok() {
-                glommio::spawn_local(send_markers(shard.clone(), id, partition)).detach();
+            if commit_state(txns, &state, partition, &id, txn::timed_out(&meta, now_ms())).await.is_ok() {
+                glommio::spawn_local(send_markers(host.clone(), id, partition)).detach();
             }
         }
         for id in expired {
             let partition = txn::partition_for(&id);
             let txn_partition = TopicPartition::new(txn::TRANSACTION_TOPIC, partition);
-            let Some(state) = shard.partition(&txn_partition) else { continue };
-            if !shard.txns.begin_write(&id) {
+            let Some(state) = host.hosted(&txn_partition) else { continue };
+            if !txns.begin_write(&id) {
                 continue;
             }
-            match shard.write_txn(&state, &id, None).await {
-                Ok(()) => shard.txns.replay(partition, id, None),
-                Err(_) => shard.txns.end_write(&id, partition, None),
+            match write_state(&state, &id, None).await {
+                Ok(()) => txns.replay(partition, id, None),
+                Err(_) => txns.end_write(&id, partition, None),
             }
         }
     }

@@ -39,7 +39,7 @@ impl Shard {
         assign(state, assignment, &self.metrics);
         let leads = state.replica().role() == replication::Role::Leader;
         if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
-            self.groups.unload(partition.partition);
+            self.coordinators.groups.unload(partition.partition);
             if leads {
                 let load = crate::coordinator::group::load_as_leader(
                     self.clone(),
@@ -54,7 +54,7 @@ impl Shard {
         // (its coordinator epoch, which fences markers of an older coordinator).
         let epoch = state.replica().leader_epoch().0;
         if partition.topic == crate::txn::TRANSACTION_TOPIC && (was_leader != leads || epoch != was_epoch) {
-            self.txns.unload(partition.partition);
+            self.coordinators.txns.unload(partition.partition);
             if leads {
                 self.spawn_txn_load(partition, state.log());
             }
@@ -106,11 +106,11 @@ impl Shard {
                 let leads = assignment.leader == self.settings.node_id;
                 let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
                     let loaded = match leads {
-                        true => Box::pin(self.load_groups(&log, partition.partition)).await,
+                        true => Box::pin(crate::coordinator::group::load(&**self, &log, partition.partition)).await,
                         false => Ok(()),
                     };
                     if let Err(error) = loaded {
-                        self.group_load_failed(partition, &error);
+                        crate::coordinator::group::load_failed(&**self, partition, &error);
                         // Retried once the partition is hosted.
                         let retry = crate::coordinator::group::load_as_leader(
                             self.clone(),
@@ -283,17 +283,18 @@ impl Shard {
                 busy_us: state.busy_ns.get() / 1000,
             })),
             PartitionOp::Group(ops::Group(call)) => {
-                if !self.groups.is_loaded(partition.partition) {
+                if !self.coordinators.groups.is_loaded(partition.partition) {
                     return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
                 }
-                let answer = Box::pin(self.group(&state, partition.partition, *call)).await?;
+                let answer = Box::pin(crate::coordinator::group::run(&**self, &state, *call)).await?;
                 Ok(PartitionReply::Group(Box::new(answer)))
             }
             PartitionOp::Txn(ops::Txn(call)) => {
-                if !self.txns.is_loaded(partition.partition) {
+                if !self.coordinators.txns.is_loaded(partition.partition) {
                     return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
                 }
-                Ok(PartitionReply::Txn(Box::new(Box::pin(self.txn(&state, partition.partition, *call)).await)))
+                let answer = Box::pin(crate::coordinator::txn::run(self, &state, partition.partition, *call)).await;
+                Ok(PartitionReply::Txn(Box::new(answer)))
             }
             PartitionOp::WriteMarker(marker) => {
                 Box::pin(self.write_marker(partition, &state, &marker)).await?;

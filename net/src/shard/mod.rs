@@ -30,6 +30,7 @@ use crate::router::Router;
 use skein_replication::producer::ProducerStates;
 
 mod brokers;
+mod coordinators;
 mod execute;
 mod inbox;
 mod many;
@@ -199,12 +200,8 @@ pub struct Shard {
     pub buffered_bytes: Cell<usize>,
     /// Response bytes of this shard's connections not yet written (`budget.rs`).
     pub responses: Rc<crate::budget::ShardResponses>,
-    /// The groups whose offsets partitions this shard owns.
-    pub groups: crate::group::Coordinator,
-    /// Their consumer lag as of the last refresh (`consumer_lag_task`), for `/metrics`.
-    pub consumer_lag: RefCell<crate::group::lag::ConsumerLag>,
-    /// The transactional ids whose `__transaction_state` partitions this shard owns.
-    pub txns: crate::txn::Coordinator,
+    /// The group and transaction coordinators' state (`coordinator`).
+    pub coordinators: crate::coordinator::Coordinators,
     /// Fetch sessions (KIP-227) of this shard's connections.
     pub fetch_sessions: RefCell<crate::fetch_sessions::FetchSessions>,
     /// This shard's replication quotas (`throttle.rs`).
@@ -254,9 +251,7 @@ impl Shard {
             metrics: ShardMetrics::default(),
             buffered_bytes: Cell::new(0),
             responses: Rc::new(crate::budget::ShardResponses::default()),
-            groups: crate::group::Coordinator::default(),
-            consumer_lag: RefCell::default(),
-            txns: crate::txn::Coordinator::default(),
+            coordinators: Default::default(),
             fetch_sessions: RefCell::new(crate::fetch_sessions::FetchSessions::new(session_slots, id)),
             throttles: crate::throttle::ReplicationThrottles::default(),
             quotas: Default::default(),
@@ -266,23 +261,19 @@ impl Shard {
             closing: Cell::new(false),
             closing_event: event_listener::Event::new(),
         };
-        shard
-            .groups
-            .initial_rebalance_delay
-            .set(Duration::from_millis(shard.settings.group_initial_rebalance_delay_ms));
-        shard.groups.max_size.set(shard.settings.group_max_size);
-        shard.txns.settings.set(crate::txn::TxnSettings {
-            max_timeout_ms: shard.settings.transaction_max_timeout_ms,
-            id_expiration_ms: shard.settings.transactional_id_expiration_ms,
+        let groups = &shard.coordinators.groups;
+        let settings = &shard.settings;
+        groups.initial_rebalance_delay.set(Duration::from_millis(settings.group_initial_rebalance_delay_ms));
+        groups.max_size.set(settings.group_max_size);
+        groups.offsets_retention.set(Duration::from_secs(settings.offsets_retention_minutes.saturating_mul(60)));
+        groups.consumer_settings.set(crate::group::consumer::ConsumerSettings {
+            heartbeat_interval: Duration::from_millis(settings.group_consumer_heartbeat_interval_ms),
+            session_timeout: Duration::from_millis(settings.group_consumer_session_timeout_ms),
+            max_size: settings.group_consumer_max_size,
         });
-        shard
-            .groups
-            .offsets_retention
-            .set(Duration::from_secs(shard.settings.offsets_retention_minutes.saturating_mul(60)));
-        shard.groups.consumer_settings.set(crate::group::consumer::ConsumerSettings {
-            heartbeat_interval: Duration::from_millis(shard.settings.group_consumer_heartbeat_interval_ms),
-            session_timeout: Duration::from_millis(shard.settings.group_consumer_session_timeout_ms),
-            max_size: shard.settings.group_consumer_max_size,
+        shard.coordinators.txns.settings.set(crate::txn::TxnSettings {
+            max_timeout_ms: settings.transaction_max_timeout_ms,
+            id_expiration_ms: settings.transactional_id_expiration_ms,
         });
         shard
     }
@@ -534,35 +525,5 @@ impl Shard {
             self.metrics.count_error(api);
         }
         result
-    }
-}
-
-/// Runs a coordinator's `load` of `partition` (its groups, its transactional ids)
-/// while this shard leads it through `log`: first after `delay`, then again with
-/// backoff until `load` says it succeeded or the leadership (or the log) is gone.
-/// `load` gets the leader epoch it loads in.
-pub(crate) async fn load_while_leading<F, Fut>(
-    shard: Rc<Shard>,
-    partition: TopicPartition,
-    log: Rc<skein_engine::Log<DmaStorage>>,
-    delay: Duration,
-    load: F,
-) where
-    F: Fn(Rc<Shard>, TopicPartition, Rc<skein_engine::Log<DmaStorage>>, i32) -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let mut backoff = Duration::from_millis(200);
-    glommio::timer::sleep(delay).await;
-    loop {
-        let leader_epoch = shard.partition(&partition).and_then(|p| {
-            let replica = p.replica();
-            (Rc::ptr_eq(p.log(), &log) && replica.role() == replication::Role::Leader).then(|| replica.leader_epoch().0)
-        });
-        let Some(epoch) = leader_epoch else { return };
-        if load(shard.clone(), partition.clone(), log.clone(), epoch).await {
-            return;
-        }
-        glommio::timer::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(10));
     }
 }

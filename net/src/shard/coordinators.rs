@@ -1,0 +1,161 @@
+//! The shard as the coordinators' host (`coordinator::Host`: all they see of it), and
+//! the data partitions' side of transactions: a leader's check that a transactional
+//! write belongs to an open transaction (KIP-890), and the markers it writes.
+
+use std::future::Future;
+
+use kafka_protocol::messages::{ProducerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::*;
+use crate::coordinator::{Coordinators, Host};
+use crate::txn::{self, calls};
+
+impl Host for Shard {
+    fn node_id(&self) -> i32 {
+        self.settings.node_id
+    }
+
+    fn image(&self) -> Arc<MetadataImage> {
+        Shard::image(self)
+    }
+
+    fn coordinators(&self) -> &Coordinators {
+        &self.coordinators
+    }
+
+    fn hosted(&self, partition: &TopicPartition) -> Option<Rc<Partition>> {
+        self.partition(partition)
+    }
+
+    fn count_group_load_failure(&self) {
+        self.metrics.group_load_failures.set(self.metrics.group_load_failures.get() + 1);
+    }
+
+    fn next_producer_id(self: &Rc<Self>) -> impl Future<Output = Result<i64, i16>> {
+        let shard = self.clone();
+        async move { Shard::next_producer_id(&shard).await.map_err(|(error, _)| error) }
+    }
+
+    fn write_marker(
+        self: &Rc<Self>,
+        partition: TopicPartition,
+        marker: ops::WriteMarker,
+    ) -> impl Future<Output = Result<(), i16>> {
+        let shard = self.clone();
+        async move { shard.call(partition, marker).await.map_err(|e| e.code) }
+    }
+
+    fn high_watermark(self: &Rc<Self>, partition: TopicPartition) -> impl Future<Output = Option<i64>> {
+        let shard = self.clone();
+        async move { shard.call(partition, ops::Stats).await.ok().map(|stats| stats.high_watermark) }
+    }
+
+    fn broker_address(&self, broker: i32) -> Option<(String, u16)> {
+        Shard::broker_address(self, broker)
+    }
+
+    fn security(&self) -> &Arc<crate::security::Security> {
+        &self.settings.security
+    }
+}
+
+impl Shard {
+    /// Asks `id`'s coordinator, here or on another broker (AddPartitionsToTxn v4 with
+    /// `verify_only`), whether its open transaction, in this producer id and epoch,
+    /// holds `partition`.
+    ///
+    /// # Errors
+    /// INVALID_TXN_STATE when it does not, PRODUCER_FENCED for another epoch,
+    /// INVALID_PRODUCER_ID_MAPPING for another producer; the coordinator's error
+    /// otherwise.
+    pub async fn verify_txn(
+        self: &Rc<Self>,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partition: &TopicPartition,
+    ) -> Result<(), i16> {
+        let wanted = vec![(partition.topic.clone(), partition.partition)];
+        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, verify_only: true };
+        // Boxed: a produce routes a coordinator call, which routes again.
+        let answer: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
+            Box::pin(crate::topics::txn_call(self, id, call));
+        match answer.await {
+            Ok(code::NONE) => Ok(()),
+            Ok(error) => Err(error),
+            Err(code::NOT_COORDINATOR) => self.verify_remote(id, producer_id, epoch, partition).await,
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn verify_remote(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partition: &TopicPartition,
+    ) -> Result<(), i16> {
+        use kafka_protocol::messages::add_partitions_to_txn_request::{
+            AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+        };
+        use kafka_protocol::messages::{AddPartitionsToTxnRequest, TransactionalId};
+        let image = self.image();
+        let node = self.settings.node_id;
+        let coordinator = image
+            .topic(txn::TRANSACTION_TOPIC)
+            .map(|t| t.assignment(txn::partition_for(id), node).leader)
+            .ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
+        let (host, port) = self.broker_address(coordinator).ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
+        let topic = AddPartitionsToTxnTopic::default()
+            .with_name(TopicName(StrBytes::from_string(partition.topic.clone())))
+            .with_partitions(vec![partition.partition]);
+        let request =
+            AddPartitionsToTxnRequest::default().with_transactions(vec![AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(id.to_owned())))
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(epoch)
+                .with_verify_only(true)
+                .with_topics(vec![topic])]);
+        let client = format!("skein-txn-verify-{node}");
+        let security = &self.settings.security;
+        let response =
+            crate::peer::call(security, &host, port, &client, &request, 4, crate::coordinator::txn::TXN_WRITE_TIMEOUT)
+                .await
+                .map_err(|_| code::NOT_ENOUGH_REPLICAS)?;
+        if response.error_code != code::NONE {
+            return Err(response.error_code);
+        }
+        let error = response
+            .results_by_transaction
+            .iter()
+            .flat_map(|t| t.topic_results.iter())
+            .flat_map(|t| t.results_by_partition.iter())
+            .map(|p| p.partition_error_code)
+            .find(|&c| c != code::NONE);
+        error.map_or(Ok(()), Err)
+    }
+
+    /// Writes a marker to a partition this shard owns (`PartitionOp::WriteMarker`);
+    /// one ending a transaction's offset commits completes them in the group
+    /// coordinator.
+    pub(crate) async fn write_marker(
+        &self,
+        partition: &TopicPartition,
+        state: &Partition,
+        marker: &ops::WriteMarker,
+    ) -> Result<(), PartitionError> {
+        let &ops::WriteMarker { producer_id, epoch, coordinator_epoch, commit } = marker;
+        let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
+        let acks_all = skein_replication::AcksAll { min_insync, timeout: crate::coordinator::txn::MARKER_TIMEOUT };
+        match state.write_marker(producer_id, epoch, coordinator_epoch, commit, Some(acks_all)).await {
+            Ok(_) => {
+                if partition.topic == crate::group::OFFSETS_TOPIC {
+                    self.coordinators.groups.complete_txn(partition.partition, producer_id, commit);
+                }
+                Ok(())
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+}
