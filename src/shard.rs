@@ -231,7 +231,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     // The shard count of the last run: another one redistributes the partitions.
     let placed = crate::balance::placed_shards(&config.data_dir);
     let ready = Arc::new(AtomicUsize::new(0));
-    let wirings = skein_net::router::wire(shards);
+    let wirings = skein_net::shard::router::wire(shards);
     let mut handles = Vec::new();
     for ((shard, &cpu), wiring) in config.cpus.iter().enumerate().zip(wirings) {
         let (config, stop, image, settings, ready) =
@@ -284,7 +284,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 };
                 let node =
                     Rc::new(Shard::new(shard, settings, image, controller, config.cache_bytes_per_shard, router));
-                glommio::spawn_local(skein_net::quota::enforce::rebalance(node.clone())).detach();
+                glommio::spawn_local(skein_net::shard::quotas::rebalance(node.clone())).detach();
                 if let Some((log, inputs)) = inputs {
                     let follow = match log {
                         MetadataLog::Voter(opened) => {

@@ -14,9 +14,8 @@
 //! or news. A follower of 3,333 partitions of one leader then sends and receives a few
 //! of them per fetch, not all of them twice a second.
 //!
-//! The leader changes the ISR through the controller (AlterPartition): it proposes a
-//! follower that caught up, and drops followers not caught up for
-//! `replica.lag.time.max.ms`; one proposal per partition is in flight at a time.
+//! Every second the loop also has the shard drop followers not caught up for
+//! `replica.lag.time.max.ms` from the ISRs it leads (`shard/isr.rs`).
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -27,10 +26,8 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use skein_engine::{Batch, Offset, TopicPartition};
-use skein_replication::{IsrProposal, Role};
+use skein_replication::Role;
 
-use crate::errors::code;
-use crate::metadata::controller::ControllerRequest;
 use crate::shard::{Partition, Shard};
 use crate::throttle;
 
@@ -42,68 +39,6 @@ const BACKOFF: Duration = Duration::from_millis(100);
 /// Kafka's `replica.fetch.backoff.ms`.
 const FETCH_BACKOFF: Duration = Duration::from_millis(1000);
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
-const ISR_CHANGE_WAIT: Duration = Duration::from_secs(5);
-
-/// Proposes an ISR change for `partition`, which this shard leads, unless one is in
-/// flight already.
-pub fn propose_isr(shard: &Rc<Shard>, partition: &TopicPartition, proposal: IsrProposal) {
-    let Some(state) = shard.partition(partition) else { return };
-    if state.isr_change_pending.replace(true) {
-        return;
-    }
-    state.proposing(&proposal);
-    let (leader, epoch, current) = {
-        let replica = state.replica();
-        (replica.broker(), replica.leader_epoch().0, replica.isr().len())
-    };
-    let counter = if proposal.isr.len() < current { &shard.metrics.isr_shrinks } else { &shard.metrics.isr_expands };
-    tracing::debug!(target: "skein::net", partition = %partition, isr = ?proposal.isr, partition_epoch = proposal.partition_epoch,
-        high_watermark = state.replica().high_watermark().0, log_end = state.log().log_end_offset().0, "proposing an ISR");
-    counter.set(counter.get() + 1);
-    let request = ControllerRequest::AlterPartition {
-        topic: partition.topic.clone(),
-        partition: partition.partition,
-        leader,
-        leader_epoch: epoch,
-        partition_epoch: proposal.partition_epoch,
-        isr: proposal.isr,
-    };
-    let (shard, partition) = (shard.clone(), partition.clone());
-    glommio::spawn_local(async move {
-        // As Kafka's AlterPartitionManager, the request is sent again until it is
-        // answered (a controller that went away with it never answers), while this
-        // replica still leads in the epoch it was made in: a change the controller
-        // committed must never be taken for a failed one.
-        loop {
-            let outcome = futures_lite::future::or(async { Some(shard.control(request.clone()).await) }, async {
-                glommio::timer::sleep(ISR_CHANGE_WAIT).await;
-                None
-            })
-            .await;
-            match outcome {
-                Some(Ok(_)) => {}
-                // The partition moved on (a newer partition epoch): the metadata that
-                // says how reaches this replica and settles the joining followers.
-                Some(Err((code::INVALID_UPDATE_VERSION, _))) => {}
-                Some(Err((code, message))) => {
-                    tracing::debug!(target: "skein::net", partition = %partition, code, message, "ISR change refused");
-                    state.isr_proposal_failed();
-                }
-                None => {
-                    let replica = state.replica();
-                    if replica.role() == Role::Leader && replica.leader_epoch().0 == epoch {
-                        drop(replica);
-                        tracing::debug!(target: "skein::net", partition = %partition, "ISR change unanswered; sending it again");
-                        continue;
-                    }
-                }
-            }
-            break;
-        }
-        state.isr_change_pending.set(false);
-    })
-    .detach();
-}
 
 /// The partitions this shard follows, by leader.
 fn followed(shard: &Shard) -> BTreeMap<i32, Vec<(TopicPartition, Rc<Partition>)>> {
@@ -156,25 +91,8 @@ pub async fn run(shard: Rc<Shard>, lag_time_max_ms: i64) {
         }
         ticks += 1;
         if ticks.is_multiple_of(10) {
-            shrink_isrs(&shard, lag_time_max_ms);
+            shard.shrink_isrs(lag_time_max_ms);
         }
-    }
-}
-
-/// Proposes dropping followers that have not caught up for `lag_time_max_ms` from the
-/// ISR of each partition this shard leads.
-fn shrink_isrs(shard: &Rc<Shard>, lag_time_max_ms: i64) {
-    let now = skein_engine::log::now_ms();
-    // Collected first: proposing takes the shard's state again.
-    let mut proposals = Vec::new();
-    shard.for_each_hosted(|partition, state| {
-        if let Some(proposal) = state.replica().isr_shrink(now, lag_time_max_ms) {
-            proposals.push((partition.clone(), proposal));
-        }
-    });
-    for (partition, proposal) in proposals {
-        tracing::info!(target: "skein::net", partition = %partition, isr = ?proposal.isr, "followers fell behind: shrinking the ISR");
-        propose_isr(shard, &partition, proposal);
     }
 }
 
@@ -498,6 +416,7 @@ async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errors::code;
 
     fn at(offset: i64) -> Position {
         Position { fetch_offset: offset, log_start_offset: 0, current_leader_epoch: 3, last_fetched_epoch: 3 }

@@ -38,11 +38,11 @@ use crate::limits::{
     CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION, SASL_TOKEN_MAX_BYTES, SHARD_BUFFERED_BYTES_MAX,
     TLS_HANDSHAKE_TIMEOUT,
 };
-use crate::quota::enforce::{self, QuotaClient};
 use crate::registry;
 use crate::security::acl::Session;
 use crate::security::sasl::{Authenticator, Gate};
 use crate::security::{ListenerConfig, Principal};
+use crate::shard::quotas::{self as enforce, QuotaClient};
 use crate::shard::Shard;
 
 /// Accepts connections on `config`'s listener until it fails; each runs as its own
@@ -136,7 +136,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
     let name: Rc<str> = Rc::from(listener.name.as_str());
     if listener.protocol.tls() {
         let tls = shard.settings.security.tls.as_ref().ok_or("a TLS listener without TLS settings")?;
-        let acceptor = futures_rustls::TlsAcceptor::from(tls.config(&shard.tls));
+        let acceptor = futures_rustls::TlsAcceptor::from(tls.config(&shard.security.tls));
         let socket = crate::security::buffered::buffered(stream);
         let handshake = futures_lite::future::or(async { Some(acceptor.accept(socket).await) }, async {
             glommio::timer::sleep(TLS_HANDSHAKE_TIMEOUT).await;

@@ -376,96 +376,23 @@ async fn ensure_internal_topic(
     }
 }
 
-/// Runs a transaction coordinator operation on the shard that coordinates `id`.
+/// Runs a transaction coordinator operation on the shard that coordinates `id`,
+/// creating `__transaction_state` first when it does not exist.
 ///
 /// # Errors
 /// The Kafka error code when the coordinator cannot answer: NOT_COORDINATOR when
 /// another broker leads the id's partition, COORDINATOR_LOAD_IN_PROGRESS while it loads.
 pub async fn txn_call<C: TxnRequest>(shard: &Rc<Shard>, id: &str, call: C) -> Result<C::Reply, i16> {
     ensure_transaction_topic(shard).await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
-    let partition = TopicPartition::new(crate::txn::TRANSACTION_TOPIC, crate::txn::partition_for(id));
-    let leads = {
-        let image = shard.image();
-        let node = shard.settings.node_id;
-        image
-            .topic(crate::txn::TRANSACTION_TOPIC)
-            .is_some_and(|t| t.assignment(partition.partition, node).leader == node)
-    };
-    match shard.call(partition, ops::Txn(Box::new(call.into_message()))).await {
-        Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
-        Err(e) if e.code == code::NOT_LEADER_OR_FOLLOWER && !leads => Err(code::NOT_COORDINATOR),
-        Err(e) => Err(coordinator_error(e.code)),
-    }
+    shard.txn_call(id, call).await
 }
 
-/// Runs a group operation on the shard that coordinates `group`.
+/// Runs a group operation on the shard that coordinates `group`, creating
+/// `__consumer_offsets` first when it does not exist.
 ///
 /// # Errors
 /// The Kafka error code when the coordinator cannot answer (loading, unavailable).
 pub async fn group_call<C: GroupRequest>(shard: &Rc<Shard>, group: &str, call: C) -> Result<C::Reply, i16> {
     ensure_offsets_topic(shard).await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?;
-    let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
-    match shard.call(partition, ops::Group(Box::new(call.into_message()))).await {
-        Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
-        // Another broker leads the group's partition: the client looks it up again.
-        Err(e) if e.code == code::NOT_LEADER_OR_FOLLOWER && !leads_group_partition(shard, group) => {
-            Err(code::NOT_COORDINATOR)
-        }
-        Err(e) => Err(coordinator_error(e.code)),
-    }
-}
-
-/// A coordinator's partition error as its caller hears it: a partition not (yet) led
-/// or hosted here is a coordinator still loading.
-fn coordinator_error(error: i16) -> i16 {
-    match error {
-        code::NOT_LEADER_OR_FOLLOWER | code::UNKNOWN_TOPIC_OR_PARTITION => code::COORDINATOR_LOAD_IN_PROGRESS,
-        error => error,
-    }
-}
-
-/// A coordinator that answered another call's answer: a broker bug, logged and
-/// answered UNKNOWN_SERVER_ERROR here rather than by every handler.
-fn unexpected_answer<C>() -> i16 {
-    tracing::error!(target: "skein::net", call = std::any::type_name::<C>(), "a coordinator answered another call");
-    code::UNKNOWN_SERVER_ERROR
-}
-
-/// Whether this node leads `group`'s partition of `__consumer_offsets`.
-fn leads_group_partition(shard: &Shard, group: &str) -> bool {
-    let image = shard.image();
-    let node = shard.settings.node_id;
-    image
-        .topic(crate::group::OFFSETS_TOPIC)
-        .is_some_and(|t| t.assignment(crate::group::partition_for(group), node).leader == node)
-}
-
-/// Runs a group operation on every shard that coordinates groups (ListGroups).
-pub async fn group_call_everywhere<C: GroupRequest>(
-    shard: &Rc<Shard>,
-    call: impl Fn() -> C,
-) -> Vec<Result<C::Reply, i16>> {
-    let image = shard.image();
-    let Some(meta) = image.topic(crate::group::OFFSETS_TOPIC) else { return Vec::new() };
-    let mut seen = std::collections::BTreeSet::new();
-    let mut calls = Vec::new();
-    let node = shard.settings.node_id;
-    for (p, owner) in meta.shards.iter().enumerate() {
-        // Groups of partitions other brokers lead are theirs to list.
-        if meta.assignment(p as i32, node).leader != node {
-            continue;
-        }
-        if seen.insert(*owner) {
-            let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, p as i32);
-            calls.push(shard.call_on(*owner, partition, ops::Group(Box::new(call().into_message()))));
-        }
-    }
-    join_all(calls)
-        .await
-        .into_iter()
-        .map(|r| match r {
-            Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
-            Err(e) => Err(e.code),
-        })
-        .collect()
+    shard.group_call(group, call).await
 }

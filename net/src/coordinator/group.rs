@@ -13,7 +13,7 @@ use skein_engine::{Log, TopicPartition};
 
 use super::{replay, write_records, Host, Replayed};
 use crate::errors::code;
-use crate::shard::Partition;
+use crate::hosted::Partition;
 
 /// How long an offset commit waits for its record to be committed (Kafka's
 /// `offsets.commit.timeout.ms` default).

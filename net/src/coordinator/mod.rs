@@ -26,8 +26,9 @@ use skein_engine::records::{BatchProducer, Record};
 use skein_engine::{Batch, Log, TopicPartition};
 
 use crate::errors::{code, code_of_append};
+use crate::hosted::Partition;
 use crate::metadata::MetadataImage;
-use crate::shard::{ops, Partition};
+use crate::txn::calls::WriteMarker;
 use skein_engine::time::now_ms;
 
 /// The coordinators' state on one shard.
@@ -60,7 +61,7 @@ pub trait Host: 'static {
     fn write_marker(
         self: &Rc<Self>,
         partition: TopicPartition,
-        marker: ops::WriteMarker,
+        marker: WriteMarker,
     ) -> impl Future<Output = Result<(), i16>>;
     /// The high watermark of a partition this node hosts, asked of its owner shard.
     fn high_watermark(self: &Rc<Self>, partition: TopicPartition) -> impl Future<Output = Option<i64>>;

@@ -20,7 +20,8 @@ use skein_engine::{Log, TopicPartition};
 
 use super::{replay, write_records, Host, Replayed};
 use crate::errors::code;
-use crate::shard::{ops, Partition};
+use crate::hosted::Partition;
+use crate::txn::calls::WriteMarker;
 use crate::txn::{self, calls, records, EndPlan, InitPlan, TxnAnswer, TxnCall, TxnMeta, TxnState};
 use skein_engine::time::now_ms;
 
@@ -268,7 +269,7 @@ async fn send_markers<H: Host>(host: Rc<H>, id: String, partition: i32) {
         let Some(coordinator_epoch) = txns.coordinator_epoch(partition) else { return };
         let pending: Vec<(String, i32)> = meta.partitions.iter().filter(|p| !done.contains(*p)).cloned().collect();
         let marker =
-            ops::WriteMarker { producer_id: meta.producer_id, epoch: meta.producer_epoch, coordinator_epoch, commit };
+            WriteMarker { producer_id: meta.producer_id, epoch: meta.producer_epoch, coordinator_epoch, commit };
         for (target, result) in write_markers(&host, &pending, marker).await {
             let gone = host.image().topic(&target.0).is_none_or(|t| target.1 >= t.partitions);
             match result {
@@ -305,7 +306,7 @@ async fn send_markers<H: Host>(host: Rc<H>, id: String, partition: i32) {
 async fn write_markers<H: Host>(
     host: &Rc<H>,
     partitions: &[(String, i32)],
-    marker: ops::WriteMarker,
+    marker: WriteMarker,
 ) -> Vec<((String, i32), Result<(), i16>)> {
     let image = host.image();
     let me = host.node_id();
@@ -334,13 +335,13 @@ async fn write_remote<H: Host>(
     host: &H,
     broker: i32,
     targets: Vec<(String, i32)>,
-    marker: ops::WriteMarker,
+    marker: WriteMarker,
 ) -> Vec<((String, i32), Result<(), i16>)> {
     let failed = |targets: &[(String, i32)], error: i16| targets.iter().map(|t| (t.clone(), Err(error))).collect();
     let Some((address, port)) = host.broker_address(broker) else {
         return failed(&targets, code::BROKER_NOT_AVAILABLE);
     };
-    let ops::WriteMarker { producer_id, epoch, coordinator_epoch, commit } = marker;
+    let WriteMarker { producer_id, epoch, coordinator_epoch, commit } = marker;
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (topic, p) in &targets {
         by_topic.entry(topic).or_default().push(*p);

@@ -19,7 +19,7 @@ pub async fn handle(
 ) -> ListGroupsResponse {
     let states: Vec<String> = request.states_filter.iter().map(|s| s.to_string()).collect();
     let mut response = ListGroupsResponse::default();
-    for answer in crate::topics::group_call_everywhere(shard, || calls::List { states: states.clone() }).await {
+    for answer in shard.group_call_everywhere(|| calls::List { states: states.clone() }).await {
         match answer {
             Ok(groups) => response.groups.extend(groups),
             Err(c) => response.error_code = c,

@@ -2,7 +2,6 @@
 //! request-time percentage per user and client id, and connection creation rates
 //! per ip, enforced per shard (`manager`).
 
-pub mod enforce;
 mod entity;
 pub mod manager;
 

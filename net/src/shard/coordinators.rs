@@ -9,6 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::*;
 use crate::coordinator::{Coordinators, Host};
+use crate::group::GroupRequest;
 use crate::txn::{self, calls};
 
 impl Host for Shard {
@@ -61,6 +62,72 @@ impl Host for Shard {
 }
 
 impl Shard {
+    /// Runs a transaction coordinator operation on the shard of this node that
+    /// coordinates `id` (`topics::txn_call` creates its topic first).
+    ///
+    /// # Errors
+    /// The Kafka error code when the coordinator cannot answer: NOT_COORDINATOR when
+    /// another broker leads the id's partition, COORDINATOR_LOAD_IN_PROGRESS while it loads.
+    pub async fn txn_call<C: txn::TxnRequest>(self: &Rc<Self>, id: &str, call: C) -> Result<C::Reply, i16> {
+        let partition = TopicPartition::new(txn::TRANSACTION_TOPIC, txn::partition_for(id));
+        let leads = self.leads(&partition);
+        match self.call(partition, ops::Txn(Box::new(call.into_message()))).await {
+            Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
+            Err(e) if e.code == code::NOT_LEADER_OR_FOLLOWER && !leads => Err(code::NOT_COORDINATOR),
+            Err(e) => Err(coordinator_error(e.code)),
+        }
+    }
+
+    /// Runs a group operation on the shard of this node that coordinates `group`
+    /// (`topics::group_call` creates its topic first).
+    ///
+    /// # Errors
+    /// The Kafka error code when the coordinator cannot answer (loading, unavailable).
+    pub async fn group_call<C: GroupRequest>(self: &Rc<Self>, group: &str, call: C) -> Result<C::Reply, i16> {
+        let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
+        match self.call(partition.clone(), ops::Group(Box::new(call.into_message()))).await {
+            Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
+            // Another broker leads the group's partition: the client looks it up again.
+            Err(e) if e.code == code::NOT_LEADER_OR_FOLLOWER && !self.leads(&partition) => Err(code::NOT_COORDINATOR),
+            Err(e) => Err(coordinator_error(e.code)),
+        }
+    }
+
+    /// Runs a group operation on every shard that coordinates groups (ListGroups).
+    pub async fn group_call_everywhere<C: GroupRequest>(
+        self: &Rc<Self>,
+        call: impl Fn() -> C,
+    ) -> Vec<Result<C::Reply, i16>> {
+        let image = self.image();
+        let Some(meta) = image.topic(crate::group::OFFSETS_TOPIC) else { return Vec::new() };
+        let mut seen = std::collections::BTreeSet::new();
+        let mut calls = Vec::new();
+        let node = self.settings.node_id;
+        for (p, owner) in meta.shards.iter().enumerate() {
+            // Groups of partitions other brokers lead are theirs to list.
+            if meta.assignment(p as i32, node).leader != node {
+                continue;
+            }
+            if seen.insert(*owner) {
+                let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, p as i32);
+                calls.push(self.call_on(*owner, partition, ops::Group(Box::new(call().into_message()))));
+            }
+        }
+        futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .map(|r| match r {
+                Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
+                Err(e) => Err(e.code),
+            })
+            .collect()
+    }
+
+    /// Whether this node leads `partition` in the installed image.
+    fn leads(&self, partition: &TopicPartition) -> bool {
+        let node = self.settings.node_id;
+        self.image().topic(&partition.topic).is_some_and(|t| t.assignment(partition.partition, node).leader == node)
+    }
     /// Asks `id`'s coordinator, here or on another broker (AddPartitionsToTxn v4 with
     /// `verify_only`), whether its open transaction, in this producer id and epoch,
     /// holds `partition`.
@@ -79,8 +146,7 @@ impl Shard {
         let wanted = vec![(partition.topic.clone(), partition.partition)];
         let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, verify_only: true };
         // Boxed: a produce routes a coordinator call, which routes again.
-        let answer: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
-            Box::pin(crate::topics::txn_call(self, id, call));
+        let answer: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> = Box::pin(self.txn_call(id, call));
         match answer.await {
             Ok(code::NONE) => Ok(()),
             Ok(error) => Err(error),
@@ -158,4 +224,20 @@ impl Shard {
             Err(error) => Err(error.into()),
         }
     }
+}
+
+/// A coordinator's partition error as its caller hears it: a partition not (yet) led
+/// or hosted here is a coordinator still loading.
+fn coordinator_error(error: i16) -> i16 {
+    match error {
+        code::NOT_LEADER_OR_FOLLOWER | code::UNKNOWN_TOPIC_OR_PARTITION => code::COORDINATOR_LOAD_IN_PROGRESS,
+        error => error,
+    }
+}
+
+/// A coordinator that answered another call's answer: a broker bug, logged and
+/// answered UNKNOWN_SERVER_ERROR here rather than by every handler.
+fn unexpected_answer<C>() -> i16 {
+    tracing::error!(target: "skein::net", call = std::any::type_name::<C>(), "a coordinator answered another call");
+    code::UNKNOWN_SERVER_ERROR
 }

@@ -240,7 +240,7 @@ impl Shard {
                 let proposal = state.follower_fetched(follower, Offset(offset), current_leader_epoch, now)?;
                 // A fenced follower (gone, or shutting down) is not proposed for the ISR.
                 if let Some(proposal) = proposal.filter(|_| self.image().is_live(follower, self.settings.node_id)) {
-                    crate::replica_fetcher::propose_isr(self, partition, proposal);
+                    self.propose_isr(partition, proposal);
                 }
                 Ok(PartitionReply::FollowerFetched(None))
             }

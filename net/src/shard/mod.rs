@@ -21,21 +21,25 @@ use skein_engine::io::dma::DmaStorage;
 use skein_engine::{LeaderEpoch, LogManager, Offset, TopicPartition};
 use skein_replication as replication;
 
-use crate::append::{AppendRules, TopicSettings};
 use crate::errors::code;
 use crate::metadata::controller::{Controller, ControllerReply, ControllerRequest};
 use crate::metadata::{Assignment, MetadataImage, Refusal};
 use crate::metrics::ShardMetrics;
-use crate::router::Router;
+use router::Router;
 use skein_replication::producer::ProducerStates;
 
 mod brokers;
+use crate::hosted::assign;
+pub use crate::hosted::Partition;
 mod coordinators;
 mod execute;
 mod inbox;
+mod isr;
 mod many;
 pub mod ops;
 mod produce;
+pub mod quotas;
+pub mod router;
 mod security;
 pub use brokers::BrokerAddress;
 pub use inbox::serve_peer;
@@ -43,6 +47,7 @@ pub use many::Wait;
 pub use ops::{
     Fetch, OpResult, PartitionError, PartitionOp, PartitionReply, Reader, ReplicationGauges, ShardMessage, ShardOp,
 };
+pub use security::ShardSecurity;
 
 /// Node-wide settings the handlers need.
 #[derive(Debug, Clone)]
@@ -130,56 +135,6 @@ impl NodeSettings {
     }
 }
 
-/// Gives `replica` the role, epochs, replicas and ISR of the controller's `assignment`,
-/// counted in `metrics.assignments` (the replica fetchers look for new leaders to follow
-/// when it moves, instead of walking every partition on a clock).
-fn assign(replica: &replication::Partition<DmaStorage>, assignment: Assignment, metrics: &ShardMetrics) {
-    let now = skein_engine::log::now_ms();
-    let Assignment { leader, leader_epoch, partition_epoch, replicas, isr, .. } = assignment;
-    replica.assign(leader, LeaderEpoch(leader_epoch), partition_epoch, replicas, isr, now);
-    metrics.assignments.set(metrics.assignments.get() + 1);
-}
-
-/// A partition hosted by this shard: the replica (`replication::Partition`: log,
-/// producer state, epoch, ISR, high watermark) plus what the protocol layer keeps.
-pub struct Partition {
-    pub replica: replication::Partition<DmaStorage>,
-    /// The topic configs that govern appends (`append::admit`).
-    pub rules: Cell<AppendRules>,
-    /// Record bytes produced to and fetched from this partition, for placement.
-    pub bytes_in: Cell<u64>,
-    pub bytes_out: Cell<u64>,
-    /// Operations run on this partition (produce, fetch, offsets, group calls, ...),
-    /// for the load balancer's per-request cost.
-    pub requests: Cell<u64>,
-    /// Time the shard spent polling this partition's operations, in nanoseconds.
-    pub busy_ns: Cell<u64>,
-    /// An ISR change this leader proposed is with the controller.
-    pub isr_change_pending: Cell<bool>,
-    /// As a follower: records the leader's high watermark was ahead of this log end at
-    /// the last fetch.
-    pub follower_lag: Cell<i64>,
-}
-
-/// The replica's fields and methods (`log`, `producers`, `high_watermark`, ...) read
-/// through the hosted partition.
-impl std::ops::Deref for Partition {
-    type Target = replication::Partition<DmaStorage>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.replica
-    }
-}
-
-impl Partition {
-    fn apply(&self, settings: &TopicSettings) -> Result<(), skein_engine::Error> {
-        self.log().set_config(settings.log.clone())?;
-        self.rules.set(settings.append);
-        self.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
-        Ok(())
-    }
-}
-
 pub struct Shard {
     pub id: usize,
     pub settings: Arc<NodeSettings>,
@@ -206,20 +161,19 @@ pub struct Shard {
     pub fetch_sessions: RefCell<crate::fetch_sessions::FetchSessions>,
     /// This shard's replication quotas (`throttle.rs`).
     pub throttles: crate::throttle::ReplicationThrottles,
-    /// This shard's index of the image's ACLs, when an authorizer is configured.
-    authorizer: RefCell<Option<Rc<crate::security::acl::Authorizer>>>,
     /// This shard's client quota buckets (`quota::manager`).
     pub quotas: crate::quota::ShardQuotas,
-    /// Whether the installed image has any client quota: without one, the request
-    /// path does not look at the image for them.
-    has_quotas: Cell<bool>,
-    /// This shard's copy of the OAUTHBEARER key set and its generation (`security::jwks`).
-    jwks: RefCell<Option<(u64, Arc<crate::security::jwks::KeySet>)>>,
-    /// This shard's copy of the TLS config (`security::tls`).
-    pub tls: crate::security::tls::ShardTls,
-    /// The shard is stopping: connections answer what they read, then close.
-    closing: Cell<bool>,
-    closing_event: event_listener::Event,
+    /// This shard's copies of the node's security state (`security.rs`).
+    pub security: ShardSecurity,
+    /// Set when the shard is stopping: connections answer what they read, then close.
+    closing: Closing,
+}
+
+/// A shard's stop signal: a flag, and the event its waiters listen on.
+#[derive(Default)]
+struct Closing {
+    set: Cell<bool>,
+    event: event_listener::Event,
 }
 
 impl Shard {
@@ -236,12 +190,10 @@ impl Shard {
             .with_group_commit(settings.group_commit_max_delay)
             .with_write_shape(settings.write_shape);
         let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
-        let authorizer = RefCell::new(Self::index_acls(&settings, &image));
-        let has_quotas = Cell::new(!image.client_quotas.is_empty());
+        let security = ShardSecurity::new(&settings, &image);
         let shard = Shard {
             id,
             settings,
-            authorizer,
             image: RefCell::new(image),
             controller,
             producer_ids: RefCell::new(0..0),
@@ -255,11 +207,8 @@ impl Shard {
             fetch_sessions: RefCell::new(crate::fetch_sessions::FetchSessions::new(session_slots, id)),
             throttles: crate::throttle::ReplicationThrottles::default(),
             quotas: Default::default(),
-            has_quotas,
-            jwks: RefCell::new(None),
-            tls: RefCell::new(None),
-            closing: Cell::new(false),
-            closing_event: event_listener::Event::new(),
+            security,
+            closing: Closing::default(),
         };
         let groups = &shard.coordinators.groups;
         let settings = &shard.settings;
@@ -305,18 +254,18 @@ impl Shard {
     /// Stops this shard's connections reading requests; each closes once it has
     /// answered what it read.
     pub fn close_connections(&self) {
-        self.closing.set(true);
-        self.closing_event.notify(usize::MAX);
+        self.closing.set.set(true);
+        self.closing.event.notify(usize::MAX);
     }
 
     /// Resolves once the shard is stopping.
     pub async fn closing(&self) {
         loop {
-            if self.closing.get() {
+            if self.closing.set.get() {
                 return;
             }
-            let listener = self.closing_event.listen();
-            if self.closing.get() {
+            let listener = self.closing.event.listen();
+            if self.closing.set.get() {
                 return;
             }
             listener.await;
@@ -332,10 +281,7 @@ impl Shard {
     pub fn install(&self, image: Arc<MetadataImage>) {
         let mut current = self.image.borrow_mut();
         if image.version > current.version {
-            if image.acls != current.acls {
-                *self.authorizer.borrow_mut() = Self::index_acls(&self.settings, &image);
-            }
-            self.has_quotas.set(!image.client_quotas.is_empty());
+            self.security.install(&self.settings, &current, &image);
             *current = image;
         }
     }

@@ -198,14 +198,7 @@ pub struct Group(pub Box<crate::group::GroupCall>);
 #[derive(Debug)]
 pub struct Txn(pub Box<crate::txn::TxnCall>);
 
-/// A transaction marker (WriteTxnMarkers), written as leader.
-#[derive(Debug, Clone, Copy)]
-pub struct WriteMarker {
-    pub producer_id: i64,
-    pub epoch: i16,
-    pub coordinator_epoch: i32,
-    pub commit: bool,
-}
+pub use crate::txn::calls::WriteMarker;
 
 /// The producers the partition knows (DescribeProducers).
 #[derive(Debug)]

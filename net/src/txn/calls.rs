@@ -107,3 +107,13 @@ impl TxnRequest for Init {
         }
     }
 }
+
+/// A transaction marker for a partition (WriteTxnMarkers), written by its leader:
+/// the coordinator's decision for `producer_id`'s transaction.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteMarker {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub coordinator_epoch: i32,
+    pub commit: bool,
+}

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use glommio::channels::shared_channel::{self, ConnectedReceiver, ConnectedSender, SharedReceiver, SharedSender};
 
+use super::ops::ShardMessage;
 use crate::limits::CROSS_SHARD_CHANNEL_CAPACITY;
-use crate::shard::ops::ShardMessage;
 
 /// The ends of the mesh that belong to one shard, created before the executors start.
 pub struct RouterWiring {

@@ -1,4 +1,4 @@
-//! Where the quotas meet the requests (Kafka's KIP-219 throttling): a produce is
+//! Where the client quotas (`quota`) meet this shard's requests (Kafka's KIP-219 throttling): a produce is
 //! charged its request's bytes, a fetch its response's record bytes, and every
 //! request the shard time its handler held the shard (the time spent inside its
 //! polls, so a long poll's wait is free). A client over a quota gets the throttle in
@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
 
-use super::entity::{ClientQuota, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE};
-use super::manager::Charge;
-use crate::shard::Shard;
+use super::Shard;
+use crate::quota::{resolve, Charge, ClientQuota, CONNECTION_CREATION_RATE};
+use crate::quota::{CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE};
 
 /// A client as quotas name it: its principal's name and its client id.
 pub struct QuotaClient<'a> {
@@ -32,7 +32,7 @@ impl<'a> QuotaClient<'a> {
 
 /// Whether the client's request time is metered (it has a request quota).
 pub fn meters_time(quotas: &[ClientQuota], client: &QuotaClient<'_>) -> bool {
-    !quotas.is_empty() && super::resolve(quotas, client.user, client.client_id, REQUEST_PERCENTAGE).is_some()
+    !quotas.is_empty() && resolve(quotas, client.user, client.client_id, REQUEST_PERCENTAGE).is_some()
 }
 
 /// How long the client's fetches are still throttled for.
@@ -116,7 +116,7 @@ pub fn connection_throttle(shard: &Shard, ip: std::net::IpAddr) -> Duration {
     }
     let image = shard.image();
     let ip = ip.to_string();
-    let charge = Charge { user: "", client_id: &ip, key: super::CONNECTION_CREATION_RATE, amount: 1 };
+    let charge = Charge { user: "", client_id: &ip, key: CONNECTION_CREATION_RATE, amount: 1 };
     let place = (shard.id, shard.settings.shards);
     shard.quotas.record(&image.client_quotas, &shard.settings.quota_ledger, place, charge, 1.0)
 }
