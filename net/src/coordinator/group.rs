@@ -11,7 +11,7 @@ use skein_engine::io::dma::DmaStorage;
 use skein_engine::records::BatchProducer;
 use skein_engine::{Log, TopicPartition};
 
-use super::{replay, write_records, Host, Replayed};
+use super::{replay, write_records, Host, LoadError, Replayed};
 use crate::errors::code;
 use crate::hosted::Partition;
 
@@ -42,9 +42,9 @@ pub(crate) async fn load_as_leader<H: Host>(
 /// Until then its groups answer COORDINATOR_LOAD_IN_PROGRESS.
 ///
 /// # Errors
-/// A message when a batch cannot be read or decoded; the partition then stays
-/// unloaded (a later full replay gives the same state: records apply in order).
-pub(crate) async fn load<H: Host>(host: &H, log: &Log<DmaStorage>, partition: i32) -> Result<(), String> {
+/// `LoadError` when a batch cannot be read or decoded; the partition then stays
+/// unloaded.
+pub(crate) async fn load<H: Host>(host: &H, log: &Log<DmaStorage>, partition: i32) -> Result<(), LoadError> {
     let started = std::time::Instant::now();
     let image = host.image();
     let groups = &host.coordinators().groups;
@@ -70,9 +70,9 @@ pub(crate) async fn load<H: Host>(host: &H, log: &Log<DmaStorage>, partition: i3
 }
 
 /// Logs and counts a failed load of an offsets partition.
-pub(crate) fn load_failed<H: Host>(host: &H, partition: &TopicPartition, error: &str) {
+pub(crate) fn load_failed<H: Host>(host: &H, partition: &TopicPartition, error: &LoadError) {
     host.count_group_load_failure();
-    tracing::error!(target: "skein::net", partition = %partition, error, "cannot load groups; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
+    tracing::error!(target: "skein::net", partition = %partition, error = %error, "cannot load groups; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
 }
 
 /// Writes coordinator records from the ticker (expired offsets, emptied and removed

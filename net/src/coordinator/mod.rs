@@ -103,6 +103,16 @@ pub(crate) async fn load_while_leading<H, F, Fut>(
     }
 }
 
+/// Why a coordinator could not load its partition; it stays unloaded and the load is
+/// tried again (a later full replay gives the same state: records apply in order).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("read at offset {offset}: {source}")]
+    Read { offset: i64, source: skein_engine::Error },
+    #[error("batch at offset {offset}: {source}")]
+    Decode { offset: i64, source: skein_engine::records::RecordsError },
+}
+
 /// What `replay` hands over from a coordinator's partition, in log order.
 pub(crate) enum Replayed {
     /// A transaction marker: `producer_id`'s transaction committed or aborted.
@@ -115,13 +125,13 @@ pub(crate) enum Replayed {
 /// `apply`, returning the number of records.
 ///
 /// # Errors
-/// A message when a batch cannot be read or decoded (a later full replay gives the
-/// same state: records apply in order).
-pub(crate) async fn replay(log: &Log<DmaStorage>, mut apply: impl FnMut(Replayed)) -> Result<u64, String> {
+/// `LoadError` when a batch cannot be read or decoded.
+pub(crate) async fn replay(log: &Log<DmaStorage>, mut apply: impl FnMut(Replayed)) -> Result<u64, LoadError> {
     let mut offset = log.log_start_offset();
     let mut records = 0u64;
     loop {
-        let batches = log.read(offset, 1 << 20, None).await.map_err(|e| format!("read at offset {}: {e}", offset.0))?;
+        let batches =
+            log.read(offset, 1 << 20, None).await.map_err(|source| LoadError::Read { offset: offset.0, source })?;
         let Some(last) = batches.last() else { return Ok(records) };
         offset = last.next_offset();
         for batch in &batches {
@@ -134,7 +144,7 @@ pub(crate) async fn replay(log: &Log<DmaStorage>, mut apply: impl FnMut(Replayed
             let transactional = batch.is_transactional().then(|| batch.producer_id());
             let limit = skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX;
             let decoded = skein_engine::records::decode_records(&batch.bytes(), limit)
-                .map_err(|e| format!("batch at offset {}: {e}", batch.base_offset().0))?;
+                .map_err(|source| LoadError::Decode { offset: batch.base_offset().0, source })?;
             for record in decoded {
                 records += 1;
                 apply(Replayed::Record { record, transactional });

@@ -18,7 +18,7 @@ use skein_engine::io::dma::DmaStorage;
 use skein_engine::records::{BatchProducer, Record};
 use skein_engine::{Log, TopicPartition};
 
-use super::{replay, write_records, Host, Replayed};
+use super::{replay, write_records, Host, LoadError, Replayed};
 use crate::errors::code;
 use crate::hosted::Partition;
 use crate::txn::calls::WriteMarker;
@@ -47,7 +47,7 @@ pub(crate) async fn load_as_leader<H: Host>(
     super::load_while_leading(host, partition, log, delay, |host, partition, log, epoch| async move {
         let loaded = load(&host, &log, partition.partition, epoch).await;
         if let Err(error) = &loaded {
-            tracing::error!(target: "skein::net", partition = %partition, error, "cannot load transactions; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
+            tracing::error!(target: "skein::net", partition = %partition, error = %error, "cannot load transactions; retrying, their coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile");
         }
         loaded.is_ok()
     })
@@ -59,13 +59,13 @@ pub(crate) async fn load_as_leader<H: Host>(
 /// Prepare state.
 ///
 /// # Errors
-/// A message when a batch cannot be read or decoded.
+/// `LoadError` when a batch cannot be read or decoded.
 async fn load<H: Host>(
     host: &Rc<H>,
     log: &Log<DmaStorage>,
     partition: i32,
     coordinator_epoch: i32,
-) -> Result<(), String> {
+) -> Result<(), LoadError> {
     let txns = &host.coordinators().txns;
     replay(log, |replayed| {
         let Replayed::Record { record, .. } = replayed else { return };
