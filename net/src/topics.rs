@@ -14,6 +14,7 @@ use crate::configs::validate_config;
 use crate::errors::code;
 use crate::group::GroupRequest;
 use crate::metadata::controller::{check_growth, decide, ControllerRequest};
+use crate::metadata::decide::NewTopic;
 use crate::metadata::{validate_topic_name, Assignment, MetadataImage, Refusal, TopicMeta};
 use crate::shard::{ops, PartitionError, Shard};
 use crate::txn::TxnRequest;
@@ -70,6 +71,33 @@ pub async fn create_topic(
     let meta = shard.control(request).await?.into_topic()?;
     tracing::info!(target: "skein::net", topic = name, partitions, "topic created");
     Ok(meta)
+}
+
+/// Creates the topics of one CreateTopics request together: each checked alone, those
+/// that pass decided in one controller request and committed as one metadata entry,
+/// their partitions opened on this node (`reconcile`, all at once) before the answer.
+/// Returns each topic's outcome, in order.
+pub async fn create_topics(shard: &Rc<Shard>, topics: Vec<NewTopic>) -> Vec<Result<TopicMeta, Refusal>> {
+    let mut outcomes: Vec<Option<Result<TopicMeta, Refusal>>> = topics
+        .iter()
+        .map(|t| validate_new_topic(&t.name, t.partitions, t.replication_factor, &t.configs).err().map(Err))
+        .collect();
+    let valid: Vec<NewTopic> = topics.into_iter().zip(&outcomes).filter(|(_, o)| o.is_none()).map(|(t, _)| t).collect();
+    let count = valid.len();
+    if count > 0 {
+        let decided = match shard.control(ControllerRequest::CreateTopics(valid)).await.and_then(|r| r.into_topics()) {
+            Ok(decided) if decided.len() == count => decided,
+            Ok(_) => vec![Err((code::UNKNOWN_SERVER_ERROR, "the controller answered another count".into())); count],
+            Err(refusal) => vec![Err(refusal); count],
+        };
+        for (slot, outcome) in outcomes.iter_mut().filter(|o| o.is_none()).zip(decided) {
+            if let Ok(meta) = &outcome {
+                tracing::info!(target: "skein::net", topic = meta.name, partitions = meta.partitions, "topic created");
+            }
+            *slot = Some(outcome);
+        }
+    }
+    outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err((code::UNKNOWN_SERVER_ERROR, String::new())))).collect()
 }
 
 /// Checks what creating a topic would check, changing nothing (`validate_only`).

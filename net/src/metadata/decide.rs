@@ -8,9 +8,41 @@
 use std::collections::BTreeMap;
 
 use super::elections::{complete_reassignment, elect_leaders, elect_offline, leave_partitions, min_insync, reassign};
-pub use super::requests::{ControllerReply, ControllerRequest, Election, QuorumStatus, VoterStatus};
+pub use super::requests::{ControllerReply, ControllerRequest, Election, NewTopic, QuorumStatus, VoterStatus};
 use super::{default_shard, Assignment, MetadataImage, MetadataRecord, Refusal, TopicMeta};
 use crate::errors::code;
+
+/// A new topic `name` in `image`, its replicas placed and each partition given a shard.
+///
+/// # Errors
+/// TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION for a name that collides with another
+/// once '.' and '_' are alike, INVALID_REPLICATION_FACTOR for more replicas than
+/// brokers.
+fn new_topic(
+    image: &MetadataImage,
+    local: &Local,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &BTreeMap<String, String>,
+) -> Result<TopicMeta, Refusal> {
+    if image.topics.contains_key(name) {
+        return Err((code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
+    }
+    // Kafka refuses names that collide once '.' and '_' are treated alike.
+    let normalized = name.replace('.', "_");
+    if let Some(other) = image.topics.keys().find(|t| t.replace('.', "_") == normalized) {
+        return Err((code::INVALID_TOPIC_EXCEPTION, format!("Topic '{name}' collides with existing topic: {other}")));
+    }
+    Ok(TopicMeta {
+        name: name.to_owned(),
+        id: uuid::Uuid::new_v4(),
+        partitions,
+        configs: configs.clone(),
+        shards: (0..partitions).map(|p| default_shard(name, p, local.shards)).collect(),
+        assignments: assign(image, local, name, 0..partitions, replication_factor)?,
+    })
+}
 
 /// Producer ids per block (Kafka's `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`).
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
@@ -33,26 +65,27 @@ pub fn decide(
             return Err((code::NOT_CONTROLLER, "the quorum is described by its controller".into()))
         }
         ControllerRequest::CreateTopic { name, partitions, replication_factor, configs } => {
-            if image.topics.contains_key(name) {
-                return Err((code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
-            }
-            // Kafka refuses names that collide once '.' and '_' are treated alike.
-            let normalized = name.replace('.', "_");
-            if let Some(other) = image.topics.keys().find(|t| t.replace('.', "_") == normalized) {
-                return Err((
-                    code::INVALID_TOPIC_EXCEPTION,
-                    format!("Topic '{name}' collides with existing topic: {other}"),
-                ));
-            }
-            let meta = TopicMeta {
-                name: name.clone(),
-                id: uuid::Uuid::new_v4(),
-                partitions: *partitions,
-                configs: configs.clone(),
-                shards: (0..*partitions).map(|p| default_shard(name, p, shards)).collect(),
-                assignments: assign(image, local, name, 0..*partitions, *replication_factor)?,
-            };
+            let meta = new_topic(image, local, name, *partitions, *replication_factor, configs)?;
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Topic(meta))
+        }
+        ControllerRequest::CreateTopics(topics) => {
+            // Each topic is decided against the image the ones before it leave (a
+            // name taken twice, replicas spread over all of them); the image is
+            // copied once, at the first topic created.
+            let mut after: Option<MetadataImage> = None;
+            let mut records = Vec::new();
+            let mut outcomes = Vec::with_capacity(topics.len());
+            for t in topics {
+                let current = after.as_ref().unwrap_or(image);
+                let decided = new_topic(current, local, &t.name, t.partitions, t.replication_factor, &t.configs);
+                if let Ok(meta) = &decided {
+                    let record = MetadataRecord::Topic(meta.clone());
+                    after.get_or_insert_with(|| image.clone()).apply(std::slice::from_ref(&record));
+                    records.push(record);
+                }
+                outcomes.push(decided);
+            }
+            (records, ControllerReply::Topics(outcomes))
         }
         ControllerRequest::DeleteTopic { name } => {
             let meta = image.topic(name).cloned().ok_or_else(|| {
@@ -376,6 +409,42 @@ mod tests {
         let (records, reply) = decide(image, &request, &Local { node: 1, broker: true, shards: 2, min_insync: 1 })?;
         image.apply(&records);
         Ok(reply)
+    }
+
+    // A CreateTopics request's topics are decided in order, each against what the
+    // ones before it left: one record per created topic, the others refused alone.
+    #[test]
+    fn topics_created_together_see_each_other() {
+        let mut image = MetadataImage::default();
+        applied(
+            &mut image,
+            ControllerRequest::CreateTopic {
+                name: "old".into(),
+                partitions: 1,
+                replication_factor: -1,
+                configs: BTreeMap::new(),
+            },
+        )
+        .unwrap();
+        let new = |name: &str, partitions| NewTopic {
+            name: name.into(),
+            partitions,
+            replication_factor: -1,
+            configs: BTreeMap::new(),
+        };
+        let request = ControllerRequest::CreateTopics(vec![new("a.b", 3), new("old", 1), new("a_b", 1), new("c", 2)]);
+        let local = Local { node: 1, broker: true, shards: 2, min_insync: 1 };
+        let (records, reply) = decide(&image, &request, &local).unwrap();
+        assert_eq!(records.len(), 2);
+        let outcomes = reply.into_topics().unwrap();
+        let codes: Vec<i16> = outcomes.iter().map(|o| o.as_ref().err().map_or(code::NONE, |e| e.0)).collect();
+        assert_eq!(codes, [code::NONE, code::TOPIC_ALREADY_EXISTS, code::INVALID_TOPIC_EXCEPTION, code::NONE]);
+        assert_eq!(outcomes[3].as_ref().unwrap().shards.len(), 2);
+        // The image is left as it was: the records change it once committed.
+        assert!(image.topic("a.b").is_none());
+        image.apply(&records);
+        assert_eq!(image.topic("a.b").unwrap().partitions, 3);
+        assert!(image.topic("c").is_some());
     }
 
     // Each request as Kafka's controller answers it, and the image it leaves.

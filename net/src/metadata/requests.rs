@@ -10,6 +10,16 @@ use skein_engine::TopicPartition;
 use super::{BrokerMeta, Refusal, TopicMeta};
 use crate::errors::code;
 
+/// A topic to create, as a handler checked it (`topics::validate_new_topic`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    /// -1: Kafka's `default.replication.factor` (1).
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
 /// A change a handler asks of the controller. Handlers validate what they can alone
 /// (names, counts, configs); the controller checks what depends on the image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,6 +31,9 @@ pub enum ControllerRequest {
         replication_factor: i16,
         configs: BTreeMap<String, String>,
     },
+    /// The topics of one CreateTopics request, decided in order (each against the
+    /// image the ones before it leave) and committed as one entry.
+    CreateTopics(Vec<NewTopic>),
     DeleteTopic {
         name: String,
     },
@@ -131,6 +144,8 @@ pub struct VoterStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ControllerReply {
     Topic(TopicMeta),
+    /// Each topic of a `CreateTopics`, in order: created, or why not.
+    Topics(Vec<Result<TopicMeta, Refusal>>),
     /// A topic grown from `old` partitions.
     Grown {
         old: i32,
@@ -152,6 +167,14 @@ impl ControllerReply {
         match self {
             ControllerReply::Topic(meta) => Ok(meta),
             other => Err(other.unexpected("a topic")),
+        }
+    }
+
+    /// The outcome of each topic of a `CreateTopics`, in order.
+    pub fn into_topics(self) -> Result<Vec<Result<TopicMeta, Refusal>>, Refusal> {
+        match self {
+            ControllerReply::Topics(topics) => Ok(topics),
+            other => Err(other.unexpected("topics")),
         }
     }
 
