@@ -133,7 +133,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(shard, &header, r, &request.listener, caller).await)
         }
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::response()),
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::response(advertised())),
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(create_topics::handle(shard, &header, r, caller).await)
         }
@@ -247,11 +247,16 @@ struct RequestParts {
     listener: Rc<str>,
 }
 
+/// Each API of `APIS` with the versions it implements, as ApiVersions lists them.
+fn advertised() -> impl Iterator<Item = (&'static ApiKey, &'static VersionRange)> {
+    APIS.iter().map(|(key, range, _)| (key, range))
+}
+
 /// The v0 ApiVersions response with UNSUPPORTED_VERSION that a client receives when it
 /// asks with a version Skein does not speak (KIP-511): the header is v0 and the body
 /// lists the supported versions, so the client can retry with one of them.
 pub fn unsupported_api_versions(correlation_id: i32) -> Bytes {
-    let mut response = api_versions::response();
+    let mut response = api_versions::response(advertised());
     response.error_code = crate::errors::code::UNSUPPORTED_VERSION;
     encode_v0(correlation_id, &response)
 }

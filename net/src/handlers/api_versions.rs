@@ -1,16 +1,17 @@
-//! ApiVersions: the APIs and versions in `registry::APIS`, nothing else.
+//! ApiVersions: the APIs and versions the registry (`registry::APIS`) hands over,
+//! nothing else.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::ApiVersionsResponse;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 use kafka_protocol::protocol::VersionRange;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
-pub fn response() -> ApiVersionsResponse {
+/// The response listing `apis`, each with the versions it implements.
+pub fn response<'a>(apis: impl Iterator<Item = (&'a ApiKey, &'a VersionRange)>) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
-    response.api_keys = crate::registry::APIS
-        .iter()
-        .map(|(key, range, _)| {
+    response.api_keys = apis
+        .map(|(key, range)| {
             let mut v = ApiVersion::default();
             v.api_key = *key as i16;
             v.min_version = range.min;
