@@ -311,9 +311,9 @@ impl<S: Storage> Storage for FaultStorage<S> {
         }
     }
 
-    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         self.plan.check_crashed()?;
-        self.inner.list_dir(path).await
+        self.inner.list_dir(path)
     }
 
     fn spawn(&self, task: impl std::future::Future<Output = ()> + 'static) {
