@@ -128,6 +128,7 @@ impl Shard {
         let node = self.settings.node_id;
         self.image().topic(&partition.topic).is_some_and(|t| t.assignment(partition.partition, node).leader == node)
     }
+
     /// Asks `id`'s coordinator, here or on another broker (AddPartitionsToTxn v4 with
     /// `verify_only`), whether its open transaction, in this producer id and epoch,
     /// holds `partition`.
