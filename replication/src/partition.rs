@@ -411,7 +411,8 @@ impl<S: Storage> Partition<S> {
                 // acks=all only once it is committed, as the original would have been
                 // (Kafka's duplicate still waits in the produce purgatory): the first
                 // attempt may have failed because it was not.
-                self.committed(Offset(seq.last_offset).plus(1), acks_all).await?;
+                let epoch = self.replica_state.borrow().leader_epoch();
+                self.committed(Offset(seq.last_offset).plus(1), epoch, acks_all).await?;
                 return Ok(Appended {
                     base_offset: Offset(seq.base_offset),
                     log_start_offset: self.log.log_start_offset(),
@@ -437,7 +438,7 @@ impl<S: Storage> Partition<S> {
             }
         }
         self.snapshot_after_roll();
-        self.committed(info.last_offset.plus(1), acks_all).await?;
+        self.committed(info.last_offset.plus(1), epoch, acks_all).await?;
         Ok(Appended { base_offset: info.base_offset, log_start_offset: info.log_start_offset, duplicate: false })
     }
 
@@ -468,21 +469,30 @@ impl<S: Storage> Partition<S> {
             self.log.append(batch, AppendMode::Leader { epoch: leader_epoch }).await.map_err(AppendError::Log)?;
         self.producers.borrow_mut().end_txn(producer_id, epoch, coordinator_epoch, info.base_offset.0, commit, now);
         self.snapshot_after_roll();
-        self.committed(info.last_offset.plus(1), acks_all).await?;
+        self.committed(info.last_offset.plus(1), leader_epoch, acks_all).await?;
         Ok(info.base_offset)
     }
 
     /// With `acks_all` (min.insync.replicas), waits until the high watermark reaches
-    /// `end`; at once otherwise.
+    /// `end`, written as leader in `epoch`; at once otherwise.
     ///
     /// # Errors
-    /// NOT_LEADER_OR_FOLLOWER when this replica stops leading first;
+    /// NOT_LEADER_OR_FOLLOWER, with any acks, when this replica no longer leads in
+    /// `epoch`: it stepped down while the records were being written (the step down
+    /// failed the waiters before this one waited, and the new leader's log may cut
+    /// them), or, with `acks_all`, stops leading while waiting;
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR that committed it is below
     /// `acks_all` (Kafka's checkEnoughReplicasReachOffset): too few copies to
     /// acknowledge; REQUEST_TIMED_OUT past the producer's timeout (Kafka's delayed
     /// produce expiring), as while the ISR is below `min.insync.replicas` the high
     /// watermark does not move.
-    async fn committed(&self, end: Offset, acks_all: Option<AcksAll>) -> Result<(), AppendError> {
+    async fn committed(&self, end: Offset, epoch: LeaderEpoch, acks_all: Option<AcksAll>) -> Result<(), AppendError> {
+        {
+            let replica = self.replica_state.borrow();
+            if replica.role() != Role::Leader || replica.leader_epoch() != epoch {
+                return Err(AppendError::Refused(Refusal::NotLeaderOrFollower));
+            }
+        }
         let Some(AcksAll { min_insync, timeout }) = acks_all else { return Ok(()) };
         let high_watermark = self.high_watermark();
         let committed = self.acks.borrow_mut().wait_for(end, high_watermark);

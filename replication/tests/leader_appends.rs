@@ -194,3 +194,30 @@ fn a_consumer_wait_ends_when_the_high_watermark_passes_it() {
         assert_eq!(replica.high_watermark(), Offset(3));
     });
 }
+
+// A replica that stops leading while its append is still being written answers that
+// append NOT_LEADER_OR_FOLLOWER at once, with acks=all not REQUEST_TIMED_OUT once the
+// producer's timeout passes (the step down failed the waiters before this one waited),
+// and with acks=1 not success (the new leader's log may cut the batch).
+#[test]
+fn an_append_overtaken_by_a_step_down_is_refused_at_once() {
+    for acks in [acks_all(1), None] {
+        let dir = tempfile::tempdir().unwrap();
+        run(async {
+            let replica = Rc::new(leader(dir.path()).await);
+            let (append, done) = spawn({
+                let replica = replica.clone();
+                async move { replica.append_as_leader(batch(0, 2), acks).await }
+            });
+            // The append starts and waits for its write; meanwhile broker 2 takes over.
+            futures_lite::future::yield_now().await;
+            assert!(!done.get());
+            replica.assign(2, LeaderEpoch(4), 6, vec![1, 2, 3], vec![1, 2], 20);
+            let answered = glommio::timer::timeout(Duration::from_secs(5), async { Ok(append.await) }).await;
+            match answered.expect("the append waited for its timeout").unwrap() {
+                Err(AppendError::Refused(refusal)) => assert_eq!(refusal, Refusal::NotLeaderOrFollower),
+                other => panic!("{acks:?}: {other:?}"),
+            }
+        });
+    }
+}
