@@ -722,7 +722,7 @@ async fn run_shard(
             let settings = TopicSettings::of(topic, &shard.settings.topic_defaults);
             let assignment = skein_net::topics::assignment_here(&shard, &image, topic, partition.partition);
             drop(image);
-            let op = ops::Open { settings: Box::new(settings), assignment };
+            let op = ops::Open { settings: Box::new(settings), assignment, in_background: false };
             match shard.call_here(&partition, op).await {
                 Ok(()) => Some((partition, id)),
                 Err(PartitionError { code, message }) => {

@@ -145,6 +145,8 @@ fn two_thousand_partitions_cost_what_their_data_costs() {
     std::thread::sleep(Duration::from_millis(1500));
     let (disk_before, rss_before) = (disk_bytes(&broker.data_dir), broker.rss_bytes());
     let listing: Vec<(String, i32)> = topics.iter().map(|t| (t.clone(), PARTITIONS)).collect();
+    // Answered before the logs are open: each produce below waits for its partition's
+    // open, none is refused.
     create(&mut client, &listing, &[]);
     let all: Vec<i32> = (0..PARTITIONS).collect();
     let record = batch(1, 100);

@@ -75,8 +75,9 @@ pub async fn create_topic(
 
 /// Creates the topics of one CreateTopics request together: each checked alone, those
 /// that pass decided in one controller request and committed as one metadata entry,
-/// their partitions opened on this node (`reconcile`, all at once) before the answer.
-/// Returns each topic's outcome, in order.
+/// their partitions registered on this node's shards before the answer and opened
+/// after it (`reconcile`; operations on them wait for their open). Returns each
+/// topic's outcome, in order.
 pub async fn create_topics(shard: &Rc<Shard>, topics: Vec<NewTopic>) -> Vec<Result<TopicMeta, Refusal>> {
     let mut outcomes: Vec<Option<Result<TopicMeta, Refusal>>> = topics
         .iter()
@@ -141,8 +142,11 @@ pub fn assignment_here(shard: &Shard, image: &MetadataImage, meta: &TopicMeta, p
 /// of their topic) and replicas a reassignment moved off this node are removed, then partitions newly assigned to this node are opened
 /// on their shards and those whose topic's configs changed are reconfigured, then each
 /// whose assignment changed takes its role (leader or follower, epochs, ISR). Runs on
-/// shard 0 after each image is published and before the controller answers. Moving a
-/// partition between this node's shards is `move_partition`'s.
+/// shard 0 after each image is published and before the controller answers. A new
+/// partition is only registered on its shard by then, and opened in the background
+/// (`ops::Open::in_background`), as Kafka's brokers create a new topic's logs after
+/// its CreateTopics is answered. Moving a partition between this node's shards is
+/// `move_partition`'s.
 pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &MetadataImage) {
     let node = shard.settings.node_id;
     let mut removals = Vec::new();
@@ -180,13 +184,13 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
             // (A partition the topic just grew by has no old shard.)
             let previous = old.filter(|_| existed).map(|o| o.shards[p as usize]).filter(|&s| s != owner);
             if let Some(source) = previous {
-                let open = ops::Open { settings: Box::new(settings.clone()), assignment };
+                let open = ops::Open { settings: Box::new(settings.clone()), assignment, in_background: false };
                 moves.push(follow_move(shard, partition, source, owner, open));
                 continue;
             }
             let change = match (existed, reconfigured) {
                 (false, _) => {
-                    let open = ops::Open { settings: Box::new(settings.clone()), assignment };
+                    let open = ops::Open { settings: Box::new(settings.clone()), assignment, in_background: true };
                     Either::Left(shard.call_on(owner, partition, open))
                 }
                 (true, true) => {
@@ -346,7 +350,7 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
     let image = shard.image();
     let meta = image.topic(&partition.topic).unwrap_or(&meta);
     let assignment = assignment_here(shard, &image, meta, partition.partition);
-    let open = ops::Open { settings: Box::new(settings), assignment };
+    let open = ops::Open { settings: Box::new(settings), assignment, in_background: false };
     shard.call_on(target, partition.clone(), open).await.map_err(PartitionError::into_refusal)?;
     tracing::info!(target: "skein::net", partition = %partition, source, target, "partition moved");
     Ok(())

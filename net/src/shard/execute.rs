@@ -69,6 +69,77 @@ impl Shard {
         glommio::spawn_local(load).detach();
     }
 
+    /// Opens (creating if needed) `partition`'s log as `open` says and hosts it in the
+    /// role its assignment gives; a partition already hosted takes the settings and
+    /// the assignment.
+    pub(super) async fn open_now(self: &Rc<Self>, partition: &TopicPartition, open: ops::Open) -> OpResult {
+        let ops::Open { settings, assignment, .. } = open;
+        if let Some(existing) = self.partition(partition) {
+            if existing.topic_id() == settings.topic_id {
+                existing.apply(&settings)?;
+                self.take_assignment(partition, &existing, assignment);
+                return Ok(PartitionReply::Done);
+            }
+            // An older incarnation whose removal has not arrived yet: the
+            // log manager deletes it before opening the new one.
+            self.partitions.borrow_mut().remove(partition);
+        }
+        let log =
+            Box::pin(self.logs.open_for_topic(partition.clone(), settings.log.clone(), settings.topic_id)).await?;
+        // The offsets topic is written only by the coordinator: its leader
+        // loads the groups from it (a follower loads them when it comes to
+        // lead). Its producer state holds the transactions of offset commits
+        // (TxnOffsetCommit), so that the cleaner drops aborted ones.
+        let leads = assignment.leader == self.settings.node_id;
+        let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
+            let loaded = match leads {
+                true => Box::pin(crate::coordinator::group::load(&**self, &log, partition.partition)).await,
+                false => Ok(()),
+            };
+            if let Err(error) = loaded {
+                crate::coordinator::group::load_failed(&**self, partition, &error);
+                // Retried once the partition is hosted.
+                let retry = crate::coordinator::group::load_as_leader(
+                    self.clone(),
+                    partition.clone(),
+                    log.clone(),
+                    Duration::from_millis(200),
+                );
+                glommio::spawn_local(retry).detach();
+            }
+            Box::pin(replication::load_producers(&log)).await
+        } else if partition.topic == crate::txn::TRANSACTION_TOPIC {
+            // Loaded by its leader once the partition is hosted (below).
+            ProducerStates::default()
+        } else {
+            Box::pin(replication::load_producers(&log)).await
+        };
+        let replica = replication::Partition::sole_leader(log, settings.topic_id, self.settings.node_id, producers);
+        if let Some(&recovered) = self.settings.recovered_high_watermarks.get(partition) {
+            replica.recover_high_watermark(recovered);
+        }
+        replica.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
+        assign(&replica, assignment, &self.metrics);
+        self.partitions.borrow_mut().insert(
+            partition.clone(),
+            Rc::new(Partition {
+                replica,
+                rules: Cell::new(settings.append),
+                bytes_in: Cell::new(0),
+                bytes_out: Cell::new(0),
+                requests: Cell::new(0),
+                busy_ns: Cell::new(0),
+                isr_change_pending: Cell::new(false),
+                follower_lag: Cell::new(0),
+            }),
+        );
+        if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
+            let hosted = self.partition(partition).expect("inserted above");
+            self.spawn_txn_load(partition, hosted.log());
+        }
+        Ok(PartitionReply::Done)
+    }
+
     /// Executes an operation on a partition this shard owns, counting the time its
     /// polls take against the partition (`Partition::busy_ns`: the shard's CPU
     /// attributed to it, which the load balancer moves).
@@ -84,75 +155,16 @@ impl Shard {
     }
 
     async fn execute_untimed(self: &Rc<Self>, partition: &TopicPartition, op: PartitionOp) -> OpResult {
+        // A partition still being opened in the background is waited for, not refused.
+        if self.openings.len() > 0 {
+            self.openings.opened(partition).await;
+        }
         match op {
-            PartitionOp::Open(ops::Open { settings, assignment }) => {
-                if let Some(existing) = self.partition(partition) {
-                    if existing.topic_id() == settings.topic_id {
-                        existing.apply(&settings)?;
-                        self.take_assignment(partition, &existing, assignment);
-                        return Ok(PartitionReply::Done);
-                    }
-                    // An older incarnation whose removal has not arrived yet: the
-                    // log manager deletes it before opening the new one.
-                    self.partitions.borrow_mut().remove(partition);
-                }
-                let log =
-                    Box::pin(self.logs.open_for_topic(partition.clone(), settings.log.clone(), settings.topic_id))
-                        .await?;
-                // The offsets topic is written only by the coordinator: its leader
-                // loads the groups from it (a follower loads them when it comes to
-                // lead). Its producer state holds the transactions of offset commits
-                // (TxnOffsetCommit), so that the cleaner drops aborted ones.
-                let leads = assignment.leader == self.settings.node_id;
-                let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
-                    let loaded = match leads {
-                        true => Box::pin(crate::coordinator::group::load(&**self, &log, partition.partition)).await,
-                        false => Ok(()),
-                    };
-                    if let Err(error) = loaded {
-                        crate::coordinator::group::load_failed(&**self, partition, &error);
-                        // Retried once the partition is hosted.
-                        let retry = crate::coordinator::group::load_as_leader(
-                            self.clone(),
-                            partition.clone(),
-                            log.clone(),
-                            Duration::from_millis(200),
-                        );
-                        glommio::spawn_local(retry).detach();
-                    }
-                    Box::pin(replication::load_producers(&log)).await
-                } else if partition.topic == crate::txn::TRANSACTION_TOPIC {
-                    // Loaded by its leader once the partition is hosted (below).
-                    ProducerStates::default()
-                } else {
-                    Box::pin(replication::load_producers(&log)).await
-                };
-                let replica =
-                    replication::Partition::sole_leader(log, settings.topic_id, self.settings.node_id, producers);
-                if let Some(&recovered) = self.settings.recovered_high_watermarks.get(partition) {
-                    replica.recover_high_watermark(recovered);
-                }
-                replica.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
-                assign(&replica, assignment, &self.metrics);
-                self.partitions.borrow_mut().insert(
-                    partition.clone(),
-                    Rc::new(Partition {
-                        replica,
-                        rules: Cell::new(settings.append),
-                        bytes_in: Cell::new(0),
-                        bytes_out: Cell::new(0),
-                        requests: Cell::new(0),
-                        busy_ns: Cell::new(0),
-                        isr_change_pending: Cell::new(false),
-                        follower_lag: Cell::new(0),
-                    }),
-                );
-                if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
-                    let hosted = self.partition(partition).expect("inserted above");
-                    self.spawn_txn_load(partition, hosted.log());
-                }
+            PartitionOp::Open(open) if open.in_background && self.partition(partition).is_none() => {
+                self.open_in_background(partition, open);
                 return Ok(PartitionReply::Done);
             }
+            PartitionOp::Open(open) => return Box::pin(self.open_now(partition, open)).await,
             PartitionOp::Release(ops::Release) => {
                 let removed = self.partitions.borrow_mut().remove(partition);
                 if removed.is_none() {

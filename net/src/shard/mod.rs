@@ -36,6 +36,7 @@ mod execute;
 mod inbox;
 mod isr;
 mod many;
+mod opening;
 pub mod ops;
 mod produce;
 pub mod quotas;
@@ -149,6 +150,8 @@ pub struct Shard {
     /// SipHash (1% of the broker at 10,000 msg/s); its keys are topics an authorized
     /// client created, not input an attacker picks per request.
     partitions: RefCell<fxhash::FxHashMap<TopicPartition, Rc<Partition>>>,
+    /// Partitions being opened in the background, which operations wait for.
+    openings: opening::Openings,
     pub(crate) router: Router,
     pub metrics: ShardMetrics,
     /// Request bytes read by this shard's connections and not yet answered.
@@ -199,6 +202,7 @@ impl Shard {
             producer_ids: RefCell::new(0..0),
             logs,
             partitions: RefCell::default(),
+            openings: opening::Openings::default(),
             router,
             metrics: ShardMetrics::default(),
             buffered_bytes: Cell::new(0),

@@ -163,11 +163,13 @@ pub struct EpochEndOffset {
 }
 
 /// Opens (creating if needed) the partition's log with these settings, in the role
-/// the assignment gives it.
+/// the assignment gives it. `in_background`: a partition not hosted yet is answered
+/// at once and opened after (`opening.rs`), its operations waiting for it.
 #[derive(Debug)]
 pub struct Open {
     pub settings: Box<TopicSettings>,
     pub assignment: Assignment,
+    pub in_background: bool,
 }
 
 /// New topic settings for a hosted partition.
