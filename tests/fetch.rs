@@ -242,11 +242,18 @@ fn a_woken_long_poll_reads_again_only_what_woke() {
 // The response's max_bytes bounds what is read, not just what is sent: 40 partitions
 // of 110 KB each under a 256 KiB max_bytes read about 256 KiB (not 4.4 MB), and a
 // partition the first round's budget did not reach still gets data when the earlier
-// ones are empty (the unused budget moves on, as in Kafka's sequential reads).
+// ones are empty (the unused budget moves on, as in Kafka's sequential reads), on one
+// shard and on two (each reading its partitions within its share of the budget).
 #[test]
 fn max_bytes_bounds_the_reads() {
+    for shards in ["1", "2"] {
+        max_bytes_bounds_the_reads_on(shards);
+    }
+}
+
+fn max_bytes_bounds_the_reads_on(shards: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), "1", &[]);
+    let broker = Broker::start(dir.path(), shards, &[]);
     create_topic(&broker, "wide", 40);
     let mut client = RawClient::connect(&broker.bootstrap());
     for p in 0..40 {

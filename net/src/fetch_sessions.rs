@@ -24,7 +24,7 @@ const EVICTABLE_AFTER: Duration = Duration::from_secs(120);
 /// How a request names a topic: by name before Fetch v13, by id from v13.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TopicKey {
-    Name(String),
+    Name(std::rc::Rc<str>),
     Id(uuid::Uuid),
 }
 
@@ -169,18 +169,21 @@ impl FetchSessions {
             session.partitions.retain(|p| !gone.contains(&(&p.topic, p.partition)));
         }
         if !changed.is_empty() {
-            let at: HashMap<(TopicKey, i32), usize> =
-                session.partitions.iter().enumerate().map(|(i, p)| ((p.topic.clone(), p.partition), i)).collect();
-            for new in changed {
-                match at.get(&(new.topic.clone(), new.partition)) {
-                    Some(&i) => {
-                        let existing = &mut session.partitions[i];
-                        existing.fetch_offset = new.fetch_offset;
-                        existing.max_bytes = new.max_bytes;
-                    }
-                    None => session.partitions.push(new),
+            // The changed partitions are few and the session's many: the session is
+            // walked once against an index of the changed, and what is left is new.
+            let order: Vec<(TopicKey, i32)> = changed.iter().map(|p| (p.topic.clone(), p.partition)).collect();
+            let mut at: HashMap<(TopicKey, i32), SessionPartition> =
+                changed.into_iter().map(|p| ((p.topic.clone(), p.partition), p)).collect();
+            for existing in &mut session.partitions {
+                if at.is_empty() {
+                    break;
+                }
+                if let Some(new) = at.remove(&(existing.topic.clone(), existing.partition)) {
+                    existing.fetch_offset = new.fetch_offset;
+                    existing.max_bytes = new.max_bytes;
                 }
             }
+            session.partitions.extend(order.into_iter().filter_map(|key| at.remove(&key)));
         }
         session.partitions.clone()
     }

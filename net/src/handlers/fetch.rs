@@ -109,7 +109,7 @@ pub async fn handle(
         .topics
         .iter()
         .flat_map(|t| {
-            let key = if version >= 13 { TopicKey::Id(t.topic_id) } else { TopicKey::Name(t.topic.0.to_string()) };
+            let key = if version >= 13 { TopicKey::Id(t.topic_id) } else { TopicKey::Name(t.topic.0.as_str().into()) };
             t.partitions.iter().map(move |p| SessionPartition {
                 topic: key.clone(),
                 partition: p.partition,
@@ -131,8 +131,11 @@ pub async fn handle(
                 .forgotten_topics_data
                 .iter()
                 .flat_map(|t| {
-                    let key =
-                        if version >= 13 { TopicKey::Id(t.topic_id) } else { TopicKey::Name(t.topic.0.to_string()) };
+                    let key = if version >= 13 {
+                        TopicKey::Id(t.topic_id)
+                    } else {
+                        TopicKey::Name(t.topic.0.as_str().into())
+                    };
                     t.partitions.iter().map(move |p| (key.clone(), *p))
                 })
                 .collect();
@@ -262,7 +265,7 @@ async fn follower_fetch(shard: &Rc<Shard>, follower: i32, version: i16, request:
         .topics
         .iter()
         .flat_map(|t| {
-            let key = if by_id { TopicKey::Id(t.topic_id) } else { TopicKey::Name(t.topic.0.to_string()) };
+            let key = if by_id { TopicKey::Id(t.topic_id) } else { TopicKey::Name(t.topic.0.as_str().into()) };
             t.partitions
                 .iter()
                 .map(move |p| ((key.clone(), p.partition), (p.current_leader_epoch, p.last_fetched_epoch)))
@@ -299,17 +302,32 @@ pub fn response_max_bytes(request: &FetchRequest) -> usize {
 /// A consumer's `caller` must have READ on each topic.
 fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>, caller: Option<&Caller>) -> Vec<Wanted> {
     let denied = |name: &str| caller.is_some_and(|c| !c.topic(Op::Read, name));
+    // A request lists a topic's partitions together: the topic is looked up and
+    // authorized once per run of them.
+    let mut last: Option<(TopicKey, Option<&crate::metadata::TopicMeta>, bool)> = None;
     partitions
         .into_iter()
         .map(|p| {
-            let meta = match &p.topic {
-                TopicKey::Id(id) => image.topic_by_id(*id),
-                TopicKey::Name(name) => image.topic(name),
+            let (meta, refused) = match &last {
+                Some((key, meta, refused)) if *key == p.topic => (*meta, *refused),
+                _ => {
+                    let meta = match &p.topic {
+                        TopicKey::Id(id) => image.topic_by_id(*id),
+                        TopicKey::Name(name) => image.topic(name),
+                    };
+                    let refused = match (meta, &p.topic) {
+                        (Some(m), _) => denied(&m.name),
+                        (None, TopicKey::Name(name)) => denied(name),
+                        (None, TopicKey::Id(_)) => false,
+                    };
+                    last = Some((p.topic.clone(), meta, refused));
+                    (meta, refused)
+                }
             };
             let error = match (meta, &p.topic) {
                 (None, TopicKey::Id(_)) => Some(code::UNKNOWN_TOPIC_ID),
-                (None, TopicKey::Name(name)) if denied(name) => Some(TOPIC_AUTHORIZATION_FAILED),
-                (Some(m), _) if denied(&m.name) => Some(TOPIC_AUTHORIZATION_FAILED),
+                (None, TopicKey::Name(_)) if refused => Some(TOPIC_AUTHORIZATION_FAILED),
+                (Some(_), _) if refused => Some(TOPIC_AUTHORIZATION_FAILED),
                 (None, TopicKey::Name(_)) => Some(code::UNKNOWN_TOPIC_OR_PARTITION),
                 (Some(m), _) if p.partition < 0 || p.partition >= m.partitions => {
                     Some(code::UNKNOWN_TOPIC_OR_PARTITION)
@@ -319,7 +337,7 @@ fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>, caller: Opt
             let (topic, topic_id) = match (meta, &p.topic) {
                 (Some(m), _) => (m.name.clone(), m.id),
                 (None, TopicKey::Id(id)) => (String::new(), *id),
-                (None, TopicKey::Name(name)) => (name.clone(), uuid::Uuid::nil()),
+                (None, TopicKey::Name(name)) => (name.to_string(), uuid::Uuid::nil()),
             };
             Wanted {
                 key: p.topic,
@@ -350,10 +368,10 @@ fn record_bytes(result: &FetchResult) -> usize {
 /// Reads every partition once, without waiting, within the response byte budget, as
 /// Kafka does: in request order each partition may read what the request has left
 /// (`min(partition_max_bytes, left)`), so the bytes read stay within `max_bytes` (plus
-/// the first batch, which always goes, so consumers progress). Reads run concurrently
-/// in rounds: a round reads the partitions the budget reaches; what they leave unused
-/// goes to the next partitions in the next round. Partitions the budget never reaches
-/// are asked only for their watermarks.
+/// the first batch, which always goes, so consumers progress). Each shard reads its
+/// partitions in order within its share of what is left (`Shard::read_many`, one
+/// exchange per shard); partitions a share did not reach are read again with what
+/// the others left, and those the budget never reaches answer only their watermarks.
 async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec<FetchResult> {
     let all: Vec<usize> = (0..wanted.len()).collect();
     read(shard, wanted, &all, max_bytes).await
@@ -364,52 +382,25 @@ async fn read_all(shard: &Rc<Shard>, wanted: &[Wanted], max_bytes: usize) -> Vec
 async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: usize) -> Vec<FetchResult> {
     let reads = &shard.metrics.fetch_partition_reads;
     reads.set(reads.get() + which.len() as u64);
-    // Reads of this shard's partitions that need no I/O are answered on the spot; the
-    // others are routed as operations and run concurrently.
-    let read_round = |round: Vec<(usize, usize)>| async move {
-        let mut results: Vec<(usize, usize, Option<FetchResult>)> = round
-            .into_iter()
-            .map(|(i, max_bytes)| {
-                let w = &wanted[which[i]];
-                // A diverged follower reads nothing: it truncates first.
-                let max_bytes = if w.diverging.is_some() { 0 } else { max_bytes };
-                let now = match w.error {
-                    Some(error) => Some(Err(PartitionError::new(error))),
-                    None => shard.fetch_local(&w.tp, w.offset, max_bytes, &w.reader(true)),
-                };
-                (i, max_bytes, now)
-            })
-            .collect();
-        // One message per other shard, however many of its partitions this reads.
-        let routed = results.iter().filter(|(_, _, now)| now.is_none()).map(|&(i, max_bytes, _)| {
-            let w = &wanted[which[i]];
-            Ok((w.tp.clone(), ops::Fetch { offset: w.offset, max_bytes, reader: w.reader(true) }))
-        });
-        let mut routed = shard.call_many(routed.collect()).await.into_iter();
-        for (_, _, now) in &mut results {
-            if now.is_none() {
-                *now = routed.next();
-            }
-        }
-        results.into_iter().map(|(i, _, result)| (i, result.expect("every read answered")))
-    };
     let mut results: Vec<Option<FetchResult>> = which.iter().map(|_| None).collect();
     let mut left = max_bytes;
     let mut first = true;
-    let mut next = 0;
-    while next < which.len() && left > 0 {
-        let mut round = Vec::new();
-        let mut budget = left;
-        while next < which.len() && budget > 0 {
-            let w = &wanted[which[next]];
-            let allotted = w.max_bytes.min(budget);
-            if w.error.is_none() && allotted > 0 {
-                budget -= allotted;
-                round.push((next, allotted));
-            }
-            next += 1;
-        }
-        for (i, mut result) in read_round(round).await {
+    let mut pending: Vec<usize> = (0..which.len()).collect();
+    while !pending.is_empty() {
+        let calls = pending
+            .iter()
+            .map(|&i| {
+                let w = &wanted[which[i]];
+                // A diverged follower reads nothing: it truncates first.
+                let max_bytes = if w.diverging.is_some() { 0 } else { w.max_bytes };
+                match w.error {
+                    Some(error) => Err(PartitionError::new(error)),
+                    None => Ok((w.tp.clone(), ops::Fetch { offset: w.offset, max_bytes, reader: w.reader(true) })),
+                }
+            })
+            .collect();
+        let mut unreached = Vec::new();
+        for (&i, (mut result, reached)) in pending.iter().zip(shard.read_many(calls, left).await) {
             if let Ok(Fetched { records, .. }) = &mut result {
                 let mut kept = Vec::new();
                 for batch in records.drain(..) {
@@ -424,13 +415,16 @@ async fn read(shard: &Rc<Shard>, wanted: &[Wanted], which: &[usize], max_bytes: 
                 }
                 *records = kept;
             }
+            if !reached {
+                unreached.push(i);
+            }
             results[i] = Some(result);
         }
-    }
-    // The rest: errors, and watermarks only for partitions the budget did not reach.
-    let rest: Vec<(usize, usize)> = (0..which.len()).filter(|&i| results[i].is_none()).map(|i| (i, 0)).collect();
-    for (i, result) in read_round(rest).await {
-        results[i] = Some(result);
+        // What a share left unread goes to the partitions another share did not reach.
+        if left == 0 || unreached.len() == pending.len() {
+            break;
+        }
+        pending = unreached;
     }
     results.into_iter().map(|r| r.expect("every partition read")).collect()
 }

@@ -421,6 +421,19 @@ impl Shard {
             return None;
         }
         drop(image);
+        self.fetch_hosted(partition, offset, max_bytes, reader)
+    }
+
+    /// `fetch_local` of a partition whose owner the caller checked against the
+    /// metadata (`Shard::read_many`): found among the partitions hosted here, or
+    /// `None` (route it).
+    pub(crate) fn fetch_hosted(
+        &self,
+        partition: &TopicPartition,
+        offset: i64,
+        max_bytes: usize,
+        reader: &Reader,
+    ) -> Option<FetchResult> {
         let state = self.partition(partition)?;
         let offset = Offset(offset);
         let answer =

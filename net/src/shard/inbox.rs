@@ -33,9 +33,10 @@ pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessa
             }
             ShardMessage::Batch { ops, reply, sent } => {
                 shard.metrics.cross_shard_wait.observe_since(sent);
+                let waited = sent.elapsed();
                 for api in ops.iter().filter_map(|(_, op)| op.api_key()) {
                     if let Some(stages) = shard.metrics.stages(api) {
-                        stages.route.observe_since(sent);
+                        stages.route.observe(waited);
                     }
                 }
                 // A batch is one task, however many partitions it carries.
@@ -44,6 +45,23 @@ pub async fn serve_peer(shard: Rc<Shard>, receiver: ConnectedReceiver<ShardMessa
                 glommio::spawn_local(async move {
                     let _permit = permit;
                     let _ = reply.send(shard.execute_all(ops).await);
+                })
+                .detach();
+                continue;
+            }
+            ShardMessage::Reads { reads, budget, reply, sent } => {
+                shard.metrics.cross_shard_wait.observe_since(sent);
+                if let Some(stages) = shard.metrics.stages(1) {
+                    let waited = sent.elapsed();
+                    for _ in &reads {
+                        stages.route.observe(waited);
+                    }
+                }
+                let permit = tasks.acquire_arc().await;
+                let shard = shard.clone();
+                glommio::spawn_local(async move {
+                    let _permit = permit;
+                    let _ = reply.send(shard.execute_reads(reads, budget).await);
                 })
                 .detach();
                 continue;

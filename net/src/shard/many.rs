@@ -18,6 +18,10 @@ use super::ops::{self, Fetch, OpResult, PartitionError, PartitionOp, PartitionRe
 use super::Shard;
 use crate::errors::code;
 
+/// Reads `execute_reads` answers on the spot before it lets the shard's other ready
+/// tasks run (glommio's own preemption comes only after 100 ms).
+const READS_BETWEEN_YIELDS: usize = 256;
+
 /// What goes to one shard, with where each item stands in the caller's list.
 struct ForShard<T> {
     indices: Vec<usize>,
@@ -143,6 +147,134 @@ impl Shard {
         results.into_iter().map(|r| r.expect("every operation answered")).collect()
     }
 
+    /// A fetch's reads (`reads`, in request order) within `max_bytes` over all of
+    /// them: each shard reads its partitions in order there within its share of the
+    /// budget (in proportion to its partitions, at least a byte), reads that need no
+    /// I/O on the spot and the others concurrently with their allotment set aside, and
+    /// answers in one message. Each answer says whether its shard's share reached it:
+    /// one it did not is answered with its watermarks only (read with no bytes), and
+    /// the caller may read it again with what the others left. So a fetch of 10,000
+    /// partitions takes one exchange per shard, not one per partition maximum's worth
+    /// of the budget (50 at Kafka's default 1 MiB and 50 MiB).
+    pub async fn read_many(
+        self: &Rc<Self>,
+        reads: Vec<Result<(TopicPartition, Fetch), PartitionError>>,
+        max_bytes: usize,
+    ) -> Vec<(Result<ops::Fetched, PartitionError>, bool)> {
+        let total = reads.len().max(1);
+        let mut results: Vec<Option<(Result<ops::Fetched, PartitionError>, bool)>> =
+            (0..reads.len()).map(|_| None).collect();
+        let mut by_owner: BTreeMap<usize, ForShard<(TopicPartition, Fetch)>> = BTreeMap::new();
+        {
+            let image = self.image();
+            // A fetch lists a topic's partitions together: its metadata is looked up
+            // once per run of them, not once per partition.
+            let mut last: Option<&crate::metadata::TopicMeta> = None;
+            for (i, read) in reads.into_iter().enumerate() {
+                let owned = read.and_then(|(partition, fetch)| {
+                    let topic = match last.filter(|t| t.name == partition.topic) {
+                        Some(topic) => Some(topic),
+                        None => image.topic(&partition.topic),
+                    };
+                    last = topic;
+                    Ok((self.owner_in(topic, &partition)?, partition, fetch))
+                });
+                match owned {
+                    Ok((owner, partition, fetch)) => by_owner.entry(owner).or_default().push(i, (partition, fetch)),
+                    Err(error) => {
+                        self.metrics.count_error(1);
+                        results[i] = Some((Err(error), true));
+                    }
+                }
+            }
+        }
+        let runs = by_owner.into_iter().map(|(owner, ForShard { indices, items })| async move {
+            let share = ((max_bytes as u128 * items.len() as u128 / total as u128) as usize).max(1);
+            let answers = self.reads_on(owner, items, share).await;
+            indices.into_iter().zip(answers)
+        });
+        for (i, answer) in join_all(runs).await.into_iter().flatten() {
+            if answer.0.is_err() {
+                self.metrics.count_error(1);
+            }
+            results[i] = Some(answer);
+        }
+        results.into_iter().map(|r| r.expect("every read answered")).collect()
+    }
+
+    /// `execute_reads` on shard `owner`, this one or another (in one message).
+    async fn reads_on(
+        self: &Rc<Self>,
+        owner: usize,
+        reads: Vec<(TopicPartition, Fetch)>,
+        budget: usize,
+    ) -> Vec<(Result<ops::Fetched, PartitionError>, bool)> {
+        if owner == self.id {
+            return self.execute_reads(reads, budget).await;
+        }
+        let metrics = &self.metrics;
+        metrics.cross_shard_messages.set(metrics.cross_shard_messages.get() + 1);
+        if reads.iter().any(|(_, fetch)| matches!(fetch.reader, Reader::Consumer { .. })) {
+            let client = &metrics.cross_shard_client_messages;
+            client.set(client.get() + 1);
+        }
+        let count = reads.len();
+        let (reply, answer) = oneshot::channel();
+        let message = ShardMessage::Reads { reads, budget, reply, sent: std::time::Instant::now() };
+        let failed = |message: &str| (0..count).map(|_| (Err(unavailable(message)), true)).collect();
+        if self.router.send(owner, message).await.is_err() {
+            return failed("shard unavailable");
+        }
+        answer.await.unwrap_or_else(|_| failed("shard dropped the request"))
+    }
+
+    /// Reads `reads` of this shard's partitions in order within `budget` bytes: each
+    /// may read what is left of it (up to its own maximum), a read that needs I/O with
+    /// that much set aside while it runs; once nothing is left the rest are not
+    /// reached and read only their watermarks. Answers each read with whether the
+    /// budget reached it.
+    pub(crate) async fn execute_reads(
+        self: &Rc<Self>,
+        reads: Vec<(TopicPartition, Fetch)>,
+        budget: usize,
+    ) -> Vec<(Result<ops::Fetched, PartitionError>, bool)> {
+        let mut results = Vec::with_capacity(reads.len());
+        let mut pending = Vec::new();
+        let mut left = budget;
+        for (n, (partition, mut fetch)) in reads.into_iter().enumerate() {
+            // Thousands of reads in a row would hold the shard for milliseconds: the
+            // produce requests queued behind them go between.
+            if n % READS_BETWEEN_YIELDS == READS_BETWEEN_YIELDS - 1 {
+                futures_lite::future::yield_now().await;
+            }
+            let reached = left > 0 || fetch.max_bytes == 0;
+            fetch.max_bytes = fetch.max_bytes.min(left);
+            match self.fetch_hosted(&partition, fetch.offset, fetch.max_bytes, &fetch.reader) {
+                Some(answer) => {
+                    let read: usize = answer.as_ref().map_or(0, |f| f.records.iter().map(|b| b.size()).sum());
+                    left = left.saturating_sub(read);
+                    results.push(Some((answer, reached)));
+                }
+                None => {
+                    left -= fetch.max_bytes;
+                    pending.push((results.len(), partition, fetch, reached));
+                    results.push(None);
+                }
+            }
+        }
+        // Boxed: the operation's future is large, and a fetch may hold thousands.
+        let run = pending.into_iter().map(|(i, partition, fetch, reached)| {
+            Box::pin(async move {
+                let answer = ops::typed::<Fetch>(self.execute(&partition, PartitionOp::Fetch(fetch)).await);
+                (i, (answer, reached))
+            })
+        });
+        for (i, answer) in join_all(run).await {
+            results[i] = Some(answer);
+        }
+        results.into_iter().map(|r| r.expect("every read answered")).collect()
+    }
+
     /// Waits until one of `waits` can read past its offset, or `timeout` passes.
     /// Returns the indices (into `waits`, ascending) whose waits ended: the first and
     /// any that ended beside it; none when the time ran out. A partition that cannot
@@ -242,8 +374,20 @@ impl Shard {
         image: &crate::metadata::MetadataImage,
         partition: &TopicPartition,
     ) -> Result<usize, PartitionError> {
-        let owner = image.shard_of(partition).ok_or(PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION))?;
-        if !image.topic(&partition.topic).is_some_and(|t| t.is_replica(partition.partition, self.settings.node_id)) {
+        self.owner_in(image.topic(&partition.topic), partition)
+    }
+
+    /// `owner`, with the partition's topic as the image has it (`None`: unknown).
+    fn owner_in(
+        &self,
+        topic: Option<&crate::metadata::TopicMeta>,
+        partition: &TopicPartition,
+    ) -> Result<usize, PartitionError> {
+        let unknown = PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION);
+        let topic = topic.ok_or_else(|| unknown.clone())?;
+        let owner = usize::try_from(partition.partition).ok().and_then(|p| topic.shards.get(p).copied());
+        let owner = owner.ok_or(unknown)?;
+        if !topic.is_replica(partition.partition, self.settings.node_id) {
             return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
         }
         Ok(owner)

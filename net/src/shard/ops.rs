@@ -382,6 +382,14 @@ pub enum ShardMessage {
     /// Operations on many of the receiver's partitions (`Shard::call_many`), run
     /// concurrently and answered together, in order.
     Batch { ops: Vec<(TopicPartition, PartitionOp)>, reply: oneshot::Sender<Vec<OpResult>>, sent: std::time::Instant },
+    /// A fetch's reads of the receiver's partitions within `budget` bytes, in order
+    /// (`Shard::read_many`): answered together, each with whether the budget reached it.
+    Reads {
+        reads: Vec<(TopicPartition, Fetch)>,
+        budget: usize,
+        reply: oneshot::Sender<Vec<(Result<Fetched, PartitionError>, bool)>>,
+        sent: std::time::Instant,
+    },
     /// A long poll's waits on the receiver's partitions (`Shard::wait_any`): answered
     /// with those whose waits ended first, or none after `wait_ms`.
     WaitAny { waits: Vec<super::many::Wait>, wait_ms: u64, reply: oneshot::Sender<Vec<usize>> },
