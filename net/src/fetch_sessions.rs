@@ -191,10 +191,18 @@ impl FetchSessions {
     /// Records what session `id` told its client (the partitions, in the order fetched).
     pub fn served(&mut self, id: i32, sent: &[Sent]) {
         let Some(session) = self.sessions.get_mut(&id) else { return };
-        let index: HashMap<(&TopicKey, i32), usize> =
-            session.partitions.iter().enumerate().map(|(i, p)| ((&p.topic, p.partition), i)).collect();
-        let positions: Vec<(usize, &Sent)> =
-            sent.iter().filter_map(|s| index.get(&(&s.topic, s.partition)).map(|&at| (at, s))).collect();
+        // A fetch reads the session's partitions in the session's order, so what it
+        // sent lines up with them, unless the session changed meanwhile: then each is
+        // found by its key.
+        let aligned = sent.len() == session.partitions.len()
+            && sent.iter().zip(&session.partitions).all(|(s, p)| s.partition == p.partition && s.topic == p.topic);
+        let positions: Vec<(usize, &Sent)> = if aligned {
+            sent.iter().enumerate().collect()
+        } else {
+            let index: HashMap<(&TopicKey, i32), usize> =
+                session.partitions.iter().enumerate().map(|(i, p)| ((&p.topic, p.partition), i)).collect();
+            sent.iter().filter_map(|s| index.get(&(&s.topic, s.partition)).map(|&at| (at, s))).collect()
+        };
         let mut moved = Vec::new();
         for (at, sent) in positions {
             let p = &mut session.partitions[at];
@@ -262,9 +270,15 @@ mod tests {
         assert_eq!(sessions.begin(id, 2), Ok(Mode::Incremental { id }));
         let order: Vec<i32> = sessions.update(id, vec![], &[], now).iter().map(|p| p.partition).collect();
         assert_eq!(order, vec![2, 3, 1]);
+        // What a fetch sent lines up with the session: partition 3 had data.
+        sessions.served(id, &[sent(2, 4, 0, false), sent(3, 5, 0, true), sent(1, 9, 0, false)]);
+        assert_eq!(sessions.begin(id, 3), Ok(Mode::Incremental { id }));
+        let all = sessions.update(id, vec![], &[], now);
+        let seen: Vec<(i32, i64)> = all.iter().map(|p| (p.partition, p.high_watermark_sent)).collect();
+        assert_eq!(seen, vec![(2, 4), (1, 9), (3, 5)]);
         // Epoch -1 closes it.
         assert_eq!(sessions.begin(id, -1), Ok(Mode::Sessionless));
-        assert_eq!(sessions.begin(id, 3), Err(code::FETCH_SESSION_ID_NOT_FOUND));
+        assert_eq!(sessions.begin(id, 4), Err(code::FETCH_SESSION_ID_NOT_FOUND));
     }
 
     // When every slot is taken by a session in recent use, no new session opens; an

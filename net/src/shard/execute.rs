@@ -401,32 +401,13 @@ impl Shard {
         }
     }
 
-    /// A fetch's read (a consumer's or a follower's) of a partition this shard owns,
-    /// answered on the spot with no operation routed, when it needs no waiting and no
-    /// I/O (`fetch_gate`, `fetch_now`): most reads of a long poll find nothing new, or
-    /// what a write just put in the cache. `None`: route it (another shard owns it, it
-    /// is not hosted or led here, an error, or a disk read); errors are left to the
-    /// routed operation, which counts them.
-    pub(crate) fn fetch_local(
-        &self,
-        partition: &TopicPartition,
-        offset: i64,
-        max_bytes: usize,
-        reader: &Reader,
-    ) -> Option<FetchResult> {
-        let image = self.image();
-        let topic = image.topic(&partition.topic)?;
-        let owner = usize::try_from(partition.partition).ok().and_then(|p| topic.shards.get(p).copied());
-        if owner != Some(self.id) || !topic.is_replica(partition.partition, self.settings.node_id) {
-            return None;
-        }
-        drop(image);
-        self.fetch_hosted(partition, offset, max_bytes, reader)
-    }
-
-    /// `fetch_local` of a partition whose owner the caller checked against the
-    /// metadata (`Shard::read_many`): found among the partitions hosted here, or
-    /// `None` (route it).
+    /// A fetch's read (a consumer's or a follower's) of a partition this shard hosts,
+    /// whose owner the caller checked against its metadata (`call_many`,
+    /// `read_many`), answered on the spot with no operation routed, when it needs no
+    /// waiting and no I/O (`fetch_gate`, `fetch_now`): most reads of a long poll find
+    /// nothing new, or what a write just put in the cache. `None`: run it as an
+    /// operation (it is not hosted or led here, an error, or a disk read); errors are
+    /// left to the operation, which counts them.
     pub(crate) fn fetch_hosted(
         &self,
         partition: &TopicPartition,

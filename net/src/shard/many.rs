@@ -116,7 +116,7 @@ impl Shard {
     }
 
     /// Runs `ops` on this shard's partitions concurrently, answering in their order.
-    /// Reads that need no I/O are answered on the spot (`fetch_local`), as a fetch
+    /// Reads that need no I/O are answered on the spot (`fetch_hosted`), as a fetch
     /// answers its own shard's: a fetch over thousands of partitions mostly asks
     /// partitions with nothing new for their watermarks.
     pub(crate) async fn execute_all(self: &Rc<Self>, ops: Vec<(TopicPartition, PartitionOp)>) -> Vec<OpResult> {
@@ -125,7 +125,7 @@ impl Shard {
         for (partition, op) in ops {
             let now = match &op {
                 PartitionOp::Fetch(Fetch { offset, max_bytes, reader }) => {
-                    self.fetch_local(&partition, *offset, *max_bytes, reader)
+                    self.fetch_hosted(&partition, *offset, *max_bytes, reader)
                 }
                 _ => None,
             };
