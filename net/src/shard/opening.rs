@@ -3,7 +3,9 @@
 //! a new topic's logs after its CreateTopics is answered: 10,000 new logs take seconds
 //! of file creation and syncs. Meanwhile each is registered here, and an operation on
 //! it (`Shard::execute`) waits for its open instead of being refused, so that a
-//! produce or a fetch sent as soon as the answer came finds the partition.
+//! produce or a fetch sent as soon as the answer came finds the partition. The
+//! waiters go on in the order they came, and an operation that arrives while they are
+//! still being woken goes after them: pipelined produces keep their order.
 
 use std::rc::Rc;
 
@@ -12,10 +14,20 @@ use skein_engine::TopicPartition;
 
 use super::*;
 
-/// The partitions of a shard being opened, each with the event its waiters listen on,
-/// and the slots that bound how many open at once.
+/// One partition being opened: the event its waiters listen on (woken in the order
+/// they listened), how many have not yet gone on, and whether the open ended.
+#[derive(Default)]
+struct Opening {
+    event: Event,
+    waiting: Cell<usize>,
+    ended: Cell<bool>,
+}
+
+/// The partitions of a shard being opened, and the slots that bound how many open at
+/// once.
 pub(crate) struct Openings {
-    opening: RefCell<fxhash::FxHashMap<TopicPartition, Rc<Event>>>,
+    /// Each partition stays here until its open ended and every waiter went on.
+    opening: RefCell<fxhash::FxHashMap<TopicPartition, Rc<Opening>>>,
     slots: glommio::sync::Semaphore,
     /// The task queue the opens run in (made at the first), with a smaller share of
     /// the shard than requests: the messages that register more partitions, and the
@@ -57,15 +69,36 @@ impl Openings {
         queue
     }
 
-    /// Waits until `partition` is not being opened (at once when it is not).
+    /// Waits until `partition` is not being opened (at once when it is not), after
+    /// every operation that waited for it before.
     pub(crate) async fn opened(&self, partition: &TopicPartition) {
-        loop {
-            let Some(event) = self.opening.borrow().get(partition).cloned() else { return };
-            let listener = event.listen();
-            if !self.opening.borrow().contains_key(partition) {
-                return;
-            }
-            listener.await;
+        let Some(opening) = self.opening.borrow().get(partition).cloned() else { return };
+        if opening.ended.get() {
+            // The earlier waiters were woken and wait to run (in this connection's
+            // task, or queued on the shard): once behind them, go on. One that is not
+            // polled meanwhile (its connection is stalled) holds nobody else up.
+            futures_lite::future::yield_now().await;
+            return;
+        }
+        let _waiting = Waiting::new(self, partition, opening.clone());
+        opening.event.listen().await;
+    }
+
+    /// The open of `partition` ended (opened or failed): its waiters go on, in order.
+    fn end(&self, partition: &TopicPartition) {
+        let Some(opening) = self.opening.borrow().get(partition).cloned() else { return };
+        opening.ended.set(true);
+        if opening.waiting.get() == 0 {
+            self.remove(partition, &opening);
+        }
+        opening.event.notify(usize::MAX);
+    }
+
+    /// Forgets `opening` of `partition`, unless a later open replaced it.
+    fn remove(&self, partition: &TopicPartition, opening: &Rc<Opening>) {
+        let mut all = self.opening.borrow_mut();
+        if all.get(partition).is_some_and(|current| Rc::ptr_eq(current, opening)) {
+            all.remove(partition);
         }
     }
 
@@ -75,13 +108,36 @@ impl Openings {
     }
 }
 
+/// A waiter counted in its `Opening` while it lives, however it ends (the open ended,
+/// or its request went away): the last one out of an ended open removes it.
+struct Waiting<'a> {
+    openings: &'a Openings,
+    partition: &'a TopicPartition,
+    opening: Rc<Opening>,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(openings: &'a Openings, partition: &'a TopicPartition, opening: Rc<Opening>) -> Waiting<'a> {
+        opening.waiting.set(opening.waiting.get() + 1);
+        Waiting { openings, partition, opening }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.opening.waiting.set(self.opening.waiting.get() - 1);
+        if self.opening.waiting.get() == 0 && self.opening.ended.get() {
+            self.openings.remove(self.partition, &self.opening);
+        }
+    }
+}
+
 impl Shard {
     /// Opens `partition` as `open` says in a task of its own, `OPENS_IN_FLIGHT` at a
     /// time on this shard; operations on it wait until it is open (or its open failed,
     /// logged here: then they find no partition, as after a failed open).
     pub(super) fn open_in_background(self: &Rc<Self>, partition: &TopicPartition, open: ops::Open) {
-        let event = Rc::new(Event::new());
-        self.openings.opening.borrow_mut().insert(partition.clone(), event.clone());
+        self.openings.opening.borrow_mut().insert(partition.clone(), Rc::default());
         let task =
             glommio::spawn_local_into(self.clone().open_when_free(partition.clone(), open), self.openings.queue());
         match task {
@@ -91,8 +147,7 @@ impl Shard {
             // Only when the queue is gone, which it never is while the shard runs.
             Err(error) => {
                 tracing::error!(target: "skein::net", partition = %partition, %error, "cannot start a partition open");
-                self.openings.opening.borrow_mut().remove(partition);
-                event.notify(usize::MAX);
+                self.openings.end(partition);
             }
         }
     }
@@ -103,9 +158,7 @@ impl Shard {
             let _slot = self.openings.slots.acquire_permit(1).await;
             Box::pin(self.open_now(&partition, open)).await
         };
-        if let Some(event) = self.openings.opening.borrow_mut().remove(&partition) {
-            event.notify(usize::MAX);
-        }
+        self.openings.end(&partition);
         if let Err(PartitionError { code, message }) = opened {
             tracing::error!(target: "skein::net", partition = %partition, code, message, "partition open failed");
         }
