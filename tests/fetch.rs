@@ -283,6 +283,26 @@ fn max_bytes_bounds_the_reads_on(shards: &str) {
     assert!(got.iter().find(|&&(p, _, _)| p == 39).unwrap().2 > 0, "the last partition got its data");
 }
 
+// On two shards, a share of the budget that its shard's partitions leave unused goes
+// to the other shard's: with data only in the partitions of one shard (the even ones),
+// a 256 KiB fetch still returns close to 256 KiB, not only that shard's half.
+#[test]
+fn an_unused_share_of_the_budget_goes_to_the_other_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    create_topic(&broker, "halves", 40);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    for p in (0..40).step_by(2) {
+        produce(&mut client, "halves", p, 300); // one ~33 KB batch
+    }
+    let all: Vec<FetchPartition> = (0..40).map(|p| partition(p, 0)).collect();
+    let response = client.call(&fetch(0, -1, "halves", all).with_max_bytes(256 << 10), 12);
+    let got = answered(&response);
+    assert_eq!(got.len(), 40);
+    let sent: usize = got.iter().map(|&(_, _, bytes)| bytes).sum();
+    assert!(sent > 200 << 10 && sent <= 256 << 10, "sent {sent}");
+}
+
 // A fetch response far larger than the socket takes at once reaches a reader that
 // pauses before reading, whole and in order: 4 partitions of 16 distinct batches
 // (about 7 MB, sent as shared segments with vectored writes) decode into exactly the

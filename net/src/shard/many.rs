@@ -96,23 +96,38 @@ impl Shard {
         if owner == self.id {
             return self.execute_all(ops).await;
         }
+        // What virtual brokers take off the cross-shard route: clients' data.
+        let client = ops.iter().any(|(_, op)| {
+            matches!(op, PartitionOp::Produce(_) | PartitionOp::Fetch(Fetch { reader: Reader::Consumer { .. }, .. }))
+        });
+        let count = ops.len();
+        let message = |reply| ShardMessage::Batch { ops, reply, sent: std::time::Instant::now() };
+        self.exchange(owner, client, count, message, Err).await
+    }
+
+    /// Sends shard `owner` the message `message` makes around its reply channel,
+    /// counted (`client`: it carries clients' data), and waits for its `count`
+    /// answers; each is `failed` with NOT_LEADER_OR_FOLLOWER when the shard cannot
+    /// take or answer it.
+    async fn exchange<T>(
+        &self,
+        owner: usize,
+        client: bool,
+        count: usize,
+        message: impl FnOnce(oneshot::Sender<Vec<T>>) -> ShardMessage,
+        failed: impl Fn(PartitionError) -> T,
+    ) -> Vec<T> {
         let metrics = &self.metrics;
         metrics.cross_shard_messages.set(metrics.cross_shard_messages.get() + 1);
-        // What virtual brokers take off the cross-shard route: clients' data.
-        if ops.iter().any(|(_, op)| {
-            matches!(op, PartitionOp::Produce(_) | PartitionOp::Fetch(Fetch { reader: Reader::Consumer { .. }, .. }))
-        }) {
-            let client = &metrics.cross_shard_client_messages;
-            client.set(client.get() + 1);
+        if client {
+            metrics.cross_shard_client_messages.set(metrics.cross_shard_client_messages.get() + 1);
         }
-        let count = ops.len();
         let (reply, answer) = oneshot::channel();
-        let message = ShardMessage::Batch { ops, reply, sent: std::time::Instant::now() };
-        let failed = |message: &str| (0..count).map(|_| Err(unavailable(message))).collect();
-        if self.router.send(owner, message).await.is_err() {
-            return failed("shard unavailable");
+        let all_failed = |message: &str| (0..count).map(|_| failed(unavailable(message))).collect();
+        if self.router.send(owner, message(reply)).await.is_err() {
+            return all_failed("shard unavailable");
         }
-        answer.await.unwrap_or_else(|_| failed("shard dropped the request"))
+        answer.await.unwrap_or_else(|_| all_failed("shard dropped the request"))
     }
 
     /// Runs `ops` on this shard's partitions concurrently, answering in their order.
@@ -212,20 +227,10 @@ impl Shard {
         if owner == self.id {
             return self.execute_reads(reads, budget).await;
         }
-        let metrics = &self.metrics;
-        metrics.cross_shard_messages.set(metrics.cross_shard_messages.get() + 1);
-        if reads.iter().any(|(_, fetch)| matches!(fetch.reader, Reader::Consumer { .. })) {
-            let client = &metrics.cross_shard_client_messages;
-            client.set(client.get() + 1);
-        }
+        let client = reads.iter().any(|(_, fetch)| matches!(fetch.reader, Reader::Consumer { .. }));
         let count = reads.len();
-        let (reply, answer) = oneshot::channel();
-        let message = ShardMessage::Reads { reads, budget, reply, sent: std::time::Instant::now() };
-        let failed = |message: &str| (0..count).map(|_| (Err(unavailable(message)), true)).collect();
-        if self.router.send(owner, message).await.is_err() {
-            return failed("shard unavailable");
-        }
-        answer.await.unwrap_or_else(|_| failed("shard dropped the request"))
+        let message = |reply| ShardMessage::Reads { reads, budget, reply, sent: std::time::Instant::now() };
+        self.exchange(owner, client, count, message, |error| (Err(error), true)).await
     }
 
     /// Reads `reads` of this shard's partitions in order within `budget` bytes: each
