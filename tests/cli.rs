@@ -192,11 +192,12 @@ fn bench_native_driver() {
     assert_eq!(result["driver"], "native");
     assert_eq!(result["publish_errors"], 0, "{printed}");
     // Acknowledgements are counted as they arrive in the window, so a stall of a debug
-    // broker on a shared machine (CI saw 220 ms) moves up to a tenth of a 2 s window's
-    // acknowledgements across its edge; whether the rate is met is the benchmark's
-    // question, this test asks that the generator drives about the workload's rate.
+    // broker on a shared machine (CI saw 220 ms, the full suite here 460 ms) moves up
+    // to a quarter of a 2 s window's acknowledgements across its edge; whether the
+    // rate is met is the benchmark's question, this test asks that the generator
+    // drives about the workload's rate.
     let rate = result["published_msgs_per_sec"].as_f64().unwrap();
-    assert!((1700.0..2300.0).contains(&rate), "{printed}");
+    assert!((1500.0..2500.0).contains(&rate), "{printed}");
     // Consumers count what arrived in the window: all of it, give or take what was in
     // flight at its edges.
     let (published, consumed) = (result["published_msgs"].as_u64().unwrap(), result["consumed_msgs"].as_u64().unwrap());
