@@ -145,6 +145,65 @@ fn fetch_sessions() {
     assert_eq!(answered(&news).iter().map(|p| p.0).collect::<Vec<_>>(), vec![3]);
 }
 
+// A consumer's session reads only the partitions that may have changed: an idle
+// partition costs no read at an incremental fetch, and yet every change to one is
+// seen: new records (a long poll wakes for them), a log start that DeleteRecords
+// moved, and a new metadata image (read whole again, as ACLs may have changed).
+#[test]
+fn an_incremental_session_reads_only_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    create_topic(&broker, "i", 100);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    produce(&mut client, "i", 7, 3);
+    let opened = client.call(&fetch(0, 0, "i", (0..100).map(|p| partition(p, 0)).collect()), 12);
+    let id = opened.session_id;
+    assert_ne!(id, 0);
+    assert_eq!(answered(&opened).len(), 100);
+    // Partition 7's records were taken: its offset moves to its end.
+    assert_eq!(answered(&client.call(&fetch(id, 1, "i", vec![partition(7, 3)]), 12)), vec![]);
+
+    // Shards publish their metrics every 100 ms.
+    let reads = || {
+        std::thread::sleep(Duration::from_millis(400));
+        broker.metric_sum("skein_fetch_partition_reads_total")
+    };
+    let before = reads();
+    for epoch in 2..12 {
+        assert_eq!(answered(&client.call(&fetch(id, epoch, "i", vec![]), 12)), vec![]);
+    }
+    assert_eq!(reads() - before, 0, "ten fetches with nothing new read nothing (100 partitions each before)");
+
+    // Records on an idle partition end a long poll at once.
+    let producer = produce_later(&broker, "i", 42);
+    let started = Instant::now();
+    let woke = client.call(&fetch(id, 12, "i", vec![]).with_max_wait_ms(10_000).with_min_bytes(1), 12);
+    producer.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    let parts = answered(&woke);
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    assert_eq!((parts[0].0, parts[0].1), (42, 1));
+    assert!(parts[0].2 > 0);
+
+    // DeleteRecords moves partition 7's log start: the session reports it.
+    use delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    let delete = DeleteRecordsRequest::default().with_timeout_ms(5000).with_topics(vec![DeleteRecordsTopic::default()
+        .with_name(name("i"))
+        .with_partitions(vec![DeleteRecordsPartition::default().with_partition_index(7).with_offset(2)])]);
+    let deleted = client.call(&delete, 2);
+    assert_eq!(deleted.topics[0].partitions[0].error_code, 0);
+    let moved = client.call(&fetch(id, 13, "i", vec![partition(42, 1)]), 12);
+    let starts: Vec<(i32, i64)> =
+        moved.responses.iter().flat_map(|t| &t.partitions).map(|p| (p.partition_index, p.log_start_offset)).collect();
+    assert_eq!(starts, vec![(7, 2)]);
+
+    // A new metadata image: the next fetch reads every partition again.
+    create_topic(&broker, "other", 1);
+    let before = reads();
+    assert_eq!(answered(&client.call(&fetch(id, 14, "i", vec![]), 12)), vec![]);
+    assert_eq!(reads() - before, 100);
+}
+
 // min_bytes counts bytes over every partition of the request, on both shards: the
 // answer waits until the second partition's data makes up the minimum.
 #[test]

@@ -17,6 +17,7 @@
 //! - `cache`: the shard's LRU batch cache.
 //! - `manager`: the per-shard log manager.
 //! - `checkpoint`: recovery point, log start and leader epoch files.
+//! - `stamp`: a log's change stamp, which fetch sessions on any shard watch.
 
 // `unsafe` is allowed in one module only: `io::dma`, whose read buffers are owned by
 // their shard's ring and travel to other shards inside `Bytes`.
@@ -38,6 +39,7 @@ pub mod offset_map;
 pub mod records;
 pub mod segment;
 pub mod space;
+pub mod stamp;
 pub mod time;
 pub mod types;
 pub mod validate;
@@ -48,5 +50,6 @@ pub use config::{CleanupPolicy, LogConfig, WriteShape};
 pub use error::{Error, Result};
 pub use log::{AppendInfo, AppendMode, CleanerConfig, Dirtiness, Log, LogContext};
 pub use manager::LogManager;
+pub use stamp::{Signal, Stamp, Stamped};
 pub use types::{LeaderEpoch, Offset, TimestampMs, TopicPartition};
 pub use waiters::{Wait, Waiters};

@@ -11,9 +11,22 @@
 //! Epochs: 0 opens a session (a full fetch), -1 closes one (a sessionless full fetch),
 //! and an incremental fetch must carry the epoch after the last one served, else
 //! INVALID_FETCH_SESSION_EPOCH.
+//!
+//! A consumer's session reads only what may have changed. Each read brings back its
+//! log's change stamp (`skein_engine::stamp`); a partition whose read found nothing
+//! new is clean at that stamp, and the session's signal watches the stamp. An
+//! incremental fetch reads the partitions the request changed, those not clean, and
+//! those whose stamps moved since, so a fetch of 10,000 partitions of which a few
+//! changed reads those few. Everything is read again when the metadata image changed
+//! (a topic, an ACL), as Kafka checks each partition at every fetch. A follower's
+//! session reads every partition at every fetch: its fetch position is the leader's
+//! record of it (the ISR).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use skein_engine::{Signal, Stamped};
 
 use crate::errors::code;
 
@@ -41,14 +54,92 @@ pub struct SessionPartition {
     pub log_start_offset_sent: i64,
 }
 
+/// A session's partition and what its last read found.
+#[derive(Debug)]
+struct Entry {
+    partition: SessionPartition,
+    /// Its place in fetch order: a partition that returned data takes the next one,
+    /// going behind the others, so that a response budget reaches every partition in
+    /// turn.
+    order: u64,
+    /// The log's stamp at the last read; `None` before one, or when the read had none
+    /// (an error, a consumer sent elsewhere).
+    read: Option<Stamped>,
+    /// The last read found nothing new, and the client's offset has not changed since.
+    clean: bool,
+}
+
 #[derive(Debug)]
 struct Session {
     /// The epoch the next incremental request must carry.
     next_epoch: i32,
-    /// In fetch order: partitions that returned data move to the back, so that a
-    /// response budget reaches every partition in turn.
-    partitions: Vec<SessionPartition>,
+    entries: Vec<Entry>,
+    /// Where each partition stands in `entries`.
+    index: HashMap<(TopicKey, i32), usize>,
+    next_order: u64,
     last_used: Instant,
+    /// A consumer's session reads only what may have changed, and its long poll
+    /// waits on `signal`; a follower's reads everything.
+    watching: bool,
+    signal: Arc<Signal>,
+    /// The metadata image the session last read every partition under.
+    image_version: u64,
+}
+
+impl Session {
+    fn new(partitions: Vec<SessionPartition>, now: Instant, image_version: Option<u64>) -> Session {
+        let mut session = Session {
+            next_epoch: 1,
+            entries: Vec::with_capacity(partitions.len()),
+            index: HashMap::with_capacity(partitions.len()),
+            next_order: 0,
+            last_used: now,
+            watching: image_version.is_some(),
+            signal: Signal::new(),
+            image_version: image_version.unwrap_or(0),
+        };
+        session.set(partitions);
+        session
+    }
+
+    /// Adds `partitions`, or takes their new offsets and maxima where present.
+    fn set(&mut self, partitions: Vec<SessionPartition>) {
+        for p in partitions {
+            match self.index.get(&(p.topic.clone(), p.partition)) {
+                Some(&at) => {
+                    let entry = &mut self.entries[at];
+                    entry.partition.fetch_offset = p.fetch_offset;
+                    entry.partition.max_bytes = p.max_bytes;
+                    entry.clean = false;
+                }
+                None => {
+                    self.index.insert((p.topic.clone(), p.partition), self.entries.len());
+                    let order = self.take_order();
+                    self.entries.push(Entry { partition: p, order, read: None, clean: false });
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self, topic: &TopicKey, partition: i32) {
+        let Some(at) = self.index.remove(&(topic.clone(), partition)) else { return };
+        self.entries.swap_remove(at);
+        if let Some(moved) = self.entries.get(at) {
+            self.index.insert((moved.partition.topic.clone(), moved.partition.partition), at);
+        }
+    }
+
+    fn take_order(&mut self) -> u64 {
+        self.next_order += 1;
+        self.next_order
+    }
+
+    /// The partitions `pick` selects, in fetch order.
+    fn in_order(&self, pick: impl Fn(&Entry) -> bool) -> Vec<SessionPartition> {
+        let mut picked: Vec<&Entry> = self.entries.iter().filter(|e| pick(e)).collect();
+        picked.sort_unstable_by_key(|e| e.order);
+        picked.into_iter().map(|e| e.partition.clone()).collect()
+    }
 }
 
 /// What the request asks of the session cache.
@@ -71,6 +162,10 @@ pub struct Sent {
     pub log_start_offset: i64,
     /// Whether records went out (the partition then moves to the session's back).
     pub had_records: bool,
+    /// The log's stamp as the read found it.
+    pub read: Option<Stamped>,
+    /// The read found nothing new: none of its records are visible past the offset.
+    pub clean: bool,
 }
 
 /// The sessions of one shard.
@@ -122,8 +217,10 @@ impl FetchSessions {
     }
 
     /// Opens a session over `partitions`; `None` when every slot holds a session in
-    /// recent use (the fetch is then answered without a session, as Kafka does).
-    pub fn open(&mut self, partitions: Vec<SessionPartition>, now: Instant) -> Option<i32> {
+    /// recent use (the fetch is then answered without a session, as Kafka does). A
+    /// consumer's session is opened under `image_version`, the metadata image its
+    /// first fetch reads by; a follower's with `None`.
+    pub fn open(&mut self, partitions: Vec<SessionPartition>, now: Instant, image_version: Option<u64>) -> Option<i32> {
         if self.slots == 0 {
             return None;
         }
@@ -136,7 +233,7 @@ impl FetchSessions {
             self.sessions.remove(&oldest);
         }
         let id = self.allocate_id();
-        self.sessions.insert(id, Session { next_epoch: 1, partitions, last_used: now });
+        self.sessions.insert(id, Session::new(partitions, now, image_version));
         Some(id)
     }
 
@@ -150,93 +247,94 @@ impl FetchSessions {
     }
 
     /// Applies an incremental request to session `id`: new or changed partitions, and
-    /// forgotten ones. Returns the session's partitions, in fetch order.
+    /// forgotten ones. Returns the partitions to read, in fetch order: every one, or
+    /// for a consumer's session under the same metadata image (`image_version`) as
+    /// its last full read, those the request changed, those not clean and those
+    /// whose stamps moved.
     pub fn update(
         &mut self,
         id: i32,
         changed: Vec<SessionPartition>,
         forgotten: &[(TopicKey, i32)],
         now: Instant,
+        image_version: u64,
     ) -> Vec<SessionPartition> {
         let Some(session) = self.sessions.get_mut(&id) else { return Vec::new() };
         session.last_used = now;
         // The epoch moves when the request is taken, so a second request with the same
         // epoch is refused even while this one is still being served.
         session.next_epoch = if session.next_epoch == i32::MAX { 1 } else { session.next_epoch + 1 };
-        // Indexed, not searched: a follower's session holds thousands of partitions.
-        if !forgotten.is_empty() {
-            let gone: std::collections::HashSet<(&TopicKey, i32)> = forgotten.iter().map(|(t, i)| (t, *i)).collect();
-            session.partitions.retain(|p| !gone.contains(&(&p.topic, p.partition)));
+        for (topic, partition) in forgotten {
+            session.forget(topic, *partition);
         }
-        if !changed.is_empty() {
-            // The changed partitions are few and the session's many: the session is
-            // walked once against an index of the changed, and what is left is new.
-            let order: Vec<(TopicKey, i32)> = changed.iter().map(|p| (p.topic.clone(), p.partition)).collect();
-            let mut at: HashMap<(TopicKey, i32), SessionPartition> =
-                changed.into_iter().map(|p| ((p.topic.clone(), p.partition), p)).collect();
-            for existing in &mut session.partitions {
-                if at.is_empty() {
-                    break;
-                }
-                if let Some(new) = at.remove(&(existing.topic.clone(), existing.partition)) {
-                    existing.fetch_offset = new.fetch_offset;
-                    existing.max_bytes = new.max_bytes;
-                }
-            }
-            session.partitions.extend(order.into_iter().filter_map(|key| at.remove(&key)));
+        session.set(changed);
+        if !session.watching || session.image_version != image_version {
+            session.image_version = image_version;
+            return session.in_order(|_| true);
         }
-        session.partitions.clone()
+        // A stamp that moves after this look fires the signal.
+        session.signal.reset();
+        session.in_order(|e| !e.clean || e.read.as_ref().is_none_or(Stamped::moved))
     }
 
-    /// Records what session `id` told its client (the partitions, in the order fetched).
+    /// The partitions of consumer session `id` whose stamps moved since they were
+    /// read, in fetch order (a long poll's next read); resets its signal first.
+    pub fn moved(&mut self, id: i32) -> Vec<SessionPartition> {
+        let Some(session) = self.sessions.get_mut(&id).filter(|s| s.watching) else { return Vec::new() };
+        session.signal.reset();
+        session.in_order(|e| e.read.as_ref().is_some_and(Stamped::moved))
+    }
+
+    /// The signal consumer session `id`'s stamps fire.
+    pub fn signal(&self, id: i32) -> Option<Arc<Signal>> {
+        self.sessions.get(&id).filter(|s| s.watching).map(|s| Arc::clone(&s.signal))
+    }
+
+    /// Records what session `id` told its client and what each read found.
     pub fn served(&mut self, id: i32, sent: &[Sent]) {
         let Some(session) = self.sessions.get_mut(&id) else { return };
-        // A fetch reads the session's partitions in the session's order, so what it
-        // sent lines up with them, unless the session changed meanwhile: then each is
-        // found by its key.
-        let aligned = sent.len() == session.partitions.len()
-            && sent.iter().zip(&session.partitions).all(|(s, p)| s.partition == p.partition && s.topic == p.topic);
-        let positions: Vec<(usize, &Sent)> = if aligned {
-            sent.iter().enumerate().collect()
-        } else {
-            let index: HashMap<(&TopicKey, i32), usize> =
-                session.partitions.iter().enumerate().map(|(i, p)| ((&p.topic, p.partition), i)).collect();
-            sent.iter().filter_map(|s| index.get(&(&s.topic, s.partition)).map(|&at| (at, s))).collect()
-        };
-        let mut moved = Vec::new();
-        for (at, sent) in positions {
-            let p = &mut session.partitions[at];
-            p.high_watermark_sent = sent.high_watermark;
-            p.log_start_offset_sent = sent.log_start_offset;
-            if sent.had_records {
-                moved.push(at);
+        for sent in sent {
+            // A partition forgotten meanwhile (a later request of the same session) is
+            // no longer the session's.
+            let Some(&at) = session.index.get(&(sent.topic.clone(), sent.partition)) else { continue };
+            let order = sent.had_records.then(|| session.take_order());
+            let entry = &mut session.entries[at];
+            entry.partition.high_watermark_sent = sent.high_watermark;
+            entry.partition.log_start_offset_sent = sent.log_start_offset;
+            // Partitions that returned data go to the back, keeping their relative
+            // order (`sent` is in fetch order).
+            if let Some(order) = order {
+                entry.order = order;
             }
+            entry.clean = sent.clean && sent.read.is_some();
+            if session.watching {
+                if let Some(read) = &sent.read {
+                    let watched = entry.read.as_ref().is_some_and(|r| Arc::ptr_eq(&r.stamp, &read.stamp));
+                    if !watched {
+                        read.stamp.watch(&session.signal);
+                    }
+                }
+            }
+            entry.read = sent.read.clone();
         }
-        // Partitions that returned data go to the back, keeping their relative order
-        // (in fetch order: `sent` follows the session's order).
-        moved.sort_unstable();
-        let mut back = Vec::with_capacity(moved.len());
-        let mut moved = moved.into_iter().peekable();
-        let mut at = 0;
-        session.partitions.retain(|p| {
-            let leaving = moved.peek() == Some(&at);
-            if leaving {
-                moved.next();
-                back.push(p.clone());
-            }
-            at += 1;
-            !leaving
-        });
-        session.partitions.extend(back);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use skein_engine::Stamp;
 
     fn sent(partition: i32, high_watermark: i64, log_start_offset: i64, had_records: bool) -> Sent {
-        Sent { topic: TopicKey::Name("t".into()), partition, high_watermark, log_start_offset, had_records }
+        Sent {
+            topic: TopicKey::Name("t".into()),
+            partition,
+            high_watermark,
+            log_start_offset,
+            had_records,
+            read: None,
+            clean: false,
+        }
     }
 
     fn partition(p: i32, offset: i64) -> SessionPartition {
@@ -250,35 +348,75 @@ mod tests {
         }
     }
 
+    fn numbers(partitions: &[SessionPartition]) -> Vec<i32> {
+        partitions.iter().map(|p| p.partition).collect()
+    }
+
     // Opening, incremental updates, forgetting, epochs and their errors.
     #[test]
     fn session_lifecycle() {
         let now = Instant::now();
         let mut sessions = FetchSessions::new(2, 0);
         assert_eq!(sessions.begin(0, 0), Ok(Mode::Open));
-        let id = sessions.open(vec![partition(0, 0), partition(1, 0), partition(2, 0)], now).unwrap();
+        let id = sessions.open(vec![partition(0, 0), partition(1, 0), partition(2, 0)], now, None).unwrap();
         assert_eq!(sessions.begin(id, 2), Err(code::INVALID_FETCH_SESSION_EPOCH));
         assert_eq!(sessions.begin(id + 1, 1), Err(code::FETCH_SESSION_ID_NOT_FOUND));
         assert_eq!(sessions.begin(0, 1), Err(code::INVALID_FETCH_SESSION_EPOCH));
         assert_eq!(sessions.begin(id, 1), Ok(Mode::Incremental { id }));
-        let all = sessions.update(id, vec![partition(1, 7), partition(3, 0)], &[(TopicKey::Name("t".into()), 0)], now);
+        let all =
+            sessions.update(id, vec![partition(1, 7), partition(3, 0)], &[(TopicKey::Name("t".into()), 0)], now, 0);
         let offsets: Vec<(i32, i64)> = all.iter().map(|p| (p.partition, p.fetch_offset)).collect();
         assert_eq!(offsets, vec![(1, 7), (2, 0), (3, 0)]);
         // Partition 1 returned data: it moves to the back.
         sessions.served(id, &[sent(1, 9, 0, true), sent(2, 0, 0, false)]);
         assert_eq!(sessions.begin(id, 1), Err(code::INVALID_FETCH_SESSION_EPOCH), "epoch 1 was taken");
         assert_eq!(sessions.begin(id, 2), Ok(Mode::Incremental { id }));
-        let order: Vec<i32> = sessions.update(id, vec![], &[], now).iter().map(|p| p.partition).collect();
-        assert_eq!(order, vec![2, 3, 1]);
-        // What a fetch sent lines up with the session: partition 3 had data.
+        assert_eq!(numbers(&sessions.update(id, vec![], &[], now, 0)), vec![2, 3, 1]);
+        // Partition 3 had data.
         sessions.served(id, &[sent(2, 4, 0, false), sent(3, 5, 0, true), sent(1, 9, 0, false)]);
         assert_eq!(sessions.begin(id, 3), Ok(Mode::Incremental { id }));
-        let all = sessions.update(id, vec![], &[], now);
+        let all = sessions.update(id, vec![], &[], now, 0);
         let seen: Vec<(i32, i64)> = all.iter().map(|p| (p.partition, p.high_watermark_sent)).collect();
         assert_eq!(seen, vec![(2, 4), (1, 9), (3, 5)]);
         // Epoch -1 closes it.
         assert_eq!(sessions.begin(id, -1), Ok(Mode::Sessionless));
         assert_eq!(sessions.begin(id, 4), Err(code::FETCH_SESSION_ID_NOT_FOUND));
+    }
+
+    // A consumer's session reads what the request changed, what is not clean and
+    // what moved; everything again under a new metadata image. Its signal fires when
+    // a watched stamp moves.
+    #[test]
+    fn a_consumers_session_reads_what_changed() {
+        let now = Instant::now();
+        let mut sessions = FetchSessions::new(1, 0);
+        let stamps: Vec<Arc<Stamp>> = (0..4).map(|_| Stamp::new()).collect();
+        let id = sessions.open((0..4).map(|p| partition(p, 0)).collect(), now, Some(7)).unwrap();
+        let clean =
+            |p: i32| Sent { read: Some(Stamped::now(&stamps[p as usize])), clean: true, ..sent(p, 0, 0, false) };
+        // Partition 3's read returned records, so it is not clean.
+        let records = Sent { read: Some(Stamped::now(&stamps[3])), ..sent(3, 5, 0, true) };
+        sessions.served(id, &[clean(0), clean(1), clean(2), records]);
+        assert_eq!(numbers(&sessions.update(id, vec![], &[], now, 7)), vec![3], "only what is not clean");
+        // The client moved partition 3 on; partition 1's log moved.
+        sessions.served(id, &[clean(3)]);
+        let signal = sessions.signal(id).unwrap();
+        assert_eq!(numbers(&sessions.update(id, vec![partition(2, 0)], &[], now, 7)), vec![2]);
+        stamps[1].bump();
+        futures_lite::future::block_on(signal.fired());
+        assert_eq!(numbers(&sessions.moved(id)), vec![1], "a long poll reads what moved");
+        sessions.served(id, &[clean(1), clean(2)]);
+        assert_eq!(numbers(&sessions.update(id, vec![], &[], now, 7)), Vec::<i32>::new());
+        // A new metadata image: everything is read again (an ACL may have changed).
+        assert_eq!(numbers(&sessions.update(id, vec![], &[], now, 8)), vec![0, 1, 2, 3]);
+        // Forgotten partitions are no longer watched or read.
+        sessions.update(id, vec![], &[(TopicKey::Name("t".into()), 0)], now, 8);
+        stamps[0].bump();
+        assert_eq!(numbers(&sessions.moved(id)), Vec::<i32>::new());
+        assert_eq!(stamps[2].watchers(), 1);
+        sessions.begin(id, -1).unwrap();
+        drop(signal);
+        assert_eq!(stamps[2].watchers(), 0, "a closed session watches nothing");
     }
 
     // When every slot is taken by a session in recent use, no new session opens; an
@@ -287,11 +425,12 @@ mod tests {
     fn slots_bound_the_cache() {
         let now = Instant::now();
         let mut sessions = FetchSessions::new(1, 3);
-        let first = sessions.open(vec![partition(0, 0)], now).unwrap();
-        assert_eq!(sessions.open(vec![partition(0, 0)], now + Duration::from_secs(1)), None);
-        let second = sessions.open(vec![partition(0, 0)], now + EVICTABLE_AFTER + Duration::from_secs(1)).unwrap();
+        let first = sessions.open(vec![partition(0, 0)], now, None).unwrap();
+        assert_eq!(sessions.open(vec![partition(0, 0)], now + Duration::from_secs(1), None), None);
+        let second =
+            sessions.open(vec![partition(0, 0)], now + EVICTABLE_AFTER + Duration::from_secs(1), None).unwrap();
         assert_ne!(first, second);
         assert_eq!(sessions.len(), 1);
-        assert_eq!(FetchSessions::new(0, 0).open(vec![], now), None);
+        assert_eq!(FetchSessions::new(0, 0).open(vec![], now, None), None);
     }
 }

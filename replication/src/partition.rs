@@ -281,14 +281,23 @@ impl<S: Storage> Partition<S> {
     pub fn high_watermark(&self) -> Offset {
         let mut replica = self.replica_state.borrow_mut();
         if replica.local_append(self.log.offset_written_end()) {
-            self.high_watermark_moved(replica.high_watermark());
+            // Not a change a reader has not been told of: the written end it follows
+            // moved the log's stamp when it moved.
+            self.complete_through(replica.high_watermark());
         }
         replica.high_watermark()
     }
 
+    /// The high watermark may have moved to `high_watermark` (the ISR acknowledged,
+    /// or the role changed): the log's stamp moves, and what it satisfies completes.
+    fn high_watermark_moved(&self, high_watermark: Offset) {
+        self.log.stamp().bump();
+        self.complete_through(high_watermark);
+    }
+
     /// Completes the `acks=all` produces and consumer fetches the high watermark
     /// `high_watermark` satisfies.
-    fn high_watermark_moved(&self, high_watermark: Offset) {
+    fn complete_through(&self, high_watermark: Offset) {
         self.acks.borrow_mut().complete_through(high_watermark);
         self.reads.wake_upto(high_watermark.0);
         self.stable_moved(high_watermark);
@@ -553,6 +562,7 @@ impl<S: Storage> Partition<S> {
                 replica.apply_isr(isr, partition_epoch);
             }
             self.acks.borrow_mut().fail_all();
+            self.log.stamp().bump();
             self.reads.wake_all();
             self.stable_reads.wake_all();
         }
@@ -636,6 +646,7 @@ impl<S: Storage> Partition<S> {
         let high_watermark = replica.high_watermark();
         drop(replica);
         // Consumers reading from this follower (KIP-392) see the new high watermark.
+        self.log.stamp().bump();
         self.reads.wake_upto(high_watermark.0);
         self.stable_moved(high_watermark);
         Ok(())

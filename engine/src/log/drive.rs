@@ -91,9 +91,10 @@ impl<S: Storage> Log<S> {
             Err(e) => Err(format!("write at {position}: {e}")),
         };
         let failure = result.clone().err();
-        let written_end = {
+        let (written_before, written_end) = {
             let mut state = self.state.borrow_mut();
             let state = &mut *state;
+            let before = state.offset_written_end;
             if state.appender.complete_write(position, data_end, chunk, result) {
                 let written = state.appender.written();
                 let mut cache = self.ctx.cache.borrow_mut();
@@ -105,10 +106,13 @@ impl<S: Storage> Log<S> {
                 drop(cache);
                 self.recharge(state);
             }
-            state.offset_written_end
+            (before, state.offset_written_end)
         };
         if let Some(reason) = failure {
             self.fail(reason);
+        }
+        if written_end != written_before {
+            self.stamp.bump();
         }
         self.written_waiters.wake_upto(written_end.0);
         self.readers.wake_upto(written_end.0);

@@ -203,6 +203,9 @@ pub struct Log<S: Storage> {
     /// `offset_written_end` they need. Kept apart from `written_waiters`: a reader
     /// never drives writes, so it must not receive a hand-off.
     readers: Waiters,
+    /// Moves whenever a reader could see something new (`crate::stamp`): the
+    /// written end or log start moved, or the log closed, failed or was truncated.
+    stamp: std::sync::Arc<crate::Stamp>,
     /// Tasks waiting for the rolled segments' seals to finish (`roll.rs`).
     seal_waiters: Waiters,
     /// Someone waits for the pending seals (a flush, retention, truncation, close):
@@ -362,6 +365,12 @@ impl<S: Storage> Log<S> {
         self.state.borrow().log_start_offset
     }
 
+    /// The log's change stamp (`crate::stamp`), which `replication` also moves when
+    /// the partition's high watermark or role moves.
+    pub fn stamp(&self) -> &std::sync::Arc<crate::Stamp> {
+        &self.stamp
+    }
+
     pub fn log_end_offset(&self) -> Offset {
         self.state.borrow().log_end_offset
     }
@@ -439,6 +448,7 @@ impl<S: Storage> Log<S> {
 
     /// Wakes every waiting task: on failure, close, truncation.
     fn wake_all(&self) {
+        self.stamp.bump();
         self.written_waiters.wake_all();
         self.sync_waiters.wake_all();
         self.seal_waiters.wake_all();

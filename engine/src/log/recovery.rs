@@ -333,6 +333,7 @@ impl<S: Storage> Log<S> {
             written_waiters: Waiters::default(),
             sync_waiters: Waiters::default(),
             readers: Waiters::default(),
+            stamp: crate::Stamp::new(),
             seal_waiters: Waiters::default(),
             seal_hurry: Cell::new(false),
             seal_urgent: Waiters::default(),

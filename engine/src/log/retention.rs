@@ -59,6 +59,9 @@ impl<S: Storage> Log<S> {
             }
             victims
         };
+        if !victims.is_empty() {
+            self.stamp.bump();
+        }
         for (base, _) in &victims {
             remove_segment_files(&self.ctx.storage, &self.dir, *base).await?;
         }

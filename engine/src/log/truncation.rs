@@ -179,6 +179,7 @@ impl<S: Storage> Log<S> {
             }
             state.log_start_offset = state.log_start_offset.max(offset);
         }
+        self.stamp.bump();
         let start = self.log_start_offset();
         self.delete_segments_where(|_, next_base| next_base <= start).await?;
         self.write_checkpoint(false).await?;

@@ -10,6 +10,7 @@
 //! waits still parked on other shards are cancelled (their owner sees the reply
 //! channel close).
 
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -120,10 +121,14 @@ pub async fn handle(
             })
         })
         .collect();
+    // A follower's fetch was authorized whole, for CLUSTER_ACTION (`authorize`).
+    let follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
+    let image = shard.image();
     let (partitions, response_session, incremental) = match mode {
         Mode::Sessionless => (requested, 0, false),
         Mode::Open => {
-            let id = shard.fetch_sessions.borrow_mut().open(requested.clone(), started);
+            let watching = (!follower).then_some(image.version);
+            let id = shard.fetch_sessions.borrow_mut().open(requested.clone(), started, watching);
             (requested, id.unwrap_or(0), false)
         }
         Mode::Incremental { id } => {
@@ -139,37 +144,35 @@ pub async fn handle(
                     t.partitions.iter().map(move |p| (key.clone(), *p))
                 })
                 .collect();
-            (shard.fetch_sessions.borrow_mut().update(id, requested, &forgotten, started), id, true)
+            let partitions =
+                shard.fetch_sessions.borrow_mut().update(id, requested, &forgotten, started, image.version);
+            (partitions, id, true)
         }
     };
     shard.metrics.fetch_partitions_requested.set(
         shard.metrics.fetch_partitions_requested.get()
             + request.topics.iter().map(|t| t.partitions.len() as u64).sum::<u64>(),
     );
-    // A follower's fetch was authorized whole, for CLUSTER_ACTION (`authorize`).
-    let follower = request.replica_id.0 >= 0 || request.replica_state.replica_id.0 >= 0;
-    let mut wanted = resolve(&shard.image(), partitions, (!follower).then_some(caller));
-    for w in &mut wanted {
-        w.committed = request.isolation_level == 1;
-    }
     let replica_id = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
+    let consumer = Consumer::of(shard, version, &request, (!follower).then_some(caller));
+    let mut wanted = consumer.wanted(&image, partitions);
+    drop(image);
     if replica_id >= 0 {
         follower_fetch(shard, replica_id, version, &request, &mut wanted).await;
-    } else if version >= 11 {
-        // KIP-392: consumers may read from followers, and the leader may name one on
-        // the consumer's rack.
-        let rack =
-            (shard.settings.rack_aware_reads && !request.rack_id.is_empty()).then(|| request.rack_id.to_string());
-        for w in &mut wanted {
-            w.any_replica = true;
-            w.rack = rack.clone();
-        }
     }
+    // A consumer's session watches its partitions' stamps (`fetch_sessions`): its long
+    // poll waits on the session's signal and then reads what moved.
+    let signal = shard.fetch_sessions.borrow().signal(response_session);
 
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX_MS));
     let mut limit = grant.bytes();
     let mut results = read_all(shard, &wanted, limit).await;
+    let mut positions: Option<HashMap<(TopicKey, i32), usize>> = None;
+    if signal.is_some() {
+        let all: Vec<usize> = (0..wanted.len()).collect();
+        shard.fetch_sessions.borrow_mut().served(response_session, &sent(&wanted, &all, &results));
+    }
     loop {
         let bytes: usize = results.iter().map(record_bytes).sum();
         grant.settle(bytes);
@@ -185,6 +188,37 @@ pub async fn handle(
             || remaining.is_zero()
         {
             break;
+        }
+        if let Some(signal) = &signal {
+            let moved = wait_for_moves(shard, response_session, signal, remaining).await;
+            if moved.is_empty() {
+                break;
+            }
+            grant.grow(max_bytes);
+            limit = grant.bytes().max(1);
+            // What moved is read again, or for the first time in this fetch (a clean
+            // partition it skipped), with what the others' records left.
+            let positions = positions.get_or_insert_with(|| {
+                wanted.iter().enumerate().map(|(i, w)| ((w.key.clone(), w.tp.partition), i)).collect()
+            });
+            let mut which = Vec::with_capacity(moved.len());
+            for w in consumer.wanted(&shard.image(), moved) {
+                let at = *positions.entry((w.key.clone(), w.tp.partition)).or_insert(wanted.len());
+                if at == wanted.len() {
+                    wanted.push(w);
+                    results.push(Err(PartitionError::new(code::UNKNOWN_SERVER_ERROR)));
+                } else {
+                    wanted[at] = w;
+                }
+                which.push(at);
+            }
+            let kept: usize =
+                results.iter().enumerate().filter(|(i, _)| !which.contains(i)).map(|(_, r)| record_bytes(r)).sum();
+            for (i, result) in which.iter().zip(read(shard, &wanted, &which, limit.saturating_sub(kept).max(1)).await) {
+                results[*i] = result;
+            }
+            shard.fetch_sessions.borrow_mut().served(response_session, &sent(&wanted, &which, &results));
+            continue;
         }
         let woke = wait_for_more(shard, &wanted, &results, remaining).await;
         if woke.is_empty() {
@@ -206,29 +240,116 @@ pub async fn handle(
     if replica_id >= 0 {
         throttle_leader(shard, &wanted, &mut results);
     }
-    let sent: Vec<Sent> = wanted
+    if response_session != 0 && signal.is_none() {
+        let all: Vec<usize> = (0..wanted.len()).collect();
+        shard.fetch_sessions.borrow_mut().served(response_session, &sent(&wanted, &all, &results));
+    }
+    let (mut response, records) = build(shard, version, &wanted, results, incremental, listener);
+    response.session_id = response_session;
+    (response, records, grant)
+}
+
+/// How a consumer's fetch reads each partition it names (a follower's is refined by
+/// `follower_fetch`).
+struct Consumer<'a> {
+    /// Must have READ on each topic; `None` for a follower, authorized whole.
+    caller: Option<&'a Caller>,
+    committed: bool,
+    /// May read from a follower (v11+, KIP-392), with the rack the leader picks by.
+    any_replica: bool,
+    rack: Option<String>,
+}
+
+impl<'a> Consumer<'a> {
+    fn of(shard: &Shard, version: i16, request: &FetchRequest, caller: Option<&'a Caller>) -> Consumer<'a> {
+        let consumer = caller.is_some() && version >= 11;
+        Consumer {
+            caller,
+            committed: request.isolation_level == 1,
+            // KIP-392: consumers may read from followers, and the leader may name one
+            // on the consumer's rack.
+            any_replica: consumer,
+            rack: (consumer && shard.settings.rack_aware_reads && !request.rack_id.is_empty())
+                .then(|| request.rack_id.to_string()),
+        }
+    }
+
+    /// `partitions` resolved against `image`, in order, each read as this fetch reads.
+    fn wanted(&self, image: &MetadataImage, partitions: Vec<SessionPartition>) -> Vec<Wanted> {
+        let mut wanted = resolve(image, partitions, self.caller);
+        for w in &mut wanted {
+            w.committed = self.committed;
+            w.any_replica = self.any_replica;
+            w.rack = self.rack.clone();
+        }
+        wanted
+    }
+}
+
+/// What a fetch tells its session of the partitions `which` (indices into `wanted`)
+/// read as `results` has them. A read is clean when it found nothing visible past its
+/// offset: the session skips the partition until its stamp moves.
+fn sent(wanted: &[Wanted], which: &[usize], results: &[FetchResult]) -> Vec<Sent> {
+    which
         .iter()
-        .zip(&results)
-        .map(|(w, r)| {
-            let (high_watermark, log_start_offset) = match r {
-                Ok(fetched) => (fetched.high_watermark, fetched.log_start_offset),
-                _ => (-1, -1),
+        .map(|&i| {
+            let (w, result) = (&wanted[i], &results[i]);
+            let (high_watermark, log_start_offset, read, clean) = match result {
+                Ok(f) => {
+                    let visible_end = if w.committed { f.last_stable_offset } else { f.high_watermark };
+                    let clean = f.records.is_empty()
+                        && f.preferred_read_replica < 0
+                        && w.diverging.is_none()
+                        && w.offset >= visible_end;
+                    (f.high_watermark, f.log_start_offset, f.stamp.clone(), clean)
+                }
+                Err(_) => (-1, -1, None, false),
             };
             Sent {
                 topic: w.key.clone(),
                 partition: w.tp.partition,
                 high_watermark,
                 log_start_offset,
-                had_records: record_bytes(r) > 0,
+                had_records: record_bytes(result) > 0,
+                read,
+                clean,
             }
         })
-        .collect();
-    if response_session != 0 {
-        shard.fetch_sessions.borrow_mut().served(response_session, &sent);
+        .collect()
+}
+
+/// Waits until a stamp that consumer session `id` watches moves, or `wait` passes.
+/// Returns the partitions whose stamps moved, in fetch order; none when the time ran
+/// out.
+async fn wait_for_moves(
+    shard: &Shard,
+    id: i32,
+    signal: &skein_engine::Signal,
+    wait: Duration,
+) -> Vec<SessionPartition> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let moved = shard.fetch_sessions.borrow_mut().moved(id);
+        if !moved.is_empty() {
+            return moved;
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return moved;
+        }
+        let _parked = crate::shard::Parked::new(&shard.metrics.fetch_waits_parked);
+        let fired = async {
+            signal.fired().await;
+            true
+        };
+        let expired = async {
+            glommio::timer::sleep(remaining).await;
+            false
+        };
+        if !futures_lite::future::or(fired, expired).await {
+            return Vec::new();
+        }
     }
-    let (mut response, records) = build(shard, version, &wanted, results, incremental, listener);
-    response.session_id = response_session;
-    (response, records, grant)
 }
 
 /// A leader's replication throttle: while this shard's leader quota is spent, the
@@ -486,6 +607,7 @@ fn build(
                 preferred_read_replica,
                 last_stable_offset,
                 aborted,
+                ..
             }) => {
                 let unchanged = preferred_read_replica < 0
                     && records.is_empty()

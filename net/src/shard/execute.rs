@@ -345,6 +345,7 @@ impl Shard {
                 preferred_read_replica: replica,
                 last_stable_offset: state.last_stable_offset().0,
                 aborted: Vec::new(),
+                stamp: None,
             }));
         }
         None
@@ -398,6 +399,9 @@ impl Shard {
             preferred_read_replica: -1,
             last_stable_offset: state.last_stable_offset().0,
             aborted,
+            // Only this shard moves its logs' stamps: it stands where the watermarks
+            // above were taken.
+            stamp: Some(skein_engine::Stamped::now(state.log().stamp())),
         }
     }
 
@@ -439,10 +443,10 @@ pub(crate) type FetchResult = Result<ops::Fetched, PartitionError>;
 
 /// Counts a parked fetch wait for as long as it lives, however it ends (answered,
 /// timed out, or dropped when its request completed elsewhere).
-struct Parked<'a>(&'a Cell<u64>);
+pub(crate) struct Parked<'a>(&'a Cell<u64>);
 
 impl<'a> Parked<'a> {
-    fn new(gauge: &'a Cell<u64>) -> Parked<'a> {
+    pub(crate) fn new(gauge: &'a Cell<u64>) -> Parked<'a> {
         gauge.set(gauge.get() + 1);
         Parked(gauge)
     }

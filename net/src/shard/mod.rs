@@ -43,6 +43,7 @@ pub mod quotas;
 pub mod router;
 mod security;
 pub use brokers::BrokerAddress;
+pub(crate) use execute::Parked;
 pub use inbox::serve_peer;
 pub use many::Wait;
 pub use ops::{

@@ -253,6 +253,10 @@ pub struct Fetched {
     pub last_stable_offset: i64,
     /// For a read_committed read: the aborted transactions its records may hold.
     pub aborted: Vec<skein_replication::txn::AbortedTxn>,
+    /// The log's change stamp as the read found it: a fetch session reads the
+    /// partition again only once it moves, if the read found nothing new
+    /// (`crate::fetch_sessions`). `None` for a consumer sent to another replica.
+    pub stamp: Option<skein_engine::Stamped>,
 }
 
 /// An epoch and where it ends: OffsetForLeaderEpoch's answer (-1, -1: unknown), and
