@@ -9,6 +9,11 @@
 //! waits ended (the others would read nothing again). When the request completes, the
 //! waits still parked on other shards are cancelled (their owner sees the reply
 //! channel close).
+//!
+//! A consumer's fetch in a session reads only what may have changed
+//! (`fetch_sessions`): its long poll waits on the session's signal, which the
+//! partitions' log stamps fire, and then reads the partitions whose stamps moved,
+//! including those the first pass skipped as clean.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -208,7 +213,12 @@ pub async fn handle(
                     wanted.push(w);
                     results.push(Err(PartitionError::new(code::UNKNOWN_SERVER_ERROR)));
                 } else {
-                    wanted[at] = w;
+                    // The response is built against what the client knew before this
+                    // fetch, not what its first pass recorded in the session.
+                    let (high_watermark, log_start_offset) =
+                        (wanted[at].high_watermark_sent, wanted[at].log_start_offset_sent);
+                    wanted[at] =
+                        Wanted { high_watermark_sent: high_watermark, log_start_offset_sent: log_start_offset, ..w };
                 }
                 which.push(at);
             }
