@@ -229,8 +229,20 @@ fetch_sample() {
     END { print c + 0, s + 0, r + 0 }'
 }
 
+# Skein's device writes, summed over its shards: "writes, and those within 10, 25 and
+# 100 ms" from the append write-stage histogram. The tail of the publish latency
+# follows the writes' tail on this shared disk.
+write_sample() {
+  curl -s "127.0.0.1:19644/metrics" | awk '
+    /^skein_stage_latency_us_count\{.*api="append",stage="write"\}/ { c += $2 }
+    /^skein_stage_latency_us_bucket\{.*api="append",stage="write",le="10000"\}/ { a += $2 }
+    /^skein_stage_latency_us_bucket\{.*api="append",stage="write",le="25000"\}/ { b += $2 }
+    /^skein_stage_latency_us_bucket\{.*api="append",stage="write",le="100000"\}/ { d += $2 }
+    END { print c + 0, a + 0, b + 0, d + 0 }'
+}
+
 section_latency() {
-  local broker count dir sampler
+  local broker count dir sampler writes
   for count in ${LATENCY_PARTITIONS:-16 1000 10000}; do
     for broker in "${brokers[@]}"; do
       echo "== latency: $broker, $count partitions"
@@ -240,15 +252,19 @@ section_latency() {
       # the consumer made in 10 s, how long each took the broker, how many partitions
       # each read.
       sampler=""
+      writes=""
       if [ "$broker" = skein ]; then
         ( sleep 25; a=$(fetch_sample); sleep 10; echo "$a $(fetch_sample)" > "$work/fetch-sample" ) &
         sampler=$!
+        # The device writes of the measured 30 s.
+        ( sleep 10; a=$(write_sample); sleep 30; echo "$a $(write_sample)" > "$work/write-sample" ) &
+        writes=$!
       fi
       "$driver" bench run "$root/bench-harness/workloads/scale-latency.toml" --bootstrap-server "127.0.0.1:$port" \
         --broker-pid "$broker_pid" --label "$broker-$count" --partitions "$count" --driver "${LATENCY_DRIVER:-librdkafka}" \
         --rate "${LATENCY_RATE:-20000}" --out "$out/latency-$broker-$count.json" | tail -4 || {
         echo "{\"step\":\"latency_$count\",\"failed\":true}" >> "$out/$broker.jsonl"
-        [ -n "$sampler" ] && kill "$sampler" 2>/dev/null; rm -f "$work/fetch-sample"
+        [ -n "$sampler" ] && kill "$sampler" "$writes" 2>/dev/null; rm -f "$work/fetch-sample" "$work/write-sample"
         stop_broker; rm -rf "$dir"; continue
       }
       python3 - "$out/latency-$broker-$count.json" "$count" >> "$out/$broker.jsonl" <<'PY'
@@ -268,6 +284,12 @@ PY
             | tee -a "$out/$broker.jsonl"
         fi
         rm -f "$work/fetch-sample"
+      fi
+      if [ -n "$writes" ] && wait "$writes" && [ -s "$work/write-sample" ]; then
+        read -r c1 a1 b1 d1 c2 a2 b2 d2 < "$work/write-sample"
+        echo "{\"step\":\"latency_${count}_writes\",\"device_writes\":$((c2 - c1)),\"over_10ms\":$(( (c2 - c1) - (a2 - a1) )),\"over_25ms\":$(( (c2 - c1) - (b2 - b1) )),\"over_100ms\":$(( (c2 - c1) - (d2 - d1) ))}" \
+          | tee -a "$out/$broker.jsonl"
+        rm -f "$work/write-sample"
       fi
       stop_broker
       rm -rf "$dir"
