@@ -69,9 +69,12 @@ out="$root/bench-harness/results/scale-$stamp"
 mkdir -p "$out"
 work="$(mktemp -d "${SCALE_DIR:-/tmp}/skein-scale.XXXXXX")"
 broker_pid=""
+cluster_pids=""
 mounts=()
 cleanup() {
   [ -n "$broker_pid" ] && kill -9 "$broker_pid" 2>/dev/null
+  local pair
+  for pair in ${cluster_pids//,/ }; do kill -9 "${pair#*=}" 2>/dev/null || true; done
   sleep 0.2
   local m
   for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || true; done
@@ -332,12 +335,8 @@ start_cluster() {
   mkdir -p "$dir"
   case "$broker" in
     skein)
-      local voters="1@127.0.0.1:29101,2@127.0.0.1:29111,3@127.0.0.1:29121"
       for n in 1 2 3; do
-        port=$((29100 + (n - 1) * 10))
-        "$skein" start --node-id "$n" --cores $(( (n - 1) % cpus ))-$(( (n - 1) % cpus )) \
-          --listener "127.0.0.1:$port" --controller-listener "127.0.0.1:$((port + 1))" --controller-voters "$voters" \
-          --data-dir "$dir/n$n" --admin-listener off >> "$dir/n$n.log" 2>&1 &
+        start_skein_node "$dir" "$n"
         pids+=("$n=$!")
       done
       for n in 1 2 3; do
@@ -354,10 +353,47 @@ start_cluster() {
   cluster_bootstrap="127.0.0.1:${cluster_ports[0]}"
 }
 
+# Starts node N of a Skein cluster in DIR in the background ($! is its pid).
+start_skein_node() {
+  local dir="$1" n="$2" port cpus
+  cpus=$(nproc)
+  port=$((29100 + (n - 1) * 10))
+  "$skein" start --node-id "$n" --cores $(( (n - 1) % cpus ))-$(( (n - 1) % cpus )) \
+    --listener "127.0.0.1:$port" --controller-listener "127.0.0.1:$((port + 1))" \
+    --controller-voters "1@127.0.0.1:29101,2@127.0.0.1:29111,3@127.0.0.1:29121" \
+    --data-dir "$dir/n$n" --admin-listener off >> "$dir/n$n.log" 2>&1 &
+}
+
+# Starts node N of the cluster in DIR again (after a kill -9), with the data it kept,
+# and waits until it listens; its new pid replaces the old in cluster_pids.
+restart_node() {
+  local broker="$1" dir="$2" n="$3" pid home port
+  case "$broker" in
+    skein)
+      start_skein_node "$dir" "$n"
+      pid=$!
+      ;;
+    kafka)
+      # shellcheck source=peers/kafka/node-config.sh
+      source "$root/bench-harness/peers/kafka/node-config.sh"
+      home="$dir/n$n"
+      taskset -c $(( (n - 1) % $(nproc) )) java -Xms"${KAFKA_HEAP:-1g}" -Xmx"${KAFKA_HEAP:-1g}" -XX:+UseG1GC \
+        -cp "$(kafka_classpath "$root/bench-harness/peers/kafka")" -Dlog4j.configuration="file:$home/log4j.properties" \
+        kafka.Kafka "$home/server.properties" >> "$home/kafka.log" 2>&1 &
+      pid=$!
+      ;;
+  esac
+  port=${cluster_ports[$((n - 1))]}
+  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do sleep 0.1; done
+  cluster_pids=$(echo "$cluster_pids" | sed "s/\(^\|,\)$n=[0-9]*/\1$n=$pid/")
+}
+
 # The pid of node N of the running cluster.
 node_pid() {
   local pair
-  for pair in ${cluster_pids//,/ }; do [ "${pair%%=*}" = "$1" ] && echo "${pair#*=}"; done
+  for pair in ${cluster_pids//,/ }; do
+    if [ "${pair%%=*}" = "$1" ]; then echo "${pair#*=}"; fi
+  done
 }
 
 # CPU seconds (user + system) a process has used.
@@ -427,9 +463,20 @@ section_cluster() {
     kill -9 "$(node_pid 3)"
     port=${cluster_ports[0]}
     step "$broker" serving --topics "$ctopics" --partitions "$cpartitions" --as cluster_failover
-    # Controlled shutdown of node 2 (its leaderships move before it stops).
+    # Node 3 back with the data it kept: the time until it listens. A controlled
+    # shutdown needs a quorum of the controllers, so it runs with all three up.
     local started stopped pid2
+    started=$(date +%s%N)
+    restart_node "$broker" "$dir" 3
+    record "$broker" cluster_restart_listen_ms $(( ($(date +%s%N) - started) / 1000000 ))
+    sleep "${CLUSTER_REJOIN_SECS:-30}"
+    # Controlled shutdown of node 2 (its leaderships move before it stops).
     pid2=$(node_pid 2)
+    if ! kill -0 "$pid2" 2>/dev/null; then
+      echo "node 2 is not running before its controlled shutdown; its log ends:" >&2
+      tail -30 "$dir/n2.log" "$dir/n2/kafka.log" 2>/dev/null >&2 || true
+      exit 1
+    fi
     started=$(date +%s%N)
     kill "$pid2"
     while kill -0 "$pid2" 2>/dev/null; do sleep 0.05; done
