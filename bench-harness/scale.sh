@@ -485,6 +485,8 @@ section_cluster() {
     step "$broker" serving --topics "$ctopics" --partitions "$cpartitions" --as cluster_after_shutdown
     for pair in ${cluster_pids//,/ }; do kill "${pair#*=}" 2>/dev/null || true; done
     for pair in ${cluster_pids//,/ }; do while kill -0 "${pair#*=}" 2>/dev/null; do sleep 0.1; done; done
+    # The stopped node's own account of its controlled shutdown.
+    [ "$broker" = skein ] && cp "$dir/n2.log" "$out/cluster-skein-n2.log"
     rm -rf "$dir"
   done
 }

@@ -509,12 +509,17 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
         let me = shard.settings.node_id;
         let deadline = std::time::Instant::now() + DRAIN_MAX - Duration::from_secs(2);
         // A controller-only node leads no partition: it only hands the quorum on.
+        let began = std::time::Instant::now();
         if shard.settings.broker {
             tracing::info!(target: "skein", node = me, "controlled shutdown: moving leaderships away");
             controller.begin_shutdown();
             let request = skein_net::metadata::controller::ControllerRequest::FenceBroker { id: me };
+            let mut refusals = 0u32;
             while let Err((code, message)) = controller.handle(&shard, request.clone()).await {
-                tracing::debug!(target: "skein", code, message, "controlled shutdown refused; retrying");
+                refusals += 1;
+                if refusals == 1 {
+                    tracing::info!(target: "skein", code, message, "controlled shutdown refused; retrying");
+                }
                 if std::time::Instant::now() > deadline {
                     break;
                 }
@@ -524,9 +529,14 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
                 let image = shard.image();
                 image.topics.values().any(|t| (0..t.partitions).any(|p| t.assignment(p, me).leader == me))
             };
+            let fenced_ms = began.elapsed().as_millis() as u64;
+            tracing::info!(target: "skein", node = me, fenced_ms, refusals, "controlled shutdown: fenced");
             while leads(&shard) && std::time::Instant::now() < deadline {
                 glommio::timer::sleep(Duration::from_millis(20)).await;
             }
+            let leads_nothing = !leads(&shard);
+            tracing::info!(target: "skein", node = me, fenced_ms, moved_ms = began.elapsed().as_millis() as u64,
+                leads_nothing, "controlled shutdown: leaderships moved");
         }
         controller.hand_over().await;
         if shard.settings.broker {
@@ -534,7 +544,7 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
             // and look the new leaders up before this node goes.
             glommio::timer::sleep(Duration::from_millis(500)).await;
         }
-        tracing::info!(target: "skein", node = me, "controlled shutdown done");
+        tracing::info!(target: "skein", node = me, elapsed_ms = began.elapsed().as_millis() as u64, "controlled shutdown done");
     }
     drained.store(true, Ordering::Release);
 }
