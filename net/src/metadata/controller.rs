@@ -20,14 +20,14 @@ use futures_channel::oneshot;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
 pub use super::decide::{
-    check_growth, decide, ControllerReply, ControllerRequest, Election, Local, QuorumStatus, VoterStatus,
+    check_growth, decide, decide_all, ControllerReply, ControllerRequest, Election, Local, QuorumStatus, VoterStatus,
     PRODUCER_ID_BLOCK_SIZE,
 };
 use super::host::Host;
 use super::log::{not_controller, quorum_id, Input, Proposal};
 use super::transport::Link;
 use super::transport::{Forwarded, Peers};
-use super::{BrokerMeta, Refusal};
+use super::{BrokerMeta, MetadataRecord, Refusal};
 use crate::errors::code;
 
 /// The controller on shard 0: decides requests one at a time and proposes their
@@ -50,6 +50,11 @@ pub struct Controller {
     observers: RefCell<BTreeMap<i32, VoterStatus>>,
     /// Proposals waiting to be applied on every shard, answered with their index.
     pending: RefCell<HashMap<u64, oneshot::Sender<Result<u64, Refusal>>>>,
+    /// ISR changes waiting for the request lock: whoever takes it next decides them
+    /// all and proposes their records at once, as Kafka's AlterPartition carries a
+    /// broker's pending changes in one request. A node that restarts behind 10,000
+    /// partitions otherwise has its ISR rejoins proposed and applied one at a time.
+    alters: RefCell<Vec<(ControllerRequest, oneshot::Sender<Forwarded>)>>,
     /// Requests forwarded to the active controller.
     forwards: RefCell<HashMap<u64, oneshot::Sender<Forwarded>>>,
     next_id: Cell<u64>,
@@ -117,6 +122,7 @@ impl Controller {
             observer: observer.then(Link::default),
             observers: RefCell::new(BTreeMap::new()),
             pending: RefCell::new(HashMap::new()),
+            alters: RefCell::new(Vec::new()),
             forwards: RefCell::new(HashMap::new()),
             next_id: Cell::new(0),
             leader: Cell::new(false),
@@ -265,6 +271,28 @@ impl Controller {
             status.observers = self.observers.borrow().values().cloned().collect();
             return Ok((ControllerReply::Quorum(status), self.applied.get()));
         }
+        if matches!(request, ControllerRequest::AlterPartition { .. }) {
+            let (done, answer) = oneshot::channel();
+            let first = {
+                let mut alters = self.alters.borrow_mut();
+                alters.push((request, done));
+                alters.len() == 1
+            };
+            // The batch runs in a task of its own: a requester that stops waiting
+            // must not cut the others' answers short (a committed change must never
+            // be taken for a failed one).
+            if first {
+                let host = host.clone();
+                glommio::spawn_local(async move {
+                    let Some(controller) = host.controller() else { return };
+                    let _one = controller.requests.lock().await;
+                    let batch = std::mem::take(&mut *controller.alters.borrow_mut());
+                    controller.alter_all(&host, batch).await;
+                })
+                .detach();
+            }
+            return answer.await.unwrap_or_else(|_| Err(not_controller(self.leader_id.get())));
+        }
         let _one = self.requests.lock().await;
         if !self.leader.get() {
             return Err(not_controller(self.leader_id.get()));
@@ -275,6 +303,39 @@ impl Controller {
         if records.is_empty() {
             return Ok((reply, self.applied.get()));
         }
+        let index = self.propose(records).await?;
+        Ok((reply, index))
+    }
+
+    /// Decides the ISR changes of `batch` in order, each against the image the
+    /// earlier ones leave, proposes their records at once (a topic's last record
+    /// holds all of its changes) and answers each. Called with the request lock held.
+    async fn alter_all<H: Host>(&self, host: &H, batch: Vec<(ControllerRequest, oneshot::Sender<Forwarded>)>) {
+        if !self.leader.get() {
+            for (_, done) in batch {
+                let _ = done.send(Err(not_controller(self.leader_id.get())));
+            }
+            return;
+        }
+        let (requests, answers): (Vec<ControllerRequest>, Vec<_>) = batch.into_iter().unzip();
+        let (records, replies) = decide_all(&host.image(), &requests, &host.local());
+        let index = match records.is_empty() {
+            true => Ok(self.applied.get()),
+            false => self.propose(records).await,
+        };
+        for (done, reply) in answers.into_iter().zip(replies) {
+            let answer = match (&index, reply) {
+                (Ok(index), Ok(reply)) => Ok((reply, *index)),
+                (Err(refusal), Ok(_)) => Err(refusal.clone()),
+                (_, Err(refusal)) => Err(refusal),
+            };
+            let _ = done.send(answer);
+        }
+    }
+
+    /// Proposes `records` to the metadata log and waits until they are applied on
+    /// every shard of this node; returns the index that holds them.
+    async fn propose(&self, records: Vec<MetadataRecord>) -> Result<u64, Refusal> {
         let id = self.next_id();
         let data = serde_json::to_vec(&Proposal { node: self.quorum_id, id, records })
             .expect("metadata records always serialise");
@@ -286,7 +347,7 @@ impl Controller {
         }
         let outcome = within(PROPOSAL_WAIT, applied).await;
         self.pending.borrow_mut().remove(&id);
-        Ok((reply, outcome?))
+        outcome
     }
 
     /// Sends `request` to the active controller `leader` (from an observer: to the

@@ -383,6 +383,41 @@ pub fn check_growth(meta: &TopicMeta, count: i32) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Decides `requests` in order, each against the image the ones before it leave
+/// (a batch of ISR changes, `Controller::alter_all`). Returns their records, with
+/// only the last record of each topic (each holds its topic whole, with every change
+/// before it), and each request's reply or refusal.
+pub fn decide_all(
+    image: &MetadataImage,
+    requests: &[ControllerRequest],
+    local: &Local,
+) -> (Vec<MetadataRecord>, Vec<Result<ControllerReply, Refusal>>) {
+    let mut image = image.clone();
+    let mut records: Vec<MetadataRecord> = Vec::new();
+    let replies = requests
+        .iter()
+        .map(|request| {
+            let (changes, reply) = decide(&image, request, local)?;
+            image.apply(&changes);
+            records.extend(changes);
+            Ok(reply)
+        })
+        .collect();
+    let mut last: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, record) in records.iter().enumerate() {
+        if let MetadataRecord::Topic(meta) = record {
+            last.insert(&meta.name, i);
+        }
+    }
+    let keep: Vec<bool> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| !matches!(r, MetadataRecord::Topic(meta) if last.get(meta.name.as_str()) != Some(&i)))
+        .collect();
+    let records = records.into_iter().zip(keep).filter_map(|(r, keep)| keep.then_some(r)).collect();
+    (records, replies)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,6 +444,44 @@ mod tests {
         let (records, reply) = decide(image, &request, &Local { node: 1, broker: true, shards: 2, min_insync: 1 })?;
         image.apply(&records);
         Ok(reply)
+    }
+
+    // ISR changes decided together see each other: one record for their topic with
+    // every change, and a second change made from the same partition epoch refused.
+    #[test]
+    fn isr_changes_decided_together_make_one_record() {
+        let mut image = MetadataImage::default();
+        for id in [1, 2, 3] {
+            applied(&mut image, started(id, 0)).unwrap();
+        }
+        let create = ControllerRequest::CreateTopic {
+            name: "r".into(),
+            partitions: 3,
+            replication_factor: 3,
+            configs: BTreeMap::new(),
+        };
+        let Ok(ControllerReply::Topic(meta)) = applied(&mut image, create) else { panic!() };
+        let shrink = |p: i32| {
+            let a = meta.assignment(p, 9);
+            ControllerRequest::AlterPartition {
+                topic: "r".into(),
+                partition: p,
+                leader: a.leader,
+                leader_epoch: a.leader_epoch,
+                partition_epoch: a.partition_epoch,
+                isr: vec![a.leader],
+            }
+        };
+        let local = Local { node: 1, broker: true, shards: 2, min_insync: 1 };
+        let (records, replies) = decide_all(&image, &[shrink(0), shrink(2), shrink(0)], &local);
+        assert_eq!(records.len(), 1, "one record for the topic");
+        let codes: Vec<i16> = replies.iter().map(|r| r.as_ref().map_or_else(|e| e.0, |_| 0)).collect();
+        assert_eq!(codes, vec![0, 0, code::INVALID_UPDATE_VERSION]);
+        image.apply(&records);
+        for (p, isr_len, epoch) in [(0, 1, 1), (1, 3, 0), (2, 1, 1)] {
+            let a = image.topic("r").unwrap().assignment(p, 9);
+            assert_eq!((a.isr.len(), a.partition_epoch), (isr_len, epoch), "partition {p}");
+        }
     }
 
     // A CreateTopics request's topics are decided in order, each against what the
