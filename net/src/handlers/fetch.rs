@@ -222,8 +222,10 @@ pub async fn handle(
                 }
                 which.push(at);
             }
+            let mut rereading = vec![false; results.len()];
+            which.iter().for_each(|&i| rereading[i] = true);
             let kept: usize =
-                results.iter().enumerate().filter(|(i, _)| !which.contains(i)).map(|(_, r)| record_bytes(r)).sum();
+                results.iter().zip(&rereading).filter(|(_, again)| !**again).map(|(r, _)| record_bytes(r)).sum();
             for (i, result) in which.iter().zip(read(shard, &wanted, &which, limit.saturating_sub(kept).max(1)).await) {
                 results[*i] = result;
             }
