@@ -272,11 +272,12 @@ fn a_full_disk_is_refused_at_once_and_survived() {
     let (mut acked_end, refused_after) = fill(&mut client, "fill");
     assert!(refused_after < Duration::from_secs(2), "the refusal took {refused_after:?}");
     assert!(acked_end > 0);
-    // Still full: refused again, at once. (A small batch may still fit in what the
-    // log reserved before the disk filled.)
-    let again = Instant::now();
-    assert_eq!(produce(&mut client, "fill", &[0], &batch(BATCH_RECORDS, 16 << 10))[0].0, KAFKA_STORAGE_ERROR);
-    assert!(again.elapsed() < Duration::from_secs(2));
+    // Still full: refused again, at once. (A batch or two may still fit: a log gives
+    // back the space it reserved ahead when a segment rolls or it falls idle, so the
+    // refusal comes once that is used up.)
+    let (end, refused_again) = fill(&mut client, "fill");
+    assert!(refused_again < Duration::from_secs(2), "the refusal took {refused_again:?}");
+    acked_end = acked_end.max(end);
     assert_eq!(metric(&broker, "skein_log_dir_full"), 1);
     assert!(metric(&broker, "skein_disk_full_refusals_total") >= 2);
     let full_lines = |broker: &Broker| broker.log().lines().filter(|l| l.contains("log directory full")).count();
