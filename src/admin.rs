@@ -226,6 +226,14 @@ fn render(shard: &Shard) -> String {
         u8::from(space.is_full())
     );
     let _ = writeln!(out, "skein_disk_full_refusals_total{{shard=\"{id}\"}} {}", engine.disk_full_refusals.get());
+    // This thread's files: open against the budget, closed while idle to stay within
+    // it and opened again on their next use, and opens past it (every file in use).
+    let files = skein_engine::io::open_files::stats();
+    let _ = writeln!(out, "skein_open_files{{shard=\"{id}\"}} {}", files.open);
+    let _ = writeln!(out, "skein_open_files_budget{{shard=\"{id}\"}} {}", files.budget);
+    let _ = writeln!(out, "skein_open_files_closed_total{{shard=\"{id}\"}} {}", files.closed);
+    let _ = writeln!(out, "skein_open_files_reopened_total{{shard=\"{id}\"}} {}", files.reopened);
+    let _ = writeln!(out, "skein_open_files_over_budget_total{{shard=\"{id}\"}} {}", files.over_budget);
     let _ = writeln!(
         out,
         "skein_recovery_zero_tail_bytes_total{{shard=\"{id}\"}} {}",

@@ -38,10 +38,9 @@ fn without_huge_pages() {
     }
 }
 
-/// Raises the soft limit on open files to the hard one: each segment of each partition
-/// keeps a descriptor open (as Kafka's), so 10,000 partitions need 10,000 of them, and
-/// shells commonly start processes at a soft limit of 1,024. The hard limit stays the
-/// operator's (`LimitNOFILE=`). Returns the limit now in force.
+/// Raises the soft limit on open files to the hard one, so that shards keep more
+/// segments open (shells commonly start processes at a soft limit of 1,024). The hard
+/// limit stays the operator's (`LimitNOFILE=`). Returns the limit now in force.
 fn raise_open_files_limit() -> Option<u64> {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let mut limit = getrlimit(Resource::Nofile);
@@ -57,8 +56,15 @@ fn raise_open_files_limit() -> Option<u64> {
 pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     without_huge_pages();
     let open_files = raise_open_files_limit();
+    // Each shard keeps at most its share of the limit open: an idle segment's file is
+    // closed, and opened again on its next use (`io::open_files`).
+    let per_shard = open_files.map(|limit| skein_engine::io::open_files::budget_for(limit, config.cpus.len()));
+    if let Some(per_shard) = per_shard {
+        skein_engine::io::open_files::set_budget(per_shard);
+    }
     tracing::info!(target: "skein", open_files_limit = open_files.map_or("unlimited".into(), |l| l.to_string()),
-        "each partition segment holds an open file");
+        open_files_per_shard = per_shard.map_or("unlimited".into(), |b| b.to_string()),
+        "idle segment files are closed past each shard's budget of open files");
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("cannot create data directory {}: {e}", config.data_dir.display()))?;
     // Its entry in the parent made durable (the main thread, before any shard runs):

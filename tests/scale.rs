@@ -189,6 +189,92 @@ fn two_thousand_partitions_cost_what_their_data_costs() {
     assert!(clean_served < Duration::from_secs(30), "served after {clean_served:?}");
 }
 
+/// Fetches every one of `partitions` of `topic` from offset 0 in one request; the
+/// partitions that answered no error and no records.
+fn unread(client: &mut RawClient, topic: &str, partitions: i32, expected: i64) -> Vec<(i32, i16)> {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(64 << 20)
+        .with_topics(vec![FetchTopic::default().with_topic(name(topic)).with_partitions(
+            (0..partitions)
+                .map(|p| {
+                    FetchPartition::default().with_partition(p).with_fetch_offset(0).with_partition_max_bytes(1 << 20)
+                })
+                .collect(),
+        )]);
+    let response = client.call(&request, 12);
+    let mut missing = Vec::new();
+    for partition in &response.responses[0].partitions {
+        let records = partition.records.clone().unwrap_or_default();
+        // Each record was sent as a batch of its own: count the batches (61 bytes of
+        // header and a length each).
+        let mut batches = 0;
+        let mut rest = &records[..];
+        while rest.len() >= 12 {
+            let length = i32::from_be_bytes(rest[8..12].try_into().unwrap()) as usize;
+            rest = &rest[(12 + length).min(rest.len())..];
+            batches += 1;
+        }
+        if partition.error_code != NONE || batches != expected {
+            missing.push((partition.partition_index, partition.error_code));
+        }
+    }
+    assert_eq!(response.responses[0].partitions.len(), partitions as usize);
+    missing
+}
+
+// More partitions than the node may open files (`ulimit -n` 700, so a budget of 444
+// open files on its one shard): every partition takes records, serves them, recovers
+// after a kill -9 and takes more, while the files of idle segments are closed and
+// opened again on their next use. Without the budget, a partition past the limit
+// failed to open (KAFKA_STORAGE_ERROR).
+#[test]
+fn more_partitions_than_open_files_are_served() {
+    const TOPICS: usize = 12;
+    const PARTITIONS: i32 = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start_with_open_files(dir.path(), "1", &[], 700);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let topics: Vec<String> = (0..TOPICS).map(|t| format!("files-{t:02}")).collect();
+    let listing: Vec<(String, i32)> = topics.iter().map(|t| (t.clone(), PARTITIONS)).collect();
+    create(&mut client, &listing, &[]);
+    let all: Vec<i32> = (0..PARTITIONS).collect();
+    let record = batch(1, 100);
+    let broker_log = || std::fs::read_to_string(dir.path().join("broker.log")).unwrap_or_default();
+    let produce_all = |client: &mut RawClient, offset: i64| {
+        for topic in &topics {
+            let answers = produce(client, topic, &all, &record);
+            let answered = answers.iter().all(|&(code, base)| code == NONE && base == offset);
+            assert!(answered, "{topic}: {answers:?}\n{}", broker_log());
+        }
+    };
+    let read_all = |client: &mut RawClient, expected: i64| {
+        for topic in &topics {
+            assert_eq!(unread(client, topic, PARTITIONS, expected), vec![], "{topic}");
+        }
+    };
+    produce_all(&mut client, 0);
+    read_all(&mut client, 1);
+    assert_eq!(metric(&broker, "skein_open_files_budget"), 444);
+    let files = || broker.metrics().lines().filter(|l| l.contains("open_files")).collect::<Vec<_>>().join("\n");
+    assert!(broker.metric_sum("skein_open_files") <= 444, "{}", files());
+    assert!(broker.metric_sum("skein_open_files_closed_total") > 0, "{}", files());
+    assert!(broker.metric_sum("skein_open_files_reopened_total") > 0, "{}", files());
+    assert!(!broker.log().contains("Too many open files"), "{}", broker.log());
+
+    broker.kill();
+    broker.restart();
+    wait_served(&broker, &topics, PARTITIONS, 1, Instant::now());
+    let mut client = RawClient::connect(&broker.bootstrap());
+    read_all(&mut client, 1);
+    produce_all(&mut client, 1);
+    read_all(&mut client, 2);
+    assert!(metric(&broker, "skein_open_files") <= 444);
+    assert!(!broker.log().contains("Too many open files"), "{}", broker.log());
+    broker.stop();
+}
+
 /// Reads `topic`-0 from `from` to `to` with Fetch and returns the batches read that
 /// start below `to` (each batch's first offset and its record count).
 fn read_range(client: &mut RawClient, topic: &str, from: i64, to: i64) -> Vec<(i64, i64)> {

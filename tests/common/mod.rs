@@ -96,6 +96,8 @@ pub struct Broker {
     log_path: PathBuf,
     /// An address-space limit (`ulimit -v`) for the broker process, in bytes.
     pub address_space_limit: Option<u64>,
+    /// A limit on its open files (`ulimit -n`, soft and hard).
+    pub open_files_limit: Option<u64>,
     /// The address it listens on (127.0.0.1 unless in a namespace of a `lan::Lan`).
     pub host: String,
     /// The network namespace it runs in, if not the test's.
@@ -105,53 +107,43 @@ pub struct Broker {
 impl Broker {
     /// Starts a broker with `cores` shards on a fresh data directory under `dir`.
     pub fn start(dir: &Path, cores: &str, extra: &[&str]) -> Broker {
-        Broker::launch(dir, cores, extra, None)
+        Broker::unspawned(dir, cores, extra).spawned()
     }
 
     /// Starts a broker whose data directory is `data_dir` (a file system of the test's
     /// own), its log under `dir`.
     pub fn start_at(dir: &Path, data_dir: &Path, cores: &str, extra: &[&str]) -> Broker {
-        let mut broker = Broker {
-            host: "127.0.0.1".to_string(),
-            netns: None,
-            child: None,
-            data_dir: data_dir.to_path_buf(),
-            port: broker_port(),
-            admin_port: 0,
-            cores: cores.to_string(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            log_path: dir.join("broker.log"),
-            address_space_limit: None,
-        };
-        broker.spawn();
-        broker
+        let mut broker = Broker::unspawned(dir, cores, extra);
+        broker.data_dir = data_dir.to_path_buf();
+        broker.spawned()
     }
 
     /// Starts a broker whose address space is limited to `bytes` (`ulimit -v`): an
     /// allocation the limit refuses aborts it, whatever the overcommit policy.
     pub fn start_limited(dir: &Path, cores: &str, extra: &[&str], bytes: u64) -> Broker {
-        Broker::launch(dir, cores, extra, Some(bytes))
+        let mut broker = Broker::unspawned(dir, cores, extra);
+        broker.address_space_limit = Some(bytes);
+        broker.spawned()
+    }
+
+    /// Starts a broker that may open at most `files` files (`ulimit -n`).
+    pub fn start_with_open_files(dir: &Path, cores: &str, extra: &[&str], files: u64) -> Broker {
+        let mut broker = Broker::unspawned(dir, cores, extra);
+        broker.open_files_limit = Some(files);
+        broker.spawned()
     }
 
     /// Starts a broker in network namespace `netns`, listening on `host` there.
     pub fn start_in(dir: &Path, cores: &str, extra: &[&str], netns: &str, host: &str) -> Broker {
-        Broker::launch_at(dir, cores, extra, None, Some((netns, host)))
+        let mut broker = Broker::unspawned(dir, cores, extra);
+        (broker.host, broker.netns) = (host.to_string(), Some(netns.to_string()));
+        broker.spawned()
     }
 
-    fn launch(dir: &Path, cores: &str, extra: &[&str], address_space_limit: Option<u64>) -> Broker {
-        Broker::launch_at(dir, cores, extra, address_space_limit, None)
-    }
-
-    fn launch_at(
-        dir: &Path,
-        cores: &str,
-        extra: &[&str],
-        address_space_limit: Option<u64>,
-        netns: Option<(&str, &str)>,
-    ) -> Broker {
-        let mut broker = Broker {
-            host: netns.map_or("127.0.0.1", |(_, host)| host).to_string(),
-            netns: netns.map(|(ns, _)| ns.to_string()),
+    fn unspawned(dir: &Path, cores: &str, extra: &[&str]) -> Broker {
+        Broker {
+            host: "127.0.0.1".to_string(),
+            netns: None,
             child: None,
             data_dir: dir.join("data"),
             port: broker_port(),
@@ -159,10 +151,14 @@ impl Broker {
             cores: cores.to_string(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             log_path: dir.join("broker.log"),
-            address_space_limit,
-        };
-        broker.spawn();
-        broker
+            address_space_limit: None,
+            open_files_limit: None,
+        }
+    }
+
+    fn spawned(mut self) -> Broker {
+        self.spawn();
+        self
     }
 
     pub fn bootstrap(&self) -> String {
@@ -181,13 +177,16 @@ impl Broker {
             }
             None => Command::new(env!("CARGO_BIN_EXE_skein")),
         };
-        if let Some(limit) = self.address_space_limit {
+        for (resource, limit) in
+            [(libc::RLIMIT_AS, self.address_space_limit), (libc::RLIMIT_NOFILE, self.open_files_limit)]
+        {
+            let Some(limit) = limit else { continue };
             use std::os::unix::process::CommandExt;
             // SAFETY: setrlimit is async-signal-safe; nothing else runs in the child.
             unsafe {
                 command.pre_exec(move || {
                     let rlimit = libc::rlimit { rlim_cur: limit, rlim_max: limit };
-                    if libc::setrlimit(libc::RLIMIT_AS, &rlimit) != 0 {
+                    if libc::setrlimit(resource, &rlimit) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                     Ok(())

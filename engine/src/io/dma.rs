@@ -14,7 +14,7 @@
 
 use std::io;
 use std::mem::ManuallyDrop;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,15 +23,59 @@ use std::time::Duration;
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions, ReadResult};
 
+use super::open_files::{self, Slot};
 use super::{IoBuf, Storage, StorageFile};
 
 /// The production storage: real files through io_uring.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DmaStorage;
 
+/// A file by path, whose descriptor the shard may close while it is idle and opens
+/// again on its next use (`open_files`). Clones share the descriptor.
 #[derive(Clone)]
 pub struct DmaStorageFile {
-    file: Rc<DmaFile>,
+    handle: Rc<Handle>,
+}
+
+struct Handle {
+    /// Absolute (see `absolute`).
+    path: PathBuf,
+    /// The file first opened: a reopen that finds another one under the path refuses it.
+    inode: u64,
+    slot: Rc<Slot>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // glommio closes a dropped file on its ring.
+        drop(self.slot.release());
+    }
+}
+
+impl DmaStorageFile {
+    /// The open descriptor, opened again first when the shard closed it.
+    async fn file(&self) -> io::Result<Rc<DmaFile>> {
+        let handle = &self.handle;
+        if let Some(file) = handle.slot.get() {
+            return Ok(file);
+        }
+        let room = open_files::make_room().await;
+        let file = OpenOptions::new().read(true).write(true).dma_open(&handle.path).await.map_err(to_io)?;
+        if file.inode() != handle.inode {
+            let _ = file.close().await;
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} was replaced since it was opened", handle.path.display()),
+            ));
+        }
+        open_files::count_reopen();
+        let (file, surplus) = handle.slot.put(file);
+        drop(room);
+        if let Some(surplus) = surplus {
+            let _ = surplus.close().await;
+        }
+        Ok(file)
+    }
 }
 
 /// Transparent, so that an `Rc<DmaBuf>` is an `Rc<DmaBuffer>` for glommio
@@ -54,7 +98,7 @@ impl IoBuf for DmaBuf {
 
 /// glommio opens directories relative to descriptor -1 rather than the working
 /// directory, so every path handed to it is made absolute first.
-fn absolute(path: &Path) -> io::Result<std::path::PathBuf> {
+fn absolute(path: &Path) -> io::Result<PathBuf> {
     std::path::absolute(path)
 }
 
@@ -106,10 +150,15 @@ impl Storage for DmaStorage {
     type File = DmaStorageFile;
 
     async fn open_file(&self, path: &Path, create: bool) -> io::Result<DmaStorageFile> {
-        let path = &absolute(path)?;
+        let path = absolute(path)?;
         probe_device(path.parent().unwrap_or(Path::new("/"))).await?;
-        let file = OpenOptions::new().read(true).write(true).create(create).dma_open(path).await.map_err(to_io)?;
-        Ok(DmaStorageFile { file: Rc::new(file) })
+        let room = open_files::make_room().await;
+        let file = OpenOptions::new().read(true).write(true).create(create).dma_open(&path).await.map_err(to_io)?;
+        let inode = file.inode();
+        let slot = Rc::new(Slot::default());
+        slot.put(file);
+        drop(room);
+        Ok(DmaStorageFile { handle: Rc::new(Handle { path, inode, slot }) })
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -182,11 +231,11 @@ impl StorageFile for DmaStorageFile {
 
     fn alloc_buf(&self, len: usize) -> DmaBuf {
         debug_assert_eq!(len % crate::limits::DMA_ALIGNMENT, 0);
-        DmaBuf(self.file.alloc_dma_buffer(len))
+        DmaBuf(glommio::allocate_dma_buffer(len))
     }
 
     async fn write_at(&self, buf: DmaBuf, pos: u64) -> io::Result<usize> {
-        self.file.write_at(buf.0, pos).await.map_err(to_io)
+        self.file().await?.write_at(buf.0, pos).await.map_err(to_io)
     }
 
     async fn write_shared_at(&self, buf: Rc<DmaBuf>, range: std::ops::Range<usize>, pos: u64) -> io::Result<usize> {
@@ -194,7 +243,7 @@ impl StorageFile for DmaStorageFile {
         // behind the `Rc` holds a `DmaBuffer` laid out exactly as `Rc<DmaBuffer>` expects;
         // the count moves from one handle to the other, unchanged.
         let buf: Rc<DmaBuffer> = unsafe { Rc::from_raw(Rc::into_raw(buf).cast::<DmaBuffer>()) };
-        self.file.write_rc_range_at(buf, range, pos).await.map_err(to_io)
+        self.file().await?.write_rc_range_at(buf, range, pos).await.map_err(to_io)
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
@@ -203,24 +252,24 @@ impl StorageFile for DmaStorageFile {
         }
         let home = Returns::here();
         home.release();
-        let read = self.file.read_at(pos, len).await.map_err(to_io)?;
+        let read = self.file().await?.read_at(pos, len).await.map_err(to_io)?;
         Ok(Bytes::from_owner(ShardRead { read: ManuallyDrop::new(read), home }))
     }
 
     async fn fdatasync(&self) -> io::Result<()> {
-        self.file.fdatasync().await.map_err(to_io)
+        self.file().await?.fdatasync().await.map_err(to_io)
     }
 
     async fn allocate(&self, len: u64) -> io::Result<()> {
-        self.file.pre_allocate(len, false).await.map_err(to_io)
+        self.file().await?.pre_allocate(len, false).await.map_err(to_io)
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
-        self.file.truncate(len).await.map_err(to_io)
+        self.file().await?.truncate(len).await.map_err(to_io)
     }
 
     async fn size(&self) -> io::Result<u64> {
-        self.file.file_size().await.map_err(to_io)
+        self.file().await?.file_size().await.map_err(to_io)
     }
 }
 

@@ -12,6 +12,7 @@
 
 pub mod dma;
 pub mod fault;
+pub mod open_files;
 
 use std::io;
 use std::ops::Range;

@@ -49,7 +49,8 @@ impl<S: Storage> Log<S> {
                 if matches!(e, Error::Corruption { .. }) {
                     metrics.corruptions.set(metrics.corruptions.get() + 1);
                 }
-            })?;
+            })
+            .map_err(|e| self.gone_below_start(offset, e))?;
             // Served from the buffer the device wrote into: no copy (`io/dma.rs`).
             metrics.disk_read_bytes.set(metrics.disk_read_bytes.get() + bytes_read);
             if let Some(last) = batches.last() {
@@ -67,6 +68,22 @@ impl<S: Storage> Log<S> {
                 Some(next) if next < bound => from = next,
                 _ => return Ok(Vec::new()),
             }
+        }
+    }
+
+    /// A read's error, or `OffsetOutOfRange` when the segment it read was deleted
+    /// under it (retention moved the log start past `offset`): a closed descriptor
+    /// is opened again by name, and a deleted file has none.
+    fn gone_below_start(&self, offset: Offset, e: Error) -> Error {
+        let (start, end) = {
+            let state = self.state.borrow();
+            (state.log_start_offset, state.log_end_offset)
+        };
+        match &e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound && offset < start => {
+                Error::OffsetOutOfRange { offset, start, end }
+            }
+            _ => e,
         }
     }
 

@@ -39,7 +39,7 @@ impl Default for Openings {
     fn default() -> Openings {
         Openings {
             opening: RefCell::default(),
-            slots: glommio::sync::Semaphore::new(OPENS_IN_FLIGHT),
+            slots: glommio::sync::Semaphore::new(opens_in_flight()),
             queue: Cell::new(None),
         }
     }
@@ -50,6 +50,14 @@ impl Default for Openings {
 /// system commits together (10,000 new partitions on two shards: served after 2.5 s
 /// with 512, 3.4 s with 64).
 const OPENS_IN_FLIGHT: u64 = 512;
+
+/// `OPENS_IN_FLIGHT`, or fewer on a shard with a small budget of open files: each open
+/// holds a few descriptors for a moment (directories it creates and syncs, the files
+/// it writes), which the budget leaves outside (`open_files`), so an eighth of it.
+fn opens_in_flight() -> u64 {
+    let budget = skein_engine::io::open_files::stats().budget as u64;
+    OPENS_IN_FLIGHT.min(budget / 8).max(1)
+}
 
 /// The opens' share of their shard, against a request queue's default 1,000.
 const OPEN_SHARES: usize = 250;
