@@ -171,12 +171,12 @@ impl<S: Storage> LogManager<S> {
         self.ctx.storage.available_bytes(&self.data_dir).map_err(|e| Error::io("statvfs", &self.data_dir, e))
     }
 
-    /// Partition directories present on disk. Blocks the reactor briefly: start-up only.
+    /// Partition directories present on disk.
     ///
     /// # Errors
     /// `Io` when the data directory cannot be listed.
-    pub fn discover(&self) -> Result<Vec<TopicPartition>> {
-        match self.ctx.storage.list_dir(&self.data_dir) {
+    pub async fn discover(&self) -> Result<Vec<TopicPartition>> {
+        match self.ctx.storage.list_dir(&self.data_dir).await {
             Ok(names) => Ok(names.iter().filter_map(|n| TopicPartition::from_dir_name(n)).collect()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
             Err(e) => Err(Error::io("list", &self.data_dir, e)),
@@ -194,7 +194,7 @@ impl<S: Storage> LogManager<S> {
         config_of: impl Fn(&TopicPartition) -> Option<LogConfig>,
     ) -> Result<Vec<(TopicPartition, Error)>> {
         let mut failed = Vec::new();
-        for partition in self.discover()? {
+        for partition in self.discover().await? {
             let Some(config) = config_of(&partition) else { continue };
             if let Err(e) = self.open(partition.clone(), config).await {
                 tracing::error!(target: "skein::engine", partition = %partition, error = %e, "partition offline");
@@ -299,7 +299,7 @@ impl<S: Storage> LogManager<S> {
     /// `Io` when the data directory cannot be listed; a directory that cannot be
     /// removed now is retried on the next call.
     pub async fn remove_deleted_dirs(&self) -> Result<usize> {
-        let names = match self.ctx.storage.list_dir(&self.data_dir) {
+        let names = match self.ctx.storage.list_dir(&self.data_dir).await {
             Ok(names) => names,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(Error::io("list", &self.data_dir, e)),
@@ -497,7 +497,7 @@ pub fn topic_id_text(id: [u8; 16]) -> String {
 
 /// Removes a directory and the files in it.
 async fn remove_dir_all<S: Storage>(storage: &S, dir: &std::path::Path) -> std::io::Result<()> {
-    for name in storage.list_dir(dir)? {
+    for name in storage.list_dir(dir).await? {
         match storage.remove_file(&dir.join(name)).await {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}

@@ -506,14 +506,14 @@ fn producer_snapshots_follow_the_log_ends() {
         for at in [2, 5, 8] {
             log.write_producer_snapshot(Offset(at), format!("state-{at}").as_bytes()).await.unwrap();
         }
-        assert_eq!(log.producer_snapshots().unwrap(), vec![Offset(5), Offset(8)]);
+        assert_eq!(log.producer_snapshots().await.unwrap(), vec![Offset(5), Offset(8)]);
         assert_eq!(&log.read_producer_snapshot(Offset(8)).await.unwrap().unwrap()[..], b"state-8");
         assert!(log.read_producer_snapshot(Offset(2)).await.unwrap().is_none());
         // A snapshot past the end describes nothing the log holds.
         log.write_producer_snapshot(Offset(11), b"ahead").await.unwrap();
-        assert_eq!(log.producer_snapshots().unwrap(), vec![Offset(5), Offset(8)]);
+        assert_eq!(log.producer_snapshots().await.unwrap(), vec![Offset(5), Offset(8)]);
         log.truncate_to(Offset(6)).await.unwrap();
-        assert_eq!(log.producer_snapshots().unwrap(), vec![Offset(5)]);
+        assert_eq!(log.producer_snapshots().await.unwrap(), vec![Offset(5)]);
         log.close().await.unwrap();
     });
     // A snapshot written past what a crash left is removed when the log opens.
@@ -521,9 +521,9 @@ fn producer_snapshots_follow_the_log_ends() {
     run(async {
         let log = open_dma(dir.path(), LogConfig::default()).await;
         assert_eq!(log.log_end_offset(), Offset(6));
-        assert_eq!(log.producer_snapshots().unwrap(), vec![Offset(5)]);
+        assert_eq!(log.producer_snapshots().await.unwrap(), vec![Offset(5)]);
         log.truncate_to(Offset(0)).await.unwrap();
-        assert!(log.producer_snapshots().unwrap().is_empty());
+        assert!(log.producer_snapshots().await.unwrap().is_empty());
         log.close().await.unwrap();
     });
 }

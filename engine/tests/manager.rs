@@ -29,7 +29,7 @@ fn create_delete_and_reopen() {
             .filter(|n| n.starts_with("my-topic-2.") && n.ends_with("-delete"))
             .collect();
         assert_eq!(deleted.len(), 1, "{deleted:?}");
-        assert!(!manager.discover().unwrap().contains(&TopicPartition::new("my-topic", 2)));
+        assert!(!manager.discover().await.unwrap().contains(&TopicPartition::new("my-topic", 2)));
         assert_eq!(manager.remove_deleted_dirs().await.unwrap(), 1);
         assert!(!dir.path().join(&deleted[0]).exists());
         assert!(matches!(manager.delete(&TopicPartition::new("my-topic", 2)).await, Err(Error::UnknownPartition(_))));
@@ -38,7 +38,7 @@ fn create_delete_and_reopen() {
     });
     run(async {
         let manager = LogManager::new(DmaStorage, dir.path(), 1 << 20);
-        let mut found = manager.discover().unwrap();
+        let mut found = manager.discover().await.unwrap();
         found.sort();
         assert_eq!(found, vec![TopicPartition::new("my-topic", 0), TopicPartition::new("my-topic", 1)]);
         // This shard owns partition 1 only.

@@ -250,7 +250,7 @@ async fn check(root: &Path, history: &History, context: &str) {
     let last = history.incarnations.len() - 1;
     let current = &history.incarnations[last];
     let manager = LogManager::new(DmaStorage, root, 1 << 20);
-    let found = manager.discover().unwrap();
+    let found = manager.discover().await.unwrap();
     if current.created && !current.delete_attempted {
         assert_eq!(found, vec![tp()], "{context}: the created partition is gone");
         assert_eq!(on_disk, Some(last), "{context}: partition.metadata of the created partition");
@@ -531,7 +531,7 @@ fn flushed_record_of_a_new_partition_survives() {
     plan.power_loss(PowerCut::SyncedOnly).unwrap();
     run(async {
         let manager = LogManager::new(DmaStorage, dir.path(), 1 << 20);
-        assert_eq!(manager.discover().unwrap(), vec![tp()]);
+        assert_eq!(manager.discover().await.unwrap(), vec![tp()]);
         let log = manager.open(tp(), config).await.unwrap();
         assert_eq!(bases(&log).await, prefix(1));
     });

@@ -761,7 +761,7 @@ impl<S: Storage> Partition<S> {
 pub async fn load_producers<S: Storage>(log: &Log<S>) -> ProducerStates {
     let mut states = ProducerStates::default();
     let mut start = log.log_start_offset();
-    let snapshots = log.producer_snapshots().unwrap_or_default();
+    let snapshots = log.producer_snapshots().await.unwrap_or_default();
     for &at in snapshots.iter().rev() {
         let loaded = match log.read_producer_snapshot(at).await {
             Ok(Some(bytes)) => ProducerStates::from_snapshot(&bytes),

@@ -206,14 +206,19 @@ impl Storage for DmaStorage {
         dir.close().await.map_err(to_io)
     }
 
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(path)? {
-            if let Some(name) = entry?.file_name().to_str() {
-                names.push(name.to_owned());
-            }
-        }
-        Ok(names)
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let path = path.to_owned();
+        glommio::executor()
+            .spawn_blocking(move || {
+                let mut names = Vec::new();
+                for entry in std::fs::read_dir(path)? {
+                    if let Some(name) = entry?.file_name().to_str() {
+                        names.push(name.to_owned());
+                    }
+                }
+                Ok(names)
+            })
+            .await
     }
 
     fn spawn(&self, task: impl std::future::Future<Output = ()> + 'static) {

@@ -311,9 +311,9 @@ impl<S: Storage> Storage for FaultStorage<S> {
         }
     }
 
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         self.plan.check_crashed()?;
-        self.inner.list_dir(path)
+        self.inner.list_dir(path).await
     }
 
     fn spawn(&self, task: impl std::future::Future<Output = ()> + 'static) {

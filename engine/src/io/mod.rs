@@ -53,10 +53,9 @@ pub trait Storage: Clone + 'static {
     async fn rename(&self, source: &Path, target: &Path) -> io::Result<()>;
     /// Makes creations, renames and removals in a directory durable.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
-    /// Names in a directory. Blocks the reactor for one `getdents` (cached dentries,
-    /// no I/O as a rule): used when opening logs, pruning producer snapshots and
-    /// removing deleted directories.
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Names in a directory (io_uring has no getdents: the blocking thread pool lists
+    /// it, off the reactor).
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
     /// Runs `task` on the shard's executor, detached (background reads).
     fn spawn(&self, task: impl std::future::Future<Output = ()> + 'static);
     /// Bytes an unprivileged writer can still allocate on the file system of `path`.

@@ -20,13 +20,26 @@ impl<S: Storage> Log<S> {
     ) -> Result<Rc<Log<S>>> {
         config.validate()?;
         let storage = &ctx.storage;
-        let created = matches!(storage.list_dir(&dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
-        storage.create_dir_all(&dir).await.map_err(|e| Error::io("create", &dir, e))?;
+        let listed = match storage.list_dir(&dir).await {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            listed => Some(listed.map_err(|e| Error::io("list", &dir, e))?),
+        };
+        let created = listed.is_none();
+        if created {
+            storage.create_dir_all(&dir).await.map_err(|e| Error::io("create", &dir, e))?;
+        }
         // Whether entries of the directory changed and must be synced before the log
         // is used: a record flushed into a segment is durable only once the segment's
         // name is.
-        let mut dir_changed = !created && finish_interrupted_swaps(storage, &dir).await?;
-        let names = storage.list_dir(&dir).map_err(|e| Error::io("list", &dir, e))?;
+        let mut dir_changed = match &listed {
+            Some(names) => finish_interrupted_swaps(storage, &dir, names).await?,
+            None => false,
+        };
+        // Listed once, again only when a finished swap changed the directory.
+        let names = match listed {
+            Some(names) if !dir_changed => names,
+            _ => storage.list_dir(&dir).await.map_err(|e| Error::io("list", &dir, e))?,
+        };
         let mut bases: Vec<Offset> =
             names.iter().filter_map(|n| segment::parse_file_name(n, segment::LOG_SUFFIX)).collect();
         bases.sort();
@@ -420,12 +433,11 @@ pub(super) async fn is_zero_tail<F: StorageFile>(file: &F, position: u64, len: u
 /// Completes compaction swaps a crash interrupted and removes unfinished temp files:
 /// a `.log.swap` is a complete compacted segment, a `.log.cleaned` or `.tmp` is not.
 /// Returns whether it changed the directory; the caller syncs it.
-pub(super) async fn finish_interrupted_swaps<S: Storage>(storage: &S, dir: &Path) -> Result<bool> {
-    let names = storage.list_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+pub(super) async fn finish_interrupted_swaps<S: Storage>(storage: &S, dir: &Path, names: &[String]) -> Result<bool> {
     let mut changed = false;
     for name in names {
-        let path = dir.join(&name);
-        if let Some(base) = segment::parse_file_name(&name, segment::SWAP_SUFFIX) {
+        let path = dir.join(name);
+        if let Some(base) = segment::parse_file_name(name, segment::SWAP_SUFFIX) {
             let target = segment::file_path(dir, base, segment::LOG_SUFFIX);
             storage.rename(&path, &target).await.map_err(|e| Error::io("rename", &path, e))?;
             // Its indexes describe the old content.

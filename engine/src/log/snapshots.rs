@@ -19,8 +19,8 @@ impl<S: Storage> Log<S> {
     ///
     /// # Errors
     /// `Io` when the directory cannot be listed.
-    pub fn producer_snapshots(&self) -> Result<Vec<Offset>> {
-        snapshot_offsets(&self.ctx.storage, &self.dir)
+    pub async fn producer_snapshots(&self) -> Result<Vec<Offset>> {
+        snapshot_offsets(&self.ctx.storage, &self.dir).await
     }
 
     /// The bytes of the snapshot at `offset`, `None` when it is gone.
@@ -46,7 +46,7 @@ impl<S: Storage> Log<S> {
         if offset > self.log_end_offset() {
             return self.remove_producer_snapshots(|o| o > self.log_end_offset()).await;
         }
-        let offsets = self.producer_snapshots()?;
+        let offsets = self.producer_snapshots().await?;
         let keep_from = offsets.len().saturating_sub(SNAPSHOTS_KEPT);
         let old: Vec<Offset> = offsets[..keep_from].to_vec();
         self.remove_producer_snapshots(|o| old.contains(&o)).await
@@ -61,8 +61,8 @@ impl<S: Storage> Log<S> {
     }
 }
 
-pub(super) fn snapshot_offsets<S: Storage>(storage: &S, dir: &Path) -> Result<Vec<Offset>> {
-    let names = storage.list_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+pub(super) async fn snapshot_offsets<S: Storage>(storage: &S, dir: &Path) -> Result<Vec<Offset>> {
+    let names = storage.list_dir(dir).await.map_err(|e| Error::io("list", dir, e))?;
     let mut offsets: Vec<Offset> = names.iter().filter_map(|n| segment::parse_file_name(n, SNAPSHOT_SUFFIX)).collect();
     offsets.sort();
     Ok(offsets)
@@ -74,7 +74,7 @@ pub(super) async fn remove_snapshots<S: Storage>(
     doomed: impl Fn(Offset) -> bool,
 ) -> Result<()> {
     let mut removed = false;
-    for offset in snapshot_offsets(storage, dir)?.into_iter().filter(|&o| doomed(o)) {
+    for offset in snapshot_offsets(storage, dir).await?.into_iter().filter(|&o| doomed(o)) {
         let path = segment::file_path(dir, offset, SNAPSHOT_SUFFIX);
         match storage.remove_file(&path).await {
             Ok(()) => removed = true,
