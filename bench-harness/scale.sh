@@ -428,7 +428,7 @@ section_idle() {
 # -9'd node's leaderships, and a controlled shutdown of another.
 section_cluster() {
   local broker dir ctopics="${CLUSTER_TOPICS:-100}" cpartitions="${CLUSTER_PARTITIONS:-100}" crf="${CLUSTER_RF:-3}"
-  local nodes n before after
+  local nodes n before after started stopped pid pid2
   for broker in "${brokers[@]}"; do
     echo "== cluster: $broker, 3 nodes, $ctopics x $cpartitions partitions of replication factor $crf"
     dir="$work/$broker-cluster"
@@ -439,6 +439,12 @@ section_cluster() {
     step "$broker" create --topics "$ctopics" --partitions "$cpartitions" --replication-factor "$crf" --nodes "$nodes" \
       --as cluster_create
     step "$broker" produce --topics "$ctopics" --partitions "$cpartitions" --as cluster_produce
+    # Every record read back by one librdkafka consumer assigned every partition
+    # (CLUSTER_CONSUME=0 skips it: at 100,000 partitions the client spends the step's
+    # whole timeout at 100% of a core).
+    if [ "${CLUSTER_CONSUME:-1}" = 1 ]; then
+      step "$broker" consume --topics "$ctopics" --partitions "$cpartitions" --as cluster_consume
+    fi
     sleep 5
     for n in 1 2 3; do
       case "$broker" in
@@ -446,7 +452,11 @@ section_cluster() {
         kafka) record "$broker" "cluster_metadata_log_kib_n$n" "$(du -sk "$dir/n$n/logs/__cluster_metadata-0" | cut -f1)" ;;
       esac
       record "$broker" "cluster_rss_kib_n$n" "$(awk '/^VmRSS:/ { print $2 }' "/proc/$(node_pid "$n")/status")"
+      # Descriptors the node holds (files, sockets), against the machine's limit.
+      record "$broker" "cluster_open_fds_n$n" "$(ls "/proc/$(node_pid "$n")/fd" | wc -l)"
     done
+    record "$broker" cluster_open_files_limit "$(ulimit -Hn)"
+
     # The replica fetchers' cost with nothing to replicate: CPU over 30 s, all nodes.
     before=0; for n in 1 2 3; do before=$(echo "$before + $(cpu_secs "$(node_pid "$n")")" | bc); done
     sleep 30
@@ -454,6 +464,15 @@ section_cluster() {
     record "$broker" cluster_idle_cpu_secs_per_30s "$(echo "$after - $before" | bc | awk '{ printf "%.2f", $1 }')"
     # Failover and controlled shutdown need a replica to move to.
     if [ "$crf" -lt 2 ]; then
+      # Node 3 killed and started again with its data: until it listens, and until
+      # every partition of the cluster serves again (its own recovered).
+      pid=$(node_pid 3)
+      kill -9 "$pid"
+      while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+      started=$(date +%s%N)
+      restart_node "$broker" "$dir" 3
+      record "$broker" cluster_restart_listen_ms $(( ($(date +%s%N) - started) / 1000000 ))
+      step "$broker" serving --topics "$ctopics" --partitions "$cpartitions" --as cluster_restart_serving
       for pair in ${cluster_pids//,/ }; do kill "${pair#*=}" 2>/dev/null || true; done
       for pair in ${cluster_pids//,/ }; do while kill -0 "${pair#*=}" 2>/dev/null; do sleep 0.1; done; done
       rm -rf "$dir"
@@ -465,7 +484,6 @@ section_cluster() {
     step "$broker" serving --topics "$ctopics" --partitions "$cpartitions" --as cluster_failover
     # Node 3 back with the data it kept: the time until it listens. A controlled
     # shutdown needs a quorum of the controllers, so it runs with all three up.
-    local started stopped pid2
     started=$(date +%s%N)
     restart_node "$broker" "$dir" 3
     record "$broker" cluster_restart_listen_ms $(( ($(date +%s%N) - started) / 1000000 ))
