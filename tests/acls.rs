@@ -262,6 +262,7 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
             call!(request)
         }
         ApiKey::ListGroups => call!(ListGroupsRequest::default()),
+        ApiKey::ListConfigResources => call!(ListConfigResourcesRequest::default()),
         ApiKey::DescribeGroups => call!(DescribeGroupsRequest::default().with_groups(vec![group()])),
         ApiKey::DeleteGroups => call!(DeleteGroupsRequest::default().with_groups_names(vec![group()])),
         ApiKey::OffsetDelete => {

@@ -1003,6 +1003,12 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
             }
             c.call(request, v);
         }
+        ApiKey::ListConfigResources => {
+            c.call(ListConfigResourcesRequest::default(), v);
+            if v >= 1 {
+                c.call(ListConfigResourcesRequest::default().with_resource_types(vec![2, 4, 32]), v);
+            }
+        }
         ApiKey::DescribeGroups => {
             let mut request = DescribeGroupsRequest::default().with_groups(vec![
                 group(FIXTURE_GROUP),

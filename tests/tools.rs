@@ -461,3 +461,84 @@ fn kafka_acls_and_quotas_tools() {
     let described = config(&["--describe", "--entity-type", "clients", "--entity-name", "reporter"]);
     assert!(!described.contains("request_percentage"), "{described}");
 }
+
+/// The heartbeat interval a consumer-protocol (KIP-848) group's coordinator gives a
+/// new member of `group`, once the coordinator is ready.
+fn heartbeat_interval_ms(bootstrap: &str, group: &str) -> i32 {
+    use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, GroupId, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let mut client = common::RawClient::connect(bootstrap);
+    let request = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("orders"))]))
+        .with_topic_partitions(Some(vec![]));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let response = client.call(&request, 0);
+        if response.error_code == 0 {
+            return response.heartbeat_interval_ms;
+        }
+        assert!(std::time::Instant::now() < deadline, "heartbeat of {group}: {response:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+// kafka-configs on GROUP resources: a group's overrides are set, checked as Kafka 4.4
+// checks them (its message for a value out of range), shown with every group config
+// Kafka 4.4 has, kept across a restart, and acted on: the group's coordinator gives
+// its members the overridden heartbeat interval, and other groups the node's.
+#[test]
+fn kafka_configs_for_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Broker::start(dir.path(), "1", &[]);
+    let bootstrap = node.bootstrap();
+    let b = bootstrap.as_str();
+    let group = ["--bootstrap-server", b, "--entity-type", "groups", "--entity-name", "billing"];
+    let alter = [
+        &group[..],
+        &["--alter", "--add-config", "consumer.heartbeat.interval.ms=6000,share.auto.offset.reset=earliest"],
+    ]
+    .concat();
+    assert!(ok(CONFIGS, &alter).contains("Completed updating config for group billing."));
+    let (refused, output) = kafka_tool(
+        CONFIGS,
+        &[&group[..], &["--alter", "--add-config", "consumer.session.timeout.ms=1000"]].concat(),
+        "",
+    );
+    assert!(
+        !refused && output.contains("consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive"),
+        "{output}"
+    );
+    let (refused, output) =
+        kafka_tool(CONFIGS, &[&group[..], &["--alter", "--add-config", "share.fetch.max.bytes=1"]].concat(), "");
+    assert!(!refused && output.contains("Unknown group config name: share.fetch.max.bytes"), "{output}");
+    let described = ok(CONFIGS, &[&group[..], &["--describe"]].concat());
+    assert!(described.contains("consumer.heartbeat.interval.ms=6000"), "{described}");
+    assert!(described.contains("share.auto.offset.reset=earliest"), "{described}");
+    assert!(!described.contains("consumer.session.timeout.ms"), "{described}");
+    let all = ok(CONFIGS, &[&group[..], &["--describe", "--all"]].concat());
+    for config in [
+        "share.record.lock.duration.ms=30000",
+        "streams.num.standby.replicas=0",
+        "share.isolation.level=read_uncommitted",
+        "consumer.session.timeout.ms=45000",
+    ] {
+        assert!(all.contains(config), "{config} in {all}");
+    }
+    assert_eq!(all.lines().filter(|l| l.contains("sensitive=")).count(), 21, "{all}");
+    assert_eq!(heartbeat_interval_ms(b, "billing"), 6000);
+    assert_eq!(heartbeat_interval_ms(b, "shipping"), 5000);
+
+    node.stop();
+    node.restart();
+    let bootstrap = node.bootstrap();
+    let group = ["--bootstrap-server", bootstrap.as_str(), "--entity-type", "groups", "--entity-name", "billing"];
+    let described = ok(CONFIGS, &[&group[..], &["--describe"]].concat());
+    assert!(described.contains("consumer.heartbeat.interval.ms=6000"), "{described}");
+    ok(CONFIGS, &[&group[..], &["--alter", "--delete-config", "consumer.heartbeat.interval.ms"]].concat());
+    let described = ok(CONFIGS, &[&group[..], &["--describe"]].concat());
+    assert!(!described.contains("consumer.heartbeat.interval.ms"), "{described}");
+    assert_eq!(heartbeat_interval_ms(bootstrap.as_str(), "billing"), 5000);
+}

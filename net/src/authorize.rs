@@ -204,7 +204,11 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
         {
             Some(CLUSTER_AUTHORIZATION_FAILED)
         }
-        RequestKind::DescribeClientQuotas(_) if no_cluster(Op::DescribeConfigs) => Some(CLUSTER_AUTHORIZATION_FAILED),
+        RequestKind::DescribeClientQuotas(_) | RequestKind::ListConfigResources(_)
+            if no_cluster(Op::DescribeConfigs) =>
+        {
+            Some(CLUSTER_AUTHORIZATION_FAILED)
+        }
         RequestKind::AlterClientQuotas(_) if no_cluster(Op::AlterConfigs) => Some(CLUSTER_AUTHORIZATION_FAILED),
         _ => None,
     }
@@ -217,6 +221,9 @@ pub fn config_denied(caller: &Caller, resource_type: i8, name: &str, operation: 
         2 if !caller.topic(operation, name) => Some((TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.".into())),
         4 | 8 if !caller.cluster(operation) => {
             Some((CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".into()))
+        }
+        32 if !caller.group(operation, name) => {
+            Some((GROUP_AUTHORIZATION_FAILED, "Group authorization failed.".into()))
         }
         _ => None,
     }

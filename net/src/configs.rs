@@ -29,6 +29,8 @@ pub enum ConfigSource {
     DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+    /// A group's override (Kafka's DYNAMIC_GROUP_CONFIG).
+    Group = 8,
 }
 
 /// What Skein does with a config.

@@ -86,6 +86,7 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
         RequestKind::DescribeUserScramCredentials(_) => api(ApiKey::DescribeUserScramCredentials),
         RequestKind::DescribeAcls(_) => api(ApiKey::DescribeAcls),
         RequestKind::DescribeClientQuotas(_) => api(ApiKey::DescribeClientQuotas),
+        RequestKind::ListConfigResources(_) => api(ApiKey::ListConfigResources),
         _ => None,
     }
 }
@@ -175,6 +176,9 @@ fn whole(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
         ApiKey::DescribeAcls => ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code)),
         ApiKey::DescribeClientQuotas => {
             ResponseKind::DescribeClientQuotas(DescribeClientQuotasResponse::default().with_error_code(code))
+        }
+        ApiKey::ListConfigResources => {
+            ResponseKind::ListConfigResources(ListConfigResourcesResponse::default().with_error_code(code))
         }
         _ => return None,
     })

@@ -80,6 +80,7 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::DescribeAcls, acls::VERSIONS, Cluster(Op::Describe)),
     (ApiKey::DeleteAcls, acls::VERSIONS, Cluster(Op::Alter)),
     (ApiKey::DescribeClientQuotas, client_quotas::DESCRIBE_VERSIONS, Cluster(Op::DescribeConfigs)),
+    (ApiKey::ListConfigResources, list_config_resources::VERSIONS, Cluster(Op::DescribeConfigs)),
     (ApiKey::AlterClientQuotas, client_quotas::ALTER_VERSIONS, Cluster(Op::AlterConfigs)),
 ];
 
@@ -186,6 +187,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         }
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(shard, &header, r, caller).await),
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(shard, r, caller).await),
+        RequestKind::ListConfigResources(r) => {
+            ResponseKind::ListConfigResources(list_config_resources::handle(shard, &header, r).await)
+        }
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(describe_groups::handle(shard, r, caller).await),
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(shard, r, caller).await),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(shard, r, caller).await),
@@ -311,6 +315,7 @@ mod tests {
                 ApiKey::OffsetCommit => OffsetCommitRequest::VERSIONS,
                 ApiKey::OffsetFetch => OffsetFetchRequest::VERSIONS,
                 ApiKey::ListGroups => ListGroupsRequest::VERSIONS,
+                ApiKey::ListConfigResources => ListConfigResourcesRequest::VERSIONS,
                 ApiKey::DescribeGroups => DescribeGroupsRequest::VERSIONS,
                 ApiKey::DeleteGroups => DeleteGroupsRequest::VERSIONS,
                 ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,

@@ -257,6 +257,26 @@ pub async fn set_broker_configs(
     shard.control(ControllerRequest::SetBrokerConfigs { broker: broker.to_string(), configs }).await.map(|_| ())
 }
 
+/// Replaces group `group`'s config overrides through the controller, once they pass
+/// Kafka's checks against this node's bounds, or only checks them (`validate_only`).
+///
+/// # Errors
+/// INVALID_REQUEST, INVALID_CONFIG (`group::configs::validate`); the controller's
+/// refusal.
+pub async fn set_group_configs(
+    shard: &Rc<Shard>,
+    group: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    let broker = crate::group::configs::broker_values(&shard.coordinators.groups.consumer_settings.get());
+    crate::group::configs::validate(group, &configs, &broker)?;
+    if validate_only {
+        return Ok(());
+    }
+    shard.control(ControllerRequest::SetGroupConfigs { group: group.to_string(), configs }).await.map(|_| ())
+}
+
 /// Deletes a topic: metadata first (the topic disappears for clients); each node
 /// removes its logs as it applies the change.
 ///

@@ -14,6 +14,7 @@
 
 pub mod calls;
 mod classic;
+pub mod configs;
 pub mod consumer;
 pub mod lag;
 mod offsets;
@@ -403,7 +404,7 @@ impl Coordinator {
                 Vec::new(),
             );
         }
-        let settings = self.consumer_settings.get();
+        let settings = configs::consumer_settings(self.consumer_settings.get(), image, &id);
         let mut groups = self.consumer_groups.borrow_mut();
         let group = groups.entry(id.clone()).or_insert_with(|| consumer::ConsumerGroup::new(&id));
         let response = group.heartbeat(request, client_id, client_host, image, settings, now);
@@ -434,7 +435,7 @@ impl Coordinator {
             if !loaded.contains(&partition_for(&group.id)) {
                 continue;
             }
-            let removed = group.expire(image, settings, now);
+            let removed = group.expire(image, configs::consumer_settings(settings, image, &group.id), now);
             if removed > 0 {
                 tracing::info!(target: "skein::net", group = %group.id, removed, "consumer sessions expired");
                 writes.extend(group.changes(image));

@@ -1,4 +1,5 @@
-//! AlterConfigs (legacy, whole-set replacement) for topics and brokers' dynamic configs.
+//! AlterConfigs (legacy, whole-set replacement) for topics, brokers' dynamic configs
+//! and groups.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -7,7 +8,7 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::s;
 use crate::errors::code;
 use crate::shard::Shard;
@@ -37,6 +38,13 @@ pub async fn handle(
                 .collect();
             crate::topics::set_broker_configs(shard, resource.resource_name.as_str(), configs, request.validate_only)
                 .await
+        } else if resource.resource_type == RESOURCE_GROUP {
+            let configs: BTreeMap<String, String> = resource
+                .configs
+                .iter()
+                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+                .collect();
+            crate::topics::set_group_configs(shard, name, configs, request.validate_only).await
         } else if resource.resource_type == RESOURCE_TOPIC {
             let mut configs = BTreeMap::new();
             let mut bad = None;
@@ -61,7 +69,7 @@ pub async fn handle(
                 }
             }
         } else {
-            Err((code::INVALID_REQUEST, "Only topic and broker configs can be altered".to_string()))
+            Err((code::INVALID_REQUEST, "Only topic, broker and group configs can be altered".to_string()))
         };
         if let Err((error, message)) = outcome {
             result.error_code = error;

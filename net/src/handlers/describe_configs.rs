@@ -1,5 +1,6 @@
 //! DescribeConfigs for topics (every Kafka 4.x topic config, with its source, type,
-//! synonyms and documentation) and for this broker (its settings under Kafka's names).
+//! synonyms and documentation), for this broker (its settings under Kafka's names) and
+//! for groups (every Kafka 4.4 group config, `group::configs`).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -19,6 +20,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_GROUP: i8 = 32;
 
 /// One described config, before it is shaped for the request's version.
 struct Entry {
@@ -72,6 +74,12 @@ pub fn handle(
                 }
             },
             RESOURCE_BROKER if name.is_empty() || name == shard.settings.node_id.to_string() => broker_configs(shard),
+            RESOURCE_GROUP if name.is_empty() => {
+                result.error_code = code::INVALID_REQUEST;
+                result.error_message = Some(s("Group name must not be empty"));
+                Vec::new()
+            }
+            RESOURCE_GROUP => group_configs(shard, &image, &name),
             RESOURCE_BROKER => {
                 result.error_code = code::INVALID_REQUEST;
                 result.error_message = Some(s(format!("Unexpected broker id, expected {}", shard.settings.node_id)));
@@ -139,6 +147,23 @@ fn topic_configs(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String,
                 doc: def.documentation(),
                 synonyms,
             })
+        })
+        .collect()
+}
+
+/// Every config of group `name` (which need not exist yet, as in Kafka).
+fn group_configs(shard: &Shard, image: &crate::metadata::MetadataImage, name: &str) -> Vec<Entry> {
+    let broker = crate::group::configs::broker_values(&shard.coordinators.groups.consumer_settings.get());
+    crate::group::configs::describe(image, name, &broker)
+        .into_iter()
+        .map(|(def, value, source, synonyms)| Entry {
+            name: def.name.to_string(),
+            value,
+            source,
+            read_only: false,
+            kind: def.kind,
+            doc: def.doc.to_string(),
+            synonyms,
         })
         .collect()
 }

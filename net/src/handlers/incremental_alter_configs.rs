@@ -1,6 +1,7 @@
 //! IncrementalAlterConfigs (KIP-339) for topics: SET, DELETE, APPEND and SUBTRACT
 //! (the last two for list configs: `cleanup.policy`); for brokers, SET and DELETE of
-//! their dynamic configs (`configs::DYNAMIC_BROKER_CONFIGS`).
+//! their dynamic configs (`configs::DYNAMIC_BROKER_CONFIGS`); for groups, SET and
+//! DELETE of their configs (`group::configs`), as Kafka 4.4 allows.
 
 use std::rc::Rc;
 
@@ -8,7 +9,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::s;
 use crate::configs::config_def;
 use crate::errors::code;
@@ -62,8 +63,34 @@ pub async fn handle(
                 }
                 return crate::topics::set_broker_configs(shard, &name, configs, request.validate_only).await;
             }
+            if resource.resource_type == RESOURCE_GROUP {
+                let image = shard.image();
+                let mut configs = image.group_configs.get(&name).cloned().unwrap_or_default();
+                for c in &resource.configs {
+                    let key = c.name.to_string();
+                    match (c.config_operation, &c.value) {
+                        (SET, Some(value)) => {
+                            configs.insert(key, value.to_string());
+                        }
+                        (SET, None) => return Err((code::INVALID_REQUEST, format!("Null value for SET of {key}"))),
+                        (DELETE, _) => {
+                            configs.remove(&key);
+                        }
+                        // Kafka 4.4 refuses both for every group config, lists included.
+                        (APPEND, _) | (SUBTRACT, _) => {
+                            let op = if c.config_operation == APPEND { "APPEND" } else { "SUBTRACT" };
+                            return Err((
+                                code::INVALID_CONFIG,
+                                format!("Can't {op} to key {key} because its type is not LIST."),
+                            ));
+                        }
+                        (other, _) => return Err((code::INVALID_REQUEST, format!("Unknown config operation {other}"))),
+                    }
+                }
+                return crate::topics::set_group_configs(shard, &name, configs, request.validate_only).await;
+            }
             if resource.resource_type != RESOURCE_TOPIC {
-                return Err((code::INVALID_REQUEST, "Only topic and broker configs can be altered".to_string()));
+                return Err((code::INVALID_REQUEST, "Only topic, broker and group configs can be altered".to_string()));
             }
             let image = shard.image();
             let meta = image

@@ -34,6 +34,7 @@ pub mod init_producer_id;
 pub mod join_group;
 pub mod leaders;
 pub mod leave_group;
+pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;

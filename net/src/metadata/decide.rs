@@ -225,6 +225,13 @@ pub fn decide(
             let record = MetadataRecord::BrokerConfigs { broker: broker.clone(), configs: configs.clone() };
             (vec![record], ControllerReply::Done)
         }
+        ControllerRequest::SetGroupConfigs { group, configs } => {
+            if group.is_empty() {
+                return Err((code::INVALID_REQUEST, "Default group resources are not allowed.".into()));
+            }
+            let record = MetadataRecord::GroupConfigs { group: group.clone(), configs: configs.clone() };
+            (vec![record], ControllerReply::Done)
+        }
         ControllerRequest::AlterScram { changes } => {
             let records = changes
                 .iter()

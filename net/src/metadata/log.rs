@@ -55,7 +55,40 @@ impl std::fmt::Debug for Opened {
 }
 
 /// What starts a snapshot of the image in rkyv's form.
-const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK5";
+const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK6";
+/// What started one before the image held group configs; read, and upgraded.
+const RKYV_SNAPSHOT_V5: &[u8; 8] = b"SKEINRK5";
+
+/// The image as `RKYV_SNAPSHOT_V5` archived it: `MetadataImage` without its group
+/// configs, field for field.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct ImageV5 {
+    version: u64,
+    topics: std::collections::BTreeMap<String, super::TopicMeta>,
+    next_producer_id: i64,
+    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
+    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    scram:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
+    acls: Vec<crate::security::acl::AclBinding>,
+    client_quotas: Vec<crate::quota::ClientQuota>,
+}
+
+impl From<ImageV5> for MetadataImage {
+    fn from(old: ImageV5) -> MetadataImage {
+        MetadataImage {
+            version: old.version,
+            topics: old.topics,
+            next_producer_id: old.next_producer_id,
+            brokers: old.brokers,
+            broker_configs: old.broker_configs,
+            scram: old.scram,
+            acls: old.acls,
+            client_quotas: old.client_quotas,
+            ..Default::default()
+        }
+    }
+}
 
 /// A snapshot of `image` (the data of the quorum's snapshots): `RKYV_SNAPSHOT`, the
 /// CRC-32C of the archive (a cut or damaged archive can still validate as rkyv), then
@@ -69,15 +102,21 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
 /// The image a snapshot holds, checked (its checksum, then rkyv's validation) before
 /// it is read.
 pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
-    let framed = bytes.strip_prefix(&RKYV_SNAPSHOT[..]).ok_or("not a metadata snapshot of this version")?;
+    let (framed, current) = match bytes.strip_prefix(&RKYV_SNAPSHOT[..]) {
+        Some(framed) => (framed, true),
+        None => (bytes.strip_prefix(&RKYV_SNAPSHOT_V5[..]).ok_or("not a metadata snapshot of this version")?, false),
+    };
     let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
     if crc32c::crc32c(archive).to_be_bytes() != crc {
         return Err("the metadata snapshot does not match its checksum".into());
     }
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
     aligned.extend_from_slice(archive);
-    let mut image = rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned)
-        .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?;
+    let invalid = |e: rkyv::rancor::Error| format!("the metadata snapshot does not validate: {e}");
+    let mut image = match current {
+        true => rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned).map_err(invalid)?,
+        false => rkyv::from_bytes::<ImageV5, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
+    };
     image.index_ids();
     Ok(image)
 }
@@ -232,6 +271,10 @@ mod tests {
             },
         ]);
         image.broker_configs.insert("".into(), [("follower.replication.throttled.rate".into(), "10".into())].into());
+        image.apply(&[MetadataRecord::GroupConfigs {
+            group: "billing".into(),
+            configs: [("consumer.session.timeout.ms".to_string(), "50000".to_string())].into(),
+        }]);
         let json = |image: &MetadataImage| serde_json::to_value(image).unwrap();
         let bytes = encode_image(&image);
         assert!(bytes.starts_with(RKYV_SNAPSHOT));
@@ -248,6 +291,38 @@ mod tests {
         assert!(decode_image(&damaged).is_err(), "a damaged snapshot was read");
         let foreign = decode_image(&serde_json::to_vec(&image).unwrap()).unwrap_err();
         assert!(foreign.contains("not a metadata snapshot"), "{foreign}");
+    }
+
+    // A snapshot written before images held group configs is read and upgraded.
+    #[test]
+    fn a_snapshot_of_the_version_before_is_upgraded() {
+        let topic = TopicMeta {
+            name: "orders".into(),
+            id: uuid::Uuid::new_v4(),
+            partitions: 1,
+            configs: Default::default(),
+            shards: vec![0],
+            assignments: vec![crate::metadata::Assignment::new(vec![1])],
+        };
+        let old = ImageV5 {
+            version: 12,
+            topics: [("orders".to_string(), topic.clone())].into(),
+            next_producer_id: 4000,
+            brokers: Default::default(),
+            broker_configs: [("1".to_string(), [("a".to_string(), "b".to_string())].into())].into(),
+            scram: Default::default(),
+            acls: Vec::new(),
+            client_quotas: Vec::new(),
+        };
+        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
+        let crc = crc32c::crc32c(&archive).to_be_bytes();
+        let bytes = [&RKYV_SNAPSHOT_V5[..], &crc[..], &archive[..]].concat();
+        let image = decode_image(&bytes).unwrap();
+        assert_eq!((image.version, image.next_producer_id), (12, 4000));
+        assert_eq!(image.topic_by_id(topic.id), Some(&topic));
+        assert_eq!(image.broker_config(1, "a"), Some(("b", true)));
+        assert!(image.group_configs.is_empty());
+        assert!(encode_image(&image).starts_with(RKYV_SNAPSHOT));
     }
 
     // A metadata log started again with other voters is refused with both lists named.

@@ -208,6 +208,9 @@ pub struct MetadataImage {
     /// Client quotas by entity (Kafka's ClientQuotaRecord).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_quotas: Vec<crate::quota::ClientQuota>,
+    /// Group configs by group (Kafka's ConfigRecord for GROUP resources).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Topic ids to names, rebuilt whenever an image is published, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
@@ -363,6 +366,12 @@ pub enum MetadataRecord {
         key: String,
         value: Option<f64>,
     },
+    /// The config overrides of group `group`, whole (Kafka's ConfigRecord for GROUP
+    /// resources); empty removes them.
+    GroupConfigs {
+        group: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 impl MetadataImage {
@@ -387,6 +396,14 @@ impl MetadataImage {
                         broker.fenced = *fenced;
                     }
                 }
+                MetadataRecord::GroupConfigs { group, configs } => match configs.is_empty() {
+                    true => {
+                        self.group_configs.remove(group);
+                    }
+                    false => {
+                        self.group_configs.insert(group.clone(), configs.clone());
+                    }
+                },
                 MetadataRecord::BrokerConfigs { broker, configs } => match configs.is_empty() {
                     true => {
                         self.broker_configs.remove(broker);

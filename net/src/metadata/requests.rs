@@ -115,6 +115,12 @@ pub enum ControllerRequest {
     AlterClientQuotas {
         changes: Vec<(crate::quota::QuotaEntity, String, Option<f64>)>,
     },
+    /// Replaces the config overrides of group `group`, checked by the handler against
+    /// its node's bounds (`group::configs::validate`).
+    SetGroupConfigs {
+        group: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are
