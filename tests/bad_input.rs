@@ -559,6 +559,7 @@ fn every_advertised_version_answers() {
                 66 => answers::<ListTransactionsRequest>(&mut client, version),
                 68 => answers::<ConsumerGroupHeartbeatRequest>(&mut client, version),
                 69 => answers::<ConsumerGroupDescribeRequest>(&mut client, version),
+                74 => answers::<ListConfigResourcesRequest>(&mut client, version),
                 75 => answers::<DescribeTopicPartitionsRequest>(&mut client, version),
                 other => panic!("api key {other} is advertised but missing from this test"),
             };
