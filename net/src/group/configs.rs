@@ -5,8 +5,8 @@
 //! A group's overrides live in the metadata image (`MetadataImage::group_configs`,
 //! Kafka's ConfigRecord for GROUP resources), so every node sees them and they outlive
 //! the group. Consumer groups act on `consumer.session.timeout.ms` and
-//! `consumer.heartbeat.interval.ms`; the share and streams settings are stored, shown
-//! and validated for the coordinators that read them.
+//! `consumer.heartbeat.interval.ms`. Skein has no share or streams group coordinator
+//! yet: their settings are stored, shown and validated, and not yet acted on.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -264,6 +264,16 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         "The timeout to detect client failures when using the streams group protocol.",
     ),
 ];
+
+impl GroupConfigDef {
+    /// Its documentation, saying so when Skein stores it without acting on it yet.
+    pub fn documentation(&self) -> String {
+        match self.name {
+            CONSUMER_SESSION_TIMEOUT_MS | CONSUMER_HEARTBEAT_INTERVAL_MS => self.doc.to_string(),
+            _ => format!("{} (Skein: stored and validated, not acted on yet.)", self.doc),
+        }
+    }
+}
 
 pub fn group_config_def(name: &str) -> Option<&'static GroupConfigDef> {
     GROUP_CONFIGS.iter().find(|d| d.name == name)

@@ -162,7 +162,7 @@ fn group_configs(shard: &Shard, image: &crate::metadata::MetadataImage, name: &s
             source,
             read_only: false,
             kind: def.kind,
-            doc: def.doc.to_string(),
+            doc: def.documentation(),
             synonyms,
         })
         .collect()
