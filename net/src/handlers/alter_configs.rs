@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use kafka_protocol::messages::alter_configs_request::AlterableConfig;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
@@ -31,20 +32,9 @@ pub async fn handle(
         let outcome = if let Some(denied) = denied {
             Err(denied)
         } else if resource.resource_type == RESOURCE_BROKER {
-            let configs: BTreeMap<String, String> = resource
-                .configs
-                .iter()
-                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
-                .collect();
-            crate::topics::set_broker_configs(shard, resource.resource_name.as_str(), configs, request.validate_only)
-                .await
+            crate::topics::set_broker_configs(shard, name, with_values(&resource.configs), request.validate_only).await
         } else if resource.resource_type == RESOURCE_GROUP {
-            let configs: BTreeMap<String, String> = resource
-                .configs
-                .iter()
-                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
-                .collect();
-            crate::topics::set_group_configs(shard, name, configs, request.validate_only).await
+            crate::topics::set_group_configs(shard, name, with_values(&resource.configs), request.validate_only).await
         } else if resource.resource_type == RESOURCE_TOPIC {
             let mut configs = BTreeMap::new();
             let mut bad = None;
@@ -78,4 +68,9 @@ pub async fn handle(
         response.responses.push(result);
     }
     response
+}
+
+/// The configs of a whole-set replacement that carry a value (a null one is dropped).
+fn with_values(configs: &[AlterableConfig]) -> BTreeMap<String, String> {
+    configs.iter().filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string()))).collect()
 }

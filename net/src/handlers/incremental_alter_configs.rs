@@ -3,8 +3,10 @@
 //! their dynamic configs (`configs::DYNAMIC_BROKER_CONFIGS`); for groups, SET and
 //! DELETE of their configs (`group::configs`), as Kafka 4.4 allows.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
@@ -41,52 +43,19 @@ pub async fn handle(
                 return Err(denied);
             }
             if resource.resource_type == RESOURCE_BROKER {
-                let image = shard.image();
-                let mut configs = image.broker_configs.get(&name).cloned().unwrap_or_default();
-                for c in &resource.configs {
-                    let key = c.name.to_string();
-                    match (c.config_operation, &c.value) {
-                        (SET, Some(value)) => {
-                            configs.insert(key, value.to_string());
-                        }
-                        (SET, None) => return Err((code::INVALID_REQUEST, format!("Null value for SET of {key}"))),
-                        (DELETE, _) => {
-                            configs.remove(&key);
-                        }
-                        _ => {
-                            return Err((
-                                code::INVALID_CONFIG,
-                                format!("Config value append is not allowed for config key: {key}"),
-                            ))
-                        }
-                    }
-                }
+                let mut configs = shard.image().broker_configs.get(&name).cloned().unwrap_or_default();
+                set_and_delete(&mut configs, &resource.configs, |_, key| {
+                    format!("Config value append is not allowed for config key: {key}")
+                })?;
                 return crate::topics::set_broker_configs(shard, &name, configs, request.validate_only).await;
             }
             if resource.resource_type == RESOURCE_GROUP {
-                let image = shard.image();
-                let mut configs = image.group_configs.get(&name).cloned().unwrap_or_default();
-                for c in &resource.configs {
-                    let key = c.name.to_string();
-                    match (c.config_operation, &c.value) {
-                        (SET, Some(value)) => {
-                            configs.insert(key, value.to_string());
-                        }
-                        (SET, None) => return Err((code::INVALID_REQUEST, format!("Null value for SET of {key}"))),
-                        (DELETE, _) => {
-                            configs.remove(&key);
-                        }
-                        // Kafka 4.4 refuses both for every group config, lists included.
-                        (APPEND, _) | (SUBTRACT, _) => {
-                            let op = if c.config_operation == APPEND { "APPEND" } else { "SUBTRACT" };
-                            return Err((
-                                code::INVALID_CONFIG,
-                                format!("Can't {op} to key {key} because its type is not LIST."),
-                            ));
-                        }
-                        (other, _) => return Err((code::INVALID_REQUEST, format!("Unknown config operation {other}"))),
-                    }
-                }
+                let mut configs = shard.image().group_configs.get(&name).cloned().unwrap_or_default();
+                // Kafka 4.4 refuses APPEND and SUBTRACT for every group config, lists included.
+                set_and_delete(&mut configs, &resource.configs, |op, key| {
+                    let op = if op == APPEND { "APPEND" } else { "SUBTRACT" };
+                    format!("Can't {op} to key {key} because its type is not LIST.")
+                })?;
                 return crate::topics::set_group_configs(shard, &name, configs, request.validate_only).await;
             }
             if resource.resource_type != RESOURCE_TOPIC {
@@ -146,4 +115,28 @@ pub async fn handle(
         response.responses.push(result);
     }
     response
+}
+
+/// Applies the SET and DELETE operations of `ops` to `configs`; APPEND and SUBTRACT
+/// are refused with INVALID_CONFIG and the message `refusal(operation, key)` gives.
+fn set_and_delete(
+    configs: &mut BTreeMap<String, String>,
+    ops: &[AlterableConfig],
+    refusal: impl Fn(i8, &str) -> String,
+) -> Result<(), Refusal> {
+    for c in ops {
+        let key = c.name.to_string();
+        match (c.config_operation, &c.value) {
+            (SET, Some(value)) => {
+                configs.insert(key, value.to_string());
+            }
+            (SET, None) => return Err((code::INVALID_REQUEST, format!("Null value for SET of {key}"))),
+            (DELETE, _) => {
+                configs.remove(&key);
+            }
+            (APPEND | SUBTRACT, _) => return Err((code::INVALID_CONFIG, refusal(c.config_operation, &key))),
+            (other, _) => return Err((code::INVALID_REQUEST, format!("Unknown config operation {other}"))),
+        }
+    }
+    Ok(())
 }
