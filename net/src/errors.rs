@@ -84,6 +84,8 @@ pub mod code {
     pub const RESOURCE_NOT_FOUND: i16 = 91;
     pub const DUPLICATE_RESOURCE: i16 = 92;
     pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
+    // Share groups (KIP-932).
+    pub const INVALID_RECORD_STATE: i16 = 121;
 }
 
 /// The Kafka error code for a replica's refusal, as a Java broker would answer.

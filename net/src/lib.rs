@@ -38,6 +38,7 @@ pub mod replica_fetcher;
 pub mod security;
 pub mod server;
 pub mod shard;
+pub mod share;
 pub mod throttle;
 pub mod topics;
 pub mod txn;
