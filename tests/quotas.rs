@@ -72,7 +72,9 @@ fn producer(broker: &Broker, client_id: &str) -> (BaseProducer<Reports>, Reports
 }
 
 /// Sends `rate` records a second of `size` bytes for `duration`: the p99 latency.
-fn paced(broker: &Broker, topic: &str, rate: u64, size: usize, duration: Duration) -> u64 {
+/// Sends `rate` records a second of `size` bytes for `duration`; the acknowledgement
+/// latencies' (p50, p99) in microseconds.
+fn paced(broker: &Broker, topic: &str, rate: u64, size: usize, duration: Duration) -> (u64, u64) {
     let (producer, reports) = producer(broker, "tenant-b");
     let value = vec![b'b'; size];
     let started = Instant::now();
@@ -96,7 +98,7 @@ fn paced(broker: &Broker, topic: &str, rate: u64, size: usize, duration: Duratio
     let mut latencies = reports.latencies_us.lock().unwrap().clone();
     assert!(latencies.len() as u64 >= sent * 9 / 10, "tenant b's records were acknowledged");
     latencies.sort_unstable();
-    latencies[latencies.len() * 99 / 100]
+    (latencies[latencies.len() / 2], latencies[latencies.len() * 99 / 100])
 }
 
 // One tenant flat out is held to its 10 MiB/s quota within ±10%; the other's p99
@@ -146,13 +148,22 @@ fn producer_byte_rate_holds_a_tenant_and_spares_the_other() {
     let rate = bytes as f64 / 8.0;
     let ratio = rate / QUOTA;
     eprintln!(
-        "tenant a: {:.2} MiB/s ({ratio:.3} of the quota); tenant b p99 alone {alone} us, beside {beside} us",
+        "tenant a: {:.2} MiB/s ({ratio:.3} of the quota); tenant b (p50, p99) alone {alone:?} us, beside {beside:?} us",
         rate / 1048576.0
     );
     assert!((0.9..=1.1).contains(&ratio), "tenant a ran at {ratio:.3} of its quota");
-    // The slack is the shared disk's: on 2026-12-02 tenant b's p99 *alone* ranged from
-    // 7 to 101 ms between runs of the same build, and 45-56 ms beside failed a 30 ms slack.
-    assert!(beside <= (alone * 3).max(alone + 60_000), "tenant b's p99: {beside} us beside, {alone} us alone");
+    // Tenant b is spared when its typical record is as fast beside tenant a as alone:
+    // a throttle wrongly applied to it would hold its records for seconds. Its p99
+    // is bounded loosely: on this shared disk one device stall of 60-220 ms (seen in
+    // every latency bench) covers the 20 slowest of its 2,000 records, and tenant b's
+    // p99 *alone* ranged from 7 to 101 ms between runs of one build (2026-12-02);
+    // 68 ms beside against 4 ms alone failed a 60 ms slack once (2026-12-05).
+    let ((alone_p50, alone_p99), (beside_p50, beside_p99)) = (alone, beside);
+    assert!(
+        beside_p50 <= (alone_p50 * 3).max(alone_p50 + 10_000),
+        "tenant b's p50: {beside_p50} us beside, {alone_p50} us alone"
+    );
+    assert!(beside_p99 <= alone_p99 + 250_000, "tenant b's p99: {beside_p99} us beside, {alone_p99} us alone");
     assert!(broker.metric_sum("skein_quota_throttled_responses_total") > 0);
 }
 

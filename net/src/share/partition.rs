@@ -62,6 +62,10 @@ impl Acknowledge {
     }
 }
 
+/// The largest window a restored share-partition takes: Kafka 4.4's highest
+/// `group.share.partition.max.record.locks`.
+pub const RESTORED_WINDOW_MAX: usize = 4_000;
+
 /// A group's settings for its share-partitions.
 #[derive(Debug, Clone, Copy)]
 pub struct ShareSettings {
@@ -78,6 +82,16 @@ impl Default for ShareSettings {
     fn default() -> ShareSettings {
         ShareSettings { max_in_flight: 2000, delivery_limit: 5, lock_duration: Duration::from_secs(30) }
     }
+}
+
+/// Consecutive records of one state and delivery count, as `__share_group_state`
+/// keeps them (Kafka's StateBatch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateBatch {
+    pub first: i64,
+    pub last: i64,
+    pub state: RecordState,
+    pub deliveries: u16,
 }
 
 /// Records acquired together: `first..=last`, each delivered `deliveries` times now.
@@ -300,6 +314,50 @@ impl SharePartition {
         self.advance_start();
     }
 
+    /// What `__share_group_state` keeps of this share-partition (Kafka's
+    /// ShareSnapshotValue): its start, and its window as batches of consecutive
+    /// records with one state and delivery count. An acquired record is kept as
+    /// available: locks do not outlive the leader that granted them, and its delivery
+    /// counts. Gaps are kept as archived.
+    pub fn state_batches(&self) -> (i64, Vec<StateBatch>) {
+        let mut batches: Vec<StateBatch> = Vec::new();
+        for offset in self.start..self.end {
+            let (state, deliveries) = match self.records.get(&offset) {
+                Some(r) if r.state == RecordState::Acquired => (RecordState::Available, r.deliveries),
+                Some(r) => (r.state, r.deliveries),
+                None => (RecordState::Archived, 0),
+            };
+            match batches.last_mut() {
+                Some(b) if b.state == state && b.deliveries == deliveries && b.last + 1 == offset => b.last = offset,
+                _ => batches.push(StateBatch { first: offset, last: offset, state, deliveries }),
+            }
+        }
+        (self.start, batches)
+    }
+
+    /// A share-partition as `state_batches` left it (a new leader loading it). Batches
+    /// below `start` are dropped; one that claims an acquired state is taken as
+    /// available. State read from disk is not trusted to be small: offsets more than
+    /// `RESTORED_WINDOW_MAX` past the start are left out, and are delivered as new
+    /// records (again, at worst: never lost).
+    pub fn restore(start: i64, batches: &[StateBatch], settings: ShareSettings) -> SharePartition {
+        let mut sp = SharePartition::new(start, settings);
+        let bound = start.saturating_add(RESTORED_WINDOW_MAX.max(settings.max_in_flight) as i64);
+        for batch in batches {
+            let state = match batch.state {
+                RecordState::Acquired => RecordState::Available,
+                other => other,
+            };
+            for offset in batch.first.max(start)..=batch.last.min(bound - 1) {
+                let record = InFlight { state, deliveries: batch.deliveries, member: None, expires: None };
+                sp.records.insert(offset, record);
+                sp.end = sp.end.max(offset + 1);
+            }
+        }
+        sp.advance_start();
+        sp
+    }
+
     /// Moves the start past the finished records and gaps at the front of the window.
     fn advance_start(&mut self) {
         while self.start < self.end {
@@ -444,6 +502,49 @@ mod tests {
         assert_eq!(sp.release_member("a"), 2);
         assert_eq!((sp.start_offset(), sp.acquired()), (2, 2));
         assert_eq!(sp.release_member("nobody"), 0);
+    }
+
+    #[test]
+    fn the_persisted_state_restores_the_window_without_its_locks() {
+        let now = Instant::now();
+        let mut sp = SharePartition::new(10, settings(100, 3));
+        sp.acquire("a", [10, 11, 12, 14, 15, 16], 10, now);
+        sp.acknowledge("a", 11, 11, &[Accept], now).unwrap();
+        sp.acknowledge("a", 12, 13, &[Release, Gap], now).unwrap();
+        sp.acknowledge("a", 15, 15, &[Reject], now).unwrap();
+        let (start, batches) = sp.state_batches();
+        let batch = |first, last, state, deliveries| StateBatch { first, last, state, deliveries };
+        assert_eq!(start, 10);
+        assert_eq!(
+            batches,
+            vec![
+                batch(10, 10, RecordState::Available, 1),
+                batch(11, 11, RecordState::Acknowledged, 1),
+                batch(12, 12, RecordState::Available, 1),
+                batch(13, 13, RecordState::Archived, 0),
+                batch(14, 14, RecordState::Available, 1),
+                batch(15, 15, RecordState::Archived, 1),
+                batch(16, 16, RecordState::Available, 1),
+            ]
+        );
+        // A new leader: what was acquired is available, with its delivery counted.
+        let mut restored = SharePartition::restore(start, &batches, sp.settings());
+        assert_eq!((restored.start_offset(), restored.end_offset(), restored.acquired()), (10, 17, 0));
+        assert_eq!(restored.state_batches(), (start, batches.clone()));
+        assert_eq!(
+            restored.acquire("b", 10..17, 10, now),
+            vec![range(10, 10, 2), range(12, 12, 2), range(14, 14, 2), range(16, 16, 2)]
+        );
+        restored.acknowledge("b", 10, 10, &[Accept], now).unwrap();
+        restored.acknowledge("b", 12, 12, &[Accept], now).unwrap();
+        assert_eq!(restored.start_offset(), 14);
+        // Batches below the start are dropped.
+        let moved = SharePartition::restore(13, &batches, sp.settings());
+        assert_eq!((moved.start_offset(), moved.next_fetch_offset()), (14, 14));
+        // A damaged batch claiming the whole offset range takes a bounded window.
+        let huge = [batch(0, i64::MAX, RecordState::Available, 1)];
+        let bounded = SharePartition::restore(0, &huge, sp.settings());
+        assert_eq!(bounded.end_offset(), RESTORED_WINDOW_MAX as i64);
     }
 
     #[test]
