@@ -462,6 +462,10 @@ section_cluster() {
     sleep 30
     after=0; for n in 1 2 3; do after=$(echo "$after + $(cpu_secs "$(node_pid "$n")")" | bc); done
     record "$broker" cluster_idle_cpu_secs_per_30s "$(echo "$after - $before" | bc | awk '{ printf "%.2f", $1 }')"
+    # Memory again after the idle 30 s: what stays, against the peak the creation left.
+    for n in 1 2 3; do
+      record "$broker" "cluster_rss_after_idle_kib_n$n" "$(awk '/^VmRSS:/ { print $2 }' "/proc/$(node_pid "$n")/status")"
+    done
     # Failover and controlled shutdown need a replica to move to.
     if [ "$crf" -lt 2 ]; then
       # Node 3 killed and started again with its data: until it listens, and until
