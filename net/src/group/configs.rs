@@ -574,6 +574,40 @@ mod tests {
         );
     }
 
+    // A group's overrides of the session timeout and heartbeat interval are what its
+    // heartbeats answer and its expiry uses; other groups keep the node's.
+    #[test]
+    fn a_group_uses_its_own_session_timeout_and_heartbeat_interval() {
+        let node = ConsumerSettings {
+            heartbeat_interval: Duration::from_secs(5),
+            session_timeout: Duration::from_secs(45),
+            max_size: 10,
+        };
+        let mut image = MetadataImage::default();
+        image.apply(&[crate::metadata::MetadataRecord::GroupConfigs {
+            group: "billing".into(),
+            configs: BTreeMap::from([
+                (CONSUMER_SESSION_TIMEOUT_MS.to_string(), "50000".to_string()),
+                ("share.auto.offset.reset".to_string(), "earliest".to_string()),
+            ]),
+        }]);
+        let billing = consumer_settings(node, &image, "billing");
+        assert_eq!(billing.session_timeout, Duration::from_secs(50));
+        assert_eq!(billing.heartbeat_interval, Duration::from_secs(5));
+        let shipping = consumer_settings(node, &image, "shipping");
+        assert_eq!(
+            (shipping.session_timeout, shipping.heartbeat_interval),
+            (node.session_timeout, node.heartbeat_interval)
+        );
+        // Removing the overrides removes the group's entry.
+        image.apply(&[crate::metadata::MetadataRecord::GroupConfigs {
+            group: "billing".into(),
+            configs: BTreeMap::new(),
+        }]);
+        assert!(image.group_configs.is_empty());
+        assert_eq!(consumer_settings(node, &image, "billing").session_timeout, node.session_timeout);
+    }
+
     #[test]
     fn durations_parse_as_java_parses_them() {
         assert_eq!(iso_duration_ms("PT1H"), Some(3_600_000));

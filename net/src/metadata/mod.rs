@@ -374,6 +374,22 @@ pub enum MetadataRecord {
     },
 }
 
+/// A resource's configs replaced whole; an empty set removes the resource's entry.
+fn replace_configs(
+    all: &mut BTreeMap<String, BTreeMap<String, String>>,
+    resource: &str,
+    configs: &BTreeMap<String, String>,
+) {
+    match configs.is_empty() {
+        true => {
+            all.remove(resource);
+        }
+        false => {
+            all.insert(resource.to_string(), configs.clone());
+        }
+    }
+}
+
 impl MetadataImage {
     /// Applies `records` and bumps the version once.
     pub fn apply(&mut self, records: &[MetadataRecord]) {
@@ -396,22 +412,12 @@ impl MetadataImage {
                         broker.fenced = *fenced;
                     }
                 }
-                MetadataRecord::GroupConfigs { group, configs } => match configs.is_empty() {
-                    true => {
-                        self.group_configs.remove(group);
-                    }
-                    false => {
-                        self.group_configs.insert(group.clone(), configs.clone());
-                    }
-                },
-                MetadataRecord::BrokerConfigs { broker, configs } => match configs.is_empty() {
-                    true => {
-                        self.broker_configs.remove(broker);
-                    }
-                    false => {
-                        self.broker_configs.insert(broker.clone(), configs.clone());
-                    }
-                },
+                MetadataRecord::GroupConfigs { group, configs } => {
+                    replace_configs(&mut self.group_configs, group, configs)
+                }
+                MetadataRecord::BrokerConfigs { broker, configs } => {
+                    replace_configs(&mut self.broker_configs, broker, configs)
+                }
                 MetadataRecord::ScramCredential { user, mechanism, credential } => match credential {
                     Some(credential) => {
                         self.scram.entry(user.clone()).or_default().insert(mechanism.clone(), credential.clone());
