@@ -87,6 +87,16 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
         RequestKind::DescribeAcls(_) => api(ApiKey::DescribeAcls),
         RequestKind::DescribeClientQuotas(_) => api(ApiKey::DescribeClientQuotas),
         RequestKind::ListConfigResources(_) => api(ApiKey::ListConfigResources),
+        RequestKind::ShareGroupHeartbeat(_) => api(ApiKey::ShareGroupHeartbeat),
+        RequestKind::ShareFetch(_) => api(ApiKey::ShareFetch),
+        RequestKind::ShareAcknowledge(_) => api(ApiKey::ShareAcknowledge),
+        RequestKind::AlterShareGroupOffsets(_) => api(ApiKey::AlterShareGroupOffsets),
+        RequestKind::DeleteShareGroupOffsets(_) => api(ApiKey::DeleteShareGroupOffsets),
+        RequestKind::InitializeShareGroupState(_)
+        | RequestKind::ReadShareGroupState(_)
+        | RequestKind::WriteShareGroupState(_)
+        | RequestKind::DeleteShareGroupState(_)
+        | RequestKind::ReadShareGroupStateSummary(_) => None,
         _ => None,
     }
 }
@@ -179,6 +189,19 @@ fn whole(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
         }
         ApiKey::ListConfigResources => {
             ResponseKind::ListConfigResources(ListConfigResourcesResponse::default().with_error_code(code))
+        }
+        ApiKey::ShareGroupHeartbeat => {
+            ResponseKind::ShareGroupHeartbeat(ShareGroupHeartbeatResponse::default().with_error_code(code))
+        }
+        ApiKey::ShareFetch => ResponseKind::ShareFetch(ShareFetchResponse::default().with_error_code(code)),
+        ApiKey::ShareAcknowledge => {
+            ResponseKind::ShareAcknowledge(ShareAcknowledgeResponse::default().with_error_code(code))
+        }
+        ApiKey::AlterShareGroupOffsets => {
+            ResponseKind::AlterShareGroupOffsets(AlterShareGroupOffsetsResponse::default().with_error_code(code))
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            ResponseKind::DeleteShareGroupOffsets(DeleteShareGroupOffsetsResponse::default().with_error_code(code))
         }
         _ => return None,
     })

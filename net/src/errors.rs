@@ -86,6 +86,11 @@ pub mod code {
     pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
     // Share groups (KIP-932).
     pub const INVALID_RECORD_STATE: i16 = 121;
+    pub const SHARE_SESSION_NOT_FOUND: i16 = 122;
+    pub const INVALID_SHARE_SESSION_EPOCH: i16 = 123;
+    pub const FENCED_STATE_EPOCH: i16 = 124;
+    pub const SHARE_SESSION_LIMIT_REACHED: i16 = 133;
+    pub const OFFSET_NOT_AVAILABLE: i16 = 78;
 }
 
 /// The Kafka error code for a replica's refusal, as a Java broker would answer.

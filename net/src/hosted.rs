@@ -41,6 +41,8 @@ pub struct Partition {
     /// As a follower: records the leader's high watermark was ahead of this log end at
     /// the last fetch.
     pub follower_lag: Cell<i64>,
+    /// As the leader: the share-partitions of the share groups consuming it.
+    pub shares: crate::share::leader::Shares,
 }
 
 /// The replica's fields and methods (`log`, `producers`, `high_watermark`, ...) read

@@ -56,6 +56,22 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
         Both(&Groups(Op::Read), &Topics(Op::Describe)),
     ),
     (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS, Groups(Op::Describe)),
+    (ApiKey::ShareGroupHeartbeat, share_group_heartbeat::VERSIONS, Both(&Groups(Op::Read), &Topics(Op::Describe))),
+    (ApiKey::ShareGroupDescribe, share_group_describe::VERSIONS, Groups(Op::Describe)),
+    (ApiKey::ShareFetch, share_fetch::VERSIONS, Both(&Groups(Op::Read), &Topics(Op::Read))),
+    (ApiKey::ShareAcknowledge, share_acknowledge::VERSIONS, Both(&Groups(Op::Read), &Topics(Op::Read))),
+    (
+        ApiKey::DescribeShareGroupOffsets,
+        share_offsets::DESCRIBE_VERSIONS,
+        Both(&Groups(Op::Describe), &Topics(Op::Describe)),
+    ),
+    (ApiKey::AlterShareGroupOffsets, share_offsets::ALTER_VERSIONS, Both(&Groups(Op::Read), &Topics(Op::Read))),
+    (ApiKey::DeleteShareGroupOffsets, share_offsets::DELETE_VERSIONS, Both(&Groups(Op::Delete), &Topics(Op::Read))),
+    (ApiKey::InitializeShareGroupState, share_state::VERSIONS, Cluster(Op::ClusterAction)),
+    (ApiKey::ReadShareGroupState, share_state::VERSIONS, Cluster(Op::ClusterAction)),
+    (ApiKey::WriteShareGroupState, share_state::VERSIONS, Cluster(Op::ClusterAction)),
+    (ApiKey::DeleteShareGroupState, share_state::VERSIONS, Cluster(Op::ClusterAction)),
+    (ApiKey::ReadShareGroupStateSummary, share_state::VERSIONS, Cluster(Op::ClusterAction)),
     (
         ApiKey::AddPartitionsToTxn,
         add_partitions_to_txn::VERSIONS,
@@ -125,7 +141,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         return Some(Handled { response: ResponseKind::Fetch(response), grant: Some(grant), records });
     }
     let frame = request.frame;
-    let request = RequestParts { peer: request.peer, listener: request.listener };
+    let request = RequestParts { peer: request.peer, listener: request.listener, connection: request.connection };
     let response = match body {
         RequestKind::Produce(r) => {
             ResponseKind::Produce(produce::handle(shard, &header, r, frame, &request.listener, caller).await?)
@@ -199,6 +215,38 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(shard, r, caller).await)
         }
+        RequestKind::ShareGroupHeartbeat(r) => {
+            ResponseKind::ShareGroupHeartbeat(share_group_heartbeat::handle(shard, &header, r, &request.peer).await)
+        }
+        RequestKind::ShareGroupDescribe(r) => {
+            ResponseKind::ShareGroupDescribe(share_group_describe::handle(shard, r, caller).await)
+        }
+        RequestKind::ShareFetch(r) => {
+            ResponseKind::ShareFetch(share_fetch::handle(shard, r, caller, &request.listener, request.connection).await)
+        }
+        RequestKind::ShareAcknowledge(r) => {
+            ResponseKind::ShareAcknowledge(share_acknowledge::handle(shard, r, caller, &request.listener).await)
+        }
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            ResponseKind::DescribeShareGroupOffsets(share_offsets::describe(shard, r, caller).await)
+        }
+        RequestKind::AlterShareGroupOffsets(r) => {
+            ResponseKind::AlterShareGroupOffsets(share_offsets::alter(shard, r, caller).await)
+        }
+        RequestKind::DeleteShareGroupOffsets(r) => {
+            ResponseKind::DeleteShareGroupOffsets(share_offsets::delete(shard, r, caller).await)
+        }
+        RequestKind::InitializeShareGroupState(r) => {
+            ResponseKind::InitializeShareGroupState(share_state::initialize(shard, r).await)
+        }
+        RequestKind::ReadShareGroupState(r) => ResponseKind::ReadShareGroupState(share_state::read(shard, r).await),
+        RequestKind::WriteShareGroupState(r) => ResponseKind::WriteShareGroupState(share_state::write(shard, r).await),
+        RequestKind::DeleteShareGroupState(r) => {
+            ResponseKind::DeleteShareGroupState(share_state::delete(shard, r).await)
+        }
+        RequestKind::ReadShareGroupStateSummary(r) => {
+            ResponseKind::ReadShareGroupStateSummary(share_state::summary(shard, r).await)
+        }
         RequestKind::AddPartitionsToTxn(r) => {
             ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(shard, &header, r, caller).await)
         }
@@ -247,6 +295,8 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
 /// What a handler may need besides header and body.
 struct RequestParts {
     peer: String,
+    /// The connection's id (`server::Request::connection`).
+    connection: u64,
     /// The listener the request came in on, whose addresses the brokers are given at.
     listener: Rc<str>,
 }
@@ -321,6 +371,18 @@ mod tests {
                 ApiKey::OffsetDelete => OffsetDeleteRequest::VERSIONS,
                 ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
                 ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
+                ApiKey::ShareGroupHeartbeat => ShareGroupHeartbeatRequest::VERSIONS,
+                ApiKey::ShareGroupDescribe => ShareGroupDescribeRequest::VERSIONS,
+                ApiKey::ShareFetch => ShareFetchRequest::VERSIONS,
+                ApiKey::ShareAcknowledge => ShareAcknowledgeRequest::VERSIONS,
+                ApiKey::DescribeShareGroupOffsets => DescribeShareGroupOffsetsRequest::VERSIONS,
+                ApiKey::AlterShareGroupOffsets => AlterShareGroupOffsetsRequest::VERSIONS,
+                ApiKey::DeleteShareGroupOffsets => DeleteShareGroupOffsetsRequest::VERSIONS,
+                ApiKey::InitializeShareGroupState => InitializeShareGroupStateRequest::VERSIONS,
+                ApiKey::ReadShareGroupState => ReadShareGroupStateRequest::VERSIONS,
+                ApiKey::WriteShareGroupState => WriteShareGroupStateRequest::VERSIONS,
+                ApiKey::DeleteShareGroupState => DeleteShareGroupStateRequest::VERSIONS,
+                ApiKey::ReadShareGroupStateSummary => ReadShareGroupStateSummaryRequest::VERSIONS,
                 ApiKey::AddPartitionsToTxn => AddPartitionsToTxnRequest::VERSIONS,
                 ApiKey::AddOffsetsToTxn => AddOffsetsToTxnRequest::VERSIONS,
                 ApiKey::EndTxn => EndTxnRequest::VERSIONS,

@@ -117,6 +117,8 @@ pub struct Request {
     pub produce_throttle: std::time::Duration,
     /// Until when the connection reads no more requests: a quota's throttle.
     pub muted_until: Option<Rc<Cell<Instant>>>,
+    /// The connection's id (the share sessions it opens close with it).
+    pub connection: u64,
 }
 
 /// What reading one frame gave.
@@ -185,6 +187,7 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     socket: Option<socket2::Socket>,
     connection: Connection,
 ) -> Result<(), String> {
+    let _share_sessions = ShareSessionsGuard { shard: shard.clone(), connection: connection.id };
     let socket = socket.map(Rc::new);
     let reader_socket = socket.clone();
     let (mut reader, mut writer) = futures_lite::io::split(stream);
@@ -245,6 +248,39 @@ struct Connection {
     session: Option<Rc<Session>>,
     /// Until when it reads no more requests (a quota's throttle, KIP-219).
     muted_until: Rc<Cell<Instant>>,
+    /// Its id: the share sessions it opens close when it does (`ShareSessionsGuard`).
+    id: u64,
+}
+
+/// The ids of connections, for the share sessions they open.
+static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Closes, when a connection ends, the share sessions it opened, and releases what
+/// their members hold (as Kafka does at a disconnect).
+struct ShareSessionsGuard {
+    shard: Rc<Shard>,
+    connection: u64,
+}
+
+impl Drop for ShareSessionsGuard {
+    fn drop(&mut self) {
+        let Ok(mut sessions) = self.shard.share_sessions.try_borrow_mut() else { return };
+        if sessions.is_empty() {
+            return;
+        }
+        let closed = sessions.connection_closed(self.connection);
+        drop(sessions);
+        if closed.is_empty() {
+            return;
+        }
+        let shard = self.shard.clone();
+        glommio::spawn_local(async move {
+            for session in closed {
+                crate::handlers::share_fetch::release(&shard, session).await;
+            }
+        })
+        .detach();
+    }
 }
 
 impl Connection {
@@ -255,7 +291,8 @@ impl Connection {
         tls_principal: Option<Principal>,
     ) -> Connection {
         let muted_until = Rc::new(Cell::new(Instant::now()));
-        Connection { peer, listener, sasl, tls_principal, session: None, muted_until }
+        let id = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Connection { peer, listener, sasl, tls_principal, session: None, muted_until, id }
     }
 
     /// The session of an authenticated connection (SASL re-authentication keeps
@@ -409,6 +446,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
                 request.listener = connection.listener.clone();
                 let session = connection.session();
                 request.muted_until = Some(connection.muted_until.clone());
+                request.connection = connection.id;
                 if request.api_key == ApiKey::Produce {
                     let client_id = request.header.client_id.as_deref().unwrap_or("");
                     let throttle = enforce::charge_produce(shard, &session.principal, client_id, size);
@@ -471,6 +509,7 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
         session: None,
         produce_throttle: std::time::Duration::ZERO,
         muted_until: None,
+        connection: 0,
     })))
 }
 

@@ -410,6 +410,19 @@ fn internal_replication_factor(shard: &Shard) -> i16 {
     INTERNAL_TOPIC_REPLICATION_FACTOR.min(live as i16)
 }
 
+/// Creates `__share_group_state` on first use: compacted (Skein writes each
+/// share-partition's state whole, so the latest record of a key is all of it),
+/// `share.coordinator.state.topic.min.isr` 2 within its replicas.
+///
+/// # Errors
+/// When the topic cannot be created.
+pub async fn ensure_share_state_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
+    let factor = internal_replication_factor(shard);
+    let configs = BTreeMap::from([("min.insync.replicas".to_string(), factor.min(2).to_string())]);
+    let partitions = crate::coordinator::share::STATE_TOPIC_PARTITIONS;
+    ensure_internal_topic(shard, crate::coordinator::share::STATE_TOPIC, partitions, configs).await
+}
+
 async fn ensure_internal_topic(
     shard: &Rc<Shard>,
     name: &str,

@@ -216,6 +216,30 @@ pub(crate) async fn run<H: Host>(
         GroupCall::ConsumerDescribe(calls::ConsumerDescribe { group }) => {
             GroupAnswer::ConsumerDescribed(groups.consumer_describe(&group, &host.image()))
         }
+        GroupCall::ShareHeartbeat(calls::ShareHeartbeat { request, client_id, client_host }) => {
+            let (response, writes) = groups.share_heartbeat(&request, &client_id, &client_host, &host.image(), now);
+            if let Err(error) = persist(state, writes).await {
+                groups.share_persist_failed(&request.group_id.0);
+                return Ok(GroupAnswer::ShareHeartbeat(
+                    kafka_protocol::messages::ShareGroupHeartbeatResponse::default().with_error_code(error),
+                ));
+            }
+            GroupAnswer::ShareHeartbeat(response)
+        }
+        GroupCall::ShareDescribe(calls::ShareDescribe { group }) => {
+            GroupAnswer::ShareDescribed(groups.share_describe(&group, &host.image()))
+        }
+        GroupCall::ShareTopics(calls::ShareTopics { group }) => GroupAnswer::ShareTopics(groups.share_topics(&group)),
+        GroupCall::ShareInitialize(calls::ShareInitialize { group, topics }) => {
+            match groups.share_initialize(&group, topics) {
+                Ok(writes) => GroupAnswer::Code(persist(state, writes).await.err().unwrap_or(code::NONE)),
+                Err(c) => GroupAnswer::Code(c),
+            }
+        }
+        GroupCall::ShareForget(calls::ShareForget { group, topics }) => match groups.share_forget(&group, &topics) {
+            Ok((unknown, writes)) => GroupAnswer::ShareForgotten(persist(state, writes).await.map(|()| unknown)),
+            Err(c) => GroupAnswer::ShareForgotten(Err(c)),
+        },
         GroupCall::DeleteOffsets(calls::DeleteOffsets { group, partitions }) => {
             match groups.delete_offsets(&group, &partitions) {
                 Ok(writes) => GroupAnswer::Code(persist(state, writes).await.err().unwrap_or(code::NONE)),

@@ -12,6 +12,7 @@
 //! partition (`replay`), and writing before answering (`write_records`).
 
 pub mod group;
+pub mod share;
 pub mod txn;
 
 use std::cell::RefCell;
@@ -40,6 +41,8 @@ pub struct Coordinators {
     pub consumer_lag: RefCell<crate::group::lag::ConsumerLag>,
     /// The transactional ids whose `__transaction_state` partitions this shard owns.
     pub txns: crate::txn::Coordinator,
+    /// The share-partition states whose `__share_group_state` partitions this shard owns.
+    pub shares: share::ShareStates,
 }
 
 /// What a coordinator sees of the shard it runs on (implemented by `Shard`). The
@@ -69,6 +72,11 @@ pub trait Host: 'static {
     fn broker_address(&self, broker: i32) -> Option<(String, u16)>;
     /// The node's TLS and SASL settings, for requests to other brokers.
     fn security(&self) -> &Arc<crate::security::Security>;
+    /// Runs a call on the share coordinator of its key, on this node or another.
+    fn share_state(
+        self: &Rc<Self>,
+        call: share::StateCall,
+    ) -> impl Future<Output = Result<share::Stored, (i16, String)>>;
 }
 
 /// Runs `load` for an internal-topic partition while this shard leads it (after a

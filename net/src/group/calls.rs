@@ -6,8 +6,10 @@ use bytes::Bytes;
 use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup as ConsumerDescribedGroup;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::share_group_describe_response::DescribedGroup as ShareDescribedGroup;
 use kafka_protocol::messages::{
-    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, JoinGroupResponse, SyncGroupResponse,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, JoinGroupResponse, ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse, SyncGroupResponse,
 };
 
 use super::{Committed, Join, PartitionOffset};
@@ -107,6 +109,42 @@ pub struct ConsumerDescribe {
     pub group: String,
 }
 
+#[derive(Debug)]
+pub struct ShareHeartbeat {
+    pub request: Box<ShareGroupHeartbeatRequest>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Debug)]
+pub struct ShareDescribe {
+    pub group: String,
+}
+
+/// The share-partitions a share group has state for (`None`: the group is not a
+/// share group, or does not exist), by topic: (topic id, name, partitions).
+#[derive(Debug)]
+pub struct ShareTopics {
+    pub group: String,
+}
+
+/// Records that a share group has state for these topics' partitions (an
+/// AlterShareGroupOffsets), creating the group if it does not exist. Refused with
+/// NON_EMPTY_GROUP while it has members.
+#[derive(Debug)]
+pub struct ShareInitialize {
+    pub group: String,
+    pub topics: Vec<crate::group::records::InitializedTopic>,
+}
+
+/// Forgets a share group's state for `topics` (DeleteShareGroupOffsets): GROUP_ID_NOT_FOUND,
+/// NON_EMPTY_GROUP, or the topics it had no state for.
+#[derive(Debug)]
+pub struct ShareForget {
+    pub group: String,
+    pub topics: Vec<uuid::Uuid>,
+}
+
 /// Answers NONE once the group's offsets partition is open and loaded (FindCoordinator
 /// names a coordinator only then).
 #[derive(Debug)]
@@ -129,6 +167,11 @@ pub enum GroupCall {
     DeleteOffsets(DeleteOffsets),
     ConsumerHeartbeat(ConsumerHeartbeat),
     ConsumerDescribe(ConsumerDescribe),
+    ShareHeartbeat(ShareHeartbeat),
+    ShareDescribe(ShareDescribe),
+    ShareTopics(ShareTopics),
+    ShareInitialize(ShareInitialize),
+    ShareForget(ShareForget),
     Ready(Ready),
 }
 
@@ -152,6 +195,11 @@ pub enum GroupAnswer {
     Listed(Vec<ListedGroup>),
     ConsumerHeartbeat(ConsumerGroupHeartbeatResponse),
     ConsumerDescribed(ConsumerDescribedGroup),
+    ShareHeartbeat(ShareGroupHeartbeatResponse),
+    ShareDescribed(ShareDescribedGroup),
+    ShareTopics(Option<Vec<crate::group::records::InitializedTopic>>),
+    /// A whole-call error, or the topics refused (UNKNOWN_TOPIC_OR_PARTITION).
+    ShareForgotten(Result<Vec<uuid::Uuid>, i16>),
 }
 
 crate::typed::typed_requests! {
@@ -168,6 +216,11 @@ crate::typed::typed_requests! {
         DeleteOffsets => i16 = GroupAnswer::Code(r) => r;
         ConsumerHeartbeat => ConsumerGroupHeartbeatResponse = GroupAnswer::ConsumerHeartbeat(r) => r;
         ConsumerDescribe => ConsumerDescribedGroup = GroupAnswer::ConsumerDescribed(r) => r;
+        ShareHeartbeat => ShareGroupHeartbeatResponse = GroupAnswer::ShareHeartbeat(r) => r;
+        ShareDescribe => ShareDescribedGroup = GroupAnswer::ShareDescribed(r) => r;
+        ShareTopics => Option<Vec<crate::group::records::InitializedTopic>> = GroupAnswer::ShareTopics(r) => r;
+        ShareInitialize => i16 = GroupAnswer::Code(r) => r;
+        ShareForget => Result<Vec<uuid::Uuid>, i16> = GroupAnswer::ShareForgotten(r) => r;
         Ready => i16 = GroupAnswer::Code(r) => r;
     }
 }

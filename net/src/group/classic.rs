@@ -17,7 +17,9 @@ impl Coordinator {
         if request.protocols.is_empty() || request.protocol_type.is_empty() {
             return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
         }
-        if self.consumer_groups.borrow().get(&request.group).is_some_and(|g| !g.is_empty()) {
+        if self.consumer_groups.borrow().get(&request.group).is_some_and(|g| !g.is_empty())
+            || self.share_groups.borrow().contains_key(&request.group)
+        {
             return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
         }
         let initial_delay = self.initial_rebalance_delay.get();

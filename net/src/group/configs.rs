@@ -480,6 +480,57 @@ pub fn consumer_settings(base: ConsumerSettings, image: &MetadataImage, group: &
     }
 }
 
+/// A share group's membership settings: `base` with the group's own
+/// `share.heartbeat.interval.ms` and `share.session.timeout.ms`.
+pub fn share_membership(
+    base: crate::group::share::MembershipSettings,
+    image: &MetadataImage,
+    group: &str,
+) -> crate::group::share::MembershipSettings {
+    let Some(overrides) = image.group_configs.get(group) else { return base };
+    let ms = |name: &str| overrides.get(name).and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_millis);
+    crate::group::share::MembershipSettings {
+        heartbeat_interval: ms("share.heartbeat.interval.ms").unwrap_or(base.heartbeat_interval),
+        session_timeout: ms("share.session.timeout.ms").unwrap_or(base.session_timeout),
+        ..base
+    }
+}
+
+/// Where a share group's new share-partitions start (`share.auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareReset {
+    Earliest,
+    Latest,
+    /// The first record at or after now minus this many milliseconds.
+    ByDuration(u64),
+}
+
+/// A share group's settings for its share-partitions on their leaders: the group's
+/// overrides, else Kafka 4.4's defaults.
+pub fn share_partition_settings(
+    image: &MetadataImage,
+    group: &str,
+) -> (crate::share::partition::ShareSettings, ShareReset, bool) {
+    let defaults = crate::share::partition::ShareSettings::default();
+    let overrides = image.group_configs.get(group);
+    let get = |name: &str| overrides.and_then(|o| o.get(name)).map(|v| v.trim().to_string());
+    let number = |name: &str| get(name).and_then(|v| v.parse::<u64>().ok());
+    let settings = crate::share::partition::ShareSettings {
+        max_in_flight: number("share.partition.max.record.locks").map_or(defaults.max_in_flight, |n| n as usize),
+        delivery_limit: number("share.delivery.count.limit")
+            .map_or(defaults.delivery_limit, |n| n.min(u16::MAX as u64) as u16),
+        lock_duration: number("share.record.lock.duration.ms").map_or(defaults.lock_duration, Duration::from_millis),
+    };
+    let reset = match get("share.auto.offset.reset").map(|v| v.to_ascii_lowercase()) {
+        Some(v) if v == "earliest" => ShareReset::Earliest,
+        Some(v) if v.starts_with("by_duration:") => iso_duration_ms(&v["by_duration:".len()..].to_ascii_uppercase())
+            .map_or(ShareReset::Latest, ShareReset::ByDuration),
+        _ => ShareReset::Latest,
+    };
+    let committed = get("share.isolation.level").is_some_and(|v| v.eq_ignore_ascii_case("read_committed"));
+    (settings, reset, committed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,7 @@ pub mod consumer;
 pub mod lag;
 mod offsets;
 pub mod records;
+pub mod share;
 
 pub use calls::{GroupAnswer, GroupCall, GroupRequest};
 pub use offsets::offset_entry;
@@ -344,6 +345,8 @@ pub struct Coordinator {
     /// Groups of the KIP-848 consumer protocol (their offsets live in `groups`).
     consumer_groups: RefCell<HashMap<String, consumer::ConsumerGroup>>,
     pub consumer_settings: std::cell::Cell<consumer::ConsumerSettings>,
+    /// Share groups (KIP-932): their membership (`share`).
+    share_groups: RefCell<HashMap<String, share::ShareGroup>>,
     /// Offsets-topic partitions loaded on this shard.
     loaded: RefCell<BTreeSet<i32>>,
     pub initial_rebalance_delay: std::cell::Cell<Duration>,
@@ -365,6 +368,7 @@ impl Default for Coordinator {
         Coordinator {
             groups: RefCell::default(),
             consumer_groups: RefCell::default(),
+            share_groups: RefCell::default(),
             consumer_settings: std::cell::Cell::new(consumer::ConsumerSettings {
                 heartbeat_interval: Duration::from_secs(5),
                 session_timeout: Duration::from_secs(45),
@@ -401,6 +405,14 @@ impl Coordinator {
                 kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
                     .with_error_code(code::GROUP_ID_NOT_FOUND)
                     .with_error_message(Some(s("the group uses the classic protocol"))),
+                Vec::new(),
+            );
+        }
+        if self.share_groups.borrow().contains_key(&id) {
+            return (
+                kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(code::GROUP_ID_NOT_FOUND)
+                    .with_error_message(Some(s(format!("Group {id} is not a consumer group.")))),
                 Vec::new(),
             );
         }
@@ -441,6 +453,8 @@ impl Coordinator {
                 writes.extend(group.changes(image));
             }
         }
+        drop(loaded);
+        writes.extend(self.tick_shares(image, now));
         writes
     }
 
@@ -456,6 +470,11 @@ impl Coordinator {
                 group.loaded(image);
             }
         }
+        for group in self.share_groups.borrow_mut().values_mut() {
+            if partition_for(&group.id) == partition {
+                group.loaded();
+            }
+        }
         self.loaded.borrow_mut().insert(partition);
     }
 
@@ -464,6 +483,7 @@ impl Coordinator {
     pub fn unload(&self, partition: i32) {
         self.groups.borrow_mut().retain(|id, _| partition_for(id) != partition);
         self.consumer_groups.borrow_mut().retain(|id, _| partition_for(id) != partition);
+        self.share_groups.borrow_mut().retain(|id, _| partition_for(id) != partition);
         self.loaded.borrow_mut().remove(&partition);
     }
 
@@ -490,6 +510,14 @@ impl Coordinator {
                 let mut consumers = self.consumer_groups.borrow_mut();
                 let group = consumers.entry(id.clone()).or_insert_with(|| consumer::ConsumerGroup::new(&id));
                 group.replay(entry, image, Instant::now());
+            }
+            Entry::ShareGroup { group, epoch: None } => {
+                self.share_groups.borrow_mut().remove(&group);
+            }
+            entry @ (Entry::ShareGroup { .. } | Entry::ShareStatePartitions { .. }) => {
+                let id = entry.group().to_owned();
+                let mut shares = self.share_groups.borrow_mut();
+                shares.entry(id.clone()).or_insert_with(|| share::ShareGroup::new(&id)).replay(entry);
             }
             Entry::Offset { group, topic, partition, value } => {
                 let g = groups.entry(group.clone()).or_insert_with(|| Group::new(&group));
@@ -636,18 +664,15 @@ impl Coordinator {
 
     pub fn list(&self, states: &[String]) -> Vec<ListedGroup> {
         let wanted = |state: &str| states.is_empty() || states.iter().any(|st| st.eq_ignore_ascii_case(state));
+        let mut out = self.list_share(&wanted);
         let consumer = self.consumer_groups.borrow();
-        let mut out: Vec<ListedGroup> = consumer
-            .values()
-            .filter(|g| wanted(g.state()))
-            .map(|g| {
-                ListedGroup::default()
-                    .with_group_id(GroupId(s(g.id.clone())))
-                    .with_protocol_type(s("consumer"))
-                    .with_group_state(s(g.state()))
-                    .with_group_type(s("consumer"))
-            })
-            .collect();
+        out.extend(consumer.values().filter(|g| wanted(g.state())).map(|g| {
+            ListedGroup::default()
+                .with_group_id(GroupId(s(g.id.clone())))
+                .with_protocol_type(s("consumer"))
+                .with_group_state(s(g.state()))
+                .with_group_type(s("consumer"))
+        }));
         out.extend(
             self.groups.borrow().values().filter(|g| !consumer.contains_key(&g.id) && wanted(g.state.name())).map(
                 |g| {
@@ -664,6 +689,9 @@ impl Coordinator {
 
     /// Deletes an empty group; returns the tombstones to persist.
     pub fn delete(&self, group_id: &str) -> Result<Writes, i16> {
+        if let Some(writes) = self.delete_share(group_id) {
+            return writes;
+        }
         {
             let mut consumer = self.consumer_groups.borrow_mut();
             if consumer.get(group_id).is_some_and(|g| !g.is_empty()) {

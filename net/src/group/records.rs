@@ -47,7 +47,21 @@ pub enum Entry {
         member: String,
         value: Option<CurrentAssignmentValue>,
     },
+    /// `ShareGroupMetadata` (type 11): a share group's epoch.
+    ShareGroup {
+        group: String,
+        epoch: Option<i32>,
+    },
+    /// `ShareGroupStatePartitionMetadata` (type 15): the topics whose share-partitions
+    /// the group has state for (its InitializedTopics).
+    ShareStatePartitions {
+        group: String,
+        topics: Option<Vec<InitializedTopic>>,
+    },
 }
+
+/// A topic of `ShareGroupStatePartitionMetadata`: its id, name and partitions.
+pub type InitializedTopic = (uuid::Uuid, String, std::collections::BTreeSet<i32>);
 
 impl Entry {
     /// The group the record belongs to.
@@ -59,7 +73,9 @@ impl Entry {
             | Entry::ConsumerMember { group, .. }
             | Entry::TargetAssignment { group, .. }
             | Entry::TargetMember { group, .. }
-            | Entry::CurrentAssignment { group, .. } => group,
+            | Entry::CurrentAssignment { group, .. }
+            | Entry::ShareGroup { group, .. }
+            | Entry::ShareStatePartitions { group, .. } => group,
         }
     }
 }
@@ -289,6 +305,37 @@ pub fn encode(entry: &Entry) -> (Bytes, Option<Bytes>) {
             });
             (consumer_key(8, group, Some(member)), value)
         }
+        Entry::ShareGroup { group, epoch } => {
+            // Epoch and MetadataHash (Skein keeps no hash: 0).
+            let value = epoch.map(|epoch| {
+                flexible_value(|out| {
+                    out.put_i32(epoch);
+                    out.put_i64(0);
+                })
+            });
+            (consumer_key(11, group, None), value)
+        }
+        Entry::ShareStatePartitions { group, topics } => {
+            // InitializingTopics and DeletingTopics are empty: Skein initializes a
+            // topic as it assigns it (its start offset is resolved by the leader).
+            let value = topics.as_ref().map(|topics| {
+                flexible_value(|out| {
+                    flexible::put_len(out, 0);
+                    flexible::put_len(out, topics.len());
+                    for (id, name, partitions) in topics {
+                        out.put_slice(id.as_bytes());
+                        flexible::put_string(out, name);
+                        flexible::put_len(out, partitions.len());
+                        for p in partitions {
+                            out.put_i32(*p);
+                        }
+                        flexible::put_no_tags(out);
+                    }
+                    flexible::put_len(out, 0);
+                })
+            });
+            (consumer_key(15, group, None), value)
+        }
         Entry::Group { group, value } => {
             key.put_i16(2);
             put_string(&mut key, group);
@@ -440,8 +487,50 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Option<Entry> {
                 _ => return None,
             })
         }
+        kind @ (11 | 15) => {
+            let group = get_string(&mut k)?;
+            let mut v = match value {
+                None => None,
+                Some(v) => {
+                    let mut v = v.clone();
+                    if v.remaining() < 2 || v.get_i16() != 0 {
+                        return None;
+                    }
+                    Some(v)
+                }
+            };
+            Some(match kind {
+                11 => Entry::ShareGroup { group, epoch: optional(v.as_mut(), get_i32)? },
+                _ => Entry::ShareStatePartitions { group, topics: optional(v.as_mut(), decode_initialized)? },
+            })
+        }
         _ => None,
     }
+}
+
+/// `ShareGroupStatePartitionMetadata`'s value: InitializingTopics and InitializedTopics
+/// are both taken as having state (an initialization under way when the record was
+/// written may have completed); DeletingTopics as having none.
+fn decode_initialized(v: &mut Bytes) -> Option<Vec<InitializedTopic>> {
+    let mut topics = Vec::new();
+    for _ in 0..2 {
+        let n = flexible::get_len(v)?;
+        for _ in 0..n {
+            if v.remaining() < 16 {
+                return None;
+            }
+            let id = uuid::Uuid::from_slice(&v.split_to(16)).ok()?;
+            let name = flexible::get_string(v)?;
+            let count = flexible::get_len(v)?;
+            if v.remaining() < count.saturating_mul(4) {
+                return None;
+            }
+            let partitions = (0..count).map(|_| v.get_i32()).collect();
+            flexible::skip_tags(v)?;
+            topics.push((id, name, partitions));
+        }
+    }
+    Some(topics)
 }
 
 /// Decodes a value that may be a tombstone: `Some(None)` for a tombstone, `None` when

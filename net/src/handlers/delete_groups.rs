@@ -1,4 +1,5 @@
-//! DeleteGroups: removes empty groups and their committed offsets (tombstones).
+//! DeleteGroups: removes empty groups and their committed offsets (tombstones); a
+//! share group's share-partition states too, at their share coordinators.
 
 use std::rc::Rc;
 
@@ -24,9 +25,21 @@ pub async fn handle(
             response.results.push(DeletableGroupResult::default().with_group_id(group).with_error_code(denied));
             continue;
         }
-        let error = crate::topics::group_call(shard, &name, calls::Delete { group: name.clone() })
+        let share = crate::topics::group_call(shard, &name, calls::ShareTopics { group: name.clone() }).await;
+        let mut error = crate::topics::group_call(shard, &name, calls::Delete { group: name.clone() })
             .await
             .unwrap_or_else(|error| error);
+        if let (crate::errors::code::NONE, Ok(Some(topics))) = (error, share) {
+            for (topic_id, _, partitions) in topics {
+                for partition in partitions {
+                    let key = crate::coordinator::share::Key { group: name.clone(), topic_id, partition };
+                    let delete = crate::coordinator::share::StateCall::Delete { key };
+                    if let Err((c, _)) = shard.share_state(delete).await {
+                        error = c;
+                    }
+                }
+            }
+        }
         response.results.push(DeletableGroupResult::default().with_group_id(group).with_error_code(error));
     }
     response

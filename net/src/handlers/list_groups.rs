@@ -1,4 +1,5 @@
-//! ListGroups, with the state filter (v4+, KIP-518), gathered from every shard.
+//! ListGroups, with the state filter (v4+, KIP-518) and the type filter (v5+,
+//! KIP-848: classic, consumer, share), gathered from every shard.
 
 use std::rc::Rc;
 
@@ -24,6 +25,10 @@ pub async fn handle(
             Ok(groups) => response.groups.extend(groups),
             Err(c) => response.error_code = c,
         }
+    }
+    if !request.types_filter.is_empty() {
+        let wanted = |t: &str| request.types_filter.iter().any(|f| f.eq_ignore_ascii_case(t));
+        response.groups.retain(|g| wanted(&g.group_type));
     }
     if !caller.cluster(crate::authorize::Op::Describe) {
         response.groups.retain(|g| caller.group(crate::authorize::Op::Describe, &g.group_id));

@@ -59,9 +59,59 @@ impl Host for Shard {
     fn security(&self) -> &Arc<crate::security::Security> {
         &self.settings.security
     }
+
+    fn share_state(
+        self: &Rc<Self>,
+        call: crate::coordinator::share::StateCall,
+    ) -> impl Future<Output = Result<crate::coordinator::share::Stored, (i16, String)>> {
+        let shard = self.clone();
+        async move { shard.share_state(call).await }
+    }
 }
 
 impl Shard {
+    /// Runs a share coordinator call wherever its key's `__share_group_state`
+    /// partition is led: on this node's shard that owns it, else on its broker
+    /// (Kafka's RPCs 83-87). The topic is created on first use.
+    ///
+    /// # Errors
+    /// The coordinator's error and message; COORDINATOR_NOT_AVAILABLE when the topic
+    /// cannot be created or the partition has no leader.
+    pub async fn share_state(
+        self: &Rc<Self>,
+        call: crate::coordinator::share::StateCall,
+    ) -> Result<crate::coordinator::share::Stored, (i16, String)> {
+        use crate::coordinator::share::STATE_TOPIC;
+        let unavailable = (code::COORDINATOR_NOT_AVAILABLE, String::new());
+        crate::topics::ensure_share_state_topic(self).await.map_err(|_| unavailable.clone())?;
+        let partition = call.key().state_partition();
+        let image = self.image();
+        let leader = image.topic(STATE_TOPIC).map(|t| t.assignment(partition, self.settings.node_id).leader);
+        match leader {
+            Some(leader) if leader == self.settings.node_id => self.share_state_here(call).await,
+            Some(leader) if leader >= 0 => crate::handlers::share_state::send(self, leader, call).await,
+            _ => Err(unavailable),
+        }
+    }
+
+    /// Runs a share coordinator call on this node: NOT_COORDINATOR when another
+    /// broker leads the key's partition, COORDINATOR_LOAD_IN_PROGRESS while it loads.
+    ///
+    /// # Errors
+    /// The coordinator's error and message.
+    pub async fn share_state_here(
+        self: &Rc<Self>,
+        call: crate::coordinator::share::StateCall,
+    ) -> Result<crate::coordinator::share::Stored, (i16, String)> {
+        let partition = TopicPartition::new(crate::coordinator::share::STATE_TOPIC, call.key().state_partition());
+        let leads = self.leads(&partition);
+        match self.call(partition, ops::ShareState(Box::new(call))).await {
+            Ok(stored) => Ok(stored),
+            Err(e) if e.code == code::NOT_LEADER_OR_FOLLOWER && !leads => Err((code::NOT_COORDINATOR, String::new())),
+            Err(e) => Err((coordinator_error(e.code), e.message.unwrap_or_default())),
+        }
+    }
+
     /// Runs a transaction coordinator operation on the shard of this node that
     /// coordinates `id` (`topics::txn_call` creates its topic first).
     ///

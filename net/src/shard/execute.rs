@@ -59,6 +59,12 @@ impl Shard {
                 self.spawn_txn_load(partition, state.log());
             }
         }
+        if partition.topic == crate::coordinator::share::STATE_TOPIC && (was_leader != leads || epoch != was_epoch) {
+            self.coordinators.shares.unload(partition.partition);
+            if leads {
+                self.spawn_share_state_load(partition, state.log());
+            }
+        }
     }
 
     /// Loads the transactional ids of `partition` of `__transaction_state` from `log`,
@@ -66,6 +72,13 @@ impl Shard {
     fn spawn_txn_load(self: &Rc<Self>, partition: &TopicPartition, log: &Rc<skein_engine::Log<DmaStorage>>) {
         let load =
             crate::coordinator::txn::load_as_leader(self.clone(), partition.clone(), log.clone(), Duration::ZERO);
+        glommio::spawn_local(load).detach();
+    }
+
+    /// Loads the share-partition states of `partition` of `__share_group_state`, in
+    /// a task of its own, while this shard leads it.
+    fn spawn_share_state_load(self: &Rc<Self>, partition: &TopicPartition, log: &Rc<skein_engine::Log<DmaStorage>>) {
+        let load = crate::coordinator::share::load_as_leader(self.clone(), partition.clone(), log.clone());
         glommio::spawn_local(load).detach();
     }
 
@@ -108,7 +121,9 @@ impl Shard {
                 glommio::spawn_local(retry).detach();
             }
             Box::pin(replication::load_producers(&log)).await
-        } else if partition.topic == crate::txn::TRANSACTION_TOPIC {
+        } else if partition.topic == crate::txn::TRANSACTION_TOPIC
+            || partition.topic == crate::coordinator::share::STATE_TOPIC
+        {
             // Loaded by its leader once the partition is hosted (below).
             ProducerStates::default()
         } else {
@@ -131,11 +146,16 @@ impl Shard {
                 busy_ns: Cell::new(0),
                 isr_change_pending: Cell::new(false),
                 follower_lag: Cell::new(0),
+                shares: Default::default(),
             }),
         );
         if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
             let hosted = self.partition(partition).expect("inserted above");
             self.spawn_txn_load(partition, hosted.log());
+        }
+        if partition.topic == crate::coordinator::share::STATE_TOPIC && leads {
+            let hosted = self.partition(partition).expect("inserted above");
+            self.spawn_share_state_load(partition, hosted.log());
         }
         Ok(PartitionReply::Done)
     }
@@ -203,6 +223,8 @@ impl Shard {
                 | PartitionOp::Group(_)
                 | PartitionOp::Txn(_)
                 | PartitionOp::Producers(_)
+                | PartitionOp::ShareState(_)
+                | PartitionOp::Share(_)
         );
         if leader_only && state.replica().role() != replication::Role::Leader {
             return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
@@ -313,6 +335,20 @@ impl Shard {
                 Ok(PartitionReply::Done)
             }
             PartitionOp::Producers(ops::Producers) => Ok(PartitionReply::Producers(state.producers().describe())),
+            PartitionOp::ShareState(ops::ShareState(call)) => {
+                if !self.coordinators.shares.is_loaded(partition.partition) {
+                    return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
+                }
+                match Box::pin(crate::coordinator::share::run(&**self, &state, *call)).await {
+                    Ok(stored) => Ok(PartitionReply::ShareState(Box::new(stored))),
+                    Err((error, text)) if text.is_empty() => Err(PartitionError::new(error)),
+                    Err((error, text)) => Err(PartitionError::with_message(error, text)),
+                }
+            }
+            PartitionOp::Share(ops::Share(call)) => {
+                let answer = Box::pin(crate::share::leader::run(self, partition, &state, *call)).await?;
+                Ok(PartitionReply::Share(Box::new(answer)))
+            }
             PartitionOp::Open(_) | PartitionOp::Remove(_) | PartitionOp::Release(_) => {
                 unreachable!("handled above")
             }

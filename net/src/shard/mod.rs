@@ -163,6 +163,8 @@ pub struct Shard {
     pub coordinators: crate::coordinator::Coordinators,
     /// Fetch sessions (KIP-227) of this shard's connections.
     pub fetch_sessions: RefCell<crate::fetch_sessions::FetchSessions>,
+    /// Share sessions (KIP-932) of this shard's connections.
+    pub share_sessions: RefCell<crate::share::sessions::ShareSessions>,
     /// This shard's replication quotas (`throttle.rs`).
     pub throttles: crate::throttle::ReplicationThrottles,
     /// This shard's client quota buckets (`quota::manager`).
@@ -194,6 +196,7 @@ impl Shard {
             .with_group_commit(settings.group_commit_max_delay)
             .with_write_shape(settings.write_shape);
         let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
+        let share_slots = crate::share::sessions::SESSIONS_PER_NODE_MAX.div_ceil(settings.shards.max(1));
         let security = ShardSecurity::new(&settings, &image);
         let shard = Shard {
             id,
@@ -210,6 +213,7 @@ impl Shard {
             responses: Rc::new(crate::budget::ShardResponses::default()),
             coordinators: Default::default(),
             fetch_sessions: RefCell::new(crate::fetch_sessions::FetchSessions::new(session_slots, id)),
+            share_sessions: RefCell::new(crate::share::sessions::ShareSessions::new(share_slots)),
             throttles: crate::throttle::ReplicationThrottles::default(),
             quotas: Default::default(),
             security,

@@ -200,6 +200,16 @@ pub struct Group(pub Box<crate::group::GroupCall>);
 #[derive(Debug)]
 pub struct Txn(pub Box<crate::txn::TxnCall>);
 
+/// A share coordinator call; the partition is the key's partition of
+/// `__share_group_state`.
+#[derive(Debug)]
+pub struct ShareState(pub Box<crate::coordinator::share::StateCall>);
+
+/// A share-partition operation on its topic partition's leader (ShareFetch,
+/// ShareAcknowledge, a closed session's release).
+#[derive(Debug)]
+pub struct Share(pub Box<crate::share::leader::ShareCall>);
+
 pub use crate::txn::calls::WriteMarker;
 
 /// The producers the partition knows (DescribeProducers).
@@ -225,6 +235,8 @@ pub enum PartitionOp {
     Txn(Txn),
     WriteMarker(WriteMarker),
     Producers(Producers),
+    ShareState(ShareState),
+    Share(Share),
 }
 
 /// What a produce came to: appended, or refused before the log was touched.
@@ -307,6 +319,8 @@ pub enum PartitionReply {
     Group(Box<crate::group::GroupAnswer>),
     Txn(Box<crate::txn::TxnAnswer>),
     Producers(Vec<skein_replication::producer::ProducerInfo>),
+    ShareState(Box<crate::coordinator::share::Stored>),
+    Share(Box<crate::share::leader::ShareAnswer>),
     Done,
 }
 
@@ -328,6 +342,8 @@ crate::typed::typed_requests! {
         Producers => Vec<skein_replication::producer::ProducerInfo> = PartitionReply::Producers(r) => r;
         Group => crate::group::GroupAnswer = PartitionReply::Group(r) => *r;
         Txn => crate::txn::TxnAnswer = PartitionReply::Txn(r) => *r;
+        ShareState => crate::coordinator::share::Stored = PartitionReply::ShareState(r) => *r;
+        Share => crate::share::leader::ShareAnswer = PartitionReply::Share(r) => *r;
     }
 }
 
@@ -351,6 +367,7 @@ impl PartitionOp {
             PartitionOp::DeleteRecords(_) => Some(21),
             PartitionOp::EpochEndOffset(_) => Some(23),
             PartitionOp::WriteMarker(_) => Some(27),
+            PartitionOp::Share(_) => Some(78),
             _ => None,
         }
     }

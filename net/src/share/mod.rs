@@ -1,6 +1,9 @@
-//! Share groups (KIP-932): the state a partition's leader keeps for each share group
-//! consuming it (`partition`). The share group coordinator, ShareFetch and
-//! ShareAcknowledge, and the persistence of this state to `__share_group_state` are
-//! built on it; until they are, no share-group API is advertised.
+//! Share groups (KIP-932) on the partitions' leaders: each share group's state of a
+//! partition (`partition`, the state machine), its leader's operations on it
+//! (`leader`: ShareFetch and ShareAcknowledge on the owner shard, persisted through
+//! the share coordinator, `coordinator::share`), and the share sessions of a shard's
+//! connections (`sessions`). Membership is the group coordinator's (`group::share`).
 
+pub mod leader;
 pub mod partition;
+pub mod sessions;

@@ -123,7 +123,7 @@ impl InFlight {
 }
 
 /// A share-partition's records between its start and end offsets.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SharePartition {
     start: i64,
     end: i64,
@@ -149,6 +149,29 @@ impl SharePartition {
 
     pub fn settings(&self) -> ShareSettings {
         self.settings
+    }
+
+    /// The group's settings changed (its configs were altered): new locks, releases
+    /// and the window follow them.
+    pub fn set_settings(&mut self, settings: ShareSettings) {
+        self.settings = settings;
+    }
+
+    /// Whether a new record may enter the window.
+    pub fn has_room(&self) -> bool {
+        ((self.end - self.start) as usize) < self.settings.max_in_flight
+    }
+
+    /// Offsets up to `offset` that a read passed without delivering (aborted
+    /// transactions, compacted away) become gaps, so that the next read starts past
+    /// them; within the window's bound.
+    pub fn skip_to(&mut self, offset: i64) {
+        let bound = self.start.saturating_add(self.settings.max_in_flight as i64);
+        let offset = offset.min(bound);
+        if offset > self.end {
+            self.end = offset;
+            self.advance_start();
+        }
     }
 
     /// The offset a fetch for this share-partition reads from: its first available

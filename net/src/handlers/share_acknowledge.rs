@@ -1,0 +1,109 @@
+//! ShareAcknowledge (KIP-932): a share consumer's acknowledgements outside a fetch
+//! (commitSync, and at close with epoch -1, after which what the member holds on
+//! the session's partitions is released).
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use kafka_protocol::messages::share_acknowledge_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeTopicResponse,
+};
+use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_engine::TopicPartition;
+
+use super::share_fetch::{ack_batches, release, valid_member};
+use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
+use crate::errors::code;
+use crate::shard::{ops, Shard};
+use crate::share::leader::ShareCall;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+
+fn s(text: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(text.into())
+}
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: ShareAcknowledgeRequest,
+    caller: &Caller,
+    listener: &str,
+) -> ShareAcknowledgeResponse {
+    let refuse =
+        |c: i16, m: &str| ShareAcknowledgeResponse::default().with_error_code(c).with_error_message(Some(s(m)));
+    let Some(group) = request.group_id.as_ref().map(|g| g.0.to_string()) else {
+        return refuse(code::INVALID_REQUEST, "The group id is missing.");
+    };
+    if !caller.group(Op::Read, &group) {
+        return refuse(GROUP_AUTHORIZATION_FAILED, "Group authorization failed.");
+    }
+    let Some(member) = valid_member(request.member_id.as_ref()) else {
+        return refuse(code::INVALID_REQUEST, "Invalid member id in the request.");
+    };
+    let closed = match shard.share_sessions.borrow_mut().acknowledge(&group, &member, request.share_session_epoch) {
+        Ok(closed) => closed,
+        Err(c) => return ShareAcknowledgeResponse::default().with_error_code(c),
+    };
+    let image = shard.image();
+    let mut leaders = BTreeSet::new();
+    let mut response = ShareAcknowledgeResponse::default();
+    for topic in request.topics {
+        let meta = image.topic_by_id(topic.topic_id);
+        let mut out = ShareAcknowledgeTopicResponse::default().with_topic_id(topic.topic_id);
+        for p in topic.partitions {
+            let batches: Vec<(i64, i64, &[i8])> = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.as_slice()))
+                .collect();
+            let error = match (meta, ack_batches(&batches)) {
+                (None, _) => code::UNKNOWN_TOPIC_ID,
+                (Some(meta), _) if !caller.topic(Op::Read, &meta.name) => TOPIC_AUTHORIZATION_FAILED,
+                (Some(meta), _) if !(0..meta.partitions).contains(&p.partition_index) => {
+                    code::UNKNOWN_TOPIC_OR_PARTITION
+                }
+                (_, Err(c)) => c,
+                (_, Ok(acks)) if acks.is_empty() => code::NONE,
+                (Some(meta), Ok(acks)) => {
+                    let tp = TopicPartition::new(meta.name.clone(), p.partition_index);
+                    let call = ShareCall::Acknowledge {
+                        group: group.clone(),
+                        member: member.clone(),
+                        topic_id: topic.topic_id,
+                        acks,
+                    };
+                    match shard.call(tp, ops::Share(Box::new(call))).await {
+                        Ok(answer) => answer.ack_error,
+                        Err(e) => e.code,
+                    }
+                }
+            };
+            let mut data = PartitionData::default().with_partition_index(p.partition_index).with_error_code(error);
+            data.current_leader = LeaderIdAndEpoch::default().with_leader_id(-1).with_leader_epoch(-1);
+            if let (true, Some(meta)) = (super::leaders::names_leader(error), meta) {
+                let (leader, epoch) = super::leaders::current_leader(shard, &meta.name, p.partition_index, listener);
+                data.current_leader = LeaderIdAndEpoch::default().with_leader_id(leader).with_leader_epoch(epoch);
+                if leader >= 0 {
+                    leaders.insert(leader);
+                }
+            }
+            out.partitions.push(data);
+        }
+        response.responses.push(out);
+    }
+    if let Some(closed) = closed {
+        release(shard, closed).await;
+    }
+    response.node_endpoints = super::leaders::endpoints(shard, &leaders, listener)
+        .into_iter()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(s(b.host))
+                .with_port(b.port as i32)
+                .with_rack(b.rack.map(s))
+        })
+        .collect();
+    response
+}

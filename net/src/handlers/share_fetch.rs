@@ -1,0 +1,320 @@
+//! ShareFetch (KIP-932): a share consumer's fetch. The share session (`share::sessions`)
+//! says which partitions it covers; each partition's leader applies the
+//! acknowledgements that came with it and acquires records for the member
+//! (`share::leader`), the request's MaxRecords shared by the partitions in order.
+//! While nothing was acquired and MaxWaitMs allows, it waits for new records on the
+//! partitions (one wait per owner shard) and tries again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::{BrokerId, ShareFetchRequest, ShareFetchResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_engine::TopicPartition;
+
+use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
+use crate::errors::code;
+use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
+use crate::shard::{ops, Shard, Wait};
+use crate::share::leader::{AckBatch, ShareAnswer, ShareCall};
+use crate::share::partition::Acknowledge;
+use crate::share::sessions::{SessionPartition, Step};
+
+/// Version 1 is Kafka's first stable version; version 2 (renew acknowledgements,
+/// record-limit acquisition) is not served, and Kafka's clients use v1 without them.
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+
+fn s(text: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(text.into())
+}
+
+/// Checks a member id as Kafka does: 1 to 36 characters.
+pub fn valid_member(member: Option<&StrBytes>) -> Option<String> {
+    member.filter(|m| !m.is_empty() && m.chars().count() <= 36).map(|m| m.to_string())
+}
+
+/// Checks one partition's acknowledgement batches as Kafka does (ascending, each
+/// well formed, types 0-3); `Err` is INVALID_REQUEST.
+pub fn ack_batches(batches: &[(i64, i64, &[i8])]) -> Result<Vec<AckBatch>, i16> {
+    let mut previous = -1i64;
+    let mut out = Vec::with_capacity(batches.len());
+    for &(first, last, types) in batches {
+        let count = last.checked_sub(first).and_then(|d| d.checked_add(1)).filter(|n| *n > 0);
+        let Some(count) = count else { return Err(code::INVALID_REQUEST) };
+        if first < previous || types.is_empty() || (types.len() != 1 && types.len() as i64 != count) {
+            return Err(code::INVALID_REQUEST);
+        }
+        let types: Option<Vec<Acknowledge>> =
+            types.iter().map(|t| Acknowledge::from_code(*t).filter(|a| *a != Acknowledge::Renew)).collect();
+        out.push(AckBatch { first, last, types: types.ok_or(code::INVALID_REQUEST)? });
+        previous = last;
+    }
+    Ok(out)
+}
+
+/// One partition of the response as it is built.
+#[derive(Default)]
+struct Part {
+    error: i16,
+    ack_error: i16,
+    records: Vec<skein_engine::Batch>,
+    acquired: Vec<AcquiredRecords>,
+    /// Where a long poll waits, once the partition was read with nothing acquired.
+    wait: Option<Wait>,
+    /// Shown in the response even with nothing in it (a new session, acknowledgements).
+    shown: bool,
+}
+
+pub async fn handle(
+    shard: &Rc<Shard>,
+    request: ShareFetchRequest,
+    caller: &Caller,
+    listener: &str,
+    connection: u64,
+) -> ShareFetchResponse {
+    let started = Instant::now();
+    let refuse = |c: i16, m: &str| ShareFetchResponse::default().with_error_code(c).with_error_message(Some(s(m)));
+    let Some(group) = request.group_id.as_ref().map(|g| g.0.to_string()) else {
+        return refuse(code::INVALID_REQUEST, "The group id is missing.");
+    };
+    if !caller.group(Op::Read, &group) {
+        return refuse(GROUP_AUTHORIZATION_FAILED, "Group authorization failed.");
+    }
+    let Some(member) = valid_member(request.member_id.as_ref()) else {
+        return refuse(code::INVALID_REQUEST, "Invalid member id in the request.");
+    };
+    let has_acks = request.topics.iter().flat_map(|t| &t.partitions).any(|p| !p.acknowledgement_batches.is_empty());
+    if request.share_session_epoch == 0 && has_acks {
+        return refuse(code::INVALID_REQUEST, "Acknowledge data present on initial fetch request.");
+    }
+    let image = shard.image();
+    // The acknowledgements of each partition named, checked before anything is applied.
+    let mut acks: BTreeMap<SessionPartition, Result<Vec<AckBatch>, i16>> = BTreeMap::new();
+    let mut added = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            let key = (topic.topic_id, p.partition_index);
+            added.push(key);
+            let batches: Vec<(i64, i64, &[i8])> = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.as_slice()))
+                .collect();
+            if !batches.is_empty() {
+                acks.insert(key, ack_batches(&batches));
+            }
+        }
+    }
+    let forgotten: Vec<SessionPartition> =
+        request.forgotten_topics_data.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p))).collect();
+    let step = shard.share_sessions.borrow_mut().fetch(
+        &group,
+        &member,
+        request.share_session_epoch,
+        &added,
+        &forgotten,
+        connection,
+    );
+    let (partitions, opened, closed) = match step {
+        Err(c) => return ShareFetchResponse::default().with_error_code(c),
+        Ok(Step::Fetch { partitions, opened }) => (partitions, opened, None),
+        Ok(Step::Close(closed)) => (acks.keys().copied().collect(), false, Some(closed)),
+    };
+    let mut parts: BTreeMap<SessionPartition, Part> = BTreeMap::new();
+    let mut lock_ms = crate::share::partition::ShareSettings::default().lock_duration.as_millis() as i32;
+    let fetching = closed.is_none() && request.max_records > 0 && request.max_bytes > 0;
+    let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
+    let deadline = started + Duration::from_millis(request.max_wait_ms.clamp(0, FETCH_WAIT_MAX_MS as i32) as u64);
+    let mut first_pass = true;
+    loop {
+        let mut records_left = if fetching { request.max_records.max(0) as usize } else { 0 };
+        let mut bytes_left = max_bytes;
+        let order: Vec<SessionPartition> =
+            partitions.iter().chain(acks.keys()).copied().collect::<BTreeSet<_>>().into_iter().collect();
+        for key in order {
+            let part = parts.entry(key).or_default();
+            part.shown |= opened;
+            let ack = if first_pass { acks.get(&key).cloned() } else { None };
+            if ack.is_some() {
+                part.shown = true;
+            }
+            let ack = match ack {
+                Some(Err(c)) => {
+                    part.ack_error = c;
+                    Some(Vec::new())
+                }
+                Some(Ok(batches)) => Some(batches),
+                None => None,
+            };
+            let reading = records_left > 0 && bytes_left > 0 && partitions.contains(&key);
+            if ack.as_ref().is_none_or(Vec::is_empty) && !reading {
+                continue;
+            }
+            let had_ack = ack.as_ref().is_some_and(|a| !a.is_empty());
+            let Some(tp) = resolve(&image, caller, key, part) else { continue };
+            let call = ShareCall::Fetch {
+                group: group.clone(),
+                member: member.clone(),
+                topic_id: key.0,
+                acks: ack.unwrap_or_default(),
+                max_records: if reading { records_left } else { 0 },
+                max_bytes: if reading { bytes_left } else { 0 },
+            };
+            match shard.call(tp.clone(), ops::Share(Box::new(call))).await {
+                Ok(answer) => {
+                    let ShareAnswer { ack_error, batches, acquired, wait_from, committed, lock_ms: lock } = answer;
+                    lock_ms = lock;
+                    if part.ack_error == code::NONE {
+                        part.ack_error = ack_error;
+                    }
+                    let taken: usize = acquired.iter().map(|a| (a.last - a.first + 1) as usize).sum();
+                    records_left = records_left.saturating_sub(taken);
+                    bytes_left = bytes_left.saturating_sub(batches.iter().map(|b| b.size()).sum());
+                    part.acquired.extend(acquired.iter().map(|a| {
+                        AcquiredRecords::default()
+                            .with_first_offset(a.first)
+                            .with_last_offset(a.last)
+                            .with_delivery_count(a.deliveries.min(i16::MAX as u16) as i16)
+                    }));
+                    part.records.extend(batches);
+                    let isolation = match committed {
+                        true => skein_replication::Isolation::Committed,
+                        false => skein_replication::Isolation::HighWatermark,
+                    };
+                    part.wait = (reading && taken == 0).then(|| Wait { partition: tp, offset: wait_from, isolation });
+                }
+                Err(e) => {
+                    part.error = e.code;
+                    part.shown = true;
+                    if had_ack {
+                        part.ack_error = e.code;
+                    }
+                    part.wait = None;
+                }
+            }
+        }
+        first_pass = false;
+        let acquired = parts.values().any(|p| !p.acquired.is_empty());
+        let now = Instant::now();
+        if acquired || !fetching || now >= deadline {
+            break;
+        }
+        let waits: Vec<Wait> = parts.values().filter_map(|p| p.wait.clone()).collect();
+        if waits.is_empty() {
+            glommio::timer::sleep((deadline - now).min(Duration::from_millis(100))).await;
+            continue;
+        }
+        // Locks that run out make records available too: look again within a second.
+        shard.wait_any(waits, (deadline - now).min(Duration::from_secs(1))).await;
+    }
+    if let Some(closed) = closed {
+        release(shard, closed).await;
+    }
+    build(shard, parts, &image, listener, lock_ms)
+}
+
+/// The partition a session entry names, or its error recorded in `part`.
+fn resolve(
+    image: &crate::metadata::MetadataImage,
+    caller: &Caller,
+    key: SessionPartition,
+    part: &mut Part,
+) -> Option<TopicPartition> {
+    let Some(meta) = image.topic_by_id(key.0) else {
+        part.error = code::UNKNOWN_TOPIC_ID;
+        part.shown = true;
+        return None;
+    };
+    if !caller.topic(Op::Read, &meta.name) {
+        part.error = TOPIC_AUTHORIZATION_FAILED;
+        part.shown = true;
+        return None;
+    }
+    if !(0..meta.partitions).contains(&key.1) {
+        part.error = code::UNKNOWN_TOPIC_OR_PARTITION;
+        part.shown = true;
+        return None;
+    }
+    Some(TopicPartition::new(meta.name.clone(), key.1))
+}
+
+/// Releases what a closed session's member holds on the session's partitions that
+/// this node leads.
+pub async fn release(shard: &Rc<Shard>, closed: crate::share::sessions::Closed) {
+    let image = shard.image();
+    let crate::share::sessions::Closed { group, member, partitions } = closed;
+    for (topic_id, partition) in partitions {
+        let Some(meta) = image.topic_by_id(topic_id) else { continue };
+        let tp = TopicPartition::new(meta.name.clone(), partition);
+        let call = ShareCall::Release { group: group.clone(), member: member.clone(), topic_id };
+        if let Err(e) = shard.call(tp, ops::Share(Box::new(call))).await {
+            tracing::debug!(target: "skein::net", topic = %meta.name, partition, error = e.code, "a closed share session's records were not released");
+        }
+    }
+}
+
+fn build(
+    shard: &Shard,
+    parts: BTreeMap<SessionPartition, Part>,
+    image: &crate::metadata::MetadataImage,
+    listener: &str,
+    lock_ms: i32,
+) -> ShareFetchResponse {
+    let mut leaders = BTreeSet::new();
+    let mut topics: BTreeMap<uuid::Uuid, Vec<PartitionData>> = BTreeMap::new();
+    for ((topic_id, partition), part) in parts {
+        let has_records = !part.acquired.is_empty();
+        if !(part.shown || has_records || part.error != code::NONE || part.ack_error != code::NONE) {
+            continue;
+        }
+        let mut data = PartitionData::default()
+            .with_partition_index(partition)
+            .with_error_code(part.error)
+            .with_acknowledge_error_code(part.ack_error)
+            .with_acquired_records(part.acquired);
+        let mut bytes = BytesMut::new();
+        for batch in &part.records {
+            for piece in batch.segments() {
+                bytes.extend_from_slice(&piece);
+            }
+        }
+        data.records = Some(Bytes::from(bytes));
+        if super::leaders::names_leader(part.error) {
+            let name = image.topic_by_id(topic_id).map(|m| m.name.clone()).unwrap_or_default();
+            let (leader, epoch) = super::leaders::current_leader(shard, &name, partition, listener);
+            data.current_leader = LeaderIdAndEpoch::default().with_leader_id(leader).with_leader_epoch(epoch);
+            if leader >= 0 {
+                leaders.insert(leader);
+            }
+        } else {
+            data.current_leader = LeaderIdAndEpoch::default().with_leader_id(-1).with_leader_epoch(-1);
+        }
+        topics.entry(topic_id).or_default().push(data);
+    }
+    let node_endpoints = super::leaders::endpoints(shard, &leaders, listener)
+        .into_iter()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(s(b.host))
+                .with_port(b.port as i32)
+                .with_rack(b.rack.map(s))
+        })
+        .collect();
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(lock_ms)
+        .with_responses(
+            topics
+                .into_iter()
+                .map(|(topic_id, partitions)| {
+                    ShareFetchableTopicResponse::default().with_topic_id(topic_id).with_partitions(partitions)
+                })
+                .collect(),
+        )
+        .with_node_endpoints(node_endpoints)
+}

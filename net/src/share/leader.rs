@@ -1,0 +1,315 @@
+//! A topic partition's leader as its share groups see it: for each share group that
+//! consumes the partition, its share-partition (`partition::SharePartition`), loaded
+//! from the share coordinator in this leader epoch, and the operations ShareFetch and
+//! ShareAcknowledge run on it on the partition's owner shard (`ShareCall`).
+//!
+//! One operation at a time holds a share-partition: it applies the acknowledgements
+//! and the locks that ran out, writes the new state to the share coordinator before it
+//! answers (on a failed write the state is put back as it was), then reads the log
+//! from the first available offset and acquires what it read. A leader that lost the
+//! partition, or whose write was fenced by a newer leader or a reset of the group's
+//! offsets, forgets the share-partition: the next operation loads it again.
+//!
+//! A new share-partition starts where the share coordinator says; with no state there
+//! yet, where `share.auto.offset.reset` says (the high watermark by default), as
+//! Kafka's leader resolves it.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Instant;
+
+use skein_engine::{Batch, Offset, TopicPartition};
+use skein_replication::{Isolation, OffsetSpec, Role};
+
+use super::partition::{Acknowledge, Acquired, SharePartition, ShareSettings};
+use crate::coordinator::share::{Key, StateCall};
+use crate::coordinator::Host;
+use crate::errors::code;
+use crate::group::configs::ShareReset;
+use crate::hosted::Partition;
+use crate::shard::PartitionError;
+
+/// The share-partitions of one hosted partition, by share group.
+#[derive(Default)]
+pub struct Shares {
+    groups: RefCell<HashMap<String, Rc<Slot>>>,
+}
+
+#[derive(Default)]
+struct Slot {
+    state: async_lock::Mutex<Option<Loaded>>,
+}
+
+struct Loaded {
+    sp: SharePartition,
+    leader_epoch: i32,
+    state_epoch: i32,
+}
+
+impl Shares {
+    fn slot(&self, group: &str) -> Rc<Slot> {
+        self.groups.borrow_mut().entry(group.to_owned()).or_default().clone()
+    }
+
+    /// Share groups with a share-partition here, for `/metrics`.
+    pub fn len(&self) -> usize {
+        self.groups.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Acknowledgements of one range: one type for the range, or one per offset
+/// (checked by the handler as Kafka checks them).
+#[derive(Debug, Clone)]
+pub struct AckBatch {
+    pub first: i64,
+    pub last: i64,
+    pub types: Vec<Acknowledge>,
+}
+
+/// A share-partition operation on the partition's leader.
+#[derive(Debug)]
+pub enum ShareCall {
+    /// ShareFetch: applies `acks`, then acquires up to `max_records` (rounded up to
+    /// the end of a log batch) within `max_bytes`; nothing when either is 0.
+    Fetch {
+        group: String,
+        member: String,
+        topic_id: uuid::Uuid,
+        acks: Vec<AckBatch>,
+        max_records: usize,
+        max_bytes: usize,
+    },
+    /// ShareAcknowledge.
+    Acknowledge { group: String, member: String, topic_id: uuid::Uuid, acks: Vec<AckBatch> },
+    /// The member's share session closed: what it holds is available again.
+    Release { group: String, member: String, topic_id: uuid::Uuid },
+}
+
+/// What a share-partition operation answers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ShareAnswer {
+    /// The acknowledgements' error (NONE: applied, or none sent).
+    pub ack_error: i16,
+    /// The log batches holding the acquired records, whole.
+    pub batches: Vec<Batch>,
+    pub acquired: Vec<Acquired>,
+    /// Where a long poll waits for new records: past this offset.
+    pub wait_from: i64,
+    /// Whether the group reads committed records only.
+    pub committed: bool,
+    /// The acquisition lock's duration (ShareFetch's AcquisitionLockTimeoutMs).
+    pub lock_ms: i32,
+}
+
+/// A share coordinator's error as the leader's caller hears it (Kafka's
+/// `fetchPersisterError`).
+fn persister_error(error: i16) -> i16 {
+    match error {
+        code::COORDINATOR_LOAD_IN_PROGRESS | code::COORDINATOR_NOT_AVAILABLE | code::NOT_COORDINATOR => {
+            code::COORDINATOR_NOT_AVAILABLE
+        }
+        code::GROUP_ID_NOT_FOUND | code::UNKNOWN_TOPIC_OR_PARTITION => error,
+        code::FENCED_LEADER_EPOCH | code::FENCED_STATE_EPOCH => code::NOT_LEADER_OR_FOLLOWER,
+        _ => code::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+/// Runs `call` on the share-partition of `partition` (hosted as `state`, led here).
+///
+/// # Errors
+/// NOT_LEADER_OR_FOLLOWER when this replica does not lead it (any more); the share
+/// coordinator's error when the share-partition cannot be loaded.
+pub async fn run<H: Host>(
+    host: &Rc<H>,
+    partition: &TopicPartition,
+    state: &Partition,
+    call: ShareCall,
+) -> Result<ShareAnswer, PartitionError> {
+    let (group, member, topic_id) = match &call {
+        ShareCall::Fetch { group, member, topic_id, .. }
+        | ShareCall::Acknowledge { group, member, topic_id, .. }
+        | ShareCall::Release { group, member, topic_id } => (group.clone(), member.clone(), *topic_id),
+    };
+    let key = Key { group: group.clone(), topic_id, partition: partition.partition };
+    let (settings, reset, committed) = crate::group::configs::share_partition_settings(&host.image(), &group);
+    let slot = state.shares.slot(&group);
+    let mut guard = slot.state.lock().await;
+    let leader_epoch = state.replica().leader_epoch().0;
+    if state.replica().role() != Role::Leader {
+        *guard = None;
+        return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
+    }
+    if guard.as_ref().is_none_or(|l| l.leader_epoch != leader_epoch) {
+        *guard = None;
+        *guard = Some(load(host, state, key.clone(), leader_epoch, settings, reset).await?);
+    }
+    let loaded = guard.as_mut().expect("loaded above");
+    loaded.sp.set_settings(settings);
+    loaded.sp.truncate_below(state.log().log_start_offset().0);
+    let now = Instant::now();
+    let before = loaded.sp.clone();
+    let mut changed = loaded.sp.expire(now) > 0;
+    let mut ack_error = code::NONE;
+    let (acks, fetch) = match call {
+        ShareCall::Fetch { acks, max_records, max_bytes, .. } => (acks, Some((max_records, max_bytes))),
+        ShareCall::Acknowledge { acks, .. } => (acks, None),
+        ShareCall::Release { .. } => {
+            changed |= loaded.sp.release_member(&member) > 0;
+            (Vec::new(), None)
+        }
+    };
+    for ack in acks {
+        match apply(&mut loaded.sp, &member, ack, now) {
+            Ok(applied) => changed |= applied,
+            Err(error) if ack_error == code::NONE => ack_error = error,
+            Err(_) => {}
+        }
+    }
+    if changed {
+        let (start, batches) = loaded.sp.state_batches();
+        let write = StateCall::Write { key, state_epoch: loaded.state_epoch, leader_epoch, start, batches };
+        if let Err((error, text)) = host.share_state(write).await {
+            tracing::debug!(target: "skein::net", partition = %partition, group = %group, error, text, "share-partition state not written");
+            if matches!(error, code::FENCED_LEADER_EPOCH | code::FENCED_STATE_EPOCH) {
+                *guard = None;
+                return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
+            }
+            loaded.sp = before;
+            let error = persister_error(error);
+            return Ok(ShareAnswer { ack_error: error, ..answer(loaded, committed) });
+        }
+    }
+    let mut out = ShareAnswer { ack_error, ..answer(loaded, committed) };
+    if let Some((max_records, max_bytes)) = fetch.filter(|(r, b)| *r > 0 && *b > 0) {
+        let (batches, acquired) =
+            acquire(state, &mut loaded.sp, &member, max_records, max_bytes, committed, now).await?;
+        out.batches = batches;
+        out.acquired = acquired;
+        out.wait_from = loaded.sp.next_fetch_offset();
+    }
+    Ok(out)
+}
+
+fn answer(loaded: &Loaded, committed: bool) -> ShareAnswer {
+    let lock_ms = loaded.sp.settings().lock_duration.as_millis().min(i32::MAX as u128) as i32;
+    ShareAnswer { wait_from: loaded.sp.next_fetch_offset(), committed, lock_ms, ..ShareAnswer::default() }
+}
+
+/// Applies one acknowledgement range; offsets below the start are ignored (they
+/// are finished), as Kafka ignores them. Returns whether anything changed.
+fn apply(sp: &mut SharePartition, member: &str, ack: AckBatch, now: Instant) -> Result<bool, i16> {
+    let start = sp.start_offset();
+    if ack.last < start {
+        return Ok(false);
+    }
+    let first = ack.first.max(start);
+    let types: Vec<Acknowledge> = match ack.types.len() {
+        1 => ack.types,
+        _ => ack.types[(first - ack.first) as usize..].to_vec(),
+    };
+    sp.acknowledge(member, first, ack.last, &types, now).map(|()| true)
+}
+
+/// Loads the share-partition from its coordinator in `leader_epoch`.
+async fn load<H: Host>(
+    host: &Rc<H>,
+    state: &Partition,
+    key: Key,
+    leader_epoch: i32,
+    settings: ShareSettings,
+    reset: ShareReset,
+) -> Result<Loaded, PartitionError> {
+    let stored = host.share_state(StateCall::Read { key, leader_epoch }).await.map_err(|(error, text)| {
+        PartitionError { code: persister_error(error), message: Some(text).filter(|t| !t.is_empty()) }
+    })?;
+    let log_start = state.log().log_start_offset().0;
+    let start = match stored.start {
+        start if start >= 0 => start.max(log_start),
+        _ => reset_offset(state, reset).await?,
+    };
+    let sp = SharePartition::restore(start, &stored.batches, settings);
+    Ok(Loaded { sp, leader_epoch, state_epoch: stored.state_epoch })
+}
+
+/// Where a share-partition with no state starts: `share.auto.offset.reset`.
+async fn reset_offset(state: &Partition, reset: ShareReset) -> Result<i64, PartitionError> {
+    let spec = match reset {
+        ShareReset::Earliest => OffsetSpec::Earliest,
+        ShareReset::Latest => OffsetSpec::Latest,
+        ShareReset::ByDuration(ms) => OffsetSpec::Timestamp(skein_engine::time::now_ms() - ms as i64),
+    };
+    let (offset, _) = state.list_offset(spec, Isolation::HighWatermark).await?;
+    // No record that recent: the share-partition starts at the end.
+    Ok(if offset < 0 { state.high_watermark().0 } else { offset })
+}
+
+/// Reads the log from the share-partition's first available offset and acquires for
+/// `member` the records read: whole log batches while fewer than `max_records` are
+/// taken (Kafka's batch-optimized acquisition). Batches of aborted transactions
+/// (read_committed) become gaps.
+async fn acquire(
+    state: &Partition,
+    sp: &mut SharePartition,
+    member: &str,
+    max_records: usize,
+    max_bytes: usize,
+    committed: bool,
+    now: Instant,
+) -> Result<(Vec<Batch>, Vec<Acquired>), PartitionError> {
+    let isolation = if committed { Isolation::Committed } else { Isolation::HighWatermark };
+    let from = sp.next_fetch_offset();
+    let visible = if committed { state.last_stable_offset() } else { state.high_watermark() };
+    if from >= visible.0 || (from >= sp.end_offset() && !sp.has_room()) {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let batches = match state.read(Offset(from), max_bytes, isolation).await {
+        Ok(batches) => batches,
+        // Below the log start (retention): the share-partition moves to it.
+        Err(skein_engine::Error::OffsetOutOfRange { .. }) => {
+            sp.truncate_below(state.log().log_start_offset().0);
+            return Ok((Vec::new(), Vec::new()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(last) = batches.last() else { return Ok((Vec::new(), Vec::new())) };
+    let aborted = match committed {
+        true => state.aborted_between(Offset(from), last.next_offset()),
+        false => Vec::new(),
+    };
+    let is_aborted = |batch: &Batch| {
+        batch.is_transactional()
+            && !batch.is_control()
+            && aborted.iter().any(|a| {
+                a.producer_id == batch.producer_id()
+                    && a.first_offset <= batch.base_offset().0
+                    && batch.base_offset().0 <= a.last_offset
+            })
+    };
+    let mut offsets: Vec<i64> = Vec::new();
+    let mut read_to = from;
+    for batch in &batches {
+        if offsets.len() >= max_records {
+            break;
+        }
+        read_to = batch.next_offset().0;
+        if is_aborted(batch) {
+            continue;
+        }
+        offsets.extend(batch.base_offset().0.max(from)..batch.next_offset().0);
+    }
+    let acquired = sp.acquire(member, offsets, usize::MAX, now);
+    // Every offset read was offered: what was not taken within the window's bound
+    // (aborted batches, offsets compacted away) is a gap, so no read passes it again.
+    sp.skip_to(read_to);
+    let wanted = |batch: &Batch| {
+        let (base, last) = (batch.base_offset().0, batch.last_offset().0);
+        acquired.iter().any(|a| a.first <= last && base <= a.last)
+    };
+    let batches = batches.into_iter().filter(|b| wanted(b)).collect();
+    Ok((batches, acquired))
+}
