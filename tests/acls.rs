@@ -279,6 +279,93 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
             .with_subscribed_topic_names(Some(vec![topic()]))
             .with_topic_partitions(Some(Vec::new()))),
         ApiKey::ConsumerGroupDescribe => call!(ConsumerGroupDescribeRequest::default().with_group_ids(vec![group()])),
+        ApiKey::ShareGroupHeartbeat => call!(ShareGroupHeartbeatRequest::default()
+            .with_group_id(group())
+            .with_member_id(s("acl-member"))
+            .with_subscribed_topic_names(Some(vec![topic()]))),
+        ApiKey::ShareGroupDescribe => call!(ShareGroupDescribeRequest::default().with_group_ids(vec![group()])),
+        ApiKey::ShareFetch | ApiKey::ShareAcknowledge => {
+            let topic_id = *TOPIC_ID.lock().unwrap();
+            let fetch = ShareFetchRequest::default()
+                .with_group_id(Some(group()))
+                .with_member_id(Some(s("acl-member")))
+                .with_max_records(10)
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![share_fetch_request::FetchTopic::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(vec![share_fetch_request::FetchPartition::default().with_partition_index(0)])]);
+            let fetched = format!("{:?}", client.call(&fetch, 1));
+            if key == ApiKey::ShareFetch {
+                return Some(fetched);
+            }
+            // An acknowledgement continues the session the fetch opened.
+            let batch = share_acknowledge_request::AcknowledgementBatch::default()
+                .with_first_offset(0)
+                .with_last_offset(0)
+                .with_acknowledge_types(vec![1]);
+            call!(ShareAcknowledgeRequest::default()
+                .with_group_id(Some(group()))
+                .with_member_id(Some(s("acl-member")))
+                .with_share_session_epoch(1)
+                .with_topics(vec![share_acknowledge_request::AcknowledgeTopic::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(vec![share_acknowledge_request::AcknowledgePartition::default()
+                        .with_partition_index(0)
+                        .with_acknowledgement_batches(vec![batch])])]))
+        }
+        ApiKey::DescribeShareGroupOffsets => call!(DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(group())
+                .with_topics(Some(vec![
+                    describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(topic())
+                        .with_partitions(vec![0])
+                ]))
+        ])),
+        ApiKey::AlterShareGroupOffsets => call!(AlterShareGroupOffsetsRequest::default()
+            .with_group_id(group())
+            .with_topics(vec![alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(topic())
+                .with_partitions(vec![
+                    alter_share_group_offsets_request::AlterShareGroupOffsetsRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_start_offset(0)
+                ])])),
+        ApiKey::DeleteShareGroupOffsets => call!(DeleteShareGroupOffsetsRequest::default()
+            .with_group_id(group())
+            .with_topics(vec![delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(topic())])),
+        ApiKey::InitializeShareGroupState => call!(InitializeShareGroupStateRequest::default()
+            .with_group_id(s("acl-share"))
+            .with_topics(vec![initialize_share_group_state_request::InitializeStateData::default()
+                .with_topic_id(*TOPIC_ID.lock().unwrap())
+                .with_partitions(vec![initialize_share_group_state_request::PartitionData::default()
+                    .with_partition(0)
+                    .with_state_epoch(1)])])),
+        ApiKey::ReadShareGroupState => call!(ReadShareGroupStateRequest::default()
+            .with_group_id(s("acl-share"))
+            .with_topics(vec![read_share_group_state_request::ReadStateData::default()
+                .with_topic_id(*TOPIC_ID.lock().unwrap())
+                .with_partitions(vec![read_share_group_state_request::PartitionData::default().with_partition(0)])])),
+        ApiKey::WriteShareGroupState => call!(WriteShareGroupStateRequest::default()
+            .with_group_id(s("acl-share"))
+            .with_topics(vec![write_share_group_state_request::WriteStateData::default()
+                .with_topic_id(*TOPIC_ID.lock().unwrap())
+                .with_partitions(vec![write_share_group_state_request::PartitionData::default()
+                    .with_partition(0)
+                    .with_state_epoch(1)])])),
+        ApiKey::DeleteShareGroupState => call!(DeleteShareGroupStateRequest::default()
+            .with_group_id(s("acl-share"))
+            .with_topics(vec![delete_share_group_state_request::DeleteStateData::default()
+                .with_topic_id(*TOPIC_ID.lock().unwrap())
+                .with_partitions(vec![delete_share_group_state_request::PartitionData::default().with_partition(0)])])),
+        ApiKey::ReadShareGroupStateSummary => call!(ReadShareGroupStateSummaryRequest::default()
+            .with_group_id(s("acl-share"))
+            .with_topics(vec![read_share_group_state_summary_request::ReadStateSummaryData::default()
+                .with_topic_id(*TOPIC_ID.lock().unwrap())
+                .with_partitions(vec![
+                    read_share_group_state_summary_request::PartitionData::default().with_partition(0)
+                ])])),
         ApiKey::AddPartitionsToTxn => {
             let topics = vec![add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
                 .with_name(topic())

@@ -561,6 +561,18 @@ fn every_advertised_version_answers() {
                 69 => answers::<ConsumerGroupDescribeRequest>(&mut client, version),
                 74 => answers::<ListConfigResourcesRequest>(&mut client, version),
                 75 => answers::<DescribeTopicPartitionsRequest>(&mut client, version),
+                76 => answers::<ShareGroupHeartbeatRequest>(&mut client, version),
+                77 => answers::<ShareGroupDescribeRequest>(&mut client, version),
+                78 => answers::<ShareFetchRequest>(&mut client, version),
+                79 => answers::<ShareAcknowledgeRequest>(&mut client, version),
+                83 => answers::<InitializeShareGroupStateRequest>(&mut client, version),
+                84 => answers::<ReadShareGroupStateRequest>(&mut client, version),
+                85 => answers::<WriteShareGroupStateRequest>(&mut client, version),
+                86 => answers::<DeleteShareGroupStateRequest>(&mut client, version),
+                87 => answers::<ReadShareGroupStateSummaryRequest>(&mut client, version),
+                90 => answers::<DescribeShareGroupOffsetsRequest>(&mut client, version),
+                91 => answers::<AlterShareGroupOffsetsRequest>(&mut client, version),
+                92 => answers::<DeleteShareGroupOffsetsRequest>(&mut client, version),
                 other => panic!("api key {other} is advertised but missing from this test"),
             };
             assert!(ok, "api key {} v{version} got no answer", api.api_key);

@@ -30,6 +30,8 @@ mod quorum;
 mod replication;
 #[path = "cluster/security.rs"]
 mod security;
+#[path = "cluster/shares.rs"]
+mod shares;
 #[path = "cluster/storage.rs"]
 mod storage;
 #[path = "cluster/transactions.rs"]

@@ -11,6 +11,8 @@
 mod common;
 #[path = "conformance/security.rs"]
 mod security;
+#[path = "conformance/shares.rs"]
+mod shares;
 #[path = "conformance/transactions.rs"]
 mod transactions;
 

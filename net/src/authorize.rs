@@ -173,15 +173,6 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
         {
             Some(TOPIC_AUTHORIZATION_FAILED)
         }
-        RequestKind::InitializeShareGroupState(_)
-        | RequestKind::ReadShareGroupState(_)
-        | RequestKind::WriteShareGroupState(_)
-        | RequestKind::DeleteShareGroupState(_)
-        | RequestKind::ReadShareGroupStateSummary(_)
-            if no_cluster(Op::ClusterAction) =>
-        {
-            Some(CLUSTER_AUTHORIZATION_FAILED)
-        }
         RequestKind::OffsetCommit(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
         RequestKind::OffsetDelete(r) if no_group(Op::Delete, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
         RequestKind::EndTxn(r) if no_txn(Op::Write, &r.transactional_id) => Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),

@@ -92,11 +92,6 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
         RequestKind::ShareAcknowledge(_) => api(ApiKey::ShareAcknowledge),
         RequestKind::AlterShareGroupOffsets(_) => api(ApiKey::AlterShareGroupOffsets),
         RequestKind::DeleteShareGroupOffsets(_) => api(ApiKey::DeleteShareGroupOffsets),
-        RequestKind::InitializeShareGroupState(_)
-        | RequestKind::ReadShareGroupState(_)
-        | RequestKind::WriteShareGroupState(_)
-        | RequestKind::DeleteShareGroupState(_)
-        | RequestKind::ReadShareGroupStateSummary(_) => None,
         _ => None,
     }
 }

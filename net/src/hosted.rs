@@ -42,7 +42,7 @@ pub struct Partition {
     /// the last fetch.
     pub follower_lag: Cell<i64>,
     /// As the leader: the share-partitions of the share groups consuming it.
-    pub shares: crate::share::leader::Shares,
+    pub shares: crate::share::slots::Shares,
 }
 
 /// The replica's fields and methods (`log`, `producers`, `high_watermark`, ...) read

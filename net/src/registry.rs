@@ -237,15 +237,19 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
             ResponseKind::DeleteShareGroupOffsets(share_offsets::delete(shard, r, caller).await)
         }
         RequestKind::InitializeShareGroupState(r) => {
-            ResponseKind::InitializeShareGroupState(share_state::initialize(shard, r).await)
+            ResponseKind::InitializeShareGroupState(share_state::initialize(shard, r, caller).await)
         }
-        RequestKind::ReadShareGroupState(r) => ResponseKind::ReadShareGroupState(share_state::read(shard, r).await),
-        RequestKind::WriteShareGroupState(r) => ResponseKind::WriteShareGroupState(share_state::write(shard, r).await),
+        RequestKind::ReadShareGroupState(r) => {
+            ResponseKind::ReadShareGroupState(share_state::read(shard, r, caller).await)
+        }
+        RequestKind::WriteShareGroupState(r) => {
+            ResponseKind::WriteShareGroupState(share_state::write(shard, r, caller).await)
+        }
         RequestKind::DeleteShareGroupState(r) => {
-            ResponseKind::DeleteShareGroupState(share_state::delete(shard, r).await)
+            ResponseKind::DeleteShareGroupState(share_state::delete(shard, r, caller).await)
         }
         RequestKind::ReadShareGroupStateSummary(r) => {
-            ResponseKind::ReadShareGroupStateSummary(share_state::summary(shard, r).await)
+            ResponseKind::ReadShareGroupStateSummary(share_state::summary(shard, r, caller).await)
         }
         RequestKind::AddPartitionsToTxn(r) => {
             ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(shard, &header, r, caller).await)

@@ -509,6 +509,43 @@ pub fn kafka_tools_classpath() -> String {
     resolved_classpath("kafka-tools-classpath.txt", "tests/tools/classpath.sh")
 }
 
+/// Kafka 4.4's share consumer and tools (tests/share/pom.xml):
+/// target/kafka-share-classpath.txt (written by tests/share/classpath.sh, which
+/// .ci/run calls), or resolved now.
+pub fn kafka_share_classpath() -> String {
+    resolved_classpath("kafka-share-classpath.txt", "tests/share/classpath.sh")
+}
+
+/// Runs tests/share/Share.java (`main` empty) or one of Kafka 4.4's tools (its main
+/// class) with `args`; returns whether it succeeded and its standard output, with
+/// its standard error appended (SLF4J's notice left out).
+pub fn kafka_share(main: &str, args: &[&str]) -> (bool, String) {
+    let mut command = Command::new("java");
+    command.args(["-XX:TieredStopAtLevel=1", "-cp"]).arg(kafka_share_classpath());
+    match main {
+        "" => command.arg(format!("{}/tests/share/Share.java", env!("CARGO_MANIFEST_DIR"))),
+        main => command.arg(main),
+    };
+    let output = command.args(args).stdin(Stdio::null()).output().expect("java");
+    let mut text = String::from_utf8_lossy(&output.stdout).to_string();
+    for line in String::from_utf8_lossy(&output.stderr).lines().filter(|l| !l.starts_with("SLF4J")) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    (output.status.success(), text)
+}
+
+/// The `R partition offset deliveries value-or-ack` lines of a Share.java run.
+pub fn share_records(out: &str) -> Vec<(i32, i64, i32, String)> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 5 && f[0] == "R")
+                .then(|| (f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap(), f[4].to_string()))
+        })
+        .collect()
+}
+
 /// Runs one of Kafka's own tools (its main class, as the `kafka-*.sh` script does)
 /// with `args` and `stdin`; returns whether it succeeded and its standard output,
 /// with its standard error appended (SLF4J's binding notice left out).

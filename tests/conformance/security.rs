@@ -161,7 +161,7 @@ pub fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
-        _ => return false,
+        _ => return super::shares::exercise(c, key, v),
     }
     true
 }

@@ -15,6 +15,10 @@
 //       each poll; "R partition offset deliveryCount ACK" per record and
 //       "DONE finished total accepted rejected released", finished being the distinct records
 //       accepted or rejected; stops at EXPECT finished (0: never) or after SECONDS.
+//   checked BOOTSTRAP TOPIC GROUP EXPECT SECONDS -> explicit acknowledgement, every record
+//       ACCEPT, commitSync after each poll; "R partition offset deliveryCount ACCEPT" per record
+//       and, for each record whose acknowledgement the broker answered without error,
+//       "ACKED partition offset" (for the at-least-once checker of the cluster tests).
 //   hold BOOTSTRAP TOPIC GROUP SECONDS           -> explicit acknowledgement; polls until it has
 //       records (at most 30 s), prints "HELD n" and "R partition offset deliveryCount value"
 //       per record, sleeps SECONDS without acknowledging or polling (its connection and
@@ -153,11 +157,13 @@ public class Share {
                 return;
             }
             case "consume":
+            case "checked":
             case "explicit": {
                 need(args, 6, mode + " BOOTSTRAP TOPIC GROUP EXPECT SECONDS");
                 int seconds = Integer.parseInt(args[5]);
                 watchdog(mode, seconds + ADMIN_SECONDS);
-                consume(mode.equals("explicit"), bootstrap, args[2], args[3], Integer.parseInt(args[4]), seconds,
+                checked = mode.equals("checked");
+                consume(!mode.equals("consume"), bootstrap, args[2], args[3], Integer.parseInt(args[4]), seconds,
                         extra(args, 6));
                 return;
             }
@@ -250,10 +256,18 @@ public class Share {
         }
     }
 
-    static void reportFailures(Map<TopicIdPartition, Optional<KafkaException>> result) {
-        if (result == null) return;
+    /** checked mode: every record accepted, and the acknowledgements answered reported. */
+    static boolean checked = false;
+
+    static Set<Integer> reportFailures(Map<TopicIdPartition, Optional<KafkaException>> result) {
+        Set<Integer> failed = new HashSet<>();
+        if (result == null) return failed;
         for (var e : result.entrySet())
-            e.getValue().ifPresent(error -> out("ACKFAIL " + e.getKey().partition() + " " + error));
+            e.getValue().ifPresent(error -> {
+                failed.add(e.getKey().partition());
+                out("ACKFAIL " + e.getKey().partition() + " " + error);
+            });
+        return failed;
     }
 
     static void consume(boolean explicit, String bootstrap, String topic, String group, int expect, int seconds,
@@ -293,7 +307,11 @@ public class Share {
                     }
                     int n = number(r.value());
                     AcknowledgeType ack;
-                    if (n % 10 == 3) {
+                    if (checked) {
+                        // Finished once the broker answers the acknowledgement (below).
+                        ack = AcknowledgeType.ACCEPT;
+                        accepted++;
+                    } else if (n % 10 == 3) {
                         ack = AcknowledgeType.REJECT;
                         rejected++;
                         finished.add(key);
@@ -308,8 +326,16 @@ public class Share {
                     consumer.acknowledge(r, ack);
                     out("R " + r.partition() + " " + r.offset() + " " + deliveries + " " + ack.name());
                 }
-                if (explicit && !batch.isEmpty())
-                    reportFailures(consumer.commitSync(Duration.ofMillis(Math.max(1000, deadline - System.currentTimeMillis()))));
+                if (explicit && !batch.isEmpty()) {
+                    Set<Integer> failed = reportFailures(
+                            consumer.commitSync(Duration.ofMillis(Math.max(1000, deadline - System.currentTimeMillis()))));
+                    if (checked)
+                        for (ConsumerRecord<String, String> r : batch)
+                            if (!failed.contains(r.partition())) {
+                                out("ACKED " + r.partition() + " " + r.offset());
+                                finished.add(r.partition() + ":" + r.offset());
+                            }
+                }
                 if (pause > 0 && !batch.isEmpty()) Thread.sleep(pause);
             }
             // Implicit mode: acknowledges (accepts) what the last poll delivered.

@@ -71,15 +71,18 @@ struct ShareMember {
     last_seen: Instant,
 }
 
+/// Topics with state: by id, the name and the partitions.
+type Initialized = BTreeMap<uuid::Uuid, (String, BTreeSet<i32>)>;
+
 pub struct ShareGroup {
     pub id: String,
     pub epoch: i32,
     members: BTreeMap<String, ShareMember>,
     /// Topics (by id, with their name) whose share-partitions were initialized, with
     /// the partitions: what the group has state for.
-    initialized: BTreeMap<uuid::Uuid, (String, BTreeSet<i32>)>,
-    /// The records last written, to write only what changed.
-    persisted: Option<(i32, BTreeMap<uuid::Uuid, (String, BTreeSet<i32>)>)>,
+    initialized: Initialized,
+    /// The records last written (epoch, initialized topics), to write only what changed.
+    persisted: Option<(i32, Initialized)>,
 }
 
 impl ShareGroup {
@@ -435,8 +438,8 @@ impl super::Coordinator {
         if id.is_empty() {
             return refuse(code::INVALID_REQUEST, "GroupId can't be empty.".into());
         }
-        let classic = self.groups.borrow().get(&id).is_some_and(|g| !g.members.is_empty() || g.protocol_type.is_some());
-        if classic || self.consumer_groups.borrow().contains_key(&id) {
+        // A classic group, even one with offsets only, or a consumer group, keeps its id.
+        if self.groups.borrow().contains_key(&id) || self.consumer_groups.borrow().contains_key(&id) {
             return refuse(code::GROUP_ID_NOT_FOUND, format!("Group {id} is not a share group."));
         }
         let mut groups = self.share_groups.borrow_mut();
@@ -601,14 +604,14 @@ pub fn simple_assign(partitions: usize, previous: &[BTreeSet<i32>]) -> Vec<BTree
         }
     }
     let mut cursor = 0usize;
-    for p in 0..partitions {
-        while holders[p] < sharing {
+    for (p, holding) in holders.iter_mut().enumerate() {
+        while *holding < sharing {
             let short = (0..members)
                 .map(|k| (cursor + k) % members)
                 .find(|&i| out[i].len() < counts[i] && !out[i].contains(&(p as i32)));
             let Some(i) = short else { break };
             out[i].insert(p as i32);
-            holders[p] += 1;
+            *holding += 1;
             cursor = i + 1;
         }
     }

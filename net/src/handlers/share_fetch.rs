@@ -186,7 +186,7 @@ pub async fn handle(
                         true => skein_replication::Isolation::Committed,
                         false => skein_replication::Isolation::HighWatermark,
                     };
-                    part.wait = (reading && taken == 0).then(|| Wait { partition: tp, offset: wait_from, isolation });
+                    part.wait = (reading && taken == 0).then_some(Wait { partition: tp, offset: wait_from, isolation });
                 }
                 Err(e) => {
                     part.error = e.code;

@@ -150,9 +150,16 @@ pub async fn alter(
         }
         plan.push((name, meta.map(|m| m.id), partitions));
     }
-    match crate::topics::group_call(shard, &group, calls::ShareInitialize { group: group.clone(), topics: initialized })
-        .await
-    {
+    // Topics the caller may not read (or that do not exist) are answered without
+    // asking the coordinator.
+    let asked = match initialized.is_empty() {
+        false => {
+            let call = calls::ShareInitialize { group: group.clone(), topics: initialized };
+            crate::topics::group_call(shard, &group, call).await
+        }
+        true => Ok(code::NONE),
+    };
+    match asked {
         Ok(code::NONE) => {}
         Ok(code::NON_EMPTY_GROUP) | Err(code::NON_EMPTY_GROUP) => {
             let message = format!("The group {group} is not empty; its members must leave first.");
@@ -203,7 +210,10 @@ pub async fn delete(
         return refuse(GROUP_AUTHORIZATION_FAILED, "Group authorization failed.".into());
     }
     let image = shard.image();
-    let named: Vec<(String, Option<(uuid::Uuid, i32)>, bool)> = request
+    // Each topic: its name, its id and partition count if it exists, whether the caller
+    // may read it.
+    type Named = (String, Option<(uuid::Uuid, i32)>, bool);
+    let named: Vec<Named> = request
         .topics
         .iter()
         .map(|t| {
@@ -214,13 +224,13 @@ pub async fn delete(
         })
         .collect();
     let ids: Vec<uuid::Uuid> = named.iter().filter(|(_, _, ok)| *ok).filter_map(|(_, m, _)| m.map(|m| m.0)).collect();
-    let unknown = match crate::topics::group_call(
-        shard,
-        &group,
-        calls::ShareForget { group: group.clone(), topics: ids },
-    )
-    .await
-    {
+    let forget = calls::ShareForget { group: group.clone(), topics: ids };
+    // Topics the caller may not read are answered without asking the coordinator.
+    let asked = match named.iter().any(|(_, _, ok)| *ok) {
+        true => crate::topics::group_call(shard, &group, forget).await,
+        false => Ok(Ok(Vec::new())),
+    };
+    let unknown = match asked {
         Ok(Ok(unknown)) => unknown,
         Ok(Err(c)) | Err(c) => {
             let message = match c {

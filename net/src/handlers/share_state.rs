@@ -1,7 +1,8 @@
 //! The share coordinator's RPCs between brokers (Kafka's 83-87): Initialize, Read,
 //! Write, Delete and ReadSummary of share-partition state, each partition a
 //! `coordinator::share::StateCall` run by this node's coordinator; and the same
-//! calls sent to the broker that coordinates a key (`send`).
+//! calls sent to the broker that coordinates a key (`send`). A caller without
+//! CLUSTER_ACTION gets CLUSTER_AUTHORIZATION_FAILED on every partition.
 
 use std::rc::Rc;
 
@@ -18,6 +19,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::authorize::{Caller, Op, CLUSTER_AUTHORIZATION_FAILED};
 use crate::coordinator::share::{Key, StateCall, Stored};
 use crate::errors::code;
 use crate::shard::Shard;
@@ -44,13 +46,17 @@ fn state_of(code: i8) -> Option<RecordState> {
     })
 }
 
-async fn local(shard: &Rc<Shard>, call: StateCall) -> Answer {
+async fn local(shard: &Rc<Shard>, caller: &Caller, call: StateCall) -> Answer {
+    if !caller.cluster(Op::ClusterAction) {
+        return Err((CLUSTER_AUTHORIZATION_FAILED, String::new()));
+    }
     shard.share_state_here(call).await
 }
 
 pub async fn initialize(
     shard: &Rc<Shard>,
     request: InitializeShareGroupStateRequest,
+    caller: &Caller,
 ) -> InitializeShareGroupStateResponse {
     let group = request.group_id.to_string();
     let mut response = InitializeShareGroupStateResponse::default();
@@ -59,7 +65,7 @@ pub async fn initialize(
         for p in topic.partitions {
             let key = Key { group: group.clone(), topic_id: topic.topic_id, partition: p.partition };
             let call = StateCall::Initialize { key, state_epoch: p.state_epoch, start: p.start_offset };
-            let (error, text) = local(shard, call).await.err().unwrap_or_default();
+            let (error, text) = local(shard, caller, call).await.err().unwrap_or_default();
             result.partitions.push(
                 init_resp::PartitionResult::default()
                     .with_partition(p.partition)
@@ -72,7 +78,11 @@ pub async fn initialize(
     response
 }
 
-pub async fn read(shard: &Rc<Shard>, request: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse {
+pub async fn read(
+    shard: &Rc<Shard>,
+    request: ReadShareGroupStateRequest,
+    caller: &Caller,
+) -> ReadShareGroupStateResponse {
     let group = request.group_id.to_string();
     let mut response = ReadShareGroupStateResponse::default();
     for topic in request.topics {
@@ -80,31 +90,38 @@ pub async fn read(shard: &Rc<Shard>, request: ReadShareGroupStateRequest) -> Rea
         for p in topic.partitions {
             let key = Key { group: group.clone(), topic_id: topic.topic_id, partition: p.partition };
             let partition = read_resp::PartitionResult::default().with_partition(p.partition);
-            result.partitions.push(match local(shard, StateCall::Read { key, leader_epoch: p.leader_epoch }).await {
-                Ok(stored) => {
-                    partition.with_state_epoch(stored.state_epoch).with_start_offset(stored.start).with_state_batches(
-                        stored
-                            .batches
-                            .iter()
-                            .map(|b| {
-                                read_resp::StateBatch::default()
-                                    .with_first_offset(b.first)
-                                    .with_last_offset(b.last)
-                                    .with_delivery_state(b.state as i8)
-                                    .with_delivery_count(b.deliveries.min(i16::MAX as u16) as i16)
-                            })
-                            .collect(),
-                    )
-                }
-                Err((error, text)) => partition.with_error_code(error).with_error_message(message(&text)),
-            });
+            result.partitions.push(
+                match local(shard, caller, StateCall::Read { key, leader_epoch: p.leader_epoch }).await {
+                    Ok(stored) => partition
+                        .with_state_epoch(stored.state_epoch)
+                        .with_start_offset(stored.start)
+                        .with_state_batches(
+                            stored
+                                .batches
+                                .iter()
+                                .map(|b| {
+                                    read_resp::StateBatch::default()
+                                        .with_first_offset(b.first)
+                                        .with_last_offset(b.last)
+                                        .with_delivery_state(b.state as i8)
+                                        .with_delivery_count(b.deliveries.min(i16::MAX as u16) as i16)
+                                })
+                                .collect(),
+                        ),
+                    Err((error, text)) => partition.with_error_code(error).with_error_message(message(&text)),
+                },
+            );
         }
         response.results.push(result);
     }
     response
 }
 
-pub async fn write(shard: &Rc<Shard>, request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse {
+pub async fn write(
+    shard: &Rc<Shard>,
+    request: WriteShareGroupStateRequest,
+    caller: &Caller,
+) -> WriteShareGroupStateResponse {
     let group = request.group_id.to_string();
     let mut response = WriteShareGroupStateResponse::default();
     for topic in request.topics {
@@ -129,7 +146,7 @@ pub async fn write(shard: &Rc<Shard>, request: WriteShareGroupStateRequest) -> W
                 None => Err((code::INVALID_REQUEST, "Invalid state batch.".to_string())),
                 Some(batches) => {
                     let (state_epoch, leader_epoch, start) = (p.state_epoch, p.leader_epoch, p.start_offset);
-                    local(shard, StateCall::Write { key, state_epoch, leader_epoch, start, batches }).await
+                    local(shard, caller, StateCall::Write { key, state_epoch, leader_epoch, start, batches }).await
                 }
             };
             let (error, text) = answer.err().unwrap_or_default();
@@ -145,14 +162,18 @@ pub async fn write(shard: &Rc<Shard>, request: WriteShareGroupStateRequest) -> W
     response
 }
 
-pub async fn delete(shard: &Rc<Shard>, request: DeleteShareGroupStateRequest) -> DeleteShareGroupStateResponse {
+pub async fn delete(
+    shard: &Rc<Shard>,
+    request: DeleteShareGroupStateRequest,
+    caller: &Caller,
+) -> DeleteShareGroupStateResponse {
     let group = request.group_id.to_string();
     let mut response = DeleteShareGroupStateResponse::default();
     for topic in request.topics {
         let mut result = delete_resp::DeleteStateResult::default().with_topic_id(topic.topic_id);
         for p in topic.partitions {
             let key = Key { group: group.clone(), topic_id: topic.topic_id, partition: p.partition };
-            let (error, text) = local(shard, StateCall::Delete { key }).await.err().unwrap_or_default();
+            let (error, text) = local(shard, caller, StateCall::Delete { key }).await.err().unwrap_or_default();
             result.partitions.push(
                 delete_resp::PartitionResult::default()
                     .with_partition(p.partition)
@@ -168,6 +189,7 @@ pub async fn delete(shard: &Rc<Shard>, request: DeleteShareGroupStateRequest) ->
 pub async fn summary(
     shard: &Rc<Shard>,
     request: ReadShareGroupStateSummaryRequest,
+    caller: &Caller,
 ) -> ReadShareGroupStateSummaryResponse {
     let group = request.group_id.to_string();
     let mut response = ReadShareGroupStateSummaryResponse::default();
@@ -176,7 +198,7 @@ pub async fn summary(
         for p in topic.partitions {
             let key = Key { group: group.clone(), topic_id: topic.topic_id, partition: p.partition };
             let partition = summary_resp::PartitionResult::default().with_partition(p.partition);
-            result.partitions.push(match local(shard, StateCall::Summary { key }).await {
+            result.partitions.push(match local(shard, caller, StateCall::Summary { key }).await {
                 Ok(stored) => partition
                     .with_state_epoch(stored.state_epoch)
                     .with_leader_epoch(stored.leader_epoch)

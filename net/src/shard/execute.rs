@@ -346,8 +346,10 @@ impl Shard {
                 }
             }
             PartitionOp::Share(ops::Share(call)) => {
-                let answer = Box::pin(crate::share::leader::run(self, partition, &state, *call)).await?;
-                Ok(PartitionReply::Share(Box::new(answer)))
+                match Box::pin(crate::share::leader::run(self, partition, &state, *call)).await {
+                    Ok(answer) => Ok(PartitionReply::Share(Box::new(answer))),
+                    Err(e) => Err(PartitionError { code: e.code, message: e.message }),
+                }
             }
             PartitionOp::Open(_) | PartitionOp::Remove(_) | PartitionOp::Release(_) => {
                 unreachable!("handled above")

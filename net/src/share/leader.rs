@@ -14,8 +14,6 @@
 //! yet, where `share.auto.offset.reset` says (the high watermark by default), as
 //! Kafka's leader resolves it.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -23,42 +21,29 @@ use skein_engine::{Batch, Offset, TopicPartition};
 use skein_replication::{Isolation, OffsetSpec, Role};
 
 use super::partition::{Acknowledge, Acquired, SharePartition, ShareSettings};
+use super::slots::Loaded;
 use crate::coordinator::share::{Key, StateCall};
 use crate::coordinator::Host;
 use crate::errors::code;
 use crate::group::configs::ShareReset;
 use crate::hosted::Partition;
-use crate::shard::PartitionError;
 
-/// The share-partitions of one hosted partition, by share group.
-#[derive(Default)]
-pub struct Shares {
-    groups: RefCell<HashMap<String, Rc<Slot>>>,
+/// A share-partition operation's Kafka error, with a message where there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareError {
+    pub code: i16,
+    pub message: Option<String>,
 }
 
-#[derive(Default)]
-struct Slot {
-    state: async_lock::Mutex<Option<Loaded>>,
-}
-
-struct Loaded {
-    sp: SharePartition,
-    leader_epoch: i32,
-    state_epoch: i32,
-}
-
-impl Shares {
-    fn slot(&self, group: &str) -> Rc<Slot> {
-        self.groups.borrow_mut().entry(group.to_owned()).or_default().clone()
+impl ShareError {
+    fn new(code: i16) -> ShareError {
+        ShareError { code, message: None }
     }
+}
 
-    /// Share groups with a share-partition here, for `/metrics`.
-    pub fn len(&self) -> usize {
-        self.groups.borrow().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+impl From<skein_engine::Error> for ShareError {
+    fn from(error: skein_engine::Error) -> ShareError {
+        ShareError { code: crate::errors::code_of(&error), message: Some(error.to_string()) }
     }
 }
 
@@ -129,7 +114,7 @@ pub async fn run<H: Host>(
     partition: &TopicPartition,
     state: &Partition,
     call: ShareCall,
-) -> Result<ShareAnswer, PartitionError> {
+) -> Result<ShareAnswer, ShareError> {
     let (group, member, topic_id) = match &call {
         ShareCall::Fetch { group, member, topic_id, .. }
         | ShareCall::Acknowledge { group, member, topic_id, .. }
@@ -142,7 +127,7 @@ pub async fn run<H: Host>(
     let leader_epoch = state.replica().leader_epoch().0;
     if state.replica().role() != Role::Leader {
         *guard = None;
-        return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
+        return Err(ShareError::new(code::NOT_LEADER_OR_FOLLOWER));
     }
     if guard.as_ref().is_none_or(|l| l.leader_epoch != leader_epoch) {
         *guard = None;
@@ -155,6 +140,7 @@ pub async fn run<H: Host>(
     let before = loaded.sp.clone();
     let mut changed = loaded.sp.expire(now) > 0;
     let mut ack_error = code::NONE;
+    let releasing = matches!(call, ShareCall::Release { .. });
     let (acks, fetch) = match call {
         ShareCall::Fetch { acks, max_records, max_bytes, .. } => (acks, Some((max_records, max_bytes))),
         ShareCall::Acknowledge { acks, .. } => (acks, None),
@@ -177,7 +163,7 @@ pub async fn run<H: Host>(
             tracing::debug!(target: "skein::net", partition = %partition, group = %group, error, text, "share-partition state not written");
             if matches!(error, code::FENCED_LEADER_EPOCH | code::FENCED_STATE_EPOCH) {
                 *guard = None;
-                return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
+                return Err(ShareError::new(code::NOT_LEADER_OR_FOLLOWER));
             }
             loaded.sp = before;
             let error = persister_error(error);
@@ -191,6 +177,12 @@ pub async fn run<H: Host>(
         out.batches = batches;
         out.acquired = acquired;
         out.wait_from = loaded.sp.next_fetch_offset();
+    }
+    // A closed session that leaves nothing acquired lets the share-partition go (as
+    // Kafka's leader drops a group's share-partitions when its sessions end): the next
+    // session loads it again, and so sees an offset reset made meanwhile.
+    if releasing && loaded.sp.acquired() == 0 {
+        *guard = None;
     }
     Ok(out)
 }
@@ -223,9 +215,10 @@ async fn load<H: Host>(
     leader_epoch: i32,
     settings: ShareSettings,
     reset: ShareReset,
-) -> Result<Loaded, PartitionError> {
-    let stored = host.share_state(StateCall::Read { key, leader_epoch }).await.map_err(|(error, text)| {
-        PartitionError { code: persister_error(error), message: Some(text).filter(|t| !t.is_empty()) }
+) -> Result<Loaded, ShareError> {
+    let stored = host.share_state(StateCall::Read { key, leader_epoch }).await.map_err(|(error, text)| ShareError {
+        code: persister_error(error),
+        message: Some(text).filter(|t| !t.is_empty()),
     })?;
     let log_start = state.log().log_start_offset().0;
     let start = match stored.start {
@@ -237,7 +230,7 @@ async fn load<H: Host>(
 }
 
 /// Where a share-partition with no state starts: `share.auto.offset.reset`.
-async fn reset_offset(state: &Partition, reset: ShareReset) -> Result<i64, PartitionError> {
+async fn reset_offset(state: &Partition, reset: ShareReset) -> Result<i64, ShareError> {
     let spec = match reset {
         ShareReset::Earliest => OffsetSpec::Earliest,
         ShareReset::Latest => OffsetSpec::Latest,
@@ -260,7 +253,7 @@ async fn acquire(
     max_bytes: usize,
     committed: bool,
     now: Instant,
-) -> Result<(Vec<Batch>, Vec<Acquired>), PartitionError> {
+) -> Result<(Vec<Batch>, Vec<Acquired>), ShareError> {
     let isolation = if committed { Isolation::Committed } else { Isolation::HighWatermark };
     let from = sp.next_fetch_offset();
     let visible = if committed { state.last_stable_offset() } else { state.high_watermark() };

@@ -7,3 +7,4 @@
 pub mod leader;
 pub mod partition;
 pub mod sessions;
+pub mod slots;

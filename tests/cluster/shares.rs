@@ -1,0 +1,93 @@
+//! A share group (KIP-932) on three nodes, consumed by Kafka 4.4's share consumer
+//! (tests/share/Share.java) while the partition's leader and then the share
+//! coordinator of its state are killed with SIGKILL: delivery stays at least once.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+/// The checker of a `checked` run (every record accepted, each acknowledgement the
+/// broker answered printed `ACKED`): every record is acknowledged in the end; none is
+/// delivered again once its acknowledgement was answered; a record's delivery count
+/// never goes backwards.
+fn check_at_least_once(out: &str, partition: i32, count: i64) {
+    let mut acked: BTreeMap<i64, usize> = BTreeMap::new();
+    let mut deliveries: BTreeMap<i64, i32> = BTreeMap::new();
+    for line in out.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            ["R", p, o, d, _] if p.parse::<i32>() == Ok(partition) => {
+                let (offset, count): (i64, i32) = (o.parse().unwrap(), d.parse().unwrap());
+                assert!(!acked.contains_key(&offset), "offset {offset} delivered again after its acknowledgement");
+                let last = deliveries.entry(offset).or_insert(0);
+                assert!(count >= *last, "offset {offset}: delivery count {count} after {last}");
+                *last = count;
+            }
+            ["ACKED", p, o] if p.parse::<i32>() == Ok(partition) => {
+                *acked.entry(o.parse().unwrap()).or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    let redelivered = deliveries.values().filter(|d| **d > 1).count();
+    let refused = out.lines().filter(|l| l.starts_with("ACKFAIL")).count();
+    println!(
+        "{} records delivered, {redelivered} more than once; {refused} acknowledgements refused",
+        deliveries.len()
+    );
+    let missing: Vec<i64> = (0..count).filter(|o| !acked.contains_key(o)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} records never acknowledged, first {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+}
+
+#[test]
+fn a_share_group_survives_its_leader_and_its_share_coordinator() {
+    let mut cluster = Cluster::start(3);
+    cluster.wait_for_brokers();
+    create_replicated(cluster.node(1), "s", 1);
+    let all: Vec<String> = cluster.nodes.iter().map(|n| n.bootstrap()).collect();
+    let bootstrap = all.join(",");
+    const COUNT: i64 = 3000;
+    let (ok, out) = common::kafka_share("", &["produce", &bootstrap, "s", &COUNT.to_string()]);
+    assert!(ok && out.contains("PRODUCED 3000"), "{out}");
+    let (ok, out) = common::kafka_share("", &["set-reset", &bootstrap, "g", "earliest"]);
+    assert!(ok, "{out}");
+    let consumer = {
+        let bootstrap = bootstrap.clone();
+        std::thread::spawn(move || {
+            common::kafka_share(
+                "",
+                &["checked", &bootstrap, "s", "g", "3000", "150", "max.poll.records=50", "pause.ms=250"],
+            )
+        })
+    };
+    // Mid-stream, the partition's leader goes.
+    std::thread::sleep(Duration::from_secs(8));
+    let leader = leader_of(cluster.node(1), "s", 0);
+    cluster.node_mut(leader).kill();
+    let other = (1..=3).find(|&n| n != leader).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while leader_of(cluster.node(other), "s", 0) == leader || leader_of(cluster.node(other), "s", 0) < 0 {
+        assert!(Instant::now() < deadline, "no new leader");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    cluster.node_mut(leader).restart();
+    cluster.wait_for_brokers();
+    // Then the share coordinator of the share-partition's state.
+    let topic_id = topics(cluster.node(other)).into_iter().find(|(name, _)| name == "s").unwrap().1;
+    let key = skein_net::coordinator::share::Key { group: "g".into(), topic_id, partition: 0 };
+    let state = leader_of(cluster.node(other), skein_net::coordinator::share::STATE_TOPIC, key.state_partition());
+    std::thread::sleep(Duration::from_secs(5));
+    cluster.node_mut(state).kill();
+    std::thread::sleep(Duration::from_secs(5));
+    cluster.node_mut(state).restart();
+    let (ok, out) = consumer.join().unwrap();
+    assert!(ok, "{out}");
+    assert!(out.contains("DONE 3000"), "every record finished: {}", out.lines().last().unwrap_or(""));
+    check_at_least_once(&out, 0, COUNT);
+}

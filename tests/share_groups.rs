@@ -1,0 +1,210 @@
+//! Share groups (KIP-932) with Apache Kafka 4.4's own share consumer and tools
+//! (kafka-clients and kafka-tools 4.4, resolved by Maven: tests/share/pom.xml), run
+//! through tests/share/Share.java. Each expectation was first checked against Kafka
+//! 4.4 itself (bench-harness/peers/kafka/run-kafka.sh): records split between two
+//! members of a group, RELEASE and REJECT, lock expiry, release at a disconnect,
+//! `kafka-share-groups` and `kafka-console-share-consumer`, state kept across a
+//! kill -9.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::Broker;
+
+fn java(main: &str, args: &[&str]) -> (bool, String) {
+    common::kafka_share(main, args)
+}
+
+fn share(args: &[&str]) -> String {
+    let (ok, out) = java("", args);
+    assert!(ok, "Share.java {args:?} failed:\n{out}");
+    out
+}
+
+fn tool(args: &[&str]) -> String {
+    java("org.apache.kafka.tools.consumer.group.ShareGroupCommand", args).1
+}
+
+fn records(out: &str) -> Vec<(i32, i64, i32, String)> {
+    common::share_records(out)
+}
+
+fn setup(broker: &Broker, topic: &str, partitions: &str, count: &str) {
+    let b = broker.bootstrap();
+    share(&["create", &b, topic, partitions]);
+    assert!(share(&["produce", &b, topic, count]).contains(&format!("PRODUCED {count}")));
+}
+
+// Two members of one group share a topic's 2 partitions: each record reaches one of
+// them once, none is lost. Explicit acknowledgement: REJECT finishes a record,
+// RELEASE brings it back with its delivery count 2, and an accepted record is not
+// delivered again. The group's offsets end past everything.
+#[test]
+fn members_share_the_records_and_acknowledge_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let b = broker.bootstrap();
+    setup(&broker, "t2", "2", "2000");
+    share(&["set-reset", &b, "g", "earliest"]);
+    let first = {
+        let b = b.clone();
+        std::thread::spawn(move || {
+            share(&["consume", &b, "t2", "g", "2000", "20", "client.id=c1", "pause.ms=200", "max.poll.records=100"])
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let second =
+        share(&["consume", &b, "t2", "g", "2000", "20", "client.id=c2", "pause.ms=200", "max.poll.records=100"]);
+    let first = first.join().unwrap();
+    let (one, two) = (records(&first), records(&second));
+    let mut seen: BTreeMap<(i32, i64), usize> = BTreeMap::new();
+    for (p, o, _, _) in one.iter().chain(two.iter()) {
+        *seen.entry((*p, *o)).or_default() += 1;
+    }
+    assert_eq!(seen.len(), 2000, "every record delivered:\n{first}\n{second}");
+    assert!(seen.values().all(|n| *n == 1), "no record delivered twice");
+    assert!(!one.is_empty() && !two.is_empty(), "both members got records: {} and {}", one.len(), two.len());
+
+    // Explicit acknowledgement on a new group.
+    share(&["set-reset", &b, "x", "earliest"]);
+    let out = share(&["explicit", &b, "t2", "x", "2000", "30"]);
+    let acked = records(&out);
+    let count = |deliveries: i32, ack: &str| acked.iter().filter(|r| r.2 == deliveries && r.3 == ack).count();
+    assert_eq!(count(1, "REJECT"), 200, "{out}");
+    assert_eq!(count(1, "RELEASE"), 200);
+    assert_eq!(count(2, "ACCEPT"), 200, "released records come back once, delivered twice");
+    assert_eq!(count(1, "ACCEPT"), 1600);
+    let described = share(&["describe", &b, "x"]);
+    assert!(described.contains("GROUP x Empty 0"), "{described}");
+}
+
+// A lock that runs out makes its records available to another member, delivered a
+// second time (share.record.lock.duration.ms at its 15 s minimum); a member whose
+// connection closes gives its records back at once, as Kafka 4.4 does.
+#[test]
+fn locks_expire_and_a_closed_connection_releases_its_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let b = broker.bootstrap();
+    setup(&broker, "t1", "1", "20");
+
+    share(&["set-reset", &b, "gone", "earliest"]);
+    assert!(share(&["hold", &b, "t1", "gone", "1"]).contains("HELD 20"));
+    let started = Instant::now();
+    let out = share(&["consume", &b, "t1", "gone", "20", "20"]);
+    let got = records(&out);
+    assert_eq!(got.len(), 20, "{out}");
+    assert!(got.iter().all(|r| r.2 == 2), "delivered a second time: {out}");
+    assert!(started.elapsed() < Duration::from_secs(14), "released at the disconnect, not at the lock's end");
+
+    share(&["set-reset", &b, "slow", "earliest"]);
+    share(&["set-config", &b, "slow", "share.record.lock.duration.ms", "15000"]);
+    let holder = {
+        let b = b.clone();
+        std::thread::spawn(move || share(&["hold", &b, "t1", "slow", "30", "client.id=holder"]))
+    };
+    std::thread::sleep(Duration::from_secs(5));
+    let started = Instant::now();
+    let out = share(&["consume", &b, "t1", "slow", "20", "40", "client.id=taker"]);
+    let got = records(&out);
+    assert_eq!(got.len(), 20, "{out}");
+    assert!(got.iter().all(|r| r.2 == 2), "{out}");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(5), "the taker waited for the lock: {waited:?}");
+    assert!(holder.join().unwrap().contains("HELD 20"));
+}
+
+// Kafka 4.4's kafka-share-groups (list, describe, reset-offsets, delete-offsets,
+// delete) and kafka-console-share-consumer; a share group's state after a kill -9.
+#[test]
+fn share_group_tools_and_state_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), "1", &[]);
+    let b = broker.bootstrap();
+    setup(&broker, "t2", "2", "100");
+    share(&["set-reset", &b, "g", "earliest"]);
+    let out = share(&["consume", &b, "t2", "g", "100", "20"]);
+    assert_eq!(records(&out).len(), 100, "{out}");
+
+    let listed = tool(&["--bootstrap-server", &b, "--list"]);
+    assert!(listed.lines().any(|l| l == "g"), "{listed}");
+    let described = tool(&["--bootstrap-server", &b, "--describe", "--group", "g"]);
+    let starts: BTreeSet<String> = described
+        .lines()
+        .filter(|l| l.starts_with("g "))
+        .map(|l| l.split_whitespace().take(4).collect::<Vec<_>>().join(" "))
+        .collect();
+    let (p0, p1) = {
+        let got = records(&out);
+        (got.iter().filter(|r| r.0 == 0).count(), got.iter().filter(|r| r.0 == 1).count())
+    };
+    assert_eq!(starts, BTreeSet::from([format!("g t2 0 {p0}"), format!("g t2 1 {p1}")]), "{described}");
+    let members = tool(&["--bootstrap-server", &b, "--describe", "--group", "g", "--members"]);
+    assert!(members.contains("Share group 'g' has no active members."), "{members}");
+    let missing = java(
+        "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+        &["--bootstrap-server", &b, "--describe", "--group", "nosuch"],
+    );
+    assert!(missing.1.contains("GroupIdNotFoundException: Group nosuch not found."), "{}", missing.1);
+
+    // The state outlives a kill -9.
+    broker.kill();
+    broker.restart();
+    let described = tool(&["--bootstrap-server", &b, "--describe", "--group", "g"]);
+    assert!(described.contains(&format!("t2              0          {p0}")), "{described}");
+    let again = share(&["consume", &b, "t2", "g", "1", "5"]);
+    assert!(records(&again).is_empty(), "nothing is delivered again after a restart: {again}");
+
+    // Reset to the earliest: everything is delivered again, once.
+    let reset = tool(&[
+        "--bootstrap-server",
+        &b,
+        "--reset-offsets",
+        "--to-earliest",
+        "--group",
+        "g",
+        "--topic",
+        "t2",
+        "--execute",
+    ]);
+    assert!(reset.contains("NEW-OFFSET"), "{reset}");
+    let out = share(&["consume", &b, "t2", "g", "100", "20"]);
+    let got = records(&out);
+    assert_eq!(got.len(), 100, "{out}");
+    assert!(got.iter().all(|r| r.2 == 1), "a reset starts the records' delivery counts over: {out}");
+
+    let console = java(
+        "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+        &["--bootstrap-server", &b, "--topic", "t2", "--group", "g", "--max-messages", "1", "--timeout-ms", "5000"],
+    );
+    assert!(console.1.contains("Processed a total of 0 messages"), "everything was accepted: {}", console.1);
+    share(&["set-reset", &b, "c", "earliest"]);
+    let console = java(
+        "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+        &[
+            "--bootstrap-server",
+            &b,
+            "--topic",
+            "t2",
+            "--group",
+            "c",
+            "--max-messages",
+            "5",
+            "--formatter-property",
+            "print.delivery=true",
+        ],
+    );
+    assert!(console.1.contains("Processed a total of 5 messages"), "{}", console.1);
+    assert_eq!(console.1.matches("Delivery:1").count(), 5, "{}", console.1);
+
+    let deleted = tool(&["--bootstrap-server", &b, "--delete-offsets", "--group", "g", "--topic", "t2"]);
+    assert!(deleted.contains("Successful"), "{deleted}");
+    let described = tool(&["--bootstrap-server", &b, "--describe", "--group", "g"]);
+    assert!(described.contains("Share group 'g' has no offset information."), "{described}");
+    let deleted = tool(&["--bootstrap-server", &b, "--delete", "--group", "g"]);
+    assert!(deleted.contains("Deletion of requested share groups ('g') was successful."), "{deleted}");
+    let listed = tool(&["--bootstrap-server", &b, "--list"]);
+    assert!(!listed.lines().any(|l| l == "g"), "{listed}");
+}
