@@ -169,6 +169,14 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_fetch_waits_parked{{shard=\"{id}\"}} {}", m.fetch_waits_parked.get());
     let _ = writeln!(out, "skein_group_load_failures_total{{shard=\"{id}\"}} {}", m.group_load_failures.get());
     let _ = writeln!(out, "skein_fetch_sessions{{shard=\"{id}\"}} {}", shard.fetch_sessions.borrow().len());
+    let shares = &m.shares;
+    let _ = writeln!(out, "skein_share_sessions{{shard=\"{id}\"}} {}", shard.share_sessions.borrow().len());
+    let _ = writeln!(out, "skein_share_acquired_records_total{{shard=\"{id}\"}} {}", shares.acquired.get());
+    let _ = writeln!(out, "skein_share_acknowledged_records_total{{shard=\"{id}\"}} {}", shares.acknowledged.get());
+    let _ = writeln!(out, "skein_share_lock_expired_records_total{{shard=\"{id}\"}} {}", shares.expired.get());
+    let _ =
+        writeln!(out, "skein_share_state_write_failures_total{{shard=\"{id}\"}} {}", shares.state_write_failures.get());
+    let _ = writeln!(out, "skein_share_states{{shard=\"{id}\"}} {}", shard.coordinators.shares.len());
     let _ = writeln!(out, "skein_response_bytes_held{{shard=\"{id}\"}} {}", shard.responses.held());
     let _ = writeln!(out, "skein_fetch_budget_waits_total{{shard=\"{id}\"}} {}", shard.responses.waits());
     let _ = writeln!(out, "skein_request_bytes_buffered{{shard=\"{id}\"}} {}", shard.buffered_bytes.get());

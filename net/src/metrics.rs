@@ -17,6 +17,28 @@ pub struct Latency {
     pub sum_us: u64,
 }
 
+/// What the share-partitions led on a shard did.
+#[derive(Debug, Default)]
+pub struct ShareMetrics {
+    /// Records acquired for members (each delivery counted).
+    pub acquired: Cell<u64>,
+    /// Records members acknowledged (accepted, released, rejected or gaps).
+    pub acknowledged: Cell<u64>,
+    /// Records whose acquisition lock ran out.
+    pub expired: Cell<u64>,
+    /// Share-partition states the share coordinator did not take: the
+    /// acknowledgements that made them were answered with an error.
+    pub state_write_failures: Cell<u64>,
+    /// The last write failed: the next failure is not logged again.
+    pub failing: Cell<bool>,
+}
+
+impl ShareMetrics {
+    pub fn add(counter: &Cell<u64>, n: u64) {
+        counter.set(counter.get() + n);
+    }
+}
+
 /// Requests and errors by API key, bytes in and out, cross-shard messages.
 #[derive(Debug, Default)]
 pub struct ShardMetrics {
@@ -74,6 +96,8 @@ pub struct ShardMetrics {
     /// Assignments (role, epochs, ISR) this shard's partitions took from the
     /// controller: the replica fetchers look for new leaders to follow when it moves.
     pub assignments: Cell<u64>,
+    /// Share groups on this shard's partitions (`share::leader`).
+    pub shares: ShareMetrics,
     /// Where Produce and Fetch requests spend their time on this shard.
     pub produce_stages: RequestStages,
     pub fetch_stages: RequestStages,

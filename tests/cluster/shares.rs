@@ -23,7 +23,7 @@ fn check_at_least_once(out: &str, partition: i32, count: i64) {
                 assert!(count >= *last, "offset {offset}: delivery count {count} after {last}");
                 *last = count;
             }
-            ["ACKED", p, o] if p.parse::<i32>() == Ok(partition) => {
+            ["ACKED", p, o, _] if p.parse::<i32>() == Ok(partition) => {
                 *acked.entry(o.parse().unwrap()).or_default() += 1;
             }
             _ => {}
@@ -61,7 +61,7 @@ fn a_share_group_survives_its_leader_and_its_share_coordinator() {
         std::thread::spawn(move || {
             common::kafka_share(
                 "",
-                &["checked", &bootstrap, "s", "g", "3000", "150", "max.poll.records=50", "pause.ms=250"],
+                &["checked", &bootstrap, "s", "g", "3000", "150", "max.poll.records=50", "ack.delay.ms=250"],
             )
         })
     };

@@ -17,14 +17,17 @@
 //       accepted or rejected; stops at EXPECT finished (0: never) or after SECONDS.
 //   checked BOOTSTRAP TOPIC GROUP EXPECT SECONDS -> explicit acknowledgement, every record
 //       ACCEPT, commitSync after each poll; "R partition offset deliveryCount ACCEPT" per record
-//       and, for each record whose acknowledgement the broker answered without error,
-//       "ACKED partition offset" (for the at-least-once checker of the cluster tests).
+//       and "AT ms partition offset" when it arrived; for each record whose acknowledgement the
+//       broker answered without error, "ACKED partition offset ms", ms when the acknowledgement was sent (for the at-least-once
+//       checker of the cluster tests and the key-ordering checker).
 //   hold BOOTSTRAP TOPIC GROUP SECONDS           -> explicit acknowledgement; polls until it has
 //       records (at most 30 s), prints "HELD n" and "R partition offset deliveryCount value"
 //       per record, sleeps SECONDS without acknowledging or polling (its connection and
 //       membership stay up: the acquisition locks must expire, share.record.lock.duration.ms),
 //       then halts without closing. (Kafka 4.4 releases a dead client's records as soon as
 //       its connection closes, before the locks expire.)
+//   latency BOOTSTRAP TOPIC GROUP COUNT RATE     -> a producer sends COUNT records at RATE/s while a
+//       share consumer takes them: "LATENCY p50 p99 max n" (microseconds, send to poll).
 //   describe BOOTSTRAP GROUP                     -> "GROUP id state members", per member
 //       "MEMBER memberId clientId topic-p,topic-p" (sorted; "-" for none), then per partition
 //       "OFFSET topic partition startOffset" and, where the broker gives it, "LAG topic partition lag".
@@ -33,7 +36,8 @@
 // consumer to its first record, and "ACKFAIL partition error" for an acknowledgement the broker
 // refused. Arguments after the listed ones of the form name=value go to the client's config
 // (e.g. client.id=c1, max.poll.records=5, share.acquire.mode=record_limit), except pause.ms=N,
-// a sleep after each poll that returned records. A watchdog halts every mode (status 3) a
+// a sleep after each poll that returned records, and ack.delay.ms=N, a sleep between a poll
+// and its acknowledgement (records stay acquired meanwhile). A watchdog halts every mode (status 3) a
 // while after its time bound.
 import java.time.Duration;
 import java.util.*;
@@ -174,6 +178,13 @@ public class Share {
                 hold(bootstrap, args[2], args[3], seconds, extra(args, 5));
                 return;
             }
+            case "latency": {
+                need(args, 6, "latency BOOTSTRAP TOPIC GROUP COUNT RATE");
+                int count = Integer.parseInt(args[4]), rate = Integer.parseInt(args[5]);
+                watchdog(mode, count / Math.max(1, rate) + 3L * ADMIN_SECONDS);
+                latency(bootstrap, args[2], args[3], count, rate, extra(args, 6));
+                return;
+            }
             default:
                 throw new IllegalArgumentException("unknown mode " + mode);
         }
@@ -196,6 +207,56 @@ public class Share {
             for (var f : sent) f.get(ADMIN_SECONDS, TimeUnit.SECONDS);
         }
         out("PRODUCED " + sent.size());
+    }
+
+    /** End to end: a producer sends COUNT records at RATE a second, each carrying its send
+     *  time; a share consumer (implicit acknowledgement) in the same process takes them.
+     *  Prints "LATENCY p50 p99 max n" in microseconds, over first deliveries. */
+    static void latency(String bootstrap, String topic, String group, int count, int rate, Map<String, String> extra)
+            throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("acks", "all");
+        p.put("linger.ms", "0");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        KafkaShareConsumer<String, String> consumer = shareConsumer(bootstrap, group, false, extra);
+        consumer.subscribe(List.of(topic));
+        long[] latencies = new long[count];
+        int seen = 0;
+        Thread producing = new Thread(() -> {
+            try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+                long start = System.nanoTime();
+                long gap = 1_000_000_000L / Math.max(1, rate);
+                for (int i = 0; i < count; i++) {
+                    long due = start + i * gap;
+                    while (System.nanoTime() < due) Thread.onSpinWait();
+                    producer.send(new ProducerRecord<>(topic, "k" + (i % 10), "t" + System.nanoTime()));
+                }
+                producer.flush();
+            }
+        });
+        // The consumer joins first, then the producer starts.
+        consumer.poll(Duration.ofMillis(1000));
+        producing.start();
+        long deadline = System.currentTimeMillis() + 1000L * (count / Math.max(1, rate) + ADMIN_SECONDS);
+        try {
+            while (seen < count && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    long now = System.nanoTime();
+                    if (r.deliveryCount().orElse((short) 1) == 1 && seen < count)
+                        latencies[seen++] = (now - Long.parseLong(r.value().substring(1))) / 1000;
+                }
+            }
+            consumer.commitSync(Duration.ofSeconds(10));
+        } finally {
+            consumer.close(Duration.ofSeconds(10));
+        }
+        producing.join();
+        long[] got = Arrays.copyOf(latencies, seen);
+        Arrays.sort(got);
+        if (seen == 0) throw new IllegalStateException("no record consumed");
+        out("LATENCY " + got[seen / 2] + " " + got[Math.min(seen - 1, (int) (seen * 0.99))] + " " + got[seen - 1] + " " + seen);
     }
 
     static void setConfig(String bootstrap, String group, String name, String value, Map<String, String> extra)
@@ -274,6 +335,8 @@ public class Share {
             Map<String, String> extra) throws Exception {
         long pause = Long.parseLong(extra.getOrDefault("pause.ms", "0"));
         extra.remove("pause.ms");
+        long ackDelay = Long.parseLong(extra.getOrDefault("ack.delay.ms", "0"));
+        extra.remove("ack.delay.ms");
         long start = System.currentTimeMillis(), deadline = start + 1000L * seconds;
         Set<String> seen = new HashSet<>(), finished = new HashSet<>();
         int total = 0, accepted = 0, rejected = 0, released = 0;
@@ -325,14 +388,18 @@ public class Share {
                     }
                     consumer.acknowledge(r, ack);
                     out("R " + r.partition() + " " + r.offset() + " " + deliveries + " " + ack.name());
+                    if (checked) out("AT " + System.currentTimeMillis() + " " + r.partition() + " " + r.offset());
                 }
+                if (ackDelay > 0 && !batch.isEmpty()) Thread.sleep(ackDelay);
                 if (explicit && !batch.isEmpty()) {
+                    // When the acknowledgements leave (the broker takes them after this).
+                    long committing = System.currentTimeMillis();
                     Set<Integer> failed = reportFailures(
                             consumer.commitSync(Duration.ofMillis(Math.max(1000, deadline - System.currentTimeMillis()))));
                     if (checked)
                         for (ConsumerRecord<String, String> r : batch)
                             if (!failed.contains(r.partition())) {
-                                out("ACKED " + r.partition() + " " + r.offset());
+                                out("ACKED " + r.partition() + " " + r.offset() + " " + committing);
                                 finished.add(r.partition() + ":" + r.offset());
                             }
                 }

@@ -72,6 +72,8 @@ pub trait Host: 'static {
     fn broker_address(&self, broker: i32) -> Option<(String, u16)>;
     /// The node's TLS and SASL settings, for requests to other brokers.
     fn security(&self) -> &Arc<crate::security::Security>;
+    /// The counters of the share-partitions this shard leads.
+    fn share_metrics(&self) -> &crate::metrics::ShareMetrics;
     /// Runs a call on the share coordinator of its key, on this node or another.
     fn share_state(
         self: &Rc<Self>,

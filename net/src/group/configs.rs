@@ -86,8 +86,11 @@ const fn int(at_least: i64, range: Option<(i64, i64)>) -> Check {
 
 pub const CONSUMER_SESSION_TIMEOUT_MS: &str = "consumer.session.timeout.ms";
 pub const CONSUMER_HEARTBEAT_INTERVAL_MS: &str = "consumer.heartbeat.interval.ms";
+/// Key-ordered share groups: Skein's own group config, prefixed `skein.` so that no
+/// future Kafka name can clash with it.
+pub const SHARE_KEY_ORDERED: &str = "skein.share.key.ordered";
 
-/// Every group config of Kafka 4.4, by name.
+/// Every group config of Kafka 4.4, by name, and Skein's own `skein.share.key.ordered`.
 pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
     def(
         "consumer.assignment.interval.ms",
@@ -206,6 +209,16 @@ pub static GROUP_CONFIGS: &[GroupConfigDef] = &[
         "The timeout to detect client failures when using the share group protocol.",
     ),
     def(
+        SHARE_KEY_ORDERED,
+        SHARE_KEY_ORDERED,
+        "false",
+        ConfigType::Boolean,
+        Check::Boolean,
+        "Skein's own, not Kafka's: when true, a share group's records with the same key are never acquired by two \
+         members at once, and a key's records are delivered in offset order; a key held by a slow member holds \
+         back only that key.",
+    ),
+    def(
         "streams.assignment.interval.ms",
         "group.streams.assignment.interval.ms",
         "1000",
@@ -269,7 +282,16 @@ impl GroupConfigDef {
     /// Its documentation, saying so when Skein stores it without acting on it yet.
     pub fn documentation(&self) -> String {
         match self.name {
-            CONSUMER_SESSION_TIMEOUT_MS | CONSUMER_HEARTBEAT_INTERVAL_MS => self.doc.to_string(),
+            CONSUMER_SESSION_TIMEOUT_MS
+            | CONSUMER_HEARTBEAT_INTERVAL_MS
+            | SHARE_KEY_ORDERED
+            | "share.auto.offset.reset"
+            | "share.delivery.count.limit"
+            | "share.heartbeat.interval.ms"
+            | "share.isolation.level"
+            | "share.partition.max.record.locks"
+            | "share.record.lock.duration.ms"
+            | "share.session.timeout.ms" => self.doc.to_string(),
             _ => format!("{} (Skein: stored and validated, not acted on yet.)", self.doc),
         }
     }
@@ -520,6 +542,7 @@ pub fn share_partition_settings(
         delivery_limit: number("share.delivery.count.limit")
             .map_or(defaults.delivery_limit, |n| n.min(u16::MAX as u64) as u16),
         lock_duration: number("share.record.lock.duration.ms").map_or(defaults.lock_duration, Duration::from_millis),
+        key_ordered: get(SHARE_KEY_ORDERED).is_some_and(|v| v.eq_ignore_ascii_case("true")),
     };
     let reset = match get("share.auto.offset.reset").map(|v| v.to_ascii_lowercase()) {
         Some(v) if v == "earliest" => ShareReset::Earliest,

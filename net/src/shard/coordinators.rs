@@ -60,6 +60,10 @@ impl Host for Shard {
         &self.settings.security
     }
 
+    fn share_metrics(&self) -> &crate::metrics::ShareMetrics {
+        &self.metrics.shares
+    }
+
     fn share_state(
         self: &Rc<Self>,
         call: crate::coordinator::share::StateCall,

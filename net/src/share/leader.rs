@@ -138,7 +138,10 @@ pub async fn run<H: Host>(
     loaded.sp.truncate_below(state.log().log_start_offset().0);
     let now = Instant::now();
     let before = loaded.sp.clone();
-    let mut changed = loaded.sp.expire(now) > 0;
+    let metrics = host.share_metrics();
+    let expired = loaded.sp.expire(now);
+    crate::metrics::ShareMetrics::add(&metrics.expired, expired as u64);
+    let mut changed = expired > 0;
     let mut ack_error = code::NONE;
     let releasing = matches!(call, ShareCall::Release { .. });
     let (acks, fetch) = match call {
@@ -150,8 +153,12 @@ pub async fn run<H: Host>(
         }
     };
     for ack in acks {
+        let records = (ack.last - ack.first + 1).max(0) as u64;
         match apply(&mut loaded.sp, &member, ack, now) {
-            Ok(applied) => changed |= applied,
+            Ok(applied) => {
+                changed |= applied;
+                crate::metrics::ShareMetrics::add(&metrics.acknowledged, records);
+            }
             Err(error) if ack_error == code::NONE => ack_error = error,
             Err(_) => {}
         }
@@ -159,8 +166,15 @@ pub async fn run<H: Host>(
     if changed {
         let (start, batches) = loaded.sp.state_batches();
         let write = StateCall::Write { key, state_epoch: loaded.state_epoch, leader_epoch, start, batches };
-        if let Err((error, text)) = host.share_state(write).await {
-            tracing::debug!(target: "skein::net", partition = %partition, group = %group, error, text, "share-partition state not written");
+        let written = host.share_state(write).await;
+        let metrics = host.share_metrics();
+        if let Err((error, text)) = written {
+            crate::metrics::ShareMetrics::add(&metrics.state_write_failures, 1);
+            // Logged once per run of failures; each is counted.
+            if !metrics.failing.replace(true) {
+                tracing::warn!(target: "skein::net", partition = %partition, group = %group, error, text,
+                    "a share-partition's state was not written; its acknowledgements are answered with an error");
+            }
             if matches!(error, code::FENCED_LEADER_EPOCH | code::FENCED_STATE_EPOCH) {
                 *guard = None;
                 return Err(ShareError::new(code::NOT_LEADER_OR_FOLLOWER));
@@ -170,10 +184,15 @@ pub async fn run<H: Host>(
             return Ok(ShareAnswer { ack_error: error, ..answer(loaded, committed) });
         }
     }
+    if changed {
+        host.share_metrics().failing.set(false);
+    }
     let mut out = ShareAnswer { ack_error, ..answer(loaded, committed) };
     if let Some((max_records, max_bytes)) = fetch.filter(|(r, b)| *r > 0 && *b > 0) {
         let (batches, acquired) =
             acquire(state, &mut loaded.sp, &member, max_records, max_bytes, committed, now).await?;
+        let taken: i64 = acquired.iter().map(|a| a.last - a.first + 1).sum();
+        crate::metrics::ShareMetrics::add(&host.share_metrics().acquired, taken as u64);
         out.batches = batches;
         out.acquired = acquired;
         out.wait_from = loaded.sp.next_fetch_offset();
@@ -241,6 +260,28 @@ async fn reset_offset(state: &Partition, reset: ShareReset) -> Result<i64, Share
     Ok(if offset < 0 { state.high_watermark().0 } else { offset })
 }
 
+/// The offsets of a batch's records with a hash of each key (`None`: no key), for
+/// key-ordered groups. A batch that does not decode gives its offsets without keys
+/// (delivered unordered rather than held back for good).
+fn keys(batch: &Batch) -> Vec<(i64, Option<u64>)> {
+    use std::hash::{Hash, Hasher};
+    let base = batch.base_offset().0;
+    match skein_engine::records::decode_records(&batch.bytes(), skein_engine::limits::DECOMPRESSED_BATCH_BYTES_MAX) {
+        Ok(records) => records
+            .into_iter()
+            .map(|r| {
+                let key = r.key.map(|k| {
+                    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                    k.hash(&mut hasher);
+                    hasher.finish()
+                });
+                (base + i64::from(r.offset_delta), key)
+            })
+            .collect(),
+        Err(_) => (base..batch.next_offset().0).map(|o| (o, None)).collect(),
+    }
+}
+
 /// Reads the log from the share-partition's first available offset and acquires for
 /// `member` the records read: whole log batches while fewer than `max_records` are
 /// taken (Kafka's batch-optimized acquisition). Batches of aborted transactions
@@ -283,7 +324,8 @@ async fn acquire(
                     && batch.base_offset().0 <= a.last_offset
             })
     };
-    let mut offsets: Vec<i64> = Vec::new();
+    let keyed = sp.settings().key_ordered;
+    let mut offsets: Vec<(i64, Option<u64>)> = Vec::new();
     let mut read_to = from;
     for batch in &batches {
         if offsets.len() >= max_records {
@@ -293,9 +335,13 @@ async fn acquire(
         if is_aborted(batch) {
             continue;
         }
-        offsets.extend(batch.base_offset().0.max(from)..batch.next_offset().0);
+        let first = batch.base_offset().0.max(from);
+        match keyed && !batch.is_control() {
+            true => offsets.extend(keys(batch).into_iter().filter(|(o, _)| *o >= first)),
+            false => offsets.extend((first..batch.next_offset().0).map(|o| (o, None))),
+        }
     }
-    let acquired = sp.acquire(member, offsets, usize::MAX, now);
+    let acquired = sp.acquire_keyed(member, offsets, usize::MAX, now);
     // Every offset read was offered: what was not taken within the window's bound
     // (aborted batches, offsets compacted away) is a gap, so no read passes it again.
     sp.skip_to(read_to);

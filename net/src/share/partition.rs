@@ -75,12 +75,20 @@ pub struct ShareSettings {
     pub delivery_limit: u16,
     /// `share.record.lock.duration.ms`.
     pub lock_duration: Duration,
+    /// `skein.share.key.ordered` (Skein's own): a key's records go to one member at a
+    /// time, in offset order.
+    pub key_ordered: bool,
 }
 
 impl Default for ShareSettings {
     /// Kafka 4.4's defaults.
     fn default() -> ShareSettings {
-        ShareSettings { max_in_flight: 2000, delivery_limit: 5, lock_duration: Duration::from_secs(30) }
+        ShareSettings {
+            max_in_flight: 2000,
+            delivery_limit: 5,
+            lock_duration: Duration::from_secs(30),
+            key_ordered: false,
+        }
     }
 }
 
@@ -110,6 +118,9 @@ struct InFlight {
     member: Option<Rc<str>>,
     /// When its lock runs out, while acquired.
     expires: Option<Instant>,
+    /// A hash of its key, when key-ordered delivery needs it and the key is known
+    /// (`None`: no key, or not read since a restore).
+    key: Option<u64>,
 }
 
 impl InFlight {
@@ -207,38 +218,71 @@ impl SharePartition {
         max_records: usize,
         now: Instant,
     ) -> Vec<Acquired> {
+        self.acquire_keyed(member, offsets.into_iter().map(|o| (o, None)), max_records, now)
+    }
+
+    /// `acquire`, each offset with a hash of its record's key. With `key_ordered`, a
+    /// record is not taken while an earlier record of its key is unfinished (held by
+    /// a member, or available and not taken by this acquisition): it stays available
+    /// in the window, and only its key waits.
+    pub fn acquire_keyed(
+        &mut self,
+        member: &str,
+        offsets: impl IntoIterator<Item = (i64, Option<u64>)>,
+        max_records: usize,
+        now: Instant,
+    ) -> Vec<Acquired> {
         let member: Rc<str> = Rc::from(member);
         let expires = now + self.settings.lock_duration;
+        let ordered = self.settings.key_ordered;
+        // Keys with an unfinished record that this acquisition does not take.
+        let blocked: std::collections::HashSet<u64> = match ordered {
+            true => self.records.values().filter(|r| r.state == RecordState::Acquired).filter_map(|r| r.key).collect(),
+            false => Default::default(),
+        };
         let mut taken: Vec<(i64, u16)> = Vec::new();
-        for offset in offsets {
+        for (offset, key) in offsets {
             if taken.len() >= max_records {
                 break;
             }
             if offset < self.start {
                 continue;
             }
+            let waits = ordered && key.is_some_and(|k| blocked.contains(&k));
             if offset < self.end {
-                if let Some(record) = self.records.get_mut(&offset).filter(|r| r.state == RecordState::Available) {
-                    record.state = RecordState::Acquired;
-                    record.deliveries = record.deliveries.saturating_add(1);
-                    record.member = Some(member.clone());
-                    record.expires = Some(expires);
-                    taken.push((offset, record.deliveries));
+                let Some(record) = self.records.get_mut(&offset).filter(|r| r.state == RecordState::Available) else {
+                    continue;
+                };
+                record.key = record.key.or(key);
+                if waits {
+                    continue;
                 }
+                record.state = RecordState::Acquired;
+                record.deliveries = record.deliveries.saturating_add(1);
+                record.member = Some(member.clone());
+                record.expires = Some(expires);
+                taken.push((offset, record.deliveries));
                 continue;
             }
             if (offset - self.start) as usize >= self.settings.max_in_flight {
                 break;
             }
-            let record = InFlight {
-                state: RecordState::Acquired,
-                deliveries: 1,
-                member: Some(member.clone()),
-                expires: Some(expires),
+            let record = match waits {
+                // It enters the window available, to go once its key is free.
+                true => InFlight { state: RecordState::Available, deliveries: 0, member: None, expires: None, key },
+                false => InFlight {
+                    state: RecordState::Acquired,
+                    deliveries: 1,
+                    member: Some(member.clone()),
+                    expires: Some(expires),
+                    key,
+                },
             };
             self.records.insert(offset, record);
             self.end = offset + 1;
-            taken.push((offset, 1));
+            if !waits {
+                taken.push((offset, 1));
+            }
         }
         let mut ranges: Vec<Acquired> = Vec::new();
         for (offset, deliveries) in taken {
@@ -372,7 +416,7 @@ impl SharePartition {
                 other => other,
             };
             for offset in batch.first.max(start)..=batch.last.min(bound - 1) {
-                let record = InFlight { state, deliveries: batch.deliveries, member: None, expires: None };
+                let record = InFlight { state, deliveries: batch.deliveries, member: None, expires: None, key: None };
                 sp.records.insert(offset, record);
                 sp.end = sp.end.max(offset + 1);
             }
@@ -413,7 +457,7 @@ mod tests {
     use super::*;
 
     fn settings(max_in_flight: usize, delivery_limit: u16) -> ShareSettings {
-        ShareSettings { max_in_flight, delivery_limit, lock_duration: Duration::from_secs(30) }
+        ShareSettings { max_in_flight, delivery_limit, lock_duration: Duration::from_secs(30), key_ordered: false }
     }
 
     fn range(first: i64, last: i64, deliveries: u16) -> Acquired {
@@ -421,6 +465,64 @@ mod tests {
     }
 
     use Acknowledge::*;
+
+    // Key-ordered delivery: while a member holds a key's record, no other member gets
+    // that key's later records, and they come in offset order once it is finished;
+    // other keys go on meanwhile. A released record goes out again before its key's
+    // later records.
+    #[test]
+    fn a_key_goes_to_one_member_at_a_time_in_order() {
+        let now = Instant::now();
+        let mut ordered = settings(100, 5);
+        ordered.key_ordered = true;
+        let mut sp = SharePartition::new(0, ordered);
+        // Offsets 0..6 with keys a b a b c a.
+        let keys = [1u64, 2, 1, 2, 3, 1];
+        let read = |from: i64| (from..6).map(|o| (o, Some(keys[o as usize])));
+        assert_eq!(sp.acquire_keyed("m", read(0), 1, now), vec![range(0, 0, 1)]);
+        // n gets b, c and nothing of a (held by m).
+        let got = sp.acquire_keyed("n", read(sp.next_fetch_offset()), 100, now);
+        assert_eq!(got, vec![range(1, 1, 1), range(3, 4, 1)]);
+        assert_eq!(sp.state(2), Some((RecordState::Available, 0)), "a's next record waits");
+        // m releases a: a's records go out again in order, the released one first.
+        sp.acknowledge("m", 0, 0, &[Release], now).unwrap();
+        let got = sp.acquire_keyed("n", read(sp.next_fetch_offset()), 100, now);
+        assert_eq!(got, vec![range(0, 0, 2), range(2, 2, 1), range(5, 5, 1)]);
+        // 500 random schedules: no key is ever held by two members.
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for _ in 0..500 {
+            let mut sp = SharePartition::new(0, ordered);
+            let keys: Vec<u64> = (0..40).map(|_| next(5)).collect();
+            for _ in 0..30 {
+                let member = ["x", "y", "z"][next(3) as usize];
+                let from = sp.next_fetch_offset();
+                sp.acquire_keyed(member, (from..40).map(|o| (o, Some(keys[o as usize]))), 1 + next(4) as usize, now);
+                let held: Vec<(i64, String)> = (0..40)
+                    .filter_map(|o| {
+                        sp.records
+                            .get(&o)
+                            .filter(|r| r.state == RecordState::Acquired)
+                            .map(|r| (o, r.member.as_deref().unwrap().to_string()))
+                    })
+                    .collect();
+                for (o, m) in &held {
+                    for (p, n) in &held {
+                        if keys[*o as usize] == keys[*p as usize] {
+                            assert_eq!(m, n, "key {} held by two members", keys[*o as usize]);
+                        }
+                    }
+                }
+                if let Some((o, m)) = held.first() {
+                    let ack = if next(2) == 0 { Accept } else { Release };
+                    sp.acknowledge(m, *o, *o, &[ack], now).unwrap();
+                }
+            }
+        }
+    }
 
     #[test]
     fn records_are_acquired_once_and_the_start_follows_what_is_finished() {
