@@ -212,6 +212,36 @@ fn share_group_tools_and_state_across_a_restart() {
     assert!(!listed.lines().any(|l| l == "g"), "{listed}");
 }
 
+// share.isolation.level=read_committed: a share group reads only committed
+// transactions' records (an aborted transaction's are never delivered); the default,
+// read_uncommitted, delivers them all. Transaction markers are gaps, acknowledged by
+// the client and never handed to the application.
+#[test]
+fn read_committed_share_groups_skip_aborted_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let b = broker.bootstrap();
+    share(&["create", &b, "txn", "1"]);
+    assert!(share(&["produce-txn", &b, "txn", "50"]).contains("TXN 100 50"));
+    for (group, isolation, expected) in [("committed", "read_committed", 100), ("everything", "read_uncommitted", 150)]
+    {
+        share(&["set-reset", &b, group, "earliest"]);
+        share(&["set-config", &b, group, "share.isolation.level", isolation]);
+        let out = share(&["consume", &b, "txn", group, &expected.to_string(), "20"]);
+        let got = records(&out);
+        assert_eq!(got.len(), expected, "{group}: {out}");
+        if isolation == "read_committed" {
+            assert!(got.iter().all(|r| r.3.starts_with('c')), "only committed records: {out}");
+        }
+        // Nothing more comes: the markers and, for read_committed, the aborted
+        // records are finished without a delivery.
+        let again = share(&["consume", &b, "txn", group, "1", "3"]);
+        assert!(records(&again).is_empty(), "{group}: {again}");
+        let described = share(&["describe", &b, group]);
+        assert!(described.contains("OFFSET txn 0 "), "{described}");
+    }
+}
+
 /// When each record of a `checked` run arrived and when its acknowledgement was sent,
 /// by offset.
 fn timeline(out: &str) -> BTreeMap<i64, (u64, u64)> {

@@ -150,7 +150,10 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(shard, &header, r, &request.listener, caller).await)
         }
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::response(advertised())),
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::with_features(
+            api_versions::response(advertised()),
+            header.request_api_version,
+        )),
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(create_topics::handle(shard, &header, r, caller).await)
         }

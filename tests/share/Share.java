@@ -26,6 +26,8 @@
 //       membership stay up: the acquisition locks must expire, share.record.lock.duration.ms),
 //       then halts without closing. (Kafka 4.4 releases a dead client's records as soon as
 //       its connection closes, before the locks expire.)
+//   produce-txn BOOTSTRAP TOPIC COUNT            -> transactions of COUNT records: committed ("c<i>"),
+//       aborted ("a<i>"), committed; "TXN committed aborted".
 //   latency BOOTSTRAP TOPIC GROUP COUNT RATE     -> a producer sends COUNT records at RATE/s while a
 //       share consumer takes them: "LATENCY p50 p99 max n" (microseconds, send to poll).
 //   describe BOOTSTRAP GROUP                     -> "GROUP id state members", per member
@@ -178,6 +180,12 @@ public class Share {
                 hold(bootstrap, args[2], args[3], seconds, extra(args, 5));
                 return;
             }
+            case "produce-txn": {
+                need(args, 4, "produce-txn BOOTSTRAP TOPIC COUNT");
+                watchdog(mode, 2L * ADMIN_SECONDS);
+                produceTransactions(bootstrap, args[2], Integer.parseInt(args[3]), extra(args, 4));
+                return;
+            }
             case "latency": {
                 need(args, 6, "latency BOOTSTRAP TOPIC GROUP COUNT RATE");
                 int count = Integer.parseInt(args[4]), rate = Integer.parseInt(args[5]);
@@ -207,6 +215,31 @@ public class Share {
             for (var f : sent) f.get(ADMIN_SECONDS, TimeUnit.SECONDS);
         }
         out("PRODUCED " + sent.size());
+    }
+
+    /** Three transactions of COUNT records each: committed ("c<i>"), aborted ("a<i>"),
+     *  committed again. Prints "TXN committed aborted". */
+    static void produceTransactions(String bootstrap, String topic, int count, Map<String, String> extra)
+            throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("transactional.id", "share-txn-" + topic);
+        p.put("max.block.ms", String.valueOf(ADMIN_SECONDS * 1000));
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        p.putAll(extra);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            producer.initTransactions();
+            int n = 0;
+            for (String kind : List.of("c", "a", "c")) {
+                producer.beginTransaction();
+                for (int i = 0; i < count; i++) producer.send(new ProducerRecord<>(topic, "k" + (n % 10), kind + n++));
+                producer.flush();
+                if (kind.equals("a")) producer.abortTransaction();
+                else producer.commitTransaction();
+            }
+        }
+        out("TXN " + 2 * count + " " + count);
     }
 
     /** End to end: a producer sends COUNT records at RATE a second, each carrying its send

@@ -1,8 +1,10 @@
 //! ApiVersions: the APIs and versions the registry (`registry::APIS`) hands over,
-//! nothing else.
+//! and (v3+) the features Skein finalizes: `share.version` 1 (share groups, KIP-932;
+//! level 2, the dead-letter topic, is not supported).
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
@@ -19,5 +21,26 @@ pub fn response<'a>(apis: impl Iterator<Item = (&'a ApiKey, &'a VersionRange)>) 
             v
         })
         .collect();
+    response
+}
+
+/// Each feature Skein supports: its name, its supported levels, the level finalized.
+const FEATURES: &[(&str, i16, i16, i16)] = &[("share.version", 0, 1, 1)];
+
+/// `response` with the features (ApiVersions v3+ carries them as tagged fields).
+pub fn with_features(mut response: ApiVersionsResponse, version: i16) -> ApiVersionsResponse {
+    if version < 3 {
+        return response;
+    }
+    for &(name, min, max, level) in FEATURES {
+        let name = StrBytes::from_static_str(name);
+        response
+            .supported_features
+            .push(SupportedFeatureKey::default().with_name(name.clone()).with_min_version(min).with_max_version(max));
+        response.finalized_features.push(
+            FinalizedFeatureKey::default().with_name(name).with_min_version_level(level).with_max_version_level(level),
+        );
+    }
+    response.finalized_features_epoch = 0;
     response
 }

@@ -210,7 +210,15 @@ pub async fn handle(
             continue;
         }
         // Locks that run out make records available too: look again within a second.
+        // Records that are there but not for this member (key-ordered groups, their
+        // keys held by others) end a wait at once: look again a little later, not in
+        // a loop.
+        let waited = Instant::now();
         shard.wait_any(waits, (deadline - now).min(Duration::from_secs(1))).await;
+        if waited.elapsed() < Duration::from_millis(2) {
+            glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(25)))
+                .await;
+        }
     }
     if let Some(closed) = closed {
         release(shard, closed).await;

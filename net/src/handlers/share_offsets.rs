@@ -28,7 +28,8 @@ use crate::errors::code;
 use crate::group::calls;
 use crate::shard::Shard;
 
-pub const DESCRIBE_VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+/// v1 adds each partition's lag (KIP-1226).
+pub const DESCRIBE_VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 pub const ALTER_VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 pub const DELETE_VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
@@ -84,10 +85,11 @@ pub async fn describe(
                     None => {}
                     Some(topic_id) => {
                         let key = Key { group: group.clone(), topic_id, partition };
-                        match shard.share_state(StateCall::Summary { key }).await {
+                        match shard.share_state(StateCall::Summary { key: key.clone() }).await {
                             Ok(stored) => {
                                 p.start_offset = stored.start;
                                 p.leader_epoch = if stored.start < 0 { -1 } else { stored.leader_epoch };
+                                p.lag = lag(shard, &name, &key, &stored).await;
                             }
                             Err((error, text)) => {
                                 p.error_code = error;
@@ -103,6 +105,25 @@ pub async fn describe(
         response.groups.push(out);
     }
     response
+}
+
+/// A share-partition's lag as Kafka 4.4 reports it: the high watermark less the start
+/// offset less the records finished past the start; -1 when unknown (no state yet, the
+/// partition not hosted on this node, or the state's coordinator on another broker,
+/// whose summary does not carry the finished records).
+async fn lag(shard: &Rc<Shard>, topic: &str, key: &Key, stored: &crate::coordinator::share::Stored) -> i64 {
+    use crate::coordinator::share::STATE_TOPIC;
+    let image = shard.image();
+    let state_leader =
+        image.topic(STATE_TOPIC).map(|t| t.assignment(key.state_partition(), shard.settings.node_id).leader);
+    if stored.start < 0 || state_leader != Some(shard.settings.node_id) {
+        return -1;
+    }
+    let partition = skein_engine::TopicPartition::new(topic, key.partition);
+    match shard.call(partition, crate::shard::ops::Stats).await {
+        Ok(stats) => (stats.high_watermark - stored.start - stored.delivery_complete()).max(0),
+        Err(_) => -1,
+    }
 }
 
 pub async fn alter(

@@ -91,6 +91,12 @@ pub struct ShareAnswer {
     pub lock_ms: i32,
 }
 
+/// The most a share-partition reads from its log for one acquisition: enough for a
+/// full window of small records (Kafka's default `share.partition.max.record.locks`,
+/// 2,000) in a few batches, and a bound on the work a fetch does whatever its
+/// MaxBytes (a 50 MiB read to acquire 500 records would be thrown away).
+const SHARE_READ_BYTES_MAX: usize = 1 << 20;
+
 /// A share coordinator's error as the leader's caller hears it (Kafka's
 /// `fetchPersisterError`).
 fn persister_error(error: i16) -> i16 {
@@ -301,7 +307,10 @@ async fn acquire(
     if from >= visible.0 || (from >= sp.end_offset() && !sp.has_room()) {
         return Ok((Vec::new(), Vec::new()));
     }
-    let batches = match state.read(Offset(from), max_bytes, isolation).await {
+    // A read past what the window can take is wasted: at most a share-partition read's
+    // worth, the first batch always (a larger batch still goes whole).
+    let read_bytes = max_bytes.min(SHARE_READ_BYTES_MAX);
+    let batches = match state.read(Offset(from), read_bytes, isolation).await {
         Ok(batches) => batches,
         // Below the log start (retention): the share-partition moves to it.
         Err(skein_engine::Error::OffsetOutOfRange { .. }) => {
@@ -327,8 +336,10 @@ async fn acquire(
     let keyed = sp.settings().key_ordered;
     let mut offsets: Vec<(i64, Option<u64>)> = Vec::new();
     let mut read_to = from;
+    // Offsets past the window's bound cannot be taken this time.
+    let bound = sp.start_offset().saturating_add(sp.settings().max_in_flight as i64);
     for batch in &batches {
-        if offsets.len() >= max_records {
+        if offsets.len() >= max_records || batch.base_offset().0 >= bound {
             break;
         }
         read_to = batch.next_offset().0;

@@ -141,13 +141,16 @@ pub struct SharePartition {
     /// The records of `start..end`; an offset missing here is a gap.
     records: BTreeMap<i64, InFlight>,
     settings: ShareSettings,
+    /// Key-ordered groups: the members that acquired lately, with when, so that each
+    /// acquisition takes its share of the keys and leaves the rest to the others.
+    members: std::collections::HashMap<Rc<str>, Instant>,
 }
 
 impl SharePartition {
     /// A share-partition that starts at `start` (the offset `share.auto.offset.reset`
     /// chose, or the persisted start) with nothing in flight.
     pub fn new(start: i64, settings: ShareSettings) -> SharePartition {
-        SharePartition { start, end: start, records: BTreeMap::new(), settings }
+        SharePartition { start, end: start, records: BTreeMap::new(), settings, members: Default::default() }
     }
 
     pub fn start_offset(&self) -> i64 {
@@ -224,7 +227,9 @@ impl SharePartition {
     /// `acquire`, each offset with a hash of its record's key. With `key_ordered`, a
     /// record is not taken while an earlier record of its key is unfinished (held by
     /// a member, or available and not taken by this acquisition): it stays available
-    /// in the window, and only its key waits.
+    /// in the window, and only its key waits. So that the group still spreads the load,
+    /// one acquisition takes the records of at most its share of the keys offered: the
+    /// keys over the members that acquired within the last lock duration.
     pub fn acquire_keyed(
         &mut self,
         member: &str,
@@ -235,10 +240,23 @@ impl SharePartition {
         let member: Rc<str> = Rc::from(member);
         let expires = now + self.settings.lock_duration;
         let ordered = self.settings.key_ordered;
+        let offsets: Vec<(i64, Option<u64>)> = offsets.into_iter().collect();
         // Keys with an unfinished record that this acquisition does not take.
-        let blocked: std::collections::HashSet<u64> = match ordered {
+        let mut blocked: std::collections::HashSet<u64> = match ordered {
             true => self.records.values().filter(|r| r.state == RecordState::Acquired).filter_map(|r| r.key).collect(),
             false => Default::default(),
+        };
+        let mut mine: std::collections::HashSet<u64> = Default::default();
+        let max_keys = match ordered {
+            true => {
+                let lock = self.settings.lock_duration;
+                self.members.retain(|_, seen| now.duration_since(*seen) < lock);
+                self.members.insert(member.clone(), now);
+                let offered: std::collections::HashSet<u64> =
+                    offsets.iter().filter_map(|(_, k)| *k).filter(|k| !blocked.contains(k)).collect();
+                offered.len().div_ceil(self.members.len()).max(1)
+            }
+            false => usize::MAX,
         };
         let mut taken: Vec<(i64, u16)> = Vec::new();
         for (offset, key) in offsets {
@@ -248,24 +266,41 @@ impl SharePartition {
             if offset < self.start {
                 continue;
             }
-            let waits = ordered && key.is_some_and(|k| blocked.contains(&k));
-            if offset < self.end {
-                let Some(record) = self.records.get_mut(&offset).filter(|r| r.state == RecordState::Available) else {
-                    continue;
-                };
-                record.key = record.key.or(key);
+            let in_window = offset < self.end;
+            let key = match in_window {
+                true => {
+                    let Some(record) = self.records.get_mut(&offset).filter(|r| r.state == RecordState::Available)
+                    else {
+                        continue;
+                    };
+                    record.key = record.key.or(key);
+                    record.key
+                }
+                false if (offset - self.start) as usize >= self.settings.max_in_flight => break,
+                false => key,
+            };
+            let waits = ordered
+                && key.is_some_and(|k| {
+                    // A key beyond this acquisition's share waits, with its later records.
+                    if !blocked.contains(&k) && !mine.contains(&k) && mine.len() >= max_keys {
+                        blocked.insert(k);
+                    }
+                    blocked.contains(&k)
+                });
+            if let (false, Some(k), true) = (waits, key, ordered) {
+                mine.insert(k);
+            }
+            if in_window {
                 if waits {
                     continue;
                 }
+                let record = self.records.get_mut(&offset).expect("available above");
                 record.state = RecordState::Acquired;
                 record.deliveries = record.deliveries.saturating_add(1);
                 record.member = Some(member.clone());
                 record.expires = Some(expires);
                 taken.push((offset, record.deliveries));
                 continue;
-            }
-            if (offset - self.start) as usize >= self.settings.max_in_flight {
-                break;
             }
             let record = match waits {
                 // It enters the window available, to go once its key is free.
@@ -480,9 +515,12 @@ mod tests {
         let keys = [1u64, 2, 1, 2, 3, 1];
         let read = |from: i64| (from..6).map(|o| (o, Some(keys[o as usize])));
         assert_eq!(sp.acquire_keyed("m", read(0), 1, now), vec![range(0, 0, 1)]);
-        // n gets b, c and nothing of a (held by m).
+        // n gets b and nothing of a (held by m); with two members acquiring, it takes
+        // half the keys offered (b and c), so c is left for another.
         let got = sp.acquire_keyed("n", read(sp.next_fetch_offset()), 100, now);
-        assert_eq!(got, vec![range(1, 1, 1), range(3, 4, 1)]);
+        assert_eq!(got, vec![range(1, 1, 1), range(3, 3, 1)]);
+        assert_eq!(sp.acquire_keyed("m", read(sp.next_fetch_offset()), 100, now), vec![range(4, 4, 1)]);
+        sp.acknowledge("m", 4, 4, &[Accept], now).unwrap();
         assert_eq!(sp.state(2), Some((RecordState::Available, 0)), "a's next record waits");
         // m releases a: a's records go out again in order, the released one first.
         sp.acknowledge("m", 0, 0, &[Release], now).unwrap();
