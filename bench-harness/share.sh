@@ -44,7 +44,7 @@ share() { java_tool "$root/tests/share/Share.java" "$@"; }
 
 start_broker() { # kind dir port
   case "$1" in
-    skein)
+    skein*)
       taskset -c 0 "$skein" start --cores 0-0 --data-dir "$2/data" --listener "127.0.0.1:$3" \
         --admin-listener off > "$2/log" 2>&1 &
       broker_pid=$!

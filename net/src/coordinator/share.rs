@@ -28,6 +28,7 @@ use skein_engine::{Log, TopicPartition};
 
 use super::{replay, write_records, Host, LoadError, Replayed};
 use crate::errors::code;
+use crate::group::records::flexible::{get_uvarint, put_uvarint, skip_tags};
 use crate::hosted::Partition;
 use crate::share::partition::{RecordState, StateBatch};
 
@@ -336,41 +337,6 @@ pub enum Entry {
 fn put_string(out: &mut BytesMut, s: &str) {
     out.put_i16(s.len() as i16);
     out.put_slice(s.as_bytes());
-}
-
-fn put_uvarint(out: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        out.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.put_u8(v as u8);
-}
-
-fn get_uvarint(buf: &mut Bytes) -> Option<u64> {
-    let mut value = 0u64;
-    for i in 0..5 {
-        if !buf.has_remaining() {
-            return None;
-        }
-        let b = buf.get_u8();
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-fn skip_tags(buf: &mut Bytes) -> Option<()> {
-    for _ in 0..get_uvarint(buf)? {
-        get_uvarint(buf)?;
-        let size = get_uvarint(buf)? as usize;
-        if buf.remaining() < size {
-            return None;
-        }
-        buf.advance(size);
-    }
-    Some(())
 }
 
 fn key_bytes(kind: i16, key: &Key) -> Bytes {

@@ -545,12 +545,12 @@ fn optional<T>(value: Option<&mut Bytes>, decode: impl FnOnce(&mut Bytes) -> Opt
 /// Kafka's flexible-version encoding (KIP-482), for the KIP-848 record values: compact
 /// strings and arrays (unsigned varint length plus one, 0 for null) and a tagged-field
 /// section, which Skein writes empty and skips on read.
-mod flexible {
+pub(crate) mod flexible {
     use bytes::{Buf, BufMut, Bytes, BytesMut};
 
     use super::TopicPartitions;
 
-    fn put_uvarint(out: &mut BytesMut, mut v: u64) {
+    pub fn put_uvarint(out: &mut BytesMut, mut v: u64) {
         while v >= 0x80 {
             out.put_u8((v as u8) | 0x80);
             v >>= 7;
@@ -558,7 +558,7 @@ mod flexible {
         out.put_u8(v as u8);
     }
 
-    fn get_uvarint(buf: &mut Bytes) -> Option<u64> {
+    pub fn get_uvarint(buf: &mut Bytes) -> Option<u64> {
         let mut value = 0u64;
         for i in 0..5 {
             if !buf.has_remaining() {

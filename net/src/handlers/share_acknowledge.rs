@@ -8,11 +8,11 @@ use std::rc::Rc;
 use kafka_protocol::messages::share_acknowledge_response::{
     LeaderIdAndEpoch, NodeEndpoint, PartitionData, ShareAcknowledgeTopicResponse,
 };
-use kafka_protocol::messages::{BrokerId, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
+use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use skein_engine::TopicPartition;
 
-use super::share_fetch::{ack_batches, release, valid_member};
+use super::share_fetch::{ack_batches, node_endpoints, release, valid_member};
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::shard::{ops, Shard};
@@ -95,15 +95,8 @@ pub async fn handle(
     if let Some(closed) = closed {
         release(shard, closed).await;
     }
-    response.node_endpoints = super::leaders::endpoints(shard, &leaders, listener)
-        .into_iter()
-        .map(|b| {
-            NodeEndpoint::default()
-                .with_node_id(BrokerId(b.id))
-                .with_host(s(b.host))
-                .with_port(b.port as i32)
-                .with_rack(b.rack.map(s))
-        })
-        .collect();
+    response.node_endpoints = node_endpoints(shard, &leaders, listener, |id, host, port, rack| {
+        NodeEndpoint::default().with_node_id(id).with_host(host).with_port(port).with_rack(rack)
+    });
     response
 }

@@ -131,6 +131,7 @@ pub async fn handle(
     let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
     let deadline = started + Duration::from_millis(request.max_wait_ms.clamp(0, FETCH_WAIT_MAX_MS as i32) as u64);
     let mut first_pass = true;
+    let mut woke_at_once = false;
     loop {
         let mut records_left = if fetching { request.max_records.max(0) as usize } else { 0 };
         let mut bytes_left = max_bytes;
@@ -209,16 +210,16 @@ pub async fn handle(
             glommio::timer::sleep((deadline - now).min(Duration::from_millis(100))).await;
             continue;
         }
-        // Locks that run out make records available too: look again within a second.
         // Records that are there but not for this member (key-ordered groups, their
-        // keys held by others) end a wait at once: look again a little later, not in
-        // a loop.
+        // keys held by others) end a wait at once, and the pass after it takes
+        // nothing: then look again a little later, not in a loop.
+        if woke_at_once {
+            glommio::timer::sleep((deadline - now).min(Duration::from_millis(25))).await;
+        }
+        // Locks that run out make records available too: look again within a second.
         let waited = Instant::now();
         shard.wait_any(waits, (deadline - now).min(Duration::from_secs(1))).await;
-        if waited.elapsed() < Duration::from_millis(2) {
-            glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(25)))
-                .await;
-        }
+        woke_at_once = waited.elapsed() < Duration::from_millis(2);
     }
     if let Some(closed) = closed {
         release(shard, closed).await;
@@ -249,6 +250,20 @@ fn resolve(
         return None;
     }
     Some(TopicPartition::new(meta.name.clone(), key.1))
+}
+
+/// The endpoints of `leaders` for a response's NodeEndpoints, built by `make` (node,
+/// host, port, rack): ShareFetch's and ShareAcknowledge's are types of their own.
+pub fn node_endpoints<T>(
+    shard: &Shard,
+    leaders: &BTreeSet<i32>,
+    listener: &str,
+    make: impl Fn(BrokerId, StrBytes, i32, Option<StrBytes>) -> T,
+) -> Vec<T> {
+    super::leaders::endpoints(shard, leaders, listener)
+        .into_iter()
+        .map(|b| make(BrokerId(b.id), s(b.host), b.port as i32, b.rack.map(s)))
+        .collect()
 }
 
 /// Releases what a closed session's member holds on the session's partitions that
@@ -304,16 +319,9 @@ fn build(
         }
         topics.entry(topic_id).or_default().push(data);
     }
-    let node_endpoints = super::leaders::endpoints(shard, &leaders, listener)
-        .into_iter()
-        .map(|b| {
-            NodeEndpoint::default()
-                .with_node_id(BrokerId(b.id))
-                .with_host(s(b.host))
-                .with_port(b.port as i32)
-                .with_rack(b.rack.map(s))
-        })
-        .collect();
+    let node_endpoints = node_endpoints(shard, &leaders, listener, |id, host, port, rack| {
+        NodeEndpoint::default().with_node_id(id).with_host(host).with_port(port).with_rack(rack)
+    });
     ShareFetchResponse::default()
         .with_acquisition_lock_timeout_ms(lock_ms)
         .with_responses(
