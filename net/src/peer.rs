@@ -215,6 +215,74 @@ pub async fn call<R: Request>(
     futures_lite::future::or(call, expired).await
 }
 
+/// Idle connections to other brokers kept per address for the next call, on this
+/// thread (a shard's executor): at most this many each.
+const IDLE_PER_ADDRESS_MAX: usize = 4;
+
+thread_local! {
+    static IDLE: std::cell::RefCell<std::collections::HashMap<(String, u16), Vec<PeerStream>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// `call` on a pooled connection: one left idle by an earlier call to `host:port` on
+/// this shard, else a new one; it goes back to the pool once answered (one request
+/// at a time on each), and is dropped on any error or timeout. A pooled connection
+/// that fails is replaced and the request sent once more, so `request` must be one
+/// that may be repeated. For calls many in a row, as a share-partition leader's state
+/// writes to its share coordinator.
+///
+/// # Errors
+/// As `call`.
+pub async fn pooled_call<R: Request>(
+    security: &Security,
+    host: &str,
+    port: u16,
+    client_id: &str,
+    request: &R,
+    version: i16,
+    timeout: Duration,
+) -> io::Result<R::Response> {
+    let address = (host.to_string(), port);
+    let idle = IDLE.with(|idle| {
+        let mut idle = idle.borrow_mut();
+        let streams = idle.get_mut(&address)?;
+        while let Some(stream) = streams.pop() {
+            if !stream.stale() {
+                return Some(stream);
+            }
+        }
+        None
+    });
+    let keep = |stream: PeerStream| {
+        IDLE.with(|idle| {
+            let mut idle = idle.borrow_mut();
+            let streams = idle.entry(address.clone()).or_default();
+            if streams.len() < IDLE_PER_ADDRESS_MAX {
+                streams.push(stream);
+            }
+        })
+    };
+    let call = async {
+        if let Some(mut stream) = idle {
+            if let Ok(response) = exchange(&mut stream, request, version, 1, client_id).await {
+                keep(stream);
+                return Ok(response);
+            }
+            // The peer closed the idle connection meanwhile: once more on a new one
+            // (the calls this pool carries may be repeated: each sets a whole state).
+        }
+        let mut stream = connect(security, host, port, client_id).await?;
+        let response = exchange(&mut stream, request, version, 1, client_id).await?;
+        keep(stream);
+        Ok(response)
+    };
+    let expired = async {
+        glommio::timer::sleep(timeout).await;
+        Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"))
+    };
+    futures_lite::future::or(call, expired).await
+}
+
 /// Sends `request` at `version` with `correlation` and reads its response, checked to
 /// be whole and to answer this request.
 ///

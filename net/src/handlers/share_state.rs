@@ -232,7 +232,9 @@ pub async fn send(shard: &Rc<Shard>, broker: i32, call: StateCall) -> Answer {
     };
     macro_rules! exchange {
         ($request:expr) => {
-            crate::peer::call(security, &host, port, &client, &$request, 0, STATE_CALL_TIMEOUT).await.map_err(failed)?
+            crate::peer::pooled_call(security, &host, port, &client, &$request, 0, STATE_CALL_TIMEOUT)
+                .await
+                .map_err(failed)?
         };
     }
     match call {
