@@ -208,6 +208,11 @@ pub async fn call<R: Request>(
         let mut stream = connect(security, host, port, client_id).await?;
         exchange(&mut stream, request, version, 1, client_id).await
     };
+    within(timeout, call).await
+}
+
+/// `call`'s answer, or `TimedOut` once `timeout` passed.
+async fn within<T>(timeout: Duration, call: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
     let expired = async {
         glommio::timer::sleep(timeout).await;
         Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"))
@@ -276,11 +281,7 @@ pub async fn pooled_call<R: Request>(
         keep(stream);
         Ok(response)
     };
-    let expired = async {
-        glommio::timer::sleep(timeout).await;
-        Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"))
-    };
-    futures_lite::future::or(call, expired).await
+    within(timeout, call).await
 }
 
 /// Sends `request` at `version` with `correlation` and reads its response, checked to

@@ -12,8 +12,8 @@ use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use skein_engine::TopicPartition;
 
-use super::share_fetch::{ack_batches, node_endpoints, release, valid_member};
-use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
+use super::share_fetch::{ack_batches, caller_member, node_endpoints, release};
+use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::shard::{ops, Shard};
 use crate::share::leader::ShareCall;
@@ -32,14 +32,9 @@ pub async fn handle(
 ) -> ShareAcknowledgeResponse {
     let refuse =
         |c: i16, m: &str| ShareAcknowledgeResponse::default().with_error_code(c).with_error_message(Some(s(m)));
-    let Some(group) = request.group_id.as_ref().map(|g| g.0.to_string()) else {
-        return refuse(code::INVALID_REQUEST, "The group id is missing.");
-    };
-    if !caller.group(Op::Read, &group) {
-        return refuse(GROUP_AUTHORIZATION_FAILED, "Group authorization failed.");
-    }
-    let Some(member) = valid_member(request.member_id.as_ref()) else {
-        return refuse(code::INVALID_REQUEST, "Invalid member id in the request.");
+    let (group, member) = match caller_member(request.group_id.as_ref(), request.member_id.as_ref(), caller) {
+        Ok(named) => named,
+        Err((c, m)) => return refuse(c, m),
     };
     let closed = match shard.share_sessions.borrow_mut().acknowledge(&group, &member, request.share_session_epoch) {
         Ok(closed) => closed,

@@ -33,9 +33,25 @@ fn s(text: impl Into<String>) -> StrBytes {
     StrBytes::from_string(text.into())
 }
 
-/// Checks a member id as Kafka does: 1 to 36 characters.
-pub fn valid_member(member: Option<&StrBytes>) -> Option<String> {
-    member.filter(|m| !m.is_empty() && m.chars().count() <= 36).map(|m| m.to_string())
+/// The group and member a ShareFetch or ShareAcknowledge names, checked as Kafka
+/// checks them: a group id, READ on the group, a member id of 1 to 36 characters.
+///
+/// # Errors
+/// INVALID_REQUEST or GROUP_AUTHORIZATION_FAILED, with Kafka's message.
+pub fn caller_member(
+    group: Option<&kafka_protocol::messages::GroupId>,
+    member: Option<&StrBytes>,
+    caller: &Caller,
+) -> Result<(String, String), (i16, &'static str)> {
+    let group = group.map(|g| g.0.to_string()).ok_or((code::INVALID_REQUEST, "The group id is missing."))?;
+    if !caller.group(Op::Read, &group) {
+        return Err((GROUP_AUTHORIZATION_FAILED, "Group authorization failed."));
+    }
+    let member = member
+        .filter(|m| !m.is_empty() && m.chars().count() <= 36)
+        .map(|m| m.to_string())
+        .ok_or((code::INVALID_REQUEST, "Invalid member id in the request."))?;
+    Ok((group, member))
 }
 
 /// Checks one partition's acknowledgement batches as Kafka does (ascending, each
@@ -79,14 +95,9 @@ pub async fn handle(
 ) -> ShareFetchResponse {
     let started = Instant::now();
     let refuse = |c: i16, m: &str| ShareFetchResponse::default().with_error_code(c).with_error_message(Some(s(m)));
-    let Some(group) = request.group_id.as_ref().map(|g| g.0.to_string()) else {
-        return refuse(code::INVALID_REQUEST, "The group id is missing.");
-    };
-    if !caller.group(Op::Read, &group) {
-        return refuse(GROUP_AUTHORIZATION_FAILED, "Group authorization failed.");
-    }
-    let Some(member) = valid_member(request.member_id.as_ref()) else {
-        return refuse(code::INVALID_REQUEST, "Invalid member id in the request.");
+    let (group, member) = match caller_member(request.group_id.as_ref(), request.member_id.as_ref(), caller) {
+        Ok(named) => named,
+        Err((c, m)) => return refuse(c, m),
     };
     let has_acks = request.topics.iter().flat_map(|t| &t.partitions).any(|p| !p.acknowledgement_batches.is_empty());
     if request.share_session_epoch == 0 && has_acks {
