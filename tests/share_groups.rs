@@ -137,13 +137,14 @@ fn share_group_tools_and_state_across_a_restart() {
     let starts: BTreeSet<String> = described
         .lines()
         .filter(|l| l.starts_with("g "))
-        .map(|l| l.split_whitespace().take(4).collect::<Vec<_>>().join(" "))
+        .map(|l| l.split_whitespace().take(5).collect::<Vec<_>>().join(" "))
         .collect();
     let (p0, p1) = {
         let got = records(&out);
         (got.iter().filter(|r| r.0 == 0).count(), got.iter().filter(|r| r.0 == 1).count())
     };
-    assert_eq!(starts, BTreeSet::from([format!("g t2 0 {p0}"), format!("g t2 1 {p1}")]), "{described}");
+    // Start offsets past everything, and no lag (DescribeShareGroupOffsets v1).
+    assert_eq!(starts, BTreeSet::from([format!("g t2 0 {p0} 0"), format!("g t2 1 {p1} 0")]), "{described}");
     let members = tool(&["--bootstrap-server", &b, "--describe", "--group", "g", "--members"]);
     assert!(members.contains("Share group 'g' has no active members."), "{members}");
     let missing = java(
@@ -173,6 +174,13 @@ fn share_group_tools_and_state_across_a_restart() {
         "--execute",
     ]);
     assert!(reset.contains("NEW-OFFSET"), "{reset}");
+    let described = tool(&["--bootstrap-server", &b, "--describe", "--group", "g"]);
+    let lags: BTreeSet<String> = described
+        .lines()
+        .filter(|l| l.starts_with("g "))
+        .map(|l| l.split_whitespace().take(5).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(lags, BTreeSet::from([format!("g t2 0 0 {p0}"), format!("g t2 1 0 {p1}")]), "{described}");
     let out = share(&["consume", &b, "t2", "g", "100", "20"]);
     let got = records(&out);
     assert_eq!(got.len(), 100, "{out}");
@@ -242,6 +250,23 @@ fn read_committed_share_groups_skip_aborted_transactions() {
     }
 }
 
+// ApiVersions (v3+) finalizes share.version 1, as a Kafka 4.4 node with share groups
+// on does (level 2, the dead-letter topic, is not supported).
+#[test]
+fn api_versions_finalize_share_version_1() {
+    use kafka_protocol::messages::ApiVersionsRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = common::RawClient::connect(&broker.bootstrap());
+    let response = client.call(&ApiVersionsRequest::default(), 3);
+    let finalized: Vec<(String, i16)> =
+        response.finalized_features.iter().map(|f| (f.name.to_string(), f.max_version_level)).collect();
+    assert_eq!(finalized, vec![("share.version".to_string(), 1)], "{response:?}");
+    let supported = response.supported_features.iter().find(|f| f.name.as_str() == "share.version").unwrap();
+    assert_eq!((supported.min_version, supported.max_version), (0, 1));
+    assert!(client.call(&ApiVersionsRequest::default(), 2).finalized_features.is_empty(), "none before v3");
+}
+
 /// When each record of a `checked` run arrived and when its acknowledgement was sent,
 /// by offset.
 fn timeline(out: &str) -> BTreeMap<i64, (u64, u64)> {
@@ -273,17 +298,21 @@ fn key_ordered_share_groups_keep_each_key_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "1", &[]);
     let b = broker.bootstrap();
-    setup(&broker, "keyed", "1", "600");
+    share(&["create", &b, "keyed", "1"]);
     share(&["set-reset", &b, "k", "earliest"]);
     share(&["set-config", &b, "k", "skein.share.key.ordered", KEY_ORDERED]);
     let run = |client: &str| {
         let b = b.clone();
         let client = format!("client.id={client}");
         std::thread::spawn(move || {
-            share(&["checked", &b, "keyed", "k", "0", "25", &client, "max.poll.records=20", "ack.delay.ms=50"])
+            share(&["checked", &b, "keyed", "k", "0", "30", &client, "max.poll.records=20", "ack.delay.ms=50"])
         })
     };
     let (one, two) = (run("c1"), run("c2"));
+    // The records come once both members have joined: a member alone acquires every
+    // key it reads, and holds them until it has acknowledged its records.
+    std::thread::sleep(Duration::from_secs(10));
+    assert!(share(&["produce", &b, "keyed", "600"]).contains("PRODUCED 600"));
     let (one, two) = (one.join().unwrap(), two.join().unwrap());
     let (a, b_) = (timeline(&one), timeline(&two));
     assert!(!a.is_empty() && !b_.is_empty(), "both members took records: {} and {}", a.len(), b_.len());

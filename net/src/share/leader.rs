@@ -143,13 +143,21 @@ pub async fn run<H: Host>(
     loaded.sp.set_settings(settings);
     loaded.sp.truncate_below(state.log().log_start_offset().0);
     let now = Instant::now();
-    let before = loaded.sp.clone();
+    // The state as it was, to put back if its write fails: copied only when this
+    // operation may change it (acknowledgements, a release, a lock run out), not for
+    // a plain fetch.
+    let releasing = matches!(call, ShareCall::Release { .. });
+    let acknowledging = match &call {
+        ShareCall::Fetch { acks, .. } | ShareCall::Acknowledge { acks, .. } => !acks.is_empty(),
+        ShareCall::Release { .. } => false,
+    };
+    let expiring = loaded.sp.next_expiry().is_some_and(|at| at <= now);
+    let before = (releasing || acknowledging || expiring).then(|| loaded.sp.clone());
     let metrics = host.share_metrics();
     let expired = loaded.sp.expire(now);
     crate::metrics::ShareMetrics::add(&metrics.expired, expired as u64);
     let mut changed = expired > 0;
     let mut ack_error = code::NONE;
-    let releasing = matches!(call, ShareCall::Release { .. });
     let (acks, fetch) = match call {
         ShareCall::Fetch { acks, max_records, max_bytes, .. } => (acks, Some((max_records, max_bytes))),
         ShareCall::Acknowledge { acks, .. } => (acks, None),
@@ -185,7 +193,7 @@ pub async fn run<H: Host>(
                 *guard = None;
                 return Err(ShareError::new(code::NOT_LEADER_OR_FOLLOWER));
             }
-            loaded.sp = before;
+            loaded.sp = before.expect("copied before any change");
             let error = persister_error(error);
             return Ok(ShareAnswer { ack_error: error, ..answer(loaded, committed) });
         }
@@ -208,6 +216,9 @@ pub async fn run<H: Host>(
     // session loads it again, and so sees an offset reset made meanwhile.
     if releasing && loaded.sp.acquired() == 0 {
         *guard = None;
+        drop(guard);
+        drop(slot);
+        state.shares.forget_idle(&group);
     }
     Ok(out)
 }

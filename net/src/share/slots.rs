@@ -34,6 +34,18 @@ impl Shares {
         self.groups.borrow_mut().entry(group.to_owned()).or_default().clone()
     }
 
+    /// Forgets `group`'s slot when nothing holds it and nothing is loaded in it (its
+    /// last session closed): the map does not keep every group that ever fetched.
+    pub(crate) fn forget_idle(&self, group: &str) {
+        let mut groups = self.groups.borrow_mut();
+        let idle = groups.get(group).is_some_and(|slot| {
+            Rc::strong_count(slot) == 1 && slot.state.try_lock().is_some_and(|state| state.is_none())
+        });
+        if idle {
+            groups.remove(group);
+        }
+    }
+
     /// Share groups with a share-partition here.
     pub fn len(&self) -> usize {
         self.groups.borrow().len()
