@@ -162,6 +162,19 @@ fn franz_go_commits_in_revoke_callbacks() {
     scenario("franz-go revoke-commit", command);
 }
 
+// franz-go's share consumer (KIP-932): three members share 400 records; one fetches in
+// record_limit mode and holds a record past its lock, renewing it (ShareFetch and
+// ShareAcknowledge v2); released records come back once, rejected ones never, and every
+// other record is accepted exactly once; kadm describes the group, its lag, and deletes
+// it. The same scenario passes on Apache Kafka 4.4.
+#[test]
+fn franz_go_share_group() {
+    setup("go");
+    let mut command = Command::new(root().join("target/clients/franz"));
+    command.arg("share");
+    scenario("franz-go share", command);
+}
+
 // sarama runs the scenario.
 #[test]
 fn sarama() {

@@ -82,34 +82,67 @@ pub(super) fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                     }
                 }
             }
+            let renews: Vec<(i32, i64, i64, i8)> =
+                acks.iter().map(|&(p, first, last, _)| (p, first, last, 4)).collect();
+            let mut epoch = 1;
             if key == ApiKey::ShareFetch {
-                c.call(c.share_fetch_request(1, acks), v);
+                if v >= 2 {
+                    // v2 (KIP-1222): a renewing request only acknowledges; one that also
+                    // asks for records is refused.
+                    let mut renew = c.share_fetch_request(epoch, renews.clone());
+                    renew.is_renew_ack = true;
+                    c.call(renew.clone(), v);
+                    (renew.max_wait_ms, renew.min_bytes, renew.max_bytes, renew.max_records) = (0, 0, 0, 0);
+                    c.call(renew, v);
+                    epoch += 1;
+                }
+                c.call(c.share_fetch_request(epoch, acks), v);
+                if v >= 2 {
+                    // v2 (KIP-1206): record_limit acquires at most MaxRecords records.
+                    let mut limited = c.share_fetch_request(epoch + 1, Vec::new());
+                    limited.share_acquire_mode = 1;
+                    limited.max_records = 3;
+                    c.call(limited, v);
+                }
                 c.call(c.share_fetch_request(7, Vec::new()), v);
                 c.call(c.share_fetch_request(-1, Vec::new()), v);
             } else {
                 use share_acknowledge_request::{AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch};
-                let partitions = (0..TOPIC_PARTITIONS)
-                    .map(|p| {
-                        let batches = acks
-                            .iter()
-                            .filter(|a| a.0 == p)
-                            .map(|&(_, first, last, _)| {
-                                AcknowledgementBatch::default()
-                                    .with_first_offset(first)
-                                    .with_last_offset(last)
-                                    .with_acknowledge_types(vec![2])
-                            })
-                            .collect();
-                        AcknowledgePartition::default().with_partition_index(p).with_acknowledgement_batches(batches)
-                    })
-                    .collect();
-                let request = ShareAcknowledgeRequest::default()
-                    .with_group_id(Some(group(SHARE_GROUP)))
-                    .with_member_id(Some(s(SHARE_MEMBER)))
-                    .with_share_session_epoch(1)
-                    .with_topics(vec![AcknowledgeTopic::default().with_topic_id(topic_id).with_partitions(partitions)]);
-                c.call(request.clone(), v);
-                c.call(request.with_share_session_epoch(-1), v);
+                let request = |epoch: i32, ack: i8| {
+                    let partitions = (0..TOPIC_PARTITIONS)
+                        .map(|p| {
+                            let batches = acks
+                                .iter()
+                                .filter(|a| a.0 == p)
+                                .map(|&(_, first, last, _)| {
+                                    AcknowledgementBatch::default()
+                                        .with_first_offset(first)
+                                        .with_last_offset(last)
+                                        .with_acknowledge_types(vec![ack])
+                                })
+                                .collect();
+                            AcknowledgePartition::default()
+                                .with_partition_index(p)
+                                .with_acknowledgement_batches(batches)
+                        })
+                        .collect();
+                    ShareAcknowledgeRequest::default()
+                        .with_group_id(Some(group(SHARE_GROUP)))
+                        .with_member_id(Some(s(SHARE_MEMBER)))
+                        .with_share_session_epoch(epoch)
+                        .with_topics(vec![AcknowledgeTopic::default()
+                            .with_topic_id(topic_id)
+                            .with_partitions(partitions)])
+                };
+                if v >= 2 {
+                    // v2 (KIP-1222): the locks renewed, then the records released.
+                    let mut renew = request(epoch, 4);
+                    renew.is_renew_ack = true;
+                    c.call(renew, v);
+                    epoch += 1;
+                }
+                c.call(request(epoch, 2), v);
+                c.call(request(-1, 2), v);
             }
         }
         ApiKey::DescribeShareGroupOffsets => {

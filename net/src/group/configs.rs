@@ -543,6 +543,7 @@ pub fn share_partition_settings(
             .map_or(defaults.delivery_limit, |n| n.min(u16::MAX as u64) as u16),
         lock_duration: number("share.record.lock.duration.ms").map_or(defaults.lock_duration, Duration::from_millis),
         key_ordered: get(SHARE_KEY_ORDERED).is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        renew_enabled: !get("share.renew.acknowledge.enable").is_some_and(|v| v.eq_ignore_ascii_case("false")),
     };
     let reset = match get("share.auto.offset.reset").map(|v| v.to_ascii_lowercase()) {
         Some(v) if v == "earliest" => ShareReset::Earliest,

@@ -18,7 +18,9 @@ use crate::errors::code;
 use crate::shard::{ops, Shard};
 use crate::share::leader::ShareCall;
 
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+/// Version 2 adds renew acknowledgements (KIP-1222) and the lock's duration in the
+/// response.
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
 
 fn s(text: impl Into<String>) -> StrBytes {
     StrBytes::from_string(text.into())
@@ -41,8 +43,11 @@ pub async fn handle(
         Err(c) => return ShareAcknowledgeResponse::default().with_error_code(c),
     };
     let image = shard.image();
+    let (settings, ..) = crate::group::configs::share_partition_settings(&image, &group);
+    let lock_ms = settings.lock_duration.as_millis().min(i32::MAX as u128) as i32;
     let mut leaders = BTreeSet::new();
     let mut response = ShareAcknowledgeResponse::default();
+    response.acquisition_lock_timeout_ms = lock_ms;
     for topic in request.topics {
         let meta = image.topic_by_id(topic.topic_id);
         let mut out = ShareAcknowledgeTopicResponse::default().with_topic_id(topic.topic_id);
@@ -52,7 +57,7 @@ pub async fn handle(
                 .iter()
                 .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.as_slice()))
                 .collect();
-            let error = match (meta, ack_batches(&batches)) {
+            let error = match (meta, ack_batches(&batches, request.is_renew_ack)) {
                 (None, _) => code::UNKNOWN_TOPIC_ID,
                 (Some(meta), _) if !caller.topic(Op::Read, &meta.name) => TOPIC_AUTHORIZATION_FAILED,
                 (Some(meta), _) if !(0..meta.partitions).contains(&p.partition_index) => {

@@ -25,9 +25,9 @@ use crate::share::leader::{AckBatch, ShareAnswer, ShareCall};
 use crate::share::partition::Acknowledge;
 use crate::share::sessions::{SessionPartition, Step};
 
-/// Version 1 is Kafka's first stable version; version 2 (renew acknowledgements,
-/// record-limit acquisition) is not served, and Kafka's clients use v1 without them.
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+/// Version 1 is Kafka's first stable version; version 2 adds renew acknowledgements
+/// (KIP-1222) and record-limit acquisition (KIP-1206).
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
 
 fn s(text: impl Into<String>) -> StrBytes {
     StrBytes::from_string(text.into())
@@ -55,8 +55,9 @@ pub fn caller_member(
 }
 
 /// Checks one partition's acknowledgement batches as Kafka does (ascending, each
-/// well formed, types 0-3); `Err` is INVALID_REQUEST.
-pub fn ack_batches(batches: &[(i64, i64, &[i8])]) -> Result<Vec<AckBatch>, i16> {
+/// well formed, types 0-3, and 4 (renew) only in a request that says it renews);
+/// `Err` is INVALID_REQUEST.
+pub fn ack_batches(batches: &[(i64, i64, &[i8])], renewing: bool) -> Result<Vec<AckBatch>, i16> {
     let mut previous = -1i64;
     let mut out = Vec::with_capacity(batches.len());
     for &(first, last, types) in batches {
@@ -66,7 +67,7 @@ pub fn ack_batches(batches: &[(i64, i64, &[i8])]) -> Result<Vec<AckBatch>, i16> 
             return Err(code::INVALID_REQUEST);
         }
         let types: Option<Vec<Acknowledge>> =
-            types.iter().map(|t| Acknowledge::from_code(*t).filter(|a| *a != Acknowledge::Renew)).collect();
+            types.iter().map(|t| Acknowledge::from_code(*t).filter(|a| renewing || *a != Acknowledge::Renew)).collect();
         out.push(AckBatch { first, last, types: types.ok_or(code::INVALID_REQUEST)? });
         previous = last;
     }
@@ -103,6 +104,19 @@ pub async fn handle(
     if request.share_session_epoch == 0 && has_acks {
         return refuse(code::INVALID_REQUEST, "Acknowledge data present on initial fetch request.");
     }
+    // A renewing request only acknowledges (KIP-1222): it fetches nothing.
+    let renewing = request.is_renew_ack;
+    if renewing && (request.max_bytes, request.min_bytes, request.max_records, request.max_wait_ms) != (0, 0, 0, 0) {
+        return refuse(
+            code::INVALID_REQUEST,
+            "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0 when renewing acknowledgements.",
+        );
+    }
+    let record_limit = match request.share_acquire_mode {
+        0 => false,
+        1 => true,
+        _ => return refuse(code::INVALID_REQUEST, "Unknown share acquire mode."),
+    };
     let image = shard.image();
     // The acknowledgements of each partition named, checked before anything is applied.
     let mut acks: BTreeMap<SessionPartition, Result<Vec<AckBatch>, i16>> = BTreeMap::new();
@@ -117,7 +131,7 @@ pub async fn handle(
                 .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.as_slice()))
                 .collect();
             if !batches.is_empty() {
-                acks.insert(key, ack_batches(&batches));
+                acks.insert(key, ack_batches(&batches, renewing));
             }
         }
     }
@@ -176,6 +190,7 @@ pub async fn handle(
                 acks: ack.unwrap_or_default(),
                 max_records: if reading { records_left } else { 0 },
                 max_bytes: if reading { bytes_left } else { 0 },
+                record_limit,
             };
             match shard.call(tp.clone(), ops::Share(Box::new(call))).await {
                 Ok(answer) => {

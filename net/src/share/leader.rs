@@ -60,7 +60,8 @@ pub struct AckBatch {
 #[derive(Debug)]
 pub enum ShareCall {
     /// ShareFetch: applies `acks`, then acquires up to `max_records` (rounded up to
-    /// the end of a log batch) within `max_bytes`; nothing when either is 0.
+    /// the end of a log batch, unless `record_limit`) within `max_bytes`; nothing when
+    /// either is 0.
     Fetch {
         group: String,
         member: String,
@@ -68,6 +69,8 @@ pub enum ShareCall {
         acks: Vec<AckBatch>,
         max_records: usize,
         max_bytes: usize,
+        /// KIP-1206's record_limit mode: at most `max_records`, batches split.
+        record_limit: bool,
     },
     /// ShareAcknowledge.
     Acknowledge { group: String, member: String, topic_id: uuid::Uuid, acks: Vec<AckBatch> },
@@ -159,7 +162,9 @@ pub async fn run<H: Host>(
     let mut changed = expired > 0;
     let mut ack_error = code::NONE;
     let (acks, fetch) = match call {
-        ShareCall::Fetch { acks, max_records, max_bytes, .. } => (acks, Some((max_records, max_bytes))),
+        ShareCall::Fetch { acks, max_records, max_bytes, record_limit, .. } => {
+            (acks, Some((max_records, max_bytes, record_limit)))
+        }
         ShareCall::Acknowledge { acks, .. } => (acks, None),
         ShareCall::Release { .. } => {
             changed |= loaded.sp.release_member(&member) > 0;
@@ -168,10 +173,13 @@ pub async fn run<H: Host>(
     };
     for ack in acks {
         let records = (ack.last - ack.first + 1).max(0) as u64;
+        let renews = ack.types.iter().all(|t| *t == Acknowledge::Renew);
         match apply(&mut loaded.sp, &member, ack, now) {
             Ok(applied) => {
                 changed |= applied;
-                crate::metrics::ShareMetrics::add(&metrics.acknowledged, records);
+                if !renews {
+                    crate::metrics::ShareMetrics::add(&metrics.acknowledged, records);
+                }
             }
             Err(error) if ack_error == code::NONE => ack_error = error,
             Err(_) => {}
@@ -202,9 +210,9 @@ pub async fn run<H: Host>(
         host.share_metrics().failing.set(false);
     }
     let mut out = ShareAnswer { ack_error, ..answer(loaded, committed) };
-    if let Some((max_records, max_bytes)) = fetch.filter(|(r, b)| *r > 0 && *b > 0) {
-        let (batches, acquired) =
-            acquire(state, &mut loaded.sp, &member, max_records, max_bytes, committed, now).await?;
+    if let Some((max_records, max_bytes, record_limit)) = fetch.filter(|(r, b, _)| *r > 0 && *b > 0) {
+        let limit = Limit { max_records, max_bytes, record_limit };
+        let (batches, acquired) = acquire(state, &mut loaded.sp, &member, limit, committed, now).await?;
         let taken: i64 = acquired.iter().map(|a| a.last - a.first + 1).sum();
         crate::metrics::ShareMetrics::add(&host.share_metrics().acquired, taken as u64);
         out.batches = batches;
@@ -229,8 +237,17 @@ fn answer(loaded: &Loaded, committed: bool) -> ShareAnswer {
 }
 
 /// Applies one acknowledgement range; offsets below the start are ignored (they
-/// are finished), as Kafka ignores them. Returns whether anything changed.
+/// are finished), as Kafka ignores them. Returns whether anything to persist changed
+/// (a renewed lock is not persisted).
+///
+/// # Errors
+/// INVALID_RECORD_STATE for a renew when the group's `share.renew.acknowledge.enable`
+/// is false, and as `SharePartition::acknowledge`.
 fn apply(sp: &mut SharePartition, member: &str, ack: AckBatch, now: Instant) -> Result<bool, i16> {
+    let renews_only = ack.types.iter().all(|t| *t == Acknowledge::Renew);
+    if !sp.settings().renew_enabled && ack.types.contains(&Acknowledge::Renew) {
+        return Err(code::INVALID_RECORD_STATE);
+    }
     let start = sp.start_offset();
     if ack.last < start {
         return Ok(false);
@@ -240,7 +257,7 @@ fn apply(sp: &mut SharePartition, member: &str, ack: AckBatch, now: Instant) -> 
         1 => ack.types,
         _ => ack.types[(first - ack.first) as usize..].to_vec(),
     };
-    sp.acknowledge(member, first, ack.last, &types, now).map(|()| true)
+    sp.acknowledge(member, first, ack.last, &types, now).map(|()| !renews_only)
 }
 
 /// Loads the share-partition from its coordinator in `leader_epoch`.
@@ -299,19 +316,29 @@ fn keys(batch: &Batch) -> Vec<(i64, Option<u64>)> {
     }
 }
 
+/// How much one acquisition may take.
+#[derive(Debug, Clone, Copy)]
+struct Limit {
+    max_records: usize,
+    max_bytes: usize,
+    /// At most `max_records` exactly (KIP-1206's record_limit), not rounded up to
+    /// whole log batches.
+    record_limit: bool,
+}
+
 /// Reads the log from the share-partition's first available offset and acquires for
 /// `member` the records read: whole log batches while fewer than `max_records` are
-/// taken (Kafka's batch-optimized acquisition). Batches of aborted transactions
-/// (read_committed) become gaps.
+/// taken (Kafka's batch-optimized acquisition), or exactly up to `max_records` in
+/// record_limit mode. Batches of aborted transactions (read_committed) become gaps.
 async fn acquire(
     state: &Partition,
     sp: &mut SharePartition,
     member: &str,
-    max_records: usize,
-    max_bytes: usize,
+    limit: Limit,
     committed: bool,
     now: Instant,
 ) -> Result<(Vec<Batch>, Vec<Acquired>), ShareError> {
+    let Limit { max_records, max_bytes, record_limit } = limit;
     let isolation = if committed { Isolation::Committed } else { Isolation::HighWatermark };
     let from = sp.next_fetch_offset();
     let visible = if committed { state.last_stable_offset() } else { state.high_watermark() };
@@ -363,10 +390,15 @@ async fn acquire(
             false => offsets.extend((first..batch.next_offset().0).map(|o| (o, None))),
         }
     }
-    let acquired = sp.acquire_keyed(member, offsets, usize::MAX, now);
+    let cap = if record_limit { max_records } else { usize::MAX };
+    let acquired = sp.acquire_keyed(member, offsets, cap, now);
+    let taken: usize = acquired.iter().map(|a| (a.last - a.first + 1) as usize).sum();
     // Every offset read was offered: what was not taken within the window's bound
     // (aborted batches, offsets compacted away) is a gap, so no read passes it again.
-    sp.skip_to(read_to);
+    // An acquisition cut at record_limit's cap offered only what it took.
+    if taken < cap {
+        sp.skip_to(read_to);
+    }
     let wanted = |batch: &Batch| {
         let (base, last) = (batch.base_offset().0, batch.last_offset().0);
         acquired.iter().any(|a| a.first <= last && base <= a.last)

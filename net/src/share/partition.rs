@@ -78,6 +78,8 @@ pub struct ShareSettings {
     /// `skein.share.key.ordered` (Skein's own): a key's records go to one member at a
     /// time, in offset order.
     pub key_ordered: bool,
+    /// `share.renew.acknowledge.enable`: whether RENEW acknowledgements are taken.
+    pub renew_enabled: bool,
 }
 
 impl Default for ShareSettings {
@@ -88,6 +90,7 @@ impl Default for ShareSettings {
             delivery_limit: 5,
             lock_duration: Duration::from_secs(30),
             key_ordered: false,
+            renew_enabled: true,
         }
     }
 }
@@ -492,7 +495,13 @@ mod tests {
     use super::*;
 
     fn settings(max_in_flight: usize, delivery_limit: u16) -> ShareSettings {
-        ShareSettings { max_in_flight, delivery_limit, lock_duration: Duration::from_secs(30), key_ordered: false }
+        ShareSettings {
+            max_in_flight,
+            delivery_limit,
+            lock_duration: Duration::from_secs(30),
+            key_ordered: false,
+            renew_enabled: true,
+        }
     }
 
     fn range(first: i64, last: i64, deliveries: u16) -> Acquired {

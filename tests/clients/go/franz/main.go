@@ -3,8 +3,10 @@
 //
 //	franz <bootstrap host:port> <unique prefix>
 //	franz revoke-commit <bootstrap host:port> <unique prefix>
+//	franz share <bootstrap host:port> <unique prefix>
 //
-// The second form is the revoke-commit scenario (see revoke.go).
+// The second form is the revoke-commit scenario (see revoke.go), the third the
+// share-group scenario (see share.go).
 //
 // Admin (create/delete topics, describe configs), an idempotent acks=all producer,
 // list offsets (start, end, after a time), group-less consumption from the start and
@@ -111,6 +113,10 @@ type member struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "revoke-commit" {
 		revokeCommit()
+		return
+	}
+	if len(os.Args) == 4 && os.Args[1] == "share" {
+		shareScenario()
 		return
 	}
 	s = scen.Start("franz-go")

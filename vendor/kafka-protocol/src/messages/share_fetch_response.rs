@@ -83,7 +83,7 @@ impl AcquiredRecords {
 #[cfg(feature = "broker")]
 impl Encodable for AcquiredRecords {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         types::Int64.encode(buf, &self.first_offset)?;
@@ -123,7 +123,7 @@ impl Encodable for AcquiredRecords {
 #[cfg(feature = "client")]
 impl Decodable for AcquiredRecords {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         let first_offset = types::Int64.decode(buf)?;
@@ -158,7 +158,7 @@ impl Default for AcquiredRecords {
 }
 
 impl Message for AcquiredRecords {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -214,7 +214,7 @@ impl LeaderIdAndEpoch {
 #[cfg(feature = "broker")]
 impl Encodable for LeaderIdAndEpoch {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.leader_id)?;
@@ -252,7 +252,7 @@ impl Encodable for LeaderIdAndEpoch {
 #[cfg(feature = "client")]
 impl Decodable for LeaderIdAndEpoch {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         let leader_id = types::Int32.decode(buf)?;
@@ -284,7 +284,7 @@ impl Default for LeaderIdAndEpoch {
 }
 
 impl Message for LeaderIdAndEpoch {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -368,7 +368,7 @@ impl NodeEndpoint {
 #[cfg(feature = "broker")]
 impl Encodable for NodeEndpoint {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.node_id)?;
@@ -410,7 +410,7 @@ impl Encodable for NodeEndpoint {
 #[cfg(feature = "client")]
 impl Decodable for NodeEndpoint {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         let node_id = types::Int32.decode(buf)?;
@@ -448,7 +448,7 @@ impl Default for NodeEndpoint {
 }
 
 impl Message for NodeEndpoint {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -588,7 +588,7 @@ impl PartitionData {
 #[cfg(feature = "broker")]
 impl Encodable for PartitionData {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
@@ -639,7 +639,7 @@ impl Encodable for PartitionData {
 #[cfg(feature = "client")]
 impl Decodable for PartitionData {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
@@ -689,7 +689,7 @@ impl Default for PartitionData {
 }
 
 impl Message for PartitionData {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -801,7 +801,7 @@ impl ShareFetchResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ShareFetchResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.throttle_time_ms)?;
@@ -849,7 +849,7 @@ impl Encodable for ShareFetchResponse {
 #[cfg(feature = "client")]
 impl Decodable for ShareFetchResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         let throttle_time_ms = types::Int32.decode(buf)?;
@@ -893,7 +893,7 @@ impl Default for ShareFetchResponse {
 }
 
 impl Message for ShareFetchResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -949,7 +949,7 @@ impl ShareFetchableTopicResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ShareFetchableTopicResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         types::Uuid.encode(buf, &self.topic_id)?;
@@ -988,7 +988,7 @@ impl Encodable for ShareFetchableTopicResponse {
 #[cfg(feature = "client")]
 impl Decodable for ShareFetchableTopicResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
             bail!("specified version not supported by this message type");
         }
         let topic_id = types::Uuid.decode(buf)?;
@@ -1020,7 +1020,7 @@ impl Default for ShareFetchableTopicResponse {
 }
 
 impl Message for ShareFetchableTopicResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
