@@ -176,6 +176,9 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_share_lock_expired_records_total{{shard=\"{id}\"}} {}", shares.expired.get());
     let _ =
         writeln!(out, "skein_share_state_write_failures_total{{shard=\"{id}\"}} {}", shares.state_write_failures.get());
+    let _ = writeln!(out, "skein_share_dead_letter_records_total{{shard=\"{id}\"}} {}", shares.dead_letters.get());
+    let _ =
+        writeln!(out, "skein_share_dead_letter_failures_total{{shard=\"{id}\"}} {}", shares.dead_letter_failures.get());
     let _ = writeln!(out, "skein_share_states{{shard=\"{id}\"}} {}", shard.coordinators.shares.len());
     let _ = writeln!(out, "skein_response_bytes_held{{shard=\"{id}\"}} {}", shard.responses.held());
     let _ = writeln!(out, "skein_fetch_budget_waits_total{{shard=\"{id}\"}} {}", shard.responses.waits());

@@ -250,10 +250,91 @@ fn read_committed_share_groups_skip_aborted_transactions() {
     }
 }
 
-// ApiVersions (v3+) finalizes share.version 1, as a Kafka 4.4 node with share groups
-// on does (level 2, the dead-letter topic, is not supported).
+// Dead-letter topics (KIP-1191): with `errors.deadletterqueue.topic.name`, rejected
+// records (copied whole with `errors.deadletterqueue.copy.record.enable`) and records
+// given up on at `share.delivery.count.limit` (here: two members that each hold them
+// and go away) are written to the topic with Kafka 4.4's headers, then archived. A
+// topic without the `dlq.` prefix is refused, logged and counted, and the records are
+// archived anyway; a missing topic is created when the broker allows it. The expected
+// DLQ records are what Kafka 4.4 wrote for the same script.
 #[test]
-fn api_versions_finalize_share_version_1() {
+fn rejected_and_exhausted_records_go_to_the_dead_letter_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let b = broker.bootstrap();
+    setup(&broker, "dsrc", "2", "100");
+    setup(&broker, "dsmall", "1", "5");
+    share(&["create", &b, "dlq.dsrc", "1", "topic.errors.deadletterqueue.group.enable=true"]);
+    for (group, name, value) in [
+        ("g", "errors.deadletterqueue.topic.name", "dlq.dsrc"),
+        ("g", "errors.deadletterqueue.copy.record.enable", "true"),
+        ("h", "errors.deadletterqueue.topic.name", "dlq.dsrc"),
+        ("h", "share.delivery.count.limit", "2"),
+        ("n", "errors.deadletterqueue.topic.name", "nodlq"),
+        ("a", "errors.deadletterqueue.topic.name", "dlq.auto"),
+    ] {
+        share(&["set-reset", &b, group, "earliest"]);
+        share(&["set-config", &b, group, name, value]);
+    }
+    // g rejects every value ending in 3: 10 records, all on partition 0 (key k3).
+    assert!(share(&["explicit", &b, "dsrc", "g", "100", "30"]).contains("DONE 100 110 90 10 10"));
+    // h's records come back twice, and so reach the limit of 2.
+    for _ in 0..2 {
+        assert!(share(&["hold", &b, "dsmall", "h", "1"]).contains("HELD 5"));
+    }
+    assert!(share(&["explicit", &b, "dsmall", "n", "5", "20"]).contains("DONE 5 5 4 1 0"));
+    share(&["set-broker-config", &b, "errors.deadletterqueue.auto.create.topics.enable", "true"]);
+    assert!(share(&["explicit", &b, "dsmall", "a", "5", "20"]).contains("DONE 5 5 4 1 0"));
+
+    let out = share(&["read", &b, "dlq.dsrc", "15", "20"]);
+    let letters: Vec<Vec<&str>> = out.lines().filter(|l| l.starts_with("M ")).map(|l| l.split(' ').collect()).collect();
+    assert_eq!(letters.len(), 15, "{out}");
+    let header = |fields: &[&str], name: &str| -> String {
+        let headers = fields[5..].join(" ");
+        let found = headers.split(';').find_map(|h| h.strip_prefix(&format!("{name}=")).map(str::to_string));
+        found.unwrap_or_else(|| panic!("no header {name} in {headers}"))
+    };
+    let names: Vec<String> =
+        letters[0][5..].join(" ").split(';').map(|h| h.split('=').next().unwrap().to_string()).collect();
+    assert_eq!(
+        names,
+        ["topic", "partition", "offset", "group", "delivery.count", "message"].map(|n| format!("__dlq.errors.{n}")),
+        "Kafka 4.4's headers, in its order"
+    );
+    let (rejected, exhausted): (Vec<_>, Vec<_>) = letters.iter().partition(|f| header(f, "__dlq.errors.group") == "g");
+    assert_eq!(rejected.len(), 10, "{out}");
+    for f in &rejected {
+        assert_eq!(f[3], "k3", "the key copied: {f:?}");
+        assert!(f[4].ends_with('3'), "the value copied: {f:?}");
+        assert_eq!(header(f, "__dlq.errors.topic"), "dsrc");
+        assert_eq!(header(f, "__dlq.errors.delivery.count"), "1");
+        assert_eq!(header(f, "__dlq.errors.message"), "Offset rejected by client.");
+    }
+    let offsets: Vec<String> = exhausted.iter().map(|f| header(f, "__dlq.errors.offset")).collect();
+    assert_eq!(offsets, ["0", "1", "2", "3", "4"], "{out}");
+    for f in &exhausted {
+        assert_eq!((f[3], f[4]), ("null", "null"), "headers only without copy: {f:?}");
+        assert_eq!(header(f, "__dlq.errors.group"), "h");
+        assert_eq!(header(f, "__dlq.errors.delivery.count"), "2");
+        assert_eq!(header(f, "__dlq.errors.message"), "Offset delivery count exceeded the threshold.");
+    }
+    let auto = share(&["read", &b, "dlq.auto", "1", "20"]);
+    assert!(auto.contains("DONE 1") && auto.contains("__dlq.errors.group=a") && auto.contains("offset=3;"), "{auto}");
+    // Every group finished its records, the refused dead letters included.
+    for group in ["g", "h", "n", "a"] {
+        let described = share(&["describe", &b, group]);
+        let lags: Vec<&str> = described.lines().filter(|l| l.starts_with("LAG ")).collect();
+        assert!(!lags.is_empty() && lags.iter().all(|l| l.ends_with(" 0")), "{group}: {described}");
+    }
+    assert_eq!(broker.metric_sum("skein_share_dead_letter_records_total"), 16);
+    assert_eq!(broker.metric_sum("skein_share_dead_letter_failures_total"), 1);
+    assert_eq!(broker.log().matches("dead letters were not written").count(), 1, "logged once");
+}
+
+// ApiVersions (v3+) finalizes share.version 2 (share groups with dead-letter topics),
+// as a freshly formatted Kafka 4.4 node does.
+#[test]
+fn api_versions_finalize_share_version_2() {
     use kafka_protocol::messages::ApiVersionsRequest;
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "1", &[]);
@@ -261,9 +342,9 @@ fn api_versions_finalize_share_version_1() {
     let response = client.call(&ApiVersionsRequest::default(), 3);
     let finalized: Vec<(String, i16)> =
         response.finalized_features.iter().map(|f| (f.name.to_string(), f.max_version_level)).collect();
-    assert_eq!(finalized, vec![("share.version".to_string(), 1)], "{response:?}");
+    assert_eq!(finalized, vec![("share.version".to_string(), 2)], "{response:?}");
     let supported = response.supported_features.iter().find(|f| f.name.as_str() == "share.version").unwrap();
-    assert_eq!((supported.min_version, supported.max_version), (0, 1));
+    assert_eq!((supported.min_version, supported.max_version), (0, 2));
     assert!(client.call(&ApiVersionsRequest::default(), 2).finalized_features.is_empty(), "none before v3");
 }
 

@@ -13,6 +13,7 @@ pub mod code {
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     pub const LEADER_NOT_AVAILABLE: i16 = 5;
     pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const NETWORK_EXCEPTION: i16 = 13;
     pub const BROKER_NOT_AVAILABLE: i16 = 8;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;

@@ -31,6 +31,12 @@ pub struct ShareMetrics {
     pub state_write_failures: Cell<u64>,
     /// The last write failed: the next failure is not logged again.
     pub failing: Cell<bool>,
+    /// Records written to share groups' dead-letter topics (KIP-1191).
+    pub dead_letters: Cell<u64>,
+    /// Dead-letter writes given up on (their records archived without a copy).
+    pub dead_letter_failures: Cell<u64>,
+    /// The last dead-letter write failed: the next failure is not logged again.
+    pub dead_letter_failing: Cell<bool>,
 }
 
 impl ShareMetrics {

@@ -3,10 +3,12 @@
 //   java -cp "$(cat target/kafka-share-classpath.txt)" tests/share/Share.java MODE ARGS...
 // Modes (every line on stdout is machine-readable; exit 0 on success, non-zero with a
 // message on stderr on failure):
-//   create BOOTSTRAP TOPIC PARTITIONS            -> "CREATED topic partitions" (or "EXISTS topic")
+//   create BOOTSTRAP TOPIC PARTITIONS            -> "CREATED topic partitions" (or "EXISTS topic");
+//       extra arguments topic.NAME=VALUE are the new topic's configs
 //   produce BOOTSTRAP TOPIC COUNT                -> "PRODUCED n" (keys k<i%10>, values v<i>, acks=all)
 //   set-reset BOOTSTRAP GROUP VALUE              -> "OK" (group config share.auto.offset.reset)
 //   set-config BOOTSTRAP GROUP NAME VALUE        -> "OK" (any group config, e.g. share.record.lock.duration.ms)
+//   set-broker-config BOOTSTRAP NAME VALUE       -> "OK" (a dynamic broker config, cluster default)
 //   consume BOOTSTRAP TOPIC GROUP EXPECT SECONDS -> "R partition offset deliveryCount value" per
 //       record, "DONE distinct total"; implicit acknowledgement; stops at EXPECT distinct
 //       (partition, offset) records (0: never) or after SECONDS, then commitSync and close.
@@ -30,6 +32,9 @@
 //       aborted ("a<i>"), committed; "TXN committed aborted".
 //   latency BOOTSTRAP TOPIC GROUP COUNT RATE     -> a producer sends COUNT records at RATE/s while a
 //       share consumer takes them: "LATENCY p50 p99 max n" (microseconds, send to poll).
+//   read BOOTSTRAP TOPIC EXPECT SECONDS          -> a plain consumer reads TOPIC from its start:
+//       "M partition offset key value name=value;name=value..." per record (key and value
+//       "null" when null; headers in order), "DONE n"; stops at EXPECT records or after SECONDS.
 //   describe BOOTSTRAP GROUP                     -> "GROUP id state members", per member
 //       "MEMBER memberId clientId topic-p,topic-p" (sorted; "-" for none), then per partition
 //       "OFFSET topic partition startOffset" and, where the broker gives it, "LAG topic partition lag".
@@ -128,9 +133,13 @@ public class Share {
             case "create": {
                 need(args, 4, "create BOOTSTRAP TOPIC PARTITIONS");
                 watchdog(mode, ADMIN_SECONDS + 10);
-                try (Admin admin = admin(bootstrap, extra(args, 4))) {
-                    admin.createTopics(List.of(new NewTopic(args[2], Integer.parseInt(args[3]), (short) 1)))
-                            .all().get(ADMIN_SECONDS, TimeUnit.SECONDS);
+                Map<String, String> extra = extra(args, 4), topicConfigs = new HashMap<>();
+                for (String name : new ArrayList<>(extra.keySet())) {
+                    if (name.startsWith("topic.")) topicConfigs.put(name.substring(6), extra.remove(name));
+                }
+                try (Admin admin = admin(bootstrap, extra)) {
+                    NewTopic topic = new NewTopic(args[2], Integer.parseInt(args[3]), (short) 1).configs(topicConfigs);
+                    admin.createTopics(List.of(topic)).all().get(ADMIN_SECONDS, TimeUnit.SECONDS);
                     out("CREATED " + args[2] + " " + args[3]);
                 } catch (java.util.concurrent.ExecutionException e) {
                     if (!(e.getCause() instanceof TopicExistsException)) throw e;
@@ -154,6 +163,17 @@ public class Share {
                 need(args, 5, "set-config BOOTSTRAP GROUP NAME VALUE");
                 watchdog(mode, ADMIN_SECONDS + 10);
                 setConfig(bootstrap, args[2], args[3], args[4], extra(args, 5));
+                return;
+            }
+            case "set-broker-config": {
+                need(args, 4, "set-broker-config BOOTSTRAP NAME VALUE");
+                watchdog(mode, ADMIN_SECONDS + 10);
+                try (Admin admin = admin(bootstrap, extra(args, 4))) {
+                    ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, "");
+                    AlterConfigOp op = new AlterConfigOp(new ConfigEntry(args[2], args[3]), AlterConfigOp.OpType.SET);
+                    admin.incrementalAlterConfigs(Map.of(broker, List.of(op))).all().get(ADMIN_SECONDS, TimeUnit.SECONDS);
+                }
+                out("OK");
                 return;
             }
             case "describe": {
@@ -180,6 +200,13 @@ public class Share {
                 hold(bootstrap, args[2], args[3], seconds, extra(args, 5));
                 return;
             }
+            case "read": {
+                need(args, 5, "read BOOTSTRAP TOPIC EXPECT SECONDS");
+                int seconds = Integer.parseInt(args[4]);
+                watchdog(mode, seconds + ADMIN_SECONDS);
+                read(bootstrap, args[2], Integer.parseInt(args[3]), seconds, extra(args, 5));
+                return;
+            }
             case "produce-txn": {
                 need(args, 4, "produce-txn BOOTSTRAP TOPIC COUNT");
                 watchdog(mode, 2L * ADMIN_SECONDS);
@@ -196,6 +223,35 @@ public class Share {
             default:
                 throw new IllegalArgumentException("unknown mode " + mode);
         }
+    }
+
+    static void read(String bootstrap, String topic, int expect, int seconds, Map<String, String> extra) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("auto.offset.reset", "earliest");
+        p.putAll(extra);
+        int n = 0;
+        try (KafkaConsumer<String, String> consumer =
+                new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer())) {
+            List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
+                    .map(i -> new TopicPartition(topic, i.partition())).collect(Collectors.toList());
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            long end = System.currentTimeMillis() + seconds * 1000L;
+            while (n < expect && System.currentTimeMillis() < end) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    StringBuilder headers = new StringBuilder();
+                    for (org.apache.kafka.common.header.Header h : r.headers()) {
+                        if (headers.length() > 0) headers.append(';');
+                        headers.append(h.key()).append('=')
+                                .append(h.value() == null ? "null" : new String(h.value(), java.nio.charset.StandardCharsets.UTF_8));
+                    }
+                    out("M " + r.partition() + " " + r.offset() + " " + r.key() + " " + r.value() + " " + headers);
+                    n++;
+                }
+            }
+        }
+        out("DONE " + n);
     }
 
     static void produce(String bootstrap, String topic, int count, Map<String, String> extra) throws Exception {

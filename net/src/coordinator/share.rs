@@ -405,8 +405,9 @@ fn get_batches(v: &mut Bytes) -> Option<Vec<StateBatch>> {
             0 => RecordState::Available,
             1 => RecordState::Acquired,
             2 => RecordState::Acknowledged,
-            // ARCHIVING (3, a dead-letter write under way) is taken as archived.
-            3 | 4 => RecordState::Archived,
+            // A dead-letter write under way (KIP-1191).
+            3 => RecordState::Archiving,
+            4 => RecordState::Archived,
             _ => return None,
         };
         let deliveries = v.get_i16().max(0) as u16;

@@ -529,6 +529,20 @@ pub enum ShareReset {
 
 /// A share group's settings for its share-partitions on their leaders: the group's
 /// overrides, else Kafka 4.4's defaults.
+/// The group config naming a share group's dead-letter topic (KIP-1191).
+pub const DEAD_LETTER_TOPIC: &str = "errors.deadletterqueue.topic.name";
+
+/// A share group's dead-letter topic and whether its records are copied there whole
+/// (`errors.deadletterqueue.copy.record.enable`); `None` without one.
+pub fn share_dead_letter(image: &MetadataImage, group: &str) -> Option<(String, bool)> {
+    let overrides = image.group_configs.get(group)?;
+    let topic = overrides.get(DEAD_LETTER_TOPIC).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())?;
+    let copy = overrides
+        .get("errors.deadletterqueue.copy.record.enable")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    Some((topic, copy))
+}
+
 pub fn share_partition_settings(
     image: &MetadataImage,
     group: &str,
@@ -544,6 +558,7 @@ pub fn share_partition_settings(
         lock_duration: number("share.record.lock.duration.ms").map_or(defaults.lock_duration, Duration::from_millis),
         key_ordered: get(SHARE_KEY_ORDERED).is_some_and(|v| v.eq_ignore_ascii_case("true")),
         renew_enabled: !get("share.renew.acknowledge.enable").is_some_and(|v| v.eq_ignore_ascii_case("false")),
+        dead_letter: get(DEAD_LETTER_TOPIC).is_some_and(|v| !v.is_empty()),
     };
     let reset = match get("share.auto.offset.reset").map(|v| v.to_ascii_lowercase()) {
         Some(v) if v == "earliest" => ShareReset::Earliest,

@@ -1,6 +1,6 @@
 //! ApiVersions: the APIs and versions the registry (`registry::APIS`) hands over,
-//! and (v3+) the features Skein finalizes: `share.version` 1 (share groups, KIP-932;
-//! level 2, the dead-letter topic, is not supported).
+//! and (v3+) the features Skein finalizes: `share.version` 2 (share groups, KIP-932,
+//! with dead-letter topics, KIP-1191), as a Kafka 4.4 node formats it.
 
 use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
@@ -25,7 +25,7 @@ pub fn response<'a>(apis: impl Iterator<Item = (&'a ApiKey, &'a VersionRange)>) 
 }
 
 /// Each feature Skein supports: its name, its supported levels, the level finalized.
-const FEATURES: &[(&str, i16, i16, i16)] = &[("share.version", 0, 1, 1)];
+const FEATURES: &[(&str, i16, i16, i16)] = &[("share.version", 0, 2, 2)];
 
 /// `response` with the features (ApiVersions v3+ carries them as tagged fields).
 pub fn with_features(mut response: ApiVersionsResponse, version: i16) -> ApiVersionsResponse {

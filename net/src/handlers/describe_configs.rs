@@ -244,8 +244,9 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
     }
     // Dynamic configs: this broker's own value, else the cluster default, else Kafka's.
     let image = shard.image();
-    for (name, default, doc) in DYNAMIC_BROKER_CONFIGS {
-        let set_for = |broker: &str| image.broker_configs.get(broker).and_then(|c| c.get(*name)).cloned();
+    for config in DYNAMIC_BROKER_CONFIGS {
+        let (name, default, doc) = (config.name, config.default, config.doc);
+        let set_for = |broker: &str| image.broker_configs.get(broker).and_then(|c| c.get(name)).cloned();
         let mut synonyms = Vec::new();
         if let Some(value) = set_for(&settings.node_id.to_string()) {
             synonyms.push((name.to_string(), value, ConfigSource::DynamicBroker));
@@ -260,7 +261,7 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
             value,
             source,
             read_only: false,
-            kind: ConfigType::Long,
+            kind: config.kind,
             doc: doc.to_string(),
             synonyms,
         });

@@ -71,6 +71,93 @@ impl Host for Shard {
         let shard = self.clone();
         async move { shard.share_state(call).await }
     }
+
+    fn produce(
+        self: &Rc<Self>,
+        partition: TopicPartition,
+        batch: bytes::Bytes,
+    ) -> impl Future<Output = Result<(), (i16, String)>> {
+        let shard = self.clone();
+        async move { shard.produce_on_leader(partition, batch).await }
+    }
+
+    fn create_topic(
+        self: &Rc<Self>,
+        name: String,
+        configs: std::collections::BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), (i16, String)>> {
+        let shard = self.clone();
+        async move {
+            let partitions = shard.settings.num_partitions;
+            match crate::topics::create_topic(&shard, &name, partitions, -1, configs).await {
+                Ok(_) | Err((code::TOPIC_ALREADY_EXISTS, _)) => Ok(()),
+                Err(refusal) => Err(refusal),
+            }
+        }
+    }
+}
+
+/// How long a produce the broker makes itself (a dead letter) waits for acks=all.
+const OWN_PRODUCE_TIMEOUT_MS: u64 = 30_000;
+
+impl Shard {
+    /// Appends `batch` to `partition` with acks=all where it is led: on the shard of
+    /// this node that owns it, else with a Produce to its leader.
+    ///
+    /// # Errors
+    /// The partition's error code and message (LEADER_NOT_AVAILABLE without a leader,
+    /// NETWORK_EXCEPTION when its broker cannot be reached).
+    async fn produce_on_leader(
+        self: &Rc<Self>,
+        partition: TopicPartition,
+        batch: bytes::Bytes,
+    ) -> Result<(), (i16, String)> {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let node = self.settings.node_id;
+        let leader = self.image().topic(&partition.topic).map(|t| t.assignment(partition.partition, node).leader);
+        match leader {
+            None => return Err((code::UNKNOWN_TOPIC_OR_PARTITION, format!("{partition} does not exist"))),
+            Some(leader) if leader == node => {
+                let backing = skein_engine::Backing::of(&batch);
+                let op = ops::Produce {
+                    batch,
+                    backing,
+                    acks: -1,
+                    timeout_ms: OWN_PRODUCE_TIMEOUT_MS,
+                    transactional_id: None,
+                };
+                return match self.call(partition, op).await {
+                    Ok(ops::Produced::Appended(_)) => Ok(()),
+                    Ok(ops::Produced::Refused(refused)) => Err((refused.error_code, refused.message)),
+                    Err(e) => Err((e.code, e.message.unwrap_or_default())),
+                };
+            }
+            Some(_) => {}
+        }
+        let leader = leader.filter(|l| *l >= 0);
+        let (host, port) = leader
+            .and_then(|l| self.broker_address(l))
+            .ok_or((code::LEADER_NOT_AVAILABLE, format!("{partition} has no leader")))?;
+        let data = PartitionProduceData::default().with_index(partition.partition).with_records(Some(batch));
+        let topic = TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(partition.topic.clone())))
+            .with_partition_data(vec![data]);
+        let request = kafka_protocol::messages::ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(OWN_PRODUCE_TIMEOUT_MS as i32)
+            .with_topic_data(vec![topic]);
+        let client = format!("skein-{node}");
+        let timeout = std::time::Duration::from_millis(OWN_PRODUCE_TIMEOUT_MS + 5_000);
+        let response = crate::peer::pooled_call(&self.settings.security, &host, port, &client, &request, 9, timeout)
+            .await
+            .map_err(|e| (code::NETWORK_EXCEPTION, e.to_string()))?;
+        let answer = response.responses.iter().flat_map(|t| &t.partition_responses).next();
+        match answer {
+            Some(p) if p.error_code == code::NONE => Ok(()),
+            Some(p) => Err((p.error_code, p.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default())),
+            None => Err((code::UNKNOWN_SERVER_ERROR, "an empty produce response".into())),
+        }
+    }
 }
 
 impl Shard {

@@ -187,7 +187,8 @@ pub async fn run<H: Host>(
     }
     if changed {
         let (start, batches) = loaded.sp.state_batches();
-        let write = StateCall::Write { key, state_epoch: loaded.state_epoch, leader_epoch, start, batches };
+        let write =
+            StateCall::Write { key: key.clone(), state_epoch: loaded.state_epoch, leader_epoch, start, batches };
         let written = host.share_state(write).await;
         let metrics = host.share_metrics();
         if let Err((error, text)) = written {
@@ -209,6 +210,14 @@ pub async fn run<H: Host>(
     if changed {
         host.share_metrics().failing.set(false);
     }
+    // Records now ARCHIVING (written so) go to the group's dead-letter topic, off the
+    // request path; so do those a new leader found ARCHIVING.
+    let letters = loaded.sp.take_dead_letters();
+    if !letters.is_empty() {
+        let deliver =
+            super::dead_letter::deliver(host.clone(), partition.clone(), key, slot.clone(), leader_epoch, letters);
+        glommio::spawn_local(deliver).detach();
+    }
     let mut out = ShareAnswer { ack_error, ..answer(loaded, committed) };
     if let Some((max_records, max_bytes, record_limit)) = fetch.filter(|(r, b, _)| *r > 0 && *b > 0) {
         let limit = Limit { max_records, max_bytes, record_limit };
@@ -221,8 +230,9 @@ pub async fn run<H: Host>(
     }
     // A closed session that leaves nothing acquired lets the share-partition go (as
     // Kafka's leader drops a group's share-partitions when its sessions end): the next
-    // session loads it again, and so sees an offset reset made meanwhile.
-    if releasing && loaded.sp.acquired() == 0 {
+    // session loads it again, and so sees an offset reset made meanwhile. Not while
+    // dead letters are being written: their end archives them here.
+    if releasing && loaded.sp.acquired() == 0 && !loaded.sp.archiving() {
         *guard = None;
         drop(guard);
         drop(slot);

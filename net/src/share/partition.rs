@@ -7,7 +7,10 @@
 //! - AVAILABLE: it may be delivered again;
 //! - ACQUIRED: a member holds it under a time-limited lock;
 //! - ACKNOWLEDGED: a member accepted it;
-//! - ARCHIVED: it was rejected, or reached the delivery count limit.
+//! - ARCHIVING: it was rejected, or reached the delivery count limit, in a group with a
+//!   dead-letter topic (KIP-1191), and is on its way there;
+//! - ARCHIVED: it was rejected, or reached the delivery count limit (and, with a
+//!   dead-letter topic, was written there or given up on).
 //!
 //! An offset of the window with no record (compacted away, or a control record) is a
 //! gap: never delivered, finished as if archived. The start moves past every finished
@@ -34,7 +37,35 @@ pub enum RecordState {
     Available = 0,
     Acquired = 1,
     Acknowledged = 2,
+    /// On its way to the group's dead-letter topic: not delivered again, not finished.
+    Archiving = 3,
     Archived = 4,
+}
+
+/// Why a record goes to the dead-letter topic (the `__dlq.errors.message` header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterCause {
+    Rejected,
+    DeliveryLimit,
+}
+
+impl DeadLetterCause {
+    /// Kafka 4.4's words for it.
+    pub fn message(self) -> &'static str {
+        match self {
+            DeadLetterCause::Rejected => "Offset rejected by client.",
+            DeadLetterCause::DeliveryLimit => "Offset delivery count exceeded the threshold.",
+        }
+    }
+}
+
+/// Consecutive ARCHIVING records handed to the dead-letter writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetters {
+    pub first: i64,
+    pub last: i64,
+    pub deliveries: u16,
+    pub cause: DeadLetterCause,
 }
 
 /// An acknowledgement type, with ShareFetch's and ShareAcknowledge's codes.
@@ -80,6 +111,9 @@ pub struct ShareSettings {
     pub key_ordered: bool,
     /// `share.renew.acknowledge.enable`: whether RENEW acknowledgements are taken.
     pub renew_enabled: bool,
+    /// The group has a dead-letter topic (`errors.deadletterqueue.topic.name`): what
+    /// would be archived goes through ARCHIVING.
+    pub dead_letter: bool,
 }
 
 impl Default for ShareSettings {
@@ -91,6 +125,7 @@ impl Default for ShareSettings {
             lock_duration: Duration::from_secs(30),
             key_ordered: false,
             renew_enabled: true,
+            dead_letter: false,
         }
     }
 }
@@ -124,6 +159,9 @@ struct InFlight {
     /// A hash of its key, when key-ordered delivery needs it and the key is known
     /// (`None`: no key, or not read since a restore).
     key: Option<u64>,
+    /// While ARCHIVING: why, and whether its dead-letter write was started (not
+    /// persisted: a new leader starts it again).
+    dead_letter: Option<(DeadLetterCause, bool)>,
 }
 
 impl InFlight {
@@ -307,13 +345,21 @@ impl SharePartition {
             }
             let record = match waits {
                 // It enters the window available, to go once its key is free.
-                true => InFlight { state: RecordState::Available, deliveries: 0, member: None, expires: None, key },
+                true => InFlight {
+                    state: RecordState::Available,
+                    deliveries: 0,
+                    member: None,
+                    expires: None,
+                    key,
+                    dead_letter: None,
+                },
                 false => InFlight {
                     state: RecordState::Acquired,
                     deliveries: 1,
                     member: Some(member.clone()),
                     expires: Some(expires),
                     key,
+                    dead_letter: None,
                 },
             };
             self.records.insert(offset, record);
@@ -365,14 +411,15 @@ impl SharePartition {
                 return Err(code::INVALID_RECORD_STATE);
             }
         }
-        let limit = self.settings.delivery_limit;
+        let (limit, dead_letter) = (self.settings.delivery_limit, self.settings.dead_letter);
         let lock = self.settings.lock_duration;
         for offset in first..=last {
             let Some(record) = self.records.get_mut(&offset) else { continue };
             match kind(offset) {
                 Acknowledge::Accept => settle(record, RecordState::Acknowledged),
+                Acknowledge::Reject if dead_letter => archiving(record, DeadLetterCause::Rejected),
                 Acknowledge::Reject | Acknowledge::Gap => settle(record, RecordState::Archived),
-                Acknowledge::Release => release(record, limit),
+                Acknowledge::Release => release(record, limit, dead_letter),
                 Acknowledge::Renew => record.expires = Some(now + lock),
             }
         }
@@ -382,11 +429,11 @@ impl SharePartition {
 
     /// Releases the records whose lock ran out by `now`; returns how many.
     pub fn expire(&mut self, now: Instant) -> usize {
-        let limit = self.settings.delivery_limit;
+        let (limit, dead_letter) = (self.settings.delivery_limit, self.settings.dead_letter);
         let mut released = 0;
         for record in self.records.values_mut() {
             if record.state == RecordState::Acquired && record.expires.is_some_and(|at| at <= now) {
-                release(record, limit);
+                release(record, limit, dead_letter);
                 released += 1;
             }
         }
@@ -397,14 +444,52 @@ impl SharePartition {
     /// Releases every record `member` holds (it left the group, or its share session
     /// closed); returns how many.
     pub fn release_member(&mut self, member: &str) -> usize {
-        let limit = self.settings.delivery_limit;
+        let (limit, dead_letter) = (self.settings.delivery_limit, self.settings.dead_letter);
         let mut released = 0;
         for record in self.records.values_mut().filter(|r| r.held_by(member)) {
-            release(record, limit);
+            release(record, limit, dead_letter);
             released += 1;
         }
         self.advance_start();
         released
+    }
+
+    /// The ARCHIVING records whose dead-letter write has not started, as ranges of one
+    /// delivery count and cause; marked started.
+    pub fn take_dead_letters(&mut self) -> Vec<DeadLetters> {
+        let mut out: Vec<DeadLetters> = Vec::new();
+        for (&offset, record) in self.records.iter_mut() {
+            let Some((cause, false)) = record.dead_letter.filter(|_| record.state == RecordState::Archiving) else {
+                continue;
+            };
+            record.dead_letter = Some((cause, true));
+            match out.last_mut() {
+                Some(l) if l.last + 1 == offset && l.deliveries == record.deliveries && l.cause == cause => {
+                    l.last = offset
+                }
+                _ => out.push(DeadLetters { first: offset, last: offset, deliveries: record.deliveries, cause }),
+            }
+        }
+        out
+    }
+
+    /// Whether any record is ARCHIVING (its dead-letter write not ended).
+    pub fn archiving(&self) -> bool {
+        self.records.values().any(|r| r.state == RecordState::Archiving)
+    }
+
+    /// The dead-letter write of `first..=last` ended (written or given up on): its
+    /// ARCHIVING records are archived. Returns whether any was.
+    pub fn archive_dead_letters(&mut self, first: i64, last: i64) -> bool {
+        let mut changed = false;
+        for record in self.records.range_mut(first..=last).map(|(_, r)| r) {
+            if record.state == RecordState::Archiving {
+                settle(record, RecordState::Archived);
+                changed = true;
+            }
+        }
+        self.advance_start();
+        changed
     }
 
     /// The log's start moved to `log_start` (retention, DeleteRecords): records below
@@ -454,7 +539,19 @@ impl SharePartition {
                 other => other,
             };
             for offset in batch.first.max(start)..=batch.last.min(bound - 1) {
-                let record = InFlight { state, deliveries: batch.deliveries, member: None, expires: None, key: None };
+                // The cause of a dead letter is not persisted: Kafka tells it by the count.
+                let cause = match batch.deliveries >= settings.delivery_limit {
+                    true => DeadLetterCause::DeliveryLimit,
+                    false => DeadLetterCause::Rejected,
+                };
+                let record = InFlight {
+                    state,
+                    deliveries: batch.deliveries,
+                    member: None,
+                    expires: None,
+                    key: None,
+                    dead_letter: (state == RecordState::Archiving).then_some((cause, false)),
+                };
                 sp.records.insert(offset, record);
                 sp.end = sp.end.max(offset + 1);
             }
@@ -482,12 +579,22 @@ fn settle(record: &mut InFlight, state: RecordState) {
     record.state = state;
     record.member = None;
     record.expires = None;
+    record.dead_letter = None;
 }
 
-/// A record back from its member: available again, or archived at the delivery limit.
-fn release(record: &mut InFlight, limit: u16) {
-    let state = if record.deliveries >= limit { RecordState::Archived } else { RecordState::Available };
-    settle(record, state);
+fn archiving(record: &mut InFlight, cause: DeadLetterCause) {
+    settle(record, RecordState::Archiving);
+    record.dead_letter = Some((cause, false));
+}
+
+/// A record back from its member: available again, or archived at the delivery limit
+/// (through ARCHIVING with a dead-letter topic).
+fn release(record: &mut InFlight, limit: u16, dead_letter: bool) {
+    match (record.deliveries >= limit, dead_letter) {
+        (false, _) => settle(record, RecordState::Available),
+        (true, true) => archiving(record, DeadLetterCause::DeliveryLimit),
+        (true, false) => settle(record, RecordState::Archived),
+    }
 }
 
 #[cfg(test)]
@@ -501,6 +608,7 @@ mod tests {
             lock_duration: Duration::from_secs(30),
             key_ordered: false,
             renew_enabled: true,
+            dead_letter: false,
         }
     }
 
@@ -509,6 +617,49 @@ mod tests {
     }
 
     use Acknowledge::*;
+
+    // With a dead-letter topic, a rejected record and one released at the delivery
+    // limit go ARCHIVING: not delivered again, not finished (the start waits for them),
+    // handed to the dead-letter writer once, persisted as state 3 and handed again
+    // after a restore (a new leader), then archived.
+    #[test]
+    fn dead_letters_are_archiving_until_written() {
+        let now = Instant::now();
+        let mut with_dlq = settings(100, 2);
+        with_dlq.dead_letter = true;
+        let mut sp = SharePartition::new(0, with_dlq);
+        assert_eq!(sp.acquire("m", 0..4, 100, now), vec![range(0, 3, 1)]);
+        sp.acknowledge("m", 0, 0, &[Reject], now).unwrap();
+        sp.acknowledge("m", 1, 3, &[Release], now).unwrap();
+        assert_eq!(sp.acquire("m", 1..4, 100, now), vec![range(1, 3, 2)]);
+        sp.acknowledge("m", 1, 1, &[Accept], now).unwrap();
+        assert_eq!(sp.release_member("m"), 2, "2 and 3 come back at the limit");
+        assert_eq!(sp.state(2), Some((RecordState::Archiving, 2)));
+        assert_eq!(sp.start_offset(), 0, "ARCHIVING records are not finished");
+        assert!(sp.acquire("n", 0..4, 100, now).is_empty(), "nor delivered again");
+        let letters = sp.take_dead_letters();
+        let cause = |first, last, deliveries, cause| DeadLetters { first, last, deliveries, cause };
+        assert_eq!(
+            letters,
+            vec![cause(0, 0, 1, DeadLetterCause::Rejected), cause(2, 3, 2, DeadLetterCause::DeliveryLimit)]
+        );
+        assert!(sp.take_dead_letters().is_empty(), "handed out once");
+        let (start, batches) = sp.state_batches();
+        assert_eq!(batches[0].state as i8, 3, "persisted as Kafka's ARCHIVING");
+        let mut restored = SharePartition::restore(start, &batches, with_dlq);
+        assert_eq!(restored.take_dead_letters(), letters, "a new leader writes them again");
+        assert!(sp.archive_dead_letters(0, 0));
+        assert_eq!(sp.start_offset(), 2);
+        assert!(sp.archive_dead_letters(2, 3));
+        assert_eq!(sp.start_offset(), 4);
+        assert!(!sp.archive_dead_letters(2, 3));
+        // Without a dead-letter topic the same records are archived at once.
+        let mut plain = SharePartition::new(0, settings(100, 2));
+        plain.acquire("m", 0..1, 100, now);
+        plain.acknowledge("m", 0, 0, &[Reject], now).unwrap();
+        assert_eq!(plain.start_offset(), 1);
+        assert!(plain.take_dead_letters().is_empty());
+    }
 
     // Key-ordered delivery: while a member holds a key's record, no other member gets
     // that key's later records, and they come in offset order once it is finished;
