@@ -5,7 +5,8 @@
 //! an idempotent producer, offsets earliest/latest/by time, consuming from the
 //! beginning and from an offset, a 2-member group with commits) from
 //! `tests/clients/<client>/`, whose `setup.sh` installs it (`.ci/run` runs them all).
-//! The newest librdkafka is covered by the rdkafka-based tests.
+//! The newest librdkafka is covered by the rdkafka-based tests. Share groups (KIP-932)
+//! run with franz-go's share consumer and librdkafka 2.16's (confluent-kafka).
 
 mod common;
 
@@ -173,6 +174,15 @@ fn franz_go_share_group() {
     let mut command = Command::new(root().join("target/clients/franz"));
     command.arg("share");
     scenario("franz-go share", command);
+}
+
+// librdkafka's share consumer (KIP-932, through confluent-kafka): two consumers with
+// explicit acknowledgement share 300 records; released records come back once with
+// delivery count 2, rejected ones never, every other record is accepted exactly once.
+// The same scenario passes on Apache Kafka 4.4.
+#[test]
+fn confluent_kafka_share_group() {
+    scenario("confluent-kafka share", python("confluent-kafka", "share_scenario.py"));
 }
 
 // sarama runs the scenario.

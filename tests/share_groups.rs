@@ -48,16 +48,18 @@ fn members_share_the_records_and_acknowledge_them() {
     let b = broker.bootstrap();
     setup(&broker, "t2", "2", "2000");
     share(&["set-reset", &b, "g", "earliest"]);
-    let first = {
+    // Both start together, and each takes 50 records a poll, 200 ms apart: whichever
+    // joins first cannot finish the 2,000 before the other joins, however slowly a JVM
+    // starts on a loaded machine.
+    let member = |client: &'static str| {
         let b = b.clone();
         std::thread::spawn(move || {
-            share(&["consume", &b, "t2", "g", "2000", "20", "client.id=c1", "pause.ms=200", "max.poll.records=100"])
+            let client = format!("client.id={client}");
+            share(&["consume", &b, "t2", "g", "2000", "30", &client, "pause.ms=200", "max.poll.records=50"])
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
-    let second =
-        share(&["consume", &b, "t2", "g", "2000", "20", "client.id=c2", "pause.ms=200", "max.poll.records=100"]);
-    let first = first.join().unwrap();
+    let (first, second) = (member("c1"), member("c2"));
+    let (first, second) = (first.join().unwrap(), second.join().unwrap());
     let (one, two) = (records(&first), records(&second));
     let mut seen: BTreeMap<(i32, i64), usize> = BTreeMap::new();
     for (p, o, _, _) in one.iter().chain(two.iter()) {

@@ -71,7 +71,7 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::ReadShareGroupState, share_state::VERSIONS, Cluster(Op::ClusterAction)),
     (ApiKey::WriteShareGroupState, share_state::VERSIONS, Cluster(Op::ClusterAction)),
     (ApiKey::DeleteShareGroupState, share_state::VERSIONS, Cluster(Op::ClusterAction)),
-    (ApiKey::ReadShareGroupStateSummary, share_state::VERSIONS, Cluster(Op::ClusterAction)),
+    (ApiKey::ReadShareGroupStateSummary, share_state::SUMMARY_VERSIONS, Cluster(Op::ClusterAction)),
     (
         ApiKey::AddPartitionsToTxn,
         add_partitions_to_txn::VERSIONS,

@@ -115,4 +115,15 @@ fn a_share_group_survives_its_leader_and_its_share_coordinator() {
     assert!(before > 0 && before < arrivals.len(), "the kill came mid-stream");
     assert!(out.contains("DONE 3000"), "every record finished: {}", out.lines().last().unwrap_or(""));
     check_at_least_once(&out, 0, COUNT);
+    // kafka-share-groups' lag, known wherever the group's coordinator, the state's
+    // coordinator and the partition's leader are (ReadShareGroupStateSummary v1 and a
+    // ListOffsets to the leader when they are on other nodes).
+    let group_coordinator = leader_of(cluster.node(other), "__consumer_offsets", skein_net::group::partition_for("g"));
+    let state = leader_of(cluster.node(other), skein_net::coordinator::share::STATE_TOPIC, key.state_partition());
+    println!(
+        "group coordinator {group_coordinator}, share coordinator {state}, leader {}",
+        leader_of(cluster.node(other), "s", 0)
+    );
+    let (ok, described) = common::kafka_share("", &["describe", &bootstrap, "g"]);
+    assert!(ok && described.lines().any(|l| l == "LAG s 0 0"), "{described}");
 }

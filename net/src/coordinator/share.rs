@@ -73,16 +73,22 @@ pub struct Stored {
     /// `share.auto.offset.reset`).
     pub start: i64,
     pub batches: Vec<StateBatch>,
+    /// Another broker's summary (ReadShareGroupStateSummary v1) carries the count of
+    /// finished records, not the batches.
+    pub complete: Option<i64>,
 }
 
 impl Stored {
     /// A share-partition with no state: start -1, epochs 0.
     pub fn none() -> Stored {
-        Stored { snapshot_epoch: 0, state_epoch: 0, leader_epoch: 0, start: -1, batches: Vec::new() }
+        Stored { snapshot_epoch: 0, state_epoch: 0, leader_epoch: 0, start: -1, batches: Vec::new(), complete: None }
     }
 
     /// Records at or past the start that are finished (Kafka's DeliveryCompleteCount).
     pub fn delivery_complete(&self) -> i64 {
+        if let Some(complete) = self.complete {
+            return complete;
+        }
         self.batches
             .iter()
             .filter(|b| matches!(b.state, RecordState::Acknowledged | RecordState::Archived))
@@ -288,7 +294,14 @@ pub(crate) async fn run<H: Host>(host: &H, state: &Partition, call: StateCall) -
             }
             let start = start.max(stored.start);
             let batches = overlay(&[], &batches, start);
-            Stored { snapshot_epoch: stored.snapshot_epoch + 1, state_epoch, leader_epoch, start, batches }
+            Stored {
+                snapshot_epoch: stored.snapshot_epoch + 1,
+                state_epoch,
+                leader_epoch,
+                start,
+                batches,
+                complete: None,
+            }
         }
         StateCall::Initialize { state_epoch, start, .. } => {
             let stored = current.unwrap_or_else(Stored::none);
@@ -301,6 +314,7 @@ pub(crate) async fn run<H: Host>(host: &H, state: &Partition, call: StateCall) -
                 leader_epoch: stored.leader_epoch,
                 start,
                 batches: Vec::new(),
+                complete: None,
             }
         }
         StateCall::Delete { .. } => {
@@ -453,7 +467,8 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Option<Entry> {
             let _created = v.get_i64();
             let _written = v.get_i64();
             let batches = get_batches(&mut v)?;
-            Some(Entry::Snapshot(key, Stored { snapshot_epoch, state_epoch, leader_epoch, start, batches }))
+            let stored = Stored { snapshot_epoch, state_epoch, leader_epoch, start, batches, complete: None };
+            Some(Entry::Snapshot(key, stored))
         }
         1 => {
             if v.remaining() < 16 {
@@ -487,6 +502,7 @@ mod tests {
             leader_epoch: 7,
             start: 10,
             batches: vec![batch(10, 12, RecordState::Available, 2), batch(13, 13, RecordState::Archived, 5)],
+            complete: None,
         };
         for entry in [
             Entry::Snapshot(key.clone(), stored.clone()),

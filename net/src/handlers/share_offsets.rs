@@ -108,22 +108,40 @@ pub async fn describe(
 }
 
 /// A share-partition's lag as Kafka 4.4 reports it: the high watermark less the start
-/// offset less the records finished past the start; -1 when unknown (no state yet, the
-/// partition not hosted on this node, or the state's coordinator on another broker,
-/// whose summary does not carry the finished records).
+/// offset less the records finished past the start; -1 when unknown (no state yet, or
+/// the partition's leader or the state's coordinator unreachable).
 async fn lag(shard: &Rc<Shard>, topic: &str, key: &Key, stored: &crate::coordinator::share::Stored) -> i64 {
-    use crate::coordinator::share::STATE_TOPIC;
-    let image = shard.image();
-    let state_leader =
-        image.topic(STATE_TOPIC).map(|t| t.assignment(key.state_partition(), shard.settings.node_id).leader);
-    if stored.start < 0 || state_leader != Some(shard.settings.node_id) {
+    if stored.start < 0 {
         return -1;
     }
-    let partition = skein_engine::TopicPartition::new(topic, key.partition);
-    match shard.call(partition, crate::shard::ops::Stats).await {
-        Ok(stats) => (stats.high_watermark - stored.start - stored.delivery_complete()).max(0),
-        Err(_) => -1,
+    match high_watermark(shard, topic, key.partition).await {
+        Some(high_watermark) => (high_watermark - stored.start - stored.delivery_complete()).max(0),
+        None => -1,
     }
+}
+
+/// A partition's high watermark from its leader: this node's owner shard, else a
+/// ListOffsets (latest) to the leading broker.
+async fn high_watermark(shard: &Rc<Shard>, topic: &str, partition: i32) -> Option<i64> {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
+    let node = shard.settings.node_id;
+    let leader = shard.image().topic(topic).map(|t| t.assignment(partition, node).leader)?;
+    if leader == node {
+        let tp = skein_engine::TopicPartition::new(topic, partition);
+        return shard.call(tp, crate::shard::ops::Stats).await.ok().map(|stats| stats.high_watermark);
+    }
+    let (host, port) = shard.broker_address(leader)?;
+    let wanted = ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(-1);
+    let request =
+        ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![wanted])]);
+    let client = format!("skein-{node}");
+    let timeout = std::time::Duration::from_secs(10);
+    let response = crate::peer::pooled_call(&shard.settings.security, &host, port, &client, &request, 7, timeout).await;
+    let answered = response.ok()?.topics.into_iter().flat_map(|t| t.partitions).next()?;
+    (answered.error_code == code::NONE).then_some(answered.offset)
 }
 
 pub async fn alter(

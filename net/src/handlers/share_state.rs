@@ -26,6 +26,9 @@ use crate::shard::Shard;
 use crate::share::partition::{RecordState, StateBatch};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+/// ReadShareGroupStateSummary v1 adds each partition's DeliveryCompleteCount
+/// (KIP-1226), for the lag of a share-partition whose coordinator is elsewhere.
+pub const SUMMARY_VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
 /// How long a call to another broker's share coordinator may take.
 const STATE_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -199,10 +202,17 @@ pub async fn summary(
             let key = Key { group: group.clone(), topic_id: topic.topic_id, partition: p.partition };
             let partition = summary_resp::PartitionResult::default().with_partition(p.partition);
             result.partitions.push(match local(shard, caller, StateCall::Summary { key }).await {
-                Ok(stored) => partition
-                    .with_state_epoch(stored.state_epoch)
-                    .with_leader_epoch(stored.leader_epoch)
-                    .with_start_offset(stored.start),
+                Ok(stored) => {
+                    let mut partition = partition
+                        .with_state_epoch(stored.state_epoch)
+                        .with_leader_epoch(stored.leader_epoch)
+                        .with_start_offset(stored.start);
+                    partition.delivery_complete_count = match stored.start {
+                        -1 => -1,
+                        _ => stored.delivery_complete().min(i32::MAX as i64) as i32,
+                    };
+                    partition
+                }
                 Err((error, text)) => partition.with_error_code(error).with_error_message(message(&text)),
             });
         }
@@ -232,7 +242,10 @@ pub async fn send(shard: &Rc<Shard>, broker: i32, call: StateCall) -> Answer {
     };
     macro_rules! exchange {
         ($request:expr) => {
-            crate::peer::pooled_call(security, &host, port, &client, &$request, 0, STATE_CALL_TIMEOUT)
+            exchange!($request, 0)
+        };
+        ($request:expr, $version:expr) => {
+            crate::peer::pooled_call(security, &host, port, &client, &$request, $version, STATE_CALL_TIMEOUT)
                 .await
                 .map_err(failed)?
         };
@@ -272,7 +285,8 @@ pub async fn send(shard: &Rc<Shard>, broker: i32, call: StateCall) -> Answer {
                     })
                 })
                 .collect();
-            Ok(Stored { snapshot_epoch: 0, state_epoch: p.state_epoch, leader_epoch, start: p.start_offset, batches })
+            let start = p.start_offset;
+            Ok(Stored { snapshot_epoch: 0, state_epoch: p.state_epoch, leader_epoch, start, batches, complete: None })
         }
         StateCall::Write { state_epoch, leader_epoch, start, batches, .. } => {
             let partition = write_req::PartitionData::default()
@@ -313,8 +327,8 @@ pub async fn send(shard: &Rc<Shard>, broker: i32, call: StateCall) -> Answer {
             let topic = summary_req::ReadStateSummaryData::default()
                 .with_topic_id(key.topic_id)
                 .with_partitions(vec![partition]);
-            let response: ReadShareGroupStateSummaryResponse =
-                exchange!(ReadShareGroupStateSummaryRequest::default().with_group_id(group).with_topics(vec![topic]));
+            let request = ReadShareGroupStateSummaryRequest::default().with_group_id(group).with_topics(vec![topic]);
+            let response: ReadShareGroupStateSummaryResponse = exchange!(request, SUMMARY_VERSIONS.max);
             let p = response.results.first().and_then(|r| r.partitions.first()).ok_or_else(unavailable)?;
             if let Some(error) = result(p.error_code, &p.error_message) {
                 return Err(error);
@@ -325,6 +339,7 @@ pub async fn send(shard: &Rc<Shard>, broker: i32, call: StateCall) -> Answer {
                 leader_epoch: p.leader_epoch,
                 start: p.start_offset,
                 batches: Vec::new(),
+                complete: Some(p.delivery_complete_count as i64).filter(|c| *c >= 0),
             };
             Ok(stored)
         }

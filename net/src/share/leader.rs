@@ -401,12 +401,12 @@ async fn acquire(
         }
     }
     let cap = if record_limit { max_records } else { usize::MAX };
-    let acquired = sp.acquire_keyed(member, offsets, cap, now);
-    let taken: usize = acquired.iter().map(|a| (a.last - a.first + 1) as usize).sum();
+    let (acquired, complete) = sp.acquire_offered(member, offsets, cap, now);
     // Every offset read was offered: what was not taken within the window's bound
     // (aborted batches, offsets compacted away) is a gap, so no read passes it again.
-    // An acquisition cut at record_limit's cap offered only what it took.
-    if taken < cap {
+    // An acquisition that stopped early (record_limit's cap, throttled near the
+    // delivery limit) considered only what it took.
+    if complete {
         sp.skip_to(read_to);
     }
     let wanted = |batch: &Batch| {

@@ -278,7 +278,30 @@ impl SharePartition {
         max_records: usize,
         now: Instant,
     ) -> Vec<Acquired> {
+        self.acquire_offered(member, offsets, max_records, now).0
+    }
+
+    /// `acquire_keyed`, and whether every offset offered was considered (`false`: it
+    /// stopped early, at `max_records` or throttled near the delivery limit, so the
+    /// offsets after it must be offered again, not skipped as gaps).
+    ///
+    /// Near the delivery limit Kafka 4.4 hands records out in smaller acquisitions: a
+    /// record delivered at least `max(2, ceil(limit / 2))` times starts an acquisition of
+    /// its own, which takes at most the run of such records halved once per delivery
+    /// past that threshold (at least one); with a limit above 2, a record on its last
+    /// attempt is delivered alone.
+    pub fn acquire_offered(
+        &mut self,
+        member: &str,
+        offsets: impl IntoIterator<Item = (i64, Option<u64>)>,
+        max_records: usize,
+        now: Instant,
+    ) -> (Vec<Acquired>, bool) {
         let member: Rc<str> = Rc::from(member);
+        let limit = self.settings.delivery_limit;
+        let throttle_from = limit.div_ceil(2).max(2);
+        let mut throttled: Option<usize> = None;
+        let mut complete = true;
         let expires = now + self.settings.lock_duration;
         let ordered = self.settings.key_ordered;
         let offsets: Vec<(i64, Option<u64>)> = offsets.into_iter().collect();
@@ -302,6 +325,7 @@ impl SharePartition {
         let mut taken: Vec<(i64, u16)> = Vec::new();
         for (offset, key) in offsets {
             if taken.len() >= max_records {
+                complete = false;
                 break;
             }
             if offset < self.start {
@@ -335,12 +359,26 @@ impl SharePartition {
                 if waits {
                     continue;
                 }
+                let delivered = self.records[&offset].deliveries;
+                let last_attempt = limit > 2 && delivered == limit - 1;
+                if !taken.is_empty() && (last_attempt || (delivered >= throttle_from && throttled.is_none())) {
+                    complete = false;
+                    break;
+                }
+                if delivered >= throttle_from && throttled.is_none() {
+                    let run = self.available_run(offset, delivered);
+                    throttled = Some((run >> (delivered - throttle_from + 1)).max(1));
+                }
                 let record = self.records.get_mut(&offset).expect("available above");
                 record.state = RecordState::Acquired;
                 record.deliveries = record.deliveries.saturating_add(1);
                 record.member = Some(member.clone());
                 record.expires = Some(expires);
                 taken.push((offset, record.deliveries));
+                if last_attempt || throttled == Some(taken.len()) {
+                    complete = false;
+                    break;
+                }
                 continue;
             }
             let record = match waits {
@@ -375,7 +413,16 @@ impl SharePartition {
                 _ => ranges.push(Acquired { first: offset, last: offset, deliveries }),
             }
         }
-        ranges
+        (ranges, complete)
+    }
+
+    /// How many available records from `offset` on, consecutive, were delivered
+    /// `deliveries` times: the records that came back together (Kafka's in-flight batch).
+    fn available_run(&self, offset: i64, deliveries: u16) -> usize {
+        self.records
+            .range(offset..)
+            .take_while(|(o, r)| r.state == RecordState::Available && r.deliveries == deliveries && **o >= offset)
+            .count()
     }
 
     /// Applies `member`'s acknowledgement of `first..=last`: one type for the whole
@@ -618,6 +665,36 @@ mod tests {
 
     use Acknowledge::*;
 
+    // Near the delivery limit (5: records delivered 3 times or more), records go out in
+    // smaller acquisitions, as Kafka 4.4 hands them out: the run of records that came
+    // back halved once per delivery past the threshold, and a record on its last
+    // attempt alone. An acquisition cut short leaves the rest to be offered again.
+    #[test]
+    fn records_near_the_delivery_limit_go_out_in_smaller_acquisitions() {
+        let now = Instant::now();
+        let mut sp = SharePartition::new(0, settings(100, 5));
+        for _ in 0..3 {
+            let (got, complete) = sp.acquire_offered("m", (0..8).map(|o| (o, None)), 100, now);
+            assert_eq!(got.iter().map(|a| a.last - a.first + 1).sum::<i64>(), 8);
+            assert!(complete);
+            sp.acknowledge("m", 0, 7, &[Release], now).unwrap();
+        }
+        let next = |sp: &mut SharePartition| {
+            let from = sp.next_fetch_offset();
+            sp.acquire_offered("n", (from..10).map(|o| (o, None)), 100, now)
+        };
+        assert_eq!(next(&mut sp), (vec![range(0, 3, 4)], false), "half the run of 8");
+        sp.acknowledge("n", 0, 3, &[Release], now).unwrap();
+        assert_eq!(next(&mut sp), (vec![range(0, 0, 5)], false), "its last attempt, alone");
+        assert_eq!(next(&mut sp), (vec![range(1, 1, 5)], false));
+        assert_eq!(next(&mut sp).0, vec![range(2, 2, 5)]);
+        assert_eq!(next(&mut sp).0, vec![range(3, 3, 5)]);
+        assert_eq!(next(&mut sp).0, vec![range(4, 5, 4)], "half the run of 4");
+        assert_eq!(next(&mut sp).0, vec![range(6, 6, 4)]);
+        assert_eq!(next(&mut sp).0, vec![range(7, 7, 4)]);
+        assert_eq!(next(&mut sp), (vec![range(8, 9, 1)], true), "new records are not throttled");
+    }
+
     // With a dead-letter topic, a rejected record and one released at the delivery
     // limit go ARCHIVING: not delivered again, not finished (the start waits for them),
     // handed to the dead-letter writer once, persisted as state 3 and handed again
@@ -748,7 +825,9 @@ mod tests {
         assert_eq!(sp.next_fetch_offset(), 0);
         assert_eq!(sp.acquire("b", 0..2, 10, now), vec![range(0, 1, 2)]);
         sp.acknowledge("b", 0, 1, &[Release], now).unwrap();
-        assert_eq!(sp.acquire("a", 0..2, 10, now), vec![range(0, 1, 3)]);
+        // Each on its last attempt goes out alone.
+        assert_eq!(sp.acquire("a", 0..2, 10, now), vec![range(0, 0, 3)]);
+        assert_eq!(sp.acquire("a", 1..2, 10, now), vec![range(1, 1, 3)]);
         // The third delivery was the last: released again, the records are archived
         // and the start moves past them.
         sp.acknowledge("a", 0, 1, &[Release], now).unwrap();

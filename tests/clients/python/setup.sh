@@ -3,12 +3,14 @@
 #   $ROOT/target/clients/kafka-python-2   kafka-python 2.x
 #   $ROOT/target/clients/kafka-python-3   kafka-python 3.x
 #   $ROOT/target/clients/aiokafka         aiokafka
+#   $ROOT/target/clients/confluent-kafka  confluent-kafka (librdkafka, with its share consumer)
 # Idempotent: a venv that already has the pinned version is left alone.
 set -euo pipefail
 
 KAFKA_PYTHON_2_VERSION=2.3.3
 KAFKA_PYTHON_3_VERSION=3.0.12
 AIOKAFKA_VERSION=0.14.0
+CONFLUENT_KAFKA_VERSION=2.16.2
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../../.." && pwd)"
@@ -61,3 +63,4 @@ mkdir -p "$CLIENTS"
 make_venv kafka-python-2 kafka-python "$KAFKA_PYTHON_2_VERSION"
 make_venv kafka-python-3 kafka-python "$KAFKA_PYTHON_3_VERSION"
 make_venv aiokafka aiokafka "$AIOKAFKA_VERSION"
+make_venv confluent-kafka confluent-kafka "$CONFLUENT_KAFKA_VERSION"

@@ -69,7 +69,7 @@ impl PartitionData {
 #[cfg(feature = "client")]
 impl Encodable for PartitionData {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition)?;
@@ -107,7 +107,7 @@ impl Encodable for PartitionData {
 #[cfg(feature = "broker")]
 impl Decodable for PartitionData {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         let partition = types::Int32.decode(buf)?;
@@ -139,7 +139,7 @@ impl Default for PartitionData {
 }
 
 impl Message for PartitionData {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -195,7 +195,7 @@ impl ReadShareGroupStateSummaryRequest {
 #[cfg(feature = "client")]
 impl Encodable for ReadShareGroupStateSummaryRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.group_id)?;
@@ -233,7 +233,7 @@ impl Encodable for ReadShareGroupStateSummaryRequest {
 #[cfg(feature = "broker")]
 impl Decodable for ReadShareGroupStateSummaryRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         let group_id = types::CompactString.decode(buf)?;
@@ -265,7 +265,7 @@ impl Default for ReadShareGroupStateSummaryRequest {
 }
 
 impl Message for ReadShareGroupStateSummaryRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -321,7 +321,7 @@ impl ReadStateSummaryData {
 #[cfg(feature = "client")]
 impl Encodable for ReadStateSummaryData {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         types::Uuid.encode(buf, &self.topic_id)?;
@@ -360,7 +360,7 @@ impl Encodable for ReadStateSummaryData {
 #[cfg(feature = "broker")]
 impl Decodable for ReadStateSummaryData {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         let topic_id = types::Uuid.decode(buf)?;
@@ -392,7 +392,7 @@ impl Default for ReadStateSummaryData {
 }
 
 impl Message for ReadStateSummaryData {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

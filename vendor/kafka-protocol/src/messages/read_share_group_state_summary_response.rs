@@ -51,6 +51,9 @@ pub struct PartitionResult {
     /// Supported API versions: 0
     pub start_offset: i64,
 
+    /// Offsets at or past the start whose delivery is complete (-1: unknown). Skein patch: v1.
+    pub delivery_complete_count: i32,
+
     /// Other tagged fields
     pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
 }
@@ -125,7 +128,7 @@ impl PartitionResult {
 #[cfg(feature = "broker")]
 impl Encodable for PartitionResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition)?;
@@ -134,6 +137,9 @@ impl Encodable for PartitionResult {
         types::Int32.encode(buf, &self.state_epoch)?;
         types::Int32.encode(buf, &self.leader_epoch)?;
         types::Int64.encode(buf, &self.start_offset)?;
+        if version >= 1 {
+            types::Int32.encode(buf, &self.delivery_complete_count)?; // Skein patch
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -154,6 +160,9 @@ impl Encodable for PartitionResult {
         total_size += types::Int32.compute_size(&self.state_epoch)?;
         total_size += types::Int32.compute_size(&self.leader_epoch)?;
         total_size += types::Int64.compute_size(&self.start_offset)?;
+        if version >= 1 {
+            total_size += types::Int32.compute_size(&self.delivery_complete_count)?; // Skein patch
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -171,7 +180,7 @@ impl Encodable for PartitionResult {
 #[cfg(feature = "client")]
 impl Decodable for PartitionResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         let partition = types::Int32.decode(buf)?;
@@ -180,6 +189,11 @@ impl Decodable for PartitionResult {
         let state_epoch = types::Int32.decode(buf)?;
         let leader_epoch = types::Int32.decode(buf)?;
         let start_offset = types::Int64.decode(buf)?;
+        let delivery_complete_count = if version >= 1 {
+            types::Int32.decode(buf)? // Skein patch
+        } else {
+            -1
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
@@ -195,6 +209,7 @@ impl Decodable for PartitionResult {
             state_epoch,
             leader_epoch,
             start_offset,
+            delivery_complete_count,
             unknown_tagged_fields,
         })
     }
@@ -209,13 +224,14 @@ impl Default for PartitionResult {
             state_epoch: 0,
             leader_epoch: 0,
             start_offset: 0,
+            delivery_complete_count: -1,
             unknown_tagged_fields: BTreeMap::new(),
         }
     }
 }
 
 impl Message for PartitionResult {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -257,7 +273,7 @@ impl ReadShareGroupStateSummaryResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ReadShareGroupStateSummaryResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         types::CompactArray(types::Struct { version }).encode(buf, &self.results)?;
@@ -293,7 +309,7 @@ impl Encodable for ReadShareGroupStateSummaryResponse {
 #[cfg(feature = "client")]
 impl Decodable for ReadShareGroupStateSummaryResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         let results = types::CompactArray(types::Struct { version }).decode(buf)?;
@@ -322,7 +338,7 @@ impl Default for ReadShareGroupStateSummaryResponse {
 }
 
 impl Message for ReadShareGroupStateSummaryResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -378,7 +394,7 @@ impl ReadStateSummaryResult {
 #[cfg(feature = "broker")]
 impl Encodable for ReadStateSummaryResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         types::Uuid.encode(buf, &self.topic_id)?;
@@ -417,7 +433,7 @@ impl Encodable for ReadStateSummaryResult {
 #[cfg(feature = "client")]
 impl Decodable for ReadStateSummaryResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's DeliveryCompleteCount)
             bail!("specified version not supported by this message type");
         }
         let topic_id = types::Uuid.decode(buf)?;
@@ -449,7 +465,7 @@ impl Default for ReadStateSummaryResult {
 }
 
 impl Message for ReadStateSummaryResult {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
