@@ -1,6 +1,7 @@
 //! A share group (KIP-932) on three nodes, consumed by Kafka 4.4's share consumer
 //! (tests/share/Share.java) while the partition's leader and then the share
 //! coordinator of its state are killed with SIGKILL: delivery stays at least once.
+//! And a group's dead letters written to partitions led by other nodes.
 
 use std::collections::BTreeMap;
 
@@ -126,4 +127,51 @@ fn a_share_group_survives_its_leader_and_its_share_coordinator() {
     );
     let (ok, described) = common::kafka_share("", &["describe", &bootstrap, "g"]);
     assert!(ok && described.lines().any(|l| l == "LAG s 0 0"), "{described}");
+}
+
+// Dead letters (KIP-1191) go to the dead-letter topic's partition (the source
+// partition modulo its count) wherever its leader is: 3 source partitions on 3 nodes
+// and 2 dead-letter partitions, so at least one source partition's leader writes to
+// another node's partition.
+#[test]
+fn dead_letters_reach_partitions_led_elsewhere() {
+    let cluster = Cluster::start(3);
+    cluster.wait_for_brokers();
+    let bootstrap: String = cluster.nodes.iter().map(|n| n.bootstrap()).collect::<Vec<_>>().join(",");
+    let share = |args: &[&str]| {
+        let (ok, out) = common::kafka_share("", args);
+        assert!(ok, "Share.java {args:?} failed:\n{out}");
+        out
+    };
+    share(&["create", &bootstrap, "src", "3"]);
+    share(&["create", &bootstrap, "dlq.src", "2", "topic.errors.deadletterqueue.group.enable=true"]);
+    let leaders = |topic: &str, partitions: i32| -> Vec<i32> {
+        (0..partitions).map(|p| leader_of(cluster.node(1), topic, p)).collect()
+    };
+    let (sources, letters) = (leaders("src", 3), leaders("dlq.src", 2));
+    println!("source leaders {sources:?}, dead-letter leaders {letters:?}");
+    let remote = (0..3).filter(|&p| sources[p] != letters[p % 2]).count();
+    assert!(remote > 0, "no source partition writes to another node: {sources:?} {letters:?}");
+    assert!(share(&["produce", &bootstrap, "src", "30"]).contains("PRODUCED 30"));
+    share(&["set-reset", &bootstrap, "g", "earliest"]);
+    share(&["set-config", &bootstrap, "g", "errors.deadletterqueue.topic.name", "dlq.src"]);
+    // Values ending in 3 are rejected: v3, v13 and v23.
+    let out = share(&["explicit", &bootstrap, "src", "g", "30", "60"]);
+    assert!(out.contains("DONE 30 33 27 3 3"), "{out}");
+    let out = share(&["read", &bootstrap, "dlq.src", "3", "30"]);
+    let mut written = Vec::new();
+    for line in out.lines().filter(|l| l.starts_with("M ")) {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let header = |name: &str| {
+            fields[5].split(';').find_map(|h| h.strip_prefix(&format!("{name}="))).unwrap().parse::<i32>().unwrap()
+        };
+        let (partition, source) = (fields[1].parse::<i32>().unwrap(), header("__dlq.errors.partition"));
+        assert_eq!(partition, source % 2, "{line}");
+        written.push((source, header("__dlq.errors.offset")));
+    }
+    assert_eq!(written.len(), 3, "{out}");
+    let total: i64 = cluster.nodes.iter().map(|n| metric(n, "skein_share_dead_letter_records_total")).sum();
+    assert_eq!(total, 3);
+    let failures: i64 = cluster.nodes.iter().map(|n| metric(n, "skein_share_dead_letter_failures_total")).sum();
+    assert_eq!(failures, 0);
 }

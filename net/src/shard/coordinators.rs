@@ -69,7 +69,31 @@ impl Host for Shard {
         call: crate::coordinator::share::StateCall,
     ) -> impl Future<Output = Result<crate::coordinator::share::Stored, (i16, String)>> {
         let shard = self.clone();
-        async move { shard.share_state(call).await }
+        async move {
+            // As Kafka's persister does, a coordinator that is not there yet (its topic
+            // just created, its leader moving) is asked again with a doubling back-off:
+            // up to 5 attempts, about 4 s in all.
+            let mut backoff = std::time::Duration::from_millis(250);
+            let mut attempts = 1;
+            loop {
+                match shard.share_state(call.clone()).await {
+                    Err((error, _))
+                        if attempts < SHARE_STATE_ATTEMPTS
+                            && matches!(
+                                error,
+                                code::COORDINATOR_NOT_AVAILABLE
+                                    | code::COORDINATOR_LOAD_IN_PROGRESS
+                                    | code::NOT_COORDINATOR
+                            ) =>
+                    {
+                        glommio::timer::sleep(backoff).await;
+                        backoff *= 2;
+                        attempts += 1;
+                    }
+                    answer => return answer,
+                }
+            }
+        }
     }
 
     fn produce(
@@ -96,6 +120,9 @@ impl Host for Shard {
         }
     }
 }
+
+/// Attempts of a share coordinator call whose coordinator is not available.
+const SHARE_STATE_ATTEMPTS: u32 = 5;
 
 /// How long a produce the broker makes itself (a dead letter) waits for acks=all.
 const OWN_PRODUCE_TIMEOUT_MS: u64 = 30_000;
