@@ -333,6 +333,58 @@ fn rejected_and_exhausted_records_go_to_the_dead_letter_topic() {
     assert_eq!(broker.log().matches("dead letters were not written").count(), 1, "logged once");
 }
 
+// A share group's members outlive a kill -9 of their coordinator, as on Kafka 4.4
+// (its ShareGroupMemberMetadata, TargetAssignmentMember and CurrentMemberAssignment
+// records in __consumer_offsets): a member heartbeats on with the epoch it had and
+// keeps its partitions, where without them it would have to join again.
+#[test]
+fn share_group_members_outlive_a_coordinator_restart() {
+    use kafka_protocol::messages::{
+        GroupId, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), "1", &[]);
+    setup(&broker, "kept", "2", "10");
+    let heartbeat = |client: &mut common::RawClient, epoch: i32| -> ShareGroupHeartbeatResponse {
+        let topics = (epoch == 0).then(|| vec![TopicName(StrBytes::from_static_str("kept"))]);
+        let request = ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("keep")))
+            .with_member_id(StrBytes::from_static_str("member-one"))
+            .with_member_epoch(epoch)
+            .with_subscribed_topic_names(topics);
+        client.call(&request, 1)
+    };
+    let mut client = common::RawClient::connect(&broker.bootstrap());
+    let joined = heartbeat(&mut client, 0);
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    let epoch = joined.member_epoch;
+    assert!(epoch > 0 && joined.assignment.is_some(), "{joined:?}");
+    broker.kill();
+    broker.restart();
+    let mut client = common::RawClient::connect(&broker.bootstrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let again = loop {
+        let answer = heartbeat(&mut client, epoch);
+        // COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE while it loads.
+        if !matches!(answer.error_code, 14 | 15) || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!((again.error_code, again.member_epoch), (0, epoch), "{again:?}");
+    let described = client.call(
+        &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(StrBytes::from_static_str("keep"))]),
+        1,
+    );
+    let group = &described.groups[0];
+    assert_eq!(group.members.len(), 1, "{group:?}");
+    let member = &group.members[0];
+    assert_eq!((member.member_id.as_str(), member.member_epoch), ("member-one", epoch));
+    let partitions: usize = member.assignment.topic_partitions.iter().map(|t| t.partitions.len()).sum();
+    assert_eq!(partitions, 2, "it keeps both partitions: {member:?}");
+}
+
 // ApiVersions (v3+) finalizes share.version 2 (share groups with dead-letter topics),
 // as a freshly formatted Kafka 4.4 node does.
 #[test]

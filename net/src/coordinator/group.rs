@@ -231,15 +231,17 @@ pub(crate) async fn run<H: Host>(
         }
         GroupCall::ShareTopics(calls::ShareTopics { group }) => GroupAnswer::ShareTopics(groups.share_topics(&group)),
         GroupCall::ShareInitialize(calls::ShareInitialize { group, topics }) => {
-            match groups.share_initialize(&group, topics) {
+            match groups.share_initialize(&group, topics, &host.image()) {
                 Ok(writes) => GroupAnswer::Code(persist(state, writes).await.err().unwrap_or(code::NONE)),
                 Err(c) => GroupAnswer::Code(c),
             }
         }
-        GroupCall::ShareForget(calls::ShareForget { group, topics }) => match groups.share_forget(&group, &topics) {
-            Ok((unknown, writes)) => GroupAnswer::ShareForgotten(persist(state, writes).await.map(|()| unknown)),
-            Err(c) => GroupAnswer::ShareForgotten(Err(c)),
-        },
+        GroupCall::ShareForget(calls::ShareForget { group, topics }) => {
+            match groups.share_forget(&group, &topics, &host.image()) {
+                Ok((unknown, writes)) => GroupAnswer::ShareForgotten(persist(state, writes).await.map(|()| unknown)),
+                Err(c) => GroupAnswer::ShareForgotten(Err(c)),
+            }
+        }
         GroupCall::DeleteOffsets(calls::DeleteOffsets { group, partitions }) => {
             match groups.delete_offsets(&group, &partitions) {
                 Ok(writes) => GroupAnswer::Code(persist(state, writes).await.err().unwrap_or(code::NONE)),

@@ -472,7 +472,7 @@ impl Coordinator {
         }
         for group in self.share_groups.borrow_mut().values_mut() {
             if partition_for(&group.id) == partition {
-                group.loaded();
+                group.loaded(image);
             }
         }
         self.loaded.borrow_mut().insert(partition);
@@ -514,10 +514,16 @@ impl Coordinator {
             Entry::ShareGroup { group, epoch: None } => {
                 self.share_groups.borrow_mut().remove(&group);
             }
-            entry @ (Entry::ShareGroup { .. } | Entry::ShareStatePartitions { .. }) => {
+            entry @ (Entry::ShareGroup { .. }
+            | Entry::ShareStatePartitions { .. }
+            | Entry::ShareMember { .. }
+            | Entry::ShareTargetAssignment { .. }
+            | Entry::ShareTargetMember { .. }
+            | Entry::ShareCurrentAssignment { .. }) => {
                 let id = entry.group().to_owned();
                 let mut shares = self.share_groups.borrow_mut();
-                shares.entry(id.clone()).or_insert_with(|| share::ShareGroup::new(&id)).replay(entry);
+                let group = shares.entry(id.clone()).or_insert_with(|| share::ShareGroup::new(&id));
+                group.replay(entry, image, Instant::now());
             }
             Entry::Offset { group, topic, partition, value } => {
                 let g = groups.entry(group.clone()).or_insert_with(|| Group::new(&group));

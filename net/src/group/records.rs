@@ -58,6 +58,45 @@ pub enum Entry {
         group: String,
         topics: Option<Vec<InitializedTopic>>,
     },
+    /// `ShareGroupMemberMetadata` (type 10): a share group member's subscription.
+    ShareMember {
+        group: String,
+        member: String,
+        value: Option<ShareMemberValue>,
+    },
+    /// `ShareGroupTargetAssignmentMetadata` (type 12): the assignment epoch.
+    ShareTargetAssignment {
+        group: String,
+        epoch: Option<i32>,
+    },
+    /// `ShareGroupTargetAssignmentMember` (type 13): a member's target partitions.
+    ShareTargetMember {
+        group: String,
+        member: String,
+        partitions: Option<Vec<TopicPartitions>>,
+    },
+    /// `ShareGroupCurrentMemberAssignment` (type 14): a member's epochs and the
+    /// partitions it was told it has.
+    ShareCurrentAssignment {
+        group: String,
+        member: String,
+        value: Option<ShareAssignmentValue>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareMemberValue {
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareAssignmentValue {
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    pub assigned: Vec<TopicPartitions>,
 }
 
 /// A topic of `ShareGroupStatePartitionMetadata`: its id, name and partitions.
@@ -75,7 +114,11 @@ impl Entry {
             | Entry::TargetMember { group, .. }
             | Entry::CurrentAssignment { group, .. }
             | Entry::ShareGroup { group, .. }
-            | Entry::ShareStatePartitions { group, .. } => group,
+            | Entry::ShareStatePartitions { group, .. }
+            | Entry::ShareMember { group, .. }
+            | Entry::ShareTargetAssignment { group, .. }
+            | Entry::ShareTargetMember { group, .. }
+            | Entry::ShareCurrentAssignment { group, .. } => group,
         }
     }
 }
@@ -236,6 +279,23 @@ fn consumer_key(kind: i16, group: &str, member: Option<&str>) -> Bytes {
     key.freeze()
 }
 
+/// A compact array of strings (subscribed topic names).
+fn put_names(out: &mut BytesMut, names: &[String]) {
+    flexible::put_len(out, names.len());
+    for name in names {
+        flexible::put_string(out, name);
+    }
+}
+
+fn get_names(v: &mut Bytes) -> Option<Vec<String>> {
+    let n = flexible::get_len(v)?;
+    let mut names = Vec::with_capacity(n.min(v.remaining()));
+    for _ in 0..n {
+        names.push(flexible::get_string(v)?);
+    }
+    Some(names)
+}
+
 /// A KIP-848 record value: version 0, the fields, an empty tagged-field section.
 fn flexible_value(fields: impl FnOnce(&mut BytesMut)) -> Bytes {
     let mut out = BytesMut::new();
@@ -278,10 +338,7 @@ pub fn encode(entry: &Entry) -> (Bytes, Option<Bytes>) {
                     flexible::put_nullable_string(out, v.rack_id.as_deref());
                     flexible::put_string(out, &v.client_id);
                     flexible::put_string(out, &v.client_host);
-                    flexible::put_len(out, v.subscribed_topic_names.len());
-                    for name in &v.subscribed_topic_names {
-                        flexible::put_string(out, name);
-                    }
+                    put_names(out, &v.subscribed_topic_names);
                     flexible::put_nullable_string(out, v.subscribed_topic_regex.as_deref());
                     out.put_i32(v.rebalance_timeout_ms);
                     flexible::put_nullable_string(out, v.server_assignor.as_deref());
@@ -335,6 +392,37 @@ pub fn encode(entry: &Entry) -> (Bytes, Option<Bytes>) {
                 })
             });
             (consumer_key(15, group, None), value)
+        }
+        Entry::ShareMember { group, member, value } => {
+            let value = value.as_ref().map(|v| {
+                flexible_value(|out| {
+                    flexible::put_nullable_string(out, v.rack_id.as_deref());
+                    flexible::put_string(out, &v.client_id);
+                    flexible::put_string(out, &v.client_host);
+                    put_names(out, &v.subscribed_topic_names);
+                })
+            });
+            (consumer_key(10, group, Some(member)), value)
+        }
+        Entry::ShareTargetAssignment { group, epoch } => {
+            let value = epoch.map(|epoch| flexible_value(|out| out.put_i32(epoch)));
+            (consumer_key(12, group, None), value)
+        }
+        Entry::ShareTargetMember { group, member, partitions } => {
+            let value = partitions.as_ref().map(|p| flexible_value(|out| flexible::put_topic_partitions(out, p)));
+            (consumer_key(13, group, Some(member)), value)
+        }
+        Entry::ShareCurrentAssignment { group, member, value } => {
+            // State 0 (stable): a share group member has nothing to revoke.
+            let value = value.as_ref().map(|v| {
+                flexible_value(|out| {
+                    out.put_i32(v.member_epoch);
+                    out.put_i32(v.previous_member_epoch);
+                    out.put_i8(0);
+                    flexible::put_topic_partitions(out, &v.assigned);
+                })
+            });
+            (consumer_key(14, group, Some(member)), value)
         }
         Entry::Group { group, value } => {
             key.put_i16(2);
@@ -444,14 +532,7 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Option<Entry> {
                             rack_id: flexible::get_nullable_string(v)?,
                             client_id: flexible::get_string(v)?,
                             client_host: flexible::get_string(v)?,
-                            subscribed_topic_names: {
-                                let n = flexible::get_len(v)?;
-                                let mut names = Vec::with_capacity(n.min(v.remaining()));
-                                for _ in 0..n {
-                                    names.push(flexible::get_string(v)?);
-                                }
-                                names
-                            },
+                            subscribed_topic_names: get_names(v)?,
                             subscribed_topic_regex: flexible::get_nullable_string(v)?,
                             rebalance_timeout_ms: get_i32(v)?,
                             server_assignor: flexible::get_nullable_string(v)?,
@@ -487,8 +568,9 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Option<Entry> {
                 _ => return None,
             })
         }
-        kind @ (11 | 15) => {
+        kind @ (10..=15) => {
             let group = get_string(&mut k)?;
+            let member = if matches!(kind, 10 | 13 | 14) { Some(get_string(&mut k)?) } else { None };
             let mut v = match value {
                 None => None,
                 Some(v) => {
@@ -499,9 +581,42 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Option<Entry> {
                     Some(v)
                 }
             };
-            Some(match kind {
-                11 => Entry::ShareGroup { group, epoch: optional(v.as_mut(), get_i32)? },
-                _ => Entry::ShareStatePartitions { group, topics: optional(v.as_mut(), decode_initialized)? },
+            Some(match (kind, member) {
+                (11, None) => Entry::ShareGroup { group, epoch: optional(v.as_mut(), get_i32)? },
+                (12, None) => Entry::ShareTargetAssignment { group, epoch: optional(v.as_mut(), get_i32)? },
+                (15, None) => Entry::ShareStatePartitions { group, topics: optional(v.as_mut(), decode_initialized)? },
+                (10, Some(member)) => {
+                    let value = optional(v.as_mut(), |v| {
+                        Some(ShareMemberValue {
+                            rack_id: flexible::get_nullable_string(v)?,
+                            client_id: flexible::get_string(v)?,
+                            client_host: flexible::get_string(v)?,
+                            subscribed_topic_names: get_names(v)?,
+                        })
+                    })?;
+                    Entry::ShareMember { group, member, value }
+                }
+                (13, Some(member)) => {
+                    let partitions = optional(v.as_mut(), flexible::get_topic_partitions)?;
+                    Entry::ShareTargetMember { group, member, partitions }
+                }
+                (14, Some(member)) => {
+                    let value = optional(v.as_mut(), |v| {
+                        let member_epoch = get_i32(v)?;
+                        let previous_member_epoch = get_i32(v)?;
+                        if v.remaining() < 1 {
+                            return None;
+                        }
+                        v.get_i8();
+                        Some(ShareAssignmentValue {
+                            member_epoch,
+                            previous_member_epoch,
+                            assigned: flexible::get_topic_partitions(v)?,
+                        })
+                    })?;
+                    Entry::ShareCurrentAssignment { group, member, value }
+                }
+                _ => return None,
             })
         }
         _ => None,
@@ -756,6 +871,34 @@ mod tests {
                 }),
             },
             Entry::CurrentAssignment { group: "c".into(), member: "m".into(), value: None },
+            Entry::ShareGroup { group: "s".into(), epoch: Some(3) },
+            Entry::ShareTargetAssignment { group: "s".into(), epoch: Some(3) },
+            Entry::ShareMember {
+                group: "s".into(),
+                member: "m".into(),
+                value: Some(ShareMemberValue {
+                    rack_id: None,
+                    client_id: "client".into(),
+                    client_host: "/127.0.0.1".into(),
+                    subscribed_topic_names: vec!["a".into()],
+                }),
+            },
+            Entry::ShareTargetMember {
+                group: "s".into(),
+                member: "m".into(),
+                partitions: Some(vec![(uuid::Uuid::from_u128(9), vec![0, 1])]),
+            },
+            Entry::ShareCurrentAssignment {
+                group: "s".into(),
+                member: "m".into(),
+                value: Some(ShareAssignmentValue {
+                    member_epoch: 3,
+                    previous_member_epoch: 2,
+                    assigned: vec![(uuid::Uuid::from_u128(9), vec![1])],
+                }),
+            },
+            Entry::ShareMember { group: "s".into(), member: "m".into(), value: None },
+            Entry::ShareCurrentAssignment { group: "s".into(), member: "m".into(), value: None },
         ];
         for entry in entries {
             let (key, value) = encode(&entry);

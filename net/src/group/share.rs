@@ -21,7 +21,7 @@ use kafka_protocol::messages::{GroupId, ShareGroupHeartbeatRequest, ShareGroupHe
 use kafka_protocol::protocol::StrBytes;
 
 use crate::errors::code;
-use crate::group::records::Entry;
+use crate::group::records::{self, Entry, ShareAssignmentValue, ShareMemberValue};
 use crate::metadata::MetadataImage;
 
 /// The member epoch that leaves the group.
@@ -74,6 +74,9 @@ struct ShareMember {
 /// Topics with state: by id, the name and the partitions.
 type Initialized = BTreeMap<uuid::Uuid, (String, BTreeSet<i32>)>;
 
+/// A record of the group, by type and member (empty for the group's own records).
+type RecordKey = (i16, String);
+
 pub struct ShareGroup {
     pub id: String,
     pub epoch: i32,
@@ -81,8 +84,8 @@ pub struct ShareGroup {
     /// Topics (by id, with their name) whose share-partitions were initialized, with
     /// the partitions: what the group has state for.
     initialized: Initialized,
-    /// The records last written (epoch, initialized topics), to write only what changed.
-    persisted: Option<(i32, Initialized)>,
+    /// The records last written, to write only what changed.
+    persisted: BTreeMap<RecordKey, Entry>,
 }
 
 impl ShareGroup {
@@ -92,7 +95,7 @@ impl ShareGroup {
             epoch: 0,
             members: BTreeMap::new(),
             initialized: BTreeMap::new(),
-            persisted: None,
+            persisted: BTreeMap::new(),
         }
     }
 
@@ -323,54 +326,137 @@ impl ShareGroup {
         removed
     }
 
-    /// The records to write for what changed since the last call.
-    pub fn changes(&mut self) -> Vec<Entry> {
-        let now = (self.epoch, self.initialized.clone());
-        if self.persisted.as_ref() == Some(&now) {
-            return Vec::new();
+    /// The records that describe the group now (Kafka's share group records: the
+    /// group's epoch and assignment epoch, the topics it has state for, and each
+    /// member's subscription, target and current assignment), by type and member.
+    fn records(&self, image: &MetadataImage) -> BTreeMap<RecordKey, Entry> {
+        let by_id = |set: &BTreeSet<Partition>| -> Vec<records::TopicPartitions> {
+            let mut topics: BTreeMap<uuid::Uuid, Vec<i32>> = BTreeMap::new();
+            for (topic, p) in set {
+                if let Some(meta) = image.topic(topic) {
+                    topics.entry(meta.id).or_default().push(*p);
+                }
+            }
+            topics.into_iter().collect()
+        };
+        let group = self.id.clone();
+        let mut out = BTreeMap::new();
+        out.insert((11, String::new()), Entry::ShareGroup { group: group.clone(), epoch: Some(self.epoch) });
+        out.insert((12, String::new()), Entry::ShareTargetAssignment { group: group.clone(), epoch: Some(self.epoch) });
+        let topics = self.initialized.iter().map(|(id, (n, ps))| (*id, n.clone(), ps.clone())).collect();
+        out.insert((15, String::new()), Entry::ShareStatePartitions { group: group.clone(), topics: Some(topics) });
+        for m in self.members.values() {
+            let (group, member) = (group.clone(), m.id.clone());
+            let value = ShareMemberValue {
+                rack_id: m.rack_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                subscribed_topic_names: m.subscribed.clone(),
+            };
+            out.insert(
+                (10, member.clone()),
+                Entry::ShareMember { group: group.clone(), member: member.clone(), value: Some(value) },
+            );
+            let partitions = Some(by_id(&m.target));
+            out.insert(
+                (13, member.clone()),
+                Entry::ShareTargetMember { group: group.clone(), member: member.clone(), partitions },
+            );
+            let current = ShareAssignmentValue {
+                member_epoch: m.epoch,
+                previous_member_epoch: m.previous_epoch,
+                assigned: m.sent.as_ref().map(&by_id).unwrap_or_default(),
+            };
+            out.insert((14, member.clone()), Entry::ShareCurrentAssignment { group, member, value: Some(current) });
         }
-        let mut out = Vec::new();
-        if self.persisted.as_ref().is_none_or(|(epoch, _)| *epoch != self.epoch) {
-            out.push(Entry::ShareGroup { group: self.id.clone(), epoch: Some(self.epoch) });
-        }
-        if self.persisted.as_ref().is_none_or(|(_, topics)| *topics != self.initialized) {
-            out.push(Entry::ShareStatePartitions {
-                group: self.id.clone(),
-                topics: Some(self.initialized.iter().map(|(id, (n, ps))| (*id, n.clone(), ps.clone())).collect()),
-            });
-        }
-        self.persisted = Some(now);
+        out
+    }
+
+    /// The records to write for what changed since the last call: new values, and
+    /// tombstones for members that left.
+    pub fn changes(&mut self, image: &MetadataImage) -> Vec<Entry> {
+        let now = self.records(image);
+        let mut out: Vec<Entry> =
+            now.iter().filter(|(k, e)| self.persisted.get(*k) != Some(*e)).map(|(_, e)| e.clone()).collect();
+        out.extend(self.persisted.iter().filter(|(k, _)| !now.contains_key(*k)).map(|(_, old)| tombstone(old)));
+        self.persisted = now;
         out
     }
 
     /// Takes what was replayed as written (the partition is loaded).
-    pub fn loaded(&mut self) {
-        self.persisted = Some((self.epoch, self.initialized.clone()));
+    pub fn loaded(&mut self, image: &MetadataImage) {
+        self.persisted = self.records(image);
     }
 
     /// Forgets what was written: the next `changes` writes it all (a write failed).
     pub fn forget_persisted(&mut self) {
-        self.persisted = None;
+        self.persisted.clear();
     }
 
-    /// Applies a replayed record.
-    pub fn replay(&mut self, entry: Entry) {
+    /// Applies a replayed record. Members restored get a full session from `now` to
+    /// heartbeat again, with the epochs they had, so that a new coordinator takes
+    /// their heartbeats as the old one would have.
+    pub fn replay(&mut self, entry: Entry, image: &MetadataImage, now: Instant) {
+        let names = |topics: Vec<records::TopicPartitions>| -> BTreeSet<Partition> {
+            topics
+                .into_iter()
+                .filter_map(|(id, ps)| image.topic_by_id(id).map(|m| (m.name.clone(), ps)))
+                .flat_map(|(name, ps)| ps.into_iter().map(move |p| (name.clone(), p)))
+                .collect()
+        };
         match entry {
             Entry::ShareGroup { epoch: Some(epoch), .. } => self.epoch = epoch,
             Entry::ShareStatePartitions { topics: Some(topics), .. } => {
                 self.initialized = topics.into_iter().map(|(id, name, ps)| (id, (name, ps))).collect();
             }
             Entry::ShareStatePartitions { topics: None, .. } => self.initialized.clear(),
+            Entry::ShareMember { member, value: Some(v), .. } => {
+                let m = self.members.entry(member.clone()).or_insert_with(|| ShareMember {
+                    id: member,
+                    rack_id: None,
+                    client_id: String::new(),
+                    client_host: String::new(),
+                    epoch: 0,
+                    previous_epoch: 0,
+                    subscribed: Vec::new(),
+                    target: BTreeSet::new(),
+                    sent: None,
+                    last_seen: now,
+                });
+                m.rack_id = v.rack_id;
+                m.client_id = v.client_id;
+                m.client_host = v.client_host;
+                m.subscribed = v.subscribed_topic_names;
+            }
+            Entry::ShareMember { member, value: None, .. } => {
+                self.members.remove(&member);
+            }
+            Entry::ShareTargetMember { member, partitions: Some(partitions), .. } => {
+                if let Some(m) = self.members.get_mut(&member) {
+                    m.target = names(partitions);
+                }
+            }
+            Entry::ShareCurrentAssignment { member, value: Some(v), .. } => {
+                if let Some(m) = self.members.get_mut(&member) {
+                    m.epoch = v.member_epoch;
+                    m.previous_epoch = v.previous_member_epoch;
+                    m.sent = Some(names(v.assigned));
+                }
+            }
             _ => {}
         }
     }
 
-    /// The tombstones that delete the group.
+    /// The tombstones that delete the group: any member records written, then the
+    /// group's own, `ShareGroupMetadata` last.
     pub fn tombstones(&self) -> Vec<Entry> {
-        vec![
-            Entry::ShareStatePartitions { group: self.id.clone(), topics: None },
-            Entry::ShareGroup { group: self.id.clone(), epoch: None },
-        ]
+        let group = self.id.clone();
+        let mut out: Vec<Entry> =
+            self.persisted.iter().filter(|((_, member), _)| !member.is_empty()).map(|(_, e)| tombstone(e)).collect();
+        out.push(Entry::ShareStatePartitions { group: group.clone(), topics: None });
+        out.push(Entry::ShareTargetAssignment { group: group.clone(), epoch: None });
+        out.push(Entry::ShareGroup { group, epoch: None });
+        out
     }
 
     pub fn describe(&self, image: &MetadataImage) -> describe::DescribedGroup {
@@ -449,7 +535,7 @@ impl super::Coordinator {
         let settings = super::configs::share_membership(MembershipSettings::default(), image, &id);
         let group = groups.entry(id.clone()).or_insert_with(|| ShareGroup::new(&id));
         let response = group.heartbeat(request, client_id, client_host, image, settings, now);
-        (response, group.changes())
+        (response, group.changes(image))
     }
 
     pub fn share_describe(&self, group: &str, image: &MetadataImage) -> describe::DescribedGroup {
@@ -487,6 +573,7 @@ impl super::Coordinator {
         &self,
         group: &str,
         topics: Vec<crate::group::records::InitializedTopic>,
+        image: &MetadataImage,
     ) -> Result<Writes, i16> {
         if self.consumer_groups.borrow().contains_key(group) || self.groups.borrow().contains_key(group) {
             return Err(code::GROUP_ID_NOT_FOUND);
@@ -499,7 +586,7 @@ impl super::Coordinator {
         for (id, name, partitions) in topics {
             g.mark_initialized(id, &name, partitions);
         }
-        Ok(g.changes())
+        Ok(g.changes(image))
     }
 
     /// Forgets `topics`' state (DeleteShareGroupOffsets); answers the topics it had
@@ -507,7 +594,12 @@ impl super::Coordinator {
     ///
     /// # Errors
     /// GROUP_ID_NOT_FOUND; NON_EMPTY_GROUP while the group has members.
-    pub fn share_forget(&self, group: &str, topics: &[uuid::Uuid]) -> Result<(Vec<uuid::Uuid>, Writes), i16> {
+    pub fn share_forget(
+        &self,
+        group: &str,
+        topics: &[uuid::Uuid],
+        image: &MetadataImage,
+    ) -> Result<(Vec<uuid::Uuid>, Writes), i16> {
         let mut groups = self.share_groups.borrow_mut();
         let g = groups.get_mut(group).ok_or(code::GROUP_ID_NOT_FOUND)?;
         if !g.is_empty() {
@@ -515,7 +607,7 @@ impl super::Coordinator {
         }
         let unknown: Vec<uuid::Uuid> = topics.iter().filter(|t| !g.initialized.contains_key(t)).copied().collect();
         g.forget_topics(topics);
-        Ok((unknown, g.changes()))
+        Ok((unknown, g.changes(image)))
     }
 
     /// A share group's records could not be written: write them whole next time.
@@ -569,10 +661,25 @@ impl super::Coordinator {
             let removed = group.expire(image, settings, now);
             if removed > 0 {
                 tracing::info!(target: "skein::net", group = %group.id, removed, "share group sessions expired");
-                writes.extend(group.changes());
+                writes.extend(group.changes(image));
             }
         }
         writes
+    }
+}
+
+/// The tombstone of a share group record.
+fn tombstone(entry: &Entry) -> Entry {
+    match entry.clone() {
+        Entry::ShareMember { group, member, .. } => Entry::ShareMember { group, member, value: None },
+        Entry::ShareTargetMember { group, member, .. } => Entry::ShareTargetMember { group, member, partitions: None },
+        Entry::ShareCurrentAssignment { group, member, .. } => {
+            Entry::ShareCurrentAssignment { group, member, value: None }
+        }
+        Entry::ShareTargetAssignment { group, .. } => Entry::ShareTargetAssignment { group, epoch: None },
+        Entry::ShareStatePartitions { group, .. } => Entry::ShareStatePartitions { group, topics: None },
+        Entry::ShareGroup { group, .. } => Entry::ShareGroup { group, epoch: None },
+        other => other,
     }
 }
 
