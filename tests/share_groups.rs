@@ -31,6 +31,21 @@ fn records(out: &str) -> Vec<(i32, i64, i32, String)> {
     common::share_records(out)
 }
 
+/// Waits (at most 90 s: JVMs start slowly on a loaded machine) until `group` has
+/// `members` members.
+fn wait_for_members(bootstrap: &str, group: &str, members: usize) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let wanted = format!("GROUP {group} Stable {members}");
+    loop {
+        let (_, described) = java("", &["describe", bootstrap, group]);
+        if described.lines().any(|l| l == wanted) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{group} never had {members} members: {described}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn setup(broker: &Broker, topic: &str, partitions: &str, count: &str) {
     let b = broker.bootstrap();
     share(&["create", &b, topic, partitions]);
@@ -46,19 +61,20 @@ fn members_share_the_records_and_acknowledge_them() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "1", &[]);
     let b = broker.bootstrap();
-    setup(&broker, "t2", "2", "2000");
+    share(&["create", &b, "t2", "2"]);
     share(&["set-reset", &b, "g", "earliest"]);
-    // Both start together, and each takes 50 records a poll, 200 ms apart: whichever
-    // joins first cannot finish the 2,000 before the other joins, however slowly a JVM
-    // starts on a loaded machine.
+    // The records come once both members have joined (each then has a partition):
+    // otherwise whichever JVM starts first on a loaded machine may take them all.
     let member = |client: &'static str| {
         let b = b.clone();
         std::thread::spawn(move || {
             let client = format!("client.id={client}");
-            share(&["consume", &b, "t2", "g", "2000", "30", &client, "pause.ms=200", "max.poll.records=50"])
+            share(&["consume", &b, "t2", "g", "2000", "45", &client, "pause.ms=200", "max.poll.records=100"])
         })
     };
     let (first, second) = (member("c1"), member("c2"));
+    wait_for_members(&b, "g", 2);
+    assert!(share(&["produce", &b, "t2", "2000"]).contains("PRODUCED 2000"));
     let (first, second) = (first.join().unwrap(), second.join().unwrap());
     let (one, two) = (records(&first), records(&second));
     let mut seen: BTreeMap<(i32, i64), usize> = BTreeMap::new();
@@ -440,13 +456,13 @@ fn key_ordered_share_groups_keep_each_key_in_order() {
         let b = b.clone();
         let client = format!("client.id={client}");
         std::thread::spawn(move || {
-            share(&["checked", &b, "keyed", "k", "0", "30", &client, "max.poll.records=20", "ack.delay.ms=50"])
+            share(&["checked", &b, "keyed", "k", "0", "45", &client, "max.poll.records=20", "ack.delay.ms=50"])
         })
     };
     let (one, two) = (run("c1"), run("c2"));
     // The records come once both members have joined: a member alone acquires every
     // key it reads, and holds them until it has acknowledged its records.
-    std::thread::sleep(Duration::from_secs(10));
+    wait_for_members(&b, "k", 2);
     assert!(share(&["produce", &b, "keyed", "600"]).contains("PRODUCED 600"));
     let (one, two) = (one.join().unwrap(), two.join().unwrap());
     let (a, b_) = (timeline(&one), timeline(&two));

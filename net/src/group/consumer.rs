@@ -389,15 +389,7 @@ impl ConsumerGroup {
     /// The records that describe the group now (Kafka's KIP-848 records), keyed by
     /// type and member, in the order Kafka writes them.
     fn records(&self, image: &MetadataImage) -> BTreeMap<RecordKey, Entry> {
-        let by_id = |set: &BTreeSet<Partition>| -> Vec<records::TopicPartitions> {
-            let mut topics: BTreeMap<uuid::Uuid, Vec<i32>> = BTreeMap::new();
-            for (topic, p) in set {
-                if let Some(meta) = image.topic(topic) {
-                    topics.entry(meta.id).or_default().push(*p);
-                }
-            }
-            topics.into_iter().collect()
-        };
+        let by_id = |set: &BTreeSet<Partition>| records::by_topic_id(image, set);
         let group = self.id.clone();
         let mut out = BTreeMap::new();
         out.insert((3, String::new()), Entry::ConsumerGroup { group: group.clone(), epoch: Some(self.epoch) });
@@ -480,13 +472,7 @@ impl ConsumerGroup {
     /// Applies one KIP-848 record replayed from the offsets topic. Members restored
     /// get a full session from `now` to heartbeat again.
     pub fn replay(&mut self, entry: Entry, image: &MetadataImage, now: Instant) {
-        let names = |topics: Vec<records::TopicPartitions>| -> BTreeSet<Partition> {
-            topics
-                .into_iter()
-                .filter_map(|(id, ps)| image.topic_by_id(id).map(|m| (m.name.clone(), ps)))
-                .flat_map(|(name, ps)| ps.into_iter().map(move |p| (name.clone(), p)))
-                .collect()
-        };
+        let names = |topics: Vec<records::TopicPartitions>| records::by_topic_name(image, topics);
         match entry {
             Entry::ConsumerGroup { epoch: Some(epoch), .. } => self.epoch = epoch,
             Entry::ConsumerMember { member, value: Some(v), .. } => {

@@ -126,6 +126,33 @@ impl Entry {
 /// Partitions of one topic, by topic id, as KIP-848's records name them.
 pub type TopicPartitions = (uuid::Uuid, Vec<i32>);
 
+/// `partitions` (topic name, partition) as the records name them: by topic id, topics
+/// no longer in `image` left out.
+pub fn by_topic_id(
+    image: &crate::metadata::MetadataImage,
+    partitions: &std::collections::BTreeSet<(String, i32)>,
+) -> Vec<TopicPartitions> {
+    let mut topics: std::collections::BTreeMap<uuid::Uuid, Vec<i32>> = Default::default();
+    for (topic, p) in partitions {
+        if let Some(meta) = image.topic(topic) {
+            topics.entry(meta.id).or_default().push(*p);
+        }
+    }
+    topics.into_iter().collect()
+}
+
+/// The records' partitions by topic name, ids no longer in `image` left out.
+pub fn by_topic_name(
+    image: &crate::metadata::MetadataImage,
+    topics: Vec<TopicPartitions>,
+) -> std::collections::BTreeSet<(String, i32)> {
+    topics
+        .into_iter()
+        .filter_map(|(id, ps)| image.topic_by_id(id).map(|m| (m.name.clone(), ps)))
+        .flat_map(|(name, ps)| ps.into_iter().map(move |p| (name.clone(), p)))
+        .collect()
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerMemberValue {
     pub instance_id: Option<String>,

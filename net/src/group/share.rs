@@ -330,15 +330,7 @@ impl ShareGroup {
     /// group's epoch and assignment epoch, the topics it has state for, and each
     /// member's subscription, target and current assignment), by type and member.
     fn records(&self, image: &MetadataImage) -> BTreeMap<RecordKey, Entry> {
-        let by_id = |set: &BTreeSet<Partition>| -> Vec<records::TopicPartitions> {
-            let mut topics: BTreeMap<uuid::Uuid, Vec<i32>> = BTreeMap::new();
-            for (topic, p) in set {
-                if let Some(meta) = image.topic(topic) {
-                    topics.entry(meta.id).or_default().push(*p);
-                }
-            }
-            topics.into_iter().collect()
-        };
+        let by_id = |set: &BTreeSet<Partition>| records::by_topic_id(image, set);
         let group = self.id.clone();
         let mut out = BTreeMap::new();
         out.insert((11, String::new()), Entry::ShareGroup { group: group.clone(), epoch: Some(self.epoch) });
@@ -397,13 +389,7 @@ impl ShareGroup {
     /// heartbeat again, with the epochs they had, so that a new coordinator takes
     /// their heartbeats as the old one would have.
     pub fn replay(&mut self, entry: Entry, image: &MetadataImage, now: Instant) {
-        let names = |topics: Vec<records::TopicPartitions>| -> BTreeSet<Partition> {
-            topics
-                .into_iter()
-                .filter_map(|(id, ps)| image.topic_by_id(id).map(|m| (m.name.clone(), ps)))
-                .flat_map(|(name, ps)| ps.into_iter().map(move |p| (name.clone(), p)))
-                .collect()
-        };
+        let names = |topics: Vec<records::TopicPartitions>| records::by_topic_name(image, topics);
         match entry {
             Entry::ShareGroup { epoch: Some(epoch), .. } => self.epoch = epoch,
             Entry::ShareStatePartitions { topics: Some(topics), .. } => {
