@@ -416,3 +416,28 @@ async fn acquire(
     let batches = batches.into_iter().filter(|b| wanted(b)).collect();
     Ok((batches, acquired))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(first: i64, last: i64, types: &[Acknowledge]) -> AckBatch {
+        AckBatch { first, last, types: types.to_vec() }
+    }
+
+    // A renewal changes nothing to persist; with `share.renew.acknowledge.enable` false
+    // it is refused (INVALID_RECORD_STATE) and the lock is left as it was.
+    #[test]
+    fn renewals_are_not_persisted_and_can_be_turned_off() {
+        let now = Instant::now();
+        let mut sp = SharePartition::new(0, ShareSettings::default());
+        sp.acquire("m", 0..2, 10, now);
+        assert_eq!(apply(&mut sp, "m", batch(0, 1, &[Acknowledge::Renew]), now), Ok(false));
+        assert_eq!(apply(&mut sp, "m", batch(0, 0, &[Acknowledge::Accept]), now), Ok(true));
+        let expiry = sp.next_expiry();
+        sp.set_settings(ShareSettings { renew_enabled: false, ..ShareSettings::default() });
+        let later = now + std::time::Duration::from_secs(10);
+        assert_eq!(apply(&mut sp, "m", batch(1, 1, &[Acknowledge::Renew]), later), Err(code::INVALID_RECORD_STATE));
+        assert_eq!(sp.next_expiry(), expiry, "the lock is not extended");
+    }
+}
