@@ -118,6 +118,127 @@ fn topic_configs() {
     assert_eq!(config(&describe(&mut client, "conf"), "max.message.bytes"), ("1048588", 5));
 }
 
+// Kafka 4.4's dynamic broker configs: librdkafka's AlterConfigs sets one Kafka allows
+// per broker only (`sasl.kerberos.min.time.before.relogin`, refused before as not
+// dynamic); kafka-configs sets a cluster-wide topic default (`message.max.bytes`),
+// which topics without their own value describe and apply at once (a larger record
+// is refused, then accepted again once the default is deleted). A config Kafka does
+// not change at run time, or a per-broker one at the cluster level, gets Kafka's
+// message.
+#[test]
+fn dynamic_broker_configs() {
+    use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    let b = broker.bootstrap();
+    let mut client = RawClient::connect(&b);
+    assert_eq!(create(&mut client, "sized", 1, &[], false).topics[0].error_code, 0);
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", &b).create().unwrap();
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+    let relogin = AlterConfig::new(ResourceSpecifier::Broker(1)).set("sasl.kerberos.min.time.before.relogin", "70000");
+    let altered = futures_lite::future::block_on(admin.alter_configs(&[relogin], &options)).unwrap();
+    assert!(altered[0].is_ok(), "{altered:?}");
+    let describe_broker = |client: &mut RawClient, broker: &str| {
+        let request = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s(broker))]);
+        let response = client.call(&request, 4);
+        response.results[0]
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(), c.config_source))
+            .collect::<Vec<_>>()
+    };
+    let configs = describe_broker(&mut client, "1");
+    assert_eq!(config(&configs, "sasl.kerberos.min.time.before.relogin"), ("70000", 2), "DYNAMIC_BROKER_CONFIG");
+
+    let tool = |args: &[&str]| common::kafka_tool("kafka.admin.ConfigCommand", args, "");
+    let base = ["--bootstrap-server", b.as_str(), "--entity-type", "brokers", "--entity-default", "--alter"];
+    let (ok, out) = tool(&[&base[..], &["--add-config", "message.max.bytes=1000"]].concat());
+    assert!(ok, "{out}");
+    assert_eq!(config(&describe(&mut client, "sized"), "max.message.bytes"), ("1000", 3), "DYNAMIC_DEFAULT_BROKER");
+    let producer: FutureProducer = ClientConfig::new().set("bootstrap.servers", &b).create().unwrap();
+    let send = |size: usize| {
+        let value = vec![b'x'; size];
+        let record = FutureRecord::<(), [u8]>::to("sized").partition(0).payload(&value);
+        futures_lite::future::block_on(producer.send(record, Duration::from_secs(10))).map(|_| ()).map_err(|(e, _)| e)
+    };
+    let refused = send(2000).unwrap_err();
+    assert_eq!(refused.rdkafka_error_code(), Some(rdkafka::types::RDKafkaErrorCode::MessageSizeTooLarge), "{refused}");
+    let (ok, out) = tool(&[&base[..], &["--delete-config", "message.max.bytes"]].concat());
+    assert!(ok, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while config(&describe(&mut client, "sized"), "max.message.bytes").1 != 5 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    send(2000).expect("the default is back");
+
+    let (ok, out) = tool(&[&base[..], &["--add-config", "num.partitions=3"]].concat());
+    assert!(!ok && out.contains("Cannot update these configs dynamically: [num.partitions]"), "{out}");
+    let (ok, out) = tool(&[&base[..], &["--add-config", "sasl.kerberos.min.time.before.relogin=1"]].concat());
+    assert!(!ok && out.contains("broker id must be specified"), "{out}");
+}
+
+// Features with Kafka 4.4's kafka-features: describe lists what ApiVersions says
+// (supported ranges, finalized levels, their epoch); a downgrade of share.version to 0
+// turns share groups off (their requests answered UNSUPPORTED_VERSION, as on Kafka),
+// and an upgrade turns them on again, from any node's view; refused changes get
+// Kafka's messages.
+#[test]
+fn features_describe_upgrade_downgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "2", &[]);
+    let b = broker.bootstrap();
+    let features = |args: &[&str]| {
+        // Kafka 4.4's tool, which names metadata.version 33 (4.4-IV2).
+        common::kafka_share("org.apache.kafka.tools.FeatureCommand", &[&["--bootstrap-server", &b][..], args].concat())
+    };
+    let (ok, out) = features(&["describe"]);
+    assert!(ok, "{out}");
+    // Its columns, one space apart.
+    let line = |out: &str, name: &str| {
+        let lines = out.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "));
+        lines
+            .into_iter()
+            .find(|l| l.starts_with(&format!("Feature: {name} ")))
+            .unwrap_or_else(|| panic!("{name}: {out}"))
+    };
+    assert!(line(&out, "share.version").contains("SupportedMaxVersion: 2 FinalizedVersionLevel: 2"), "{out}");
+    assert!(line(&out, "metadata.version").contains("FinalizedVersionLevel: 4.4-IV2"), "{out}");
+    assert!(line(&out, "group.version").contains("FinalizedVersionLevel: 1"), "{out}");
+
+    let heartbeat = || {
+        let mut client = RawClient::connect(&b);
+        let request = ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("feature-gated")))
+            .with_member_id(s(&uuid::Uuid::new_v4().to_string()))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(vec![name("absent")]));
+        client.call(&request, 1).error_code
+    };
+    assert_ne!(heartbeat(), 35, "share groups on");
+    let (ok, out) = features(&["downgrade", "--feature", "share.version=0"]);
+    assert!(ok, "{out}");
+    let (_, out) = features(&["describe"]);
+    assert!(line(&out, "share.version").contains("FinalizedVersionLevel: 0"), "{out}");
+    assert!(!line(&out, "share.version").contains("Epoch: 0"), "the epoch moved: {out}");
+    assert_eq!(heartbeat(), 35, "UNSUPPORTED_VERSION while share.version is 0");
+    let (ok, out) = features(&["upgrade", "--feature", "share.version=2"]);
+    assert!(ok, "{out}");
+    assert_ne!(heartbeat(), 35, "share groups on again");
+
+    let (ok, out) = features(&["upgrade", "--feature", "share.version=3"]);
+    assert!(!ok && out.contains("only supports versions 0-2"), "{out}");
+    let (ok, out) = features(&["downgrade", "--metadata", "4.0"]);
+    assert!(!ok && out.contains("might delete metadata information"), "{out}");
+    let (ok, out) = features(&["upgrade", "--feature", "share.version=1"]);
+    assert!(!ok && out.contains("Can't downgrade the version of this feature without setting"), "{out}");
+}
+
 // ListOffsets: earliest, latest, by time, max timestamp; DeleteRecords moves the start.
 #[test]
 fn offsets_and_delete_records() {

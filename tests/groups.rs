@@ -670,3 +670,83 @@ fn offsets_partition_that_fails_to_load_stays_unloaded() {
     assert!(broker.metric_sum("skein_group_load_failures_total") >= 2, "the load was retried");
     assert!(broker.log().contains("cannot load groups"));
 }
+
+// A second consumer started with a running static member's `group.instance.id` takes
+// the instance over, and the first is fenced: librdkafka raises FENCED_INSTANCE_ID as
+// a fatal error, and the group keeps one member, the newcomer, with the partitions.
+// (Skein had given the newcomer the same member id, and both heartbeated on.)
+#[test]
+fn a_second_static_member_fences_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &["--group-initial-rebalance-delay-ms", "100"]);
+    create(&broker, "fenced", 2);
+    let make = || -> BaseConsumer {
+        ClientConfig::new()
+            .set("bootstrap.servers", broker.bootstrap())
+            .set("group.id", "fencing")
+            .set("group.instance.id", "only")
+            .set("session.timeout.ms", "10000")
+            .set("heartbeat.interval.ms", "300")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap()
+    };
+    let first = make();
+    first.subscribe(&["fenced"]).unwrap();
+    let sets = poll_until(std::slice::from_ref(&first), |s| s[0].len() == 2);
+    assert_eq!(sets[0].len(), 2, "the first member got both partitions");
+    let second = make();
+    second.subscribe(&["fenced"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while first.client().fatal_error().is_none() && Instant::now() < deadline {
+        let _ = first.poll(Duration::from_millis(20));
+        let _ = second.poll(Duration::from_millis(20));
+    }
+    let (error, reason) = first.client().fatal_error().expect("the first member is fenced");
+    assert_eq!(error, rdkafka::types::RDKafkaErrorCode::FencedInstanceId, "{reason}");
+    let sets = poll_until(std::slice::from_ref(&second), |s| s[0].len() == 2);
+    assert_eq!(sets[0].len(), 2, "the newcomer holds the partitions");
+    let (ok, out) = common::kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &["--bootstrap-server", &broker.bootstrap(), "--describe", "--group", "fencing", "--members"],
+        "",
+    );
+    assert!(ok, "{out}");
+    let members: Vec<&str> = out.lines().filter(|l| l.starts_with("fencing ")).collect();
+    assert_eq!(members.len(), 1, "one member: {out}");
+    assert!(members[0].contains("only-"), "the member id names the instance: {out}");
+}
+
+// OffsetDelete as Kafka answers it (kafka-consumer-groups --delete-offsets): a group
+// with a member deletes the offsets of a topic it does not subscribe to, and each
+// partition of a subscribed topic gets GROUP_SUBSCRIBED_TO_TOPIC, with no error for
+// the whole request. (Skein had refused the whole request.)
+#[test]
+fn offset_delete_answers_per_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &["--group-initial-rebalance-delay-ms", "100"]);
+    create(&broker, "kept", 1);
+    create(&broker, "dropped", 1);
+    let member = consumer(&broker, "deleting");
+    member.subscribe(&["kept"]).unwrap();
+    assert_eq!(poll_until(std::slice::from_ref(&member), |s| s[0].len() == 1)[0].len(), 1);
+    let mut offsets = TopicPartitionList::new();
+    offsets.add_partition_offset("kept", 0, Offset::Offset(3)).unwrap();
+    offsets.add_partition_offset("dropped", 0, Offset::Offset(5)).unwrap();
+    member.commit(&offsets, CommitMode::Sync).unwrap();
+    let groups = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+    let b = broker.bootstrap();
+    let args =
+        ["--bootstrap-server", &b, "--delete-offsets", "--group", "deleting", "--topic", "kept", "--topic", "dropped"];
+    let (_, out) = common::kafka_tool(groups, &args, "");
+    let row = |topic: &str| out.lines().find(|l| l.starts_with(topic)).unwrap_or_else(|| panic!("{topic}: {out}"));
+    assert!(row("kept").contains("actively subscribed"), "{out}");
+    assert!(row("dropped").contains("Successful"), "{out}");
+    // The deleted offset is gone, the other stays.
+    let mut wanted = TopicPartitionList::new();
+    wanted.add_partition("kept", 0);
+    wanted.add_partition("dropped", 0);
+    let committed = member.committed_offsets(wanted, Duration::from_secs(10)).unwrap();
+    let at = |topic: &str| committed.find_partition(topic, 0).unwrap().offset();
+    assert_eq!((at("kept"), at("dropped")), (Offset::Offset(3), Offset::Invalid));
+}

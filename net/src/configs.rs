@@ -16,9 +16,12 @@ pub enum ConfigType {
     Boolean = 1,
     String = 2,
     Int = 3,
+    Short = 4,
     Long = 5,
     Double = 6,
     List = 7,
+    Class = 8,
+    Password = 9,
 }
 
 /// Where a config value comes from, with DescribeConfigs' source codes.
@@ -460,79 +463,6 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         support: Support::Stored(NO_AUTOMATIC_UNCLEAN),
     },
 ];
-
-/// A broker config that changes at run time.
-#[derive(Debug)]
-pub struct DynamicBrokerConfig {
-    pub name: &'static str,
-    /// Long (at least 0), Boolean or String.
-    pub kind: ConfigType,
-    pub default: &'static str,
-    pub doc: &'static str,
-}
-
-/// Broker configs that change at run time (AlterConfigs and IncrementalAlterConfigs
-/// on a BROKER resource, for one broker or, named `""`, for all).
-pub const DYNAMIC_BROKER_CONFIGS: &[DynamicBrokerConfig] = &[
-    DynamicBrokerConfig {
-        name: "errors.deadletterqueue.auto.create.topics.enable",
-        kind: ConfigType::Boolean,
-        default: "false",
-        doc: "Whether a share group's dead-letter topic that does not exist is created when it is first written (KIP-1191).",
-    },
-    DynamicBrokerConfig {
-        name: "errors.deadletterqueue.topic.name.prefix",
-        kind: ConfigType::String,
-        default: "dlq.",
-        doc: "The prefix a share group's dead-letter topic name must have (empty: any name).",
-    },
-    DynamicBrokerConfig {
-        name: "follower.replication.throttled.rate",
-        kind: ConfigType::Long,
-        default: "9223372036854775807",
-        doc: "Bytes per second this broker fetches for the replicas in follower.replication.throttled.replicas.",
-    },
-    DynamicBrokerConfig {
-        name: "leader.replication.throttled.rate",
-        kind: ConfigType::Long,
-        default: "9223372036854775807",
-        doc: "Bytes per second this broker sends to followers of the replicas in leader.replication.throttled.replicas.",
-    },
-];
-
-/// A dynamic broker config's value on `broker`: its own, else the cluster default,
-/// else Kafka's default.
-pub fn dynamic_broker_value<'a>(image: &'a crate::metadata::MetadataImage, broker: i32, name: &str) -> &'a str {
-    match image.broker_config(broker, name) {
-        Some((value, _)) => value,
-        None => DYNAMIC_BROKER_CONFIGS.iter().find(|c| c.name == name).map_or("", |c| c.default),
-    }
-}
-
-/// Checks a dynamic broker config, in Kafka's words.
-///
-/// # Errors
-/// The message for INVALID_REQUEST (not dynamic here) or INVALID_CONFIG (bad value),
-/// with its code.
-pub fn validate_broker_config(name: &str, value: &str) -> Result<(), (i16, String)> {
-    let Some(config) = DYNAMIC_BROKER_CONFIGS.iter().find(|c| c.name == name) else {
-        return Err((
-            crate::errors::code::INVALID_REQUEST,
-            format!("Cannot update these configs dynamically: Set({name})"),
-        ));
-    };
-    let why = match config.kind {
-        ConfigType::Long => long_at_least(0)(value).err(),
-        ConfigType::Boolean => boolean(value).err(),
-        _ => None,
-    };
-    match why {
-        None => Ok(()),
-        Some(why) => {
-            Err((crate::errors::code::INVALID_CONFIG, format!("Invalid value {value} for configuration {name}: {why}")))
-        }
-    }
-}
 
 pub fn config_def(name: &str) -> Option<&'static ConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)

@@ -6,6 +6,10 @@
 //! The node-wide counts are shared by the shards: an atomic total, and a map of counts
 //! per client address behind a mutex taken once when a connection opens and once when
 //! it closes, never on the request path.
+//!
+//! Both limits are dynamic broker configs too (`apply`): a value set with
+//! AlterConfigs replaces the configured one at once, for connections opened from then
+//! on, as on Kafka.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -15,8 +19,10 @@ use std::sync::{Arc, Mutex};
 /// The node's open connections, by client address.
 #[derive(Debug)]
 pub struct ConnectionLimits {
-    max_total: usize,
-    max_per_ip: usize,
+    /// The configured limits (flags, config file).
+    configured: (usize, usize),
+    max_total: AtomicUsize,
+    max_per_ip: AtomicUsize,
     total: AtomicUsize,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
 }
@@ -41,15 +47,33 @@ pub struct Admitted {
 
 impl ConnectionLimits {
     pub fn new(max_total: usize, max_per_ip: usize) -> ConnectionLimits {
-        ConnectionLimits { max_total, max_per_ip, total: AtomicUsize::new(0), per_ip: Mutex::new(HashMap::new()) }
+        ConnectionLimits {
+            configured: (max_total, max_per_ip),
+            max_total: AtomicUsize::new(max_total),
+            max_per_ip: AtomicUsize::new(max_per_ip),
+            total: AtomicUsize::new(0),
+            per_ip: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn max_total(&self) -> usize {
-        self.max_total
+        self.max_total.load(Ordering::Relaxed)
     }
 
     pub fn max_per_ip(&self) -> usize {
-        self.max_per_ip
+        self.max_per_ip.load(Ordering::Relaxed)
+    }
+
+    /// The configured limits, before any dynamic value.
+    pub fn configured(&self) -> (usize, usize) {
+        self.configured
+    }
+
+    /// Applies the dynamic `max.connections` and `max.connections.per.ip` (`None`:
+    /// back to the configured value).
+    pub fn apply(&self, max_total: Option<usize>, max_per_ip: Option<usize>) {
+        self.max_total.store(max_total.unwrap_or(self.configured.0), Ordering::Relaxed);
+        self.max_per_ip.store(max_per_ip.unwrap_or(self.configured.1), Ordering::Relaxed);
     }
 
     /// Admits a connection from `ip` on a shard that has `shard_open` connections.
@@ -60,13 +84,13 @@ impl ConnectionLimits {
         if shard_open >= crate::limits::SHARD_CONNECTIONS_MAX {
             return Err(Refused::Shard);
         }
-        if self.total.fetch_add(1, Ordering::AcqRel) >= self.max_total {
+        if self.total.fetch_add(1, Ordering::AcqRel) >= self.max_total() {
             self.total.fetch_sub(1, Ordering::AcqRel);
             return Err(Refused::Node);
         }
         let mut per_ip = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
         let count = per_ip.entry(ip).or_default();
-        if *count >= self.max_per_ip {
+        if *count >= self.max_per_ip() {
             drop(per_ip);
             self.total.fetch_sub(1, Ordering::AcqRel);
             return Err(Refused::Address);
@@ -108,5 +132,19 @@ mod tests {
         drop(first);
         assert!(limits.admit(b, 0).is_ok());
         assert_eq!(limits.admit(b, crate::limits::SHARD_CONNECTIONS_MAX).unwrap_err(), Refused::Shard);
+    }
+
+    // A dynamic limit applies to the next connection, and going back to none restores
+    // the configured one.
+    #[test]
+    fn dynamic_limits_apply_at_once() {
+        let limits = Arc::new(ConnectionLimits::new(3, 3));
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let _first = limits.admit(a, 0).unwrap();
+        limits.apply(None, Some(1));
+        assert_eq!(limits.admit(a, 0).unwrap_err(), Refused::Address);
+        limits.apply(None, None);
+        assert_eq!(limits.max_per_ip(), 3);
+        assert!(limits.admit(a, 0).is_ok());
     }
 }

@@ -36,7 +36,7 @@ pub mod code {
     pub const ELECTION_NOT_NEEDED: i16 = 84;
     pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
     pub const INELIGIBLE_REPLICA: i16 = 107;
-    pub const INVALID_UPDATE_VERSION: i16 = 108;
+    pub const INVALID_UPDATE_VERSION: i16 = 95;
     pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;

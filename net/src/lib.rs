@@ -14,6 +14,7 @@
 
 pub mod append;
 pub mod authorize;
+pub mod broker_configs;
 pub mod budget;
 pub mod configs;
 pub mod connections;
@@ -21,6 +22,7 @@ pub mod control;
 pub mod coordinator;
 pub mod error_response;
 pub mod errors;
+pub mod features;
 pub mod fetch_sessions;
 pub mod frame;
 pub mod group;

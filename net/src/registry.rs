@@ -98,6 +98,7 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::DescribeClientQuotas, client_quotas::DESCRIBE_VERSIONS, Cluster(Op::DescribeConfigs)),
     (ApiKey::ListConfigResources, list_config_resources::VERSIONS, Cluster(Op::DescribeConfigs)),
     (ApiKey::AlterClientQuotas, client_quotas::ALTER_VERSIONS, Cluster(Op::AlterConfigs)),
+    (ApiKey::UpdateFeatures, update_features::VERSIONS, Cluster(Op::Alter)),
 ];
 
 /// The versions of `key` Skein serves.
@@ -130,6 +131,10 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         shard.metrics.count_denials(caller.denials.get().max(1));
         return Some(Handled { response, grant: None, records: SharedRecords::default() });
     }
+    let off = crate::features::disabled(&body, &shard.image());
+    if let Some(response) = off.and_then(|c| crate::error_response::for_request(&body, header.request_api_version, c)) {
+        return Some(Handled { response, grant: None, records: SharedRecords::default() });
+    }
     let caller = &caller;
     if let RequestKind::Fetch(r) = body {
         // The connection grants every fetch it reads (`server::read_loop`); a fetch
@@ -153,6 +158,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::with_features(
             api_versions::response(advertised()),
             header.request_api_version,
+            &shard.image(),
         )),
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(create_topics::handle(shard, &header, r, caller).await)
@@ -208,6 +214,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(shard, r, caller).await),
         RequestKind::ListConfigResources(r) => {
             ResponseKind::ListConfigResources(list_config_resources::handle(shard, &header, r).await)
+        }
+        RequestKind::UpdateFeatures(r) => {
+            ResponseKind::UpdateFeatures(update_features::handle(shard, &header, r).await)
         }
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(describe_groups::handle(shard, r, caller).await),
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(shard, r, caller).await),
@@ -407,6 +416,7 @@ mod tests {
                 ApiKey::DeleteAcls => DeleteAclsRequest::VERSIONS,
                 ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
                 ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
+                ApiKey::UpdateFeatures => UpdateFeaturesRequest::VERSIONS,
                 other => panic!("{other:?} missing from this test"),
             }
         };

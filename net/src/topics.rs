@@ -164,10 +164,15 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
     let mut moves = Vec::new();
     let mut opens = Vec::new();
     let mut assigns = Vec::new();
+    // Dynamic broker-level topic defaults (`log.retention.ms` set cluster-wide, ...)
+    // reach every topic without its own value.
+    let statics = &shard.settings.topic_defaults;
+    let defaults = crate::broker_configs::topic_defaults(after, node, statics);
+    let defaults_changed = crate::broker_configs::topic_defaults(before, node, statics) != defaults;
     for meta in after.topics.values() {
         let old = before.topic(&meta.name).filter(|o| o.id == meta.id);
-        let reconfigured = old.is_some_and(|o| o.configs != meta.configs);
-        let settings = TopicSettings::of(meta, &shard.settings.topic_defaults);
+        let reconfigured = old.is_some_and(|o| o.configs != meta.configs) || defaults_changed;
+        let settings = TopicSettings::of(meta, &defaults);
         for p in (0..meta.partitions).filter(|&p| meta.is_replica(p, node)) {
             let existed = old.is_some_and(|o| p < o.partitions && o.is_replica(p, node));
             let (owner, partition) = (meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p));
@@ -249,7 +254,7 @@ pub async fn set_broker_configs(
         return Err((code::INVALID_REQUEST, format!("Invalid broker id {broker}")));
     }
     for (name, value) in &configs {
-        crate::configs::validate_broker_config(name, value)?;
+        crate::broker_configs::validate_broker_config(broker, name, value)?;
     }
     if validate_only {
         return Ok(());
@@ -366,7 +371,7 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
     }
     shard.call_on(source, partition.clone(), ops::Release).await.map_err(PartitionError::into_refusal)?;
     shard.control(ControllerRequest::MovePartition { partition: partition.clone(), target }).await?;
-    let settings = TopicSettings::of(&meta, &shard.settings.topic_defaults);
+    let settings = TopicSettings::of(&meta, &shard.topic_defaults());
     let image = shard.image();
     let meta = image.topic(&partition.topic).unwrap_or(&meta);
     let assignment = assignment_here(shard, &image, meta, partition.partition);

@@ -161,6 +161,40 @@ pub fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
+        ApiKey::UpdateFeatures => {
+            use update_features_request::FeatureUpdateKey;
+            let update = |name: &str, level: i16, kind: i8| {
+                FeatureUpdateKey::default()
+                    .with_feature(s(name))
+                    .with_max_version_level(level)
+                    .with_allow_downgrade(kind != 1 && v == 0)
+                    .with_upgrade_type(if v == 0 { 1 } else { kind })
+            };
+            // Setting the level a feature has already is allowed (and changes nothing).
+            let same = UpdateFeaturesRequest::default().with_feature_updates(vec![update("share.version", 2, 1)]);
+            if let Some(response) = c.call(same, v) {
+                let per_feature = response.results.iter().map(|r| r.error_code).collect::<Vec<_>>();
+                if response.error_code != 0 || (v < 2 && per_feature != [0]) {
+                    c.failures.push(format!("UpdateFeatures v{v} same level: {response:?}"));
+                }
+            }
+            // Past what this broker supports: INVALID_UPDATE_VERSION, nothing changed.
+            let past = UpdateFeaturesRequest::default().with_feature_updates(vec![update("share.version", 9, 1)]);
+            if let Some(response) = c.call(past.with_validate_only(v >= 1), v) {
+                let per_feature = response.results.iter().map(|r| r.error_code).collect::<Vec<_>>();
+                if response.error_code != 95 || (v < 2 && per_feature != [95]) {
+                    c.failures.push(format!("UpdateFeatures v{v} past the supported levels: {response:?}"));
+                }
+            }
+            if v >= 1 {
+                let down = UpdateFeaturesRequest::default().with_feature_updates(vec![update("group.version", 0, 2)]);
+                if let Some(response) = c.call(down.with_validate_only(true), v) {
+                    if response.error_code != 0 {
+                        c.failures.push(format!("UpdateFeatures v{v} validated safe downgrade: {response:?}"));
+                    }
+                }
+            }
+        }
         _ => return super::shares::exercise(c, key, v),
     }
     true

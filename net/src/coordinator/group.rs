@@ -134,8 +134,9 @@ pub(crate) async fn run<H: Host>(
             Err(response) => GroupAnswer::Join(response),
             Ok(receiver) => GroupAnswer::Join(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
         },
-        GroupCall::Sync(calls::Sync { group, generation, member_id, assignments }) => {
-            let (result, writes, deliveries) = groups.sync(&group, generation, &member_id, assignments, now);
+        GroupCall::Sync(calls::Sync { group, generation, member_id, instance_id, assignments }) => {
+            let member = (member_id.as_str(), instance_id.as_deref());
+            let (result, writes, deliveries) = groups.sync(&group, generation, member, assignments, now);
             if let Err(error) = persist(state, writes).await {
                 // Kafka answers every waiting member with the error and rebalances.
                 for (sender, _) in deliveries {
@@ -152,12 +153,12 @@ pub(crate) async fn run<H: Host>(
                 Ok(receiver) => GroupAnswer::Sync(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
             }
         }
-        GroupCall::Heartbeat(calls::Heartbeat { group, generation, member_id }) => {
-            GroupAnswer::Code(groups.heartbeat(&group, generation, &member_id, now))
+        GroupCall::Heartbeat(calls::Heartbeat { group, generation, member_id, instance_id }) => {
+            GroupAnswer::Code(groups.heartbeat(&group, generation, (&member_id, instance_id.as_deref()), now))
         }
         GroupCall::Leave(calls::Leave { group, members }) => GroupAnswer::Codes(groups.leave(&group, &members, now)),
-        GroupCall::Commit(calls::Commit { group, generation, member_id, offsets }) => {
-            let verdict = groups.check_commit(&group, generation, &member_id);
+        GroupCall::Commit(calls::Commit { group, generation, member_id, instance_id, offsets }) => {
+            let verdict = groups.check_commit(&group, generation, (&member_id, instance_id.as_deref()));
             if verdict != code::NONE {
                 return Ok(GroupAnswer::Codes(vec![verdict; offsets.len()]));
             }
@@ -171,11 +172,20 @@ pub(crate) async fn run<H: Host>(
                 Err(c) => GroupAnswer::Codes(vec![c; offsets.len()]),
             }
         }
-        GroupCall::TxnCommit(calls::TxnCommit { group, producer_id, epoch, generation, member_id, offsets }) => {
+        GroupCall::TxnCommit(calls::TxnCommit {
+            group,
+            producer_id,
+            epoch,
+            generation,
+            member_id,
+            instance_id,
+            offsets,
+        }) => {
             // Members are checked as for OffsetCommit when the client names one
             // (TxnOffsetCommit v3+); the offsets become visible at the marker.
-            let checked = generation >= 0 || !member_id.is_empty();
-            let verdict = if checked { groups.check_commit(&group, generation, &member_id) } else { code::NONE };
+            let checked = generation >= 0 || !member_id.is_empty() || instance_id.is_some();
+            let member = (member_id.as_str(), instance_id.as_deref());
+            let verdict = if checked { groups.check_commit(&group, generation, member) } else { code::NONE };
             if verdict != code::NONE {
                 return Ok(GroupAnswer::Codes(vec![verdict; offsets.len()]));
             }
@@ -244,8 +254,8 @@ pub(crate) async fn run<H: Host>(
         }
         GroupCall::DeleteOffsets(calls::DeleteOffsets { group, partitions }) => {
             match groups.delete_offsets(&group, &partitions) {
-                Ok(writes) => GroupAnswer::Code(persist(state, writes).await.err().unwrap_or(code::NONE)),
-                Err(c) => GroupAnswer::Code(c),
+                Ok((codes, writes)) => GroupAnswer::PartitionCodes(persist(state, writes).await.map(|()| codes)),
+                Err(c) => GroupAnswer::PartitionCodes(Err(c)),
             }
         }
     })

@@ -29,6 +29,9 @@ pub struct Sync {
     pub group: String,
     pub generation: i32,
     pub member_id: String,
+    /// The member's `group.instance.id` (KIP-345), checked against the member id that
+    /// instance holds now.
+    pub instance_id: Option<String>,
     pub assignments: Vec<(String, Bytes)>,
 }
 
@@ -37,6 +40,9 @@ pub struct Heartbeat {
     pub group: String,
     pub generation: i32,
     pub member_id: String,
+    /// The member's `group.instance.id` (KIP-345), checked against the member id that
+    /// instance holds now.
+    pub instance_id: Option<String>,
 }
 
 /// LeaveGroup of `members` (member id, group instance id).
@@ -51,6 +57,9 @@ pub struct Commit {
     pub group: String,
     pub generation: i32,
     pub member_id: String,
+    /// The member's `group.instance.id` (KIP-345), checked against the member id that
+    /// instance holds now.
+    pub instance_id: Option<String>,
     pub offsets: Vec<(String, i32, Committed)>,
 }
 
@@ -72,6 +81,9 @@ pub struct TxnCommit {
     pub epoch: i16,
     pub generation: i32,
     pub member_id: String,
+    /// The member's `group.instance.id` (KIP-345), checked against the member id that
+    /// instance holds now.
+    pub instance_id: Option<String>,
     pub offsets: Vec<(String, i32, Committed)>,
 }
 
@@ -200,6 +212,8 @@ pub enum GroupAnswer {
     ShareTopics(Option<Vec<crate::group::records::InitializedTopic>>),
     /// A whole-call error, or the topics refused (UNKNOWN_TOPIC_OR_PARTITION).
     ShareForgotten(Result<Vec<uuid::Uuid>, i16>),
+    /// A whole-call error, or a code per partition asked about.
+    PartitionCodes(Result<Vec<i16>, i16>),
 }
 
 crate::typed::typed_requests! {
@@ -213,7 +227,7 @@ crate::typed::typed_requests! {
         Describe => DescribedGroup = GroupAnswer::Described(r) => r;
         List => Vec<ListedGroup> = GroupAnswer::Listed(r) => r;
         Delete => i16 = GroupAnswer::Code(r) => r;
-        DeleteOffsets => i16 = GroupAnswer::Code(r) => r;
+        DeleteOffsets => Result<Vec<i16>, i16> = GroupAnswer::PartitionCodes(r) => r;
         ConsumerHeartbeat => ConsumerGroupHeartbeatResponse = GroupAnswer::ConsumerHeartbeat(r) => r;
         ConsumerDescribe => ConsumerDescribedGroup = GroupAnswer::ConsumerDescribed(r) => r;
         ShareHeartbeat => ShareGroupHeartbeatResponse = GroupAnswer::ShareHeartbeat(r) => r;

@@ -38,17 +38,21 @@ impl Coordinator {
         {
             return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
         }
-        // Static members keep their member id across restarts (KIP-345).
-        let static_id = request
-            .instance_id
-            .as_ref()
-            .and_then(|i| group.members.values().find(|m| m.instance_id.as_ref() == Some(i)).map(|m| m.id.clone()));
+        // A static member (KIP-345) that joins without a member id takes its
+        // instance over under a new id, fencing the id it held.
+        let static_id = request.instance_id.as_deref().and_then(|i| group.static_member(i)).map(str::to_owned);
         let mut member_id = request.member_id.clone();
+        // The leader before a static member replaced itself.
+        let mut replaced = None;
         if member_id.is_empty() {
             match (&static_id, &request.instance_id) {
-                (Some(id), _) => member_id = id.clone(),
+                (Some(old), Some(instance)) => {
+                    member_id = format!("{instance}-{}", uuid::Uuid::new_v4());
+                    replaced = Some(group.leader.clone().unwrap_or_default());
+                    group.replace_static_member(old, &member_id);
+                }
                 (None, Some(instance)) => member_id = format!("{instance}-{}", uuid::Uuid::new_v4()),
-                (None, None) => {
+                (_, None) => {
                     let id = format!("{}-{}", request.client_id, uuid::Uuid::new_v4());
                     if request.require_known_member_id {
                         if group.pending.len() >= crate::limits::GROUP_PENDING_MEMBERS_MAX {
@@ -99,6 +103,28 @@ impl Coordinator {
         member.session_timeout = session_timeout;
         member.rebalance_timeout = rebalance_timeout;
         member.last_seen = now;
+        // A static member that replaced itself in a stable group, without changing
+        // the protocol the group would select, gets the current generation and keeps
+        // its assignment. From v9 a leader gets the members and SkipAssignment; before
+        // v9 it is named a follower (the leader the group had), as on Kafka.
+        if let Some(leader_before) = replaced {
+            if group.state == State::Stable && group.select_protocol() == group.protocol {
+                let protocol = group.protocol.clone().unwrap_or_default();
+                let response = JoinGroupResponse::default()
+                    .with_generation_id(group.generation)
+                    .with_protocol_type(group.protocol_type.clone().map(s))
+                    .with_protocol_name(Some(s(protocol)))
+                    .with_member_id(s(member_id.clone()));
+                let leads = group.leader.as_deref() == Some(member_id.as_str());
+                return Err(match request.skip_assignment_supported {
+                    true => response
+                        .with_leader(s(group.leader.clone().unwrap_or_default()))
+                        .with_members(if leads { group.join_members() } else { Vec::new() })
+                        .with_skip_assignment(leads),
+                    false => response.with_leader(s(leader_before)),
+                });
+            }
+        }
         // A static member that rejoins with unchanged metadata in a stable group gets
         // the current generation back without a rebalance.
         if unchanged
@@ -113,7 +139,7 @@ impl Coordinator {
                 .with_leader(s(group.leader.clone().unwrap_or_default()))
                 .with_member_id(s(member_id)));
         }
-        if let Some(old) = member.join.replace(sender) {
+        if let Some(old) = group.members.get_mut(&member_id).and_then(|m| m.join.replace(sender)) {
             drop(old);
         }
         if group.state != State::PreparingRebalance {
@@ -135,7 +161,7 @@ impl Coordinator {
         &self,
         group_id: &str,
         generation: i32,
-        member_id: &str,
+        (member_id, instance): (&str, Option<&str>),
         assignments: Vec<(String, Bytes)>,
         now: Instant,
     ) -> (Result<oneshot::Receiver<SyncGroupResponse>, SyncGroupResponse>, Writes, Deliveries) {
@@ -144,8 +170,9 @@ impl Coordinator {
         let Some(group) = groups.get_mut(group_id) else {
             return (Err(error(code::UNKNOWN_MEMBER_ID)), Vec::new(), Vec::new());
         };
-        if !group.members.contains_key(member_id) {
-            return (Err(error(code::UNKNOWN_MEMBER_ID)), Vec::new(), Vec::new());
+        let member = group.validate_member(member_id, instance);
+        if member != code::NONE {
+            return (Err(error(member)), Vec::new(), Vec::new());
         }
         if generation != group.generation {
             return (Err(error(code::ILLEGAL_GENERATION)), Vec::new(), Vec::new());
@@ -206,9 +233,19 @@ impl Coordinator {
         }
     }
 
-    pub fn heartbeat(&self, group_id: &str, generation: i32, member_id: &str, now: Instant) -> i16 {
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        generation: i32,
+        (member_id, instance): (&str, Option<&str>),
+        now: Instant,
+    ) -> i16 {
         let mut groups = self.groups.borrow_mut();
         let Some(group) = groups.get_mut(group_id) else { return code::UNKNOWN_MEMBER_ID };
+        let member = group.validate_member(member_id, instance);
+        if member != code::NONE {
+            return member;
+        }
         let state = group.state;
         let current = group.generation;
         let Some(member) = group.members.get_mut(member_id) else { return code::UNKNOWN_MEMBER_ID };
@@ -220,7 +257,8 @@ impl Coordinator {
         }
     }
 
-    /// Removes members; returns an error code per member (by id or instance id).
+    /// Removes members; returns an error code per member (by id or instance id; a
+    /// member id that is not the one its instance holds now: FENCED_INSTANCE_ID).
     pub fn leave(&self, group_id: &str, members: &[(String, Option<String>)], now: Instant) -> Vec<i16> {
         let delay = self.initial_rebalance_delay.get();
         let mut groups = self.groups.borrow_mut();
@@ -228,16 +266,14 @@ impl Coordinator {
         members
             .iter()
             .map(|(id, instance)| {
-                let found = if id.is_empty() {
-                    instance.as_ref().and_then(|i| {
-                        group.members.values().find(|m| m.instance_id.as_ref() == Some(i)).map(|m| m.id.clone())
-                    })
-                } else {
-                    group.members.contains_key(id).then(|| id.clone())
+                let found = match instance {
+                    Some(i) => group.static_member(i).map(str::to_owned),
+                    None => group.members.contains_key(id).then(|| id.clone()),
                 };
                 match found {
-                    Some(id) => {
-                        group.remove_member(&id, now, delay);
+                    Some(held) if !id.is_empty() && held != *id => code::FENCED_INSTANCE_ID,
+                    Some(held) => {
+                        group.remove_member(&held, now, delay);
                         code::NONE
                     }
                     None => code::UNKNOWN_MEMBER_ID,
@@ -281,6 +317,7 @@ mod tests {
                 protocol_type: "consumer".into(),
                 protocols: vec![("range".into(), Bytes::from_static(b"md"))],
                 require_known_member_id: true,
+                skip_assignment_supported: true,
             },
             now,
         )
@@ -307,13 +344,13 @@ mod tests {
         assert_eq!(ra.leader, rb.leader);
         let leader = ra.leader.to_string();
         let follower = if leader == a { b.clone() } else { a.clone() };
-        let (follower_sync, _, none) = c.sync("g", 1, &follower, vec![], now);
+        let (follower_sync, _, none) = c.sync("g", 1, (&follower, None), vec![], now);
         assert!(none.is_empty());
         let mut follower_sync = follower_sync.unwrap();
         let (leader_sync, writes, deliveries) = c.sync(
             "g",
             1,
-            &leader,
+            (&leader, None),
             vec![(follower.clone(), Bytes::from_static(b"f")), (leader.clone(), Bytes::from_static(b"l"))],
             now,
         );
@@ -325,23 +362,102 @@ mod tests {
         }
         assert_eq!(leader_sync.unwrap().try_recv().unwrap().unwrap().assignment, Bytes::from_static(b"l"));
         assert_eq!(follower_sync.try_recv().unwrap().unwrap().assignment, Bytes::from_static(b"f"));
-        assert_eq!(c.heartbeat("g", 1, &leader, now), code::NONE);
-        assert_eq!(c.heartbeat("g", 0, &leader, now), code::ILLEGAL_GENERATION);
-        assert_eq!(c.heartbeat("g", 1, "nobody", now), code::UNKNOWN_MEMBER_ID);
+        assert_eq!(c.heartbeat("g", 1, (&leader, None), now), code::NONE);
+        assert_eq!(c.heartbeat("g", 0, (&leader, None), now), code::ILLEGAL_GENERATION);
+        assert_eq!(c.heartbeat("g", 1, ("nobody", None), now), code::UNKNOWN_MEMBER_ID);
         // The follower stops heartbeating: after its session it is removed.
         let later = now + Duration::from_secs(11);
-        assert_eq!(c.heartbeat("g", 1, &leader, later - Duration::from_secs(1)), code::NONE);
+        assert_eq!(c.heartbeat("g", 1, (&leader, None), later - Duration::from_secs(1)), code::NONE);
         c.tick(later);
-        assert_eq!(c.heartbeat("g", 1, &leader, later), code::REBALANCE_IN_PROGRESS);
+        assert_eq!(c.heartbeat("g", 1, (&leader, None), later), code::REBALANCE_IN_PROGRESS);
         assert_eq!(c.describe("g").members.len(), 1);
         // Preparing a rebalance: the current generation may still commit, as in Kafka.
-        assert_eq!(c.check_commit("g", 1, &leader), code::NONE);
-        assert_eq!(c.check_commit("g", 0, &leader), code::ILLEGAL_GENERATION);
+        assert_eq!(c.check_commit("g", 1, (&leader, None)), code::NONE);
+        assert_eq!(c.check_commit("g", 0, (&leader, None)), code::ILLEGAL_GENERATION);
         // The leader rejoins: the join completes and, until the leader syncs, commits
         // are refused.
         let _rejoin = join(&c, &leader, later).unwrap();
-        assert_eq!(c.check_commit("g", 2, &leader), code::REBALANCE_IN_PROGRESS);
-        assert_eq!(c.check_commit("g", 1, &leader), code::REBALANCE_IN_PROGRESS);
+        assert_eq!(c.check_commit("g", 2, (&leader, None)), code::REBALANCE_IN_PROGRESS);
+        assert_eq!(c.check_commit("g", 1, (&leader, None)), code::REBALANCE_IN_PROGRESS);
+    }
+
+    // A second process joining with a static member's `group.instance.id` and no
+    // member id takes the instance over under a new id, in the same generation and
+    // with the same assignment; the first is fenced from then on, as on Kafka (a
+    // librdkafka consumer had got the same id, and both heartbeated on).
+    #[test]
+    fn a_second_static_member_fences_the_first() {
+        let c = Coordinator::default();
+        c.initial_rebalance_delay.set(Duration::ZERO);
+        let now = Instant::now();
+        #[allow(clippy::result_large_err)]
+        let join_static = |member: &str, version: i16| {
+            c.join(
+                Join {
+                    group: "g".into(),
+                    member_id: member.into(),
+                    instance_id: Some("i1".into()),
+                    client_id: "c".into(),
+                    client_host: "h".into(),
+                    session_timeout_ms: 10_000,
+                    rebalance_timeout_ms: 10_000,
+                    protocol_type: "consumer".into(),
+                    protocols: vec![("range".into(), Bytes::from_static(b"md"))],
+                    require_known_member_id: true,
+                    skip_assignment_supported: version >= 9,
+                },
+                now,
+            )
+        };
+        let mut first = join_static("", 9).unwrap();
+        c.tick(now);
+        let first = first.try_recv().unwrap().unwrap();
+        let old = first.member_id.to_string();
+        assert_eq!((first.generation_id, first.leader.as_str()), (1, old.as_str()));
+        let (sync, _, deliveries) =
+            c.sync("g", 1, (&old, Some("i1")), vec![(old.clone(), Bytes::from_static(b"a"))], now);
+        for (sender, response) in deliveries {
+            let _ = sender.send(response);
+        }
+        assert_eq!(sync.unwrap().try_recv().unwrap().unwrap().assignment, Bytes::from_static(b"a"));
+
+        let second = join_static("", 9).unwrap_err();
+        let new = second.member_id.to_string();
+        assert_eq!(second.error_code, code::NONE);
+        assert_ne!(new, old, "the newcomer gets a new member id");
+        assert!(new.starts_with("i1-"));
+        assert_eq!(second.generation_id, 1, "no rebalance for an unchanged static member");
+        assert_eq!(second.leader.as_str(), new, "it leads in the old id's place");
+        assert!(second.skip_assignment);
+        assert_eq!(second.members.len(), 1);
+
+        assert_eq!(c.heartbeat("g", 1, (&old, Some("i1")), now), code::FENCED_INSTANCE_ID);
+        assert_eq!(c.heartbeat("g", 1, (&old, None), now), code::UNKNOWN_MEMBER_ID);
+        assert_eq!(c.heartbeat("g", 1, (&new, Some("i1")), now), code::NONE);
+        assert_eq!(c.heartbeat("g", 1, (&new, Some("i2")), now), code::UNKNOWN_MEMBER_ID);
+        assert_eq!(c.check_commit("g", 1, (&old, Some("i1"))), code::FENCED_INSTANCE_ID);
+        assert_eq!(c.check_commit("g", 1, (&new, Some("i1"))), code::NONE);
+        let (stale_sync, _, _) = c.sync("g", 1, (&old, Some("i1")), vec![], now);
+        assert_eq!(stale_sync.unwrap_err().error_code, code::FENCED_INSTANCE_ID);
+        let (sync, _, _) = c.sync("g", 1, (&new, Some("i1")), vec![], now);
+        assert_eq!(sync.unwrap_err().assignment, Bytes::from_static(b"a"), "the assignment is kept");
+        assert_eq!(join_static(&old, 9).unwrap_err().error_code, code::FENCED_INSTANCE_ID);
+        // Before v9 a replacing leader is named a follower, to keep the assignment.
+        let third = join_static("", 5).unwrap_err();
+        assert_eq!((third.generation_id, third.leader.as_str(), third.members.len()), (1, new.as_str(), 0));
+        assert!(!third.skip_assignment);
+        assert_eq!(c.heartbeat("g", 1, (&new, Some("i1")), now), code::FENCED_INSTANCE_ID);
+        let new = third.member_id.to_string();
+        assert_eq!(c.leave("g", &[(old.clone(), Some("i1".into()))], now), vec![code::FENCED_INSTANCE_ID]);
+        // The renamed member is written on the next tick.
+        let writes = c.tick(now + Duration::from_millis(1));
+        match writes.as_slice() {
+            [Entry::Group { value: Some(v), .. }] => {
+                assert_eq!(v.members.iter().map(|m| m.member_id.as_str()).collect::<Vec<_>>(), vec![new.as_str()])
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c.leave("g", &[(new.clone(), Some("i1".into()))], now), vec![code::NONE]);
     }
 
     // Member ids handed out with MEMBER_ID_REQUIRED expire when their holder never

@@ -118,6 +118,11 @@ impl ConsumerGroup {
         self.members.is_empty()
     }
 
+    /// Whether a member subscribes to `topic`, by name or by a pattern it matched.
+    pub fn subscribes(&self, topic: &str) -> bool {
+        self.members.values().any(|m| m.subscribed.iter().chain(m.resolved.iter()).any(|t| t == topic))
+    }
+
     pub fn has_member(&self, id: &str) -> Option<i32> {
         self.members.get(id).map(|m| m.epoch)
     }

@@ -249,18 +249,7 @@ impl Group {
         self.state = State::CompletingRebalance;
         let protocol = self.protocol.clone().unwrap_or_default();
         let leader = self.leader.clone().unwrap_or_default();
-        let all: Vec<JoinGroupResponseMember> = self
-            .members
-            .values()
-            .map(|m| {
-                JoinGroupResponseMember::default()
-                    .with_member_id(s(m.id.clone()))
-                    .with_group_instance_id(m.instance_id.clone().map(s))
-                    .with_metadata(
-                        m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, md)| md.clone()).unwrap_or_default(),
-                    )
-            })
-            .collect();
+        let all = self.join_members();
         let (generation, protocol_type) = (self.generation, self.protocol_type.clone());
         for member in self.members.values_mut() {
             member.last_seen = Instant::now();
@@ -293,6 +282,94 @@ impl Group {
             }
         }
         candidates.into_iter().max_by_key(|n| votes.get(n).copied().unwrap_or(0)).cloned()
+    }
+
+    /// The members as the leader's JoinGroup answer lists them, with their metadata
+    /// for the group's protocol.
+    fn join_members(&self) -> Vec<JoinGroupResponseMember> {
+        let protocol = self.protocol.clone().unwrap_or_default();
+        self.members
+            .values()
+            .map(|m| {
+                JoinGroupResponseMember::default()
+                    .with_member_id(s(m.id.clone()))
+                    .with_group_instance_id(m.instance_id.clone().map(s))
+                    .with_metadata(
+                        m.protocols.iter().find(|(n, _)| *n == protocol).map(|(_, md)| md.clone()).unwrap_or_default(),
+                    )
+            })
+            .collect()
+    }
+
+    /// The topics a classic group's members subscribe to, for OffsetDelete, as
+    /// Kafka's `computeSubscribedTopics` reads them from the members' `consumer`
+    /// protocol metadata: `None` when they cannot be read (every topic counts as
+    /// subscribed then). A non-empty group of another protocol type:
+    /// NON_EMPTY_GROUP.
+    pub(super) fn subscribed_topics(&self) -> Result<Option<BTreeSet<String>>, i16> {
+        use kafka_protocol::messages::ConsumerProtocolSubscription;
+        use kafka_protocol::protocol::Decodable;
+        if self.members.is_empty() {
+            return Ok(Some(BTreeSet::new()));
+        }
+        if self.protocol_type.as_deref() != Some("consumer") {
+            return Err(code::NON_EMPTY_GROUP);
+        }
+        let Some(protocol) = &self.protocol else { return Ok(None) };
+        let mut topics = BTreeSet::new();
+        for member in self.members.values() {
+            let Some((_, metadata)) = member.protocols.iter().find(|(name, _)| name == protocol) else {
+                return Ok(None);
+            };
+            let mut buf = metadata.clone();
+            if buf.len() < 2 {
+                return Ok(None);
+            }
+            let version = bytes::Buf::get_i16(&mut buf).clamp(0, 3);
+            let Ok(subscription) = ConsumerProtocolSubscription::decode(&mut buf, version) else { return Ok(None) };
+            topics.extend(subscription.topics.into_iter().map(|t| t.to_string()));
+        }
+        Ok(Some(topics))
+    }
+
+    /// The member id a static member (`instance`) holds now.
+    fn static_member(&self, instance: &str) -> Option<&str> {
+        self.members.values().find(|m| m.instance_id.as_deref() == Some(instance)).map(|m| m.id.as_str())
+    }
+
+    /// Kafka's `validateMember`: a request naming a group instance must carry the
+    /// member id that instance holds now (FENCED_INSTANCE_ID: an older incarnation,
+    /// replaced by a newer one that joined with the same `group.instance.id`).
+    pub(super) fn validate_member(&self, member_id: &str, instance: Option<&str>) -> i16 {
+        match instance {
+            Some(instance) => match self.static_member(instance) {
+                None => code::UNKNOWN_MEMBER_ID,
+                Some(id) if id != member_id => code::FENCED_INSTANCE_ID,
+                Some(_) => code::NONE,
+            },
+            None if self.members.contains_key(member_id) => code::NONE,
+            None => code::UNKNOWN_MEMBER_ID,
+        }
+    }
+
+    /// A static member that joined again without its member id (a restarted process,
+    /// or a second one started with the same `group.instance.id`) takes over the
+    /// instance under a new member id, keeping its assignment; the old id is fenced,
+    /// and a join or sync it has waiting is answered FENCED_INSTANCE_ID (KIP-345).
+    fn replace_static_member(&mut self, old: &str, new: &str) {
+        let Some(mut member) = self.members.remove(old) else { return };
+        if let Some(join) = member.join.take() {
+            let _ = join.send(JoinGroupResponse::default().with_error_code(code::FENCED_INSTANCE_ID));
+        }
+        if let Some(sync) = member.sync.take() {
+            let _ = sync.send(SyncGroupResponse::default().with_error_code(code::FENCED_INSTANCE_ID));
+        }
+        member.id = new.to_owned();
+        self.members.insert(new.to_owned(), member);
+        if self.leader.as_deref() == Some(old) {
+            self.leader = Some(new.to_owned());
+        }
+        self.record_stale = true;
     }
 
     fn remove_member(&mut self, id: &str, now: Instant, initial_delay: Duration) {
@@ -337,6 +414,8 @@ pub struct Join {
     pub protocols: Vec<(String, Bytes)>,
     /// v4+: an unknown member must first ask for an id (MEMBER_ID_REQUIRED).
     pub require_known_member_id: bool,
+    /// v9+: a static leader that replaced itself may be told to skip the assignment.
+    pub skip_assignment_supported: bool,
 }
 
 /// The groups of one shard.

@@ -6,7 +6,7 @@ use super::*;
 impl Coordinator {
     /// Validates an offset commit. Simple commits (generation -1, no member) are
     /// accepted for groups without members, as assign-mode consumers make them.
-    pub fn check_commit(&self, group_id: &str, generation: i32, member_id: &str) -> i16 {
+    pub fn check_commit(&self, group_id: &str, generation: i32, (member_id, instance): (&str, Option<&str>)) -> i16 {
         if let Some(group) = self.consumer_groups.borrow().get(group_id).filter(|g| !g.is_empty()) {
             if !member_id.is_empty() {
                 return group.check_commit(member_id, generation);
@@ -17,7 +17,7 @@ impl Coordinator {
         let Some(group) = groups.get(group_id) else {
             return if generation < 0 { code::NONE } else { code::ILLEGAL_GENERATION };
         };
-        if generation < 0 && member_id.is_empty() {
+        if generation < 0 && member_id.is_empty() && instance.is_none() {
             return if group.members.is_empty() { code::NONE } else { code::UNKNOWN_MEMBER_ID };
         }
         // Kafka's classic-group rule: while assignments are being handed out nobody may
@@ -26,8 +26,9 @@ impl Coordinator {
         if group.state == State::CompletingRebalance {
             return code::REBALANCE_IN_PROGRESS;
         }
-        if !group.members.contains_key(member_id) {
-            return code::UNKNOWN_MEMBER_ID;
+        let member = group.validate_member(member_id, instance);
+        if member != code::NONE {
+            return member;
         }
         if generation != group.generation {
             return code::ILLEGAL_GENERATION;
@@ -127,20 +128,48 @@ impl Coordinator {
         }
     }
 
-    /// Deletes committed offsets of a group that has no members.
-    pub fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> Result<Writes, i16> {
+    /// OffsetDelete (KIP-496), by Kafka's rules: the offsets of topics the group is
+    /// not subscribed to go (with tombstones); each partition of a subscribed topic
+    /// answers GROUP_SUBSCRIBED_TO_TOPIC. A classic group of another protocol type
+    /// than `consumer` must be empty (NON_EMPTY_GROUP); an unknown group is
+    /// GROUP_ID_NOT_FOUND. Returns a code per partition, in order.
+    pub fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> Result<(Vec<i16>, Writes), i16> {
+        let consumers = self.consumer_groups.borrow();
+        let consumer = consumers.get(group_id).filter(|g| !g.is_empty());
         let mut groups = self.groups.borrow_mut();
-        let Some(group) = groups.get_mut(group_id) else { return Err(code::GROUP_ID_NOT_FOUND) };
-        if !group.members.is_empty() {
-            return Err(code::GROUP_SUBSCRIBED_TO_TOPIC);
-        }
+        let Some(group) = groups.get_mut(group_id) else {
+            return match consumer {
+                Some(g) => Ok((partitions.iter().map(|(t, _)| subscribed_code(g.subscribes(t))).collect(), Vec::new())),
+                None => Err(code::GROUP_ID_NOT_FOUND),
+            };
+        };
+        let classic = match consumer {
+            Some(_) => None,
+            None => Some(group.subscribed_topics()?),
+        };
+        let mut codes = Vec::with_capacity(partitions.len());
         let mut writes = Vec::new();
         for (t, p) in partitions {
-            if group.offsets.remove(&(t.clone(), *p)).is_some() {
+            let subscribed = match (&classic, consumer) {
+                (Some(topics), _) => topics.as_ref().is_none_or(|topics| topics.contains(t)),
+                (None, Some(g)) => g.subscribes(t),
+                (None, None) => false,
+            };
+            codes.push(subscribed_code(subscribed));
+            let pending = group.pending_txn.values().any(|o| o.contains_key(&(t.clone(), *p)));
+            if !subscribed && (group.offsets.remove(&(t.clone(), *p)).is_some() || pending) {
                 writes.push(Entry::Offset { group: group_id.to_owned(), topic: t.clone(), partition: *p, value: None });
             }
         }
-        Ok(writes)
+        Ok((codes, writes))
+    }
+}
+
+fn subscribed_code(subscribed: bool) -> i16 {
+    if subscribed {
+        code::GROUP_SUBSCRIBED_TO_TOPIC
+    } else {
+        code::NONE
     }
 }
 

@@ -1,11 +1,13 @@
 //! ApiVersions: the APIs and versions the registry (`registry::APIS`) hands over,
-//! and (v3+) the features Skein finalizes: `share.version` 2 (share groups, KIP-932,
-//! with dead-letter topics, KIP-1191), as a Kafka 4.4 node formats it.
+//! and (v3+) the features (`features`): those supported, and those finalized in the
+//! cluster with their epoch.
 
 use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+
+use crate::metadata::MetadataImage;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
@@ -24,23 +26,29 @@ pub fn response<'a>(apis: impl Iterator<Item = (&'a ApiKey, &'a VersionRange)>) 
     response
 }
 
-/// Each feature Skein supports: its name, its supported levels, the level finalized.
-const FEATURES: &[(&str, i16, i16, i16)] = &[("share.version", 0, 2, 2)];
-
-/// `response` with the features (ApiVersions v3+ carries them as tagged fields).
-pub fn with_features(mut response: ApiVersionsResponse, version: i16) -> ApiVersionsResponse {
+/// `response` with the features (ApiVersions v3+ carries them as tagged fields): each
+/// feature this broker supports with its levels, the finalized ones from the metadata
+/// image, and the epoch of their last change, as a Kafka 4.4 broker lists them.
+pub fn with_features(mut response: ApiVersionsResponse, version: i16, image: &MetadataImage) -> ApiVersionsResponse {
     if version < 3 {
         return response;
     }
-    for &(name, min, max, level) in FEATURES {
-        let name = StrBytes::from_static_str(name);
-        response
-            .supported_features
-            .push(SupportedFeatureKey::default().with_name(name.clone()).with_min_version(min).with_max_version(max));
-        response.finalized_features.push(
-            FinalizedFeatureKey::default().with_name(name).with_min_version_level(level).with_max_version_level(level),
+    for feature in crate::features::FEATURES {
+        response.supported_features.push(
+            SupportedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(feature.name))
+                .with_min_version(feature.min)
+                .with_max_version(feature.max),
         );
     }
-    response.finalized_features_epoch = 0;
+    for (name, level) in crate::features::finalized(image) {
+        response.finalized_features.push(
+            FinalizedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(name))
+                .with_min_version_level(level)
+                .with_max_version_level(level),
+        );
+    }
+    response.finalized_features_epoch = image.features_epoch;
     response
 }

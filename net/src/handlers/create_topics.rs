@@ -10,7 +10,8 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, Reques
 use kafka_protocol::protocol::VersionRange;
 
 use super::s;
-use crate::configs::{effective, TOPIC_CONFIGS};
+use crate::broker_configs::effective_topic_config;
+use crate::configs::TOPIC_CONFIGS;
 use crate::errors::code;
 use crate::metadata::decide::NewTopic;
 use crate::metadata::Refusal;
@@ -52,6 +53,7 @@ pub async fn handle(
         }
     }
     let mut response = CreateTopicsResponse::default();
+    let layers = shard.topic_default_layers();
     for Planned { mut result, topic, outcome } in planned {
         match outcome {
             Ok(()) => {
@@ -61,13 +63,13 @@ pub async fn handle(
                 result.configs = Some(
                     TOPIC_CONFIGS
                         .iter()
-                        .filter_map(|def| {
-                            let (value, source) = effective(def.name, &topic.configs, &shard.settings.topic_defaults)?;
+                        .map(|def| {
+                            let (value, source) = effective_topic_config(def, &topic.configs, &layers);
                             let mut c = CreatableTopicConfigs::default();
                             c.name = s(def.name);
                             c.value = Some(s(value));
                             c.config_source = source as i8;
-                            Some(c)
+                            c
                         })
                         .collect(),
                 );

@@ -12,7 +12,8 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, 
 use kafka_protocol::protocol::VersionRange;
 
 use super::s;
-use crate::configs::{broker_value, effective, ConfigSource, ConfigType, DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS};
+use crate::broker_configs::{effective_topic_config, DYNAMIC_BROKER_CONFIGS};
+use crate::configs::{broker_value, ConfigSource, ConfigType, TOPIC_CONFIGS};
 use crate::errors::code;
 use crate::shard::Shard;
 
@@ -28,6 +29,8 @@ struct Entry {
     value: String,
     source: ConfigSource,
     read_only: bool,
+    /// A password: described without its value, as Kafka does.
+    sensitive: bool,
     kind: ConfigType,
     doc: String,
     /// (name, value, source), most specific first.
@@ -66,7 +69,7 @@ pub fn handle(
                 Vec::new()
             }
             RESOURCE_TOPIC => match image.topic(&name) {
-                Some(meta) => topic_configs(&meta.configs, &shard.settings.topic_defaults),
+                Some(meta) => topic_configs(&meta.configs, &shard.topic_default_layers()),
                 None => {
                     result.error_code = code::UNKNOWN_TOPIC_OR_PARTITION;
                     result.error_message = Some(s(format!("Topic {name} does not exist")));
@@ -94,7 +97,9 @@ pub fn handle(
         for entry in entries.into_iter().filter(|e| wanted(&e.name)) {
             let mut out = DescribeConfigsResourceResult::default();
             out.name = s(entry.name);
-            out.value = Some(s(entry.value));
+            let sensitive = entry.sensitive;
+            out.value = (!sensitive).then(|| s(entry.value));
+            out.is_sensitive = sensitive;
             out.read_only = entry.read_only;
             out.config_source = entry.source as i8;
             if request.include_synonyms {
@@ -104,7 +109,7 @@ pub fn handle(
                     .map(|(name, value, source)| {
                         DescribeConfigsSynonym::default()
                             .with_name(s(name))
-                            .with_value(Some(s(value)))
+                            .with_value((!sensitive).then(|| s(value)))
                             .with_source(source as i8)
                     })
                     .collect();
@@ -123,30 +128,37 @@ pub fn handle(
 }
 
 /// Every topic config with its effective value; synonyms as Kafka lists them: the
-/// topic override, then the broker-level config, then the default.
-fn topic_configs(overrides: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> Vec<Entry> {
+/// topic override, then the broker-level configs (this broker's dynamic value, the
+/// cluster's, the static one), then the default.
+fn topic_configs(
+    overrides: &BTreeMap<String, String>,
+    layers: &[(ConfigSource, BTreeMap<String, String>)],
+) -> Vec<Entry> {
     TOPIC_CONFIGS
         .iter()
-        .filter_map(|def| {
-            let (value, source) = effective(def.name, overrides, broker)?;
+        .map(|def| {
+            let (value, source) = effective_topic_config(def, overrides, layers);
             let broker_name = def.broker_name.unwrap_or(def.name).to_string();
             let mut synonyms = Vec::new();
             if let Some(v) = overrides.get(def.name) {
                 synonyms.push((def.name.to_string(), v.clone(), ConfigSource::DynamicTopic));
             }
-            if let Some(v) = broker.get(def.name) {
-                synonyms.push((broker_name.clone(), v.clone(), ConfigSource::StaticBroker));
+            for (source, layer) in layers {
+                if let Some(v) = layer.get(def.name) {
+                    synonyms.push((broker_name.clone(), v.clone(), *source));
+                }
             }
             synonyms.push((broker_name, def.default.to_string(), ConfigSource::Default));
-            Some(Entry {
+            Entry {
                 name: def.name.to_string(),
                 value,
                 source,
                 read_only: false,
+                sensitive: false,
                 kind: def.kind,
                 doc: def.documentation(),
                 synonyms,
-            })
+            }
         })
         .collect()
 }
@@ -161,6 +173,7 @@ fn group_configs(shard: &Shard, image: &crate::metadata::MetadataImage, name: &s
             value,
             source,
             read_only: false,
+            sensitive: false,
             kind: def.kind,
             doc: def.documentation(),
             synonyms,
@@ -171,9 +184,10 @@ fn group_configs(shard: &Shard, image: &crate::metadata::MetadataImage, name: &s
 const GROUP_DELAY: &str = "How long a new classic group waits for more members before its first rebalance.";
 const KIP_848: &str = "A setting of consumer-protocol (KIP-848) groups.";
 
-/// The node's settings under Kafka's broker config names, and the broker-level topic
-/// defaults (`log.retention.ms`, ...). None can be changed without a restart here, so
-/// all are read-only.
+/// The node's settings under Kafka's broker config names, the broker-level topic
+/// defaults (`log.retention.ms`, ...) and Kafka 4.4's dynamic broker configs
+/// (`broker_configs`). Only the dynamic ones can change without a restart; the others
+/// are read-only.
 fn broker_configs(shard: &Shard) -> Vec<Entry> {
     let settings = &shard.settings;
     let node = |name: &str, value: String, kind: ConfigType, doc: &str| Entry {
@@ -181,6 +195,7 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
         value: value.clone(),
         source: ConfigSource::StaticBroker,
         read_only: true,
+        sensitive: false,
         kind,
         doc: doc.to_string(),
         synonyms: vec![(name.to_string(), value, ConfigSource::StaticBroker)],
@@ -217,8 +232,8 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
         ("group.consumer.max.size", settings.group_consumer_max_size.to_string(), ConfigType::Int, KIP_848),
         ("group.max.size", settings.group_max_size.to_string(), ConfigType::Int, "Members of a classic group."),
         ("offsets.retention.minutes", settings.offsets_retention_minutes.to_string(), ConfigType::Int, "Offsets kept."),
-        ("max.connections", settings.connections.max_total().to_string(), ConfigType::Int, "Connections at once."),
-        ("max.connections.per.ip", settings.connections.max_per_ip().to_string(), ConfigType::Int, "Per address."),
+        ("max.connections", settings.connections.configured().0.to_string(), ConfigType::Int, "Connections at once."),
+        ("max.connections.per.ip", settings.connections.configured().1.to_string(), ConfigType::Int, "Per address."),
     ];
     let mut out: Vec<Entry> = nodes.into_iter().map(|(name, value, kind, doc)| node(name, value, kind, doc)).collect();
     if let Some(rack) = &settings.rack {
@@ -237,16 +252,21 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
             value,
             source,
             read_only: true,
+            sensitive: false,
             kind: def.kind,
             doc: format!("The default of the topic config {} for every topic. {}", def.name, def.documentation()),
             synonyms,
         });
     }
-    // Dynamic configs: this broker's own value, else the cluster default, else Kafka's.
+    // Kafka 4.4's dynamic configs: this broker's own value, else the cluster default,
+    // else the static value, else Kafka's default. One that Skein also reads at start
+    // (a broker-level topic default, `max.connections`, ...) keeps that value as its
+    // static synonym.
     let image = shard.image();
     for config in DYNAMIC_BROKER_CONFIGS {
-        let (name, default, doc) = (config.name, config.default, config.doc);
+        let name = config.name;
         let set_for = |broker: &str| image.broker_configs.get(broker).and_then(|c| c.get(name)).cloned();
+        let statics = out.iter().position(|e| e.name == name).map(|i| out.remove(i));
         let mut synonyms = Vec::new();
         if let Some(value) = set_for(&settings.node_id.to_string()) {
             synonyms.push((name.to_string(), value, ConfigSource::DynamicBroker));
@@ -254,15 +274,21 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
         if let Some(value) = set_for("") {
             synonyms.push((name.to_string(), value, ConfigSource::DynamicDefaultBroker));
         }
-        synonyms.push((name.to_string(), default.to_string(), ConfigSource::Default));
+        match statics {
+            Some(statics) => synonyms.extend(statics.synonyms.into_iter().filter(|(n, _, _)| n == name)),
+            None => {
+                synonyms.push((name.to_string(), config.default.unwrap_or_default().to_string(), ConfigSource::Default))
+            }
+        }
         let (_, value, source) = synonyms[0].clone();
         out.push(Entry {
             name: name.to_string(),
             value,
             source,
             read_only: false,
+            sensitive: config.kind == ConfigType::Password,
             kind: config.kind,
-            doc: doc.to_string(),
+            doc: config.doc.to_string(),
             synonyms,
         });
     }

@@ -16,6 +16,7 @@ pub async fn handle(shard: &Rc<Shard>, request: HeartbeatRequest) -> HeartbeatRe
         group: group.clone(),
         generation: request.generation_id,
         member_id: request.member_id.to_string(),
+        instance_id: request.group_instance_id.map(|i| i.to_string()),
     };
     let error = crate::topics::group_call(shard, &group, call).await.unwrap_or_else(|error| error);
     HeartbeatResponse::default().with_error_code(error)

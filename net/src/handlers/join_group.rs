@@ -34,6 +34,7 @@ pub async fn handle(
         protocol_type: request.protocol_type.to_string(),
         protocols: request.protocols.into_iter().map(|p| (p.name.to_string(), p.metadata)).collect(),
         require_known_member_id: version >= 4,
+        skip_assignment_supported: version >= 9,
     };
     match crate::topics::group_call(shard, &group, call).await {
         Ok(response) => response,

@@ -54,6 +54,7 @@ pub mod share_offsets;
 pub mod share_state;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod update_features;
 pub mod user_scram_credentials;
 pub mod write_txn_markers;
 

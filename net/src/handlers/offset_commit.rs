@@ -49,6 +49,7 @@ pub async fn handle(
             group: group.clone(),
             generation: request.generation_id_or_member_epoch,
             member_id: request.member_id.to_string(),
+            instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
             offsets,
         };
         crate::topics::group_call(shard, &group, call).await.unwrap_or_else(|error| vec![error; n])

@@ -16,6 +16,7 @@ pub async fn handle(shard: &Rc<Shard>, request: SyncGroupRequest) -> SyncGroupRe
         group: group.clone(),
         generation: request.generation_id,
         member_id: request.member_id.to_string(),
+        instance_id: request.group_instance_id.map(|i| i.to_string()),
         assignments: request.assignments.into_iter().map(|a| (a.member_id.to_string(), a.assignment)).collect(),
     };
     match crate::topics::group_call(shard, &group, call).await {

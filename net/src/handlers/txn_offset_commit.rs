@@ -57,6 +57,7 @@ pub async fn handle(
             epoch: request.producer_epoch,
             generation: request.generation_id,
             member_id: request.member_id.to_string(),
+            instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
             offsets,
         };
         crate::topics::group_call(shard, &group, call).await.unwrap_or_else(|error| vec![error; n])

@@ -220,10 +220,18 @@ pub fn decide(
                 return Err((code::INVALID_REQUEST, format!("Invalid broker id {broker}")));
             }
             for (name, value) in configs {
-                crate::configs::validate_broker_config(name, value)?;
+                crate::broker_configs::validate_broker_config(broker, name, value)?;
             }
             let record = MetadataRecord::BrokerConfigs { broker: broker.clone(), configs: configs.clone() };
             (vec![record], ControllerReply::Done)
+        }
+        ControllerRequest::UpdateFeatures { updates } => {
+            let mut records = Vec::new();
+            for (name, level, upgrade) in updates {
+                crate::features::check(image, local.node, name, *level, *upgrade)?;
+                records.push(MetadataRecord::FeatureLevel { name: name.clone(), level: *level });
+            }
+            (records, ControllerReply::Done)
         }
         ControllerRequest::SetGroupConfigs { group, configs } => {
             if group.is_empty() {

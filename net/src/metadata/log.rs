@@ -55,7 +55,9 @@ impl std::fmt::Debug for Opened {
 }
 
 /// What starts a snapshot of the image in rkyv's form.
-const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK6";
+const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK7";
+/// What started one before the image held feature levels; read, and upgraded.
+const RKYV_SNAPSHOT_V6: &[u8; 8] = b"SKEINRK6";
 /// What started one before the image held group configs; read, and upgraded.
 const RKYV_SNAPSHOT_V5: &[u8; 8] = b"SKEINRK5";
 
@@ -90,6 +92,39 @@ impl From<ImageV5> for MetadataImage {
     }
 }
 
+/// The image as `RKYV_SNAPSHOT_V6` archived it: `MetadataImage` without its feature
+/// levels, field for field.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct ImageV6 {
+    version: u64,
+    topics: std::collections::BTreeMap<String, super::TopicMeta>,
+    next_producer_id: i64,
+    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
+    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    scram:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
+    acls: Vec<crate::security::acl::AclBinding>,
+    client_quotas: Vec<crate::quota::ClientQuota>,
+    group_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+}
+
+impl From<ImageV6> for MetadataImage {
+    fn from(old: ImageV6) -> MetadataImage {
+        MetadataImage {
+            version: old.version,
+            topics: old.topics,
+            next_producer_id: old.next_producer_id,
+            brokers: old.brokers,
+            broker_configs: old.broker_configs,
+            scram: old.scram,
+            acls: old.acls,
+            client_quotas: old.client_quotas,
+            group_configs: old.group_configs,
+            ..Default::default()
+        }
+    }
+}
+
 /// A snapshot of `image` (the data of the quorum's snapshots): `RKYV_SNAPSHOT`, the
 /// CRC-32C of the archive (a cut or damaged archive can still validate as rkyv), then
 /// rkyv's archive.
@@ -102,10 +137,10 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
 /// The image a snapshot holds, checked (its checksum, then rkyv's validation) before
 /// it is read.
 pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
-    let (framed, current) = match bytes.strip_prefix(&RKYV_SNAPSHOT[..]) {
-        Some(framed) => (framed, true),
-        None => (bytes.strip_prefix(&RKYV_SNAPSHOT_V5[..]).ok_or("not a metadata snapshot of this version")?, false),
-    };
+    let (framed, format) = [RKYV_SNAPSHOT, RKYV_SNAPSHOT_V6, RKYV_SNAPSHOT_V5]
+        .iter()
+        .find_map(|magic| bytes.strip_prefix(&magic[..]).map(|framed| (framed, *magic)))
+        .ok_or("not a metadata snapshot of this version")?;
     let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
     if crc32c::crc32c(archive).to_be_bytes() != crc {
         return Err("the metadata snapshot does not match its checksum".into());
@@ -113,9 +148,10 @@ pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
     aligned.extend_from_slice(archive);
     let invalid = |e: rkyv::rancor::Error| format!("the metadata snapshot does not validate: {e}");
-    let mut image = match current {
-        true => rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned).map_err(invalid)?,
-        false => rkyv::from_bytes::<ImageV5, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
+    let mut image = match format {
+        RKYV_SNAPSHOT => rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned).map_err(invalid)?,
+        RKYV_SNAPSHOT_V6 => rkyv::from_bytes::<ImageV6, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
+        _ => rkyv::from_bytes::<ImageV5, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
     };
     image.index_ids();
     Ok(image)
@@ -323,6 +359,33 @@ mod tests {
         assert_eq!(image.broker_config(1, "a"), Some(("b", true)));
         assert!(image.group_configs.is_empty());
         assert!(encode_image(&image).starts_with(RKYV_SNAPSHOT));
+    }
+
+    // A snapshot written before images held feature levels is read and upgraded: its
+    // features are at their default levels.
+    #[test]
+    fn a_snapshot_without_features_is_upgraded() {
+        let old = ImageV6 {
+            version: 7,
+            topics: Default::default(),
+            next_producer_id: 2000,
+            brokers: Default::default(),
+            broker_configs: Default::default(),
+            scram: Default::default(),
+            acls: Vec::new(),
+            client_quotas: Vec::new(),
+            group_configs: [("g".to_string(), [("a".to_string(), "b".to_string())].into())].into(),
+        };
+        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
+        let crc = crc32c::crc32c(&archive).to_be_bytes();
+        let image = decode_image(&[&RKYV_SNAPSHOT_V6[..], &crc[..], &archive[..]].concat()).unwrap();
+        assert_eq!((image.version, image.group_configs.len()), (7, 1));
+        assert!(image.features.is_empty());
+        assert_eq!(crate::features::level(&image, crate::features::SHARE_VERSION), 2);
+        let mut image = image;
+        image.apply(&[MetadataRecord::FeatureLevel { name: "share.version".into(), level: 1 }]);
+        let again = decode_image(&encode_image(&image)).unwrap();
+        assert_eq!((again.features.get("share.version"), again.features_epoch), (Some(&1), 8));
     }
 
     // A metadata log started again with other voters is refused with both lists named.

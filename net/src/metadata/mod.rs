@@ -211,6 +211,14 @@ pub struct MetadataImage {
     /// Group configs by group (Kafka's ConfigRecord for GROUP resources).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Feature levels set with UpdateFeatures (Kafka's FeatureLevelRecord); a feature
+    /// not here is at its default level (`features`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub features: BTreeMap<String, i16>,
+    /// The image version of the last feature change: ApiVersions' finalized features
+    /// epoch (0: never changed).
+    #[serde(default)]
+    pub features_epoch: i64,
     /// Topic ids to names, rebuilt whenever an image is published, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
@@ -372,6 +380,11 @@ pub enum MetadataRecord {
         group: String,
         configs: BTreeMap<String, String>,
     },
+    /// A feature's finalized level (Kafka's FeatureLevelRecord); 0 turns it off.
+    FeatureLevel {
+        name: String,
+        level: i16,
+    },
 }
 
 /// A resource's configs replaced whole; an empty set removes the resource's entry.
@@ -442,6 +455,10 @@ impl MetadataImage {
                     }
                 }
                 MetadataRecord::ClientQuota { entity, key, value } => self.set_client_quota(entity, key, *value),
+                MetadataRecord::FeatureLevel { name, level } => {
+                    self.features.insert(name.clone(), *level);
+                    self.features_epoch = self.version as i64 + 1;
+                }
             }
         }
         self.version += 1;

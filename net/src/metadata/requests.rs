@@ -121,6 +121,11 @@ pub enum ControllerRequest {
         group: String,
         configs: BTreeMap<String, String>,
     },
+    /// Sets feature levels (UpdateFeatures), all or none, each checked by Kafka's
+    /// rules (`features::check`) against the controller's image.
+    UpdateFeatures {
+        updates: Vec<(String, i16, Option<crate::features::UpgradeType>)>,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are

@@ -286,11 +286,27 @@ impl Shard {
         self.image.borrow().clone()
     }
 
+    /// The broker-level topic defaults this node applies now: its static ones under
+    /// the dynamic broker configs (`broker_configs::topic_defaults`).
+    pub fn topic_defaults(&self) -> BTreeMap<String, String> {
+        crate::broker_configs::topic_defaults(&self.image(), self.settings.node_id, &self.settings.topic_defaults)
+    }
+
+    /// `topic_defaults` by where each comes from, most specific first.
+    pub fn topic_default_layers(&self) -> Vec<(crate::configs::ConfigSource, BTreeMap<String, String>)> {
+        crate::broker_configs::topic_default_layers(&self.image(), self.settings.node_id, &self.settings.topic_defaults)
+    }
+
     /// Installs a published image unless a newer one is already here.
     pub fn install(&self, image: Arc<MetadataImage>) {
         let mut current = self.image.borrow_mut();
         if image.version > current.version {
             self.security.install(&self.settings, &current, &image);
+            if self.id == 0 {
+                let node = self.settings.node_id;
+                let limit = |name| image.broker_config(node, name).and_then(|(v, _)| v.trim().parse::<usize>().ok());
+                self.settings.connections.apply(limit("max.connections"), limit("max.connections.per.ip"));
+            }
             *current = image;
         }
     }

@@ -29,7 +29,7 @@ use skein_replication::Isolation;
 
 use super::partition::DeadLetters;
 use super::slots::Slot;
-use crate::configs::dynamic_broker_value;
+use crate::broker_configs::dynamic_broker_value;
 use crate::coordinator::share::{Key, StateCall};
 use crate::coordinator::Host;
 use crate::errors::code;
