@@ -156,7 +156,7 @@ fn dynamic_broker_configs() {
     let configs = describe_broker(&mut client, "1");
     assert_eq!(config(&configs, "sasl.kerberos.min.time.before.relogin"), ("70000", 2), "DYNAMIC_BROKER_CONFIG");
 
-    let tool = |args: &[&str]| common::kafka_tool("kafka.admin.ConfigCommand", args, "");
+    let tool = |args: &[&str]| common::kafka_tool("org.apache.kafka.tools.ConfigCommand", args, "");
     let base = ["--bootstrap-server", b.as_str(), "--entity-type", "brokers", "--entity-default", "--alter"];
     let (ok, out) = tool(&[&base[..], &["--add-config", "message.max.bytes=1000"]].concat());
     assert!(ok, "{out}");

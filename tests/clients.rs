@@ -1,7 +1,7 @@
 //! The client generations users run, each against its own Skein: librdkafka 2.0
 //! (Debian's kcat, and a C program on Debian's librdkafka-dev for the admin calls kcat
 //! lacks), kafka-python 2.x and 3.x, aiokafka, kafkajs 2.x, franz-go, sarama, and the
-//! Java client 3.9 and 4.1. Each client runs the same scenario (admin calls,
+//! Java client 3.9, 4.1 and 4.4. Each client runs the same scenario (admin calls,
 //! an idempotent producer, offsets earliest/latest/by time, consuming from the
 //! beginning and from an offset, a 2-member group with commits) from
 //! `tests/clients/<client>/`, whose `setup.sh` installs it (`.ci/run` runs them all).
@@ -116,6 +116,13 @@ fn java_3_9() {
 #[test]
 fn java_4_1() {
     scenario("java 4.1", java("4.1.0"));
+}
+
+// The Java client 4.4, the reference, runs the scenario (Produce 13 and Fetch 18 by
+// topic id, Metadata 13).
+#[test]
+fn java_4_4() {
+    scenario("java 4.4", java("4.4.0"));
 }
 
 // kafka-python 2.x runs the scenario.

@@ -338,26 +338,46 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 produce_request::PartitionProduceData::default().with_index(99).with_records(Some(records(1, None))),
             );
             let idempotent = c.next_batch(2);
+            // v13 names topics by id (KIP-516).
+            let named = |c: &Conformance, name: &str| match v >= 13 {
+                true => produce_request::TopicProduceData::default().with_topic_id(c.topic_ids[name]),
+                false => produce_request::TopicProduceData::default().with_name(topic(name)),
+            };
             for acks in [-1i16, 1] {
                 let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(vec![
-                    produce_request::TopicProduceData::default()
-                        .with_name(topic(TOPIC))
-                        .with_partition_data(partitions.clone()),
-                    produce_request::TopicProduceData::default().with_name(topic("conf-compact")).with_partition_data(
-                        vec![produce_request::PartitionProduceData::default()
+                    named(c, TOPIC).with_partition_data(partitions.clone()),
+                    named(c, "conf-compact")
+                        .with_partition_data(vec![produce_request::PartitionProduceData::default()
                             .with_index(0)
-                            .with_records(Some(records(2, None)))],
-                    ),
+                            .with_records(Some(records(2, None)))]),
                 ]);
-                c.call(request, v);
+                if let Some(response) = c.call(request, v) {
+                    let first = &response.responses[0];
+                    let wanted = if v >= 13 { c.topic_ids[TOPIC] } else { Uuid::nil() };
+                    if first.topic_id != wanted || first.partition_responses[0].error_code != 0 {
+                        c.failures.push(format!("Produce v{v} acks={acks}: {first:?}"));
+                    }
+                }
             }
-            let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![
-                produce_request::TopicProduceData::default().with_name(topic(TOPIC)).with_partition_data(vec![
-                    produce_request::PartitionProduceData::default()
+            if v >= 13 {
+                let unknown = produce_request::TopicProduceData::default()
+                    .with_topic_id(Uuid::new_v4())
+                    .with_partition_data(vec![produce_request::PartitionProduceData::default()
                         .with_index(0)
-                        .with_records(Some(idempotent.clone())),
-                ]),
-            ]);
+                        .with_records(Some(records(1, None)))]);
+                let request =
+                    ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![unknown]);
+                if let Some(response) = c.call(request, v) {
+                    if response.responses[0].partition_responses[0].error_code != 100 {
+                        c.failures.push(format!("Produce v{v} to an unknown topic id: {response:?}"));
+                    }
+                }
+            }
+            let request =
+                ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![named(c, TOPIC)
+                    .with_partition_data(vec![produce_request::PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(idempotent.clone()))])]);
             c.call(request.clone(), v);
             // The same batch again: a duplicate, answered with its first offset.
             c.call(request, v);
@@ -444,6 +464,28 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                             .with_timestamp(-4)],
                     ),
                 );
+            }
+            if v >= 9 {
+                // Latest tiered and earliest pending upload: -1 without tiered
+                // storage, as Kafka 4.4 answers.
+                let tiered = [-5i64, -6].map(|t| {
+                    list_offsets_request::ListOffsetsPartition::default().with_partition_index(0).with_timestamp(t)
+                });
+                let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+                    list_offsets_request::ListOffsetsTopic::default()
+                        .with_name(topic("conf-records"))
+                        .with_partitions(tiered.to_vec()),
+                ]);
+                if let Some(response) = c.call(request.with_timeout_ms(5000), v) {
+                    let answers: Vec<_> = response.topics[0]
+                        .partitions
+                        .iter()
+                        .map(|p| (p.error_code, p.offset, p.leader_epoch))
+                        .collect();
+                    if answers != [(0, -1, -1), (0, -1, -1)] {
+                        c.failures.push(format!("ListOffsets v{v} tiered: {response:?}"));
+                    }
+                }
             }
             for isolation in [0i8, 1] {
                 let mut request =
@@ -850,6 +892,9 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
             if v >= 1 {
                 request.endpoint_type = 1;
             }
+            if v >= 2 {
+                request.include_fenced_brokers = true;
+            }
             if let Some(response) = c.call(request, v) {
                 if response.cluster_authorized_operations == i32::MIN || response.brokers.is_empty() {
                     c.failures.push(format!("DescribeCluster v{v}: {response:?}"));
@@ -1024,6 +1069,14 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
             if let Some(response) = c.call(request, v) {
                 if v >= 3 && response.groups.iter().any(|g| g.authorized_operations == i32::MIN) {
                     c.failures.push(format!("DescribeGroups v{v}: authorized operations requested but not answered"));
+                }
+                // KIP-1043: from v6 an unknown group, or one of another protocol, is
+                // GROUP_ID_NOT_FOUND; before, only Dead.
+                let code_of =
+                    |name: &str| response.groups.iter().find(|g| g.group_id.0.as_str() == name).map(|g| g.error_code);
+                let wanted = if v >= 6 { Some(69) } else { Some(0) };
+                if code_of("conf-unknown-group") != wanted || code_of(FIXTURE_GROUP_848) != wanted {
+                    c.failures.push(format!("DescribeGroups v{v} unknown and consumer-protocol groups: {response:?}"));
                 }
             }
         }

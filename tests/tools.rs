@@ -21,7 +21,7 @@ fn ok_with(main: &str, args: &[&str], stdin: &str) -> String {
 }
 
 const TOPICS: &str = "org.apache.kafka.tools.TopicCommand";
-const CONFIGS: &str = "kafka.admin.ConfigCommand";
+const CONFIGS: &str = "org.apache.kafka.tools.ConfigCommand";
 const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
 
 // kafka-topics, kafka-configs, kafka-console-producer and -consumer (keys and
@@ -167,7 +167,7 @@ fn kafka_tools_work_unchanged() {
         .collect();
     segments.sort();
     let segment = segments[0].to_str().unwrap().to_string();
-    let dump = ok("kafka.tools.DumpLogSegments", &["--files", &segment, "--print-data-log"]);
+    let dump = ok("org.apache.kafka.tools.DumpLogSegments", &["--files", &segment, "--print-data-log"]);
     let batches: Vec<&str> = dump.lines().filter(|l| l.starts_with("baseOffset:")).collect();
     assert!(!batches.is_empty() && batches.iter().all(|l| l.contains("isvalid: true")), "{dump}");
     let records: Vec<&str> = dump.lines().filter(|l| l.starts_with("| offset:")).collect();
@@ -175,7 +175,7 @@ fn kafka_tools_work_unchanged() {
     assert!(records.iter().all(|l| l.contains("valueSize: 100")));
     let index = segment.replace(".log", ".index");
     let time_index = segment.replace(".log", ".timeindex");
-    let dump = ok("kafka.tools.DumpLogSegments", &["--files", &format!("{index},{time_index}")]);
+    let dump = ok("org.apache.kafka.tools.DumpLogSegments", &["--files", &format!("{index},{time_index}")]);
     let offsets: Vec<u64> = dump
         .lines()
         .filter(|l| l.starts_with("offset:"))
@@ -275,12 +275,13 @@ fn kafka_transactions_tool_and_skein_txn() {
     // and kafka-dump-log shows the marker as a control batch.
     let partition_dir = node.data_dir.join("ledger-0");
     let txn_index = partition_dir.join("00000000000000000000.txnindex");
-    let dump = ok("kafka.tools.DumpLogSegments", &["--files", txn_index.to_str().unwrap()]);
+    let dump = ok("org.apache.kafka.tools.DumpLogSegments", &["--files", txn_index.to_str().unwrap()]);
     let entry = dump.lines().find(|l| l.contains("producerId:")).unwrap_or_else(|| panic!("{dump}"));
     assert!(entry.contains("firstOffset: 0") && entry.contains("lastOffset: 3"), "{dump}");
     assert!(entry.contains("lastStableOffset: 4"), "{dump}");
     let segment = partition_dir.join("00000000000000000000.log");
-    let dump = ok("kafka.tools.DumpLogSegments", &["--files", segment.to_str().unwrap(), "--print-data-log"]);
+    let dump =
+        ok("org.apache.kafka.tools.DumpLogSegments", &["--files", segment.to_str().unwrap(), "--print-data-log"]);
     assert!(dump.lines().any(|l| l.contains("isControl: true") && l.contains("isTransactional: true")), "{dump}");
     assert!(dump.contains("endTxnMarker: ABORT"), "{dump}");
 }

@@ -218,7 +218,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::UpdateFeatures(r) => {
             ResponseKind::UpdateFeatures(update_features::handle(shard, &header, r).await)
         }
-        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(describe_groups::handle(shard, r, caller).await),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(shard, header.request_api_version, r, caller).await)
+        }
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(shard, r, caller).await),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(shard, r, caller).await),
         RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
@@ -424,5 +426,22 @@ mod tests {
             let supported = codec(*key);
             assert!(range.min >= supported.min && range.max <= supported.max, "{key:?} {range} vs codec {supported}");
         }
+    }
+
+    // README's table of APIs is what ApiVersions lists, row for row (sorted by key).
+    #[test]
+    fn readme_lists_the_advertised_apis() {
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
+        let mut apis: Vec<_> = APIS.iter().map(|(key, range, _)| (*key as i16, *key, *range)).collect();
+        apis.sort_by_key(|(code, _, _)| *code);
+        let expected: Vec<String> = apis
+            .iter()
+            .map(|(code, key, range)| format!("| {key:?} | {code} | {}-{} |", range.min, range.max))
+            .collect();
+        let listed: Vec<&str> = readme
+            .lines()
+            .filter(|l| l.starts_with("| ") && l.split('|').nth(2).is_some_and(|c| c.trim().parse::<i16>().is_ok()))
+            .collect();
+        assert_eq!(listed, expected, "README's API table, as it should read:\n{}", expected.join("\n"));
     }
 }

@@ -72,19 +72,25 @@ pub enum OffsetSpec {
     MaxTimestamp,
     /// The first offset on local storage (KIP-405).
     EarliestLocal,
+    /// The last offset in remote storage (KIP-1005), or the first waiting to be
+    /// uploaded (KIP-1023): none, with no tiered storage, answered as Kafka answers a
+    /// topic without it (offset and timestamp -1).
+    Tiered,
     /// The first offset whose record's timestamp is at least this.
     Timestamp(i64),
 }
 
 impl OffsetSpec {
     /// A ListOffsets timestamp as Kafka reads it: -2 earliest, -1 latest, -3 max
-    /// timestamp, -4 earliest local, a timestamp otherwise; `None` for another negative.
+    /// timestamp, -4 earliest local, -5 latest tiered, -6 earliest pending upload, a
+    /// timestamp otherwise; `None` for another negative.
     pub fn from_kafka(timestamp: i64) -> Option<OffsetSpec> {
         match timestamp {
             -2 => Some(OffsetSpec::Earliest),
             -1 => Some(OffsetSpec::Latest),
             -3 => Some(OffsetSpec::MaxTimestamp),
             -4 => Some(OffsetSpec::EarliestLocal),
+            -5 | -6 => Some(OffsetSpec::Tiered),
             t if t >= 0 => Some(OffsetSpec::Timestamp(t)),
             _ => None,
         }
@@ -249,6 +255,7 @@ impl<S: Storage> Partition<S> {
             // Earliest local is earliest without tiered storage (KIP-405).
             OffsetSpec::Earliest | OffsetSpec::EarliestLocal => Some((self.log.log_start_offset(), -1)),
             OffsetSpec::Latest => Some((self.visible_end(isolation), -1)),
+            OffsetSpec::Tiered => None,
             OffsetSpec::MaxTimestamp => Box::pin(self.log.max_timestamp_offset()).await?,
             OffsetSpec::Timestamp(timestamp) => Box::pin(self.log.offset_for_timestamp(timestamp)).await?,
         };

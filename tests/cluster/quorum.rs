@@ -241,7 +241,7 @@ fn kafka_cluster_tools_work_unchanged() {
     }
     assert_eq!(replicas(), target);
     let broker_configs = tool(
-        "kafka.admin.ConfigCommand",
+        "org.apache.kafka.tools.ConfigCommand",
         &["--bootstrap-server", b, "--entity-type", "brokers", "--entity-name", "4", "--describe"],
     );
     assert!(!broker_configs.contains("throttled.rate"), "the throttle stayed:\n{broker_configs}");

@@ -479,7 +479,14 @@ pub fn java_classpath() -> String {
 fn resolved_classpath(file: &str, script: &str) -> String {
     let root = env!("CARGO_MANIFEST_DIR");
     let file = format!("{root}/target/{file}");
-    if std::fs::metadata(&file).is_err() {
+    // Resolved again when its pom.xml changed since (a version moved).
+    let modified = |path: &str| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let pom = std::path::Path::new(&format!("{root}/{script}")).with_file_name("pom.xml");
+    let stale = match (modified(&file), modified(&pom.to_string_lossy())) {
+        (Some(resolved), Some(pom)) => pom > resolved,
+        (resolved, _) => resolved.is_none(),
+    };
+    if stale {
         let status = Command::new("bash").arg(format!("{root}/{script}")).status().expect("run bash");
         assert!(status.success(), "Maven could not resolve {script}'s artifacts");
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resolves Kafka Streams 4.1 with Maven and writes its classpath to
+# Resolves Kafka Streams 4.4 with Maven and writes its classpath to
 # target/kafka-streams-classpath.txt, for tests/streams.rs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

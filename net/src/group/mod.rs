@@ -717,8 +717,20 @@ impl Coordinator {
         let groups = self.groups.borrow();
         let mut described =
             DescribedGroup::default().with_group_id(GroupId(s(group_id))).with_authorized_operations(i32::MIN);
+        // Not a classic group: GROUP_ID_NOT_FOUND, which DescribeGroups before v6
+        // leaves out (`handlers::describe_groups`).
+        let other_protocol = self.consumer_groups.borrow().get(group_id).is_some_and(|g| !g.is_empty())
+            || self.share_groups.borrow().contains_key(group_id);
+        let not_found = |why: String| {
+            described
+                .clone()
+                .with_group_state(s("Dead"))
+                .with_error_code(code::GROUP_ID_NOT_FOUND)
+                .with_error_message(Some(s(why)))
+        };
         match groups.get(group_id) {
-            None => described.with_group_state(s("Dead")),
+            _ if other_protocol => not_found(format!("Group {group_id} is not a classic group.")),
+            None => not_found(format!("Group {group_id} not found.")),
             Some(g) => {
                 described.group_state = s(g.state.name());
                 described.protocol_type = s(g.protocol_type.clone().unwrap_or_default());

@@ -1,4 +1,5 @@
-//! DescribeCluster (KIP-700): the live brokers, and the active controller.
+//! DescribeCluster (KIP-700): the live brokers, and the active controller; from v2
+//! (KIP-1073), on request, the fenced brokers too, marked as such.
 
 use std::rc::Rc;
 
@@ -9,7 +10,7 @@ use kafka_protocol::protocol::VersionRange;
 use super::s;
 use crate::shard::{BrokerAddress, Shard};
 
-pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub fn handle(
     shard: &Rc<Shard>,
@@ -34,6 +35,21 @@ pub fn handle(
                 .with_rack(rack.map(s))
         })
         .collect();
+    if request.include_fenced_brokers {
+        let image = shard.image();
+        for b in image.brokers.values().filter(|b| b.fenced) {
+            let Some((host, port)) = b.endpoint(listener) else { continue };
+            response.brokers.push(
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(b.id))
+                    .with_host(s(host))
+                    .with_port(i32::from(port))
+                    .with_rack(b.rack.clone().map(s))
+                    .with_is_fenced(true),
+            );
+        }
+        response.brokers.sort_by_key(|b| b.broker_id.0);
+    }
     response.cluster_authorized_operations = crate::operations::authorized(
         caller,
         crate::operations::Resource::Cluster,

@@ -41,7 +41,7 @@ use crate::shard::{PartitionError, Reader, Shard, Wait};
 type FetchResult = Result<Fetched, PartitionError>;
 use crate::fetch_sessions::{Mode, Sent, SessionPartition, TopicKey};
 
-pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 16 };
+pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
 
 /// One partition to read, resolved against the metadata.
 struct Wanted {

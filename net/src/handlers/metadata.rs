@@ -18,7 +18,7 @@ use crate::metadata::{validate_topic_name, TopicMeta};
 use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::shard::{BrokerAddress, Shard};
 
-pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 
 pub async fn handle(
     shard: &Rc<Shard>,

@@ -17,7 +17,10 @@ use crate::errors::code;
 use crate::shard::ops::{self, Produced};
 use crate::shard::{PartitionError, Shard};
 
-pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
+/// v12 is v11 for a transaction.version below 2 (the highest Skein finalizes; with
+/// 2 the broker would add partitions to transactions itself); v13 names topics by id
+/// (KIP-516), an unknown one answered UNKNOWN_TOPIC_ID.
+pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 
 /// `frame` is the request's buffer: each partition's batch is routed as a slice of it,
 /// and the shard's cache charges the frame whole while it holds any of them.
@@ -40,13 +43,21 @@ pub async fn handle(
     let mut slots = Vec::new();
     // Each partition's call, or the error it was refused with here.
     let mut calls = Vec::new();
+    let by_id = version >= 13;
     for topic in request.topic_data {
-        let name = topic.name.0.to_string();
-        let meta = image.topic(&name);
-        let authorized = caller.topic(Op::Write, &name);
+        let (meta, id) = match by_id {
+            true => (image.topic_by_id(topic.topic_id), topic.topic_id),
+            false => (image.topic(&topic.name.0), uuid::Uuid::nil()),
+        };
+        let name = match by_id {
+            true => meta.map(|m| m.name.clone()).unwrap_or_default(),
+            false => topic.name.0.to_string(),
+        };
+        let unknown_id = by_id && meta.is_none();
+        let authorized = unknown_id || caller.topic(Op::Write, &name);
         for data in topic.partition_data {
             let index = data.index;
-            slots.push((name.clone(), index));
+            slots.push(((name.clone(), id), index));
             let known = meta.is_some_and(|m| index >= 0 && index < m.partitions);
             // Clients may not write the coordinator's topic, as in Kafka.
             let internal = name == crate::group::OFFSETS_TOPIC;
@@ -55,6 +66,8 @@ pub async fn handle(
             });
             let refused = if !(acks == 0 || acks == 1 || acks == -1) {
                 Some(PartitionError::new(code::INVALID_REQUIRED_ACKS))
+            } else if unknown_id {
+                Some(PartitionError::new(code::UNKNOWN_TOPIC_ID))
             } else if transactional && transactional_id.is_none() {
                 Some(PartitionError::new(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
             } else if !authorized {
@@ -100,7 +113,7 @@ pub async fn handle(
         return None;
     }
     let mut leaders = std::collections::BTreeSet::new();
-    let partitions = slots.into_iter().zip(results).map(|((name, index), result)| {
+    let partitions = slots.into_iter().zip(results).map(|(((name, id), index), result)| {
         let mut partition = PartitionProduceResponse::default();
         partition.index = index;
         match result {
@@ -141,7 +154,7 @@ pub async fn handle(
                 }
             }
         }
-        (name, partition)
+        ((name, id), partition)
     });
     let mut response = ProduceResponse::default();
     let partitions: Vec<_> = partitions.collect();
@@ -157,10 +170,12 @@ pub async fn handle(
         .collect();
     response.responses = group_by_topic(partitions)
         .into_iter()
-        .map(|(name, partitions)| {
-            TopicProduceResponse::default()
-                .with_name(kafka_protocol::messages::TopicName(s(name)))
-                .with_partition_responses(partitions)
+        .map(|((name, id), partitions)| {
+            let topic = TopicProduceResponse::default().with_partition_responses(partitions);
+            match by_id {
+                true => topic.with_topic_id(id),
+                false => topic.with_name(kafka_protocol::messages::TopicName(s(name))),
+            }
         })
         .collect();
     Some(response)

@@ -161,6 +161,19 @@ public class Scenario {
                 check(at == end.get(tp).offset(), "committed " + tp + " at " + at + ", end " + end.get(tp).offset());
             }
         }
-        System.out.println("OK java " + org.apache.kafka.common.utils.AppInfoParser.getVersion());
+        System.out.println("OK java " + clientVersion());
+    }
+
+    /** The client's version, from AppInfoParser, which moved in 4.4 (to `internals`). */
+    static String clientVersion() throws Exception {
+        for (String name : new String[] {"org.apache.kafka.common.utils.AppInfoParser",
+                "org.apache.kafka.common.utils.internals.AppInfoParser"}) {
+            try {
+                return (String) Class.forName(name).getMethod("getVersion").invoke(null);
+            } catch (ClassNotFoundException e) {
+                // The other name.
+            }
+        }
+        return "unknown";
     }
 }
