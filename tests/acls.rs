@@ -144,10 +144,13 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
         ApiKey::Produce => {
             use produce_request::{PartitionProduceData, TopicProduceData};
             let data = PartitionProduceData::default().with_index(0).with_records(Some(batch()));
+            // From v13 the topic is named by id.
+            let topic_id = *TOPIC_ID.lock().unwrap();
+            let named = TopicProduceData::default().with_name(topic()).with_topic_id(topic_id);
             call!(ProduceRequest::default()
                 .with_acks(1)
                 .with_timeout_ms(5000)
-                .with_topic_data(vec![TopicProduceData::default().with_name(topic()).with_partition_data(vec![data])]))
+                .with_topic_data(vec![named.with_partition_data(vec![data])]))
         }
         ApiKey::Fetch => {
             use fetch_request::{FetchPartition, FetchTopic};
@@ -223,6 +226,14 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
         ])),
         ApiKey::DescribeCluster => call!(DescribeClusterRequest::default()),
         ApiKey::DescribeQuorum => call!(DescribeQuorumRequest::default()),
+        ApiKey::UpdateFeatures => {
+            // The level share.version has already: allowed, and changes nothing.
+            let update = update_features_request::FeatureUpdateKey::default()
+                .with_feature(s("share.version"))
+                .with_max_version_level(2)
+                .with_upgrade_type(1);
+            call!(UpdateFeaturesRequest::default().with_feature_updates(vec![update]))
+        }
         ApiKey::DescribeTopicPartitions => call!(DescribeTopicPartitionsRequest::default()
             .with_response_partition_limit(100)
             .with_topics(vec![describe_topic_partitions_request::TopicRequest::default().with_name(topic())])),

@@ -148,10 +148,12 @@ fn api_versions_lists_the_registry() {
     let mut client = RawClient::connect(&broker.bootstrap());
     let response = client.call(&ApiVersionsRequest::default(), 3);
     let range = |key: i16| response.api_keys.iter().find(|k| k.api_key == key).map(|k| (k.min_version, k.max_version));
-    assert_eq!(range(0), Some((3, 11)), "Produce");
-    assert_eq!(range(1), Some((4, 16)), "Fetch");
-    assert_eq!(range(2), Some((1, 8)), "ListOffsets");
-    assert_eq!(range(3), Some((0, 12)), "Metadata");
+    assert_eq!(range(0), Some((3, 13)), "Produce");
+    assert_eq!(range(1), Some((4, 18)), "Fetch");
+    assert_eq!(range(2), Some((1, 10)), "ListOffsets");
+    assert_eq!(range(3), Some((0, 13)), "Metadata");
+    assert_eq!(range(57), Some((0, 2)), "UpdateFeatures");
+    assert_eq!(range(18), Some((0, 5)), "ApiVersions");
     assert_eq!(range(22), Some((0, 5)), "InitProducerId");
     assert_eq!(range(10), Some((0, 6)), "FindCoordinator");
     assert_eq!(range(68), Some((0, 1)), "ConsumerGroupHeartbeat");
@@ -164,6 +166,30 @@ fn api_versions_lists_the_registry() {
     assert_eq!(range(30), Some((1, 3)), "CreateAcls");
     // Nothing unimplemented is advertised: no delegation tokens.
     assert_eq!(range(38), None, "CreateDelegationToken");
+}
+
+// ApiVersions v5 (KIP-1242): a client naming another cluster or another node is told
+// to rebootstrap (REBOOTSTRAP_REQUIRED); naming this one, or nothing, it gets the list.
+#[test]
+fn api_versions_v5_checks_cluster_and_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let cluster = client.call(&MetadataRequest::default(), 12).cluster_id.expect("a cluster id");
+    let ask = |client: &mut RawClient, cluster: Option<&str>, node: i32| {
+        let request = ApiVersionsRequest::default()
+            .with_cluster_id(cluster.map(|c| StrBytes::from_string(c.to_string())))
+            .with_node_id(node);
+        let response = client.call(&request, 5);
+        (response.error_code, response.api_keys.len())
+    };
+    let listed = ask(&mut client, None, -1);
+    assert_eq!(listed.0, 0);
+    assert!(listed.1 > 50, "{listed:?}");
+    assert_eq!(ask(&mut client, Some(&cluster), 1), listed, "this cluster and node");
+    assert_eq!(ask(&mut client, Some("another-cluster"), 1).0, 129, "another cluster");
+    assert_eq!(ask(&mut client, Some(&cluster), 7).0, 129, "another node");
+    alive(&broker);
 }
 
 // A body cut short, and an array count far beyond the frame, close the connection
@@ -553,6 +579,7 @@ fn every_advertised_version_answers() {
                 50 => answers::<DescribeUserScramCredentialsRequest>(&mut client, version),
                 51 => answers::<AlterUserScramCredentialsRequest>(&mut client, version),
                 55 => answers::<DescribeQuorumRequest>(&mut client, version),
+                57 => answers::<UpdateFeaturesRequest>(&mut client, version),
                 60 => answers::<DescribeClusterRequest>(&mut client, version),
                 61 => answers::<DescribeProducersRequest>(&mut client, version),
                 65 => answers::<DescribeTransactionsRequest>(&mut client, version),

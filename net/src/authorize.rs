@@ -202,6 +202,7 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
             Some(CLUSTER_AUTHORIZATION_FAILED)
         }
         RequestKind::ElectLeaders(_)
+        | RequestKind::UpdateFeatures(_)
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)
         | RequestKind::CreateAcls(_)

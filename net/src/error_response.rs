@@ -88,6 +88,45 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
         RequestKind::DescribeClientQuotas(_) => api(ApiKey::DescribeClientQuotas),
         RequestKind::ListConfigResources(_) => api(ApiKey::ListConfigResources),
         RequestKind::ShareGroupHeartbeat(_) => api(ApiKey::ShareGroupHeartbeat),
+        RequestKind::UpdateFeatures(r) => {
+            // v0-1 answer each feature too.
+            let result = |u: &update_features_request::FeatureUpdateKey| {
+                update_features_response::UpdatableFeatureResult::default()
+                    .with_feature(u.feature.clone())
+                    .with_error_code(code)
+            };
+            let results = if version < 2 { r.feature_updates.iter().map(result).collect() } else { Vec::new() };
+            Some(ResponseKind::UpdateFeatures(
+                UpdateFeaturesResponse::default().with_error_code(code).with_results(results),
+            ))
+        }
+        RequestKind::ConsumerGroupDescribe(r) => {
+            let described = |g: &GroupId| {
+                consumer_group_describe_response::DescribedGroup::default()
+                    .with_group_id(g.clone())
+                    .with_error_code(code)
+            };
+            let groups = r.group_ids.iter().map(described).collect();
+            Some(ResponseKind::ConsumerGroupDescribe(ConsumerGroupDescribeResponse::default().with_groups(groups)))
+        }
+        RequestKind::ShareGroupDescribe(r) => {
+            let described = |g: &GroupId| {
+                share_group_describe_response::DescribedGroup::default().with_group_id(g.clone()).with_error_code(code)
+            };
+            let groups = r.group_ids.iter().map(described).collect();
+            Some(ResponseKind::ShareGroupDescribe(ShareGroupDescribeResponse::default().with_groups(groups)))
+        }
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            let described = |g: &describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup| {
+                describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup::default()
+                    .with_group_id(g.group_id.clone())
+                    .with_error_code(code)
+            };
+            let groups = r.groups.iter().map(described).collect();
+            Some(ResponseKind::DescribeShareGroupOffsets(
+                DescribeShareGroupOffsetsResponse::default().with_groups(groups),
+            ))
+        }
         RequestKind::ShareFetch(_) => api(ApiKey::ShareFetch),
         RequestKind::ShareAcknowledge(_) => api(ApiKey::ShareAcknowledge),
         RequestKind::AlterShareGroupOffsets(_) => api(ApiKey::AlterShareGroupOffsets),

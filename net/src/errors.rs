@@ -23,6 +23,7 @@ pub mod code {
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const INVALID_TIMESTAMP: i16 = 32;
     pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const REBOOTSTRAP_REQUIRED: i16 = 129;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_PARTITIONS: i16 = 37;
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;

@@ -61,14 +61,16 @@ pub fn finalized(image: &MetadataImage) -> impl Iterator<Item = (&'static str, i
 }
 
 /// The error a request gets while the feature it needs is finalized at level 0, as
-/// Kafka answers it (UNSUPPORTED_VERSION): the consumer group protocol's heartbeat
-/// with `group.version` 0, share groups' requests with `share.version` 0. The APIs
-/// stay advertised, as on Kafka 4.4.
+/// Kafka answers it (UNSUPPORTED_VERSION, for each group of a describe): the consumer
+/// group protocol's requests with `group.version` 0, share groups' with
+/// `share.version` 0. The APIs stay advertised, as on Kafka 4.4.
 pub fn disabled(request: &kafka_protocol::messages::RequestKind, image: &MetadataImage) -> Option<i16> {
     use kafka_protocol::messages::RequestKind as R;
     let needs = match request {
-        R::ConsumerGroupHeartbeat(_) => GROUP_VERSION,
+        R::ConsumerGroupHeartbeat(_) | R::ConsumerGroupDescribe(_) => GROUP_VERSION,
         R::ShareGroupHeartbeat(_)
+        | R::ShareGroupDescribe(_)
+        | R::DescribeShareGroupOffsets(_)
         | R::ShareFetch(_)
         | R::ShareAcknowledge(_)
         | R::AlterShareGroupOffsets(_)

@@ -155,6 +155,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(shard, &header, r, &request.listener, caller).await)
         }
+        RequestKind::ApiVersions(r) if api_versions::meant_elsewhere(&r, shard) => ResponseKind::ApiVersions(
+            ApiVersionsResponse::default().with_error_code(crate::errors::code::REBOOTSTRAP_REQUIRED),
+        ),
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::with_features(
             api_versions::response(advertised()),
             header.request_api_version,

@@ -155,7 +155,7 @@ fn a_throttled_move_keeps_to_its_rate() {
     };
     let rate = "follower.replication.throttled.rate";
     let node = cluster.node(1);
-    assert_eq!(alter(node, 4, &target.to_string(), vec![set("num.io.threads", "9")]).0, 42, "not dynamic here");
+    assert_eq!(alter(node, 4, &target.to_string(), vec![set("num.partitions", "9")]).0, 42, "not dynamic on Kafka");
     assert_eq!(alter(node, 4, &target.to_string(), vec![set(rate, "-5")]).0, 40, "INVALID_CONFIG");
     assert_eq!(alter(node, 4, &target.to_string(), vec![set(rate, "600000")]), (0, String::new()));
     assert_eq!(alter(node, 2, "slow", vec![set("follower.replication.throttled.replicas", "*")]).0, 0);

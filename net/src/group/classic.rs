@@ -299,28 +299,30 @@ mod tests {
         );
     }
 
+    /// A JoinGroup of group `g` by `member`, static with `instance`, at `version`.
+    fn join_request(member: &str, instance: Option<&str>, version: i16) -> Join {
+        Join {
+            group: "g".into(),
+            member_id: member.into(),
+            instance_id: instance.map(str::to_owned),
+            client_id: "c".into(),
+            client_host: "h".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 10_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::from_static(b"md"))],
+            require_known_member_id: version >= 4,
+            skip_assignment_supported: version >= 9,
+        }
+    }
+
     #[allow(clippy::result_large_err)]
     fn join(
         c: &Coordinator,
         member: &str,
         now: Instant,
     ) -> Result<oneshot::Receiver<JoinGroupResponse>, JoinGroupResponse> {
-        c.join(
-            Join {
-                group: "g".into(),
-                member_id: member.into(),
-                instance_id: None,
-                client_id: "c".into(),
-                client_host: "h".into(),
-                session_timeout_ms: 10_000,
-                rebalance_timeout_ms: 10_000,
-                protocol_type: "consumer".into(),
-                protocols: vec![("range".into(), Bytes::from_static(b"md"))],
-                require_known_member_id: true,
-                skip_assignment_supported: true,
-            },
-            now,
-        )
+        c.join(join_request(member, None, 9), now)
     }
 
     // Two members join, the leader syncs, both get assignments; a missed session
@@ -391,24 +393,7 @@ mod tests {
         c.initial_rebalance_delay.set(Duration::ZERO);
         let now = Instant::now();
         #[allow(clippy::result_large_err)]
-        let join_static = |member: &str, version: i16| {
-            c.join(
-                Join {
-                    group: "g".into(),
-                    member_id: member.into(),
-                    instance_id: Some("i1".into()),
-                    client_id: "c".into(),
-                    client_host: "h".into(),
-                    session_timeout_ms: 10_000,
-                    rebalance_timeout_ms: 10_000,
-                    protocol_type: "consumer".into(),
-                    protocols: vec![("range".into(), Bytes::from_static(b"md"))],
-                    require_known_member_id: true,
-                    skip_assignment_supported: version >= 9,
-                },
-                now,
-            )
-        };
+        let join_static = |member: &str, version: i16| c.join(join_request(member, Some("i1"), version), now);
         let mut first = join_static("", 9).unwrap();
         c.tick(now);
         let first = first.try_recv().unwrap().unwrap();

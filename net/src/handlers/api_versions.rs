@@ -3,13 +3,25 @@
 //! cluster with their epoch.
 
 use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
-use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 
 use crate::metadata::MetadataImage;
 
-pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+
+/// ApiVersions v5 (KIP-1242): a client that names the cluster and node it means, and
+/// they are not this one's (another cluster behind the address, or another node since
+/// the client's metadata), is answered REBOOTSTRAP_REQUIRED, as Kafka 4.4 checks it.
+/// A virtual broker of this node (`--virtual-brokers`) is this node.
+pub fn meant_elsewhere(request: &ApiVersionsRequest, shard: &crate::shard::Shard) -> bool {
+    let Some(cluster) = &request.cluster_id else { return false };
+    let node = shard.settings.node_id;
+    let this_node = request.node_id == node
+        || crate::virtual_brokers::split(request.node_id).is_some_and(|(owner, _)| owner == node);
+    cluster.as_str() != shard.settings.cluster_id || !this_node
+}
 
 /// The response listing `apis`, each with the versions it implements.
 pub fn response<'a>(apis: impl Iterator<Item = (&'a ApiKey, &'a VersionRange)>) -> ApiVersionsResponse {

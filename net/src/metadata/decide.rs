@@ -204,7 +204,7 @@ pub fn decide(
             if let Some(fenced) = isr.iter().find(|r| !assignment.isr.contains(r) && !live(r)) {
                 return Err((code::INELIGIBLE_REPLICA, format!("broker {fenced} is fenced: it cannot join the ISR")));
             }
-            let min_insync = min_insync(image.topic(name).expect("checked above"), local)(slot);
+            let min_insync = min_insync(image, image.topic(name).expect("checked above"), local)(slot);
             assignment.set_isr(isr.clone(), min_insync, true);
             assignment.partition_epoch += 1;
             // The ISR now holding every target replica completes a reassignment.
@@ -786,6 +786,40 @@ mod tests {
         // The ISR grows back to min.insync.replicas: the ELR empties.
         shrink(&mut image, vec![l, y]);
         assert_eq!((now(&image).isr, now(&image).elr), (vec![l, y], vec![]));
+    }
+
+    // The cluster's dynamic min.insync.replicas (kafka-configs --entity-default) is the
+    // default of topics without their own: an ISR shrinking below it makes the replica
+    // that left eligible (KIP-966), where the static default of 1 would not.
+    #[test]
+    fn the_dynamic_cluster_min_insync_replicas_applies() {
+        let mut image = MetadataImage::default();
+        for id in [1, 2, 3] {
+            applied(&mut image, started(id, 0)).unwrap();
+        }
+        let create = ControllerRequest::CreateTopic {
+            name: "d".into(),
+            partitions: 1,
+            replication_factor: 3,
+            configs: BTreeMap::new(),
+        };
+        applied(&mut image, create).unwrap();
+        let configs = BTreeMap::from([("min.insync.replicas".to_string(), "2".to_string())]);
+        applied(&mut image, ControllerRequest::SetBrokerConfigs { broker: String::new(), configs }).unwrap();
+        let a = image.topic("d").unwrap().assignment(0, 9);
+        let (l, x) = (a.leader, a.replicas[1]);
+        let request = ControllerRequest::AlterPartition {
+            topic: "d".into(),
+            partition: 0,
+            leader: l,
+            leader_epoch: a.leader_epoch,
+            partition_epoch: a.partition_epoch,
+            isr: vec![l],
+        };
+        applied(&mut image, request).unwrap();
+        let after = image.topic("d").unwrap().assignment(0, 9);
+        assert_eq!(after.isr, vec![l]);
+        assert!(after.elr.contains(&x), "{after:?}");
     }
 
     // Replicas spread over racks as Kafka places them: every partition on as many racks

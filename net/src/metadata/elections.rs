@@ -135,7 +135,7 @@ pub(super) fn leave_partitions(image: &MetadataImage, gone: i32, clean: bool, lo
     let mut records = Vec::new();
     for topic in image.topics.values() {
         let mut meta = topic.clone();
-        let min_insync = min_insync(topic, local);
+        let min_insync = min_insync(image, topic, local);
         let mut changed = false;
         for (p, assignment) in meta.assignments.iter_mut().enumerate() {
             let in_elr = assignment.elr.contains(&gone);
@@ -189,7 +189,7 @@ pub(super) fn elect_offline(image: &MetadataImage, back: i32, local: &Local) -> 
     let mut records = Vec::new();
     for topic in image.topics.values() {
         let mut meta = topic.clone();
-        let min_insync = min_insync(topic, local);
+        let min_insync = min_insync(image, topic, local);
         let mut changed = false;
         for (p, assignment) in meta.assignments.iter_mut().enumerate() {
             if assignment.leader != -1 {
@@ -216,13 +216,16 @@ pub(super) fn elect_offline(image: &MetadataImage, back: i32, local: &Local) -> 
 
 /// A topic's effective `min.insync.replicas` for each partition: its config, else the
 /// broker default, capped at the partition's replicas (as Kafka's `effectiveMinIsr`).
-pub(super) fn min_insync<'a>(meta: &'a TopicMeta, local: &Local) -> impl Fn(usize) -> usize + 'a {
-    let configured = meta
-        .configs
-        .get("min.insync.replicas")
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(local.min_insync)
-        .max(1);
+pub(super) fn min_insync<'a>(
+    image: &MetadataImage,
+    meta: &'a TopicMeta,
+    local: &Local,
+) -> impl Fn(usize) -> usize + 'a {
+    // The topic's own value, else the cluster's dynamic default, else the static one.
+    let parse = |v: &String| v.trim().parse::<usize>().ok();
+    let cluster = image.broker_configs.get("").and_then(|c| c.get("min.insync.replicas")).and_then(parse);
+    let configured =
+        meta.configs.get("min.insync.replicas").and_then(parse).or(cluster).unwrap_or(local.min_insync).max(1);
     move |p: usize| configured.min(meta.assignments.get(p).map_or(1, |a| a.replicas.len()).max(1))
 }
 
