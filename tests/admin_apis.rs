@@ -255,6 +255,20 @@ fn offsets_and_delete_records() {
     assert_eq!(list_offset(&mut client, "offs", 9999), (0, -1, -1));
     assert_eq!(list_offset(&mut client, "offs", -3), (0, 9, 2004));
     assert_eq!(list_offset(&mut client, "absent", -1).0, 3);
+    // The leader epoch each answer carries: the epoch its offset was written in (the
+    // latest for -1), 0 on a topic that never changed leader, as Kafka answers.
+    let epochs: Vec<i32> = [-2i64, -1, 1003, -3]
+        .iter()
+        .map(|&timestamp| {
+            let request = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("offs"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(timestamp)])]);
+            client.call(&request, 8).topics[0].partitions[0].leader_epoch
+        })
+        .collect();
+    assert_eq!(epochs, [0, 0, 0, 0]);
 
     let delete = |offset: i64| {
         DeleteRecordsRequest::default().with_timeout_ms(5000).with_topics(vec![DeleteRecordsTopic::default()

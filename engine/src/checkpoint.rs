@@ -102,6 +102,13 @@ impl LeaderEpochCache {
         }
     }
 
+    /// The epoch `offset` was written in, as Kafka's `epochForOffset`: the newest epoch
+    /// starting at or before it; `None` before the first known epoch.
+    pub fn epoch_for_offset(&self, offset: Offset) -> Option<LeaderEpoch> {
+        let at = self.entries.partition_point(|&(_, start)| start <= offset);
+        at.checked_sub(1).map(|i| self.entries[i].0)
+    }
+
     /// Removes epochs starting at or after `offset` (truncation of the log's tail).
     pub fn truncate_from(&mut self, offset: Offset) -> bool {
         let keep = self.entries.partition_point(|&(_, start)| start < offset);
@@ -171,6 +178,15 @@ mod tests {
         assert_eq!(cache.end_offset_for(LeaderEpoch(3), Offset(20)), Some((LeaderEpoch(3), Offset(20))));
         assert_eq!(cache.end_offset_for(LeaderEpoch(4), Offset(20)), None, "newer than any known");
         assert_eq!(cache.end_offset_for(LeaderEpoch(-1), Offset(20)), None, "no epoch");
+        // The epoch an offset was written in (ListOffsets' leader epoch).
+        let later = cache.clone();
+        assert_eq!(later.epoch_for_offset(Offset(0)), Some(LeaderEpoch(1)));
+        assert_eq!(later.epoch_for_offset(Offset(9)), Some(LeaderEpoch(1)));
+        assert_eq!(later.epoch_for_offset(Offset(10)), Some(LeaderEpoch(3)));
+        assert_eq!(later.epoch_for_offset(Offset(99)), Some(LeaderEpoch(3)));
+        let mut starting_late = LeaderEpochCache::default();
+        starting_late.assign(LeaderEpoch(2), Offset(5));
+        assert_eq!(starting_late.epoch_for_offset(Offset(4)), None, "before the first known epoch");
         assert_eq!(LeaderEpochCache::decode(&cache.encode()), Some(cache.clone()));
         assert!(cache.truncate_from(Offset(10)));
         assert_eq!(cache.latest(), Some((LeaderEpoch(1), Offset(0))));

@@ -244,13 +244,18 @@ impl<S: Storage> Partition<S> {
         }
     }
 
-    /// ListOffsets: the offset `spec` names and its record's timestamp (-1, -1 where
-    /// there is none); `Latest` is the last stable offset for read_committed
-    /// (`Isolation::Committed`), the high watermark otherwise.
+    /// ListOffsets: the offset `spec` names, its record's timestamp and the leader
+    /// epoch it was written in (-1, -1, -1 where there is none); `Latest` is the last
+    /// stable offset for read_committed (`Isolation::Committed`), the high watermark
+    /// otherwise, with the latest epoch, as Kafka answers.
     ///
     /// # Errors
     /// The log's, when it cannot read its indexes.
-    pub async fn list_offset(&self, spec: OffsetSpec, isolation: Isolation) -> Result<(i64, i64), skein_engine::Error> {
+    pub async fn list_offset(
+        &self,
+        spec: OffsetSpec,
+        isolation: Isolation,
+    ) -> Result<(i64, i64, i32), skein_engine::Error> {
         let found = match spec {
             // Earliest local is earliest without tiered storage (KIP-405).
             OffsetSpec::Earliest | OffsetSpec::EarliestLocal => Some((self.log.log_start_offset(), -1)),
@@ -259,7 +264,12 @@ impl<S: Storage> Partition<S> {
             OffsetSpec::MaxTimestamp => Box::pin(self.log.max_timestamp_offset()).await?,
             OffsetSpec::Timestamp(timestamp) => Box::pin(self.log.offset_for_timestamp(timestamp)).await?,
         };
-        Ok(found.map_or((-1, -1), |(offset, timestamp)| (offset.0, timestamp)))
+        let epochs = self.log.leader_epochs();
+        let epoch = |offset: Offset| match spec {
+            OffsetSpec::Latest => epochs.latest().map(|(epoch, _)| epoch),
+            _ => epochs.epoch_for_offset(offset),
+        };
+        Ok(found.map_or((-1, -1, -1), |(offset, timestamp)| (offset.0, timestamp, epoch(offset).map_or(-1, |e| e.0))))
     }
 
     /// DeleteRecords: moves the log start to `before` (the high watermark when

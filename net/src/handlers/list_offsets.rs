@@ -40,10 +40,10 @@ pub async fn handle(
             let mut partition = ListOffsetsPartitionResponse::default();
             partition.partition_index = p.partition_index;
             match result {
-                Ok(ops::OffsetAt { offset, timestamp }) => {
+                Ok(ops::OffsetAt { offset, timestamp, leader_epoch }) => {
                     partition.offset = offset;
                     partition.timestamp = timestamp;
-                    partition.leader_epoch = if offset >= 0 && with_epoch { 0 } else { -1 };
+                    partition.leader_epoch = if with_epoch { leader_epoch } else { -1 };
                 }
                 Err(error) => {
                     partition.error_code = error.code;

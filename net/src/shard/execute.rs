@@ -288,8 +288,8 @@ impl Shard {
                     return Err(PartitionError::with_message(code::INVALID_REQUEST, message));
                 };
                 let isolation = if committed { Isolation::Committed } else { Isolation::HighWatermark };
-                let (offset, timestamp) = state.list_offset(spec, isolation).await?;
-                Ok(PartitionReply::OffsetAt(ops::OffsetAt { offset, timestamp }))
+                let (offset, timestamp, leader_epoch) = state.list_offset(spec, isolation).await?;
+                Ok(PartitionReply::OffsetAt(ops::OffsetAt { offset, timestamp, leader_epoch }))
             }
             PartitionOp::DeleteRecords(ops::DeleteRecords { offset }) => {
                 // -1 means the high watermark.

@@ -279,11 +279,13 @@ pub struct EpochEnd {
     pub end_offset: i64,
 }
 
-/// ListOffsets' answer: the offset and its record's timestamp (-1: none).
+/// ListOffsets' answer: the offset, its record's timestamp and the leader epoch it
+/// was written in (-1: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OffsetAt {
     pub offset: i64,
     pub timestamp: i64,
+    pub leader_epoch: i32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -426,7 +428,7 @@ mod tests {
     fn a_reply_of_the_wrong_kind_is_an_unknown_server_error() {
         let wrong = typed::<Stats>(Ok(PartitionReply::Done)).unwrap_err();
         assert_eq!(wrong.code, crate::errors::code::UNKNOWN_SERVER_ERROR);
-        let offset = OffsetAt { offset: 7, timestamp: -1 };
+        let offset = OffsetAt { offset: 7, timestamp: -1, leader_epoch: 0 };
         assert_eq!(typed::<ListOffsets>(Ok(PartitionReply::OffsetAt(offset))), Ok(offset));
         assert_eq!(typed::<Release>(Ok(PartitionReply::Done)), Ok(()));
         let refused = PartitionError::new(crate::errors::code::NOT_LEADER_OR_FOLLOWER);

@@ -299,7 +299,7 @@ async fn reset_offset(state: &Partition, reset: ShareReset) -> Result<i64, Share
         ShareReset::Latest => OffsetSpec::Latest,
         ShareReset::ByDuration(ms) => OffsetSpec::Timestamp(skein_engine::time::now_ms() - ms as i64),
     };
-    let (offset, _) = state.list_offset(spec, Isolation::HighWatermark).await?;
+    let (offset, _, _) = state.list_offset(spec, Isolation::HighWatermark).await?;
     // No record that recent: the share-partition starts at the end.
     Ok(if offset < 0 { state.high_watermark().0 } else { offset })
 }
