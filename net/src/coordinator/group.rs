@@ -130,10 +130,23 @@ pub(crate) async fn run<H: Host>(
     let now = std::time::Instant::now();
     let groups = &host.coordinators().groups;
     Ok(match call {
-        GroupCall::Join(join) => match groups.join(*join, now) {
-            Err(response) => GroupAnswer::Join(response),
-            Ok(receiver) => GroupAnswer::Join(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
-        },
+        GroupCall::Join(join) => {
+            use kafka_protocol::messages::JoinGroupResponse;
+            let group = join.group.clone();
+            match groups.join(*join, now) {
+                // An answer without a rebalance (a static member that replaced
+                // itself) goes once the group's members are written, as on Kafka.
+                Err(response) if response.error_code == code::NONE => {
+                    if let Err(error) = persist(state, groups.stale_record(&group)).await {
+                        let refused = JoinGroupResponse::default().with_error_code(error).with_generation_id(-1);
+                        return Ok(GroupAnswer::Join(refused));
+                    }
+                    GroupAnswer::Join(response)
+                }
+                Err(response) => GroupAnswer::Join(response),
+                Ok(receiver) => GroupAnswer::Join(receiver.await.map_err(|_| code::COORDINATOR_NOT_AVAILABLE)?),
+            }
+        }
         GroupCall::Sync(calls::Sync { group, generation, member_id, instance_id, assignments }) => {
             let member = (member_id.as_str(), instance_id.as_deref());
             let (result, writes, deliveries) = groups.sync(&group, generation, member, assignments, now);

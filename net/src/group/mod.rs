@@ -658,6 +658,18 @@ impl Coordinator {
         }
     }
 
+    /// The group's record when its members changed since it was last written (a
+    /// static member replaced itself), taken here so that it is written before that
+    /// member is answered, as Kafka does; else nothing (the tick writes the others).
+    pub fn stale_record(&self, group_id: &str) -> Writes {
+        let mut groups = self.groups.borrow_mut();
+        let Some(g) = groups.get_mut(group_id) else { return Vec::new() };
+        match std::mem::take(&mut g.record_stale) {
+            true => vec![Entry::Group { group: g.id.clone(), value: Some(g.value()) }],
+            false => Vec::new(),
+        }
+    }
+
     /// Expires sessions and completes rebalances whose time is up. Returns the
     /// tombstones of offsets that outlived `offsets.retention.minutes` in empty groups.
     pub fn tick(&self, now: Instant) -> Writes {
