@@ -76,9 +76,9 @@ struct ImageV5 {
     client_quotas: Vec<crate::quota::ClientQuota>,
 }
 
-impl From<ImageV5> for MetadataImage {
-    fn from(old: ImageV5) -> MetadataImage {
-        MetadataImage {
+impl From<ImageV5> for ImageV6 {
+    fn from(old: ImageV5) -> ImageV6 {
+        ImageV6 {
             version: old.version,
             topics: old.topics,
             next_producer_id: old.next_producer_id,
@@ -87,7 +87,7 @@ impl From<ImageV5> for MetadataImage {
             scram: old.scram,
             acls: old.acls,
             client_quotas: old.client_quotas,
-            ..Default::default()
+            group_configs: Default::default(),
         }
     }
 }
@@ -151,7 +151,7 @@ pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
     let mut image = match format {
         RKYV_SNAPSHOT => rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned).map_err(invalid)?,
         RKYV_SNAPSHOT_V6 => rkyv::from_bytes::<ImageV6, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
-        _ => rkyv::from_bytes::<ImageV5, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
+        _ => ImageV6::from(rkyv::from_bytes::<ImageV5, rkyv::rancor::Error>(&aligned).map_err(invalid)?).into(),
     };
     image.index_ids();
     Ok(image)
