@@ -45,7 +45,7 @@ const fn c(
     DynamicBrokerConfig { name, kind, default, scope, doc }
 }
 
-use ConfigType::{Boolean, Class, Double, Int, List, Long, Password, Short, String};
+use ConfigType::{Boolean, Class, Double, Int, List, Long, Password, Short, String as Str};
 use Scope::{Cluster, PerBroker};
 
 /// Sorted by name.
@@ -54,12 +54,12 @@ pub const DYNAMIC_BROKER_CONFIGS: &[DynamicBrokerConfig] = &[
     c("background.threads", Int, Some("10"), Cluster, "The number of threads to use for various background processing tasks"),
     c("compression.gzip.level", Int, Some("-1"), Cluster, "The compression level to use if compression.type is set to 'gzip'."),
     c("compression.lz4.level", Int, Some("9"), Cluster, "The compression level to use if compression.type is set to 'lz4'."),
-    c("compression.type", String, Some("producer"), Cluster, "Specify the final compression type for a given topic."),
+    c("compression.type", Str, Some("producer"), Cluster, "Specify the final compression type for a given topic."),
     c("compression.zstd.level", Int, Some("3"), Cluster, "The compression level to use if compression.type is set to 'zstd'."),
     c("config.providers", List, Some(""), Cluster, "Comma-separated alias names for classes implementing the <code>ConfigProvider</code> interface."),
     c("cordoned.log.dirs", List, Some(""), PerBroker, "A comma-separated list of the directories that are cordoned."),
     c("errors.deadletterqueue.auto.create.topics.enable", Boolean, Some("false"), Cluster, "Whether automatic creation of DLQ topics is enabled (KIP-1191)."),
-    c("errors.deadletterqueue.topic.name.prefix", String, Some("dlq."), Cluster, "The required prefix of topic names used by dead-letter queue topics for share groups."),
+    c("errors.deadletterqueue.topic.name.prefix", Str, Some("dlq."), Cluster, "The required prefix of topic names used by dead-letter queue topics for share groups."),
     c("follower.fetch.last.tiered.offset.enable", Boolean, Some("false"), Cluster, "When enabled, an empty follower skips offsets up to the last tiered offset and begins replication from the next offset."),
     c("follower.replication.throttled.rate", Long, Some("9223372036854775807"), Cluster, "Bytes per second this broker fetches for the replicas in follower.replication.throttled.replicas."),
     c("group.consumer.assignment.interval.ms", Int, Some("1000"), Cluster, "The interval between assignment updates for a consumer group."),
@@ -67,7 +67,7 @@ pub const DYNAMIC_BROKER_CONFIGS: &[DynamicBrokerConfig] = &[
     c("group.share.assignment.interval.ms", Int, Some("1000"), Cluster, "The interval between assignment updates for a share group."),
     c("group.streams.assignment.interval.ms", Int, Some("1000"), Cluster, "The interval between assignment updates for a streams group."),
     c("leader.replication.throttled.rate", Long, Some("9223372036854775807"), Cluster, "Bytes per second this broker sends to followers of the replicas in leader.replication.throttled.replicas."),
-    c("listener.security.protocol.map", String, Some("SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"), PerBroker, "Map between listener names and security protocols."),
+    c("listener.security.protocol.map", Str, Some("SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"), PerBroker, "Map between listener names and security protocols."),
     c("listeners", List, Some("PLAINTEXT://:9092"), PerBroker, "Listener List - Comma-separated list of URIs we will listen on and the listener names."),
     c("log.cleaner.backoff.ms", Long, Some("15000"), Cluster, "The amount of time to sleep when there are no logs to clean"),
     c("log.cleaner.dedupe.buffer.size", Long, Some("134217728"), Cluster, "The total memory used for log deduplication across all cleaner threads"),
@@ -88,7 +88,7 @@ pub const DYNAMIC_BROKER_CONFIGS: &[DynamicBrokerConfig] = &[
     c("log.local.retention.ms", Long, Some("-2"), Cluster, "The number of milliseconds to keep the local log segments before it gets eligible for deletion."),
     c("log.message.timestamp.after.max.ms", Long, Some("3600000"), Cluster, "This configuration sets the allowable timestamp difference between the message timestamp and the broker's timestamp."),
     c("log.message.timestamp.before.max.ms", Long, Some("9223372036854775807"), Cluster, "This configuration sets the allowable timestamp difference between the broker's timestamp and the message timestamp."),
-    c("log.message.timestamp.type", String, Some("CreateTime"), Cluster, "Define whether the timestamp in the message is message create time or log append time."),
+    c("log.message.timestamp.type", Str, Some("CreateTime"), Cluster, "Define whether the timestamp in the message is message create time or log append time."),
     c("log.preallocate", Boolean, Some("false"), Cluster, "Should pre allocate file when create new segment? If you are using Kafka on Windows, you probably need to set it to true."),
     c("log.remote.copy.lag.bytes", Long, Some("-1"), Cluster, "Controls one of the two upload eligibility checks (time and size) for copying segments to remote storage."),
     c("log.remote.copy.lag.ms", Long, Some("0"), Cluster, "Controls one of the two upload eligibility checks (time and size) for copying segments to remote storage."),
@@ -101,7 +101,7 @@ pub const DYNAMIC_BROKER_CONFIGS: &[DynamicBrokerConfig] = &[
     c("max.connection.creation.rate", Int, Some("2147483647"), Cluster, "The maximum connection creation rate we allow in the broker at any time."),
     c("max.connections", Int, Some("2147483647"), Cluster, "The maximum number of connections we allow in the broker at any time."),
     c("max.connections.per.ip", Int, Some("2147483647"), Cluster, "The maximum number of connections we allow from each ip address."),
-    c("max.connections.per.ip.overrides", String, Some(""), Cluster, "A comma-separated list of per-ip or hostname overrides to the default maximum number of connections."),
+    c("max.connections.per.ip.overrides", Str, Some(""), Cluster, "A comma-separated list of per-ip or hostname overrides to the default maximum number of connections."),
     c("max.decompressed.message.bytes", Int, Some("2147483639"), Cluster, "The maximum decompressed size, in bytes, of a single record the broker will accept; larger records are rejected with an <code>InvalidRecordException</code>."),
     c("message.max.bytes", Int, Some("1048588"), Cluster, "The largest record batch size allowed by Kafka (after compression if compression is enabled).This can be set per topic with the topic level..."),
     c("metric.reporters", List, Some("org.apache.kafka.common.metrics.JmxReporter"), Cluster, "A list of classes to use as metrics reporters."),
@@ -123,27 +123,27 @@ pub const DYNAMIC_BROKER_CONFIGS: &[DynamicBrokerConfig] = &[
     c("remote.log.reader.threads", Int, Some("10"), Cluster, "Size of the thread pool that is allocated for handling remote log reads."),
     c("sasl.enabled.mechanisms", List, Some("GSSAPI"), PerBroker, "The list of SASL mechanisms enabled in the Kafka server."),
     c("sasl.jaas.config", Password, None, PerBroker, "JAAS login context parameters for SASL connections in the format used by JAAS configuration files."),
-    c("sasl.kerberos.kinit.cmd", String, Some("/usr/bin/kinit"), PerBroker, "Kerberos kinit command path."),
+    c("sasl.kerberos.kinit.cmd", Str, Some("/usr/bin/kinit"), PerBroker, "Kerberos kinit command path."),
     c("sasl.kerberos.min.time.before.relogin", Long, Some("60000"), PerBroker, "Login thread sleep time between refresh attempts."),
     c("sasl.kerberos.principal.to.local.rules", List, Some("DEFAULT"), PerBroker, "A list of rules for mapping from principal names to short names (typically operating system usernames)."),
-    c("sasl.kerberos.service.name", String, None, PerBroker, "The Kerberos principal name that Kafka runs as."),
+    c("sasl.kerberos.service.name", Str, None, PerBroker, "The Kerberos principal name that Kafka runs as."),
     c("sasl.kerberos.ticket.renew.jitter", Double, Some("0.05"), PerBroker, "Percentage of random jitter added to the renewal time."),
     c("sasl.kerberos.ticket.renew.window.factor", Double, Some("0.8"), PerBroker, "Login thread will sleep until the specified window factor of time from last refresh to ticket's expiry has been reached, at which time it will try to renew..."),
     c("sasl.login.refresh.buffer.seconds", Short, Some("300"), PerBroker, "The amount of buffer time before credential expiration to maintain when refreshing a credential, in seconds."),
     c("sasl.login.refresh.min.period.seconds", Short, Some("60"), PerBroker, "The desired minimum time for the login refresh thread to wait before refreshing a credential, in seconds."),
     c("sasl.login.refresh.window.factor", Double, Some("0.8"), PerBroker, "Login refresh thread will sleep until the specified window factor relative to the credential's lifetime has been reached, at which time it will try to..."),
     c("sasl.login.refresh.window.jitter", Double, Some("0.05"), PerBroker, "The maximum amount of random jitter relative to the credential's lifetime that is added to the login refresh thread's sleep time."),
-    c("sasl.mechanism.inter.broker.protocol", String, Some("GSSAPI"), PerBroker, "SASL mechanism used for inter-broker communication."),
+    c("sasl.mechanism.inter.broker.protocol", Str, Some("GSSAPI"), PerBroker, "SASL mechanism used for inter-broker communication."),
     c("share.coordinator.cached.buffer.max.bytes", Int, Some("1048588"), Cluster, "The maximum buffer size that the ShareCoordinator will retain for reuse."),
     c("ssl.cipher.suites", List, Some(""), PerBroker, "A list of cipher suites."),
-    c("ssl.client.auth", String, Some("none"), PerBroker, "Configures kafka broker to request client authentication."),
+    c("ssl.client.auth", Str, Some("none"), PerBroker, "Configures kafka broker to request client authentication."),
     c("ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3"), PerBroker, "The list of protocols enabled for SSL connections."),
-    c("ssl.endpoint.identification.algorithm", String, Some("https"), PerBroker, "The endpoint identification algorithm to validate server hostname using server certificate."),
-    c("ssl.keymanager.algorithm", String, Some("SunX509"), PerBroker, "The algorithm used by key manager factory for SSL connections."),
-    c("ssl.protocol", String, Some("TLSv1.3"), PerBroker, "The SSL protocol used to generate the SSLContext."),
-    c("ssl.provider", String, None, PerBroker, "The name of the security provider used for SSL connections."),
-    c("ssl.secure.random.implementation", String, None, PerBroker, "The SecureRandom PRNG implementation to use for SSL cryptography operations."),
-    c("ssl.trustmanager.algorithm", String, Some("PKIX"), PerBroker, "The algorithm used by trust manager factory for SSL connections."),
+    c("ssl.endpoint.identification.algorithm", Str, Some("https"), PerBroker, "The endpoint identification algorithm to validate server hostname using server certificate."),
+    c("ssl.keymanager.algorithm", Str, Some("SunX509"), PerBroker, "The algorithm used by key manager factory for SSL connections."),
+    c("ssl.protocol", Str, Some("TLSv1.3"), PerBroker, "The SSL protocol used to generate the SSLContext."),
+    c("ssl.provider", Str, None, PerBroker, "The name of the security provider used for SSL connections."),
+    c("ssl.secure.random.implementation", Str, None, PerBroker, "The SecureRandom PRNG implementation to use for SSL cryptography operations."),
+    c("ssl.trustmanager.algorithm", Str, Some("PKIX"), PerBroker, "The algorithm used by trust manager factory for SSL connections."),
     c("transaction.partition.verification.enable", Boolean, Some("true"), Cluster, "Enable verification that checks that the partition has been added to the transaction before writing transactional records to the partition"),
     c("unclean.leader.election.enable", Boolean, Some("false"), Cluster, "Indicates whether to enable replicas not in the ISR set to be elected as leader as a last resort, even though doing so may result in data loss<p>Note: In..."),
 ];
@@ -167,7 +167,7 @@ pub fn dynamic_broker_value<'a>(image: &'a MetadataImage, broker: i32, name: &st
 /// # Errors
 /// INVALID_REQUEST (not dynamic, or per broker only) or INVALID_CONFIG (a bad value),
 /// with the message.
-pub fn validate_broker_config(broker: &str, name: &str, value: &str) -> Result<(), (i16, std::string::String)> {
+pub fn validate_broker_config(broker: &str, name: &str, value: &str) -> Result<(), (i16, String)> {
     let Some(config) = find(name) else {
         return Err((code::INVALID_REQUEST, format!("Cannot update these configs dynamically: [{name}]")));
     };
@@ -186,7 +186,7 @@ pub fn validate_broker_config(broker: &str, name: &str, value: &str) -> Result<(
         Long => v.parse::<i64>().is_ok(),
         Double => v.parse::<f64>().is_ok(),
         Boolean => v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false"),
-        String | List | Class | Password => true,
+        Str | List | Class | Password => true,
     };
     if !typed {
         let kind = match config.kind {
@@ -218,8 +218,8 @@ pub fn validate_broker_config(broker: &str, name: &str, value: &str) -> Result<(
 pub fn topic_default_layers(
     image: &MetadataImage,
     broker: i32,
-    statics: &BTreeMap<std::string::String, std::string::String>,
-) -> Vec<(ConfigSource, BTreeMap<std::string::String, std::string::String>)> {
+    statics: &BTreeMap<String, String>,
+) -> Vec<(ConfigSource, BTreeMap<String, String>)> {
     let dynamic = |key: &str| {
         let set = image.broker_configs.get(key);
         TOPIC_CONFIGS
@@ -241,9 +241,9 @@ pub fn topic_default_layers(
 /// layer (`topic_default_layers`) that sets it, else Kafka's default.
 pub fn effective_topic_config(
     def: &crate::configs::ConfigDef,
-    overrides: &BTreeMap<std::string::String, std::string::String>,
-    layers: &[(ConfigSource, BTreeMap<std::string::String, std::string::String>)],
-) -> (std::string::String, ConfigSource) {
+    overrides: &BTreeMap<String, String>,
+    layers: &[(ConfigSource, BTreeMap<String, String>)],
+) -> (String, ConfigSource) {
     if let Some(v) = overrides.get(def.name) {
         return (v.clone(), ConfigSource::DynamicTopic);
     }
@@ -258,8 +258,8 @@ pub fn effective_topic_config(
 pub fn topic_defaults(
     image: &MetadataImage,
     broker: i32,
-    statics: &BTreeMap<std::string::String, std::string::String>,
-) -> BTreeMap<std::string::String, std::string::String> {
+    statics: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
     let mut merged = BTreeMap::new();
     for (_, layer) in topic_default_layers(image, broker, statics).into_iter().rev() {
         merged.extend(layer);
@@ -297,11 +297,7 @@ mod tests {
         let mut image = MetadataImage::default();
         let statics = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
         assert_eq!(topic_defaults(&image, 1, &statics)["retention.ms"], "1000");
-        image
-            .broker_configs
-            .entry(std::string::String::new())
-            .or_default()
-            .insert("log.retention.ms".into(), "2000".into());
+        image.broker_configs.entry(String::new()).or_default().insert("log.retention.ms".into(), "2000".into());
         assert_eq!(topic_defaults(&image, 1, &statics)["retention.ms"], "2000");
         image.broker_configs.entry("1".into()).or_default().insert("log.retention.ms".into(), "3000".into());
         assert_eq!(topic_defaults(&image, 1, &statics)["retention.ms"], "3000");

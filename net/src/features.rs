@@ -64,7 +64,10 @@ pub fn finalized(image: &MetadataImage) -> impl Iterator<Item = (&'static str, i
 /// Kafka answers it (UNSUPPORTED_VERSION, for each group of a describe): the consumer
 /// group protocol's requests with `group.version` 0, share groups' with
 /// `share.version` 0. The APIs stay advertised, as on Kafka 4.4.
-pub fn disabled(request: &kafka_protocol::messages::RequestKind, image: &MetadataImage) -> Option<i16> {
+pub fn disabled(
+    request: &kafka_protocol::messages::RequestKind,
+    image: impl FnOnce() -> std::sync::Arc<MetadataImage>,
+) -> Option<i16> {
     use kafka_protocol::messages::RequestKind as R;
     let needs = match request {
         R::ConsumerGroupHeartbeat(_) | R::ConsumerGroupDescribe(_) => GROUP_VERSION,
@@ -77,7 +80,7 @@ pub fn disabled(request: &kafka_protocol::messages::RequestKind, image: &Metadat
         | R::DeleteShareGroupOffsets(_) => SHARE_VERSION,
         _ => return None,
     };
-    (level(image, needs) == 0).then_some(code::UNSUPPORTED_VERSION)
+    (level(&image(), needs) == 0).then_some(code::UNSUPPORTED_VERSION)
 }
 
 /// How UpdateFeatures may move a level (its `UpgradeType`; v0's AllowDowngrade is a

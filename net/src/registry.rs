@@ -131,7 +131,8 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         shard.metrics.count_denials(caller.denials.get().max(1));
         return Some(Handled { response, grant: None, records: SharedRecords::default() });
     }
-    let off = crate::features::disabled(&body, &shard.image());
+    // The image is looked at only for the requests a feature gates.
+    let off = crate::features::disabled(&body, || shard.image());
     if let Some(response) = off.and_then(|c| crate::error_response::for_request(&body, header.request_api_version, c)) {
         return Some(Handled { response, grant: None, records: SharedRecords::default() });
     }
