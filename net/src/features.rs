@@ -5,12 +5,16 @@
 //!
 //! Skein acts on a finalized level where Kafka does: `group.version` 0 turns the
 //! consumer group protocol (KIP-848) off and `share.version` 0 turns share groups
-//! off, their requests answered UNSUPPORTED_VERSION. `metadata.version` names the
-//! Kafka metadata level Skein's metadata matches; it is never downgraded, as Kafka
-//! refuses a downgrade that might lose metadata. Features Skein does not implement
-//! yet are supported at level 0 only (`streams.version`, `kraft.version`,
-//! `eligible.leader.replicas.version`), and `transaction.version` up to 1: the
-//! transactions of KIP-890 part 2 are level 2.
+//! off, their requests answered UNSUPPORTED_VERSION. `transaction.version` 2 lets
+//! clients use the transactions of KIP-890 part 2 (they look at it; the broker
+//! follows each request's version) and writes `__transaction_state` values in version
+//! 1 from level 1. `metadata.version` names the Kafka metadata level Skein's metadata
+//! matches; it is never downgraded, as Kafka refuses a downgrade that might lose
+//! metadata. Features Skein does not implement yet are supported at level 0 only
+//! (`streams.version`, `kraft.version`, `eligible.leader.replicas.version`).
+//!
+//! A level never changed in a cluster is the default of the running version, so a
+//! cluster that never set `transaction.version` moves from 1 to 2 with this one.
 
 use crate::errors::code;
 use crate::metadata::MetadataImage;
@@ -31,6 +35,7 @@ pub const METADATA_VERSION: &str = "metadata.version";
 pub const GROUP_VERSION: &str = "group.version";
 pub const SHARE_VERSION: &str = "share.version";
 pub const KRAFT_VERSION: &str = "kraft.version";
+pub const TRANSACTION_VERSION: &str = "transaction.version";
 
 /// Sorted by name. `metadata.version` 7 is 3.3-IV3, 33 is 4.4-IV2.
 pub const FEATURES: &[Feature] = &[
@@ -40,7 +45,7 @@ pub const FEATURES: &[Feature] = &[
     Feature { name: METADATA_VERSION, min: 7, max: 33, default_level: 33 },
     Feature { name: SHARE_VERSION, min: 0, max: 2, default_level: 2 },
     Feature { name: "streams.version", min: 0, max: 0, default_level: 0 },
-    Feature { name: "transaction.version", min: 0, max: 1, default_level: 1 },
+    Feature { name: TRANSACTION_VERSION, min: 0, max: 2, default_level: 2 },
 ];
 
 pub fn find(name: &str) -> Option<&'static Feature> {
@@ -205,11 +210,11 @@ mod tests {
         let names = |image: &MetadataImage| finalized(image).map(|(n, l)| format!("{n}={l}")).collect::<Vec<_>>();
         assert_eq!(
             names(&image),
-            ["group.version=1", "metadata.version=33", "share.version=2", "transaction.version=1"]
+            ["group.version=1", "metadata.version=33", "share.version=2", "transaction.version=2"]
         );
         image.features.insert(SHARE_VERSION.into(), 0);
         image.features.insert(GROUP_VERSION.into(), 1);
-        assert_eq!(names(&image), ["group.version=1", "metadata.version=33", "transaction.version=1"]);
+        assert_eq!(names(&image), ["group.version=1", "metadata.version=33", "transaction.version=2"]);
         assert_eq!(level(&image, SHARE_VERSION), 0);
     }
 }

@@ -470,8 +470,9 @@ impl<S: Storage> Partition<S> {
 
     /// Writes a transaction marker as leader (WriteTxnMarkers): COMMIT or ABORT for
     /// `producer_id`'s transaction, in `epoch`, from the coordinator in
-    /// `coordinator_epoch`. With `acks_all`, answered once the ISR holds it. Returns
-    /// the marker's offset.
+    /// `coordinator_epoch`; `tv2` for a transaction of transaction version 2, whose
+    /// marker carries a bumped epoch. With `acks_all`, answered once the ISR holds it.
+    /// Returns the marker's offset.
     ///
     /// # Errors
     /// NOT_LEADER_OR_FOLLOWER; INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED
@@ -482,12 +483,14 @@ impl<S: Storage> Partition<S> {
         epoch: i16,
         coordinator_epoch: i32,
         commit: bool,
+        tv2: bool,
         acks_all: Option<AcksAll>,
     ) -> Result<Offset, AppendError> {
         if self.replica_state.borrow().role() != Role::Leader {
             return Err(AppendError::Refused(Refusal::NotLeaderOrFollower));
         }
-        self.producers.borrow().check_marker(producer_id, epoch, coordinator_epoch).map_err(AppendError::Refused)?;
+        let check = self.producers.borrow().check_marker(producer_id, epoch, coordinator_epoch, tv2);
+        check.map_err(AppendError::Refused)?;
         let now = skein_engine::log::now_ms();
         let batch = crate::txn::marker_batch(producer_id, epoch, coordinator_epoch, commit, now);
         let leader_epoch = self.replica_state.borrow().leader_epoch();

@@ -205,15 +205,22 @@ impl ProducerStates {
 
     /// Checks a transaction marker before it is written: refused for an epoch older
     /// than the producer's (INVALID_PRODUCER_EPOCH) or from an older coordinator
-    /// (TRANSACTION_COORDINATOR_FENCED).
+    /// (TRANSACTION_COORDINATOR_FENCED). A marker of transaction version 2 (`tv2`)
+    /// carries the epoch its coordinator bumped, so it must be above the producer's,
+    /// or equal for a retry once no transaction is open (Kafka 4.4, KIP-1228).
     ///
     /// # Errors
     /// The Kafka error code.
-    pub fn check_marker(&self, pid: i64, epoch: i16, coordinator_epoch: i32) -> Result<(), Refusal> {
-        match self.producers.get(&pid) {
-            Some(entry) if epoch < entry.epoch => Err(Refusal::InvalidProducerEpoch),
-            Some(entry) if coordinator_epoch < entry.coordinator_epoch => Err(Refusal::TransactionCoordinatorFenced),
-            _ => Ok(()),
+    pub fn check_marker(&self, pid: i64, epoch: i16, coordinator_epoch: i32, tv2: bool) -> Result<(), Refusal> {
+        let Some(entry) = self.producers.get(&pid) else { return Ok(()) };
+        let retry = epoch == entry.epoch && (!self.txns.is_ongoing(pid) || epoch == i16::MAX);
+        let stale = if tv2 { epoch < entry.epoch || (epoch == entry.epoch && !retry) } else { epoch < entry.epoch };
+        if stale {
+            Err(Refusal::InvalidProducerEpoch)
+        } else if coordinator_epoch < entry.coordinator_epoch {
+            Err(Refusal::TransactionCoordinatorFenced)
+        } else {
+            Ok(())
         }
     }
 
@@ -405,6 +412,28 @@ mod tests {
         assert_eq!(states.check_and_reserve(&batch(7, 1, 0, 1, 50)), Check::Reject(Refusal::OutOfOrderSequence));
         states.truncate(Offset(12));
         assert_eq!(states.check_and_reserve(&batch(7, 1, 2, 1, 12)), Check::Append);
+    }
+
+    // Markers: an older epoch is stale; with transaction version 2 the marker's epoch
+    // is the coordinator's bump, so its own epoch is stale while the transaction is
+    // open and a retry once it is over.
+    #[test]
+    fn marker_epochs() {
+        let mut states = ProducerStates::default();
+        states.record(&batch(7, 3, 0, 1, 0));
+        assert_eq!(states.check_marker(7, 2, 0, false), Err(Refusal::InvalidProducerEpoch));
+        assert_eq!(states.check_marker(7, 3, 0, false), Ok(()));
+        let mut txn = batch(7, 3, 1, 1, 1).bytes().to_vec();
+        txn[22] |= 0x10;
+        skein_engine::batch::testing::fix_crc(&mut txn);
+        let txn = Batch::validate(Bytes::from(txn), usize::MAX).unwrap();
+        states.record(&txn.with_offset_and_epoch(Offset(1), skein_engine::LeaderEpoch(0)));
+        assert_eq!(states.check_marker(7, 3, 0, true), Err(Refusal::InvalidProducerEpoch));
+        assert_eq!(states.check_marker(7, 4, 0, true), Ok(()));
+        states.end_txn(7, 4, 1, 2, true, 0);
+        assert_eq!(states.check_marker(7, 4, 1, true), Ok(()));
+        assert_eq!(states.check_marker(7, 4, 0, true), Err(Refusal::TransactionCoordinatorFenced));
+        assert_eq!(states.check_and_reserve(&batch(7, 4, 0, 1, 3)), Check::Append);
     }
 
     // A snapshot holds exactly the settled batches below its offset and reads back;

@@ -22,7 +22,7 @@ use super::{replay, write_records, Host, LoadError, Replayed};
 use crate::errors::code;
 use crate::hosted::Partition;
 use crate::txn::calls::WriteMarker;
-use crate::txn::{self, calls, records, EndPlan, InitPlan, TxnAnswer, TxnCall, TxnMeta, TxnState};
+use crate::txn::{self, calls, records, EndPlan, IdSlot, InitPlan, Transit, TxnAnswer, TxnCall, TxnMeta, TxnState};
 use skein_engine::time::now_ms;
 
 /// How long a coordinator write waits for the ISR (Kafka's
@@ -90,23 +90,34 @@ async fn load<H: Host>(
     Ok(())
 }
 
+/// The `__transaction_state` value version Kafka 4.4 writes: 1 (flexible, with the
+/// fields of transaction version 2) once `transaction.version` is at least 1.
+fn value_version(image: &crate::metadata::MetadataImage) -> i16 {
+    i16::from(crate::features::level(image, crate::features::TRANSACTION_VERSION) >= 1)
+}
+
+/// Whether `transaction.version` 2 is finalized: an open transaction that
+/// InitProducerId aborts is aborted in it.
+fn tv2_finalized(image: &crate::metadata::MetadataImage) -> bool {
+    crate::features::level(image, crate::features::TRANSACTION_VERSION) >= 2
+}
+
 /// Writes `id`'s state (a tombstone for `None`) to its partition and waits until the
 /// ISR holds it.
-async fn write_state(state: &Partition, id: &str, meta: Option<&TxnMeta>) -> Result<(), i16> {
-    let record =
-        Record { key: Some(records::encode_key(id)), value: meta.map(records::encode_value), ..Default::default() };
+async fn write_state<H: Host>(host: &H, state: &Partition, id: &str, meta: Option<&TxnMeta>) -> Result<(), i16> {
+    let version = value_version(&host.image());
+    let record = Record {
+        key: Some(records::encode_key(id)),
+        value: meta.map(|m| records::encode_value(m, version)),
+        ..Default::default()
+    };
     write_records(state, vec![record], BatchProducer::NONE, TXN_WRITE_TIMEOUT).await
 }
 
 /// Writes `next` for `id` (marked busy by the caller) and ends the write.
-async fn commit_state(
-    txns: &txn::Coordinator,
-    state: &Partition,
-    partition: i32,
-    id: &str,
-    next: TxnMeta,
-) -> Result<(), i16> {
-    match write_state(state, id, Some(&next)).await {
+async fn commit_state<H: Host>(host: &H, state: &Partition, partition: i32, id: &str, next: TxnMeta) -> Result<(), i16> {
+    let txns = &host.coordinators().txns;
+    match write_state(host, state, id, Some(&next)).await {
         Ok(()) => {
             txns.end_write(id, partition, Some(next));
             Ok(())
@@ -116,6 +127,29 @@ async fn commit_state(
             Err(error)
         }
     }
+}
+
+/// Allocates the producer id a transit needs, if any, then writes it (as
+/// `commit_state`), returning the state written.
+async fn commit_transit<H: Host>(
+    host: &Rc<H>,
+    state: &Partition,
+    partition: i32,
+    id: &str,
+    transit: Transit,
+) -> Result<TxnMeta, i16> {
+    let next = match transit.allocate {
+        None => transit.meta,
+        Some(_) => match host.next_producer_id().await {
+            Ok(producer_id) => transit.with_producer_id(producer_id),
+            Err(error) => {
+                host.coordinators().txns.end_write(id, partition, None);
+                return Err(error);
+            }
+        },
+    };
+    commit_state(&**host, state, partition, id, next.clone()).await?;
+    Ok(next)
 }
 
 /// Runs a coordinator request on the partition `state` that holds its id.
@@ -129,62 +163,51 @@ pub(crate) async fn run<H: Host>(host: &Rc<H>, state: &Partition, partition: i32
             }
             let max = txns.settings.get().max_timeout_ms;
             let current = txns.get(&id);
-            let plan = match txn::plan_init(current.as_ref(), timeout_ms, max, (producer_id, epoch), now) {
+            let tv2 = tv2_finalized(&host.image());
+            let plan = match txn::plan_init(current.as_ref(), timeout_ms, max, (producer_id, epoch), tv2, now) {
                 Ok(plan) => plan,
                 Err(error) => {
                     txns.end_write(&id, partition, None);
                     return TxnAnswer::Code(error);
                 }
             };
-            let next = match plan {
-                InitPlan::Same(m) => {
-                    txns.end_write(&id, partition, None);
-                    return TxnAnswer::Producer(calls::ProducerIdAndEpoch {
-                        producer_id: m.producer_id,
-                        epoch: m.producer_epoch,
-                    });
-                }
-                InitPlan::AbortOpen(next) => {
+            let transit = match plan {
+                InitPlan::AbortOpen(transit) => {
                     // The open transaction is aborted in the new epoch; the client
                     // retries until that completes.
-                    if let Err(error) = commit_state(txns, state, partition, &id, next).await {
+                    if let Err(error) = commit_transit(host, state, partition, &id, transit).await {
                         return TxnAnswer::Code(error);
                     }
                     glommio::spawn_local(send_markers(host.clone(), id, partition)).detach();
                     return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
                 }
-                InitPlan::New => TxnMeta {
-                    producer_id: -1,
-                    producer_epoch: 0,
-                    last_producer_epoch: -1,
-                    timeout_ms,
-                    state: TxnState::Empty,
-                    partitions: BTreeSet::new(),
-                    start_ms: -1,
-                    update_ms: now,
+                InitPlan::New => Transit {
+                    meta: TxnMeta {
+                        producer_id: -1,
+                        previous_producer_id: -1,
+                        next_producer_id: -1,
+                        producer_epoch: 0,
+                        last_producer_epoch: -1,
+                        timeout_ms,
+                        state: TxnState::Empty,
+                        partitions: BTreeSet::new(),
+                        start_ms: -1,
+                        update_ms: now,
+                        client_version: 0,
+                    },
+                    allocate: Some(IdSlot::Current),
                 },
-                InitPlan::Bump(next) => next,
+                InitPlan::Write(transit) => transit,
             };
-            let next = match next.producer_id {
-                -1 => match host.next_producer_id().await {
-                    Ok(producer_id) => TxnMeta { producer_id, ..next },
-                    Err(error) => {
-                        txns.end_write(&id, partition, None);
-                        return TxnAnswer::Code(error);
-                    }
-                },
-                _ => next,
-            };
-            let answer = TxnAnswer::Producer(calls::ProducerIdAndEpoch {
-                producer_id: next.producer_id,
-                epoch: next.producer_epoch,
-            });
-            match commit_state(txns, state, partition, &id, next).await {
-                Ok(()) => answer,
+            match commit_transit(host, state, partition, &id, transit).await {
+                Ok(next) => TxnAnswer::Producer(calls::ProducerIdAndEpoch {
+                    producer_id: next.producer_id,
+                    epoch: next.producer_epoch,
+                }),
                 Err(error) => TxnAnswer::Code(error),
             }
         }
-        TxnCall::Add(calls::Add { id, producer_id, epoch, partitions, verify_only }) => {
+        TxnCall::Add(calls::Add { id, producer_id, epoch, partitions, verify_only, client_version }) => {
             if verify_only {
                 // KIP-890: a partition leader (or the group coordinator) asks
                 // whether a transactional write belongs to the open transaction.
@@ -194,7 +217,7 @@ pub(crate) async fn run<H: Host>(host: &Rc<H>, state: &Partition, partition: i32
             if !txns.begin_write(&id) {
                 return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
             }
-            match txn::plan_add(txns.get(&id).as_ref(), producer_id, epoch, &partitions, now) {
+            match txn::plan_add(txns.get(&id).as_ref(), producer_id, epoch, &partitions, client_version, now) {
                 Err(error) => {
                     txns.end_write(&id, partition, None);
                     TxnAnswer::Code(error)
@@ -204,33 +227,37 @@ pub(crate) async fn run<H: Host>(host: &Rc<H>, state: &Partition, partition: i32
                     TxnAnswer::Code(code::NONE)
                 }
                 Ok(Some(next)) => {
-                    TxnAnswer::Code(commit_state(txns, state, partition, &id, next).await.err().unwrap_or(code::NONE))
+                    let written = commit_state(&**host, state, partition, &id, next).await;
+                    TxnAnswer::Code(written.err().unwrap_or(code::NONE))
                 }
             }
         }
-        TxnCall::End(calls::End { id, producer_id, epoch, commit }) => {
+        TxnCall::End(calls::End { id, producer_id, epoch, commit, tv2 }) => {
             if !txns.begin_write(&id) {
                 return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
             }
-            match txn::plan_end(txns.get(&id).as_ref(), producer_id, epoch, commit, now) {
+            match txn::plan_end(txns.get(&id).as_ref(), producer_id, epoch, commit, tv2, now) {
                 Err(error) => {
                     txns.end_write(&id, partition, None);
                     TxnAnswer::Code(error)
                 }
-                Ok(EndPlan::Done) => {
+                Ok(EndPlan::Done(producer)) => {
                     txns.end_write(&id, partition, None);
-                    TxnAnswer::Code(code::NONE)
+                    TxnAnswer::Producer(producer)
                 }
-                Ok(EndPlan::Prepare(next)) => {
-                    if let Err(error) = commit_state(txns, state, partition, &id, next).await {
-                        return TxnAnswer::Code(error);
-                    }
-                    // The decision is written: the transaction will complete. Kafka
-                    // answers now and the producer's next transaction meets
-                    // CONCURRENT_TRANSACTIONS until the markers are written, then
-                    // backs off (librdkafka 100 ms, Java 20 ms). Skein answers once
-                    // they are, within `END_TXN_MARKER_WAIT`, so the next one starts
-                    // at once.
+                Ok(EndPlan::Prepare(transit)) => {
+                    let prepared = match commit_transit(host, state, partition, &id, transit).await {
+                        Ok(prepared) => prepared,
+                        Err(error) => return TxnAnswer::Code(error),
+                    };
+                    // The decision is written: the transaction will complete, in the
+                    // producer id and epoch answered (transaction version 2 bumped
+                    // it). Kafka answers now and the producer's next transaction
+                    // meets CONCURRENT_TRANSACTIONS until the markers are written,
+                    // then backs off (librdkafka 100 ms, Java 20 ms). Skein answers
+                    // once they are, within `END_TXN_MARKER_WAIT`, so the next one
+                    // starts at once.
+                    let next = txn::plan::completed(&prepared, now);
                     let (done, completed) = futures_channel::oneshot::channel();
                     let markers = send_markers(host.clone(), id, partition);
                     glommio::spawn_local(async move {
@@ -242,7 +269,10 @@ pub(crate) async fn run<H: Host>(host: &Rc<H>, state: &Partition, partition: i32
                         let _ = completed.await;
                     };
                     futures_lite::future::or(waited, glommio::timer::sleep(END_TXN_MARKER_WAIT)).await;
-                    TxnAnswer::Code(code::NONE)
+                    TxnAnswer::Producer(calls::ProducerIdAndEpoch {
+                        producer_id: next.producer_id,
+                        epoch: next.producer_epoch,
+                    })
                 }
             }
         }
@@ -268,8 +298,13 @@ async fn send_markers<H: Host>(host: Rc<H>, id: String, partition: i32) {
         };
         let Some(coordinator_epoch) = txns.coordinator_epoch(partition) else { return };
         let pending: Vec<(String, i32)> = meta.partitions.iter().filter(|p| !done.contains(*p)).cloned().collect();
-        let marker =
-            WriteMarker { producer_id: meta.producer_id, epoch: meta.producer_epoch, coordinator_epoch, commit };
+        let marker = WriteMarker {
+            producer_id: meta.producer_id,
+            epoch: meta.producer_epoch,
+            coordinator_epoch,
+            commit,
+            transaction_version: if meta.client_version >= 2 { 2 } else { 0 },
+        };
         for (target, result) in write_markers(&host, &pending, marker).await {
             let gone = host.image().topic(&target.0).is_none_or(|t| target.1 >= t.partitions);
             match result {
@@ -290,8 +325,8 @@ async fn send_markers<H: Host>(host: Rc<H>, id: String, partition: i32) {
                 txns.end_write(&id, partition, None);
                 return;
             };
-            let next = txn::completed(&meta, now_ms());
-            if commit_state(txns, &state, partition, &id, next).await.is_ok() {
+            let next = txn::plan::completed(&meta, now_ms());
+            if commit_state(&*host, &state, partition, &id, next).await.is_ok() {
                 return;
             }
         }
@@ -341,7 +376,7 @@ async fn write_remote<H: Host>(
     let Some((address, port)) = host.broker_address(broker) else {
         return failed(&targets, code::BROKER_NOT_AVAILABLE);
     };
-    let WriteMarker { producer_id, epoch, coordinator_epoch, commit } = marker;
+    let WriteMarker { producer_id, epoch, coordinator_epoch, commit, transaction_version } = marker;
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (topic, p) in &targets {
         by_topic.entry(topic).or_default().push(*p);
@@ -359,10 +394,11 @@ async fn write_remote<H: Host>(
         .with_producer_epoch(epoch)
         .with_transaction_result(commit)
         .with_coordinator_epoch(coordinator_epoch)
+        .with_transaction_version(transaction_version)
         .with_topics(topics)]);
     let client = format!("skein-txn-coordinator-{}", host.node_id());
     let security = host.security();
-    let response = match crate::peer::call(security, &address, port, &client, &request, 1, MARKER_TIMEOUT).await {
+    let response = match crate::peer::call(security, &address, port, &client, &request, 2, MARKER_TIMEOUT).await {
         Ok(response) => response,
         Err(error) => {
             tracing::debug!(target: "skein::net", broker, error = %error, "WriteTxnMarkers failed");
@@ -401,7 +437,8 @@ pub async fn txn_ticker<H: Host>(host: Rc<H>) {
                 continue;
             }
             tracing::info!(target: "skein::net", id, producer_id = meta.producer_id, "aborting a transaction past its timeout");
-            if commit_state(txns, &state, partition, &id, txn::timed_out(&meta, now_ms())).await.is_ok() {
+            let fence = txn::plan::fence(&meta, meta.client_version >= 2, now_ms());
+            if commit_transit(&host, &state, partition, &id, fence).await.is_ok() {
                 glommio::spawn_local(send_markers(host.clone(), id, partition)).detach();
             }
         }
@@ -412,7 +449,7 @@ pub async fn txn_ticker<H: Host>(host: Rc<H>) {
             if !txns.begin_write(&id) {
                 continue;
             }
-            match write_state(&state, &id, None).await {
+            match write_state(&*host, &state, &id, None).await {
                 Ok(()) => txns.replay(partition, id, None),
                 Err(_) => txns.end_write(&id, partition, None),
             }

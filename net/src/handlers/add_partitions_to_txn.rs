@@ -1,6 +1,8 @@
 //! AddPartitionsToTxn: a transactional producer adds the partitions it is about to
 //! write to its open transaction (v0-3, one transaction), or a broker checks or adds
-//! them for several (v4+, KIP-890: `verify_only` asks whether they are in it).
+//! them for several (v4+, KIP-890: `verify_only` asks whether they are in it; without
+//! it, the broker adds them for a client of transaction version 2, whose produce or
+//! offset commit names no AddPartitionsToTxn of its own).
 //! Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION and the others of
 //! the transaction OPERATION_NOT_ATTEMPTED, as Kafka: nothing is half-added.
 
@@ -32,15 +34,16 @@ pub async fn handle(
         let id = request.v3_and_below_transactional_id.0.to_string();
         let (pid, epoch) = (request.v3_and_below_producer_id.0, request.v3_and_below_producer_epoch);
         let knows_fenced = header.request_api_version >= 2;
-        response.results_by_topic_v3_and_below =
-            add(shard, caller, &id, pid, epoch, &request.v3_and_below_topics, false, knows_fenced).await;
+        let topics = &request.v3_and_below_topics;
+        response.results_by_topic_v3_and_below = add(shard, caller, &id, (pid, epoch), topics, false, knows_fenced).await;
         return response;
     }
     for txn in request.transactions {
         let id = txn.transactional_id.0.to_string();
         let (pid, epoch) = (txn.producer_id.0, txn.producer_epoch);
         // A broker's batched verification (v4+) was authorized whole, for CLUSTER_ACTION.
-        let results = add(shard, &Caller::unchecked(), &id, pid, epoch, &txn.topics, txn.verify_only, true).await;
+        let verify_only = txn.verify_only;
+        let results = add(shard, &Caller::unchecked(), &id, (pid, epoch), &txn.topics, verify_only, true).await;
         response.results_by_transaction.push(
             AddPartitionsToTxnResult::default().with_transactional_id(txn.transactional_id).with_topic_results(results),
         );
@@ -48,19 +51,21 @@ pub async fn handle(
     response
 }
 
-/// Adds (or checks) the partitions of one transaction; one result per partition.
-/// `caller` needs WRITE on each topic: if any is refused, none is added.
-#[allow(clippy::too_many_arguments)]
+/// Adds (or checks) the partitions of one transaction of `producer` (id and epoch);
+/// one result per partition. `caller` needs WRITE on each topic: if any is refused,
+/// none is added. A broker's request (`knows_fenced`, v4+) that is not `verify_only`
+/// adds them implicitly, for transaction version 2.
 async fn add(
     shard: &Rc<Shard>,
     caller: &Caller,
     id: &str,
-    producer_id: i64,
-    epoch: i16,
+    producer: (i64, i16),
     topics: &[AddPartitionsToTxnTopic],
     verify_only: bool,
     knows_fenced: bool,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
+    let (producer_id, epoch) = producer;
+    let implicit = knows_fenced && !verify_only;
     let image = shard.image();
     let wanted: Vec<(String, i32)> =
         topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p))).collect();
@@ -77,7 +82,11 @@ async fn add(
             .map(|w| if unknown(w) { code::UNKNOWN_TOPIC_OR_PARTITION } else { code::OPERATION_NOT_ATTEMPTED })
             .collect()
     } else {
-        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted.clone(), verify_only };
+        // A broker's add (v4+ without `verify_only`) is transaction version 2's
+        // implicit one, as Kafka's `transactionVersionForAddPartitionsToTxn`.
+        let client_version = if implicit { 2 } else { 0 };
+        let partitions = wanted.clone();
+        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions, verify_only, client_version };
         let error = crate::topics::txn_call(shard, id, call).await.unwrap_or_else(|error| error);
         vec![crate::txn::fenced_for(error, knows_fenced); wanted.len()]
     };

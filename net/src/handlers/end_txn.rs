@@ -1,18 +1,19 @@
 //! EndTxn: commit or abort the open transaction. Answered once the coordinator wrote
 //! its decision (PrepareCommit or PrepareAbort); the markers follow, and the next
-//! transaction of the id waits (CONCURRENT_TRANSACTIONS) until they are written.
+//! transaction of the id waits (CONCURRENT_TRANSACTIONS) until they are written. From
+//! v5 (transaction version 2, KIP-890 part 2) the epoch is bumped at each end and the
+//! answer carries the producer id and epoch of the next transaction.
 
 use std::rc::Rc;
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::calls;
+use crate::txn::calls::{self, ProducerIdAndEpoch};
 
-/// v5 is KIP-890 part 2 (an epoch bump at every EndTxn), not offered: clients then
-/// keep to the transaction protocol of version 1.
-pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: EndTxnRequest) -> EndTxnResponse {
     let id = request.transactional_id.0.to_string();
@@ -21,8 +22,16 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: EndTxnRe
         producer_id: request.producer_id.0,
         epoch: request.producer_epoch,
         commit: request.committed,
+        tv2: header.request_api_version >= 5,
     };
-    let error = crate::topics::txn_call(shard, &id, call).await.unwrap_or_else(|error| error);
+    let answer = crate::topics::txn_call(shard, &id, call).await.and_then(|answer| answer);
+    let (error, producer) = match answer {
+        Ok(producer) => (code::NONE, producer),
+        Err(error) => (error, ProducerIdAndEpoch { producer_id: -1, epoch: -1 }),
+    };
     let error = crate::txn::fenced_for(error, header.request_api_version >= 2);
-    EndTxnResponse::default().with_error_code(error).with_producer_id(ProducerId(-1)).with_producer_epoch(-1)
+    EndTxnResponse::default()
+        .with_error_code(error)
+        .with_producer_id(ProducerId(producer.producer_id))
+        .with_producer_epoch(producer.epoch)
 }

@@ -17,9 +17,9 @@ use crate::errors::code;
 use crate::shard::ops::{self, Produced};
 use crate::shard::{PartitionError, Shard};
 
-/// v12 is v11 for a transaction.version below 2 (the highest Skein finalizes; with
-/// 2 the broker would add partitions to transactions itself); v13 names topics by id
-/// (KIP-516), an unknown one answered UNKNOWN_TOPIC_ID.
+/// From v12 (transaction version 2, KIP-890 part 2) a transactional batch's partition
+/// is added to its transaction by its leader; v13 names topics by id (KIP-516), an
+/// unknown one answered UNKNOWN_TOPIC_ID.
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 
 /// `frame` is the request's buffer: each partition's batch is routed as a slice of it,
@@ -94,7 +94,7 @@ pub async fn handle(
             let call = match (refused, data.records) {
                 (None, Some(records)) => {
                     let transactional_id = transactional_id.clone().filter(|_| transactional);
-                    let op = ops::Produce { batch: records, backing: frame, acks, timeout_ms, transactional_id };
+                    let op = ops::Produce { batch: records, backing: frame, acks, timeout_ms, transactional_id, version };
                     Ok((TopicPartition::new(name.clone(), index), op))
                 }
                 (refused, _) => {

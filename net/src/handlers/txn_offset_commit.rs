@@ -18,8 +18,9 @@ use crate::errors::code;
 use crate::group::{calls, Committed};
 use crate::shard::Shard;
 
-/// v5 belongs to KIP-890 part 2, not offered (see EndTxn).
-pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+/// From v5 (transaction version 2, KIP-890 part 2) the group's offsets partition is
+/// added to the transaction here, with no AddOffsetsToTxn before.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -76,15 +77,18 @@ pub async fn handle(
 }
 
 /// The producer's transaction must be open with the group's offsets partition in it
-/// (AddOffsetsToTxn), as Kafka's coordinator checks: INVALID_PRODUCER_ID_MAPPING,
-/// INVALID_PRODUCER_EPOCH for another epoch, INVALID_TXN_STATE when the group was not
-/// added (TRANSACTION_ABORTABLE from v4).
+/// (AddOffsetsToTxn; from v5 it is added here), as Kafka's coordinator checks:
+/// INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH for another epoch,
+/// INVALID_TXN_STATE when the group was not added (TRANSACTION_ABORTABLE from v4), and
+/// a coordinator that could not be asked as COORDINATOR_NOT_AVAILABLE.
 async fn verify(shard: &Rc<Shard>, version: i16, request: &TxnOffsetCommitRequest, group: &str) -> Result<(), i16> {
     let id = request.transactional_id.0.to_string();
     let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
-    let verified = shard.verify_txn(&id, request.producer_id.0, request.producer_epoch, &partition).await;
-    verified.map_err(|error| match crate::txn::fenced_for(error, false) {
+    let producer = (request.producer_id.0, request.producer_epoch);
+    let checked = shard.check_txn(&id, producer, &partition, version >= 5).await;
+    checked.map_err(|error| match crate::txn::fenced_for(error, false) {
         code::INVALID_TXN_STATE if version >= 4 => code::TRANSACTION_ABORTABLE,
+        code::NETWORK_EXCEPTION => code::COORDINATOR_NOT_AVAILABLE,
         error => error,
     })
 }

@@ -2,7 +2,7 @@
 //! leaders of a transaction's partitions write its COMMIT or ABORT marker. Each
 //! partition answers on its own: NOT_LEADER_OR_FOLLOWER where this broker does not
 //! lead it, INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED for a stale
-//! marker.
+//! marker (with transaction version 2, one whose epoch is not a bump).
 
 use std::rc::Rc;
 
@@ -17,7 +17,8 @@ use super::route_partitions;
 use crate::errors::code;
 use crate::shard::{ops, Shard};
 
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+/// v2 carries each marker's transaction version (KIP-1228).
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
 
 pub async fn handle(shard: &Rc<Shard>, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     let image = shard.image();
@@ -32,6 +33,7 @@ pub async fn handle(shard: &Rc<Shard>, request: WriteTxnMarkersRequest) -> Write
                         epoch: marker.producer_epoch,
                         coordinator_epoch: marker.coordinator_epoch,
                         commit: marker.transaction_result,
+                        transaction_version: marker.transaction_version,
                     };
                     (p, op)
                 });

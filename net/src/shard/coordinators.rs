@@ -152,6 +152,7 @@ impl Shard {
                     acks: -1,
                     timeout_ms: OWN_PRODUCE_TIMEOUT_MS,
                     transactional_id: None,
+                    version: crate::handlers::produce::VERSIONS.max,
                 };
                 return match self.call(partition, op).await {
                     Ok(ops::Produced::Appended(_)) => Ok(()),
@@ -297,40 +298,45 @@ impl Shard {
         self.image().topic(&partition.topic).is_some_and(|t| t.assignment(partition.partition, node).leader == node)
     }
 
-    /// Asks `id`'s coordinator, here or on another broker (AddPartitionsToTxn v4 with
-    /// `verify_only`), whether its open transaction, in this producer id and epoch,
-    /// holds `partition`.
+    /// Asks `id`'s coordinator, here or on another broker (AddPartitionsToTxn v4+),
+    /// whether its open transaction, in this producer id and epoch, holds `partition`;
+    /// with `implicit` (a write of transaction version 2: Produce v12+, TxnOffsetCommit
+    /// v5+), it adds the partition, starting a transaction if none is open.
     ///
     /// # Errors
     /// INVALID_TXN_STATE when it does not, PRODUCER_FENCED for another epoch,
     /// INVALID_PRODUCER_ID_MAPPING for another producer; the coordinator's error
     /// otherwise.
-    pub async fn verify_txn(
+    pub async fn check_txn(
         self: &Rc<Self>,
         id: &str,
-        producer_id: i64,
-        epoch: i16,
+        producer: (i64, i16),
         partition: &TopicPartition,
+        implicit: bool,
     ) -> Result<(), i16> {
+        let (producer_id, epoch) = producer;
         let wanted = vec![(partition.topic.clone(), partition.partition)];
-        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, verify_only: true };
+        let client_version = if implicit { 2 } else { 0 };
+        let call =
+            calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, verify_only: !implicit, client_version };
         // Boxed: a produce routes a coordinator call, which routes again.
         let answer: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> = Box::pin(self.txn_call(id, call));
         match answer.await {
             Ok(code::NONE) => Ok(()),
             Ok(error) => Err(error),
-            Err(code::NOT_COORDINATOR) => self.verify_remote(id, producer_id, epoch, partition).await,
+            Err(code::NOT_COORDINATOR) => self.check_remote(id, producer, partition, implicit).await,
             Err(error) => Err(error),
         }
     }
 
-    async fn verify_remote(
+    async fn check_remote(
         &self,
         id: &str,
-        producer_id: i64,
-        epoch: i16,
+        producer: (i64, i16),
         partition: &TopicPartition,
+        implicit: bool,
     ) -> Result<(), i16> {
+        let (producer_id, epoch) = producer;
         use kafka_protocol::messages::add_partitions_to_txn_request::{
             AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
         };
@@ -350,14 +356,14 @@ impl Shard {
                 .with_transactional_id(TransactionalId(StrBytes::from_string(id.to_owned())))
                 .with_producer_id(ProducerId(producer_id))
                 .with_producer_epoch(epoch)
-                .with_verify_only(true)
+                .with_verify_only(!implicit)
                 .with_topics(vec![topic])]);
         let client = format!("skein-txn-verify-{node}");
         let security = &self.settings.security;
-        let response =
-            crate::peer::call(security, &host, port, &client, &request, 4, crate::coordinator::txn::TXN_WRITE_TIMEOUT)
-                .await
-                .map_err(|_| code::NOT_ENOUGH_REPLICAS)?;
+        let timeout = crate::coordinator::txn::TXN_WRITE_TIMEOUT;
+        let response = crate::peer::call(security, &host, port, &client, &request, 5, timeout)
+            .await
+            .map_err(|_| code::NETWORK_EXCEPTION)?;
         if response.error_code != code::NONE {
             return Err(response.error_code);
         }
@@ -380,10 +386,11 @@ impl Shard {
         state: &Partition,
         marker: &ops::WriteMarker,
     ) -> Result<(), PartitionError> {
-        let &ops::WriteMarker { producer_id, epoch, coordinator_epoch, commit } = marker;
+        let &ops::WriteMarker { producer_id, epoch, coordinator_epoch, commit, transaction_version } = marker;
         let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
         let acks_all = skein_replication::AcksAll { min_insync, timeout: crate::coordinator::txn::MARKER_TIMEOUT };
-        match state.write_marker(producer_id, epoch, coordinator_epoch, commit, Some(acks_all)).await {
+        let tv2 = transaction_version >= 2;
+        match state.write_marker(producer_id, epoch, coordinator_epoch, commit, tv2, Some(acks_all)).await {
             Ok(_) => {
                 if partition.topic == crate::group::OFFSETS_TOPIC {
                     self.coordinators.groups.complete_txn(partition.partition, producer_id, commit);

@@ -114,6 +114,9 @@ pub struct Produce {
     pub timeout_ms: u64,
     /// The request's transactional id, for a transactional batch's verification.
     pub transactional_id: Option<String>,
+    /// The request's version: from 12 (transaction version 2) a transactional batch's
+    /// partition is added to its transaction by this broker, not verified only.
+    pub version: i16,
 }
 
 /// A read by a consumer or a follower of what the partition holds now (a long poll

@@ -18,7 +18,7 @@ impl Shard {
         state: &Partition,
         produce: ops::Produce,
     ) -> Result<Produced, PartitionError> {
-        let ops::Produce { batch: bytes, backing, acks, timeout_ms, transactional_id } = produce;
+        let ops::Produce { batch: bytes, backing, acks, timeout_ms, transactional_id, version } = produce;
         let log = state.log();
         let max = log.config().max_message_bytes as usize;
         let batch = Batch::validate_fresh(bytes, max).map_err(skein_engine::Error::InvalidBatch)?.with_backing(backing);
@@ -37,12 +37,13 @@ impl Shard {
         };
         // A transaction's first batch here: its coordinator must have it open with this
         // partition in it (KIP-890), so no transaction hangs on a partition it never
-        // added.
+        // added. From Produce v12 the coordinator adds it (transaction version 2).
         let (pid, epoch) = (batch.producer_id(), batch.producer_epoch());
         if batch.is_transactional() && !state.producers().txns.is_ongoing(pid) {
             let id = transactional_id.unwrap_or_default();
-            let verified = self.verify_txn(&id, pid, epoch, partition).await;
-            verified.map_err(|c| PartitionError::new(crate::txn::fenced_for(c, false)))?;
+            let implicit = version >= FIRST_ADD_PARTITION_VERSION;
+            let checked = self.check_txn(&id, (pid, epoch), partition, implicit).await;
+            checked.map_err(|error| verification_error(error, version))?;
         }
         let append_time = rules.log_append_time;
         let size = batch.size() as u64;
@@ -64,5 +65,45 @@ impl Shard {
             }
             Err(error) => Err(error.into()),
         }
+    }
+}
+
+/// The first Produce version whose transactional batches add their partition to the
+/// transaction (Kafka's `ADD_PARTITION` operation).
+const FIRST_ADD_PARTITION_VERSION: i16 = 12;
+
+/// A coordinator's refusal of a transactional batch, as Kafka's `ReplicaManager`
+/// answers it: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE as
+/// INVALID_TXN_STATE before v11, and a coordinator that could not be asked (or, before
+/// v12, a transaction being completed) as the retriable NOT_ENOUGH_REPLICAS.
+fn verification_error(error: i16, version: i16) -> PartitionError {
+    let error = match error {
+        code::PRODUCER_FENCED => code::INVALID_PRODUCER_EPOCH,
+        code::TRANSACTION_ABORTABLE if version <= 10 => code::INVALID_TXN_STATE,
+        error => error,
+    };
+    let unverified = matches!(
+        error,
+        code::NETWORK_EXCEPTION | code::COORDINATOR_LOAD_IN_PROGRESS | code::COORDINATOR_NOT_AVAILABLE | code::NOT_COORDINATOR
+    ) || (error == code::CONCURRENT_TRANSACTIONS && version < FIRST_ADD_PARTITION_VERSION);
+    if unverified {
+        let message =
+            format!("Unable to verify the partition has been added to the transaction. Underlying error: {}", name(error));
+        return PartitionError::with_message(code::NOT_ENOUGH_REPLICAS, message);
+    }
+    if error == code::INVALID_TXN_STATE {
+        return PartitionError::with_message(error, "Partition was not added to the transaction");
+    }
+    PartitionError::new(error)
+}
+
+/// Kafka's name of a coordinator error, for the message of `verification_error`.
+fn name(error: i16) -> &'static str {
+    match error {
+        code::NETWORK_EXCEPTION => "NETWORK_EXCEPTION",
+        code::COORDINATOR_LOAD_IN_PROGRESS => "COORDINATOR_LOAD_IN_PROGRESS",
+        code::COORDINATOR_NOT_AVAILABLE => "COORDINATOR_NOT_AVAILABLE",
+        code::NOT_COORDINATOR => "NOT_COORDINATOR",
+        _ => "CONCURRENT_TRANSACTIONS",
     }
 }

@@ -24,7 +24,9 @@ pub struct Init {
 }
 
 /// AddPartitionsToTxn and AddOffsetsToTxn; `verify_only` (v4+, KIP-890) only checks
-/// that the partitions are in the open transaction.
+/// that the partitions are in the open transaction. `client_version` is the
+/// transaction version the add belongs to: 2 for a broker's implicit add (v4+ without
+/// `verify_only`), 0 for a client's own.
 #[derive(Debug)]
 pub struct Add {
     pub id: String,
@@ -32,14 +34,18 @@ pub struct Add {
     pub epoch: i16,
     pub partitions: Vec<(String, i32)>,
     pub verify_only: bool,
+    pub client_version: i16,
 }
 
+/// EndTxn; `tv2` (v5+) bumps the epoch and answers the next transaction's producer id
+/// and epoch.
 #[derive(Debug)]
 pub struct End {
     pub id: String,
     pub producer_id: i64,
     pub epoch: i16,
     pub commit: bool,
+    pub tv2: bool,
 }
 
 #[derive(Debug)]
@@ -86,10 +92,18 @@ pub enum TxnAnswer {
 crate::typed::typed_requests! {
     TxnRequest: TxnCall -> TxnAnswer {
         Add => i16 = TxnAnswer::Code(r) => r;
-        End => i16 = TxnAnswer::Code(r) => r;
         Describe => Option<TxnMeta> = TxnAnswer::Described(r) => r;
         List => Vec<(String, TxnMeta)> = TxnAnswer::Listed(r) => r;
         Ready => i16 = TxnAnswer::Code(r) => r;
+    }
+}
+
+/// A producer id and epoch, or an error code.
+fn producer_reply(answer: TxnAnswer) -> Option<Result<ProducerIdAndEpoch, i16>> {
+    match answer {
+        TxnAnswer::Producer(producer) => Some(Ok(producer)),
+        TxnAnswer::Code(error) => Some(Err(error)),
+        _ => None,
     }
 }
 
@@ -100,11 +114,18 @@ impl TxnRequest for Init {
         TxnCall::Init(self)
     }
     fn reply(answer: TxnAnswer) -> Option<Self::Reply> {
-        match answer {
-            TxnAnswer::Producer(producer) => Some(Ok(producer)),
-            TxnAnswer::Code(error) => Some(Err(error)),
-            _ => None,
-        }
+        producer_reply(answer)
+    }
+}
+
+/// EndTxn answers the producer id and epoch of the next transaction, or an error code.
+impl TxnRequest for End {
+    type Reply = Result<ProducerIdAndEpoch, i16>;
+    fn into_message(self) -> TxnCall {
+        TxnCall::End(self)
+    }
+    fn reply(answer: TxnAnswer) -> Option<Self::Reply> {
+        producer_reply(answer)
     }
 }
 
@@ -116,4 +137,8 @@ pub struct WriteMarker {
     pub epoch: i16,
     pub coordinator_epoch: i32,
     pub commit: bool,
+    /// The transaction version of the transaction (WriteTxnMarkers v2, KIP-1228): with
+    /// 2, the marker's epoch must be above the producer's (a bumped one), or equal for a
+    /// retry once the transaction is over.
+    pub transaction_version: i8,
 }

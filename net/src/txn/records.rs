@@ -17,9 +17,13 @@ pub fn encode_key(transactional_id: &str) -> Bytes {
     key.freeze()
 }
 
-pub fn encode_value(meta: &TxnMeta) -> Bytes {
+/// A value in `version` 0, or 1 (flexible, with the tagged fields of transaction
+/// version 2: previous and next producer id, client transaction version), as Kafka
+/// 4.4 writes them while `transaction.version` is at least 1.
+pub fn encode_value(meta: &TxnMeta, version: i16) -> Bytes {
+    let flexible = version >= 1;
     let mut v = BytesMut::with_capacity(64);
-    v.put_i16(0);
+    v.put_i16(version);
     v.put_i64(meta.producer_id);
     v.put_i16(meta.producer_epoch);
     v.put_i32(meta.timeout_ms);
@@ -31,17 +35,60 @@ pub fn encode_value(meta: &TxnMeta) -> Bytes {
             _ => topics.push((topic, vec![*partition])),
         }
     }
-    v.put_i32(topics.len() as i32);
-    for (topic, ids) in topics {
-        put_string(&mut v, topic);
-        v.put_i32(ids.len() as i32);
+    // An Empty state has no partitions: a null array, as Kafka writes it.
+    let null = meta.state == TxnState::Empty;
+    match (flexible, null) {
+        (false, true) => v.put_i32(-1),
+        (false, false) => v.put_i32(topics.len() as i32),
+        (true, true) => put_uvarint(&mut v, 0),
+        (true, false) => put_uvarint(&mut v, topics.len() as u64 + 1),
+    }
+    for (topic, ids) in topics.iter().filter(|_| !null) {
+        if flexible {
+            put_uvarint(&mut v, topic.len() as u64 + 1);
+            v.put_slice(topic.as_bytes());
+            put_uvarint(&mut v, ids.len() as u64 + 1);
+        } else {
+            put_string(&mut v, topic);
+            v.put_i32(ids.len() as i32);
+        }
         for id in ids {
-            v.put_i32(id);
+            v.put_i32(*id);
+        }
+        if flexible {
+            put_uvarint(&mut v, 0);
         }
     }
     v.put_i64(meta.update_ms);
     v.put_i64(meta.start_ms);
+    if flexible {
+        // Tagged fields, in tag order, each only when it is not its default.
+        let mut tags: Vec<(u64, Vec<u8>)> = Vec::new();
+        if meta.previous_producer_id != -1 {
+            tags.push((0, meta.previous_producer_id.to_be_bytes().to_vec()));
+        }
+        if meta.next_producer_id != -1 {
+            tags.push((1, meta.next_producer_id.to_be_bytes().to_vec()));
+        }
+        if meta.client_version != 0 {
+            tags.push((2, meta.client_version.to_be_bytes().to_vec()));
+        }
+        put_uvarint(&mut v, tags.len() as u64);
+        for (tag, value) in tags {
+            put_uvarint(&mut v, tag);
+            put_uvarint(&mut v, value.len() as u64);
+            v.put_slice(&value);
+        }
+    }
     v.freeze()
+}
+
+fn put_uvarint(v: &mut BytesMut, mut value: u64) {
+    while value >= 0x80 {
+        v.put_u8((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    v.put_u8(value as u8);
 }
 
 /// The transactional id of a key; `None` for a key of another version.
@@ -53,7 +100,8 @@ pub fn decode_key(key: &Bytes) -> Option<String> {
     get_string(&mut key)
 }
 
-/// A value of version 0 or 1 (the tagged fields of 1 are skipped).
+/// A value of version 0 or 1 (of whose tagged fields the previous and next producer
+/// ids and the client transaction version are read, the others skipped).
 pub fn decode_value(value: &Bytes) -> Option<TxnMeta> {
     let mut v = value.clone();
     let need = |v: &Bytes, n: usize| (v.remaining() >= n).then_some(());
@@ -87,8 +135,10 @@ pub fn decode_value(value: &Bytes) -> Option<TxnMeta> {
     need(&v, 16)?;
     let update_ms = v.get_i64();
     let start_ms = v.get_i64();
-    Some(TxnMeta {
+    let mut meta = TxnMeta {
         producer_id,
+        previous_producer_id: -1,
+        next_producer_id: -1,
         producer_epoch,
         last_producer_epoch: -1,
         timeout_ms,
@@ -96,7 +146,23 @@ pub fn decode_value(value: &Bytes) -> Option<TxnMeta> {
         partitions,
         start_ms,
         update_ms,
-    })
+        client_version: 0,
+    };
+    if flexible {
+        for _ in 0..read_uvarint(&mut v)? {
+            let tag = read_uvarint(&mut v)?;
+            let size = read_uvarint(&mut v)? as usize;
+            need(&v, size)?;
+            let mut field = v.split_to(size);
+            match (tag, size) {
+                (0, 8) => meta.previous_producer_id = field.get_i64(),
+                (1, 8) => meta.next_producer_id = field.get_i64(),
+                (2, 2) => meta.client_version = field.get_i16(),
+                _ => {}
+            }
+        }
+    }
+    Some(meta)
 }
 
 fn get_i32(v: &mut Bytes) -> Option<i32> {
@@ -147,6 +213,8 @@ mod tests {
     fn round_trip() {
         let meta = TxnMeta {
             producer_id: 4000,
+            previous_producer_id: -1,
+            next_producer_id: -1,
             producer_epoch: 3,
             last_producer_epoch: -1,
             timeout_ms: 60_000,
@@ -154,12 +222,22 @@ mod tests {
             partitions: [("a".to_string(), 0), ("a".to_string(), 2), ("b".to_string(), 1)].into_iter().collect(),
             start_ms: 10,
             update_ms: 20,
+            client_version: 0,
         };
-        let value = encode_value(&meta);
-        assert_eq!(decode_value(&value), Some(meta));
-        assert_eq!(decode_key(&encode_key("app-1")).as_deref(), Some("app-1"));
-        for cut in 0..value.len() {
-            assert_eq!(decode_value(&value.slice(..cut)), None);
+        let v2 = TxnMeta { previous_producer_id: 3999, next_producer_id: 4001, client_version: 2, ..meta.clone() };
+        let empty = TxnMeta { state: TxnState::Empty, partitions: Default::default(), ..v2.clone() };
+        for (meta, version) in [(&meta, 0), (&meta, 1), (&v2, 1), (&empty, 0), (&empty, 1)] {
+            let value = encode_value(meta, version);
+            let read = decode_value(&value).unwrap();
+            let expected = match version {
+                0 => TxnMeta { previous_producer_id: -1, next_producer_id: -1, client_version: 0, ..meta.clone() },
+                _ => meta.clone(),
+            };
+            assert_eq!(read, expected);
+            for cut in 0..value.len() {
+                assert_eq!(decode_value(&value.slice(..cut)), None, "version {version} cut at {cut}");
+            }
         }
+        assert_eq!(decode_key(&encode_key("app-1")).as_deref(), Some("app-1"));
     }
 }
