@@ -169,7 +169,7 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
         }
         ApiKey::Metadata => call!(MetadataRequest::default()
             .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default().with_name(Some(topic()))]))),
-        ApiKey::ApiVersions => call!(ApiVersionsRequest::default()),
+        ApiKey::ApiVersions => call!(common::api_versions_request()),
         ApiKey::CreateTopics => call!(CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![
             create_topics_request::CreatableTopic::default()
                 .with_name(TopicName(s("acl-created")))

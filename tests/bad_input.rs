@@ -70,7 +70,7 @@ fn produce(client: &mut RawClient, topic: &str, partition: i32, records: Bytes) 
 /// The broker still answers a new connection.
 fn alive(broker: &Broker) {
     let mut client = RawClient::connect(&broker.bootstrap());
-    let response = client.call(&ApiVersionsRequest::default(), 3);
+    let response = client.call(&common::api_versions_request(), 3);
     assert_eq!(response.error_code, NONE);
 }
 
@@ -128,7 +128,7 @@ fn unknown_apis_and_versions() {
     assert!(client.is_closed(), "unsupported version");
 
     let mut client = RawClient::connect(&broker.bootstrap());
-    let mut frame = client.frame(&ApiVersionsRequest::default(), 3);
+    let mut frame = client.frame(&common::api_versions_request(), 3);
     frame[6..8].copy_from_slice(&99i16.to_be_bytes());
     client.send_bytes(&frame);
     let mut body = client.read_frame().expect("v0 reply");
@@ -146,7 +146,7 @@ fn api_versions_lists_the_registry() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "1", &[]);
     let mut client = RawClient::connect(&broker.bootstrap());
-    let response = client.call(&ApiVersionsRequest::default(), 3);
+    let response = client.call(&common::api_versions_request(), 3);
     let range = |key: i16| response.api_keys.iter().find(|k| k.api_key == key).map(|k| (k.min_version, k.max_version));
     assert_eq!(range(0), Some((3, 13)), "Produce");
     assert_eq!(range(1), Some((4, 18)), "Fetch");
@@ -177,7 +177,7 @@ fn api_versions_v5_checks_cluster_and_node() {
     let mut client = RawClient::connect(&broker.bootstrap());
     let cluster = client.call(&MetadataRequest::default(), 12).cluster_id.expect("a cluster id");
     let ask = |client: &mut RawClient, cluster: Option<&str>, node: i32| {
-        let request = ApiVersionsRequest::default()
+        let request = common::api_versions_request()
             .with_cluster_id(cluster.map(|c| StrBytes::from_string(c.to_string())))
             .with_node_id(node);
         let response = client.call(&request, 5);
@@ -525,7 +525,7 @@ fn every_advertised_version_answers() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "2", &["--group-initial-rebalance-delay-ms", "0"]);
     let mut client = RawClient::connect(&broker.bootstrap());
-    let advertised = client.call(&ApiVersionsRequest::default(), 3);
+    let advertised = client.call(&common::api_versions_request(), 3);
     for api in &advertised.api_keys {
         for version in [api.min_version, api.max_version] {
             let mut client = RawClient::connect(&broker.bootstrap());
@@ -618,11 +618,11 @@ fn idle_connections_are_closed() {
     let mut busy = RawClient::connect(&broker.bootstrap());
     for _ in 0..6 {
         std::thread::sleep(std::time::Duration::from_millis(200));
-        assert_eq!(busy.call(&ApiVersionsRequest::default(), 3).error_code, 0);
+        assert_eq!(busy.call(&common::api_versions_request(), 3).error_code, 0);
     }
     idle.stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
     assert!(idle.is_closed(), "the idle connection was closed");
-    assert_eq!(busy.call(&ApiVersionsRequest::default(), 3).error_code, 0, "the busy one was not");
+    assert_eq!(busy.call(&common::api_versions_request(), 3).error_code, 0, "the busy one was not");
 }
 
 // Kafka's max.connections.per.ip: the connection past the limit is closed on accept,
@@ -642,7 +642,7 @@ fn connections_past_the_limit_are_closed() {
     let mut open: Vec<RawClient> = Vec::new();
     while open.len() < 3 {
         let mut client = RawClient::connect(&broker.bootstrap());
-        let frame = client.frame(&ApiVersionsRequest::default(), 3);
+        let frame = client.frame(&common::api_versions_request(), 3);
         let sent = client.try_send_bytes(&frame);
         match client.read_frame().filter(|_| sent) {
             Some(mut body) => {
@@ -662,7 +662,7 @@ fn connections_past_the_limit_are_closed() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let mut client = RawClient::connect(&broker.bootstrap());
-        let frame = client.frame(&ApiVersionsRequest::default(), 3);
+        let frame = client.frame(&common::api_versions_request(), 3);
         client.send_bytes(&frame);
         if client.read_frame().is_some() {
             break;

@@ -931,7 +931,7 @@ fn every_advertised_version_answers_populated_requests() {
     }
     // The broker is still whole: a fresh connection is answered.
     let mut fresh = RawClient::connect(&c.broker.bootstrap());
-    let versions = fresh.call(&ApiVersionsRequest::default(), 3);
+    let versions = fresh.call(&common::api_versions_request(), 3);
     assert_eq!(versions.error_code, 0);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let encode_failures = c.broker.metric_sum("skein_response_encode_failures_total");

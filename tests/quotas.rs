@@ -237,7 +237,7 @@ fn connection_creation_rate_per_ip() {
     for _ in 0..20 {
         let mut client = RawClient::connect(&broker.bootstrap());
         client.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        let frame = client.frame(&kafka_protocol::messages::ApiVersionsRequest::default(), 3);
+        let frame = client.frame(&common::api_versions_request(), 3);
         client.send_bytes(&frame);
         if client.read_frame().is_none() {
             closed += 1;
@@ -247,6 +247,6 @@ fn connection_creation_rate_per_ip() {
     assert!(broker.metric_sum("skein_connections_throttled_total") >= 10);
     std::thread::sleep(Duration::from_secs(1));
     let mut client = RawClient::connect(&broker.bootstrap());
-    let answer = client.call(&kafka_protocol::messages::ApiVersionsRequest::default(), 3);
+    let answer = client.call(&common::api_versions_request(), 3);
     assert_eq!(answer.error_code, 0, "a connection after the burst is served");
 }

@@ -409,13 +409,13 @@ fn api_versions_finalize_share_version_2() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "1", &[]);
     let mut client = common::RawClient::connect(&broker.bootstrap());
-    let response = client.call(&ApiVersionsRequest::default(), 3);
+    let response = client.call(&common::api_versions_request(), 3);
     let finalized: Vec<(String, i16)> =
         response.finalized_features.iter().map(|f| (f.name.to_string(), f.max_version_level)).collect();
     assert!(finalized.contains(&("share.version".to_string(), 2)), "{response:?}");
     let supported = response.supported_features.iter().find(|f| f.name.as_str() == "share.version").unwrap();
     assert_eq!((supported.min_version, supported.max_version), (0, 2));
-    assert!(client.call(&ApiVersionsRequest::default(), 2).finalized_features.is_empty(), "none before v3");
+    assert!(client.call(&common::api_versions_request(), 2).finalized_features.is_empty(), "none before v3");
 }
 
 /// When each record of a `checked` run arrived and when its acknowledgement was sent,

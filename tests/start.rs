@@ -143,6 +143,6 @@ fn second_node_on_same_data_dir_or_port_is_refused() {
 
     // The first node is untouched and still serves.
     let mut client = RawClient::connect(&broker.bootstrap());
-    let versions = client.call(&kafka_protocol::messages::ApiVersionsRequest::default(), 3);
+    let versions = client.call(&common::api_versions_request(), 3);
     assert_eq!(versions.error_code, 0);
 }

@@ -20,18 +20,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
 use common::{Broker, RawClient};
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::txn_offset_commit_request::{
-    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -134,6 +126,33 @@ impl Target {
         let log = broker.log();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+/// UpdateFeatures v1 of `feature` to `level` (a safe downgrade where it is lower),
+/// waiting until ApiVersions shows it.
+fn set_feature(client: &mut RawClient, feature: &str, level: i16) {
+    let current = |client: &mut RawClient| {
+        let versions = client.call(&common::api_versions_request(), 3);
+        let finalized = versions.finalized_features.iter().find(|f| f.name.as_str() == feature);
+        finalized.map_or(0, |f| f.max_version_level)
+    };
+    let upgrade_type = if level < current(client) { 2 } else { 1 };
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    let update = FeatureUpdateKey::default()
+        .with_feature(s(feature))
+        .with_max_version_level(level)
+        .with_upgrade_type(upgrade_type);
+    let request = UpdateFeaturesRequest::default().with_timeout_ms(10_000).with_feature_updates(vec![update]);
+    let response = client.call(&request, 1);
+    assert_eq!(response.error_code, NONE, "{response:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if current(client) == level {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{feature} not at {level}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -343,9 +362,21 @@ fn txn_values(txn_id: &str, txns: impl IntoIterator<Item = usize>, per_txn: usiz
 // partition: no transaction is left open to hold the LSO back.
 #[test]
 fn read_committed_sees_committed_transactions_once() {
+    read_committed_once(2);
+}
+
+// The same with the cluster at transaction version 1: the client keeps to
+// AddPartitionsToTxn and EndTxn v4, and the epoch to the one InitProducerId gave.
+#[test]
+fn read_committed_sees_committed_transactions_once_in_version_1() {
+    read_committed_once(1);
+}
+
+fn read_committed_once(transaction_version: i16) {
     let target = Target::start();
-    let topic = target.topic("txn-basic", 3);
-    let id = target.name("basic");
+    set_feature(&mut RawClient::connect(&target.bootstrap), "transaction.version", transaction_version);
+    let topic = target.topic(&format!("txn-basic-v{transaction_version}"), 3);
+    let id = target.name(&format!("basic-v{transaction_version}"));
     let started = Instant::now();
     // Transactions 2 and 5 are aborted, 0, 1, 3 and 4 committed.
     let out = java(&target, &["produce-txn", &target.bootstrap, &topic, &id, "6", "5", "3"]);
@@ -361,7 +392,12 @@ fn read_committed_sees_committed_transactions_once() {
     assert_eq!(committed.position, committed.end);
     let described = describe(&target, &topic, &id);
     assert_eq!(described.txn["state"], "CompleteAbort", "the last one was aborted: {described:?}");
-    eprintln!("read_committed_sees_committed_transactions_once: {:?}", started.elapsed());
+    // Version 2 bumps the epoch at each of the six ends; version 1 never.
+    let epoch = if transaction_version >= 2 { "6" } else { "0" };
+    assert_eq!(described.txn["epoch"], epoch, "{described:?}");
+    assert!(described.producers.iter().all(|p| p["epoch"] == epoch), "{described:?}");
+    eprintln!("read_committed_once(v{transaction_version}): {:?}", started.elapsed());
+    set_feature(&mut RawClient::connect(&target.bootstrap), "transaction.version", 2);
     target.stop();
 }
 
@@ -371,11 +407,23 @@ fn read_committed_sees_committed_transactions_once() {
 // input exactly once, and the group's committed offsets are the input's end.
 #[test]
 fn read_process_write_is_exactly_once() {
+    read_process_write(2);
+}
+
+// The same at transaction version 1 (AddOffsetsToTxn, TxnOffsetCommit v4).
+#[test]
+fn read_process_write_is_exactly_once_in_version_1() {
+    read_process_write(1);
+}
+
+fn read_process_write(transaction_version: i16) {
     let target = Target::start();
-    let input = target.topic("rpw-in", 3);
-    let output = target.topic("rpw-out", 2);
-    let group = target.name("rpw");
-    let id = target.name("rpw-txn");
+    set_feature(&mut RawClient::connect(&target.bootstrap), "transaction.version", transaction_version);
+    let v = transaction_version;
+    let input = target.topic(&format!("rpw-in-v{v}"), 3);
+    let output = target.topic(&format!("rpw-out-v{v}"), 2);
+    let group = target.name(&format!("rpw-v{v}"));
+    let id = target.name(&format!("rpw-txn-v{v}"));
     let started = Instant::now();
     let out = java(&target, &["produce-plain", &target.bootstrap, &input, "300"]);
     assert!(out.contains("PRODUCED 300"), "{out}");
@@ -398,7 +446,8 @@ fn read_process_write_is_exactly_once() {
     let ends = partition_offsets(&out, "END");
     assert_eq!(offsets.len(), 3, "{out}");
     assert_eq!(offsets, ends, "the group's committed offsets are the input's end");
-    eprintln!("read_process_write_is_exactly_once: {:?}", started.elapsed());
+    eprintln!("read_process_write(v{v}): {:?}", started.elapsed());
+    set_feature(&mut RawClient::connect(&target.bootstrap), "transaction.version", 2);
     target.stop();
 }
 
@@ -632,259 +681,6 @@ fn librdkafka_transactions() {
     target.stop();
 }
 
-// ---------------------------------------------------------------------------------------
-// Raw requests.
-
-/// Calls `call` until its error code is not one a client retries (the coordinator is
-/// still loading, or a transaction is completing), for up to 30 s.
-fn retrying<T>(what: &str, mut call: impl FnMut() -> (i16, T)) -> (i16, T) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (code, answer) = call();
-        let retriable =
-            [COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS];
-        if !retriable.contains(&code) || Instant::now() > deadline {
-            return (code, answer);
-        }
-        eprintln!("{what}: {code}, retrying");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// FindCoordinator v4 for `key` of `key_type` (0 group, 1 transaction).
-fn find_coordinator(client: &mut RawClient, key_type: i8, key: &str) -> find_coordinator_response::Coordinator {
-    let request = FindCoordinatorRequest::default().with_key_type(key_type).with_coordinator_keys(vec![s(key)]);
-    let (_, coordinator) = retrying("FindCoordinator", || {
-        let coordinator = client.call(&request, 4).coordinators.remove(0);
-        (coordinator.error_code, coordinator)
-    });
-    coordinator
-}
-
-fn init_producer_id(client: &mut RawClient, id: &str, timeout_ms: i32) -> InitProducerIdResponse {
-    let request = InitProducerIdRequest::default()
-        .with_transactional_id(Some(txn(id)))
-        .with_transaction_timeout_ms(timeout_ms)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    client.call(&request, 4)
-}
-
-fn end_txn(client: &mut RawClient, id: &str, producer: (i64, i16), commit: bool, version: i16) -> i16 {
-    let request = EndTxnRequest::default()
-        .with_transactional_id(txn(id))
-        .with_producer_id(ProducerId(producer.0))
-        .with_producer_epoch(producer.1)
-        .with_committed(commit);
-    client.call(&request, version).error_code
-}
-
-/// AddPartitionsToTxn v3 (the clients' version) for `partitions` of (topic, partition):
-/// the error code per (topic, partition).
-fn add_partitions(
-    client: &mut RawClient,
-    id: &str,
-    producer: (i64, i16),
-    partitions: &[(&str, i32)],
-) -> BTreeMap<(String, i32), i16> {
-    let topics = partitions
-        .iter()
-        .map(|(topic, p)| AddPartitionsToTxnTopic::default().with_name(topic_name(topic)).with_partitions(vec![*p]))
-        .collect();
-    let request = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(txn(id))
-        .with_v3_and_below_producer_id(ProducerId(producer.0))
-        .with_v3_and_below_producer_epoch(producer.1)
-        .with_v3_and_below_topics(topics);
-    let response = client.call(&request, 3);
-    assert_eq!(response.error_code, NONE);
-    let mut codes = BTreeMap::new();
-    for topic in response.results_by_topic_v3_and_below {
-        for p in topic.results_by_partition {
-            codes.insert((topic.name.0.to_string(), p.partition_index), p.partition_error_code);
-        }
-    }
-    codes
-}
-
-fn add_offsets(client: &mut RawClient, id: &str, producer: (i64, i16), group: &str) -> i16 {
-    let request = AddOffsetsToTxnRequest::default()
-        .with_transactional_id(txn(id))
-        .with_producer_id(ProducerId(producer.0))
-        .with_producer_epoch(producer.1)
-        .with_group_id(GroupId(s(group)));
-    client.call(&request, 3).error_code
-}
-
-/// TxnOffsetCommit v3 of `offset` for partition 0 of `topic`: its error code.
-fn txn_offset_commit(
-    client: &mut RawClient,
-    id: &str,
-    producer: (i64, i16),
-    group: &str,
-    topic: &str,
-    offset: i64,
-) -> i16 {
-    let request = TxnOffsetCommitRequest::default()
-        .with_transactional_id(txn(id))
-        .with_group_id(GroupId(s(group)))
-        .with_producer_id(ProducerId(producer.0))
-        .with_producer_epoch(producer.1)
-        .with_generation_id(-1)
-        .with_member_id(s(""))
-        .with_topics(vec![TxnOffsetCommitRequestTopic::default().with_name(topic_name(topic)).with_partitions(vec![
-            TxnOffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(offset),
-        ])]);
-    let response = client.call(&request, 3);
-    response.topics[0].partitions[0].error_code
-}
-
-/// The group's committed offset for partition 0 of `topic` (OffsetFetch v7), -1 if none.
-fn committed_offset(client: &mut RawClient, group: &str, topic: &str) -> i64 {
-    let request = OffsetFetchRequest::default().with_group_id(GroupId(s(group))).with_topics(Some(vec![
-        OffsetFetchRequestTopic::default().with_name(topic_name(topic)).with_partition_indexes(vec![0]),
-    ]));
-    let response = client.call(&request, 7);
-    assert_eq!(response.error_code, NONE);
-    response.topics[0].partitions[0].committed_offset
-}
-
-/// Produce v9 of one transactional record to partition 0 of `topic`: its error code.
-fn produce_transactional(client: &mut RawClient, id: &str, producer: (i64, i16), topic: &str) -> i16 {
-    let record = Record {
-        transactional: true,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: producer.0,
-        producer_epoch: producer.1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: 0,
-        timestamp: 0,
-        key: None,
-        value: Some(Bytes::from_static(b"raw")),
-        headers: Default::default(),
-    };
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        [&record],
-        &RecordEncodeOptions { version: 2, compression: Compression::None },
-    )
-    .unwrap();
-    let request = ProduceRequest::default()
-        .with_transactional_id(Some(txn(id)))
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default().with_name(topic_name(topic)).with_partition_data(vec![
-            PartitionProduceData::default().with_index(0).with_records(Some(batch.freeze())),
-        ])]);
-    client.call(&request, 9).responses[0].partition_responses[0].error_code
-}
-
-// Transactional requests with bad input get the codes Apache Kafka 4.1 answers: a stale
-// epoch is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before EndTxn v2), a producer id the
-// transactional id does not hold INVALID_PRODUCER_ID_MAPPING, a missing topic in
-// AddPartitionsToTxn UNKNOWN_TOPIC_OR_PARTITION with the rest OPERATION_NOT_ATTEMPTED,
-// ending or committing offsets in a transaction that holds nothing INVALID_TXN_STATE.
-// InitProducerId while a transaction is open aborts it and fences the old epoch; offsets
-// committed in that transaction are never visible, those of a committed one are.
-#[test]
-fn transactional_requests_with_bad_input() {
-    let target = Target::start();
-    let topic = target.topic("txn-raw", 1);
-    let id = target.name("raw");
-    let group = target.name("raw-group");
-    let missing = target.name("no-such-topic");
-    let mut client = RawClient::connect(&target.bootstrap);
-
-    let coordinator = find_coordinator(&mut client, 1, &id);
-    assert_eq!(coordinator.error_code, NONE, "{coordinator:?}");
-    assert_eq!(format!("{}:{}", coordinator.host, coordinator.port), target.bootstrap);
-
-    // A second InitProducerId keeps the producer id and bumps the epoch.
-    let (code, first) = retrying("InitProducerId", || {
-        let r = init_producer_id(&mut client, &id, 60_000);
-        (r.error_code, r)
-    });
-    assert_eq!(code, NONE, "{first:?}");
-    assert!(first.producer_id.0 >= 0);
-    assert_eq!(first.producer_epoch, 0);
-    let second = init_producer_id(&mut client, &id, 60_000);
-    assert_eq!((second.error_code, second.producer_id), (NONE, first.producer_id));
-    assert_eq!(second.producer_epoch, 1);
-    let producer = (second.producer_id.0, second.producer_epoch);
-    let stale = (producer.0, producer.1 - 1);
-    let stranger = (producer.0 + 1000, producer.1);
-
-    // transaction.max.timeout.ms is 15 minutes.
-    let too_long = init_producer_id(&mut client, &target.name("raw-too-long"), 1_000_000_000);
-    assert_eq!(too_long.error_code, INVALID_TRANSACTION_TIMEOUT);
-
-    // Nothing was added: there is no transaction to end.
-    assert_eq!(end_txn(&mut client, &id, producer, true, 3), INVALID_TXN_STATE);
-    assert_eq!(end_txn(&mut client, &id, producer, false, 3), INVALID_TXN_STATE);
-    assert_eq!(end_txn(&mut client, &id, stale, true, 1), INVALID_PRODUCER_EPOCH);
-    assert_eq!(end_txn(&mut client, &id, stale, true, 3), PRODUCER_FENCED);
-    assert_eq!(end_txn(&mut client, &id, (producer.0, producer.1 + 1), true, 3), PRODUCER_FENCED);
-    assert_eq!(end_txn(&mut client, &id, stranger, true, 3), INVALID_PRODUCER_ID_MAPPING);
-    assert_eq!(end_txn(&mut client, &target.name("raw-unknown"), producer, true, 3), INVALID_PRODUCER_ID_MAPPING);
-
-    let codes = add_partitions(&mut client, &id, producer, &[(&topic, 0), (&missing, 0)]);
-    assert_eq!(codes[&(missing.clone(), 0)], UNKNOWN_TOPIC_OR_PARTITION, "{codes:?}");
-    assert_eq!(codes[&(topic.clone(), 0)], OPERATION_NOT_ATTEMPTED, "{codes:?}");
-    let codes = add_partitions(&mut client, &id, producer, &[(&topic, 99)]);
-    assert_eq!(codes[&(topic.clone(), 99)], UNKNOWN_TOPIC_OR_PARTITION);
-    let codes = add_partitions(&mut client, &id, stranger, &[(&topic, 0)]);
-    assert_eq!(codes[&(topic.clone(), 0)], INVALID_PRODUCER_ID_MAPPING);
-    let codes = add_partitions(&mut client, &id, stale, &[(&topic, 0)]);
-    assert_eq!(codes[&(topic.clone(), 0)], PRODUCER_FENCED);
-    assert_eq!(add_offsets(&mut client, &id, stranger, &group), INVALID_PRODUCER_ID_MAPPING);
-
-    // Offsets and records for a transaction that has not added their partitions.
-    let coordinator = find_coordinator(&mut client, 0, &group);
-    assert_eq!(coordinator.error_code, NONE, "{coordinator:?}");
-    // The group coordinator may still be loading a new offsets partition.
-    let (code, _) =
-        retrying("TxnOffsetCommit", || (txn_offset_commit(&mut client, &id, producer, &group, &topic, 5), ()));
-    assert_eq!(code, INVALID_TXN_STATE);
-    assert_eq!(produce_transactional(&mut client, &id, producer, &topic), INVALID_TXN_STATE);
-
-    let codes = add_partitions(&mut client, &id, producer, &[(&topic, 0)]);
-    assert_eq!(codes[&(topic.clone(), 0)], NONE);
-    assert_eq!(produce_transactional(&mut client, &id, producer, &topic), NONE);
-    assert_eq!(add_offsets(&mut client, &id, producer, &group), NONE);
-    assert_eq!(txn_offset_commit(&mut client, &id, stranger, &group, &topic, 5), INVALID_PRODUCER_ID_MAPPING);
-    assert_eq!(txn_offset_commit(&mut client, &id, stale, &group, &topic, 5), INVALID_PRODUCER_EPOCH);
-    assert_eq!(txn_offset_commit(&mut client, &id, producer, &group, &topic, 5), NONE);
-    assert_eq!(end_txn(&mut client, &id, stale, true, 3), PRODUCER_FENCED);
-
-    // InitProducerId with the transaction open: Kafka answers CONCURRENT_TRANSACTIONS
-    // while it aborts it (bumping the epoch), then a higher epoch.
-    let open = init_producer_id(&mut client, &id, 60_000);
-    assert!([CONCURRENT_TRANSACTIONS, NONE].contains(&open.error_code), "{open:?}");
-    let (code, fenced) = retrying("InitProducerId", || {
-        let r = init_producer_id(&mut client, &id, 60_000);
-        (r.error_code, r)
-    });
-    assert_eq!(code, NONE, "{fenced:?}");
-    assert_eq!(fenced.producer_id.0, producer.0);
-    assert!(fenced.producer_epoch > producer.1, "{fenced:?}");
-    assert_eq!(end_txn(&mut client, &id, producer, true, 3), PRODUCER_FENCED);
-    assert_eq!(committed_offset(&mut client, &group, &topic), -1, "offsets of the aborted transaction");
-
-    // The same with the new epoch, committed: the offset becomes visible.
-    let producer = (fenced.producer_id.0, fenced.producer_epoch);
-    let codes = add_partitions(&mut client, &id, producer, &[(&topic, 0)]);
-    assert_eq!(codes[&(topic.clone(), 0)], NONE);
-    assert_eq!(add_offsets(&mut client, &id, producer, &group), NONE);
-    assert_eq!(txn_offset_commit(&mut client, &id, producer, &group, &topic, 7), NONE);
-    assert_eq!(end_txn(&mut client, &id, producer, true, 3), NONE);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while committed_offset(&mut client, &group, &topic) != 7 {
-        assert!(Instant::now() < deadline, "the committed transaction's offset is not visible");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    target.stop();
-}
+// Raw requests, in transaction versions 1 and 2.
+#[path = "transactions/raw.rs"]
+mod raw;

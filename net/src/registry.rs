@@ -156,6 +156,11 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(shard, &header, r, &request.listener, caller).await)
         }
+        RequestKind::ApiVersions(r) if !api_versions::is_valid(&r, header.request_api_version) => {
+            ResponseKind::ApiVersions(
+                ApiVersionsResponse::default().with_error_code(crate::errors::code::INVALID_REQUEST),
+            )
+        }
         RequestKind::ApiVersions(r) if api_versions::meant_elsewhere(&r, shard) => ResponseKind::ApiVersions(
             ApiVersionsResponse::default().with_error_code(crate::errors::code::REBOOTSTRAP_REQUIRED),
         ),

@@ -385,6 +385,13 @@ pub fn creatable_topic(
 }
 
 /// A raw Kafka connection: encodes requests with the protocol crate, reads frames.
+/// An ApiVersions request naming its client software, as Kafka requires from v3.
+pub fn api_versions_request() -> kafka_protocol::messages::ApiVersionsRequest {
+    kafka_protocol::messages::ApiVersionsRequest::default()
+        .with_client_software_name(kafka_protocol::protocol::StrBytes::from_static_str("skein-tests"))
+        .with_client_software_version(kafka_protocol::protocol::StrBytes::from_static_str("1.0"))
+}
+
 pub struct RawClient {
     pub stream: TcpStream,
     correlation: i32,

@@ -115,7 +115,13 @@ async fn write_state<H: Host>(host: &H, state: &Partition, id: &str, meta: Optio
 }
 
 /// Writes `next` for `id` (marked busy by the caller) and ends the write.
-async fn commit_state<H: Host>(host: &H, state: &Partition, partition: i32, id: &str, next: TxnMeta) -> Result<(), i16> {
+async fn commit_state<H: Host>(
+    host: &H,
+    state: &Partition,
+    partition: i32,
+    id: &str,
+    next: TxnMeta,
+) -> Result<(), i16> {
     let txns = &host.coordinators().txns;
     match write_state(host, state, id, Some(&next)).await {
         Ok(()) => {

@@ -35,7 +35,8 @@ pub async fn handle(
         let (pid, epoch) = (request.v3_and_below_producer_id.0, request.v3_and_below_producer_epoch);
         let knows_fenced = header.request_api_version >= 2;
         let topics = &request.v3_and_below_topics;
-        response.results_by_topic_v3_and_below = add(shard, caller, &id, (pid, epoch), topics, false, knows_fenced).await;
+        response.results_by_topic_v3_and_below =
+            add(shard, caller, &id, (pid, epoch), topics, false, knows_fenced).await;
         return response;
     }
     for txn in request.transactions {

@@ -11,6 +11,23 @@ use crate::metadata::MetadataImage;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
+/// Whether a v3+ request names its client software as Kafka requires (KIP-511: each
+/// of name and version letters, digits, `-` and `.`, starting and ending with a letter
+/// or digit); Kafka answers INVALID_REQUEST to one that does not.
+pub fn is_valid(request: &ApiVersionsRequest, version: i16) -> bool {
+    let valid = |text: &str| {
+        let bytes = text.as_bytes();
+        let inner = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'.';
+        match (bytes.first(), bytes.last()) {
+            (Some(first), Some(last)) => {
+                first.is_ascii_alphanumeric() && last.is_ascii_alphanumeric() && bytes.iter().all(inner)
+            }
+            _ => false,
+        }
+    };
+    version < 3 || (valid(&request.client_software_name) && valid(&request.client_software_version))
+}
+
 /// ApiVersions v5 (KIP-1242): a client that names the cluster and node it means, and
 /// they are not this one's (another cluster behind the address, or another node since
 /// the client's metadata), is answered REBOOTSTRAP_REQUIRED, as Kafka 4.4 checks it.
@@ -63,4 +80,26 @@ pub fn with_features(mut response: ApiVersionsResponse, version: i16, image: &Me
     }
     response.finalized_features_epoch = image.features_epoch;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Kafka's `SOFTWARE_NAME_VERSION_PATTERN`, checked from v3 only.
+    #[test]
+    fn client_software_names() {
+        let named = |name: &str, version: &str| {
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_string(name.to_string()))
+                .with_client_software_version(StrBytes::from_string(version.to_string()))
+        };
+        assert!(is_valid(&named("apache-kafka-java", "4.4.0"), 3));
+        assert!(is_valid(&named("librdkafka", "2.16.2-RC1"), 4));
+        assert!(is_valid(&named("", ""), 2));
+        for (name, version) in [("", "1"), ("kgo", ""), ("-kgo", "1"), ("kgo.", "1"), ("kafka python", "1"), ("é", "1")]
+        {
+            assert!(!is_valid(&named(name, version), 3), "{name:?} {version:?}");
+        }
+    }
 }

@@ -94,7 +94,8 @@ pub async fn handle(
             let call = match (refused, data.records) {
                 (None, Some(records)) => {
                     let transactional_id = transactional_id.clone().filter(|_| transactional);
-                    let op = ops::Produce { batch: records, backing: frame, acks, timeout_ms, transactional_id, version };
+                    let op =
+                        ops::Produce { batch: records, backing: frame, acks, timeout_ms, transactional_id, version };
                     Ok((TopicPartition::new(name.clone(), index), op))
                 }
                 (refused, _) => {

@@ -317,8 +317,14 @@ impl Shard {
         let (producer_id, epoch) = producer;
         let wanted = vec![(partition.topic.clone(), partition.partition)];
         let client_version = if implicit { 2 } else { 0 };
-        let call =
-            calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, verify_only: !implicit, client_version };
+        let call = calls::Add {
+            id: id.to_owned(),
+            producer_id,
+            epoch,
+            partitions: wanted,
+            verify_only: !implicit,
+            client_version,
+        };
         // Boxed: a produce routes a coordinator call, which routes again.
         let answer: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> = Box::pin(self.txn_call(id, call));
         match answer.await {

@@ -84,11 +84,16 @@ fn verification_error(error: i16, version: i16) -> PartitionError {
     };
     let unverified = matches!(
         error,
-        code::NETWORK_EXCEPTION | code::COORDINATOR_LOAD_IN_PROGRESS | code::COORDINATOR_NOT_AVAILABLE | code::NOT_COORDINATOR
+        code::NETWORK_EXCEPTION
+            | code::COORDINATOR_LOAD_IN_PROGRESS
+            | code::COORDINATOR_NOT_AVAILABLE
+            | code::NOT_COORDINATOR
     ) || (error == code::CONCURRENT_TRANSACTIONS && version < FIRST_ADD_PARTITION_VERSION);
     if unverified {
-        let message =
-            format!("Unable to verify the partition has been added to the transaction. Underlying error: {}", name(error));
+        let message = format!(
+            "Unable to verify the partition has been added to the transaction. Underlying error: {}",
+            name(error)
+        );
         return PartitionError::with_message(code::NOT_ENOUGH_REPLICAS, message);
     }
     if error == code::INVALID_TXN_STATE {

@@ -27,7 +27,6 @@ pub use plan::{fenced_for, plan_add, plan_end, plan_init, plan_verify, EndPlan, 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap};
 
-
 pub const TRANSACTION_TOPIC: &str = "__transaction_state";
 /// Kafka's `transaction.state.log.num.partitions` default.
 pub const TRANSACTION_TOPIC_PARTITIONS: i32 = 50;

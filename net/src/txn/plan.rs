@@ -244,8 +244,7 @@ pub fn plan_end(
     }
     // With the epoch bumped at each end, the same epoch is the next transaction and
     // the epoch before the bump is a retry of the last one.
-    let retry_on_overflow =
-        m.previous_producer_id == producer_id && epoch == EXHAUSTED_EPOCH && m.producer_epoch == 0;
+    let retry_on_overflow = m.previous_producer_id == producer_id && epoch == EXHAUSTED_EPOCH && m.producer_epoch == 0;
     let retry_on_bump = i32::from(m.producer_epoch) == i32::from(epoch) + 1;
     let valid_epoch = match m.state {
         TxnState::PrepareCommit | TxnState::PrepareAbort => retry_on_bump,
@@ -387,7 +386,10 @@ mod tests {
             panic!()
         };
         assert_eq!((aborting.meta.state, aborting.meta.producer_epoch), (TxnState::PrepareAbort, 3));
-        assert_eq!(plan_init(Some(&aborting.meta), 60_000, max, (-1, -1), false, 13), Err(code::CONCURRENT_TRANSACTIONS));
+        assert_eq!(
+            plan_init(Some(&aborting.meta), 60_000, max, (-1, -1), false, 13),
+            Err(code::CONCURRENT_TRANSACTIONS)
+        );
         // EndTxn: prepare, retries, wrong outcomes; the epoch stays.
         let prepared = prepared(plan_end(Some(&ongoing), 7, 2, true, false, 20)).meta;
         assert_eq!((prepared.state, prepared.producer_epoch), (TxnState::PrepareCommit, 2));
