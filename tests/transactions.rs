@@ -1,16 +1,19 @@
-//! Transactions end to end (KIP-98, KIP-447): the Java client (tests/java/Transactions.java,
-//! kafka-clients 4.1) and librdkafka commit and abort, consume-transform-produce with
-//! offsets in the transaction, a killed producer's transaction aborted by its successor or
-//! by its timeout, zombie fencing, transaction state across a broker restart;
-//! read_committed consumers see committed records once and aborted ones never, and are
-//! not held back by a finished transaction; the Admin client describes transactions and
-//! producers. Raw requests with bad input get the error codes Apache Kafka 4.1 answers.
+//! Transactions end to end (KIP-98, KIP-447, KIP-890): the Java client
+//! (tests/java/Transactions.java, kafka-clients 4.1) and librdkafka commit and abort,
+//! consume-transform-produce with offsets in the transaction, a killed producer's
+//! transaction aborted by its successor or by its timeout, zombie fencing, transaction
+//! state across a broker restart; read_committed consumers see committed records once
+//! and aborted ones never, and are not held back by a finished transaction; the Admin
+//! client describes transactions and producers. The Java client runs at
+//! `transaction.version` 2 (transactions v2: an epoch bump per transaction, partitions
+//! added by the broker) and 1; librdkafka has no transactions v2 and keeps to version 1.
+//! Raw requests (`transactions/raw.rs`) get the error codes Apache Kafka 4.4 answers.
 //!
-//! Every expectation here was checked against Apache Kafka 4.1 (a single KRaft node,
-//! `bench-harness/peers/kafka/run-kafka.sh`, with `transaction.version` 2 and also
-//! formatted with `--feature transaction.version=1`): with
+//! Every expectation here was checked against Apache Kafka 4.4 (a single KRaft node,
+//! `bench-harness/peers/kafka/run-kafka.sh`): with
 //! `SKEIN_TEST_EXTERNAL_BOOTSTRAP=host:port` the tests run against that broker instead of
-//! starting Skein, on topics and ids named uniquely per run.
+//! starting Skein, on topics and ids named uniquely per run (one at a time: some change
+//! `transaction.version`).
 
 mod common;
 

@@ -110,11 +110,14 @@ pub(super) fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
         ApiKey::WriteTxnMarkers => {
             let id = format!("conf-markers-{v}");
             let (pid, epoch) = c.open_transaction(&id);
+            // v2 names a marker of transaction version 2, which carries the bumped epoch.
+            let (tv, marker_epoch) = if v >= 2 { (2, epoch + 1) } else { (0, epoch) };
             let marker = write_txn_markers_request::WritableTxnMarker::default()
                 .with_producer_id(ProducerId(pid))
-                .with_producer_epoch(epoch)
+                .with_producer_epoch(marker_epoch)
                 .with_transaction_result(false)
                 .with_coordinator_epoch(0)
+                .with_transaction_version(tv)
                 .with_topics(vec![
                     write_txn_markers_request::WritableTxnMarkerTopic::default()
                         .with_name(topic(TOPIC))
