@@ -405,7 +405,6 @@ fn share_group_members_outlive_a_coordinator_restart() {
 // as a freshly formatted Kafka 4.4 node does.
 #[test]
 fn api_versions_finalize_share_version_2() {
-    use kafka_protocol::messages::ApiVersionsRequest;
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "1", &[]);
     let mut client = common::RawClient::connect(&broker.bootstrap());
