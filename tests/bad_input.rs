@@ -158,14 +158,33 @@ fn api_versions_lists_the_registry() {
     assert_eq!(range(10), Some((0, 6)), "FindCoordinator");
     assert_eq!(range(68), Some((0, 1)), "ConsumerGroupHeartbeat");
     assert_eq!(range(24), Some((0, 5)), "AddPartitionsToTxn");
-    // KIP-890 part 2 is not implemented, so its versions are not advertised.
-    assert_eq!(range(26), Some((0, 4)), "EndTxn");
-    assert_eq!(range(28), Some((0, 4)), "TxnOffsetCommit");
+    // KIP-890 part 2 (transactions v2) at Kafka 4.4's versions, but TxnOffsetCommit 6
+    // (topic ids, KIP-1319), which the codec lacks.
+    assert_eq!(range(26), Some((0, 5)), "EndTxn");
+    assert_eq!(range(27), Some((1, 2)), "WriteTxnMarkers");
+    assert_eq!(range(28), Some((0, 5)), "TxnOffsetCommit");
     // The ACL APIs at Kafka 4's versions (v0 was removed by KIP-896).
     assert_eq!(range(29), Some((1, 3)), "DescribeAcls");
     assert_eq!(range(30), Some((1, 3)), "CreateAcls");
     // Nothing unimplemented is advertised: no delegation tokens.
     assert_eq!(range(38), None, "CreateDelegationToken");
+}
+
+// ApiVersions v3+ names its client software as Kafka's pattern allows, or is answered
+// INVALID_REQUEST with no APIs (as Kafka 4.4 does); v0-2 carry no name.
+#[test]
+fn api_versions_needs_a_client_software_name_from_v3() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "1", &[]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let unnamed = ApiVersionsRequest::default();
+    let response = client.call(&unnamed, 3);
+    assert_eq!((response.error_code, response.api_keys.len()), (42, 0), "INVALID_REQUEST");
+    let spaced = common::api_versions_request().with_client_software_name(StrBytes::from_static_str("my client"));
+    assert_eq!(client.call(&spaced, 4).error_code, 42);
+    assert_eq!(client.call(&unnamed, 2).error_code, 0);
+    assert_eq!(client.call(&common::api_versions_request(), 4).error_code, 0);
+    alive(&broker);
 }
 
 // ApiVersions v5 (KIP-1242): a client naming another cluster or another node is told
