@@ -14,14 +14,20 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 };
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
-/// Calls `call` until its error code is not one a client retries (the coordinator is
-/// still loading, or a transaction is completing), for up to 30 s.
+/// Calls `call` until its error code is not one a client retries (a new partition
+/// without its leader yet, a coordinator still loading, or a transaction completing),
+/// for up to 30 s.
 fn retrying<T>(what: &str, mut call: impl FnMut() -> (i16, T)) -> (i16, T) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (code, answer) = call();
-        let retriable =
-            [COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS];
+        let retriable = [
+            NOT_LEADER_OR_FOLLOWER,
+            COORDINATOR_LOAD_IN_PROGRESS,
+            COORDINATOR_NOT_AVAILABLE,
+            NOT_COORDINATOR,
+            CONCURRENT_TRANSACTIONS,
+        ];
         if !retriable.contains(&code) || Instant::now() > deadline {
             return (code, answer);
         }
@@ -423,5 +429,48 @@ fn transaction_version_upgrade_keeps_an_open_transaction() {
     let read = rdkafka_consume(&target, &topic, "read_committed", "v1-again");
     assert_eq!(read, ["v1-open", "v2-next", "v1-again"]);
     set_feature(&mut client, "transaction.version", 2);
+    target.stop();
+}
+
+/// WriteTxnMarkers v2 of an ABORT marker for partition 0 of `topic`, of transaction
+/// version `transaction_version`: the partition's error code.
+fn write_marker(client: &mut RawClient, topic: &str, producer: (i64, i16), transaction_version: i8) -> i16 {
+    use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+    let marker = WritableTxnMarker::default()
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_transaction_result(false)
+        .with_coordinator_epoch(0)
+        .with_transaction_version(transaction_version)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(topic_name(topic))
+            .with_partition_indexes(vec![0])]);
+    let response = client.call(&WriteTxnMarkersRequest::default().with_markers(vec![marker]), 2);
+    response.markers[0].topics[0].partitions[0].error_code
+}
+
+// A marker of transaction version 2 carries its coordinator's bumped epoch (KIP-1228):
+// one in the producer's own epoch is stale while its transaction is open, and taken as
+// a retry once the transaction is over.
+#[test]
+fn write_txn_markers_v2_needs_a_bumped_epoch() {
+    let target = Target::start();
+    let topic = target.topic("txn-markers", 1);
+    let id = target.name("markers");
+    let mut client = RawClient::connect(&target.bootstrap);
+    init(&mut client, &id);
+    // A second InitProducerId: epoch 1, so that epoch 0 is an older one.
+    let producer = init(&mut client, &id);
+    assert_eq!(producer.1, 1);
+    let codes = add_partitions(&mut client, &id, producer, &[(&topic, 0)]);
+    assert_eq!(codes[&(topic.clone(), 0)], NONE);
+    // Kafka may not lead a partition it just created yet.
+    let produced = retrying("Produce", || (produce_v(&mut client, &id, producer, &topic, (0, "open"), 9), ()));
+    assert_eq!(produced.0, NONE);
+    assert_eq!(write_marker(&mut client, &topic, producer, 2), INVALID_PRODUCER_EPOCH);
+    assert_eq!(write_marker(&mut client, &topic, (producer.0, producer.1 - 1), 0), INVALID_PRODUCER_EPOCH);
+    assert_eq!(end_txn(&mut client, &id, producer, false, 4), NONE);
+    wait_complete(&mut client, &id);
+    assert_eq!(write_marker(&mut client, &topic, producer, 2), NONE);
     target.stop();
 }

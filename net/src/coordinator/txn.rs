@@ -21,8 +21,8 @@ use skein_engine::{Log, TopicPartition};
 use super::{replay, write_records, Host, LoadError, Replayed};
 use crate::errors::code;
 use crate::hosted::Partition;
-use crate::txn::calls::WriteMarker;
-use crate::txn::{self, calls, records, EndPlan, IdSlot, InitPlan, Transit, TxnAnswer, TxnCall, TxnMeta, TxnState};
+use crate::txn::calls::{AddMode, WriteMarker};
+use crate::txn::{self, calls, records, EndPlan, InitPlan, Transit, TxnAnswer, TxnCall, TxnMeta, TxnState};
 use skein_engine::time::now_ms;
 
 /// How long a coordinator write waits for the ISR (Kafka's
@@ -90,22 +90,18 @@ async fn load<H: Host>(
     Ok(())
 }
 
-/// The `__transaction_state` value version Kafka 4.4 writes: 1 (flexible, with the
-/// fields of transaction version 2) once `transaction.version` is at least 1.
-fn value_version(image: &crate::metadata::MetadataImage) -> i16 {
-    i16::from(crate::features::level(image, crate::features::TRANSACTION_VERSION) >= 1)
-}
-
-/// Whether `transaction.version` 2 is finalized: an open transaction that
-/// InitProducerId aborts is aborted in it.
-fn tv2_finalized(image: &crate::metadata::MetadataImage) -> bool {
-    crate::features::level(image, crate::features::TRANSACTION_VERSION) >= 2
+/// The finalized `transaction.version`: from 1 the `__transaction_state` values are
+/// written in version 1 (flexible, with the fields of transaction version 2), as Kafka
+/// 4.4 writes them; at 2 an open transaction that InitProducerId aborts is aborted in
+/// transaction version 2.
+fn transaction_version<H: Host>(host: &H) -> i16 {
+    crate::features::level(&host.image(), crate::features::TRANSACTION_VERSION)
 }
 
 /// Writes `id`'s state (a tombstone for `None`) to its partition and waits until the
 /// ISR holds it.
 async fn write_state<H: Host>(host: &H, state: &Partition, id: &str, meta: Option<&TxnMeta>) -> Result<(), i16> {
-    let version = value_version(&host.image());
+    let version = i16::from(transaction_version(host) >= 1);
     let record = Record {
         key: Some(records::encode_key(id)),
         value: meta.map(|m| records::encode_value(m, version)),
@@ -169,7 +165,7 @@ pub(crate) async fn run<H: Host>(host: &Rc<H>, state: &Partition, partition: i32
             }
             let max = txns.settings.get().max_timeout_ms;
             let current = txns.get(&id);
-            let tv2 = tv2_finalized(&host.image());
+            let tv2 = transaction_version(&**host) >= 2;
             let plan = match txn::plan_init(current.as_ref(), timeout_ms, max, (producer_id, epoch), tv2, now) {
                 Ok(plan) => plan,
                 Err(error) => {
@@ -187,22 +183,6 @@ pub(crate) async fn run<H: Host>(host: &Rc<H>, state: &Partition, partition: i32
                     glommio::spawn_local(send_markers(host.clone(), id, partition)).detach();
                     return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
                 }
-                InitPlan::New => Transit {
-                    meta: TxnMeta {
-                        producer_id: -1,
-                        previous_producer_id: -1,
-                        next_producer_id: -1,
-                        producer_epoch: 0,
-                        last_producer_epoch: -1,
-                        timeout_ms,
-                        state: TxnState::Empty,
-                        partitions: BTreeSet::new(),
-                        start_ms: -1,
-                        update_ms: now,
-                        client_version: 0,
-                    },
-                    allocate: Some(IdSlot::Current),
-                },
                 InitPlan::Write(transit) => transit,
             };
             match commit_transit(host, state, partition, &id, transit).await {
@@ -213,8 +193,8 @@ pub(crate) async fn run<H: Host>(host: &Rc<H>, state: &Partition, partition: i32
                 Err(error) => TxnAnswer::Code(error),
             }
         }
-        TxnCall::Add(calls::Add { id, producer_id, epoch, partitions, verify_only, client_version }) => {
-            if verify_only {
+        TxnCall::Add(calls::Add { id, producer_id, epoch, partitions, mode }) => {
+            if mode == AddMode::Verify {
                 // KIP-890: a partition leader (or the group coordinator) asks
                 // whether a transactional write belongs to the open transaction.
                 let verdict = txn::plan_verify(txns.get(&id).as_ref(), producer_id, epoch, &partitions);
@@ -223,6 +203,7 @@ pub(crate) async fn run<H: Host>(host: &Rc<H>, state: &Partition, partition: i32
             if !txns.begin_write(&id) {
                 return TxnAnswer::Code(code::CONCURRENT_TRANSACTIONS);
             }
+            let client_version = mode.client_version();
             match txn::plan_add(txns.get(&id).as_ref(), producer_id, epoch, &partitions, client_version, now) {
                 Err(error) => {
                     txns.end_write(&id, partition, None);

@@ -35,8 +35,7 @@ pub async fn handle(
         producer_id: request.producer_id.0,
         epoch: request.producer_epoch,
         partitions: vec![partition],
-        verify_only: false,
-        client_version: 0,
+        mode: calls::AddMode::Client,
     };
     let error = crate::topics::txn_call(shard, &id, call).await.unwrap_or_else(|error| error);
     response.error_code = crate::txn::fenced_for(error, header.request_api_version >= 2);

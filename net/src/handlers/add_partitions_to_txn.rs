@@ -19,7 +19,7 @@ use super::{group_by_topic, s};
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::calls;
+use crate::txn::calls::{self, AddMode};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -36,15 +36,17 @@ pub async fn handle(
         let knows_fenced = header.request_api_version >= 2;
         let topics = &request.v3_and_below_topics;
         response.results_by_topic_v3_and_below =
-            add(shard, caller, &id, (pid, epoch), topics, false, knows_fenced).await;
+            add(shard, caller, &id, (pid, epoch), topics, AddMode::Client, knows_fenced).await;
         return response;
     }
     for txn in request.transactions {
         let id = txn.transactional_id.0.to_string();
         let (pid, epoch) = (txn.producer_id.0, txn.producer_epoch);
         // A broker's batched verification (v4+) was authorized whole, for CLUSTER_ACTION.
-        let verify_only = txn.verify_only;
-        let results = add(shard, &Caller::unchecked(), &id, (pid, epoch), &txn.topics, verify_only, true).await;
+        // Without `verify_only`, a broker adds them for a write of transaction version 2
+        // (Kafka's `transactionVersionForAddPartitionsToTxn`).
+        let mode = if txn.verify_only { AddMode::Verify } else { AddMode::Implicit };
+        let results = add(shard, &Caller::unchecked(), &id, (pid, epoch), &txn.topics, mode, true).await;
         response.results_by_transaction.push(
             AddPartitionsToTxnResult::default().with_transactional_id(txn.transactional_id).with_topic_results(results),
         );
@@ -54,19 +56,17 @@ pub async fn handle(
 
 /// Adds (or checks) the partitions of one transaction of `producer` (id and epoch);
 /// one result per partition. `caller` needs WRITE on each topic: if any is refused,
-/// none is added. A broker's request (`knows_fenced`, v4+) that is not `verify_only`
-/// adds them implicitly, for transaction version 2.
+/// none is added.
 async fn add(
     shard: &Rc<Shard>,
     caller: &Caller,
     id: &str,
     producer: (i64, i16),
     topics: &[AddPartitionsToTxnTopic],
-    verify_only: bool,
+    mode: AddMode,
     knows_fenced: bool,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let (producer_id, epoch) = producer;
-    let implicit = knows_fenced && !verify_only;
     let image = shard.image();
     let wanted: Vec<(String, i32)> =
         topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p))).collect();
@@ -83,11 +83,7 @@ async fn add(
             .map(|w| if unknown(w) { code::UNKNOWN_TOPIC_OR_PARTITION } else { code::OPERATION_NOT_ATTEMPTED })
             .collect()
     } else {
-        // A broker's add (v4+ without `verify_only`) is transaction version 2's
-        // implicit one, as Kafka's `transactionVersionForAddPartitionsToTxn`.
-        let client_version = if implicit { 2 } else { 0 };
-        let partitions = wanted.clone();
-        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions, verify_only, client_version };
+        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted.clone(), mode };
         let error = crate::topics::txn_call(shard, id, call).await.unwrap_or_else(|error| error);
         vec![crate::txn::fenced_for(error, knows_fenced); wanted.len()]
     };

@@ -316,15 +316,8 @@ impl Shard {
     ) -> Result<(), i16> {
         let (producer_id, epoch) = producer;
         let wanted = vec![(partition.topic.clone(), partition.partition)];
-        let client_version = if implicit { 2 } else { 0 };
-        let call = calls::Add {
-            id: id.to_owned(),
-            producer_id,
-            epoch,
-            partitions: wanted,
-            verify_only: !implicit,
-            client_version,
-        };
+        let mode = if implicit { calls::AddMode::Implicit } else { calls::AddMode::Verify };
+        let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted, mode };
         // Boxed: a produce routes a coordinator call, which routes again.
         let answer: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> = Box::pin(self.txn_call(id, call));
         match answer.await {

@@ -112,3 +112,32 @@ fn name(error: i16) -> &'static str {
         _ => "CONCURRENT_TRANSACTIONS",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Kafka's `ReplicaManager` translation of a coordinator's refusal, by version.
+    #[test]
+    fn verification_errors_as_kafka_answers_them() {
+        let answer = |error, version| {
+            let e = verification_error(error, version);
+            (e.code, e.message.unwrap_or_default())
+        };
+        assert_eq!(answer(code::PRODUCER_FENCED, 12).0, code::INVALID_PRODUCER_EPOCH);
+        assert_eq!(answer(code::TRANSACTION_ABORTABLE, 10).0, code::INVALID_TXN_STATE);
+        assert_eq!(answer(code::TRANSACTION_ABORTABLE, 11).0, code::TRANSACTION_ABORTABLE);
+        let (error, message) = answer(code::INVALID_TXN_STATE, 12);
+        assert_eq!((error, message.as_str()), (code::INVALID_TXN_STATE, "Partition was not added to the transaction"));
+        for unasked in [code::NETWORK_EXCEPTION, code::COORDINATOR_NOT_AVAILABLE, code::NOT_COORDINATOR] {
+            let (error, message) = answer(unasked, 12);
+            assert_eq!(error, code::NOT_ENOUGH_REPLICAS);
+            assert!(message.starts_with("Unable to verify the partition has been added"), "{message}");
+        }
+        // A transaction being completed: retriable for old clients, as it is for v12+.
+        let (error, message) = answer(code::CONCURRENT_TRANSACTIONS, 11);
+        assert_eq!(error, code::NOT_ENOUGH_REPLICAS);
+        assert!(message.ends_with("CONCURRENT_TRANSACTIONS"), "{message}");
+        assert_eq!(answer(code::CONCURRENT_TRANSACTIONS, 12).0, code::CONCURRENT_TRANSACTIONS);
+    }
+}

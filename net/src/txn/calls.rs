@@ -23,18 +23,39 @@ pub struct Init {
     pub epoch: i16,
 }
 
-/// AddPartitionsToTxn and AddOffsetsToTxn; `verify_only` (v4+, KIP-890) only checks
-/// that the partitions are in the open transaction. `client_version` is the
-/// transaction version the add belongs to: 2 for a broker's implicit add (v4+ without
-/// `verify_only`), 0 for a client's own.
+/// AddPartitionsToTxn and AddOffsetsToTxn, and the checks of a transactional write.
 #[derive(Debug)]
 pub struct Add {
     pub id: String,
     pub producer_id: i64,
     pub epoch: i16,
     pub partitions: Vec<(String, i32)>,
-    pub verify_only: bool,
-    pub client_version: i16,
+    pub mode: AddMode,
+}
+
+/// Who asks to add partitions, and so what the coordinator does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddMode {
+    /// A client's own AddPartitionsToTxn (v0-3) or AddOffsetsToTxn: transaction
+    /// version 1.
+    Client,
+    /// A broker checks a transactional write belongs to the open transaction
+    /// (AddPartitionsToTxn v4+ with `verify_only`, KIP-890 part 1); nothing changes.
+    Verify,
+    /// A broker adds the partitions for a write of transaction version 2 (Produce v12+,
+    /// TxnOffsetCommit v5+: AddPartitionsToTxn v4+ without `verify_only`).
+    Implicit,
+}
+
+impl AddMode {
+    /// The transaction version the add belongs to, as the state records it.
+    pub fn client_version(self) -> i16 {
+        if self == AddMode::Implicit {
+            2
+        } else {
+            0
+        }
+    }
 }
 
 /// EndTxn; `tv2` (v5+) bumps the epoch and answers the next transaction's producer id

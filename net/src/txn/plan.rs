@@ -55,10 +55,8 @@ impl Transit {
 /// What InitProducerId does to a transactional id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InitPlan {
-    /// Unknown: a new producer id, epoch 0.
-    New,
-    /// Write this state (an epoch bump, the same epoch for a retry, or a new producer
-    /// id when the epoch is spent) and answer with it.
+    /// Write this state (a new id's at epoch 0, an epoch bump, the same epoch for a
+    /// retry, or a new producer id when the epoch is spent) and answer with it.
     Write(Transit),
     /// A transaction is open: abort it in a new epoch (which fences the old
     /// producer); the client retries on CONCURRENT_TRANSACTIONS.
@@ -98,7 +96,23 @@ pub fn plan_init(
     if timeout_ms <= 0 || timeout_ms > max_timeout_ms {
         return Err(code::INVALID_TRANSACTION_TIMEOUT);
     }
-    let Some(m) = current else { return Ok(InitPlan::New) };
+    let Some(m) = current else {
+        // An unknown id: a new producer id at epoch 0.
+        let meta = TxnMeta {
+            producer_id: -1,
+            previous_producer_id: -1,
+            next_producer_id: -1,
+            producer_epoch: 0,
+            last_producer_epoch: -1,
+            timeout_ms,
+            state: TxnState::Empty,
+            partitions: Default::default(),
+            start_ms: -1,
+            update_ms: now_ms,
+            client_version: 0,
+        };
+        return Ok(InitPlan::Write(Transit { meta, allocate: Some(IdSlot::Current) }));
+    };
     if m.state.preparing() {
         return Err(code::CONCURRENT_TRANSACTIONS);
     }
@@ -366,7 +380,11 @@ mod tests {
     fn transitions() {
         let max = 900_000;
         assert_eq!(plan_init(None, 1_000_000, max, (-1, -1), false, 0), Err(code::INVALID_TRANSACTION_TIMEOUT));
-        assert_eq!(plan_init(None, 60_000, max, (-1, -1), false, 0), Ok(InitPlan::New));
+        let Ok(InitPlan::Write(new)) = plan_init(None, 60_000, max, (-1, -1), false, 0) else { panic!() };
+        assert_eq!(
+            (new.allocate, new.meta.producer_epoch, new.meta.state),
+            (Some(IdSlot::Current), 0, TxnState::Empty)
+        );
         let empty = meta(TxnState::Empty, 0);
         let bumped = written(plan_init(Some(&empty), 60_000, max, (-1, -1), false, 5));
         assert_eq!((bumped.producer_epoch, bumped.last_producer_epoch), (1, -1));
