@@ -203,6 +203,15 @@ impl ProducerStates {
         self.push(pid, batch.producer_epoch(), seq, batch.max_timestamp());
     }
 
+    /// Whether `pid` has a transaction open here in `epoch` (Kafka's
+    /// `hasOngoingTransaction`): a batch of a later epoch is of the next transaction
+    /// (transaction version 2 bumped the epoch) while this one's marker is still to
+    /// come, so it must be checked with the coordinator, which holds it back until the
+    /// marker is written.
+    pub fn in_transaction(&self, pid: i64, epoch: i16) -> bool {
+        self.txns.is_ongoing(pid) && self.producers.get(&pid).is_some_and(|entry| entry.epoch == epoch)
+    }
+
     /// Checks a transaction marker before it is written: refused for an epoch older
     /// than the producer's (INVALID_PRODUCER_EPOCH) or from an older coordinator
     /// (TRANSACTION_COORDINATOR_FENCED). A marker of transaction version 2 (`tv2`)
@@ -428,6 +437,8 @@ mod tests {
         skein_engine::batch::testing::fix_crc(&mut txn);
         let txn = Batch::validate(Bytes::from(txn), usize::MAX).unwrap();
         states.record(&txn.with_offset_and_epoch(Offset(1), skein_engine::LeaderEpoch(0)));
+        // The open transaction is epoch 3's: a batch of epoch 4 is the next one's.
+        assert!(states.in_transaction(7, 3) && !states.in_transaction(7, 4));
         assert_eq!(states.check_marker(7, 3, 0, true), Err(Refusal::InvalidProducerEpoch));
         assert_eq!(states.check_marker(7, 4, 0, true), Ok(()));
         states.end_txn(7, 4, 1, 2, true, 0);

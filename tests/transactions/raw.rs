@@ -359,6 +359,10 @@ fn transaction_version_2_bumps_the_epoch_at_each_end() {
     // The first transaction: a record and an offset, each partition added by the broker.
     let (code, ()) = retrying("Produce", || (produce_v(&mut client, &id, (pid, epoch), &topic, (0, "v2-a"), 12), ()));
     assert_eq!(code, NONE);
+    // A batch of the next epoch while this transaction is open on the partition (its
+    // marker not yet written) is checked with the coordinator, not joined to it.
+    let early = produce_v(&mut client, &id, (pid, epoch + 1), &topic, (0, "v2-early"), 12);
+    assert_eq!(early, INVALID_PRODUCER_EPOCH);
     let coordinator = find_coordinator(&mut client, 0, &group);
     assert_eq!(coordinator.error_code, NONE, "{coordinator:?}");
     let (code, ()) = retrying("TxnOffsetCommit", || {

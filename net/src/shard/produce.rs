@@ -37,9 +37,12 @@ impl Shard {
         };
         // A transaction's first batch here: its coordinator must have it open with this
         // partition in it (KIP-890), so no transaction hangs on a partition it never
-        // added. From Produce v12 the coordinator adds it (transaction version 2).
+        // added. From Produce v12 the coordinator adds it (transaction version 2); a
+        // batch of a later epoch than the open transaction's is the next transaction,
+        // which the coordinator holds back (CONCURRENT_TRANSACTIONS) until this one's
+        // marker is written.
         let (pid, epoch) = (batch.producer_id(), batch.producer_epoch());
-        if batch.is_transactional() && !state.producers().txns.is_ongoing(pid) {
+        if batch.is_transactional() && !state.producers().in_transaction(pid, epoch) {
             let id = transactional_id.unwrap_or_default();
             let implicit = version >= FIRST_ADD_PARTITION_VERSION;
             let checked = self.check_txn(&id, (pid, epoch), partition, implicit).await;
