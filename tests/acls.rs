@@ -405,7 +405,7 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
                 .with_transactional_id(txn())
                 .with_group_id(group())
                 .with_producer_id(ProducerId(1))
-                .with_generation_id(-1)
+                .with_generation_id_or_member_epoch(-1)
                 .with_member_id(s(""))
                 .with_topics(vec![TxnOffsetCommitRequestTopic::default()
                     .with_name(topic())

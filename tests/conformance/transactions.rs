@@ -161,7 +161,7 @@ pub(super) fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                         .with_partitions(vec![txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()]),
                 ]);
             if v >= 3 {
-                request.generation_id = -1;
+                request.generation_id_or_member_epoch = -1;
                 request.member_id = s("");
             }
             c.call(request, v);

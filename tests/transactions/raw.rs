@@ -139,7 +139,7 @@ fn txn_offset_commit_v(
         .with_group_id(GroupId(s(group)))
         .with_producer_id(ProducerId(producer.0))
         .with_producer_epoch(producer.1)
-        .with_generation_id(-1)
+        .with_generation_id_or_member_epoch(-1)
         .with_member_id(s(""))
         .with_topics(vec![TxnOffsetCommitRequestTopic::default().with_name(topic_name(topic)).with_partitions(vec![
             TxnOffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(offset),

@@ -56,7 +56,7 @@ pub async fn handle(
             group: group.clone(),
             producer_id: request.producer_id.0,
             epoch: request.producer_epoch,
-            generation: request.generation_id,
+            generation: request.generation_id_or_member_epoch,
             member_id: request.member_id.to_string(),
             instance_id: request.group_instance_id.as_ref().map(|i| i.to_string()),
             offsets,

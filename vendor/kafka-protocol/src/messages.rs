@@ -19,11 +19,17 @@ use anyhow::Context;
 use anyhow::Result;
 use std::convert::TryFrom;
 
+pub mod aborted_txn;
+pub use aborted_txn::AbortedTxn;
+
 pub mod consumer_protocol_assignment;
 pub use consumer_protocol_assignment::ConsumerProtocolAssignment;
 
 pub mod consumer_protocol_subscription;
 pub use consumer_protocol_subscription::ConsumerProtocolSubscription;
+
+pub mod control_record_type_schema;
+pub use control_record_type_schema::ControlRecordTypeSchema;
 
 pub mod default_principal_data;
 pub use default_principal_data::DefaultPrincipalData;
@@ -304,6 +310,12 @@ pub use delete_share_group_state_request::DeleteShareGroupStateRequest;
 pub mod read_share_group_state_summary_request;
 pub use read_share_group_state_summary_request::ReadShareGroupStateSummaryRequest;
 
+pub mod streams_group_heartbeat_request;
+pub use streams_group_heartbeat_request::StreamsGroupHeartbeatRequest;
+
+pub mod streams_group_describe_request;
+pub use streams_group_describe_request::StreamsGroupDescribeRequest;
+
 pub mod describe_share_group_offsets_request;
 pub use describe_share_group_offsets_request::DescribeShareGroupOffsetsRequest;
 
@@ -312,6 +324,12 @@ pub use alter_share_group_offsets_request::AlterShareGroupOffsetsRequest;
 
 pub mod delete_share_group_offsets_request;
 pub use delete_share_group_offsets_request::DeleteShareGroupOffsetsRequest;
+
+pub mod streams_group_topology_description_update_request;
+pub use streams_group_topology_description_update_request::StreamsGroupTopologyDescriptionUpdateRequest;
+
+pub mod unregister_controller_request;
+pub use unregister_controller_request::UnregisterControllerRequest;
 
 pub mod produce_response;
 pub use produce_response::ProduceResponse;
@@ -565,6 +583,12 @@ pub use delete_share_group_state_response::DeleteShareGroupStateResponse;
 pub mod read_share_group_state_summary_response;
 pub use read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse;
 
+pub mod streams_group_heartbeat_response;
+pub use streams_group_heartbeat_response::StreamsGroupHeartbeatResponse;
+
+pub mod streams_group_describe_response;
+pub use streams_group_describe_response::StreamsGroupDescribeResponse;
+
 pub mod describe_share_group_offsets_response;
 pub use describe_share_group_offsets_response::DescribeShareGroupOffsetsResponse;
 
@@ -573,6 +597,12 @@ pub use alter_share_group_offsets_response::AlterShareGroupOffsetsResponse;
 
 pub mod delete_share_group_offsets_response;
 pub use delete_share_group_offsets_response::DeleteShareGroupOffsetsResponse;
+
+pub mod streams_group_topology_description_update_response;
+pub use streams_group_topology_description_update_response::StreamsGroupTopologyDescriptionUpdateResponse;
+
+pub mod unregister_controller_response;
+pub use unregister_controller_response::UnregisterControllerResponse;
 
 #[cfg(all(feature = "client", feature = "broker"))]
 impl Request for ProduceRequest {
@@ -1079,6 +1109,18 @@ impl Request for ReadShareGroupStateSummaryRequest {
 }
 
 #[cfg(all(feature = "client", feature = "broker"))]
+impl Request for StreamsGroupHeartbeatRequest {
+    const KEY: i16 = 88;
+    type Response = StreamsGroupHeartbeatResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for StreamsGroupDescribeRequest {
+    const KEY: i16 = 89;
+    type Response = StreamsGroupDescribeResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
 impl Request for DescribeShareGroupOffsetsRequest {
     const KEY: i16 = 90;
     type Response = DescribeShareGroupOffsetsResponse;
@@ -1094,6 +1136,18 @@ impl Request for AlterShareGroupOffsetsRequest {
 impl Request for DeleteShareGroupOffsetsRequest {
     const KEY: i16 = 92;
     type Response = DeleteShareGroupOffsetsResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for StreamsGroupTopologyDescriptionUpdateRequest {
+    const KEY: i16 = 93;
+    type Response = StreamsGroupTopologyDescriptionUpdateResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for UnregisterControllerRequest {
+    const KEY: i16 = 94;
+    type Response = UnregisterControllerResponse;
 }
 
 /// Valid API keys in the Kafka protocol.
@@ -1267,12 +1321,20 @@ pub enum ApiKey {
     DeleteShareGroupState = 86,
     /// API key for request ReadShareGroupStateSummaryRequest
     ReadShareGroupStateSummary = 87,
+    /// API key for request StreamsGroupHeartbeatRequest
+    StreamsGroupHeartbeat = 88,
+    /// API key for request StreamsGroupDescribeRequest
+    StreamsGroupDescribe = 89,
     /// API key for request DescribeShareGroupOffsetsRequest
     DescribeShareGroupOffsets = 90,
     /// API key for request AlterShareGroupOffsetsRequest
     AlterShareGroupOffsets = 91,
     /// API key for request DeleteShareGroupOffsetsRequest
     DeleteShareGroupOffsets = 92,
+    /// API key for request StreamsGroupTopologyDescriptionUpdateRequest
+    StreamsGroupTopologyDescriptionUpdate = 93,
+    /// API key for request UnregisterControllerRequest
+    UnregisterController = 94,
 }
 
 impl ApiKey {
@@ -1387,6 +1449,8 @@ impl ApiKey {
             ApiKey::ReadShareGroupStateSummary => {
                 ReadShareGroupStateSummaryRequest::header_version(version)
             }
+            ApiKey::StreamsGroupHeartbeat => StreamsGroupHeartbeatRequest::header_version(version),
+            ApiKey::StreamsGroupDescribe => StreamsGroupDescribeRequest::header_version(version),
             ApiKey::DescribeShareGroupOffsets => {
                 DescribeShareGroupOffsetsRequest::header_version(version)
             }
@@ -1396,6 +1460,10 @@ impl ApiKey {
             ApiKey::DeleteShareGroupOffsets => {
                 DeleteShareGroupOffsetsRequest::header_version(version)
             }
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => {
+                StreamsGroupTopologyDescriptionUpdateRequest::header_version(version)
+            }
+            ApiKey::UnregisterController => UnregisterControllerRequest::header_version(version),
         }
     }
     /// Get the version of response header that needs to be prepended to this message
@@ -1509,6 +1577,8 @@ impl ApiKey {
             ApiKey::ReadShareGroupStateSummary => {
                 ReadShareGroupStateSummaryResponse::header_version(version)
             }
+            ApiKey::StreamsGroupHeartbeat => StreamsGroupHeartbeatResponse::header_version(version),
+            ApiKey::StreamsGroupDescribe => StreamsGroupDescribeResponse::header_version(version),
             ApiKey::DescribeShareGroupOffsets => {
                 DescribeShareGroupOffsetsResponse::header_version(version)
             }
@@ -1518,6 +1588,10 @@ impl ApiKey {
             ApiKey::DeleteShareGroupOffsets => {
                 DeleteShareGroupOffsetsResponse::header_version(version)
             }
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => {
+                StreamsGroupTopologyDescriptionUpdateResponse::header_version(version)
+            }
+            ApiKey::UnregisterController => UnregisterControllerResponse::header_version(version),
         }
     }
     /// Returns the valid versions that can be used with this ApiKey
@@ -1525,7 +1599,7 @@ impl ApiKey {
         match self {
             ApiKey::Produce => VersionRange { min: 3, max: 13 },
             ApiKey::Fetch => VersionRange { min: 4, max: 18 },
-            ApiKey::ListOffsets => VersionRange { min: 1, max: 10 },
+            ApiKey::ListOffsets => VersionRange { min: 1, max: 11 },
             ApiKey::Metadata => VersionRange { min: 0, max: 13 },
             ApiKey::OffsetCommit => VersionRange { min: 2, max: 10 },
             ApiKey::OffsetFetch => VersionRange { min: 1, max: 10 },
@@ -1537,7 +1611,7 @@ impl ApiKey {
             ApiKey::DescribeGroups => VersionRange { min: 0, max: 6 },
             ApiKey::ListGroups => VersionRange { min: 0, max: 5 },
             ApiKey::SaslHandshake => VersionRange { min: 0, max: 1 },
-            ApiKey::ApiVersions => VersionRange { min: 0, max: 5 }, // Skein patch: v5
+            ApiKey::ApiVersions => VersionRange { min: 0, max: 5 },
             ApiKey::CreateTopics => VersionRange { min: 2, max: 7 },
             ApiKey::DeleteTopics => VersionRange { min: 1, max: 6 },
             ApiKey::DeleteRecords => VersionRange { min: 0, max: 2 },
@@ -1546,22 +1620,22 @@ impl ApiKey {
             ApiKey::AddPartitionsToTxn => VersionRange { min: 0, max: 5 },
             ApiKey::AddOffsetsToTxn => VersionRange { min: 0, max: 4 },
             ApiKey::EndTxn => VersionRange { min: 0, max: 5 },
-            ApiKey::WriteTxnMarkers => VersionRange { min: 1, max: 2 }, // Skein patch: v2
-            ApiKey::TxnOffsetCommit => VersionRange { min: 0, max: 5 },
+            ApiKey::WriteTxnMarkers => VersionRange { min: 1, max: 2 },
+            ApiKey::TxnOffsetCommit => VersionRange { min: 0, max: 6 },
             ApiKey::DescribeAcls => VersionRange { min: 1, max: 3 },
             ApiKey::CreateAcls => VersionRange { min: 1, max: 3 },
             ApiKey::DeleteAcls => VersionRange { min: 1, max: 3 },
             ApiKey::DescribeConfigs => VersionRange { min: 1, max: 4 },
             ApiKey::AlterConfigs => VersionRange { min: 0, max: 2 },
             ApiKey::AlterReplicaLogDirs => VersionRange { min: 1, max: 2 },
-            ApiKey::DescribeLogDirs => VersionRange { min: 1, max: 4 },
+            ApiKey::DescribeLogDirs => VersionRange { min: 1, max: 5 },
             ApiKey::SaslAuthenticate => VersionRange { min: 0, max: 2 },
             ApiKey::CreatePartitions => VersionRange { min: 0, max: 3 },
             ApiKey::CreateDelegationToken => VersionRange { min: 1, max: 3 },
             ApiKey::RenewDelegationToken => VersionRange { min: 1, max: 2 },
             ApiKey::ExpireDelegationToken => VersionRange { min: 1, max: 2 },
             ApiKey::DescribeDelegationToken => VersionRange { min: 1, max: 3 },
-            ApiKey::DeleteGroups => VersionRange { min: 0, max: 2 },
+            ApiKey::DeleteGroups => VersionRange { min: 0, max: 3 },
             ApiKey::ElectLeaders => VersionRange { min: 0, max: 2 },
             ApiKey::IncrementalAlterConfigs => VersionRange { min: 0, max: 1 },
             ApiKey::AlterPartitionReassignments => VersionRange { min: 0, max: 1 },
@@ -1582,7 +1656,7 @@ impl ApiKey {
             ApiKey::DescribeCluster => VersionRange { min: 0, max: 2 },
             ApiKey::DescribeProducers => VersionRange { min: 0, max: 0 },
             ApiKey::BrokerRegistration => VersionRange { min: 0, max: 4 },
-            ApiKey::BrokerHeartbeat => VersionRange { min: 0, max: 1 },
+            ApiKey::BrokerHeartbeat => VersionRange { min: 0, max: 2 },
             ApiKey::UnregisterBroker => VersionRange { min: 0, max: 0 },
             ApiKey::DescribeTransactions => VersionRange { min: 0, max: 0 },
             ApiKey::ListTransactions => VersionRange { min: 0, max: 2 },
@@ -1597,25 +1671,29 @@ impl ApiKey {
             ApiKey::DescribeTopicPartitions => VersionRange { min: 0, max: 0 },
             ApiKey::ShareGroupHeartbeat => VersionRange { min: 1, max: 1 },
             ApiKey::ShareGroupDescribe => VersionRange { min: 1, max: 1 },
-            ApiKey::ShareFetch => VersionRange { min: 1, max: 1 },
-            ApiKey::ShareAcknowledge => VersionRange { min: 1, max: 1 },
-            ApiKey::AddRaftVoter => VersionRange { min: 0, max: 0 },
+            ApiKey::ShareFetch => VersionRange { min: 1, max: 2 },
+            ApiKey::ShareAcknowledge => VersionRange { min: 1, max: 2 },
+            ApiKey::AddRaftVoter => VersionRange { min: 0, max: 1 },
             ApiKey::RemoveRaftVoter => VersionRange { min: 0, max: 0 },
             ApiKey::UpdateRaftVoter => VersionRange { min: 0, max: 0 },
             ApiKey::InitializeShareGroupState => VersionRange { min: 0, max: 0 },
             ApiKey::ReadShareGroupState => VersionRange { min: 0, max: 0 },
-            ApiKey::WriteShareGroupState => VersionRange { min: 0, max: 0 },
+            ApiKey::WriteShareGroupState => VersionRange { min: 0, max: 1 },
             ApiKey::DeleteShareGroupState => VersionRange { min: 0, max: 0 },
-            ApiKey::ReadShareGroupStateSummary => VersionRange { min: 0, max: 0 },
-            ApiKey::DescribeShareGroupOffsets => VersionRange { min: 0, max: 0 },
+            ApiKey::ReadShareGroupStateSummary => VersionRange { min: 0, max: 1 },
+            ApiKey::StreamsGroupHeartbeat => VersionRange { min: 0, max: 1 },
+            ApiKey::StreamsGroupDescribe => VersionRange { min: 0, max: 1 },
+            ApiKey::DescribeShareGroupOffsets => VersionRange { min: 0, max: 1 },
             ApiKey::AlterShareGroupOffsets => VersionRange { min: 0, max: 0 },
             ApiKey::DeleteShareGroupOffsets => VersionRange { min: 0, max: 0 },
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => VersionRange { min: 0, max: 0 },
+            ApiKey::UnregisterController => VersionRange { min: 0, max: 0 },
         }
     }
 
     /// Iterate through every ApiKey variant in the order of the internal code.
     pub fn iter() -> impl Iterator<Item = ApiKey> {
-        (0..=92).filter_map(|i| ApiKey::try_from(i).ok())
+        (0..=94).filter_map(|i| ApiKey::try_from(i).ok())
     }
 }
 impl TryFrom<i16> for ApiKey {
@@ -1721,11 +1799,17 @@ impl TryFrom<i16> for ApiKey {
             x if x == ApiKey::ReadShareGroupStateSummary as i16 => {
                 Ok(ApiKey::ReadShareGroupStateSummary)
             }
+            x if x == ApiKey::StreamsGroupHeartbeat as i16 => Ok(ApiKey::StreamsGroupHeartbeat),
+            x if x == ApiKey::StreamsGroupDescribe as i16 => Ok(ApiKey::StreamsGroupDescribe),
             x if x == ApiKey::DescribeShareGroupOffsets as i16 => {
                 Ok(ApiKey::DescribeShareGroupOffsets)
             }
             x if x == ApiKey::AlterShareGroupOffsets as i16 => Ok(ApiKey::AlterShareGroupOffsets),
             x if x == ApiKey::DeleteShareGroupOffsets as i16 => Ok(ApiKey::DeleteShareGroupOffsets),
+            x if x == ApiKey::StreamsGroupTopologyDescriptionUpdate as i16 => {
+                Ok(ApiKey::StreamsGroupTopologyDescriptionUpdate)
+            }
+            x if x == ApiKey::UnregisterController as i16 => Ok(ApiKey::UnregisterController),
             _ => Err(()),
         }
     }
@@ -1904,12 +1988,20 @@ pub enum RequestKind {
     DeleteShareGroupState(DeleteShareGroupStateRequest),
     /// ReadShareGroupStateSummaryRequest,
     ReadShareGroupStateSummary(ReadShareGroupStateSummaryRequest),
+    /// StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeat(StreamsGroupHeartbeatRequest),
+    /// StreamsGroupDescribeRequest,
+    StreamsGroupDescribe(StreamsGroupDescribeRequest),
     /// DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsets(DescribeShareGroupOffsetsRequest),
     /// AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsets(AlterShareGroupOffsetsRequest),
     /// DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest),
+    /// StreamsGroupTopologyDescriptionUpdateRequest,
+    StreamsGroupTopologyDescriptionUpdate(StreamsGroupTopologyDescriptionUpdateRequest),
+    /// UnregisterControllerRequest,
+    UnregisterController(UnregisterControllerRequest),
 }
 
 #[cfg(feature = "messages_enums")]
@@ -2002,9 +2094,13 @@ impl RequestKind {
             RequestKind::WriteShareGroupState(x) => encode(x, bytes, version),
             RequestKind::DeleteShareGroupState(x) => encode(x, bytes, version),
             RequestKind::ReadShareGroupStateSummary(x) => encode(x, bytes, version),
+            RequestKind::StreamsGroupHeartbeat(x) => encode(x, bytes, version),
+            RequestKind::StreamsGroupDescribe(x) => encode(x, bytes, version),
             RequestKind::DescribeShareGroupOffsets(x) => encode(x, bytes, version),
             RequestKind::AlterShareGroupOffsets(x) => encode(x, bytes, version),
             RequestKind::DeleteShareGroupOffsets(x) => encode(x, bytes, version),
+            RequestKind::StreamsGroupTopologyDescriptionUpdate(x) => encode(x, bytes, version),
+            RequestKind::UnregisterController(x) => encode(x, bytes, version),
         }
     }
     /// Decode the message from the provided buffer and version
@@ -2163,6 +2259,12 @@ impl RequestKind {
             ApiKey::ReadShareGroupStateSummary => Ok(RequestKind::ReadShareGroupStateSummary(
                 decode(bytes, version)?,
             )),
+            ApiKey::StreamsGroupHeartbeat => {
+                Ok(RequestKind::StreamsGroupHeartbeat(decode(bytes, version)?))
+            }
+            ApiKey::StreamsGroupDescribe => {
+                Ok(RequestKind::StreamsGroupDescribe(decode(bytes, version)?))
+            }
             ApiKey::DescribeShareGroupOffsets => Ok(RequestKind::DescribeShareGroupOffsets(
                 decode(bytes, version)?,
             )),
@@ -2172,6 +2274,12 @@ impl RequestKind {
             ApiKey::DeleteShareGroupOffsets => Ok(RequestKind::DeleteShareGroupOffsets(decode(
                 bytes, version,
             )?)),
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => Ok(
+                RequestKind::StreamsGroupTopologyDescriptionUpdate(decode(bytes, version)?),
+            ),
+            ApiKey::UnregisterController => {
+                Ok(RequestKind::UnregisterController(decode(bytes, version)?))
+            }
         }
     }
 }
@@ -2764,6 +2872,20 @@ impl From<ReadShareGroupStateSummaryRequest> for RequestKind {
 }
 
 #[cfg(feature = "messages_enums")]
+impl From<StreamsGroupHeartbeatRequest> for RequestKind {
+    fn from(value: StreamsGroupHeartbeatRequest) -> RequestKind {
+        RequestKind::StreamsGroupHeartbeat(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StreamsGroupDescribeRequest> for RequestKind {
+    fn from(value: StreamsGroupDescribeRequest) -> RequestKind {
+        RequestKind::StreamsGroupDescribe(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
 impl From<DescribeShareGroupOffsetsRequest> for RequestKind {
     fn from(value: DescribeShareGroupOffsetsRequest) -> RequestKind {
         RequestKind::DescribeShareGroupOffsets(value)
@@ -2781,6 +2903,20 @@ impl From<AlterShareGroupOffsetsRequest> for RequestKind {
 impl From<DeleteShareGroupOffsetsRequest> for RequestKind {
     fn from(value: DeleteShareGroupOffsetsRequest) -> RequestKind {
         RequestKind::DeleteShareGroupOffsets(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StreamsGroupTopologyDescriptionUpdateRequest> for RequestKind {
+    fn from(value: StreamsGroupTopologyDescriptionUpdateRequest) -> RequestKind {
+        RequestKind::StreamsGroupTopologyDescriptionUpdate(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<UnregisterControllerRequest> for RequestKind {
+    fn from(value: UnregisterControllerRequest) -> RequestKind {
+        RequestKind::UnregisterController(value)
     }
 }
 
@@ -2981,12 +3117,20 @@ pub enum ResponseKind {
     DeleteShareGroupState(DeleteShareGroupStateResponse),
     /// ReadShareGroupStateSummaryResponse,
     ReadShareGroupStateSummary(ReadShareGroupStateSummaryResponse),
+    /// StreamsGroupHeartbeatResponse,
+    StreamsGroupHeartbeat(StreamsGroupHeartbeatResponse),
+    /// StreamsGroupDescribeResponse,
+    StreamsGroupDescribe(StreamsGroupDescribeResponse),
     /// DescribeShareGroupOffsetsResponse,
     DescribeShareGroupOffsets(DescribeShareGroupOffsetsResponse),
     /// AlterShareGroupOffsetsResponse,
     AlterShareGroupOffsets(AlterShareGroupOffsetsResponse),
     /// DeleteShareGroupOffsetsResponse,
     DeleteShareGroupOffsets(DeleteShareGroupOffsetsResponse),
+    /// StreamsGroupTopologyDescriptionUpdateResponse,
+    StreamsGroupTopologyDescriptionUpdate(StreamsGroupTopologyDescriptionUpdateResponse),
+    /// UnregisterControllerResponse,
+    UnregisterController(UnregisterControllerResponse),
 }
 
 #[cfg(feature = "messages_enums")]
@@ -3079,9 +3223,13 @@ impl ResponseKind {
             ResponseKind::WriteShareGroupState(x) => encode(x, bytes, version),
             ResponseKind::DeleteShareGroupState(x) => encode(x, bytes, version),
             ResponseKind::ReadShareGroupStateSummary(x) => encode(x, bytes, version),
+            ResponseKind::StreamsGroupHeartbeat(x) => encode(x, bytes, version),
+            ResponseKind::StreamsGroupDescribe(x) => encode(x, bytes, version),
             ResponseKind::DescribeShareGroupOffsets(x) => encode(x, bytes, version),
             ResponseKind::AlterShareGroupOffsets(x) => encode(x, bytes, version),
             ResponseKind::DeleteShareGroupOffsets(x) => encode(x, bytes, version),
+            ResponseKind::StreamsGroupTopologyDescriptionUpdate(x) => encode(x, bytes, version),
+            ResponseKind::UnregisterController(x) => encode(x, bytes, version),
         }
     }
     /// Decode the message from the provided buffer and version
@@ -3240,6 +3388,12 @@ impl ResponseKind {
             ApiKey::ReadShareGroupStateSummary => Ok(ResponseKind::ReadShareGroupStateSummary(
                 decode(bytes, version)?,
             )),
+            ApiKey::StreamsGroupHeartbeat => {
+                Ok(ResponseKind::StreamsGroupHeartbeat(decode(bytes, version)?))
+            }
+            ApiKey::StreamsGroupDescribe => {
+                Ok(ResponseKind::StreamsGroupDescribe(decode(bytes, version)?))
+            }
             ApiKey::DescribeShareGroupOffsets => Ok(ResponseKind::DescribeShareGroupOffsets(
                 decode(bytes, version)?,
             )),
@@ -3249,6 +3403,12 @@ impl ResponseKind {
             ApiKey::DeleteShareGroupOffsets => Ok(ResponseKind::DeleteShareGroupOffsets(decode(
                 bytes, version,
             )?)),
+            ApiKey::StreamsGroupTopologyDescriptionUpdate => Ok(
+                ResponseKind::StreamsGroupTopologyDescriptionUpdate(decode(bytes, version)?),
+            ),
+            ApiKey::UnregisterController => {
+                Ok(ResponseKind::UnregisterController(decode(bytes, version)?))
+            }
         }
     }
     /// Get the version of request header that needs to be prepended to this message
@@ -3402,6 +3562,12 @@ impl ResponseKind {
             ResponseKind::ReadShareGroupStateSummary(_) => {
                 ReadShareGroupStateSummaryResponse::header_version(version)
             }
+            ResponseKind::StreamsGroupHeartbeat(_) => {
+                StreamsGroupHeartbeatResponse::header_version(version)
+            }
+            ResponseKind::StreamsGroupDescribe(_) => {
+                StreamsGroupDescribeResponse::header_version(version)
+            }
             ResponseKind::DescribeShareGroupOffsets(_) => {
                 DescribeShareGroupOffsetsResponse::header_version(version)
             }
@@ -3410,6 +3576,12 @@ impl ResponseKind {
             }
             ResponseKind::DeleteShareGroupOffsets(_) => {
                 DeleteShareGroupOffsetsResponse::header_version(version)
+            }
+            ResponseKind::StreamsGroupTopologyDescriptionUpdate(_) => {
+                StreamsGroupTopologyDescriptionUpdateResponse::header_version(version)
+            }
+            ResponseKind::UnregisterController(_) => {
+                UnregisterControllerResponse::header_version(version)
             }
         }
     }
@@ -4004,6 +4176,20 @@ impl From<ReadShareGroupStateSummaryResponse> for ResponseKind {
 }
 
 #[cfg(feature = "messages_enums")]
+impl From<StreamsGroupHeartbeatResponse> for ResponseKind {
+    fn from(value: StreamsGroupHeartbeatResponse) -> ResponseKind {
+        ResponseKind::StreamsGroupHeartbeat(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StreamsGroupDescribeResponse> for ResponseKind {
+    fn from(value: StreamsGroupDescribeResponse) -> ResponseKind {
+        ResponseKind::StreamsGroupDescribe(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
 impl From<DescribeShareGroupOffsetsResponse> for ResponseKind {
     fn from(value: DescribeShareGroupOffsetsResponse) -> ResponseKind {
         ResponseKind::DescribeShareGroupOffsets(value)
@@ -4021,6 +4207,20 @@ impl From<AlterShareGroupOffsetsResponse> for ResponseKind {
 impl From<DeleteShareGroupOffsetsResponse> for ResponseKind {
     fn from(value: DeleteShareGroupOffsetsResponse) -> ResponseKind {
         ResponseKind::DeleteShareGroupOffsets(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StreamsGroupTopologyDescriptionUpdateResponse> for ResponseKind {
+    fn from(value: StreamsGroupTopologyDescriptionUpdateResponse) -> ResponseKind {
+        ResponseKind::StreamsGroupTopologyDescriptionUpdate(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<UnregisterControllerResponse> for ResponseKind {
+    fn from(value: UnregisterControllerResponse) -> ResponseKind {
+        ResponseKind::UnregisterController(value)
     }
 }
 

@@ -23,20 +23,20 @@ use crate::protocol::{
 pub struct ApiVersionsRequest {
     /// The name of the client.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub client_software_name: StrBytes,
 
     /// The version of the client.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub client_software_version: StrBytes,
 
-    /// The cluster ID the client intends to connect to (KIP-1242; Skein patch).
+    /// The cluster ID the client intends to connect to. Provide both ClusterId and NodeId, if known.
     ///
     /// Supported API versions: 5
     pub cluster_id: Option<StrBytes>,
 
-    /// The node ID the client intends to connect to (KIP-1242; Skein patch).
+    /// The node ID the client intends to connect to. Provide both ClusterId and NodeId, if known.
     ///
     /// Supported API versions: 5
     pub node_id: i32,
@@ -50,7 +50,7 @@ impl ApiVersionsRequest {
     ///
     /// The name of the client.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_client_software_name(mut self, value: StrBytes) -> Self {
         self.client_software_name = value;
         self
@@ -59,17 +59,25 @@ impl ApiVersionsRequest {
     ///
     /// The version of the client.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_client_software_version(mut self, value: StrBytes) -> Self {
         self.client_software_version = value;
         self
     }
     /// Sets `cluster_id` to the passed value.
+    ///
+    /// The cluster ID the client intends to connect to. Provide both ClusterId and NodeId, if known.
+    ///
+    /// Supported API versions: 5
     pub fn with_cluster_id(mut self, value: Option<StrBytes>) -> Self {
         self.cluster_id = value;
         self
     }
     /// Sets `node_id` to the passed value.
+    ///
+    /// The node ID the client intends to connect to. Provide both ClusterId and NodeId, if known.
+    ///
+    /// Supported API versions: 5
     pub fn with_node_id(mut self, value: i32) -> Self {
         self.node_id = value;
         self
@@ -89,7 +97,7 @@ impl ApiVersionsRequest {
 #[cfg(feature = "client")]
 impl Encodable for ApiVersionsRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 0 || version > 5 { // Skein patch: v5
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         if version >= 3 {
@@ -98,9 +106,10 @@ impl Encodable for ApiVersionsRequest {
         if version >= 3 {
             types::CompactString.encode(buf, &self.client_software_version)?;
         }
-        // Skein patch: v5 (KIP-1242).
         if version >= 5 {
             types::CompactString.encode(buf, &self.cluster_id)?;
+        }
+        if version >= 5 {
             types::Int32.encode(buf, &self.node_id)?;
         }
         if version >= 3 {
@@ -125,9 +134,10 @@ impl Encodable for ApiVersionsRequest {
         if version >= 3 {
             total_size += types::CompactString.compute_size(&self.client_software_version)?;
         }
-        // Skein patch: v5 (KIP-1242).
         if version >= 5 {
             total_size += types::CompactString.compute_size(&self.cluster_id)?;
+        }
+        if version >= 5 {
             total_size += types::Int32.compute_size(&self.node_id)?;
         }
         if version >= 3 {
@@ -149,7 +159,7 @@ impl Encodable for ApiVersionsRequest {
 #[cfg(feature = "broker")]
 impl Decodable for ApiVersionsRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 0 || version > 5 { // Skein patch: v5
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         let client_software_name = if version >= 3 {
@@ -162,11 +172,15 @@ impl Decodable for ApiVersionsRequest {
         } else {
             Default::default()
         };
-        // Skein patch: v5 (KIP-1242).
-        let (cluster_id, node_id) = if version >= 5 {
-            (types::CompactString.decode(buf)?, types::Int32.decode(buf)?)
+        let cluster_id = if version >= 5 {
+            types::CompactString.decode(buf)?
         } else {
-            (None, -1)
+            None
+        };
+        let node_id = if version >= 5 {
+            types::Int32.decode(buf)?
+        } else {
+            -1
         };
         let mut unknown_tagged_fields = BTreeMap::new();
         if version >= 3 {
@@ -201,7 +215,7 @@ impl Default for ApiVersionsRequest {
 }
 
 impl Message for ApiVersionsRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 }; // Skein patch: v5
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

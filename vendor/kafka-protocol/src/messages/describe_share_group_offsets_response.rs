@@ -23,12 +23,12 @@ use crate::protocol::{
 pub struct DescribeShareGroupOffsetsResponse {
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub throttle_time_ms: i32,
 
     /// The results for each group.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub groups: Vec<DescribeShareGroupOffsetsResponseGroup>,
 
     /// Other tagged fields
@@ -40,7 +40,7 @@ impl DescribeShareGroupOffsetsResponse {
     ///
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_throttle_time_ms(mut self, value: i32) -> Self {
         self.throttle_time_ms = value;
         self
@@ -49,7 +49,7 @@ impl DescribeShareGroupOffsetsResponse {
     ///
     /// The results for each group.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_groups(mut self, value: Vec<DescribeShareGroupOffsetsResponseGroup>) -> Self {
         self.groups = value;
         self
@@ -69,7 +69,7 @@ impl DescribeShareGroupOffsetsResponse {
 #[cfg(feature = "broker")]
 impl Encodable for DescribeShareGroupOffsetsResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's Lag)
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.throttle_time_ms)?;
@@ -107,7 +107,7 @@ impl Encodable for DescribeShareGroupOffsetsResponse {
 #[cfg(feature = "client")]
 impl Decodable for DescribeShareGroupOffsetsResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's Lag)
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let throttle_time_ms = types::Int32.decode(buf)?;
@@ -139,7 +139,7 @@ impl Default for DescribeShareGroupOffsetsResponse {
 }
 
 impl Message for DescribeShareGroupOffsetsResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -149,22 +149,22 @@ impl Message for DescribeShareGroupOffsetsResponse {
 pub struct DescribeShareGroupOffsetsResponseGroup {
     /// The group identifier.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub group_id: super::GroupId,
 
     /// The results for each topic.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub topics: Vec<DescribeShareGroupOffsetsResponseTopic>,
 
     /// The group-level error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_code: i16,
 
     /// The group-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_message: Option<StrBytes>,
 
     /// Other tagged fields
@@ -176,7 +176,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
     ///
     /// The group identifier.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_group_id(mut self, value: super::GroupId) -> Self {
         self.group_id = value;
         self
@@ -185,7 +185,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
     ///
     /// The results for each topic.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_topics(mut self, value: Vec<DescribeShareGroupOffsetsResponseTopic>) -> Self {
         self.topics = value;
         self
@@ -194,7 +194,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
     ///
     /// The group-level error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -203,7 +203,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
     ///
     /// The group-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -223,7 +223,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
 #[cfg(feature = "broker")]
 impl Encodable for DescribeShareGroupOffsetsResponseGroup {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's Lag)
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.group_id)?;
@@ -265,7 +265,7 @@ impl Encodable for DescribeShareGroupOffsetsResponseGroup {
 #[cfg(feature = "client")]
 impl Decodable for DescribeShareGroupOffsetsResponseGroup {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's Lag)
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let group_id = types::CompactString.decode(buf)?;
@@ -303,7 +303,7 @@ impl Default for DescribeShareGroupOffsetsResponseGroup {
 }
 
 impl Message for DescribeShareGroupOffsetsResponseGroup {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -313,32 +313,32 @@ impl Message for DescribeShareGroupOffsetsResponseGroup {
 pub struct DescribeShareGroupOffsetsResponsePartition {
     /// The partition index.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub partition_index: i32,
 
     /// The share-partition start offset.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub start_offset: i64,
 
     /// The leader epoch of the partition.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub leader_epoch: i32,
 
-    /// The share-partition lag (-1: unknown). Skein patch: v1.
+    /// The share-partition lag.
     ///
     /// Supported API versions: 1
     pub lag: i64,
 
     /// The partition-level error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_code: i16,
 
     /// The partition-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_message: Option<StrBytes>,
 
     /// Other tagged fields
@@ -346,16 +346,11 @@ pub struct DescribeShareGroupOffsetsResponsePartition {
 }
 
 impl DescribeShareGroupOffsetsResponsePartition {
-    /// Sets `lag` to the passed value (v1). Skein patch.
-    pub fn with_lag(mut self, value: i64) -> Self {
-        self.lag = value;
-        self
-    }
     /// Sets `partition_index` to the passed value.
     ///
     /// The partition index.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_partition_index(mut self, value: i32) -> Self {
         self.partition_index = value;
         self
@@ -364,7 +359,7 @@ impl DescribeShareGroupOffsetsResponsePartition {
     ///
     /// The share-partition start offset.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_start_offset(mut self, value: i64) -> Self {
         self.start_offset = value;
         self
@@ -373,16 +368,25 @@ impl DescribeShareGroupOffsetsResponsePartition {
     ///
     /// The leader epoch of the partition.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_leader_epoch(mut self, value: i32) -> Self {
         self.leader_epoch = value;
+        self
+    }
+    /// Sets `lag` to the passed value.
+    ///
+    /// The share-partition lag.
+    ///
+    /// Supported API versions: 1
+    pub fn with_lag(mut self, value: i64) -> Self {
+        self.lag = value;
         self
     }
     /// Sets `error_code` to the passed value.
     ///
     /// The partition-level error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -391,7 +395,7 @@ impl DescribeShareGroupOffsetsResponsePartition {
     ///
     /// The partition-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -411,14 +415,14 @@ impl DescribeShareGroupOffsetsResponsePartition {
 #[cfg(feature = "broker")]
 impl Encodable for DescribeShareGroupOffsetsResponsePartition {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's Lag)
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
         types::Int64.encode(buf, &self.start_offset)?;
         types::Int32.encode(buf, &self.leader_epoch)?;
         if version >= 1 {
-            types::Int64.encode(buf, &self.lag)?; // Skein patch
+            types::Int64.encode(buf, &self.lag)?;
         }
         types::Int16.encode(buf, &self.error_code)?;
         types::CompactString.encode(buf, &self.error_message)?;
@@ -440,7 +444,7 @@ impl Encodable for DescribeShareGroupOffsetsResponsePartition {
         total_size += types::Int64.compute_size(&self.start_offset)?;
         total_size += types::Int32.compute_size(&self.leader_epoch)?;
         if version >= 1 {
-            total_size += types::Int64.compute_size(&self.lag)?; // Skein patch
+            total_size += types::Int64.compute_size(&self.lag)?;
         }
         total_size += types::Int16.compute_size(&self.error_code)?;
         total_size += types::CompactString.compute_size(&self.error_message)?;
@@ -461,13 +465,17 @@ impl Encodable for DescribeShareGroupOffsetsResponsePartition {
 #[cfg(feature = "client")]
 impl Decodable for DescribeShareGroupOffsetsResponsePartition {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's Lag)
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
         let start_offset = types::Int64.decode(buf)?;
         let leader_epoch = types::Int32.decode(buf)?;
-        let lag = if version >= 1 { types::Int64.decode(buf)? } else { -1 }; // Skein patch
+        let lag = if version >= 1 {
+            types::Int64.decode(buf)?
+        } else {
+            -1
+        };
         let error_code = types::Int16.decode(buf)?;
         let error_message = types::CompactString.decode(buf)?;
         let mut unknown_tagged_fields = BTreeMap::new();
@@ -505,7 +513,7 @@ impl Default for DescribeShareGroupOffsetsResponsePartition {
 }
 
 impl Message for DescribeShareGroupOffsetsResponsePartition {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -515,17 +523,17 @@ impl Message for DescribeShareGroupOffsetsResponsePartition {
 pub struct DescribeShareGroupOffsetsResponseTopic {
     /// The topic name.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub topic_name: super::TopicName,
 
     /// The unique topic ID.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub topic_id: Uuid,
 
     ///
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub partitions: Vec<DescribeShareGroupOffsetsResponsePartition>,
 
     /// Other tagged fields
@@ -537,7 +545,7 @@ impl DescribeShareGroupOffsetsResponseTopic {
     ///
     /// The topic name.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_topic_name(mut self, value: super::TopicName) -> Self {
         self.topic_name = value;
         self
@@ -546,7 +554,7 @@ impl DescribeShareGroupOffsetsResponseTopic {
     ///
     /// The unique topic ID.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_topic_id(mut self, value: Uuid) -> Self {
         self.topic_id = value;
         self
@@ -555,7 +563,7 @@ impl DescribeShareGroupOffsetsResponseTopic {
     ///
     ///
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_partitions(
         mut self,
         value: Vec<DescribeShareGroupOffsetsResponsePartition>,
@@ -578,7 +586,7 @@ impl DescribeShareGroupOffsetsResponseTopic {
 #[cfg(feature = "broker")]
 impl Encodable for DescribeShareGroupOffsetsResponseTopic {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's Lag)
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.topic_name)?;
@@ -619,7 +627,7 @@ impl Encodable for DescribeShareGroupOffsetsResponseTopic {
 #[cfg(feature = "client")]
 impl Decodable for DescribeShareGroupOffsetsResponseTopic {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if !(0..=1).contains(&version) { // Skein patch: v1 (KIP-1226's Lag)
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let topic_name = types::CompactString.decode(buf)?;
@@ -654,7 +662,7 @@ impl Default for DescribeShareGroupOffsetsResponseTopic {
 }
 
 impl Message for DescribeShareGroupOffsetsResponseTopic {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 } /* Skein patch: v1 */;
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

@@ -17,18 +17,18 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeaderIdAndEpoch {
     /// The ID of the current leader or -1 if the leader is unknown.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub leader_id: i32,
 
     /// The latest known leader epoch.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub leader_epoch: i32,
 
     /// Other tagged fields
@@ -40,7 +40,7 @@ impl LeaderIdAndEpoch {
     ///
     /// The ID of the current leader or -1 if the leader is unknown.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_leader_id(mut self, value: i32) -> Self {
         self.leader_id = value;
         self
@@ -49,7 +49,7 @@ impl LeaderIdAndEpoch {
     ///
     /// The latest known leader epoch.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_leader_epoch(mut self, value: i32) -> Self {
         self.leader_epoch = value;
         self
@@ -69,7 +69,7 @@ impl LeaderIdAndEpoch {
 #[cfg(feature = "broker")]
 impl Encodable for LeaderIdAndEpoch {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.leader_id)?;
@@ -107,7 +107,7 @@ impl Encodable for LeaderIdAndEpoch {
 #[cfg(feature = "client")]
 impl Decodable for LeaderIdAndEpoch {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let leader_id = types::Int32.decode(buf)?;
@@ -139,32 +139,32 @@ impl Default for LeaderIdAndEpoch {
 }
 
 impl Message for LeaderIdAndEpoch {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeEndpoint {
     /// The ID of the associated node.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub node_id: super::BrokerId,
 
     /// The node's hostname.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub host: StrBytes,
 
     /// The node's port.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub port: i32,
 
     /// The rack of the node, or null if it has not been assigned to a rack.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub rack: Option<StrBytes>,
 
     /// Other tagged fields
@@ -176,7 +176,7 @@ impl NodeEndpoint {
     ///
     /// The ID of the associated node.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_node_id(mut self, value: super::BrokerId) -> Self {
         self.node_id = value;
         self
@@ -185,7 +185,7 @@ impl NodeEndpoint {
     ///
     /// The node's hostname.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_host(mut self, value: StrBytes) -> Self {
         self.host = value;
         self
@@ -194,7 +194,7 @@ impl NodeEndpoint {
     ///
     /// The node's port.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_port(mut self, value: i32) -> Self {
         self.port = value;
         self
@@ -203,7 +203,7 @@ impl NodeEndpoint {
     ///
     /// The rack of the node, or null if it has not been assigned to a rack.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_rack(mut self, value: Option<StrBytes>) -> Self {
         self.rack = value;
         self
@@ -223,7 +223,7 @@ impl NodeEndpoint {
 #[cfg(feature = "broker")]
 impl Encodable for NodeEndpoint {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.node_id)?;
@@ -265,7 +265,7 @@ impl Encodable for NodeEndpoint {
 #[cfg(feature = "client")]
 impl Decodable for NodeEndpoint {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let node_id = types::Int32.decode(buf)?;
@@ -303,32 +303,32 @@ impl Default for NodeEndpoint {
 }
 
 impl Message for NodeEndpoint {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionData {
     /// The partition index.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub partition_index: i32,
 
     /// The error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub error_code: i16,
 
     /// The error message, or null if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub error_message: Option<StrBytes>,
 
     /// The current leader of the partition.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub current_leader: LeaderIdAndEpoch,
 
     /// Other tagged fields
@@ -340,7 +340,7 @@ impl PartitionData {
     ///
     /// The partition index.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_partition_index(mut self, value: i32) -> Self {
         self.partition_index = value;
         self
@@ -349,7 +349,7 @@ impl PartitionData {
     ///
     /// The error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -358,7 +358,7 @@ impl PartitionData {
     ///
     /// The error message, or null if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -367,7 +367,7 @@ impl PartitionData {
     ///
     /// The current leader of the partition.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_current_leader(mut self, value: LeaderIdAndEpoch) -> Self {
         self.current_leader = value;
         self
@@ -387,7 +387,7 @@ impl PartitionData {
 #[cfg(feature = "broker")]
 impl Encodable for PartitionData {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
@@ -429,7 +429,7 @@ impl Encodable for PartitionData {
 #[cfg(feature = "client")]
 impl Decodable for PartitionData {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
@@ -467,40 +467,42 @@ impl Default for PartitionData {
 }
 
 impl Message for PartitionData {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShareAcknowledgeResponse {
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub throttle_time_ms: i32,
 
     /// The top level response error code.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub error_code: i16,
 
     /// The top-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub error_message: Option<StrBytes>,
 
-    /// The acquisition lock timeout in ms. Skein patch: v2.
+    /// The time in milliseconds for which the acquired records are locked.
+    ///
+    /// Supported API versions: 2
     pub acquisition_lock_timeout_ms: i32,
 
     /// The response topics.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub responses: Vec<ShareAcknowledgeTopicResponse>,
 
     /// Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub node_endpoints: Vec<NodeEndpoint>,
 
     /// Other tagged fields
@@ -512,7 +514,7 @@ impl ShareAcknowledgeResponse {
     ///
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_throttle_time_ms(mut self, value: i32) -> Self {
         self.throttle_time_ms = value;
         self
@@ -521,7 +523,7 @@ impl ShareAcknowledgeResponse {
     ///
     /// The top level response error code.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -530,16 +532,25 @@ impl ShareAcknowledgeResponse {
     ///
     /// The top-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
+        self
+    }
+    /// Sets `acquisition_lock_timeout_ms` to the passed value.
+    ///
+    /// The time in milliseconds for which the acquired records are locked.
+    ///
+    /// Supported API versions: 2
+    pub fn with_acquisition_lock_timeout_ms(mut self, value: i32) -> Self {
+        self.acquisition_lock_timeout_ms = value;
         self
     }
     /// Sets `responses` to the passed value.
     ///
     /// The response topics.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_responses(mut self, value: Vec<ShareAcknowledgeTopicResponse>) -> Self {
         self.responses = value;
         self
@@ -548,7 +559,7 @@ impl ShareAcknowledgeResponse {
     ///
     /// Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_node_endpoints(mut self, value: Vec<NodeEndpoint>) -> Self {
         self.node_endpoints = value;
         self
@@ -568,14 +579,14 @@ impl ShareAcknowledgeResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ShareAcknowledgeResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.throttle_time_ms)?;
         types::Int16.encode(buf, &self.error_code)?;
         types::CompactString.encode(buf, &self.error_message)?;
         if version >= 2 {
-            types::Int32.encode(buf, &self.acquisition_lock_timeout_ms)?; // Skein patch
+            types::Int32.encode(buf, &self.acquisition_lock_timeout_ms)?;
         }
         types::CompactArray(types::Struct { version }).encode(buf, &self.responses)?;
         types::CompactArray(types::Struct { version }).encode(buf, &self.node_endpoints)?;
@@ -597,7 +608,7 @@ impl Encodable for ShareAcknowledgeResponse {
         total_size += types::Int16.compute_size(&self.error_code)?;
         total_size += types::CompactString.compute_size(&self.error_message)?;
         if version >= 2 {
-            total_size += types::Int32.compute_size(&self.acquisition_lock_timeout_ms)?; // Skein patch
+            total_size += types::Int32.compute_size(&self.acquisition_lock_timeout_ms)?;
         }
         total_size +=
             types::CompactArray(types::Struct { version }).compute_size(&self.responses)?;
@@ -620,14 +631,14 @@ impl Encodable for ShareAcknowledgeResponse {
 #[cfg(feature = "client")]
 impl Decodable for ShareAcknowledgeResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let throttle_time_ms = types::Int32.decode(buf)?;
         let error_code = types::Int16.decode(buf)?;
         let error_message = types::CompactString.decode(buf)?;
         let acquisition_lock_timeout_ms = if version >= 2 {
-            types::Int32.decode(buf)? // Skein patch
+            types::Int32.decode(buf)?
         } else {
             0
         };
@@ -668,22 +679,22 @@ impl Default for ShareAcknowledgeResponse {
 }
 
 impl Message for ShareAcknowledgeResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShareAcknowledgeTopicResponse {
     /// The unique topic ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub topic_id: Uuid,
 
     /// The topic partitions.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub partitions: Vec<PartitionData>,
 
     /// Other tagged fields
@@ -695,7 +706,7 @@ impl ShareAcknowledgeTopicResponse {
     ///
     /// The unique topic ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_topic_id(mut self, value: Uuid) -> Self {
         self.topic_id = value;
         self
@@ -704,7 +715,7 @@ impl ShareAcknowledgeTopicResponse {
     ///
     /// The topic partitions.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_partitions(mut self, value: Vec<PartitionData>) -> Self {
         self.partitions = value;
         self
@@ -724,7 +735,7 @@ impl ShareAcknowledgeTopicResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ShareAcknowledgeTopicResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Uuid.encode(buf, &self.topic_id)?;
@@ -763,7 +774,7 @@ impl Encodable for ShareAcknowledgeTopicResponse {
 #[cfg(feature = "client")]
 impl Decodable for ShareAcknowledgeTopicResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if !(1..=2).contains(&version) { // Skein patch: v2 (KIP-1206, KIP-1222)
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let topic_id = types::Uuid.decode(buf)?;
@@ -795,7 +806,7 @@ impl Default for ShareAcknowledgeTopicResponse {
 }
 
 impl Message for ShareAcknowledgeTopicResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 } /* Skein patch: v2 */;
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
