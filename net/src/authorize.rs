@@ -168,6 +168,16 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
             Some(TOPIC_AUTHORIZATION_FAILED)
         }
         RequestKind::ShareGroupHeartbeat(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
+        RequestKind::StreamsGroupHeartbeat(r) if no_group(Op::Read, &r.group_id) => Some(GROUP_AUTHORIZATION_FAILED),
+        // A joining member may name only topics it may describe (Kafka 4.4's
+        // KafkaApis checks the topology's topics).
+        RequestKind::StreamsGroupHeartbeat(r)
+            if r.topology.iter().any(|t| {
+                crate::group::streams::topology::required_topics(t).iter().any(|name| !caller.topic(Op::Describe, name))
+            }) =>
+        {
+            Some(TOPIC_AUTHORIZATION_FAILED)
+        }
         RequestKind::ShareGroupHeartbeat(r)
             if r.subscribed_topic_names.iter().flatten().any(|t| !caller.topic(Op::Describe, t)) =>
         {

@@ -88,6 +88,16 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
         RequestKind::DescribeClientQuotas(_) => api(ApiKey::DescribeClientQuotas),
         RequestKind::ListConfigResources(_) => api(ApiKey::ListConfigResources),
         RequestKind::ShareGroupHeartbeat(_) => api(ApiKey::ShareGroupHeartbeat),
+        RequestKind::StreamsGroupHeartbeat(_) => api(ApiKey::StreamsGroupHeartbeat),
+        RequestKind::StreamsGroupDescribe(r) => {
+            let described = |g: &GroupId| {
+                streams_group_describe_response::DescribedGroup::default()
+                    .with_group_id(g.clone())
+                    .with_error_code(code)
+            };
+            let groups = r.group_ids.iter().map(described).collect();
+            Some(ResponseKind::StreamsGroupDescribe(StreamsGroupDescribeResponse::default().with_groups(groups)))
+        }
         RequestKind::UpdateFeatures(r) => {
             // v0-1 answer each feature too.
             let result = |u: &update_features_request::FeatureUpdateKey| {
@@ -226,6 +236,9 @@ fn whole(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
         }
         ApiKey::ShareGroupHeartbeat => {
             ResponseKind::ShareGroupHeartbeat(ShareGroupHeartbeatResponse::default().with_error_code(code))
+        }
+        ApiKey::StreamsGroupHeartbeat => {
+            ResponseKind::StreamsGroupHeartbeat(StreamsGroupHeartbeatResponse::default().with_error_code(code))
         }
         ApiKey::ShareFetch => ResponseKind::ShareFetch(ShareFetchResponse::default().with_error_code(code)),
         ApiKey::ShareAcknowledge => {

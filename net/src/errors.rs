@@ -92,6 +92,11 @@ pub mod code {
     pub const INVALID_SHARE_SESSION_EPOCH: i16 = 123;
     pub const FENCED_STATE_EPOCH: i16 = 124;
     pub const SHARE_SESSION_LIMIT_REACHED: i16 = 133;
+    // Groups of KIP-848 and KIP-1071.
+    pub const UNRELEASED_INSTANCE_ID: i16 = 111;
+    pub const STREAMS_INVALID_TOPOLOGY: i16 = 130;
+    pub const STREAMS_INVALID_TOPOLOGY_EPOCH: i16 = 131;
+    pub const STREAMS_TOPOLOGY_FENCED: i16 = 132;
     pub const OFFSET_NOT_AVAILABLE: i16 = 78;
 }
 

@@ -4,14 +4,14 @@
 //! rules for changing one, with Kafka's messages.
 //!
 //! Skein acts on a finalized level where Kafka does: `group.version` 0 turns the
-//! consumer group protocol (KIP-848) off and `share.version` 0 turns share groups
-//! off, their requests answered UNSUPPORTED_VERSION. `transaction.version` 2 lets
-//! clients use the transactions of KIP-890 part 2 (they look at it; the broker
-//! follows each request's version) and writes `__transaction_state` values in version
-//! 1 from level 1. `metadata.version` names the Kafka metadata level Skein's metadata
+//! consumer group protocol (KIP-848) off, `share.version` 0 share groups and
+//! `streams.version` 0 streams groups (KIP-1071), their requests answered
+//! UNSUPPORTED_VERSION. `transaction.version` 2 lets clients use the transactions of
+//! KIP-890 part 2 (they look at it; the broker follows each request's version) and
+//! writes `__transaction_state` values in version 1 from level 1. `metadata.version` names the Kafka metadata level Skein's metadata
 //! matches; it is never downgraded, as Kafka refuses a downgrade that might lose
 //! metadata. Features Skein does not implement yet are supported at level 0 only
-//! (`streams.version`, `kraft.version`, `eligible.leader.replicas.version`).
+//! (`kraft.version`, `eligible.leader.replicas.version`).
 //!
 //! A level never changed in a cluster is the default of the running version, so a
 //! cluster that never set `transaction.version` moves from 1 to 2 with this one.
@@ -36,6 +36,7 @@ pub const GROUP_VERSION: &str = "group.version";
 pub const SHARE_VERSION: &str = "share.version";
 pub const KRAFT_VERSION: &str = "kraft.version";
 pub const TRANSACTION_VERSION: &str = "transaction.version";
+pub const STREAMS_VERSION: &str = "streams.version";
 
 /// Sorted by name. `metadata.version` 7 is 3.3-IV3, 33 is 4.4-IV2.
 pub const FEATURES: &[Feature] = &[
@@ -44,7 +45,7 @@ pub const FEATURES: &[Feature] = &[
     Feature { name: KRAFT_VERSION, min: 0, max: 0, default_level: 0 },
     Feature { name: METADATA_VERSION, min: 7, max: 33, default_level: 33 },
     Feature { name: SHARE_VERSION, min: 0, max: 2, default_level: 2 },
-    Feature { name: "streams.version", min: 0, max: 0, default_level: 0 },
+    Feature { name: STREAMS_VERSION, min: 0, max: 1, default_level: 1 },
     Feature { name: TRANSACTION_VERSION, min: 0, max: 2, default_level: 2 },
 ];
 
@@ -83,6 +84,7 @@ pub fn disabled(
         | R::ShareAcknowledge(_)
         | R::AlterShareGroupOffsets(_)
         | R::DeleteShareGroupOffsets(_) => SHARE_VERSION,
+        R::StreamsGroupHeartbeat(_) | R::StreamsGroupDescribe(_) => STREAMS_VERSION,
         _ => return None,
     };
     (level(&image(), needs) == 0).then_some(code::UNSUPPORTED_VERSION)

@@ -58,6 +58,8 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS, Groups(Op::Describe)),
     (ApiKey::ShareGroupHeartbeat, share_group_heartbeat::VERSIONS, Both(&Groups(Op::Read), &Topics(Op::Describe))),
     (ApiKey::ShareGroupDescribe, share_group_describe::VERSIONS, Groups(Op::Describe)),
+    (ApiKey::StreamsGroupHeartbeat, streams_group_heartbeat::VERSIONS, Both(&Groups(Op::Read), &Topics(Op::Describe))),
+    (ApiKey::StreamsGroupDescribe, streams_group_describe::VERSIONS, Groups(Op::Describe)),
     (ApiKey::ShareFetch, share_fetch::VERSIONS, Both(&Groups(Op::Read), &Topics(Op::Read))),
     (ApiKey::ShareAcknowledge, share_acknowledge::VERSIONS, Both(&Groups(Op::Read), &Topics(Op::Read))),
     (
@@ -238,6 +240,12 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(shard, r, caller).await)
         }
+        RequestKind::StreamsGroupHeartbeat(r) => ResponseKind::StreamsGroupHeartbeat(
+            streams_group_heartbeat::handle(shard, &header, r, &request.peer, caller).await,
+        ),
+        RequestKind::StreamsGroupDescribe(r) => {
+            ResponseKind::StreamsGroupDescribe(streams_group_describe::handle(shard, r, caller).await)
+        }
         RequestKind::ShareGroupHeartbeat(r) => {
             ResponseKind::ShareGroupHeartbeat(share_group_heartbeat::handle(shard, &header, r, &request.peer).await)
         }
@@ -399,6 +407,8 @@ mod tests {
                 ApiKey::ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest::VERSIONS,
                 ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::VERSIONS,
                 ApiKey::ShareGroupHeartbeat => ShareGroupHeartbeatRequest::VERSIONS,
+                ApiKey::StreamsGroupHeartbeat => StreamsGroupHeartbeatRequest::VERSIONS,
+                ApiKey::StreamsGroupDescribe => StreamsGroupDescribeRequest::VERSIONS,
                 ApiKey::ShareGroupDescribe => ShareGroupDescribeRequest::VERSIONS,
                 ApiKey::ShareFetch => ShareFetchRequest::VERSIONS,
                 ApiKey::ShareAcknowledge => ShareAcknowledgeRequest::VERSIONS,

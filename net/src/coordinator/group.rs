@@ -239,6 +239,27 @@ pub(crate) async fn run<H: Host>(
         GroupCall::ConsumerDescribe(calls::ConsumerDescribe { group }) => {
             GroupAnswer::ConsumerDescribed(groups.consumer_describe(&group, &host.image()))
         }
+        GroupCall::StreamsHeartbeat(calls::StreamsHeartbeat { request, client_id, client_host }) => {
+            let beat = groups.streams_heartbeat(&request, (&client_id, &client_host), &host.image(), now);
+            // As for the consumer protocol, the member learns its epoch and tasks only
+            // once the group's records are written.
+            if let Err(error) = persist(state, beat.writes).await {
+                groups.streams_persist_failed(&request.group_id.0);
+                let response =
+                    kafka_protocol::messages::StreamsGroupHeartbeatResponse::default().with_error_code(error);
+                return Ok(GroupAnswer::StreamsHeartbeat(Box::new(calls::StreamsAnswer {
+                    response,
+                    create: Vec::new(),
+                })));
+            }
+            GroupAnswer::StreamsHeartbeat(Box::new(calls::StreamsAnswer {
+                response: beat.response,
+                create: beat.create,
+            }))
+        }
+        GroupCall::StreamsDescribe(calls::StreamsDescribe { group }) => {
+            GroupAnswer::StreamsDescribed(Box::new(groups.streams_describe(&group)))
+        }
         GroupCall::ShareHeartbeat(calls::ShareHeartbeat { request, client_id, client_host }) => {
             let (response, writes) = groups.share_heartbeat(&request, &client_id, &client_host, &host.image(), now);
             if let Err(error) = persist(state, writes).await {

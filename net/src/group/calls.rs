@@ -122,6 +122,18 @@ pub struct ConsumerDescribe {
 }
 
 #[derive(Debug)]
+pub struct StreamsHeartbeat {
+    pub request: Box<kafka_protocol::messages::StreamsGroupHeartbeatRequest>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Debug)]
+pub struct StreamsDescribe {
+    pub group: String,
+}
+
+#[derive(Debug)]
 pub struct ShareHeartbeat {
     pub request: Box<ShareGroupHeartbeatRequest>,
     pub client_id: String,
@@ -162,6 +174,13 @@ pub struct ShareForget {
 #[derive(Debug)]
 pub struct Ready;
 
+/// A streams heartbeat's answer and the internal topics its group needs created.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamsAnswer {
+    pub response: kafka_protocol::messages::StreamsGroupHeartbeatResponse,
+    pub create: Vec<crate::group::streams::topology::InternalTopic>,
+}
+
 /// A group operation, as it travels to the shard that owns the group's offsets
 /// partition.
 #[derive(Debug)]
@@ -179,6 +198,8 @@ pub enum GroupCall {
     DeleteOffsets(DeleteOffsets),
     ConsumerHeartbeat(ConsumerHeartbeat),
     ConsumerDescribe(ConsumerDescribe),
+    StreamsHeartbeat(StreamsHeartbeat),
+    StreamsDescribe(StreamsDescribe),
     ShareHeartbeat(ShareHeartbeat),
     ShareDescribe(ShareDescribe),
     ShareTopics(ShareTopics),
@@ -207,6 +228,9 @@ pub enum GroupAnswer {
     Listed(Vec<ListedGroup>),
     ConsumerHeartbeat(ConsumerGroupHeartbeatResponse),
     ConsumerDescribed(ConsumerDescribedGroup),
+    /// The answer, and the internal topics the group needs created.
+    StreamsHeartbeat(Box<StreamsAnswer>),
+    StreamsDescribed(Box<kafka_protocol::messages::streams_group_describe_response::DescribedGroup>),
     ShareHeartbeat(ShareGroupHeartbeatResponse),
     ShareDescribed(ShareDescribedGroup),
     ShareTopics(Option<Vec<crate::group::records::InitializedTopic>>),
@@ -230,6 +254,8 @@ crate::typed::typed_requests! {
         DeleteOffsets => Result<Vec<i16>, i16> = GroupAnswer::PartitionCodes(r) => r;
         ConsumerHeartbeat => ConsumerGroupHeartbeatResponse = GroupAnswer::ConsumerHeartbeat(r) => r;
         ConsumerDescribe => ConsumerDescribedGroup = GroupAnswer::ConsumerDescribed(r) => r;
+        StreamsHeartbeat => Box<StreamsAnswer> = GroupAnswer::StreamsHeartbeat(r) => r;
+        StreamsDescribe => Box<kafka_protocol::messages::streams_group_describe_response::DescribedGroup> = GroupAnswer::StreamsDescribed(r) => r;
         ShareHeartbeat => ShareGroupHeartbeatResponse = GroupAnswer::ShareHeartbeat(r) => r;
         ShareDescribe => ShareDescribedGroup = GroupAnswer::ShareDescribed(r) => r;
         ShareTopics => Option<Vec<crate::group::records::InitializedTopic>> = GroupAnswer::ShareTopics(r) => r;

@@ -19,6 +19,7 @@ impl Coordinator {
         }
         if self.consumer_groups.borrow().get(&request.group).is_some_and(|g| !g.is_empty())
             || self.share_groups.borrow().contains_key(&request.group)
+            || self.streams_active(&request.group)
         {
             return Err(error(code::INCONSISTENT_GROUP_PROTOCOL));
         }

@@ -5,8 +5,10 @@
 //! A group's overrides live in the metadata image (`MetadataImage::group_configs`,
 //! Kafka's ConfigRecord for GROUP resources), so every node sees them and they outlive
 //! the group. Consumer groups act on `consumer.session.timeout.ms` and
-//! `consumer.heartbeat.interval.ms`. Skein has no share or streams group coordinator
-//! yet: their settings are stored, shown and validated, and not yet acted on.
+//! `consumer.heartbeat.interval.ms`, share groups on theirs, and streams groups on
+//! `streams.heartbeat.interval.ms`, `streams.session.timeout.ms` and
+//! `streams.num.standby.replicas` (`sticky` is the one assignor). The others are
+//! stored, shown and validated, and not yet acted on.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -291,7 +293,11 @@ impl GroupConfigDef {
             | "share.isolation.level"
             | "share.partition.max.record.locks"
             | "share.record.lock.duration.ms"
-            | "share.session.timeout.ms" => self.doc.to_string(),
+            | "share.session.timeout.ms"
+            | "streams.heartbeat.interval.ms"
+            | "streams.session.timeout.ms"
+            | "streams.num.standby.replicas"
+            | "streams.assignor.name" => self.doc.to_string(),
             _ => format!("{} (Skein: stored and validated, not acted on yet.)", self.doc),
         }
     }
@@ -514,6 +520,27 @@ pub fn share_membership(
     crate::group::share::MembershipSettings {
         heartbeat_interval: ms("share.heartbeat.interval.ms").unwrap_or(base.heartbeat_interval),
         session_timeout: ms("share.session.timeout.ms").unwrap_or(base.session_timeout),
+        ..base
+    }
+}
+
+/// A streams group's settings: `base` with the group's own
+/// `streams.heartbeat.interval.ms`, `streams.session.timeout.ms` and
+/// `streams.num.standby.replicas`.
+pub fn streams_settings(
+    base: crate::group::streams::StreamsSettings,
+    image: &MetadataImage,
+    group: &str,
+) -> crate::group::streams::StreamsSettings {
+    let Some(overrides) = image.group_configs.get(group) else { return base };
+    let ms = |name: &str| overrides.get(name).and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_millis);
+    crate::group::streams::StreamsSettings {
+        heartbeat_interval: ms("streams.heartbeat.interval.ms").unwrap_or(base.heartbeat_interval),
+        session_timeout: ms("streams.session.timeout.ms").unwrap_or(base.session_timeout),
+        num_standby_replicas: overrides
+            .get("streams.num.standby.replicas")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(base.num_standby_replicas),
         ..base
     }
 }

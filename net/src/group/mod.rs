@@ -20,6 +20,7 @@ pub mod lag;
 mod offsets;
 pub mod records;
 pub mod share;
+pub mod streams;
 
 pub use calls::{GroupAnswer, GroupCall, GroupRequest};
 pub use offsets::offset_entry;
@@ -426,6 +427,9 @@ pub struct Coordinator {
     pub consumer_settings: std::cell::Cell<consumer::ConsumerSettings>,
     /// Share groups (KIP-932): their membership (`share`).
     share_groups: RefCell<HashMap<String, share::ShareGroup>>,
+    /// Streams groups (KIP-1071); their offsets live in `groups`.
+    streams_groups: RefCell<HashMap<String, streams::StreamsGroup>>,
+    pub streams_settings: std::cell::Cell<streams::StreamsSettings>,
     /// Offsets-topic partitions loaded on this shard.
     loaded: RefCell<BTreeSet<i32>>,
     pub initial_rebalance_delay: std::cell::Cell<Duration>,
@@ -448,6 +452,8 @@ impl Default for Coordinator {
             groups: RefCell::default(),
             consumer_groups: RefCell::default(),
             share_groups: RefCell::default(),
+            streams_groups: RefCell::default(),
+            streams_settings: std::cell::Cell::new(streams::StreamsSettings::default()),
             consumer_settings: std::cell::Cell::new(consumer::ConsumerSettings {
                 heartbeat_interval: Duration::from_secs(5),
                 session_timeout: Duration::from_secs(45),
@@ -487,7 +493,7 @@ impl Coordinator {
                 Vec::new(),
             );
         }
-        if self.share_groups.borrow().contains_key(&id) {
+        if self.share_groups.borrow().contains_key(&id) || self.streams_groups.borrow().contains_key(&id) {
             return (
                 kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
                     .with_error_code(code::GROUP_ID_NOT_FOUND)
@@ -534,6 +540,7 @@ impl Coordinator {
         }
         drop(loaded);
         writes.extend(self.tick_shares(image, now));
+        writes.extend(self.tick_streams(image, now));
         writes
     }
 
@@ -563,6 +570,7 @@ impl Coordinator {
         self.groups.borrow_mut().retain(|id, _| partition_for(id) != partition);
         self.consumer_groups.borrow_mut().retain(|id, _| partition_for(id) != partition);
         self.share_groups.borrow_mut().retain(|id, _| partition_for(id) != partition);
+        self.streams_groups.borrow_mut().retain(|id, _| partition_for(id) != partition);
         self.loaded.borrow_mut().remove(&partition);
     }
 
@@ -590,6 +598,7 @@ impl Coordinator {
                 let group = consumers.entry(id.clone()).or_insert_with(|| consumer::ConsumerGroup::new(&id));
                 group.replay(entry, image, Instant::now());
             }
+            entry @ (Entry::StreamsGroup { .. } | Entry::StreamsTopology { .. }) => self.replay_streams(entry),
             Entry::ShareGroup { group, epoch: None } => {
                 self.share_groups.borrow_mut().remove(&group);
             }
@@ -678,10 +687,13 @@ impl Coordinator {
         let mut writes = Vec::new();
         let mut groups = self.groups.borrow_mut();
         let consumer = self.consumer_groups.borrow();
+        let streams = self.streams_groups.borrow();
         let mut removed = Vec::new();
         for group in groups.values_mut() {
             group.pending.retain(|_, expiry| *expiry > now);
-            if group.members.is_empty() && consumer.get(&group.id).is_none_or(|g| g.is_empty()) {
+            let others_empty = consumer.get(&group.id).is_none_or(|g| g.is_empty())
+                && streams.get(&group.id).is_none_or(|g| g.is_empty());
+            if group.members.is_empty() && others_empty {
                 let since = *group.empty_since.get_or_insert(now);
                 if now.duration_since(since) > retention && !group.offsets.is_empty() {
                     tracing::info!(target: "skein::net", group = %group.id, offsets = group.offsets.len(), "offsets expired");
@@ -732,7 +744,8 @@ impl Coordinator {
         // Not a classic group: GROUP_ID_NOT_FOUND, which DescribeGroups before v6
         // leaves out (`handlers::describe_groups`).
         let other_protocol = self.consumer_groups.borrow().get(group_id).is_some_and(|g| !g.is_empty())
-            || self.share_groups.borrow().contains_key(group_id);
+            || self.share_groups.borrow().contains_key(group_id)
+            || self.streams_groups.borrow().contains_key(group_id);
         let not_found = |why: String| {
             described
                 .clone()
@@ -775,6 +788,14 @@ impl Coordinator {
         let wanted = |state: &str| states.is_empty() || states.iter().any(|st| st.eq_ignore_ascii_case(state));
         let mut out = self.list_share(&wanted);
         let consumer = self.consumer_groups.borrow();
+        let streams = self.streams_groups.borrow();
+        out.extend(streams.values().filter(|g| wanted(g.state())).map(|g| {
+            ListedGroup::default()
+                .with_group_id(GroupId(s(g.id.clone())))
+                .with_protocol_type(s("streams"))
+                .with_group_state(s(g.state()))
+                .with_group_type(s("streams"))
+        }));
         out.extend(consumer.values().filter(|g| wanted(g.state())).map(|g| {
             ListedGroup::default()
                 .with_group_id(GroupId(s(g.id.clone())))
@@ -783,15 +804,17 @@ impl Coordinator {
                 .with_group_type(s("consumer"))
         }));
         out.extend(
-            self.groups.borrow().values().filter(|g| !consumer.contains_key(&g.id) && wanted(g.state.name())).map(
-                |g| {
+            self.groups
+                .borrow()
+                .values()
+                .filter(|g| !consumer.contains_key(&g.id) && !streams.contains_key(&g.id) && wanted(g.state.name()))
+                .map(|g| {
                     ListedGroup::default()
                         .with_group_id(GroupId(s(g.id.clone())))
                         .with_protocol_type(s(g.protocol_type.clone().unwrap_or_default()))
                         .with_group_state(s(g.state.name()))
                         .with_group_type(s("classic"))
-                },
-            ),
+                }),
         );
         out
     }
@@ -801,6 +824,11 @@ impl Coordinator {
         if let Some(writes) = self.delete_share(group_id) {
             return writes;
         }
+        let mut streams_tombstones = match self.delete_streams(group_id) {
+            Some(Err(c)) => return Err(c),
+            Some(Ok(writes)) => Some(writes),
+            None => None,
+        };
         {
             let mut consumer = self.consumer_groups.borrow_mut();
             if consumer.get(group_id).is_some_and(|g| !g.is_empty()) {
@@ -811,7 +839,7 @@ impl Coordinator {
             }
         }
         let mut groups = self.groups.borrow_mut();
-        let Some(group) = groups.get(group_id) else { return Err(code::GROUP_ID_NOT_FOUND) };
+        let Some(group) = groups.get(group_id) else { return streams_tombstones.ok_or(code::GROUP_ID_NOT_FOUND) };
         if !group.members.is_empty() {
             return Err(code::NON_EMPTY_GROUP);
         }
@@ -821,6 +849,7 @@ impl Coordinator {
             .map(|(t, p)| Entry::Offset { group: group_id.to_owned(), topic: t.clone(), partition: *p, value: None })
             .collect();
         writes.push(Entry::Group { group: group_id.to_owned(), value: None });
+        writes.extend(streams_tombstones.take().unwrap_or_default());
         groups.remove(group_id);
         Ok(writes)
     }

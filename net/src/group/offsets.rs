@@ -7,6 +7,9 @@ impl Coordinator {
     /// Validates an offset commit. Simple commits (generation -1, no member) are
     /// accepted for groups without members, as assign-mode consumers make them.
     pub fn check_commit(&self, group_id: &str, generation: i32, (member_id, instance): (&str, Option<&str>)) -> i16 {
+        if let Some(verdict) = self.check_streams_commit(group_id, generation, member_id) {
+            return verdict;
+        }
         if let Some(group) = self.consumer_groups.borrow().get(group_id).filter(|g| !g.is_empty()) {
             if !member_id.is_empty() {
                 return group.check_commit(member_id, generation);
@@ -134,6 +137,25 @@ impl Coordinator {
     /// than `consumer` must be empty (NON_EMPTY_GROUP); an unknown group is
     /// GROUP_ID_NOT_FOUND. Returns a code per partition, in order.
     pub fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> Result<(Vec<i16>, Writes), i16> {
+        if let Some(g) = self.streams_groups.borrow().get(group_id) {
+            let mut groups = self.groups.borrow_mut();
+            let Some(group) = groups.get_mut(group_id) else { return Err(code::GROUP_ID_NOT_FOUND) };
+            let mut codes = Vec::with_capacity(partitions.len());
+            let mut writes = Vec::new();
+            for (t, p) in partitions {
+                let subscribed = g.subscribes(t);
+                codes.push(subscribed_code(subscribed));
+                if !subscribed && group.offsets.remove(&(t.clone(), *p)).is_some() {
+                    writes.push(Entry::Offset {
+                        group: group_id.to_owned(),
+                        topic: t.clone(),
+                        partition: *p,
+                        value: None,
+                    });
+                }
+            }
+            return Ok((codes, writes));
+        }
         let consumers = self.consumer_groups.borrow();
         let consumer = consumers.get(group_id).filter(|g| !g.is_empty());
         let mut groups = self.groups.borrow_mut();

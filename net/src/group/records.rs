@@ -82,6 +82,16 @@ pub enum Entry {
         member: String,
         value: Option<ShareAssignmentValue>,
     },
+    /// KIP-1071 `StreamsGroupMetadata` (type 17): a streams group's epoch.
+    StreamsGroup {
+        group: String,
+        epoch: Option<i32>,
+    },
+    /// `StreamsGroupTopology` (type 23): the topology its members run.
+    StreamsTopology {
+        group: String,
+        topology: Option<Box<kafka_protocol::messages::streams_group_heartbeat_request::Topology>>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -118,7 +128,9 @@ impl Entry {
             | Entry::ShareMember { group, .. }
             | Entry::ShareTargetAssignment { group, .. }
             | Entry::ShareTargetMember { group, .. }
-            | Entry::ShareCurrentAssignment { group, .. } => group,
+            | Entry::ShareCurrentAssignment { group, .. }
+            | Entry::StreamsGroup { group, .. }
+            | Entry::StreamsTopology { group, .. } => group,
         }
     }
 }
@@ -389,6 +401,10 @@ pub fn encode(entry: &Entry) -> (Bytes, Option<Bytes>) {
             });
             (consumer_key(8, group, Some(member)), value)
         }
+        Entry::StreamsGroup { group, epoch } => crate::group::streams::records::encode_metadata(group, *epoch),
+        Entry::StreamsTopology { group, topology } => {
+            crate::group::streams::records::encode_topology(group, topology.as_deref())
+        }
         Entry::ShareGroup { group, epoch } => {
             // Epoch and MetadataHash (Skein keeps no hash: 0).
             let value = epoch.map(|epoch| {
@@ -594,6 +610,9 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Option<Entry> {
                 }
                 _ => return None,
             })
+        }
+        kind @ (crate::group::streams::records::METADATA | crate::group::streams::records::TOPOLOGY) => {
+            crate::group::streams::records::decode(kind, &mut k, value)
         }
         kind @ (10..=15) => {
             let group = get_string(&mut k)?;

@@ -511,7 +511,10 @@ impl super::Coordinator {
             return refuse(code::INVALID_REQUEST, "GroupId can't be empty.".into());
         }
         // A classic group, even one with offsets only, or a consumer group, keeps its id.
-        if self.groups.borrow().contains_key(&id) || self.consumer_groups.borrow().contains_key(&id) {
+        if self.groups.borrow().contains_key(&id)
+            || self.consumer_groups.borrow().contains_key(&id)
+            || self.streams_groups.borrow().contains_key(&id)
+        {
             return refuse(code::GROUP_ID_NOT_FOUND, format!("Group {id} is not a share group."));
         }
         let mut groups = self.share_groups.borrow_mut();

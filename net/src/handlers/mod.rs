@@ -52,6 +52,8 @@ pub mod share_group_describe;
 pub mod share_group_heartbeat;
 pub mod share_offsets;
 pub mod share_state;
+pub mod streams_group_describe;
+pub mod streams_group_heartbeat;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod update_features;

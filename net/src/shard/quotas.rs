@@ -219,6 +219,8 @@ pub fn set_throttle_time(response: &mut ResponseKind, throttle: Duration) {
         ShareFetch,
         ShareGroupDescribe,
         ShareGroupHeartbeat,
+        StreamsGroupDescribe,
+        StreamsGroupHeartbeat,
         SyncGroup,
         TxnOffsetCommit,
         UnregisterBroker,

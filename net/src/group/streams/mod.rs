@@ -1,0 +1,910 @@
+//! Streams groups (KIP-1071): Kafka Streams applications whose tasks the coordinator
+//! assigns. A joining member sends the application's topology; the coordinator
+//! configures it against the topics (`topology`), names the internal topics to
+//! create, and once every topic is there assigns the tasks (`assign`) and hands them
+//! out member by member, each revoking before another receives.
+//!
+//! The group's records in `__consumer_offsets` are Kafka's `StreamsGroupMetadata`
+//! (its epoch) and `StreamsGroupTopology` (`records`), so the group and its topology
+//! outlive a coordinator move. Members are kept in memory only, as share groups'
+//! are: after the coordinator moves they are told UNKNOWN_MEMBER_ID and join again
+//! with their topology, which the Streams client does on its own after giving up
+//! its tasks. Offsets are the classic offsets of the group (`Coordinator::groups`).
+
+pub mod assign;
+mod coordinator;
+pub mod records;
+pub mod topology;
+
+pub use coordinator::StreamsBeat;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::streams_group_describe_response as describe;
+use kafka_protocol::messages::streams_group_heartbeat_request::{self as req, Topology};
+use kafka_protocol::messages::streams_group_heartbeat_response::{self as resp, Status};
+use kafka_protocol::messages::{GroupId, StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::errors::code;
+use crate::group::consumer::{FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH};
+use crate::group::records::Entry;
+use crate::metadata::MetadataImage;
+use assign::{MemberState, Progress, TaskSet, Tasks};
+use topology::{Configured, InternalTopic};
+
+const LEAVE_EPOCH: i32 = -1;
+const STATIC_LEAVE_EPOCH: i32 = -2;
+
+fn s(text: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(text.into())
+}
+
+/// A refused heartbeat: the error code and Kafka's message.
+pub type Refused = (i16, String);
+
+/// Settings of a streams group (`group.streams.*`, `streams.*` group configs).
+#[derive(Debug, Clone, Copy)]
+pub struct StreamsSettings {
+    pub heartbeat_interval: Duration,
+    pub session_timeout: Duration,
+    pub num_standby_replicas: usize,
+    /// Kafka's `group.streams.max.size`.
+    pub max_size: usize,
+}
+
+impl Default for StreamsSettings {
+    /// Kafka 4.4's defaults.
+    fn default() -> StreamsSettings {
+        StreamsSettings {
+            heartbeat_interval: Duration::from_secs(5),
+            session_timeout: Duration::from_secs(45),
+            num_standby_replicas: 0,
+            max_size: i32::MAX as usize,
+        }
+    }
+}
+
+/// Kafka 4.4's `group.streams.task.offset.interval.ms` and acceptable recovery lag.
+const TASK_OFFSET_INTERVAL_MS: i32 = 60_000;
+const ACCEPTABLE_RECOVERY_LAG: i64 = 10_000;
+
+#[derive(Debug, Clone, PartialEq)]
+struct Member {
+    id: String,
+    instance_id: Option<String>,
+    rack_id: Option<String>,
+    client_id: String,
+    client_host: String,
+    rebalance_timeout_ms: i32,
+    topology_epoch: i32,
+    process_id: String,
+    endpoint: Option<(String, u16)>,
+    client_tags: BTreeMap<String, String>,
+    progress: Progress,
+    previous_epoch: i32,
+    last_seen: Instant,
+    /// Since when it has been asked to revoke tasks: fenced after its rebalance
+    /// timeout.
+    revoking_since: Option<Instant>,
+}
+
+impl Member {
+    fn new(id: &str, now: Instant) -> Member {
+        Member {
+            id: id.to_owned(),
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            rebalance_timeout_ms: -1,
+            topology_epoch: -1,
+            process_id: String::new(),
+            endpoint: None,
+            client_tags: BTreeMap::new(),
+            progress: Progress {
+                epoch: 0,
+                state: MemberState::Stable,
+                assigned: Tasks::default(),
+                pending_revocation: Tasks::default(),
+            },
+            previous_epoch: -1,
+            last_seen: now,
+            revoking_since: None,
+        }
+    }
+
+    /// The metadata a static member's rebalance depends on (Kafka's
+    /// `hasEpochRelevantMemberConfigChanged`).
+    fn assignment_inputs(&self) -> (&Option<String>, i32, &str, &BTreeMap<String, String>) {
+        (&self.rack_id, self.topology_epoch, &self.process_id, &self.client_tags)
+    }
+}
+
+pub struct StreamsGroup {
+    pub id: String,
+    epoch: i32,
+    assignment_epoch: i32,
+    /// The topology the first member sent, in canonical order.
+    topology: Option<Topology>,
+    configured: Option<Configured>,
+    validated_topology_epoch: i32,
+    members: BTreeMap<String, Member>,
+    target: BTreeMap<String, Tasks>,
+    /// The standby count the target was computed with.
+    standbys: usize,
+    endpoint_epoch: i32,
+    shutdown_requested_by: Option<String>,
+    /// What the records last written say: the epoch and whether the topology is in.
+    persisted: (i32, bool),
+}
+
+/// What a heartbeat produced besides its answer: the internal topics to create.
+#[derive(Debug)]
+pub struct Beat {
+    pub response: StreamsGroupHeartbeatResponse,
+    pub create: Vec<InternalTopic>,
+}
+
+fn task_ids(set: &TaskSet) -> Vec<resp::TaskIds> {
+    set.iter()
+        .filter(|(_, parts)| !parts.is_empty())
+        .map(|(sub, parts)| {
+            resp::TaskIds::default()
+                .with_subtopology_id(s(sub.clone()))
+                .with_partitions(parts.iter().copied().collect())
+        })
+        .collect()
+}
+
+fn from_request(tasks: &[req::TaskIds]) -> TaskSet {
+    let mut set = TaskSet::new();
+    for t in tasks {
+        set.entry(t.subtopology_id.to_string()).or_default().extend(&t.partitions);
+    }
+    set
+}
+
+/// Kafka's `throwIfStreamsGroupHeartbeatRequestIsInvalid` and the unsupported-feature
+/// check, run before the coordinator sees the request.
+///
+/// # Errors
+/// INVALID_REQUEST or STREAMS_INVALID_TOPOLOGY with Kafka's message.
+pub fn check_request(request: &StreamsGroupHeartbeatRequest) -> Result<(), Refused> {
+    let invalid = |why: &str| Err((code::INVALID_REQUEST, why.to_owned()));
+    if let Some(topology) = &request.topology {
+        topology::validate(topology)?;
+    }
+    if request.member_id.is_empty() {
+        return invalid("MemberId can't be empty.");
+    }
+    if request.group_id.is_empty() {
+        return invalid("GroupId can't be empty.");
+    }
+    if request.instance_id.as_ref().is_some_and(|i| i.is_empty()) {
+        return invalid("InstanceId can't be empty.");
+    }
+    if request.rack_id.as_ref().is_some_and(|r| r.is_empty()) {
+        return invalid("RackId can't be empty.");
+    }
+    let tasks = [
+        (&request.active_tasks, "ActiveTasks"),
+        (&request.standby_tasks, "StandbyTasks"),
+        (&request.warmup_tasks, "WarmupTasks"),
+    ];
+    match request.member_epoch {
+        0 => {
+            if request.rebalance_timeout_ms == -1 {
+                return invalid("RebalanceTimeoutMs must be provided in first request.");
+            }
+            if let Some((_, name)) = tasks.iter().find(|(t, _)| t.as_ref().is_some_and(|t| !t.is_empty())) {
+                return Err((code::INVALID_REQUEST, format!("{name} must be empty when (re-)joining.")));
+            }
+            if request.topology.is_none() {
+                return invalid("Topology must be non-null when (re-)joining.");
+            }
+        }
+        STATIC_LEAVE_EPOCH if request.instance_id.is_none() => return invalid("InstanceId can't be null."),
+        epoch if epoch < STATIC_LEAVE_EPOCH => {
+            return Err((
+                code::INVALID_REQUEST,
+                format!("MemberEpoch is {epoch}, but must be greater than or equal to -2."),
+            ))
+        }
+        _ => {}
+    }
+    if tasks.iter().any(|(t, _)| t.is_some()) && tasks.iter().any(|(t, _)| t.is_none()) {
+        return invalid("If one task-type is non-null, all must be non-null.");
+    }
+    if request.member_epoch != 0 && request.topology.is_some() {
+        return invalid("Topology can only be provided when (re-)joining.");
+    }
+    Ok(())
+}
+
+/// Who holds which task now, from the members' current tasks, leaving one member out.
+struct Held<'a> {
+    active: BTreeMap<(&'a str, i32), &'a str>,
+    replicas: BTreeMap<(&'a str, i32), Vec<&'a str>>,
+}
+
+impl<'a> Held<'a> {
+    fn of(members: impl Iterator<Item = &'a Member>) -> Held<'a> {
+        let mut held = Held { active: BTreeMap::new(), replicas: BTreeMap::new() };
+        for m in members {
+            for tasks in [&m.progress.assigned, &m.progress.pending_revocation] {
+                for (sub, parts) in &tasks.active {
+                    for p in parts {
+                        held.active.insert((sub.as_str(), *p), m.process_id.as_str());
+                    }
+                }
+                for set in [&tasks.standby, &tasks.warmup] {
+                    for (sub, parts) in set {
+                        for p in parts {
+                            held.replicas.entry((sub.as_str(), *p)).or_default().push(m.process_id.as_str());
+                        }
+                    }
+                }
+            }
+        }
+        held
+    }
+}
+
+impl assign::Holders for Held<'_> {
+    fn active(&self, sub: &str, partition: i32) -> Option<&str> {
+        self.active.get(&(sub, partition)).copied()
+    }
+    fn replicas(&self, sub: &str, partition: i32) -> Vec<&str> {
+        self.replicas.get(&(sub, partition)).cloned().unwrap_or_default()
+    }
+}
+
+impl StreamsGroup {
+    pub fn new(id: &str) -> StreamsGroup {
+        StreamsGroup {
+            id: id.to_owned(),
+            epoch: 0,
+            assignment_epoch: 0,
+            topology: None,
+            configured: None,
+            validated_topology_epoch: -1,
+            members: BTreeMap::new(),
+            target: BTreeMap::new(),
+            standbys: 0,
+            endpoint_epoch: 0,
+            shutdown_requested_by: None,
+            persisted: (0, false),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Whether no record of the group was ever written.
+    pub fn never_written(&self) -> bool {
+        self.persisted == (0, false)
+    }
+
+    /// The records that changed since they were last written: the topology once it
+    /// is set, and the epoch.
+    pub fn changes(&mut self) -> Vec<Entry> {
+        let mut out = Vec::new();
+        if let (Some(t), false) = (&self.topology, self.persisted.1) {
+            out.push(Entry::StreamsTopology { group: self.id.clone(), topology: Some(Box::new(t.clone())) });
+        }
+        if self.epoch != self.persisted.0 || !out.is_empty() {
+            out.push(Entry::StreamsGroup { group: self.id.clone(), epoch: Some(self.epoch) });
+        }
+        self.persisted = (self.epoch, self.topology.is_some());
+        out
+    }
+
+    /// The last records could not be written: write them whole next time.
+    pub fn forget_persisted(&mut self) {
+        self.persisted = (-1, false);
+    }
+
+    /// Applies a record replayed from the offsets topic.
+    pub fn replay(&mut self, entry: Entry) {
+        match entry {
+            Entry::StreamsGroup { epoch: Some(epoch), .. } => {
+                self.epoch = epoch;
+                self.assignment_epoch = epoch;
+            }
+            Entry::StreamsTopology { topology, .. } => {
+                self.topology = topology.map(|t| topology::canonical(&t));
+                self.configured = None;
+            }
+            _ => return,
+        }
+        self.persisted = (self.epoch, self.topology.is_some());
+    }
+
+    /// Kafka's streams group states.
+    pub fn state(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.topology.as_ref().is_none_or(|t| t.epoch != self.validated_topology_epoch) {
+            "NotReady"
+        } else if self.epoch > self.assignment_epoch {
+            "Assigning"
+        } else if self.members.values().any(|m| !self.reconciled(m)) {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    fn reconciled(&self, m: &Member) -> bool {
+        m.progress.state == MemberState::Stable && m.progress.epoch == self.assignment_epoch
+    }
+
+    /// Whether the group reads `topic` while it has members (OffsetDelete's check).
+    pub fn subscribes(&self, topic: &str) -> bool {
+        !self.members.is_empty()
+            && self
+                .topology
+                .as_ref()
+                .is_some_and(|t| t.subtopologies.iter().any(|s| topology::input_topics(s).contains(topic)))
+    }
+
+    /// The partition counts of the topology's topics now.
+    fn counts(image: &MetadataImage) -> impl Fn(&str) -> Option<i32> + '_ {
+        |topic| image.topic(topic).map(|t| t.partitions)
+    }
+
+    /// Configures the topology again when it is new or its topics changed; whether the
+    /// configuration changed.
+    fn configure(&mut self, image: &MetadataImage) -> Result<bool, Refused> {
+        let Some(topology) = &self.topology else { return Ok(false) };
+        let count = Self::counts(image);
+        let fresh = self
+            .configured
+            .as_ref()
+            .is_some_and(|c| c.epoch == topology.epoch && c.counts.iter().all(|(t, n)| count(t) == *n));
+        if fresh {
+            return Ok(false);
+        }
+        let configured = topology::configure(topology, count)?;
+        match &configured.problem {
+            None => {
+                tracing::info!(target: "skein::net", group = %self.id, epoch = topology.epoch, "streams topology configured")
+            }
+            Some((_, detail)) => {
+                tracing::info!(target: "skein::net", group = %self.id, %detail, "streams topology not ready")
+            }
+        }
+        self.configured = Some(configured);
+        Ok(true)
+    }
+
+    /// Bumps the group epoch and computes the target assignment for it.
+    fn rebalance(&mut self, standbys: usize) {
+        self.epoch += 1;
+        self.standbys = standbys;
+        let tasks = match &self.configured {
+            Some(c) if c.ready() => c.tasks.clone(),
+            _ => BTreeMap::new(),
+        };
+        let candidates: Vec<assign::Candidate<'_>> = self
+            .members
+            .values()
+            .map(|m| assign::Candidate { id: &m.id, process: &m.process_id, current: &m.progress.assigned })
+            .collect();
+        self.target = assign::assign(&tasks, &candidates, standbys);
+        self.assignment_epoch = self.epoch;
+        tracing::info!(target: "skein::net", group = %self.id, epoch = self.epoch, members = self.members.len(), "streams group rebalanced");
+    }
+
+    fn check_epoch(member: &Member, epoch: i32, owned: Option<&Tasks>) -> Result<(), Refused> {
+        let fenced = |which: &str| {
+            Err((
+                FENCED_MEMBER_EPOCH,
+                format!(
+                    "The streams group member has a {which} member epoch ({epoch}) than the one known by the group \
+                     coordinator ({}). The member must abandon all its partitions and rejoin.",
+                    member.progress.epoch
+                ),
+            ))
+        };
+        if epoch == 0 || epoch == member.progress.epoch {
+            return Ok(());
+        }
+        if epoch > member.progress.epoch {
+            return fenced("greater");
+        }
+        if epoch != member.previous_epoch || !owned.is_none_or(|o| o.within(&member.progress.assigned)) {
+            return fenced("smaller");
+        }
+        Ok(())
+    }
+
+    /// The member a heartbeat is for: found, created, or a static member's new
+    /// incarnation; with the id of the member it replaced.
+    fn member_for(
+        &mut self,
+        request: &StreamsGroupHeartbeatRequest,
+        owned: Option<&Tasks>,
+        settings: StreamsSettings,
+        now: Instant,
+    ) -> Result<(Member, Option<String>), Refused> {
+        let id = request.member_id.to_string();
+        let joining = request.member_epoch == 0;
+        let full = || {
+            Err((
+                code::GROUP_MAX_SIZE_REACHED,
+                format!("The streams group has reached its maximum capacity of {} members.", settings.max_size),
+            ))
+        };
+        let Some(instance) = request.instance_id.as_ref().map(|i| i.to_string()) else {
+            return match self.members.get(&id) {
+                Some(m) => Self::check_epoch(m, request.member_epoch, owned).map(|()| (m.clone(), None)),
+                None if !joining => {
+                    Err((code::UNKNOWN_MEMBER_ID, format!("Member {id} is not a member of group {}.", self.id)))
+                }
+                None if self.members.len() >= settings.max_size => full(),
+                None => Ok((Member::new(&id, now), None)),
+            };
+        };
+        let existing = self.members.values().find(|m| m.instance_id.as_deref() == Some(instance.as_str())).cloned();
+        match existing {
+            None if !joining => Err((code::UNKNOWN_MEMBER_ID, format!("Instance id {instance} is unknown."))),
+            None if self.members.len() >= settings.max_size && !self.members.contains_key(&id) => full(),
+            None => Ok((self.members.get(&id).cloned().unwrap_or_else(|| Member::new(&id, now)), None)),
+            Some(old) if joining && old.id == id => Ok((old, None)),
+            Some(old) if joining => {
+                if old.progress.epoch != STATIC_LEAVE_EPOCH {
+                    return Err((
+                        code::UNRELEASED_INSTANCE_ID,
+                        format!(
+                            "Static member {id} with instance id {instance} cannot join the group because the instance \
+                             id is owned by {} member.",
+                            old.id
+                        ),
+                    ));
+                }
+                // The new incarnation takes over the old one's tasks.
+                let mut member = old.clone();
+                member.id = id;
+                member.progress.epoch = 0;
+                member.previous_epoch = 0;
+                Ok((member, Some(old.id)))
+            }
+            Some(old) if old.id != id => Err((
+                code::FENCED_INSTANCE_ID,
+                format!("Static member {id} with instance id {instance} was fenced by member {}.", old.id),
+            )),
+            Some(old) => Self::check_epoch(&old, request.member_epoch, owned).map(|()| (old, None)),
+        }
+    }
+
+    /// StreamsGroupHeartbeat, as Kafka 4.4's `GroupMetadataManager.streamsGroupHeartbeat`.
+    ///
+    /// # Errors
+    /// The error and message that answer the heartbeat.
+    pub fn heartbeat(
+        &mut self,
+        request: &StreamsGroupHeartbeatRequest,
+        client: (&str, &str),
+        image: &MetadataImage,
+        settings: StreamsSettings,
+        now: Instant,
+    ) -> Result<Beat, Refused> {
+        // A refused heartbeat changes nothing, as Kafka drops a failed operation's
+        // records: a topology it brought is forgotten.
+        let had_topology = self.topology.is_some();
+        let beat = self.beat(request, client, image, settings, now);
+        if beat.is_err() && !had_topology {
+            self.topology = None;
+            self.configured = None;
+        }
+        beat
+    }
+
+    fn beat(
+        &mut self,
+        request: &StreamsGroupHeartbeatRequest,
+        (client_id, client_host): (&str, &str),
+        image: &MetadataImage,
+        settings: StreamsSettings,
+        now: Instant,
+    ) -> Result<Beat, Refused> {
+        if matches!(request.member_epoch, LEAVE_EPOCH | STATIC_LEAVE_EPOCH) {
+            return self.leave(request, settings);
+        }
+        let joining = request.member_epoch == 0;
+        let owned = match (&request.active_tasks, &request.standby_tasks, &request.warmup_tasks) {
+            (Some(a), Some(s), Some(w)) => {
+                Some(Tasks { active: from_request(a), standby: from_request(s), warmup: from_request(w) })
+            }
+            _ => None,
+        };
+        let (before, replaced) = self.member_for(request, owned.as_ref(), settings, now)?;
+        let mut member = before.clone();
+        if let Some(i) = &request.instance_id {
+            member.instance_id = Some(i.to_string());
+        }
+        if let Some(r) = &request.rack_id {
+            member.rack_id = Some(r.to_string());
+        }
+        if request.rebalance_timeout_ms != -1 {
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms;
+        }
+        if let Some(t) = &request.topology {
+            member.topology_epoch = t.epoch;
+        }
+        member.client_id = client_id.to_owned();
+        member.client_host = client_host.to_owned();
+        if let Some(p) = &request.process_id {
+            member.process_id = p.to_string();
+        }
+        if let Some(tags) = &request.client_tags {
+            member.client_tags = tags.iter().map(|kv| (kv.key.to_string(), kv.value.to_string())).collect();
+        }
+        let endpoint = request.user_endpoint.as_ref().map(|e| (e.host.to_string(), e.port));
+        if joining || endpoint.is_some() {
+            member.endpoint = endpoint;
+        }
+        member.last_seen = now;
+        let is_new = !self.members.contains_key(&before.id) || replaced.is_some();
+        let mut recompute = if member.instance_id.is_none() {
+            is_new || member != Member { last_seen: member.last_seen, ..before.clone() }
+        } else {
+            !self.members.contains_key(&before.id) && replaced.is_none()
+                || member.assignment_inputs() != before.assignment_inputs()
+        };
+        if let Some(t) = &request.topology {
+            let sent = topology::canonical(t);
+            match &self.topology {
+                None => {
+                    tracing::info!(target: "skein::net", group = %self.id, epoch = t.epoch, "streams topology initialized");
+                    self.topology = Some(sent);
+                }
+                Some(current) if current.epoch > t.epoch => {}
+                Some(current) if *current != sent => {
+                    return Err((code::INVALID_REQUEST, "Topology updates are not supported yet.".into()));
+                }
+                Some(_) => {}
+            }
+        }
+        let mut statuses = Vec::new();
+        if let Some(t) = self.topology.as_ref().filter(|t| member.topology_epoch < t.epoch) {
+            statuses.push(status(
+                topology::STALE_TOPOLOGY,
+                format!(
+                    "The member's topology epoch {} is behind the group's topology epoch {}.",
+                    member.topology_epoch, t.epoch
+                ),
+            ));
+        }
+        recompute |= self.configure(image)?;
+        let configured = self.configured.clone();
+        let validated = match (&configured, &self.topology) {
+            (Some(c), Some(t)) if c.ready() => t.epoch,
+            _ => -1,
+        };
+        if let (Some(c), Some(owned)) = (configured.as_ref().filter(|c| c.ready()), &owned) {
+            for set in [&owned.active, &owned.standby, &owned.warmup] {
+                check_tasks(&c.tasks, set)?;
+            }
+        }
+        if validated != self.validated_topology_epoch || settings.num_standby_replicas != self.standbys {
+            recompute = true;
+        }
+        self.validated_topology_epoch = validated;
+        if let Some(old) = &replaced {
+            self.members.remove(old);
+            if let Some(tasks) = self.target.remove(old) {
+                self.target.insert(member.id.clone(), tasks);
+            }
+        }
+        self.members.insert(member.id.clone(), member.clone());
+        if recompute {
+            self.rebalance(settings.num_standby_replicas);
+        }
+        if request.shutdown_application && self.shutdown_requested_by.is_none() {
+            tracing::info!(target: "skein::net", group = %self.id, member = %member.id, "shutdown requested for the streams application");
+            self.shutdown_requested_by = Some(member.id.clone());
+        }
+        self.reconcile(&member.id, owned.as_ref(), now);
+        let member = self.members[&member.id].clone();
+        let mut response = StreamsGroupHeartbeatResponse::default()
+            .with_member_id(s(member.id.clone()))
+            .with_member_epoch(member.progress.epoch)
+            .with_heartbeat_interval_ms(settings.heartbeat_interval.as_millis().min(i32::MAX as u128) as i32)
+            .with_task_offset_interval_ms(TASK_OFFSET_INTERVAL_MS)
+            .with_acceptable_recovery_lag_legacy(ACCEPTABLE_RECOVERY_LAG as i32)
+            .with_acceptable_recovery_lag(ACCEPTABLE_RECOVERY_LAG);
+        let tasks_changed = member.progress.assigned != before.progress.assigned;
+        if joining || tasks_changed {
+            let assigned = &member.progress.assigned;
+            response.active_tasks = Some(task_ids(&assigned.active));
+            response.standby_tasks = Some(task_ids(&assigned.standby));
+            response.warmup_tasks = Some(task_ids(&assigned.warmup));
+        }
+        if member.endpoint != before.endpoint || tasks_changed && member.endpoint.is_some() {
+            self.endpoint_epoch += 1;
+        }
+        if request.endpoint_information_epoch != self.endpoint_epoch {
+            response.partitions_by_user_endpoint = Some(self.endpoints(image));
+        }
+        response.endpoint_information_epoch = self.endpoint_epoch;
+        let mut create = Vec::new();
+        if let Some(c) = &configured {
+            if let Some((code, detail)) = &c.problem {
+                statuses.push(status(*code, detail.clone()));
+                create = c.to_create.clone();
+            }
+        }
+        if let Some(by) = &self.shutdown_requested_by {
+            statuses.push(status(
+                topology::SHUTDOWN_APPLICATION,
+                format!("Streams group member {by} encountered a fatal error and requested a shutdown for the entire application."),
+            ));
+        }
+        response.status = Some(statuses);
+        Ok(Beat { response, create })
+    }
+
+    /// Moves a member one step towards its target.
+    fn reconcile(&mut self, id: &str, owned: Option<&Tasks>, now: Instant) {
+        let Some(member) = self.members.get(id) else { return };
+        let empty = Tasks::default();
+        let target = self.target.get(id).unwrap_or(&empty);
+        let held = Held::of(self.members.values().filter(|m| m.id != id));
+        let next = assign::reconcile(&member.progress, &member.process_id, self.assignment_epoch, target, owned, &held);
+        if next == member.progress {
+            return;
+        }
+        let member = self.members.get_mut(id).expect("member");
+        if next.epoch != member.progress.epoch {
+            member.previous_epoch = member.progress.epoch;
+        }
+        member.revoking_since = match next.state {
+            MemberState::UnrevokedTasks => member.revoking_since.or(Some(now)),
+            _ => None,
+        };
+        member.progress = next;
+    }
+
+    /// Every member's endpoint with the partitions of its tasks, for interactive queries.
+    fn endpoints(&self, image: &MetadataImage) -> Vec<resp::EndpointToPartitions> {
+        let Some(topology) = &self.topology else { return Vec::new() };
+        let partitions = |set: &TaskSet| {
+            let mut by_topic: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+            for sub in &topology.subtopologies {
+                let Some(parts) = set.get(sub.subtopology_id.as_str()) else { continue };
+                for topic in topology::input_topics(sub) {
+                    let count = image.topic(&topic).map_or(0, |t| t.partitions);
+                    by_topic.entry(topic).or_default().extend(parts.iter().filter(|p| **p < count));
+                }
+            }
+            by_topic
+                .into_iter()
+                .filter(|(_, p)| !p.is_empty())
+                .map(|(t, p)| {
+                    resp::TopicPartition::default().with_topic(TopicName(s(t))).with_partitions(p.into_iter().collect())
+                })
+                .collect::<Vec<_>>()
+        };
+        self.members
+            .values()
+            .filter_map(|m| {
+                let (host, port) = m.endpoint.clone()?;
+                let mut replicas = m.progress.assigned.standby.clone();
+                for (sub, parts) in &m.progress.assigned.warmup {
+                    replicas.entry(sub.clone()).or_default().extend(parts);
+                }
+                Some(
+                    resp::EndpointToPartitions::default()
+                        .with_user_endpoint(resp::Endpoint::default().with_host(s(host)).with_port(port))
+                        .with_active_partitions(partitions(&m.progress.assigned.active))
+                        .with_standby_partitions(partitions(&replicas)),
+                )
+            })
+            .collect()
+    }
+
+    /// A heartbeat of epoch -1 (leave) or -2 (a static member leaving for now).
+    fn leave(&mut self, request: &StreamsGroupHeartbeatRequest, settings: StreamsSettings) -> Result<Beat, Refused> {
+        let id = request.member_id.to_string();
+        if request.shutdown_application && self.shutdown_requested_by.is_none() {
+            self.shutdown_requested_by = Some(id.clone());
+        }
+        let response = StreamsGroupHeartbeatResponse::default()
+            .with_member_id(s(id.clone()))
+            .with_member_epoch(request.member_epoch)
+            .with_status(Some(Vec::new()));
+        let leaving = match &request.instance_id {
+            None if !self.members.contains_key(&id) => {
+                return Err((code::UNKNOWN_MEMBER_ID, format!("Member {id} is not a member of group {}.", self.id)))
+            }
+            None => id,
+            Some(instance) => {
+                let Some(member) =
+                    self.members.values_mut().find(|m| m.instance_id.as_deref() == Some(instance.as_str()))
+                else {
+                    return Err((code::UNKNOWN_MEMBER_ID, format!("Instance id {instance} is unknown.")));
+                };
+                if member.id != id {
+                    return Err((
+                        code::FENCED_INSTANCE_ID,
+                        format!("Static member {id} with instance id {instance} was fenced by member {}.", member.id),
+                    ));
+                }
+                if request.member_epoch == STATIC_LEAVE_EPOCH {
+                    // It keeps its tasks until it comes back or its session ends.
+                    member.progress.epoch = STATIC_LEAVE_EPOCH;
+                    member.progress.pending_revocation = Tasks::default();
+                    tracing::info!(target: "skein::net", group = %self.id, member = %id, "static member left the streams group for now");
+                    return Ok(Beat { response, create: Vec::new() });
+                }
+                id
+            }
+        };
+        tracing::info!(target: "skein::net", group = %self.id, member = %leaving, "member left the streams group");
+        self.remove(&leaving, settings);
+        Ok(Beat { response, create: Vec::new() })
+    }
+
+    fn remove(&mut self, id: &str, settings: StreamsSettings) {
+        self.members.remove(id);
+        self.target.remove(id);
+        if self.members.is_empty() {
+            self.shutdown_requested_by = None;
+        }
+        self.rebalance(settings.num_standby_replicas);
+    }
+
+    /// Fences members whose session ran out, or that did not revoke within their
+    /// rebalance timeout; returns how many.
+    pub fn expire(&mut self, settings: StreamsSettings, now: Instant) -> usize {
+        let expired: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| {
+                let session = now.duration_since(m.last_seen) > settings.session_timeout;
+                let timeout = Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64);
+                let revoke = m.revoking_since.is_some_and(|since| now.duration_since(since) > timeout);
+                session || revoke
+            })
+            .map(|m| m.id.clone())
+            .collect();
+        for id in &expired {
+            tracing::info!(target: "skein::net", group = %self.id, member = %id, "streams member fenced (session or rebalance timeout)");
+            self.remove(id, settings);
+        }
+        expired.len()
+    }
+
+    /// Kafka's `StreamsGroup.validateOffsetCommit`: an empty group takes any commit, a
+    /// transaction may commit without a member; otherwise the member's epoch, or the
+    /// one before it (a commit sent before it learned its new epoch).
+    pub fn check_commit(&self, member_id: &str, epoch: i32, transactional: bool) -> i16 {
+        if epoch < 0 && self.members.is_empty() || transactional && epoch == -1 && member_id.is_empty() {
+            return code::NONE;
+        }
+        match self.members.get(member_id) {
+            None => code::UNKNOWN_MEMBER_ID,
+            Some(m) if epoch == m.progress.epoch || epoch == m.previous_epoch && epoch >= 0 => code::NONE,
+            Some(_) => STALE_MEMBER_EPOCH,
+        }
+    }
+
+    pub fn describe(&self) -> describe::DescribedGroup {
+        let tasks = |t: &Tasks| {
+            let ids = |set: &TaskSet| {
+                set.iter()
+                    .map(|(sub, p)| {
+                        describe::TaskIds::default()
+                            .with_subtopology_id(s(sub.clone()))
+                            .with_partitions(p.iter().copied().collect())
+                    })
+                    .collect()
+            };
+            describe::Assignment::default()
+                .with_active_tasks(ids(&t.active))
+                .with_standby_tasks(ids(&t.standby))
+                .with_warmup_tasks(ids(&t.warmup))
+        };
+        let empty = Tasks::default();
+        let members = self
+            .members
+            .values()
+            .map(|m| {
+                describe::Member::default()
+                    .with_member_id(s(m.id.clone()))
+                    .with_member_epoch(m.progress.epoch)
+                    .with_instance_id(m.instance_id.clone().map(s))
+                    .with_rack_id(m.rack_id.clone().map(s))
+                    .with_client_id(s(m.client_id.clone()))
+                    .with_client_host(s(m.client_host.clone()))
+                    .with_topology_epoch(m.topology_epoch)
+                    .with_process_id(s(m.process_id.clone()))
+                    .with_user_endpoint(
+                        m.endpoint.clone().map(|(h, p)| describe::Endpoint::default().with_host(s(h)).with_port(p)),
+                    )
+                    .with_client_tags(
+                        m.client_tags
+                            .iter()
+                            .map(|(k, v)| describe::KeyValue::default().with_key(s(k.clone())).with_value(s(v.clone())))
+                            .collect(),
+                    )
+                    .with_assignment(tasks(&m.progress.assigned))
+                    .with_target_assignment(tasks(self.target.get(&m.id).unwrap_or(&empty)))
+            })
+            .collect();
+        describe::DescribedGroup::default()
+            .with_group_id(GroupId(s(self.id.clone())))
+            .with_group_state(s(self.state()))
+            .with_group_epoch(self.epoch)
+            .with_assignment_epoch(self.assignment_epoch)
+            .with_topology(self.topology.as_ref().map(|t| self.describe_topology(t)))
+            .with_members(members)
+            .with_assignor_name(Some(s("sticky")))
+    }
+
+    /// The topology as StreamsGroupDescribe shows it, internal topics with the
+    /// partition counts the configuration decided.
+    fn describe_topology(&self, topology: &Topology) -> describe::Topology {
+        let decided: BTreeMap<&str, i32> =
+            self.configured.iter().flat_map(|c| c.to_create.iter().map(|t| (t.name.as_str(), t.partitions))).collect();
+        let info = |i: &req::TopicInfo| {
+            let partitions =
+                if i.partitions != 0 { i.partitions } else { decided.get(i.name.as_str()).copied().unwrap_or(0) };
+            describe::TopicInfo::default()
+                .with_name(i.name.clone())
+                .with_partitions(partitions)
+                .with_replication_factor(i.replication_factor)
+                .with_topic_configs(
+                    i.topic_configs
+                        .iter()
+                        .map(|kv| describe::KeyValue::default().with_key(kv.key.clone()).with_value(kv.value.clone()))
+                        .collect(),
+                )
+        };
+        let sorted = |mut names: Vec<TopicName>| {
+            names.sort();
+            names
+        };
+        let subtopologies = topology
+            .subtopologies
+            .iter()
+            .map(|sub| {
+                describe::Subtopology::default()
+                    .with_subtopology_id(sub.subtopology_id.clone())
+                    .with_source_topics(sorted(sub.source_topics.clone()))
+                    .with_repartition_sink_topics(sorted(sub.repartition_sink_topics.clone()))
+                    .with_state_changelog_topics(sub.state_changelog_topics.iter().map(info).collect())
+                    .with_repartition_source_topics(sub.repartition_source_topics.iter().map(info).collect())
+            })
+            .collect();
+        describe::Topology::default().with_epoch(topology.epoch).with_subtopologies(Some(subtopologies))
+    }
+}
+
+fn status(code: i8, detail: String) -> Status {
+    Status::default().with_status_code(code).with_status_detail(s(detail))
+}
+
+/// Kafka's `throwIfRequestContainsInvalidTasks`.
+fn check_tasks(tasks: &BTreeMap<String, i32>, owned: &TaskSet) -> Result<(), Refused> {
+    for (sub, parts) in owned {
+        let Some(n) = tasks.get(sub) else {
+            return Err((code::INVALID_REQUEST, format!("Subtopology {sub} does not exist in the topology.")));
+        };
+        if let Some(p) = parts.iter().find(|p| **p < 0 || **p >= *n) {
+            return Err((
+                code::INVALID_REQUEST,
+                format!("Task {p} for subtopology {sub} is invalid. Number of tasks for this subtopology: {n}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
