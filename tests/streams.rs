@@ -1,4 +1,4 @@
-//! Kafka Streams 4.1, unchanged, against Skein (tests/streams/ClickStream.java): a
+//! Kafka Streams 4.4, unchanged, against Skein (tests/streams/ClickStream.java): a
 //! stateful topology with a repartition topic, a windowed aggregation in a
 //! changelog-backed RocksDB store and a KTable–KStream join, run at-least-once on two
 //! instances. One is killed with kill -9 mid-stream: its tasks move to the other,
@@ -10,6 +10,8 @@
 //! counted exactly once. The same topology runs at at-least-once too.
 
 mod common;
+#[path = "streams/raw.rs"]
+mod raw;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -194,6 +196,12 @@ fn streams_survive_a_killed_instance() {
 /// record per input (nothing processed twice into it) and each word's last count
 /// equal to its occurrences.
 fn word_count(guarantee: &str, kills: usize) {
+    word_count_in(guarantee, kills, "classic");
+}
+
+/// `word_count` with the application's members in a group of `protocol`: `classic`,
+/// or `streams` (KIP-1071, the broker assigns the tasks).
+fn word_count_in(guarantee: &str, kills: usize, protocol: &str) {
     const WORDS: usize = 13;
     const BATCH: usize = 1500;
     let dir = tempfile::tempdir().unwrap();
@@ -204,7 +212,7 @@ fn word_count(guarantee: &str, kills: usize) {
     create_topic(&broker, &output, 4);
     let state = dir.path().join("state");
     let words = |range: std::ops::Range<usize>| range.map(|n| (n.to_string(), format!("w{}", n % WORDS)));
-    let mut instance = Instance::run("WordCount", &bootstrap, &state, &[guarantee]);
+    let mut instance = Instance::run("WordCount", &bootstrap, &state, &[guarantee, protocol]);
     instance.wait_for("RUNNING", Duration::from_secs(90));
     for round in 0..=kills {
         let (bootstrap, range) = (bootstrap.clone(), round * BATCH..(round + 1) * BATCH);
@@ -214,7 +222,7 @@ fn word_count(guarantee: &str, kills: usize) {
             // the transaction it left open is aborted.
             std::thread::sleep(Duration::from_millis(700));
             drop(instance);
-            instance = Instance::run("WordCount", &broker.bootstrap(), &state, &[guarantee]);
+            instance = Instance::run("WordCount", &broker.bootstrap(), &state, &[guarantee, protocol]);
             instance.wait_for("RUNNING", Duration::from_secs(90));
         }
         producing.join().unwrap();
@@ -242,11 +250,56 @@ fn word_count(guarantee: &str, kills: usize) {
         std::thread::sleep(Duration::from_millis(500));
     }
     assert!(instance.printed("FAILED").is_empty() && instance.printed("ERROR").is_empty());
+    if protocol == "streams" {
+        streams_groups_tool(&bootstrap, &format!("words-app-{guarantee}-{protocol}"), instance);
+    }
+}
+
+/// `kafka-streams-groups` (Kafka 4.4's StreamsGroupCommand) on a running streams
+/// group: list, describe its members and state; delete is refused while the member
+/// runs, and succeeds once it has closed and left.
+fn streams_groups_tool(bootstrap: &str, group: &str, instance: Instance) {
+    const TOOL: &str = "org.apache.kafka.tools.streams.StreamsGroupCommand";
+    let run = |args: &[&str]| common::kafka_tool(TOOL, &[&["--bootstrap-server", bootstrap][..], args].concat(), "");
+    let (ok, listed) = run(&["--list"]);
+    assert!(ok && listed.lines().any(|l| l.trim() == group), "{listed}");
+    let (ok, members) = run(&["--describe", "--members", "--group", group]);
+    assert!(ok && members.contains("ACTIVE: 0:[0,1,2,3]; 1:[0,1,2,3];"), "{members}");
+    let (ok, state) = run(&["--describe", "--state", "--verbose", "--group", group]);
+    let row = state.lines().find(|l| l.starts_with(group)).unwrap_or_default().to_string();
+    assert!(ok && row.contains("sticky") && row.contains("Stable") && row.trim_end().ends_with(" 1"), "{state}");
+    let (_, refused) = run(&["--delete", "--group", group]);
+    assert!(refused.contains(&format!("Streams group '{group}' is not EMPTY.")), "{refused}");
+    // SIGTERM: the shutdown hook closes the application, which leaves the group.
+    let mut instance = instance;
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(instance.child.id() as i32, libc::SIGTERM) };
+    let _ = instance.child.wait();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, deleted) = run(&["--delete", "--group", group]);
+        if ok && deleted.contains(&format!("Deletion of requested streams groups ('{group}') was successful.")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not deleted: {deleted}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (_, listed) = run(&["--list"]);
+    assert!(!listed.lines().any(|l| l.trim() == group), "{listed}");
 }
 
 #[test]
 fn streams_exactly_once_survives_kill_9() {
     word_count("exactly_once_v2", 3);
+}
+
+/// The same word count with `group.protocol=streams`: the broker configures the
+/// topology, creates its repartition and changelog topics and assigns the tasks. The
+/// killed member holds its tasks until its session (45 s, Kafka's least) ends, as on
+/// Kafka, so it is killed once.
+#[test]
+fn streams_group_exactly_once_survives_kill_9() {
+    word_count_in("exactly_once_v2", 1, "streams");
 }
 
 #[test]

@@ -1,7 +1,8 @@
-// A Kafka Streams 4.1 word count against Skein, driven by tests/streams.rs:
-//   WordCount BOOTSTRAP STATE_DIR GUARANTEE
-// GUARANTEE is exactly_once_v2 or at_least_once. Topology (application id
-// "words-app-<guarantee>"): lines of "words" (one word per record value) re-keyed by
+// A Kafka Streams 4.4 word count against Skein, driven by tests/streams.rs:
+//   WordCount BOOTSTRAP STATE_DIR GUARANTEE [GROUP_PROTOCOL]
+// GUARANTEE is exactly_once_v2 or at_least_once; GROUP_PROTOCOL is classic (the
+// default) or streams (KIP-1071, tasks assigned by the broker). Topology (application
+// id "words-app-<guarantee>-<protocol>"): lines of "words" (one word per record value) re-keyed by
 // word (a repartition topic), counted in a changelog-backed RocksDB store, each new
 // count written to "word-counts-<guarantee>". Under exactly_once_v2 the last count of
 // each word, read with read_committed, is exact however often the instance is killed.
@@ -14,8 +15,10 @@ import org.apache.kafka.streams.kstream.*;
 public class WordCount {
     public static void main(String[] args) throws Exception {
         String guarantee = args[2];
+        String protocol = args.length > 3 ? args[3] : "classic";
         Properties props = new Properties();
-        props.put(StreamsConfig.APPLICATION_ID_CONFIG, "words-app-" + guarantee);
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, "words-app-" + guarantee + "-" + protocol);
+        props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put(StreamsConfig.STATE_DIR_CONFIG, args[1]);
         props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, guarantee);

@@ -6,8 +6,8 @@
 //! Kafka's ConfigRecord for GROUP resources), so every node sees them and they outlive
 //! the group. Consumer groups act on `consumer.session.timeout.ms` and
 //! `consumer.heartbeat.interval.ms`, share groups on theirs, and streams groups on
-//! `streams.heartbeat.interval.ms`, `streams.session.timeout.ms` and
-//! `streams.num.standby.replicas` (`sticky` is the one assignor). The others are
+//! their session, heartbeat, standby, initial delay and assignment interval settings
+//! (`sticky` is the one assignor). The others are
 //! stored, shown and validated, and not yet acted on.
 
 use std::collections::BTreeMap;
@@ -297,6 +297,8 @@ impl GroupConfigDef {
             | "streams.heartbeat.interval.ms"
             | "streams.session.timeout.ms"
             | "streams.num.standby.replicas"
+            | "streams.initial.rebalance.delay.ms"
+            | "streams.assignment.interval.ms"
             | "streams.assignor.name" => self.doc.to_string(),
             _ => format!("{} (Skein: stored and validated, not acted on yet.)", self.doc),
         }
@@ -541,6 +543,8 @@ pub fn streams_settings(
             .get("streams.num.standby.replicas")
             .and_then(|v| v.trim().parse::<usize>().ok())
             .unwrap_or(base.num_standby_replicas),
+        initial_rebalance_delay: ms("streams.initial.rebalance.delay.ms").unwrap_or(base.initial_rebalance_delay),
+        assignment_interval: ms("streams.assignment.interval.ms").unwrap_or(base.assignment_interval),
         ..base
     }
 }

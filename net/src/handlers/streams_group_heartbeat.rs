@@ -35,6 +35,11 @@ pub async fn handle(
         Err(c) => return StreamsGroupHeartbeatResponse::default().with_error_code(c),
     };
     let mut response = answer.response;
+    // Version 1 replaced the int32 acceptable recovery lag by an int64 one.
+    match header.request_api_version {
+        0 => response.acceptable_recovery_lag = -1,
+        _ => response.acceptable_recovery_lag_legacy = 0,
+    }
     let (allowed, denied): (Vec<InternalTopic>, Vec<InternalTopic>) =
         answer.create.into_iter().partition(|t| caller.may_create_topic(&t.name));
     if !denied.is_empty() {

@@ -107,8 +107,8 @@ impl Coordinator {
         }
     }
 
-    /// Fences streams members whose session or rebalance timeout ran out; returns the
-    /// records to write.
+    /// Runs the streams groups' timers (`StreamsGroup::tick`); returns the records to
+    /// write.
     pub fn tick_streams(&self, image: &MetadataImage, now: Instant) -> Writes {
         let loaded = self.loaded.borrow();
         let mut writes = Vec::new();
@@ -117,7 +117,7 @@ impl Coordinator {
                 continue;
             }
             let settings = configs::streams_settings(self.streams_settings.get(), image, &group.id);
-            if group.expire(settings, now) > 0 {
+            if group.tick(settings, now) {
                 writes.extend(group.changes());
             }
         }

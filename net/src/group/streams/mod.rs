@@ -52,6 +52,11 @@ pub struct StreamsSettings {
     pub num_standby_replicas: usize,
     /// Kafka's `group.streams.max.size`.
     pub max_size: usize,
+    /// How long a group that was empty waits for more members before its first
+    /// assignment (`streams.initial.rebalance.delay.ms`).
+    pub initial_rebalance_delay: Duration,
+    /// The least time between two target assignments (`streams.assignment.interval.ms`).
+    pub assignment_interval: Duration,
 }
 
 impl Default for StreamsSettings {
@@ -62,6 +67,8 @@ impl Default for StreamsSettings {
             session_timeout: Duration::from_secs(45),
             num_standby_replicas: 0,
             max_size: i32::MAX as usize,
+            initial_rebalance_delay: Duration::from_secs(3),
+            assignment_interval: Duration::from_secs(1),
         }
     }
 }
@@ -138,6 +145,10 @@ pub struct StreamsGroup {
     shutdown_requested_by: Option<String>,
     /// What the records last written say: the epoch and whether the topology is in.
     persisted: (i32, bool),
+    /// The end of the initial rebalance delay, while it runs.
+    delayed_until: Option<Instant>,
+    /// When the target assignment was last computed.
+    assigned_at: Option<Instant>,
 }
 
 /// What a heartbeat produced besides its answer: the internal topics to create.
@@ -276,6 +287,8 @@ impl StreamsGroup {
             endpoint_epoch: 0,
             shutdown_requested_by: None,
             persisted: (0, false),
+            delayed_until: None,
+            assigned_at: None,
         }
     }
 
@@ -381,9 +394,42 @@ impl StreamsGroup {
         Ok(true)
     }
 
-    /// Bumps the group epoch and computes the target assignment for it.
-    fn rebalance(&mut self, standbys: usize) {
+    /// Bumps the group epoch; the target assignment follows (`assign_target`).
+    fn bump(&mut self, settings: StreamsSettings, now: Instant, statuses: &mut Vec<Status>) {
         self.epoch += 1;
+        self.assign_target(settings, now, statuses);
+    }
+
+    /// Computes the target assignment for the group epoch when it is behind, as Kafka
+    /// 4.4 does: not during the initial rebalance delay (the members get an empty
+    /// target at the group epoch meanwhile), and not twice within the assignment
+    /// interval; each is an ASSIGNMENT_DELAYED status for the member.
+    fn assign_target(&mut self, settings: StreamsSettings, now: Instant, statuses: &mut Vec<Status>) {
+        if self.delayed_until.is_some_and(|until| now < until) {
+            statuses.push(status(
+                topology::ASSIGNMENT_DELAYED,
+                "Assignment delayed due to the configured initial rebalance delay.".into(),
+            ));
+            self.target.clear();
+            self.assignment_epoch = self.epoch;
+            return;
+        }
+        if self.assignment_epoch >= self.epoch {
+            return;
+        }
+        if self.assigned_at.is_some_and(|at| now.duration_since(at) < settings.assignment_interval) {
+            statuses.push(status(
+                topology::ASSIGNMENT_DELAYED,
+                "Assignment delayed due to the configured assignment interval.".into(),
+            ));
+            return;
+        }
+        self.assigned_at = Some(now);
+        self.compute_target(settings.num_standby_replicas);
+    }
+
+    /// The sticky assignor's target for the group epoch.
+    fn compute_target(&mut self, standbys: usize) {
         self.standbys = standbys;
         let tasks = match &self.configured {
             Some(c) if c.ready() => c.tasks.clone(),
@@ -513,7 +559,7 @@ impl StreamsGroup {
         now: Instant,
     ) -> Result<Beat, Refused> {
         if matches!(request.member_epoch, LEAVE_EPOCH | STATIC_LEAVE_EPOCH) {
-            return self.leave(request, settings);
+            return self.leave(request, settings, now);
         }
         let joining = request.member_epoch == 0;
         let owned = match (&request.active_tasks, &request.standby_tasks, &request.warmup_tasks) {
@@ -601,9 +647,13 @@ impl StreamsGroup {
                 self.target.insert(member.id.clone(), tasks);
             }
         }
+        if self.members.is_empty() && !settings.initial_rebalance_delay.is_zero() && self.delayed_until.is_none() {
+            self.delayed_until = Some(now + settings.initial_rebalance_delay);
+        }
         self.members.insert(member.id.clone(), member.clone());
-        if recompute {
-            self.rebalance(settings.num_standby_replicas);
+        match recompute {
+            true => self.bump(settings, now, &mut statuses),
+            false => self.assign_target(settings, now, &mut statuses),
         }
         if request.shutdown_application && self.shutdown_requested_by.is_none() {
             tracing::info!(target: "skein::net", group = %self.id, member = %member.id, "shutdown requested for the streams application");
@@ -709,7 +759,12 @@ impl StreamsGroup {
     }
 
     /// A heartbeat of epoch -1 (leave) or -2 (a static member leaving for now).
-    fn leave(&mut self, request: &StreamsGroupHeartbeatRequest, settings: StreamsSettings) -> Result<Beat, Refused> {
+    fn leave(
+        &mut self,
+        request: &StreamsGroupHeartbeatRequest,
+        settings: StreamsSettings,
+        now: Instant,
+    ) -> Result<Beat, Refused> {
         let id = request.member_id.to_string();
         if request.shutdown_application && self.shutdown_requested_by.is_none() {
             self.shutdown_requested_by = Some(id.clone());
@@ -746,22 +801,42 @@ impl StreamsGroup {
             }
         };
         tracing::info!(target: "skein::net", group = %self.id, member = %leaving, "member left the streams group");
-        self.remove(&leaving, settings);
+        self.remove(&leaving, settings, now);
         Ok(Beat { response, create: Vec::new() })
     }
 
-    fn remove(&mut self, id: &str, settings: StreamsSettings) {
+    fn remove(&mut self, id: &str, settings: StreamsSettings, now: Instant) {
         self.members.remove(id);
         self.target.remove(id);
         if self.members.is_empty() {
             self.shutdown_requested_by = None;
+            self.delayed_until = None;
         }
-        self.rebalance(settings.num_standby_replicas);
+        self.bump(settings, now, &mut Vec::new());
+    }
+
+    /// The group's timers: the end of the initial rebalance delay (a new epoch and
+    /// its assignment, as Kafka's `computeDelayedTargetAssignment`), an assignment
+    /// the interval held back, and the members fenced because their session ran out
+    /// or they did not revoke within their rebalance timeout. Returns whether the
+    /// group epoch moved.
+    pub fn tick(&mut self, settings: StreamsSettings, now: Instant) -> bool {
+        let epoch = self.epoch;
+        if self.delayed_until.is_some_and(|until| now >= until) {
+            self.delayed_until = None;
+            if !self.members.is_empty() {
+                self.bump(settings, now, &mut Vec::new());
+            }
+        } else if self.epoch > self.assignment_epoch {
+            self.assign_target(settings, now, &mut Vec::new());
+        }
+        self.expire(settings, now);
+        self.epoch != epoch
     }
 
     /// Fences members whose session ran out, or that did not revoke within their
     /// rebalance timeout; returns how many.
-    pub fn expire(&mut self, settings: StreamsSettings, now: Instant) -> usize {
+    fn expire(&mut self, settings: StreamsSettings, now: Instant) -> usize {
         let expired: Vec<String> = self
             .members
             .values()
@@ -775,7 +850,7 @@ impl StreamsGroup {
             .collect();
         for id in &expired {
             tracing::info!(target: "skein::net", group = %self.id, member = %id, "streams member fenced (session or rebalance timeout)");
-            self.remove(id, settings);
+            self.remove(id, settings, now);
         }
         expired.len()
     }

@@ -6,6 +6,15 @@ use kafka_protocol::messages::{GroupId, TopicName};
 use super::*;
 use crate::metadata::{MetadataImage, TopicMeta};
 
+/// Kafka's defaults without the initial delay and the assignment interval.
+fn undelayed() -> StreamsSettings {
+    StreamsSettings {
+        initial_rebalance_delay: Duration::ZERO,
+        assignment_interval: Duration::ZERO,
+        ..Default::default()
+    }
+}
+
 fn topic(name: &str) -> TopicName {
     TopicName(s(name))
 }
@@ -67,7 +76,7 @@ fn statuses(response: &StreamsGroupHeartbeatResponse) -> Vec<i8> {
 
 #[test]
 fn waits_for_topics_then_splits_tasks_with_revocation_first() {
-    let settings = StreamsSettings::default();
+    let settings = undelayed();
     let now = Instant::now();
     let mut group = StreamsGroup::new("app");
     let client = ("c", "/127.0.0.1");
@@ -129,13 +138,13 @@ fn waits_for_topics_then_splits_tasks_with_revocation_first() {
     assert_eq!(active(&back.response), Some(vec![0, 1, 2, 3]));
 
     // And a member that stops heartbeating is fenced after its session.
-    assert_eq!(group.expire(settings, now + settings.session_timeout + Duration::from_secs(1)), 1);
+    assert!(group.tick(settings, now + settings.session_timeout + Duration::from_secs(1)));
     assert_eq!(group.state(), "Empty");
 }
 
 #[test]
 fn epochs_and_requests_are_checked_as_kafka_checks_them() {
-    let settings = StreamsSettings::default();
+    let settings = undelayed();
     let now = Instant::now();
     let all = image(&[("input", 2), ("app-store-changelog", 2)]);
     let mut group = StreamsGroup::new("app");
@@ -181,7 +190,7 @@ fn epochs_and_requests_are_checked_as_kafka_checks_them() {
 
 #[test]
 fn a_static_member_comes_back_to_its_tasks() {
-    let settings = StreamsSettings::default();
+    let settings = undelayed();
     let now = Instant::now();
     let all = image(&[("input", 2), ("app-store-changelog", 2)]);
     let mut group = StreamsGroup::new("app");
@@ -202,4 +211,32 @@ fn a_static_member_comes_back_to_its_tasks() {
     // The old id is fenced.
     let old = beat("a", epoch, &[]).with_instance_id(Some(s("i1")));
     assert_eq!(group.heartbeat(&old, client, &all, settings, now).err().map(|e| e.0), Some(code::FENCED_INSTANCE_ID));
+}
+
+#[test]
+fn the_first_assignment_waits_for_the_initial_delay_and_the_next_for_the_interval() {
+    let settings = StreamsSettings::default();
+    let now = Instant::now();
+    let all = image(&[("input", 2), ("app-store-changelog", 2)]);
+    let mut group = StreamsGroup::new("app");
+    let client = ("c", "h");
+    // As on Kafka 4.4: epoch 1 with no tasks, told the assignment is delayed.
+    let joined = group.heartbeat(&join("a", "p1"), client, &all, settings, now).unwrap();
+    assert_eq!((joined.response.member_epoch, active(&joined.response)), (1, Some(vec![])));
+    assert_eq!(statuses(&joined.response), vec![topology::ASSIGNMENT_DELAYED]);
+    // A second member within the delay joins the same first assignment.
+    group.heartbeat(&join("b", "p2"), client, &all, settings, now + Duration::from_secs(1)).unwrap();
+    assert!(!group.tick(settings, now + Duration::from_secs(2)));
+    assert!(group.tick(settings, now + Duration::from_secs(3)));
+    let a = group.heartbeat(&beat("a", 1, &[]), client, &all, settings, now + Duration::from_secs(3)).unwrap();
+    assert_eq!(a.response.member_epoch, 3);
+    assert_eq!(active(&a.response).map(|t| t.len()), Some(1), "one task each");
+    assert!(statuses(&a.response).is_empty());
+    // A third member within the interval: the epoch moves, the assignment waits.
+    let soon = now + Duration::from_millis(3500);
+    let c = group.heartbeat(&join("c", "p3"), client, &all, settings, soon).unwrap();
+    assert_eq!(statuses(&c.response), vec![topology::ASSIGNMENT_DELAYED]);
+    assert_eq!(group.state(), "Assigning");
+    assert!(!group.tick(settings, now + Duration::from_secs(4) + Duration::from_millis(100)));
+    assert_eq!(group.state(), "Reconciling");
 }

@@ -19,6 +19,7 @@ pub const MISSING_SOURCE_TOPICS: i8 = 1;
 pub const INCORRECTLY_PARTITIONED_TOPICS: i8 = 2;
 pub const MISSING_INTERNAL_TOPICS: i8 = 3;
 pub const SHUTDOWN_APPLICATION: i8 = 4;
+pub const ASSIGNMENT_DELAYED: i8 = 5;
 
 /// An internal topic the group needs: a repartition or changelog topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
