@@ -616,6 +616,8 @@ fn every_advertised_version_answers() {
                 85 => answers::<WriteShareGroupStateRequest>(&mut client, version),
                 86 => answers::<DeleteShareGroupStateRequest>(&mut client, version),
                 87 => answers::<ReadShareGroupStateSummaryRequest>(&mut client, version),
+                88 => answers::<StreamsGroupHeartbeatRequest>(&mut client, version),
+                89 => answers::<StreamsGroupDescribeRequest>(&mut client, version),
                 90 => answers::<DescribeShareGroupOffsetsRequest>(&mut client, version),
                 91 => answers::<AlterShareGroupOffsetsRequest>(&mut client, version),
                 92 => answers::<DeleteShareGroupOffsetsRequest>(&mut client, version),

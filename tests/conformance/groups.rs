@@ -217,6 +217,63 @@ pub fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 .with_include_authorized_operations(true);
             c.call(request, v);
         }
+        ApiKey::StreamsGroupHeartbeat => {
+            // A member joins with a topology over the fixture topic, then heartbeats
+            // with the tasks it was given; one more leaves.
+            use streams_group_heartbeat_request::{Subtopology, TaskIds, TopicInfo, Topology};
+            let app = format!("conf-streams-{v}");
+            let changelog = TopicInfo::default()
+                .with_name(topic(&format!("{app}-store-changelog")))
+                .with_topic_configs(vec![streams_group_heartbeat_request::KeyValue::default()
+                    .with_key(s("cleanup.policy"))
+                    .with_value(s("compact"))]);
+            let topology = Topology::default().with_epoch(0).with_subtopologies(vec![Subtopology::default()
+                .with_subtopology_id(s("0"))
+                .with_source_topics(vec![topic(TOPIC)])
+                .with_state_changelog_topics(vec![changelog])]);
+            let join = StreamsGroupHeartbeatRequest::default()
+                .with_group_id(group(&app))
+                .with_member_id(s(&uuid_member()))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_process_id(Some(s(&uuid_member())))
+                .with_user_endpoint(Some(
+                    streams_group_heartbeat_request::Endpoint::default().with_host(s("localhost")).with_port(8080),
+                ))
+                .with_client_tags(Some(vec![streams_group_heartbeat_request::KeyValue::default()
+                    .with_key(s("zone"))
+                    .with_value(s("a"))]))
+                .with_topology(Some(topology))
+                .with_active_tasks(Some(vec![]))
+                .with_standby_tasks(Some(vec![]))
+                .with_warmup_tasks(Some(vec![]));
+            let Some(joined) = c.call(join.clone(), v) else { return true };
+            let owned = joined.active_tasks.unwrap_or_default();
+            let again = join
+                .with_member_id(joined.member_id.clone())
+                .with_member_epoch(joined.member_epoch)
+                .with_topology(None)
+                .with_rebalance_timeout_ms(-1)
+                .with_active_tasks(Some(
+                    owned
+                        .iter()
+                        .map(|t| {
+                            TaskIds::default()
+                                .with_subtopology_id(t.subtopology_id.clone())
+                                .with_partitions(t.partitions.clone())
+                        })
+                        .collect(),
+                ))
+                .with_endpoint_information_epoch(-1);
+            c.call(again.clone(), v);
+            c.call(again.with_member_epoch(-1), v);
+        }
+        ApiKey::StreamsGroupDescribe => {
+            let request = StreamsGroupDescribeRequest::default()
+                .with_group_ids(vec![group(&format!("conf-streams-{v}")), group(FIXTURE_GROUP), group("conf-unknown")])
+                .with_include_authorized_operations(true);
+            c.call(request, v);
+        }
         _ => return super::transactions::exercise(c, key, v),
     }
     true
