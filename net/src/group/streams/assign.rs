@@ -180,6 +180,10 @@ pub fn reconcile(
     }
 }
 
+/// One kind of task (active, standby, warm-up): how to read it, how to change it,
+/// and whether another member still holds a task of it.
+type Kind<'a> = (fn(&Tasks) -> &TaskSet, fn(&mut Tasks) -> &mut TaskSet, &'a dyn Fn(&str, i32) -> bool);
+
 fn next(
     now: &Progress,
     process: &str,
@@ -196,7 +200,7 @@ fn next(
         |sub: &str, p: i32| holders.active(sub, p).is_some() || holders.replicas(sub, p).contains(&process);
     let unreleased_replica =
         |sub: &str, p: i32| holders.active(sub, p) == Some(process) || holders.replicas(sub, p).contains(&process);
-    let kinds: [(fn(&Tasks) -> &TaskSet, fn(&mut Tasks) -> &mut TaskSet, &dyn Fn(&str, i32) -> bool); 3] = [
+    let kinds: [Kind<'_>; 3] = [
         (|t| &t.active, |t| &mut t.active, &unreleased_active),
         (|t| &t.standby, |t| &mut t.standby, &unreleased_replica),
         (|t| &t.warmup, |t| &mut t.warmup, &unreleased_replica),
