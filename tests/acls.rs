@@ -295,6 +295,22 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
             .with_member_id(s("acl-member"))
             .with_subscribed_topic_names(Some(vec![topic()]))),
         ApiKey::ShareGroupDescribe => call!(ShareGroupDescribeRequest::default().with_group_ids(vec![group()])),
+        ApiKey::StreamsGroupHeartbeat => {
+            use streams_group_heartbeat_request::{Subtopology, Topology};
+            let topology = Topology::default().with_subtopologies(vec![Subtopology::default()
+                .with_subtopology_id(s("0"))
+                .with_source_topics(vec![topic()])]);
+            call!(StreamsGroupHeartbeatRequest::default()
+                .with_group_id(group())
+                .with_member_id(s("acl-member"))
+                .with_rebalance_timeout_ms(10_000)
+                .with_process_id(Some(s("acl-process")))
+                .with_topology(Some(topology))
+                .with_active_tasks(Some(Vec::new()))
+                .with_standby_tasks(Some(Vec::new()))
+                .with_warmup_tasks(Some(Vec::new())))
+        }
+        ApiKey::StreamsGroupDescribe => call!(StreamsGroupDescribeRequest::default().with_group_ids(vec![group()])),
         ApiKey::ShareFetch | ApiKey::ShareAcknowledge => {
             let topic_id = *TOPIC_ID.lock().unwrap();
             let fetch = ShareFetchRequest::default()
@@ -409,6 +425,7 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
                 .with_member_id(s(""))
                 .with_topics(vec![TxnOffsetCommitRequestTopic::default()
                     .with_name(topic())
+                    .with_topic_id(*TOPIC_ID.lock().unwrap())
                     .with_partitions(vec![partition])]))
         }
         ApiKey::DescribeTransactions => {
@@ -489,7 +506,11 @@ fn offset_commit(group: &str, offset: i64) -> OffsetCommitRequest {
     use offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
     let partition = OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(offset);
     OffsetCommitRequest::default().with_group_id(GroupId(s(group))).with_generation_id_or_member_epoch(-1).with_topics(
-        vec![OffsetCommitRequestTopic::default().with_name(TopicName(s(TOPIC))).with_partitions(vec![partition])],
+        // From v10 the topic is named by id.
+        vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_topic_id(*TOPIC_ID.lock().unwrap())
+            .with_partitions(vec![partition])],
     )
 }
 
@@ -551,7 +572,10 @@ fn every_api_checks_its_acls() {
             create_acls(&mut admin, "User:alice", &grants(**first));
             let half = sample(&mut alice, *key, version).unwrap_or_default();
             let refused = match key {
-                ApiKey::OffsetFetch => !half.contains(&format!("\"{TOPIC}\"")),
+                ApiKey::OffsetFetch => {
+                    let id = TOPIC_ID.lock().unwrap().to_string();
+                    !half.contains(&format!("\"{TOPIC}\"")) && !half.contains(&id)
+                }
                 _ => authorization_error(&half) == Some(second.error()),
             };
             if !refused {

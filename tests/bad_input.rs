@@ -150,7 +150,7 @@ fn api_versions_lists_the_registry() {
     let range = |key: i16| response.api_keys.iter().find(|k| k.api_key == key).map(|k| (k.min_version, k.max_version));
     assert_eq!(range(0), Some((3, 13)), "Produce");
     assert_eq!(range(1), Some((4, 18)), "Fetch");
-    assert_eq!(range(2), Some((1, 10)), "ListOffsets");
+    assert_eq!(range(2), Some((1, 11)), "ListOffsets");
     assert_eq!(range(3), Some((0, 13)), "Metadata");
     assert_eq!(range(57), Some((0, 2)), "UpdateFeatures");
     assert_eq!(range(18), Some((0, 5)), "ApiVersions");
@@ -158,11 +158,18 @@ fn api_versions_lists_the_registry() {
     assert_eq!(range(10), Some((0, 6)), "FindCoordinator");
     assert_eq!(range(68), Some((0, 1)), "ConsumerGroupHeartbeat");
     assert_eq!(range(24), Some((0, 5)), "AddPartitionsToTxn");
-    // KIP-890 part 2 (transactions v2) at Kafka 4.4's versions, but TxnOffsetCommit 6
-    // (topic ids, KIP-1319), which the codec lacks.
+    // KIP-890 part 2 (transactions v2) and topic ids (KIP-848, KIP-1319) at Kafka 4.4's
+    // versions.
     assert_eq!(range(26), Some((0, 5)), "EndTxn");
     assert_eq!(range(27), Some((1, 2)), "WriteTxnMarkers");
-    assert_eq!(range(28), Some((0, 5)), "TxnOffsetCommit");
+    assert_eq!(range(28), Some((0, 6)), "TxnOffsetCommit");
+    assert_eq!(range(8), Some((2, 10)), "OffsetCommit");
+    assert_eq!(range(9), Some((1, 10)), "OffsetFetch");
+    assert_eq!(range(42), Some((0, 3)), "DeleteGroups");
+    assert_eq!(range(35), Some((1, 5)), "DescribeLogDirs");
+    // Streams groups (KIP-1071).
+    assert_eq!(range(88), Some((0, 1)), "StreamsGroupHeartbeat");
+    assert_eq!(range(89), Some((0, 1)), "StreamsGroupDescribe");
     // The ACL APIs at Kafka 4's versions (v0 was removed by KIP-896).
     assert_eq!(range(29), Some((1, 3)), "DescribeAcls");
     assert_eq!(range(30), Some((1, 3)), "CreateAcls");

@@ -212,11 +212,14 @@ mod tests {
         let names = |image: &MetadataImage| finalized(image).map(|(n, l)| format!("{n}={l}")).collect::<Vec<_>>();
         assert_eq!(
             names(&image),
-            ["group.version=1", "metadata.version=33", "share.version=2", "transaction.version=2"]
+            ["group.version=1", "metadata.version=33", "share.version=2", "streams.version=1", "transaction.version=2"]
         );
         image.features.insert(SHARE_VERSION.into(), 0);
         image.features.insert(GROUP_VERSION.into(), 1);
-        assert_eq!(names(&image), ["group.version=1", "metadata.version=33", "transaction.version=2"]);
+        assert_eq!(
+            names(&image),
+            ["group.version=1", "metadata.version=33", "streams.version=1", "transaction.version=2"]
+        );
         assert_eq!(level(&image, SHARE_VERSION), 0);
     }
 }

@@ -526,29 +526,6 @@ pub fn share_membership(
     }
 }
 
-/// A streams group's settings: `base` with the group's own
-/// `streams.heartbeat.interval.ms`, `streams.session.timeout.ms` and
-/// `streams.num.standby.replicas`.
-pub fn streams_settings(
-    base: crate::group::streams::StreamsSettings,
-    image: &MetadataImage,
-    group: &str,
-) -> crate::group::streams::StreamsSettings {
-    let Some(overrides) = image.group_configs.get(group) else { return base };
-    let ms = |name: &str| overrides.get(name).and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_millis);
-    crate::group::streams::StreamsSettings {
-        heartbeat_interval: ms("streams.heartbeat.interval.ms").unwrap_or(base.heartbeat_interval),
-        session_timeout: ms("streams.session.timeout.ms").unwrap_or(base.session_timeout),
-        num_standby_replicas: overrides
-            .get("streams.num.standby.replicas")
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(base.num_standby_replicas),
-        initial_rebalance_delay: ms("streams.initial.rebalance.delay.ms").unwrap_or(base.initial_rebalance_delay),
-        assignment_interval: ms("streams.assignment.interval.ms").unwrap_or(base.assignment_interval),
-        ..base
-    }
-}
-
 /// Where a share group's new share-partitions start (`share.auto.offset.reset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShareReset {

@@ -21,6 +21,8 @@ mod offsets;
 pub mod records;
 pub mod share;
 pub mod streams;
+mod streams_coordinator;
+pub use streams_coordinator::StreamsBeat;
 
 pub use calls::{GroupAnswer, GroupCall, GroupRequest};
 pub use offsets::offset_entry;

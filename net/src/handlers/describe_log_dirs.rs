@@ -1,4 +1,6 @@
-//! DescribeLogDirs: the data directory, its partitions' sizes and (v4) its space.
+//! DescribeLogDirs: the data directory, its partitions' sizes, (v4) its space and (v5,
+//! KIP-1066) whether it is cordoned: named in this broker's `cordoned.log.dirs`, or
+//! `*` there.
 
 use std::rc::Rc;
 
@@ -13,7 +15,7 @@ use skein_engine::TopicPartition;
 use super::s;
 use crate::shard::{ops, Shard};
 
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 5 };
 
 pub async fn handle(shard: &Rc<Shard>, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     let image = shard.image();
@@ -35,6 +37,10 @@ pub async fn handle(shard: &Rc<Shard>, request: DescribeLogDirsRequest) -> Descr
     let stats = rustix_free_space(&shard.settings.data_dir);
     dir.total_bytes = stats.0;
     dir.usable_bytes = stats.1;
+    let cordoned = crate::broker_configs::dynamic_broker_value(&image, shard.settings.node_id, "cordoned.log.dirs");
+    let here = shard.settings.data_dir.display().to_string();
+    dir.is_cordoned =
+        cordoned.split(',').map(str::trim).any(|d| d == "*" || d.trim_end_matches('/') == here.trim_end_matches('/'));
     for (topic, partitions) in wanted {
         let lookups = partitions.iter().map(|p| shard.call(TopicPartition::new(topic.clone(), *p), ops::Stats));
         let results = join_all(lookups).await;

@@ -1,8 +1,8 @@
 //! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4)
 //! and by timestamp, answered by each partition's owner; latest is the last stable
 //! offset for read_committed clients. Latest tiered (-5, v9) and earliest pending
-//! upload (-6) are offset -1 without tiered storage, as on Kafka 4.4. v10's timeout
-//! bounds waits for remote offsets, which there are none of.
+//! upload (-6, v11) are offset -1 without tiered storage, as on Kafka 4.4. v10's
+//! timeout bounds waits for remote offsets, which there are none of.
 
 use std::rc::Rc;
 
@@ -14,7 +14,7 @@ use super::route_partitions;
 use crate::authorize::{Caller, Op};
 use crate::shard::{ops, Shard};
 
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 11 };
 
 pub async fn handle(
     shard: &Rc<Shard>,

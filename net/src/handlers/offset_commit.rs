@@ -1,6 +1,6 @@
 //! OffsetCommit: by a group member (generation and member id checked) or a simple
 //! commit (generation -1) from an assign-mode consumer; persisted to
-//! `__consumer_offsets` before the answer.
+//! `__consumer_offsets` before the answer. v10 names topics by id (KIP-848).
 
 use std::rc::Rc;
 
@@ -8,12 +8,12 @@ use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponseParti
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 
-use super::commits::{metadata, Commits};
+use super::commits::{metadata, resolve, Commits};
 use crate::errors::code;
 use crate::group::{calls, Committed};
 use crate::shard::Shard;
 
-pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
+pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 10 };
 
 /// The group's READ was checked for the whole request (`authorize`); each topic
 /// needs READ too.
@@ -25,17 +25,23 @@ pub async fn handle(
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
     let image = shard.image();
+    let by_id = header.request_api_version >= 10;
     let mut commits = Commits::default();
     for topic in &request.topics {
-        let readable = caller.topic(crate::authorize::Op::Read, &topic.name.0);
-        let meta = image.topic(&topic.name.0);
+        let Some((name, meta)) = resolve(&image, by_id, &topic.name.0, topic.topic_id) else {
+            for p in &topic.partitions {
+                commits.unknown_id(topic.topic_id, p.partition_index);
+            }
+            continue;
+        };
+        let readable = caller.topic(crate::authorize::Op::Read, &name);
         for p in &topic.partitions {
             let committed = Committed {
                 offset: p.committed_offset,
                 leader_epoch: if header.request_api_version >= 6 { p.committed_leader_epoch } else { -1 },
                 metadata: metadata(p.committed_metadata.as_ref()),
             };
-            commits.add(&topic.name.0, meta, readable, p.partition_index, committed);
+            commits.add((&name, topic.topic_id), meta, readable, p.partition_index, committed);
         }
     }
     let offsets = std::mem::take(&mut commits.offsets);
@@ -60,9 +66,10 @@ pub async fn handle(
     let mut response = OffsetCommitResponse::default();
     response.topics = super::group_by_topic(partitions)
         .into_iter()
-        .map(|(topic, partitions)| {
+        .map(|((topic, id), partitions)| {
             OffsetCommitResponseTopic::default()
                 .with_name(kafka_protocol::messages::TopicName(super::s(topic)))
+                .with_topic_id(id)
                 .with_partitions(partitions)
         })
         .collect();

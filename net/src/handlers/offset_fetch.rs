@@ -1,6 +1,8 @@
 //! OffsetFetch: committed offsets of one group (v1-7) or several (v8+, KIP-709); all of
 //! a group's offsets when no topics are named. Absent commits are offset -1. With
 //! `require_stable` (v7+), offsets of an open transaction answer UNSTABLE_OFFSET_COMMIT.
+//! v10 names topics by id (KIP-848): an id the image does not know answers
+//! UNKNOWN_TOPIC_ID, and offsets of topics that no longer exist are left out of "all".
 
 use std::rc::Rc;
 
@@ -16,7 +18,7 @@ use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATI
 use crate::group::{calls, Committed, PartitionOffset};
 use crate::shard::Shard;
 
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
 
 type Fetched = Result<Vec<PartitionOffset>, i16>;
 
@@ -66,35 +68,52 @@ pub async fn handle(
 ) -> OffsetFetchResponse {
     let mut response = OffsetFetchResponse::default();
     if header.request_api_version >= 8 {
+        let by_id = header.request_api_version >= 10;
+        let image = shard.image();
         for g in request.groups {
+            let mut unknown: Vec<(uuid::Uuid, Vec<i32>)> = Vec::new();
             let wanted = g.topics.map(|ts| {
-                ts.into_iter()
-                    .flat_map(|t| {
-                        let name = t.name.0.to_string();
-                        t.partition_indexes.into_iter().map(move |p| (name.clone(), p))
-                    })
-                    .collect()
+                let mut wanted = Vec::new();
+                for t in ts {
+                    let name = match by_id {
+                        true => match image.topic_by_id(t.topic_id) {
+                            Some(meta) => meta.name.clone(),
+                            None => {
+                                unknown.push((t.topic_id, t.partition_indexes));
+                                continue;
+                            }
+                        },
+                        false => t.name.0.to_string(),
+                    };
+                    wanted.extend(t.partition_indexes.into_iter().map(|p| (name.clone(), p)));
+                }
+                wanted
             });
             let mut out = OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0.clone()));
             match fetch(shard, caller, g.group_id.0.as_str(), wanted, request.require_stable).await {
                 Err(c) => out.error_code = c,
                 Ok(offsets) => {
+                    let id_of = |topic: &str| match by_id {
+                        true => image.topic(topic).map(|t| t.id),
+                        false => Some(uuid::Uuid::nil()),
+                    };
                     let partitions =
-                        offsets.into_iter().map(|PartitionOffset { topic, partition, committed, error }| {
-                            let c = committed.unwrap_or_else(Committed::none);
-                            let p = OffsetFetchResponsePartitions::default()
-                                .with_partition_index(partition)
-                                .with_error_code(error)
-                                .with_committed_offset(c.offset)
-                                .with_committed_leader_epoch(c.leader_epoch)
-                                .with_metadata(Some(s(c.metadata)));
-                            (topic, p)
+                        offsets.into_iter().filter_map(|PartitionOffset { topic, partition, committed, error }| {
+                            // By id, a topic that no longer exists cannot be named.
+                            let id = id_of(&topic)?;
+                            Some(((topic, id), fetched_partition(partition, committed, error)))
                         });
-                    out.topics = group_by_topic(partitions)
+                    let unknown = unknown.into_iter().flat_map(|(id, partitions)| {
+                        partitions.into_iter().map(move |p| {
+                            ((String::new(), id), fetched_partition(p, None, crate::errors::code::UNKNOWN_TOPIC_ID))
+                        })
+                    });
+                    out.topics = group_by_topic(partitions.chain(unknown))
                         .into_iter()
-                        .map(|(topic, partitions)| {
+                        .map(|((topic, id), partitions)| {
                             OffsetFetchResponseTopics::default()
                                 .with_name(TopicName(s(topic)))
+                                .with_topic_id(id)
                                 .with_partitions(partitions)
                         })
                         .collect();
@@ -134,4 +153,15 @@ pub async fn handle(
         }
     }
     response
+}
+
+/// A partition of an OffsetFetch v8+ answer.
+fn fetched_partition(partition: i32, committed: Option<Committed>, error: i16) -> OffsetFetchResponsePartitions {
+    let c = committed.unwrap_or_else(Committed::none);
+    OffsetFetchResponsePartitions::default()
+        .with_partition_index(partition)
+        .with_error_code(error)
+        .with_committed_offset(c.offset)
+        .with_committed_leader_epoch(c.leader_epoch)
+        .with_metadata(Some(s(c.metadata)))
 }

@@ -12,15 +12,16 @@ use kafka_protocol::messages::{RequestHeader, TopicName, TxnOffsetCommitRequest,
 use kafka_protocol::protocol::VersionRange;
 use skein_engine::TopicPartition;
 
-use super::commits::{metadata, Commits};
+use super::commits::{metadata, resolve, Commits};
 use super::{group_by_topic, s};
 use crate::errors::code;
 use crate::group::{calls, Committed};
 use crate::shard::Shard;
 
 /// From v5 (transaction version 2, KIP-890 part 2) the group's offsets partition is
-/// added to the transaction here, with no AddOffsetsToTxn before.
-pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+/// added to the transaction here, with no AddOffsetsToTxn before; v6 names topics by
+/// id (KIP-1319).
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -30,17 +31,23 @@ pub async fn handle(
 ) -> TxnOffsetCommitResponse {
     let group = request.group_id.0.to_string();
     let image = shard.image();
+    let by_id = header.request_api_version >= 6;
     let mut commits = Commits::default();
     for topic in &request.topics {
-        let readable = caller.topic(crate::authorize::Op::Read, &topic.name.0);
-        let meta = image.topic(&topic.name.0);
+        let Some((name, meta)) = resolve(&image, by_id, &topic.name.0, topic.topic_id) else {
+            for p in &topic.partitions {
+                commits.unknown_id(topic.topic_id, p.partition_index);
+            }
+            continue;
+        };
+        let readable = caller.topic(crate::authorize::Op::Read, &name);
         for p in &topic.partitions {
             let committed = Committed {
                 offset: p.committed_offset,
                 leader_epoch: p.committed_leader_epoch,
                 metadata: metadata(p.committed_metadata.as_ref()),
             };
-            commits.add(&topic.name.0, meta, readable, p.partition_index, committed);
+            commits.add((&name, topic.topic_id), meta, readable, p.partition_index, committed);
         }
     }
     let offsets = std::mem::take(&mut commits.offsets);
@@ -69,8 +76,11 @@ pub async fn handle(
     let mut response = TxnOffsetCommitResponse::default();
     response.topics = group_by_topic(partitions)
         .into_iter()
-        .map(|(topic, partitions)| {
-            TxnOffsetCommitResponseTopic::default().with_name(TopicName(s(topic))).with_partitions(partitions)
+        .map(|((topic, id), partitions)| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_topic_id(id)
+                .with_partitions(partitions)
         })
         .collect();
     response

@@ -12,12 +12,9 @@
 //! its tasks. Offsets are the classic offsets of the group (`Coordinator::groups`).
 
 pub mod assign;
-mod coordinator;
 pub mod records;
 pub mod topology;
 mod view;
-
-pub use coordinator::StreamsBeat;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -70,6 +67,21 @@ impl Default for StreamsSettings {
             initial_rebalance_delay: Duration::from_secs(3),
             assignment_interval: Duration::from_secs(1),
         }
+    }
+}
+
+/// A streams group's settings: `base` with the group's own `streams.*` configs.
+pub fn settings(base: StreamsSettings, image: &MetadataImage, group: &str) -> StreamsSettings {
+    let Some(overrides) = image.group_configs.get(group) else { return base };
+    let number = |name: &str| overrides.get(name).and_then(|v| v.trim().parse::<u64>().ok());
+    let ms = |name: &str| number(name).map(Duration::from_millis);
+    StreamsSettings {
+        heartbeat_interval: ms("streams.heartbeat.interval.ms").unwrap_or(base.heartbeat_interval),
+        session_timeout: ms("streams.session.timeout.ms").unwrap_or(base.session_timeout),
+        num_standby_replicas: number("streams.num.standby.replicas").map_or(base.num_standby_replicas, |n| n as usize),
+        initial_rebalance_delay: ms("streams.initial.rebalance.delay.ms").unwrap_or(base.initial_rebalance_delay),
+        assignment_interval: ms("streams.assignment.interval.ms").unwrap_or(base.assignment_interval),
+        ..base
     }
 }
 

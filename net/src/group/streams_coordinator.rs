@@ -1,6 +1,6 @@
-//! The group coordinator's streams groups: heartbeats, describes, deletes and the
-//! ticker, beside the classic, consumer and share groups of the same shard, whose
-//! ids they must not take.
+//! The group coordinator's streams groups (`streams/`): heartbeats, describes,
+//! deletes and the ticker, beside the classic, consumer and share groups of the same
+//! shard, whose ids they must not take.
 
 use std::time::Instant;
 
@@ -8,11 +8,11 @@ use kafka_protocol::messages::streams_group_describe_response::DescribedGroup;
 use kafka_protocol::messages::{GroupId, StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::topology::InternalTopic;
-use super::StreamsGroup;
+use super::streams::topology::InternalTopic;
+use super::streams::{self, StreamsGroup};
+use super::{partition_for, Coordinator, Writes};
 use crate::errors::code;
 use crate::group::records::Entry;
-use crate::group::{configs, partition_for, Coordinator, Writes};
 use crate::metadata::MetadataImage;
 
 fn s(text: impl Into<String>) -> StrBytes {
@@ -55,7 +55,7 @@ impl Coordinator {
             create: Vec::new(),
             writes: Vec::new(),
         };
-        if let Err(refused) = super::check_request(request) {
+        if let Err(refused) = streams::check_request(request) {
             return refuse(refused);
         }
         let id = request.group_id.0.to_string();
@@ -66,7 +66,7 @@ impl Coordinator {
         if !groups.contains_key(&id) && request.member_epoch != 0 {
             return refuse((code::GROUP_ID_NOT_FOUND, format!("Streams group {id} not found.")));
         }
-        let settings = configs::streams_settings(self.streams_settings.get(), image, &id);
+        let settings = streams::settings(self.streams_settings.get(), image, &id);
         let group = groups.entry(id.clone()).or_insert_with(|| StreamsGroup::new(&id));
         match group.heartbeat(request, client, image, settings, now) {
             Ok(beat) => StreamsBeat { response: beat.response, create: beat.create, writes: group.changes() },
@@ -116,7 +116,7 @@ impl Coordinator {
             if !loaded.contains(&partition_for(&group.id)) {
                 continue;
             }
-            let settings = configs::streams_settings(self.streams_settings.get(), image, &group.id);
+            let settings = streams::settings(self.streams_settings.get(), image, &group.id);
             if group.tick(settings, now) {
                 writes.extend(group.changes());
             }
