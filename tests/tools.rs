@@ -545,3 +545,48 @@ fn kafka_configs_for_groups() {
     assert!(!described.contains("consumer.heartbeat.interval.ms"), "{described}");
     assert_eq!(heartbeat_interval_ms(bootstrap.as_str(), "billing"), 5000);
 }
+
+// kafka-client-metrics (KIP-714): a subscription altered, listed, described, refused an
+// interval out of bounds with Kafka's message, and deleted; `kafka-configs` sees the
+// same resource. The outputs are those of Kafka 4.4 for the same commands.
+#[test]
+fn kafka_client_metrics_manages_subscriptions() {
+    const METRICS: &str = "org.apache.kafka.tools.ClientMetricsCommand";
+    let dir = tempfile::tempdir().unwrap();
+    let node = Broker::start(dir.path(), "1", &[]);
+    let bootstrap = node.bootstrap();
+    let b = bootstrap.as_str();
+    let run = |args: &[&str]| kafka_tool(METRICS, &[&["--bootstrap-server", b][..], args].concat(), "");
+    let (ok, altered) =
+        run(&["--alter", "--name", "apps", "--metrics", "org.apache.kafka.producer.", "--interval", "1000"]);
+    assert!(ok && altered.contains("Altered client metrics config for apps."), "{altered}");
+    let (ok, altered) = run(&["--alter", "--name", "apps", "--match", "client_id=app-.*"]);
+    assert!(ok && altered.contains("Altered client metrics config for apps."), "{altered}");
+    let (ok, listed) = run(&["--list"]);
+    assert!(ok && listed.lines().any(|l| l.trim() == "apps"), "{listed}");
+    let (ok, described) = run(&["--describe", "--name", "apps"]);
+    assert!(ok && described.contains("Client metrics configs for apps are:"), "{described}");
+    for line in ["  interval.ms=1000", "  match=client_id=app-.*", "  metrics=org.apache.kafka.producer."] {
+        assert!(described.lines().any(|l| l == line), "{line} in {described}");
+    }
+    let (ok, refused) = run(&["--alter", "--name", "apps", "--interval", "50"]);
+    assert!(
+        !ok || refused.contains("Invalid value 50 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
+        "{refused}"
+    );
+    assert!(refused.contains("interval must be between 100 and 3600000"), "{refused}");
+    let (_, bad) = run(&["--alter", "--name", "apps", "--match", "client_colour=x"]);
+    assert!(bad.contains("Illegal client matching pattern: client_colour=x"), "{bad}");
+    let configs = ok_with(
+        CONFIGS,
+        &["--bootstrap-server", b, "--entity-type", "client-metrics", "--entity-name", "apps", "--describe", "--all"],
+        "",
+    );
+    assert!(configs.contains("All configs for client-metric apps are:"), "{configs}");
+    let line = "  interval.ms=1000 sensitive=false synonyms={DYNAMIC_CLIENT_METRICS_CONFIG:interval.ms=1000}";
+    assert!(configs.lines().any(|l| l == line), "{configs}");
+    let (ok, deleted) = run(&["--delete", "--name", "apps"]);
+    assert!(ok && deleted.contains("Deleted client metrics config for apps."), "{deleted}");
+    let (_, listed) = run(&["--list"]);
+    assert!(!listed.lines().any(|l| l.trim() == "apps"), "{listed}");
+}

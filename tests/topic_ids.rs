@@ -1,7 +1,7 @@
 //! The request versions Kafka 4.4 added to its group APIs, sent raw and checked as
 //! Kafka 4.4 answers them (run with SKEIN_TEST_EXTERNAL_BOOTSTRAP=host:port to check
 //! them there): OffsetCommit v10 and OffsetFetch v10 name topics by id (KIP-848),
-//! TxnOffsetCommit v6 too (KIP-1319); DeleteGroups v3 (its message is null, as on Kafka);
+//! TxnOffsetCommit v6 too (KIP-1319), OffsetFetch v9+ checks the member it names; DeleteGroups v3 (its message is null, as on Kafka);
 //! ListOffsets v11 asks for the earliest offset pending upload (KIP-1023);
 //! DescribeLogDirs v5 says whether a directory is cordoned (KIP-1066).
 
@@ -178,7 +178,23 @@ fn kafka_4_4_group_api_versions_answer_as_kafka() {
         .with_rebalance_timeout_ms(30_000)
         .with_subscribed_topic_names(Some(vec![TopicName(s(&topic))]))
         .with_topic_partitions(Some(Vec::new()));
-    assert_eq!(client.call(&join, 1).error_code, 0);
+    let joined = client.call(&join, 1);
+    assert_eq!(joined.error_code, 0);
+
+    // OffsetFetch v9+ checks the member a consumer group's member names.
+    let fetch_as = |client: &mut RawClient, member: Option<&str>, epoch: i32| {
+        let asking = offset_fetch_request::OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(s(&busy)))
+            .with_member_id(member.map(s))
+            .with_member_epoch(epoch)
+            .with_topics(None);
+        client.call(&OffsetFetchRequest::default().with_groups(vec![asking]), 9).groups[0].error_code
+    };
+    let member = joined.member_id.as_ref().map(|m| m.to_string()).unwrap_or_default();
+    assert_eq!(fetch_as(&mut client, Some(&member), joined.member_epoch), 0);
+    assert_eq!(fetch_as(&mut client, None, -1), 0, "the admin client names no member");
+    assert_eq!(fetch_as(&mut client, Some("stranger"), joined.member_epoch), 25, "UNKNOWN_MEMBER_ID");
+    assert_eq!(fetch_as(&mut client, Some(&member), joined.member_epoch + 7), 113, "STALE_MEMBER_EPOCH");
     let names = [&ghost, &busy, &group].map(|g| GroupId(s(g))).to_vec();
     let results = client.call(&DeleteGroupsRequest::default().with_groups_names(names), 3).results;
     // In any order: Kafka answers each coordinator's groups together.

@@ -236,7 +236,7 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
 pub fn config_denied(caller: &Caller, resource_type: i8, name: &str, operation: Operation) -> Option<(i16, String)> {
     match resource_type {
         2 if !caller.topic(operation, name) => Some((TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.".into())),
-        4 | 8 if !caller.cluster(operation) => {
+        4 | 8 | 16 if !caller.cluster(operation) => {
             Some((CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".into()))
         }
         32 if !caller.group(operation, name) => {

@@ -32,6 +32,8 @@ pub enum ConfigSource {
     DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+    /// A client-metrics resource's config (Kafka's DYNAMIC_CLIENT_METRICS_CONFIG).
+    ClientMetrics = 7,
     /// A group's override (Kafka's DYNAMIC_GROUP_CONFIG).
     Group = 8,
 }

@@ -282,6 +282,24 @@ pub async fn set_group_configs(
     shard.control(ControllerRequest::SetGroupConfigs { group: group.to_string(), configs }).await.map(|_| ())
 }
 
+/// Replaces the configs of client-metrics resource `name` (KIP-714) after Kafka's
+/// checks; empty removes it.
+///
+/// # Errors
+/// As `client_metrics::validate`, and the controller's refusal.
+pub async fn set_client_metrics(
+    shard: &Rc<Shard>,
+    name: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    crate::client_metrics::validate(name, &configs)?;
+    if validate_only {
+        return Ok(());
+    }
+    shard.control(ControllerRequest::SetClientMetrics { name: name.to_string(), configs }).await.map(|_| ())
+}
+
 /// Deletes a topic: metadata first (the topic disappears for clients); each node
 /// removes its logs as it applies the change.
 ///

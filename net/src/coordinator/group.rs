@@ -214,7 +214,11 @@ pub(crate) async fn run<H: Host>(
                 Err(c) => GroupAnswer::Codes(vec![c; offsets.len()]),
             }
         }
-        GroupCall::Fetch(calls::Fetch { group, wanted, require_stable }) => {
+        GroupCall::Fetch(calls::Fetch { group, wanted, require_stable, member }) => {
+            let verdict = groups.check_fetch(&group, member.0.as_deref(), member.1);
+            if verdict != code::NONE {
+                return Err(verdict);
+            }
             GroupAnswer::Offsets(groups.fetch(&group, wanted, require_stable))
         }
         GroupCall::Describe(calls::Describe { group }) => GroupAnswer::Described(groups.describe(&group)),

@@ -71,6 +71,9 @@ pub struct Fetch {
     /// OffsetFetch v7+ (KIP-447): partitions with offsets of an open transaction
     /// answer UNSTABLE_OFFSET_COMMIT.
     pub require_stable: bool,
+    /// OffsetFetch v9+ (KIP-848): the member asking, checked for consumer and streams
+    /// groups; (None, -1) for a client that names none (the admin client).
+    pub member: (Option<String>, i32),
 }
 
 /// TxnOffsetCommit: offsets of `producer_id`'s open transaction.

@@ -39,6 +39,31 @@ impl Coordinator {
         code::NONE
     }
 
+    /// OffsetFetch v9+'s member check, as Kafka's `validateOffsetFetch`: in a consumer
+    /// group a named member (or any epoch) must exist and be at that epoch
+    /// (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); in a streams group too once a member or
+    /// an epoch is named. Classic groups and a caller naming no member pass.
+    pub fn check_fetch(&self, group_id: &str, member: Option<&str>, epoch: i32) -> i16 {
+        let known = |current: Option<i32>| match current {
+            None => code::UNKNOWN_MEMBER_ID,
+            Some(current) if current != epoch => super::consumer::STALE_MEMBER_EPOCH,
+            Some(_) => code::NONE,
+        };
+        if let Some(group) = self.consumer_groups.borrow().get(group_id) {
+            if member.is_none() && epoch < 0 {
+                return code::NONE;
+            }
+            return known(member.and_then(|m| group.has_member(m)));
+        }
+        if let Some(group) = self.streams_groups.borrow().get(group_id) {
+            if member.is_none() && epoch < 0 {
+                return code::NONE;
+            }
+            return known(member.and_then(|m| group.member_epoch(m)));
+        }
+        code::NONE
+    }
+
     /// Records committed offsets (after they were persisted).
     pub fn commit(&self, group_id: &str, offsets: Vec<(String, i32, Committed)>) {
         let mut groups = self.groups.borrow_mut();

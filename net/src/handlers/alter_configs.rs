@@ -9,7 +9,7 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::s;
 use crate::errors::code;
 use crate::shard::Shard;
@@ -35,6 +35,8 @@ pub async fn handle(
             crate::topics::set_broker_configs(shard, name, with_values(&resource.configs), request.validate_only).await
         } else if resource.resource_type == RESOURCE_GROUP {
             crate::topics::set_group_configs(shard, name, with_values(&resource.configs), request.validate_only).await
+        } else if resource.resource_type == RESOURCE_CLIENT_METRICS {
+            crate::topics::set_client_metrics(shard, name, with_values(&resource.configs), request.validate_only).await
         } else if resource.resource_type == RESOURCE_TOPIC {
             let mut configs = BTreeMap::new();
             let mut bad = None;
@@ -59,7 +61,10 @@ pub async fn handle(
                 }
             }
         } else {
-            Err((code::INVALID_REQUEST, "Only topic, broker and group configs can be altered".to_string()))
+            Err((
+                code::INVALID_REQUEST,
+                "Only topic, broker, group and client metrics configs can be altered".to_string(),
+            ))
         };
         if let Err((error, message)) = outcome {
             result.error_code = error;

@@ -22,6 +22,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_GROUP: i8 = 32;
+pub const RESOURCE_CLIENT_METRICS: i8 = 16;
 
 /// One described config, before it is shaped for the request's version.
 struct Entry {
@@ -83,6 +84,23 @@ pub fn handle(
                 Vec::new()
             }
             RESOURCE_GROUP => group_configs(shard, &image, &name),
+            RESOURCE_CLIENT_METRICS => crate::client_metrics::describe(image.client_metrics.get(&name))
+                .into_iter()
+                .map(|(name, value, set, kind, doc)| Entry {
+                    name: name.to_string(),
+                    // A value the resource sets is its own synonym, as on Kafka.
+                    synonyms: match set {
+                        true => vec![(name.to_string(), value.clone(), ConfigSource::ClientMetrics)],
+                        false => Vec::new(),
+                    },
+                    value,
+                    source: if set { ConfigSource::ClientMetrics } else { ConfigSource::Default },
+                    read_only: false,
+                    sensitive: false,
+                    kind,
+                    doc: doc.to_string(),
+                })
+                .collect(),
             RESOURCE_BROKER => {
                 result.error_code = code::INVALID_REQUEST;
                 result.error_message = Some(s(format!("Unexpected broker id, expected {}", shard.settings.node_id)));

@@ -11,7 +11,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::s;
 use crate::configs::config_def;
 use crate::errors::code;
@@ -58,8 +58,16 @@ pub async fn handle(
                 })?;
                 return crate::topics::set_group_configs(shard, &name, configs, request.validate_only).await;
             }
+            if resource.resource_type == RESOURCE_CLIENT_METRICS {
+                let mut configs = shard.image().client_metrics.get(&name).cloned().unwrap_or_default();
+                set_and_delete(&mut configs, &resource.configs, |_, key| {
+                    format!("Config value append is not allowed for config key: {key}")
+                })?;
+                return crate::topics::set_client_metrics(shard, &name, configs, request.validate_only).await;
+            }
             if resource.resource_type != RESOURCE_TOPIC {
-                return Err((code::INVALID_REQUEST, "Only topic, broker and group configs can be altered".to_string()));
+                let message = "Only topic, broker, group and client metrics configs can be altered";
+                return Err((code::INVALID_REQUEST, message.to_string()));
             }
             let image = shard.image();
             let meta = image

@@ -1,7 +1,7 @@
 //! ListConfigResources (KIP-1142; v0 was ListClientMetricsResources): the config
 //! resources of the types asked for, as `kafka-configs --describe` lists them before
 //! it describes one. Topics and brokers from the image; groups that have overrides
-//! or a coordinator on this node; client-metrics resources, of which Skein has none.
+//! or a coordinator on this node; client-metrics resources (KIP-714 subscriptions).
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -10,7 +10,7 @@ use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{ListConfigResourcesRequest, ListConfigResourcesResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::s;
 use crate::errors::code;
 use crate::group::calls;
@@ -19,7 +19,6 @@ use crate::shard::Shard;
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
 const RESOURCE_BROKER_LOGGER: i8 = 8;
-const RESOURCE_CLIENT_METRICS: i8 = 16;
 const SUPPORTED: [i8; 5] =
     [RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP];
 
@@ -46,6 +45,7 @@ pub async fn handle(
     for kind in types {
         match kind {
             RESOURCE_TOPIC => listed.extend(image.topics.keys().map(|t| (kind, t.clone()))),
+            RESOURCE_CLIENT_METRICS => listed.extend(image.client_metrics.keys().map(|m| (kind, m.clone()))),
             RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => {
                 let mut ids: BTreeSet<i32> = image.brokers.keys().copied().collect();
                 ids.insert(shard.settings.node_id);

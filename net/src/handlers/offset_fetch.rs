@@ -1,7 +1,8 @@
 //! OffsetFetch: committed offsets of one group (v1-7) or several (v8+, KIP-709); all of
 //! a group's offsets when no topics are named. Absent commits are offset -1. With
 //! `require_stable` (v7+), offsets of an open transaction answer UNSTABLE_OFFSET_COMMIT.
-//! v10 names topics by id (KIP-848): an id the image does not know answers
+//! v9 names the member asking, checked in consumer and streams groups as Kafka checks
+//! it (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH). v10 names topics by id (KIP-848): an id the image does not know answers
 //! UNKNOWN_TOPIC_ID, and offsets of topics that no longer exist are left out of "all".
 
 use std::rc::Rc;
@@ -31,6 +32,7 @@ async fn fetch(
     group: &str,
     wanted: Option<Vec<(String, i32)>>,
     require_stable: bool,
+    member: (Option<String>, i32),
 ) -> Fetched {
     if !caller.group(Op::Describe, group) {
         return Err(GROUP_AUTHORIZATION_FAILED);
@@ -46,7 +48,7 @@ async fn fetch(
     };
     // Asked even when every topic named was refused: the coordinator's own errors
     // (not loaded, not the coordinator) still reach the client.
-    let call = calls::Fetch { group: group.to_owned(), wanted, require_stable };
+    let call = calls::Fetch { group: group.to_owned(), wanted, require_stable, member };
     let mut offsets = crate::topics::group_call(shard, group, call).await?;
     if all {
         offsets.retain(|o| caller.topic(Op::Describe, &o.topic));
@@ -90,7 +92,8 @@ pub async fn handle(
                 wanted
             });
             let mut out = OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0.clone()));
-            match fetch(shard, caller, g.group_id.0.as_str(), wanted, request.require_stable).await {
+            let member = (g.member_id.as_ref().map(|m| m.to_string()), g.member_epoch);
+            match fetch(shard, caller, g.group_id.0.as_str(), wanted, request.require_stable, member).await {
                 Err(c) => out.error_code = c,
                 Ok(offsets) => {
                     let id_of = |topic: &str| match by_id {
@@ -131,7 +134,7 @@ pub async fn handle(
             })
             .collect()
     });
-    match fetch(shard, caller, request.group_id.0.as_str(), wanted, request.require_stable).await {
+    match fetch(shard, caller, request.group_id.0.as_str(), wanted, request.require_stable, (None, -1)).await {
         Err(c) => response.error_code = c,
         Ok(offsets) => {
             let partitions = offsets.into_iter().map(|PartitionOffset { topic, partition, committed, error }| {

@@ -240,6 +240,10 @@ pub fn decide(
             let record = MetadataRecord::GroupConfigs { group: group.clone(), configs: configs.clone() };
             (vec![record], ControllerReply::Done)
         }
+        ControllerRequest::SetClientMetrics { name, configs } => {
+            let record = MetadataRecord::ClientMetrics { name: name.clone(), configs: configs.clone() };
+            (vec![record], ControllerReply::Done)
+        }
         ControllerRequest::AlterScram { changes } => {
             let records = changes
                 .iter()

@@ -211,6 +211,10 @@ pub struct MetadataImage {
     /// Group configs by group (Kafka's ConfigRecord for GROUP resources).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Client-metrics subscriptions by name (Kafka's ConfigRecord for CLIENT_METRICS
+    /// resources, KIP-714).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub client_metrics: BTreeMap<String, BTreeMap<String, String>>,
     /// Feature levels set with UpdateFeatures (Kafka's FeatureLevelRecord); a feature
     /// not here is at its default level (`features`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -385,6 +389,12 @@ pub enum MetadataRecord {
         name: String,
         level: i16,
     },
+    /// The configs of client-metrics resource `name`, whole (Kafka's ConfigRecord for
+    /// CLIENT_METRICS resources); empty removes it.
+    ClientMetrics {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// A resource's configs replaced whole; an empty set removes the resource's entry.
@@ -427,6 +437,9 @@ impl MetadataImage {
                 }
                 MetadataRecord::GroupConfigs { group, configs } => {
                     replace_configs(&mut self.group_configs, group, configs)
+                }
+                MetadataRecord::ClientMetrics { name, configs } => {
+                    replace_configs(&mut self.client_metrics, name, configs)
                 }
                 MetadataRecord::BrokerConfigs { broker, configs } => {
                     replace_configs(&mut self.broker_configs, broker, configs)

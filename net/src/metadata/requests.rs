@@ -121,6 +121,12 @@ pub enum ControllerRequest {
         group: String,
         configs: BTreeMap<String, String>,
     },
+    /// Replaces the configs of client-metrics resource `name`, checked by the handler
+    /// (`client_metrics::validate`); empty removes it.
+    SetClientMetrics {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
     /// Sets feature levels (UpdateFeatures), all or none, each checked by Kafka's
     /// rules (`features::check`) against the controller's image.
     UpdateFeatures {

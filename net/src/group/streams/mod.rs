@@ -308,6 +308,11 @@ impl StreamsGroup {
         self.members.is_empty()
     }
 
+    /// A member's epoch, if it is one.
+    pub fn member_epoch(&self, member: &str) -> Option<i32> {
+        self.members.get(member).map(|m| m.progress.epoch)
+    }
+
     /// Whether no record of the group was ever written.
     pub fn never_written(&self) -> bool {
         self.persisted == (0, false)
