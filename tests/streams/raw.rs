@@ -184,3 +184,57 @@ fn streams_group_heartbeats_answer_as_kafka_4_4() {
     let gone = client.call(&describe, 0).groups.remove(0);
     assert_eq!(gone.error_code, 69, "GROUP_ID_NOT_FOUND once deleted");
 }
+
+// A streams member outlives its coordinator's restart: its metadata and tasks are in
+// `__consumer_offsets`, so after the broker comes back the member heartbeats on at
+// its epoch with its tasks, not told UNKNOWN_MEMBER_ID.
+#[test]
+fn streams_members_outlive_a_coordinator_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path(), "2", &["--group-initial-rebalance-delay-ms", "0"]);
+    let mut client = RawClient::connect(&broker.bootstrap());
+    let (app, input) = ("restart-app", "restart-input");
+    find_coordinator(&mut client, app);
+    let create = CreateTopicsRequest::default()
+        .with_topics(vec![common::creatable_topic(input, 2, &[])])
+        .with_timeout_ms(10_000);
+    assert_eq!(client.call(&create, 7).topics[0].error_code, 0);
+    let beat = |epoch: i32, active: Vec<i32>| {
+        let tasks =
+            streams_group_heartbeat_request::TaskIds::default().with_subtopology_id(s("0")).with_partitions(active);
+        StreamsGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(app)))
+            .with_member_id(s("member-1"))
+            .with_member_epoch(epoch)
+            .with_active_tasks(Some(vec![tasks]))
+            .with_standby_tasks(Some(Vec::new()))
+            .with_warmup_tasks(Some(Vec::new()))
+    };
+    let joined = heartbeat(&mut client, &join(app, input));
+    assert_eq!(joined.error_code, 0, "{:?}", joined.error_message);
+    let (mut epoch, mut tasks) = (joined.member_epoch, Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tasks.len() < 2 {
+        let response = heartbeat(&mut client, &beat(epoch, tasks.clone()));
+        assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+        epoch = response.member_epoch;
+        if let Some(active) = &response.active_tasks {
+            tasks = active.iter().flat_map(|t| t.partitions.clone()).collect();
+        }
+        assert!(Instant::now() < deadline, "no tasks: {:?}", statuses(&response));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    broker.stop();
+    broker.restart();
+    let mut client = RawClient::connect(&broker.bootstrap());
+    find_coordinator(&mut client, app);
+    let after = heartbeat(&mut client, &beat(epoch, tasks.clone()));
+    assert_eq!((after.error_code, after.member_epoch), (0, epoch), "{:?}", after.error_message);
+    let describe = StreamsGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(app))]);
+    let described = client.call(&describe, 0).groups.remove(0);
+    assert_eq!(described.members.len(), 1);
+    let mut held: Vec<i32> =
+        described.members[0].assignment.active_tasks.iter().flat_map(|t| t.partitions.clone()).collect();
+    held.sort();
+    assert_eq!(held, vec![0, 1]);
+}

@@ -563,6 +563,7 @@ impl Coordinator {
                 group.loaded(image);
             }
         }
+        self.streams_loaded(partition, image);
         self.loaded.borrow_mut().insert(partition);
     }
 
@@ -600,7 +601,10 @@ impl Coordinator {
                 let group = consumers.entry(id.clone()).or_insert_with(|| consumer::ConsumerGroup::new(&id));
                 group.replay(entry, image, Instant::now());
             }
-            entry @ (Entry::StreamsGroup { .. } | Entry::StreamsTopology { .. }) => self.replay_streams(entry),
+            entry @ (Entry::StreamsGroup { .. }
+            | Entry::StreamsMember { .. }
+            | Entry::StreamsAssignment { .. }
+            | Entry::StreamsTopology { .. }) => self.replay_streams(entry),
             Entry::ShareGroup { group, epoch: None } => {
                 self.share_groups.borrow_mut().remove(&group);
             }

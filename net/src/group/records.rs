@@ -87,6 +87,19 @@ pub enum Entry {
         group: String,
         epoch: Option<i32>,
     },
+    /// `StreamsGroupMemberMetadata` (type 19): a streams member's metadata.
+    StreamsMember {
+        group: String,
+        member: String,
+        value: Option<Box<crate::group::streams::records::MemberValue>>,
+    },
+    /// `StreamsGroupCurrentMemberAssignment` (type 22): a streams member's epochs and
+    /// tasks.
+    StreamsAssignment {
+        group: String,
+        member: String,
+        value: Option<Box<crate::group::streams::records::AssignmentValue>>,
+    },
     /// `StreamsGroupTopology` (type 23): the topology its members run.
     StreamsTopology {
         group: String,
@@ -130,6 +143,8 @@ impl Entry {
             | Entry::ShareTargetMember { group, .. }
             | Entry::ShareCurrentAssignment { group, .. }
             | Entry::StreamsGroup { group, .. }
+            | Entry::StreamsMember { group, .. }
+            | Entry::StreamsAssignment { group, .. }
             | Entry::StreamsTopology { group, .. } => group,
         }
     }
@@ -402,6 +417,12 @@ pub fn encode(entry: &Entry) -> (Bytes, Option<Bytes>) {
             (consumer_key(8, group, Some(member)), value)
         }
         Entry::StreamsGroup { group, epoch } => crate::group::streams::records::encode_metadata(group, *epoch),
+        Entry::StreamsMember { group, member, value } => {
+            crate::group::streams::records::encode_member(group, member, value.as_deref())
+        }
+        Entry::StreamsAssignment { group, member, value } => {
+            crate::group::streams::records::encode_assignment(group, member, value.as_deref())
+        }
         Entry::StreamsTopology { group, topology } => {
             crate::group::streams::records::encode_topology(group, topology.as_deref())
         }
@@ -611,9 +632,10 @@ pub fn decode(key: &Bytes, value: Option<&Bytes>) -> Option<Entry> {
                 _ => return None,
             })
         }
-        kind @ (crate::group::streams::records::METADATA | crate::group::streams::records::TOPOLOGY) => {
-            crate::group::streams::records::decode(kind, &mut k, value)
-        }
+        kind @ (crate::group::streams::records::METADATA
+        | crate::group::streams::records::MEMBER
+        | crate::group::streams::records::ASSIGNMENT
+        | crate::group::streams::records::TOPOLOGY) => crate::group::streams::records::decode(kind, &mut k, value),
         kind @ (10..=15) => {
             let group = get_string(&mut k)?;
             let member = if matches!(kind, 10 | 13 | 14) { Some(get_string(&mut k)?) } else { None };

@@ -148,7 +148,18 @@ impl Coordinator {
             }
             entry => {
                 let id = entry.group().to_owned();
-                groups.entry(id.clone()).or_insert_with(|| StreamsGroup::new(&id)).replay(entry);
+                groups.entry(id.clone()).or_insert_with(|| StreamsGroup::new(&id)).replay(entry, Instant::now());
+            }
+        }
+    }
+
+    /// The streams groups of an offsets partition resume here (`StreamsGroup::loaded`).
+    pub(in crate::group) fn streams_loaded(&self, partition: i32, image: &MetadataImage) {
+        let now = Instant::now();
+        for group in self.streams_groups.borrow_mut().values_mut() {
+            if partition_for(&group.id) == partition {
+                let settings = streams::settings(self.streams_settings.get(), image, &group.id);
+                group.loaded(image, settings, now);
             }
         }
     }

@@ -4,14 +4,14 @@
 //! create, and once every topic is there assigns the tasks (`assign`) and hands them
 //! out member by member, each revoking before another receives.
 //!
-//! The group's records in `__consumer_offsets` are Kafka's `StreamsGroupMetadata`
-//! (its epoch) and `StreamsGroupTopology` (`records`), so the group and its topology
-//! outlive a coordinator move. Members are kept in memory only, as share groups'
-//! are: after the coordinator moves they are told UNKNOWN_MEMBER_ID and join again
-//! with their topology, which the Streams client does on its own after giving up
-//! its tasks. Offsets are the classic offsets of the group (`Coordinator::groups`).
+//! The group's records in `__consumer_offsets` are Kafka's: its epoch, its topology,
+//! and each member's metadata and tasks (`records`, `persist`), so the group and its
+//! members outlive a coordinator move: they heartbeat on to the new coordinator,
+//! which computes the target again from their tasks. Offsets are the classic offsets
+//! of the group (`Coordinator::groups`).
 
 pub mod assign;
+mod persist;
 pub mod records;
 pub mod topology;
 mod view;
@@ -155,8 +155,9 @@ pub struct StreamsGroup {
     standbys: usize,
     endpoint_epoch: i32,
     shutdown_requested_by: Option<String>,
-    /// What the records last written say: the epoch and whether the topology is in.
-    persisted: (i32, bool),
+    /// The records last written, by type and member (empty for the group's own), to
+    /// write only what changed (`persist`).
+    persisted: BTreeMap<(i16, String), Entry>,
     /// The end of the initial rebalance delay, while it runs.
     delayed_until: Option<Instant>,
     /// When the target assignment was last computed.
@@ -298,7 +299,7 @@ impl StreamsGroup {
             standbys: 0,
             endpoint_epoch: 0,
             shutdown_requested_by: None,
-            persisted: (0, false),
+            persisted: BTreeMap::new(),
             delayed_until: None,
             assigned_at: None,
         }
@@ -311,46 +312,6 @@ impl StreamsGroup {
     /// A member's epoch, if it is one.
     pub fn member_epoch(&self, member: &str) -> Option<i32> {
         self.members.get(member).map(|m| m.progress.epoch)
-    }
-
-    /// Whether no record of the group was ever written.
-    pub fn never_written(&self) -> bool {
-        self.persisted == (0, false)
-    }
-
-    /// The records that changed since they were last written: the topology once it
-    /// is set, and the epoch.
-    pub fn changes(&mut self) -> Vec<Entry> {
-        let mut out = Vec::new();
-        if let (Some(t), false) = (&self.topology, self.persisted.1) {
-            out.push(Entry::StreamsTopology { group: self.id.clone(), topology: Some(Box::new(t.clone())) });
-        }
-        if self.epoch != self.persisted.0 || !out.is_empty() {
-            out.push(Entry::StreamsGroup { group: self.id.clone(), epoch: Some(self.epoch) });
-        }
-        self.persisted = (self.epoch, self.topology.is_some());
-        out
-    }
-
-    /// The last records could not be written: write them whole next time.
-    pub fn forget_persisted(&mut self) {
-        self.persisted = (-1, false);
-    }
-
-    /// Applies a record replayed from the offsets topic.
-    pub fn replay(&mut self, entry: Entry) {
-        match entry {
-            Entry::StreamsGroup { epoch: Some(epoch), .. } => {
-                self.epoch = epoch;
-                self.assignment_epoch = epoch;
-            }
-            Entry::StreamsTopology { topology, .. } => {
-                self.topology = topology.map(|t| topology::canonical(&t));
-                self.configured = None;
-            }
-            _ => return,
-        }
-        self.persisted = (self.epoch, self.topology.is_some());
     }
 
     /// Kafka's streams group states.

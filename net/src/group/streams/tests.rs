@@ -87,9 +87,17 @@ fn waits_for_topics_then_splits_tasks_with_revocation_first() {
     assert_eq!(statuses(&first.response), vec![topology::MISSING_SOURCE_TOPICS]);
     assert_eq!(active(&first.response), Some(vec![]));
     assert_eq!(group.state(), "NotReady");
-    // Its records: the topology, then the epoch.
+    // Its records: the topology, the member's metadata and tasks, then the epoch.
     let records = group.changes();
-    assert!(matches!(records.as_slice(), [Entry::StreamsTopology { .. }, Entry::StreamsGroup { epoch: Some(1), .. }]));
+    assert!(matches!(
+        records.as_slice(),
+        [
+            Entry::StreamsTopology { .. },
+            Entry::StreamsMember { .. },
+            Entry::StreamsAssignment { .. },
+            Entry::StreamsGroup { epoch: Some(1), .. }
+        ]
+    ));
 
     // The input exists: the changelog must be created, with its task count.
     let input_only = image(&[("input", 4)]);
@@ -239,4 +247,45 @@ fn the_first_assignment_waits_for_the_initial_delay_and_the_next_for_the_interva
     assert_eq!(group.state(), "Assigning");
     assert!(!group.tick(settings, now + Duration::from_secs(4) + Duration::from_millis(100)));
     assert_eq!(group.state(), "Reconciling");
+}
+
+#[test]
+fn members_outlive_a_coordinator_move_through_their_records() {
+    let settings = undelayed();
+    let now = Instant::now();
+    let all = image(&[("input", 4), ("app-store-changelog", 4)]);
+    let mut group = StreamsGroup::new("app");
+    let client = ("c", "h");
+    let a = group.heartbeat(&join("a", "p1"), client, &all, settings, now).unwrap();
+    let b = group.heartbeat(&join("b", "p2"), client, &all, settings, now).unwrap();
+    let a = group.heartbeat(&beat("a", a.response.member_epoch, &[0, 1, 2, 3]), client, &all, settings, now).unwrap();
+    let kept = active(&a.response).unwrap();
+    group.heartbeat(&beat("a", a.response.member_epoch, &kept), client, &all, settings, now).unwrap();
+    let b = group.heartbeat(&beat("b", b.response.member_epoch, &[]), client, &all, settings, now).unwrap();
+    let b_tasks = active(&b.response).unwrap();
+    assert_eq!(kept.len() + b_tasks.len(), 4);
+    // Everything written, through the codec, replayed on another coordinator.
+    let mut written = group.changes();
+    assert!(group.changes().is_empty(), "nothing changed since");
+    // One leaves: tombstones for its records.
+    group.heartbeat(&beat("b", LEAVE_EPOCH, &[]), client, &all, settings, now).unwrap();
+    let left = group.changes();
+    assert!(left.iter().any(|e| matches!(e, Entry::StreamsMember { member, value: None, .. } if member == "b")));
+    written.extend(left);
+    let mut moved = StreamsGroup::new("app");
+    for entry in written {
+        let (key, value) = crate::group::records::encode(&entry);
+        moved.replay(crate::group::records::decode(&key, value.as_ref()).unwrap(), now);
+    }
+    let later = now + Duration::from_secs(1);
+    moved.loaded(&all, settings, later);
+    assert!(moved.changes().is_empty(), "the replayed records are what is written");
+    assert_eq!(moved.member_epoch("b"), None);
+    // `a` heartbeats on at its epoch and gets b's tasks back.
+    let epoch = moved.member_epoch("a").unwrap();
+    let on = moved.heartbeat(&beat("a", epoch, &kept), client, &all, settings, later).unwrap();
+    assert_eq!(on.response.error_code, 0);
+    let mut tasks = active(&on.response).unwrap_or(kept);
+    tasks.sort();
+    assert_eq!(tasks, vec![0, 1, 2, 3]);
 }
