@@ -51,17 +51,6 @@ fn create(client: &mut RawClient, name: &str, partitions: i32) -> Uuid {
     }
 }
 
-/// FindCoordinator for `group` until it names one (on Kafka this also creates
-/// `__consumer_offsets`).
-fn find_coordinator(client: &mut RawClient, group: &str) {
-    let request = FindCoordinatorRequest::default().with_key_type(0).with_coordinator_keys(vec![s(group)]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.call(&request, 4).coordinators[0].error_code != 0 {
-        assert!(Instant::now() < deadline, "no coordinator for {group}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// A simple commit (no member) of `offset` for partitions 0 and 1 of `id`, v10.
 fn commit_by_id(client: &mut RawClient, group: &str, id: Uuid, offset: i64) -> OffsetCommitResponse {
     let partitions = [0, 1]
@@ -126,7 +115,7 @@ fn kafka_4_4_group_api_versions_answer_as_kafka() {
     let mut client = RawClient::connect(&bootstrap);
     let (topic, group) = (format!("ids{suffix}"), format!("ids-group{suffix}"));
     let id = create(&mut client, &topic, 2);
-    find_coordinator(&mut client, &group);
+    common::find_group_coordinator(&mut client, &group);
 
     // OffsetCommit v10: by id, answered by id; an unknown id is UNKNOWN_TOPIC_ID.
     let committed = commit_by_id(&mut client, &group, id, 40);
@@ -170,8 +159,8 @@ fn kafka_4_4_group_api_versions_answer_as_kafka() {
     // no message (Kafka 4.4 gives one only for topology descriptions, KIP-1331); an
     // empty group with offsets goes.
     let (ghost, busy) = (format!("ghost{suffix}"), format!("busy{suffix}"));
-    find_coordinator(&mut client, &ghost);
-    find_coordinator(&mut client, &busy);
+    common::find_group_coordinator(&mut client, &ghost);
+    common::find_group_coordinator(&mut client, &busy);
     let join = ConsumerGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s(&busy)))
         .with_member_id(s(&Uuid::new_v4().to_string()))

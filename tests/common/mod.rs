@@ -461,6 +461,19 @@ impl RawClient {
     }
 }
 
+/// FindCoordinator for `group` until it names one, as a client starts (on Kafka this
+/// also creates `__consumer_offsets`).
+pub fn find_group_coordinator(client: &mut RawClient, group: &str) {
+    let request = kafka_protocol::messages::FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.call(&request, 4).coordinators[0].error_code != 0 {
+        assert!(Instant::now() < deadline, "no coordinator for {group}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The correlation id at the start of a response frame.
 pub fn correlation_of(frame: &Bytes) -> i32 {
     let mut b = frame.clone();

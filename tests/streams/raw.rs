@@ -62,17 +62,6 @@ fn heartbeat(client: &mut RawClient, request: &StreamsGroupHeartbeatRequest) -> 
     }
 }
 
-/// FindCoordinator for `group`, until it names one: as a client starts (on Kafka this
-/// also creates `__consumer_offsets`).
-fn find_coordinator(client: &mut RawClient, group: &str) {
-    let request = FindCoordinatorRequest::default().with_key_type(0).with_coordinator_keys(vec![s(group)]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.call(&request, 4).coordinators[0].error_code != 0 {
-        assert!(Instant::now() < deadline, "no coordinator for {group}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 fn statuses(response: &StreamsGroupHeartbeatResponse) -> Vec<(i8, String)> {
     response.status.iter().flatten().map(|s| (s.status_code, s.status_detail.to_string())).collect()
 }
@@ -85,8 +74,8 @@ fn streams_group_heartbeats_answer_as_kafka_4_4() {
     let input = format!("raw-input{suffix}");
     let mut client = RawClient::connect(&bootstrap);
     let nobody = format!("nobody{suffix}");
-    find_coordinator(&mut client, &app);
-    find_coordinator(&mut client, &nobody);
+    common::find_group_coordinator(&mut client, &app);
+    common::find_group_coordinator(&mut client, &nobody);
 
     // Malformed heartbeats, refused before the coordinator, with Kafka's messages.
     let refused = |client: &mut RawClient, request: StreamsGroupHeartbeatRequest| {
@@ -194,7 +183,7 @@ fn streams_members_outlive_a_coordinator_restart() {
     let mut broker = Broker::start(dir.path(), "2", &["--group-initial-rebalance-delay-ms", "0"]);
     let mut client = RawClient::connect(&broker.bootstrap());
     let (app, input) = ("restart-app", "restart-input");
-    find_coordinator(&mut client, app);
+    common::find_group_coordinator(&mut client, app);
     let create = CreateTopicsRequest::default()
         .with_topics(vec![common::creatable_topic(input, 2, &[])])
         .with_timeout_ms(10_000);
@@ -227,7 +216,7 @@ fn streams_members_outlive_a_coordinator_restart() {
     broker.stop();
     broker.restart();
     let mut client = RawClient::connect(&broker.bootstrap());
-    find_coordinator(&mut client, app);
+    common::find_group_coordinator(&mut client, app);
     let after = heartbeat(&mut client, &beat(epoch, tasks.clone()));
     assert_eq!((after.error_code, after.member_epoch), (0, epoch), "{:?}", after.error_message);
     let describe = StreamsGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(app))]);
