@@ -444,7 +444,7 @@ fn read_process_write(transaction_version: i16) {
     assert!(!committed.idle, "{committed:?}");
     assert_eq!(committed.sorted(), expected, "each input once in the output");
     let uncommitted = consume(&target, &output, "read_uncommitted");
-    assert_eq!(uncommitted.values.len(), 300 + aborted, "the aborted batch is in the log");
+    assert_eq!(uncommitted.values.len(), 300 + aborted, "the aborted batch is in the log: {out}\n{uncommitted:?}");
     let out = java(&target, &["committed", &target.bootstrap, &input, &group]);
     let offsets = partition_offsets(&out, "COMMITTED");
     let ends = partition_offsets(&out, "END");

@@ -199,7 +199,11 @@ public class Transactions {
                 producer.beginTransaction();
                 Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
                 for (ConsumerRecord<String, String> r : batch) {
-                    producer.send(new ProducerRecord<>(out, r.key(), "out-" + r.value()));
+                    // A failed send is printed: the test counts the aborted batch in the log.
+                    int txn = txns;
+                    producer.send(new ProducerRecord<>(out, r.key(), "out-" + r.value()), (meta, error) -> {
+                        if (error != null) System.out.println("SEND_ERROR txn=" + txn + " " + error);
+                    });
                     offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                 }
                 producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
