@@ -20,17 +20,6 @@ fn s(text: &str) -> StrBytes {
 
 const UNKNOWN_TOPIC_ID: i16 = 100;
 
-/// The broker under test and a suffix for names an external broker keeps.
-fn target(dir: &std::path::Path) -> (Option<Broker>, String, String) {
-    if let Ok(bootstrap) = std::env::var("SKEIN_TEST_EXTERNAL_BOOTSTRAP") {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        return (None, bootstrap, format!("-{nanos:x}"));
-    }
-    let broker = Broker::start(dir, "2", &[]);
-    let bootstrap = broker.bootstrap();
-    (Some(broker), bootstrap, String::new())
-}
-
 /// Creates `name` and returns its id once every partition has a leader.
 fn create(client: &mut RawClient, name: &str, partitions: i32) -> Uuid {
     let request = CreateTopicsRequest::default()
@@ -111,7 +100,7 @@ fn fetch_by_id(
 #[test]
 fn kafka_4_4_group_api_versions_answer_as_kafka() {
     let dir = tempfile::tempdir().unwrap();
-    let (_broker, bootstrap, suffix) = target(dir.path());
+    let (_broker, bootstrap, suffix) = common::local_or_external(dir.path());
     let mut client = RawClient::connect(&bootstrap);
     let (topic, group) = (format!("ids{suffix}"), format!("ids-group{suffix}"));
     let id = create(&mut client, &topic, 2);

@@ -461,6 +461,19 @@ impl RawClient {
     }
 }
 
+/// The broker a differential test runs against: one started here in `dir`, or Apache
+/// Kafka at $SKEIN_TEST_EXTERNAL_BOOTSTRAP; with a suffix that makes names unique on
+/// an external broker, which keeps them between runs.
+pub fn local_or_external(dir: &std::path::Path) -> (Option<Broker>, String, String) {
+    if let Ok(bootstrap) = std::env::var("SKEIN_TEST_EXTERNAL_BOOTSTRAP") {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        return (None, bootstrap, format!("-{nanos:x}"));
+    }
+    let broker = Broker::start(dir, "2", &[]);
+    let bootstrap = broker.bootstrap();
+    (Some(broker), bootstrap, String::new())
+}
+
 /// FindCoordinator for `group` until it names one, as a client starts (on Kafka this
 /// also creates `__consumer_offsets`).
 pub fn find_group_coordinator(client: &mut RawClient, group: &str) {

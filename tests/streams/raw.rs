@@ -38,17 +38,6 @@ fn join(app: &str, input: &str) -> StreamsGroupHeartbeatRequest {
         .with_warmup_tasks(Some(Vec::new()))
 }
 
-/// The broker under test: a Skein started here, or $SKEIN_TEST_EXTERNAL_BOOTSTRAP.
-fn target(dir: &std::path::Path) -> (Option<Broker>, String, String) {
-    if let Ok(bootstrap) = std::env::var("SKEIN_TEST_EXTERNAL_BOOTSTRAP") {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        return (None, bootstrap, format!("-{nanos:x}"));
-    }
-    let broker = Broker::start(dir, "2", &[]);
-    let bootstrap = broker.bootstrap();
-    (Some(broker), bootstrap, String::new())
-}
-
 /// Heartbeats until the coordinator has loaded the group's partition.
 fn heartbeat(client: &mut RawClient, request: &StreamsGroupHeartbeatRequest) -> StreamsGroupHeartbeatResponse {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -69,7 +58,7 @@ fn statuses(response: &StreamsGroupHeartbeatResponse) -> Vec<(i8, String)> {
 #[test]
 fn streams_group_heartbeats_answer_as_kafka_4_4() {
     let dir = tempfile::tempdir().unwrap();
-    let (_broker, bootstrap, suffix) = target(dir.path());
+    let (_broker, bootstrap, suffix) = common::local_or_external(dir.path());
     let app = format!("raw-app{suffix}");
     let input = format!("raw-input{suffix}");
     let mut client = RawClient::connect(&bootstrap);
