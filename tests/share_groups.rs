@@ -459,9 +459,24 @@ fn key_ordered_share_groups_keep_each_key_in_order() {
         })
     };
     let (one, two) = (run("c1"), run("c2"));
-    // The records come once both members have joined: a member alone acquires every
-    // key it reads, and holds them until it has acknowledged its records.
+    // The records come once both members have joined and fetch the partition: a
+    // member alone acquires every key it reads, and holds them until it has
+    // acknowledged its records.
     wait_for_members(&b, "k", 2);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while java("", &["describe", &b, "k"])
+        .1
+        .lines()
+        .filter(|l| l.starts_with("MEMBER ") && l.ends_with(" keyed-0"))
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "both members never had the partition");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A member polls at once with its assignment; its fetches count it among those
+    // that share the keys.
+    std::thread::sleep(Duration::from_secs(1));
     assert!(share(&["produce", &b, "keyed", "600"]).contains("PRODUCED 600"));
     let (one, two) = (one.join().unwrap(), two.join().unwrap());
     let (a, b_) = (timeline(&one), timeline(&two));

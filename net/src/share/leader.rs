@@ -349,6 +349,7 @@ async fn acquire(
     now: Instant,
 ) -> Result<(Vec<Batch>, Vec<Acquired>), ShareError> {
     let Limit { max_records, max_bytes, record_limit } = limit;
+    sp.fetched_by(member, now);
     let isolation = if committed { Isolation::Committed } else { Isolation::HighWatermark };
     let from = sp.next_fetch_offset();
     let visible = if committed { state.last_stable_offset() } else { state.high_watermark() };

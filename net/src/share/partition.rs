@@ -182,7 +182,7 @@ pub struct SharePartition {
     /// The records of `start..end`; an offset missing here is a gap.
     records: BTreeMap<i64, InFlight>,
     settings: ShareSettings,
-    /// Key-ordered groups: the members that acquired lately, with when, so that each
+    /// Key-ordered groups: the members that fetched lately, with when, so that each
     /// acquisition takes its share of the keys and leaves the rest to the others.
     members: std::collections::HashMap<Rc<str>, Instant>,
 }
@@ -196,6 +196,22 @@ impl SharePartition {
 
     pub fn start_offset(&self) -> i64 {
         self.start
+    }
+
+    /// `member` fetched this share-partition at `now`, whether or not there was
+    /// anything to take: in a key-ordered group it counts among the members that share
+    /// the keys for a lock duration. (A member waiting for records when they arrive
+    /// must not leave them all to whichever member fetches first.)
+    pub fn fetched_by(&mut self, member: &str, now: Instant) {
+        if !self.settings.key_ordered {
+            return;
+        }
+        match self.members.get_mut(member) {
+            Some(seen) => *seen = now,
+            None => {
+                self.members.insert(Rc::from(member), now);
+            }
+        }
     }
 
     pub fn end_offset(&self) -> i64 {
@@ -270,7 +286,7 @@ impl SharePartition {
     /// a member, or available and not taken by this acquisition): it stays available
     /// in the window, and only its key waits. So that the group still spreads the load,
     /// one acquisition takes the records of at most its share of the keys offered: the
-    /// keys over the members that acquired within the last lock duration.
+    /// keys over the members that fetched within the last lock duration.
     pub fn acquire_keyed(
         &mut self,
         member: &str,

@@ -154,6 +154,33 @@ fn a_key_goes_to_one_member_at_a_time_in_order() {
     }
 }
 
+// A member that fetched while there was nothing to take still counts: when records
+// arrive, the first member to fetch takes only its share of the keys (here 10 keys,
+// each twice, in one log batch offered whole) and leaves the rest to the others.
+#[test]
+fn a_member_waiting_for_records_keeps_its_share_of_the_keys() {
+    let now = Instant::now();
+    let mut ordered = settings(100, 5);
+    ordered.key_ordered = true;
+    let mut sp = SharePartition::new(0, ordered);
+    sp.fetched_by("m", now);
+    sp.fetched_by("n", now);
+    let read = |from: i64| (from..20).map(|o| (o, Some(o as u64 % 10)));
+    let first: usize =
+        sp.acquire_keyed("m", read(0), usize::MAX, now).iter().map(|a| a.last - a.first + 1).sum::<i64>() as usize;
+    assert_eq!(first, 10, "m takes 5 keys of 10, each twice");
+    let second: usize = sp
+        .acquire_keyed("n", read(sp.next_fetch_offset()), usize::MAX, now)
+        .iter()
+        .map(|a| a.last - a.first + 1)
+        .sum::<i64>() as usize;
+    assert_eq!(second, 6, "n takes its share (3) of the 5 keys m does not hold");
+    // Without the earlier fetches, the first member takes every key.
+    let mut alone = SharePartition::new(0, ordered);
+    assert_eq!(alone.acquire_keyed("m", read(0), usize::MAX, now).len(), 1);
+    assert_eq!(alone.next_fetch_offset(), 20);
+}
+
 #[test]
 fn records_are_acquired_once_and_the_start_follows_what_is_finished() {
     let now = Instant::now();
