@@ -193,6 +193,7 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_isr_expands_total{{shard=\"{id}\"}} {}", m.isr_expands.get());
     let _ = writeln!(out, "skein_partition_assignments_total{{shard=\"{id}\"}} {}", m.assignments.get());
     render_consumer_lag(&mut out, shard);
+    render_client_telemetry(&mut out, shard);
     if let Some(controller) = shard.controller() {
         let _ = writeln!(out, "skein_controller_active{{shard=\"{id}\"}} {}", u8::from(controller.is_leader()));
         let _ = writeln!(out, "skein_controller_applied_index{{shard=\"{id}\"}} {}", controller.applied_index());
@@ -289,6 +290,79 @@ fn render_consumer_lag(out: &mut String, shard: &Shard) {
     let id = shard.id;
     let _ = writeln!(out, "skein_consumer_group_lag_series_dropped{{shard=\"{id}\"}} {}", lag.dropped_series);
     let _ = writeln!(out, "skein_consumer_group_lag_partitions_unknown{{shard=\"{id}\"}} {}", lag.unknown_partitions);
+}
+
+/// The metrics clients pushed to this shard (KIP-714, `skein_net::telemetry`):
+/// `skein_client_metric{client_id,client_instance_id,client_software,metric,...}`
+/// with the point's attributes as further labels, then the shard's telemetry counters.
+/// Without a shard label: a client's series stay the same when it moves.
+fn render_client_telemetry(out: &mut String, shard: &Shard) {
+    use std::fmt::Write;
+    let mut telemetry = shard.telemetry.borrow_mut();
+    telemetry.expire(std::time::Instant::now());
+    for ((client_id, instance), client) in telemetry.series.clients() {
+        let instance = skein_net::telemetry::uuid_text(*instance);
+        let prefix = format!(
+            "skein_client_metric{{client_id=\"{}\",client_instance_id=\"{instance}\",client_software=\"{}\"",
+            escape_label(client_id),
+            escape_label(&client.software)
+        );
+        for ((metric, attributes), value) in &client.series {
+            out.push_str(&prefix);
+            let _ = write!(out, ",metric=\"{}\"", escape_label(metric));
+            // A label once: ours first, then each attribute's first spelling (a client
+            // that sends `a.b` and `a_b` must not make the whole page unreadable).
+            let mut named: Vec<String> = Vec::new();
+            for (key, value) in attributes {
+                let key = label_name(key);
+                let ours = matches!(key.as_str(), "client_id" | "client_instance_id" | "client_software" | "metric");
+                if ours || named.contains(&key) {
+                    continue;
+                }
+                let _ = write!(out, ",{key}=\"{}\"", escape_label(value));
+                named.push(key);
+            }
+            let _ = writeln!(out, "}} {}", sample_value(*value));
+        }
+    }
+    let id = shard.id;
+    let m = telemetry.metrics;
+    let _ = writeln!(out, "skein_client_telemetry_instances{{shard=\"{id}\"}} {}", telemetry.instances());
+    let _ = writeln!(out, "skein_client_telemetry_series{{shard=\"{id}\"}} {}", telemetry.series.len());
+    let _ = writeln!(out, "skein_client_telemetry_series_dropped_total{{shard=\"{id}\"}} {}", telemetry.series.dropped);
+    let _ = writeln!(
+        out,
+        "skein_client_telemetry_subscription_requests_total{{shard=\"{id}\"}} {}",
+        m.subscription_requests
+    );
+    let _ = writeln!(out, "skein_client_telemetry_pushes_total{{shard=\"{id}\"}} {}", m.pushes);
+    let _ = writeln!(out, "skein_client_telemetry_throttled_total{{shard=\"{id}\"}} {}", m.throttled);
+    let _ = writeln!(
+        out,
+        "skein_client_telemetry_unknown_subscriptions_total{{shard=\"{id}\"}} {}",
+        m.unknown_subscriptions
+    );
+    let _ = writeln!(out, "skein_client_telemetry_invalid_pushes_total{{shard=\"{id}\"}} {}", m.invalid_pushes);
+    let _ = writeln!(out, "skein_client_telemetry_evicted_total{{shard=\"{id}\"}} {}", m.evicted);
+}
+
+/// A sample's value as Prometheus reads it (`+Inf`, not Rust's `inf`).
+fn sample_value(value: f64) -> String {
+    match value {
+        v if v.is_nan() => "NaN".into(),
+        v if v == f64::INFINITY => "+Inf".into(),
+        v if v == f64::NEG_INFINITY => "-Inf".into(),
+        v => v.to_string(),
+    }
+}
+
+/// A Prometheus label name for an attribute: `[a-zA-Z_][a-zA-Z0-9_]*`.
+fn label_name(key: &str) -> String {
+    let mut name: String = key.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) || name.starts_with("__") {
+        name.insert_str(0, "a_");
+    }
+    name
 }
 
 /// `skein_consumer_group_lag_records{group,topic,partition}` and

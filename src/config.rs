@@ -65,6 +65,10 @@ pub struct StartArgs {
     /// long is closed [default: 600000; 0: never].
     #[arg(long, env = "SKEIN_CONNECTIONS_MAX_IDLE_MS")]
     pub connections_max_idle_ms: Option<u64>,
+    /// Kafka's `telemetry.max.bytes`: the largest metrics a client may push at once
+    /// (KIP-714) [default: 1048576].
+    #[arg(long, env = "SKEIN_TELEMETRY_MAX_BYTES")]
+    pub telemetry_max_bytes: Option<i32>,
     /// Kafka's `group.initial.rebalance.delay.ms` [default: 3000].
     #[arg(long, env = "SKEIN_GROUP_INITIAL_REBALANCE_DELAY_MS")]
     pub group_initial_rebalance_delay_ms: Option<u64>,
@@ -244,6 +248,7 @@ struct FileConfig {
     num_partitions: Option<i32>,
     socket_request_max_bytes: Option<usize>,
     connections_max_idle_ms: Option<u64>,
+    telemetry_max_bytes: Option<i32>,
     group_initial_rebalance_delay_ms: Option<u64>,
     group_consumer_heartbeat_interval_ms: Option<u64>,
     group_consumer_session_timeout_ms: Option<u64>,
@@ -304,6 +309,7 @@ pub struct NodeConfig {
     pub num_partitions: i32,
     pub socket_request_max_bytes: usize,
     pub connections_max_idle_ms: u64,
+    pub telemetry_max_bytes: i32,
     pub group_initial_rebalance_delay_ms: u64,
     pub group_consumer_heartbeat_interval_ms: u64,
     pub group_consumer_session_timeout_ms: u64,
@@ -463,6 +469,13 @@ impl NodeConfig {
             .connections_max_idle_ms
             .or(file.connections_max_idle_ms)
             .unwrap_or(skein_net::limits::CONNECTIONS_MAX_IDLE_MS_DEFAULT);
+        let telemetry_max_bytes = args
+            .telemetry_max_bytes
+            .or(file.telemetry_max_bytes)
+            .unwrap_or(skein_net::telemetry::TELEMETRY_MAX_BYTES_DEFAULT);
+        if telemetry_max_bytes < 1 {
+            return Err(format!("invalid --telemetry-max-bytes {telemetry_max_bytes}: must be at least 1"));
+        }
         let mut topic_defaults = file.topic_defaults;
         for entry in &args.topic_configs {
             let (k, v) = entry
@@ -572,6 +585,7 @@ impl NodeConfig {
             num_partitions,
             socket_request_max_bytes,
             connections_max_idle_ms,
+            telemetry_max_bytes,
             group_initial_rebalance_delay_ms: args
                 .group_initial_rebalance_delay_ms
                 .or(file.group_initial_rebalance_delay_ms)

@@ -211,6 +211,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         topic_defaults: config.topic_defaults.clone(),
         socket_request_max_bytes: config.socket_request_max_bytes,
         connections_max_idle_ms: config.connections_max_idle_ms,
+        telemetry_max_bytes: config.telemetry_max_bytes,
         shards,
         data_dir: config.data_dir.clone(),
         group_initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,

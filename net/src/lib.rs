@@ -42,6 +42,7 @@ pub mod security;
 pub mod server;
 pub mod shard;
 pub mod share;
+pub mod telemetry;
 pub mod throttle;
 pub mod topics;
 pub mod txn;

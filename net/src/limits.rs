@@ -143,3 +143,25 @@ pub const CONSUMER_LAG_SERIES_PER_SHARD_MAX: usize = 10_000;
 /// committed partition, sequential, so a refresh never queues more than one message
 /// at another shard. Lag moves with traffic; scrapes every 15 s or so see each refresh.
 pub const CONSUMER_LAG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Client telemetry instances (KIP-714) one shard keeps: Kafka's broker caches 16,384
+/// per node. An instance is about 300 bytes with its subscription, so the table costs
+/// at most 1.2 MiB per shard. Past it the instance seen longest ago is forgotten (it
+/// gets a fresh subscription at its next request, as from a Kafka broker that evicted it).
+pub const TELEMETRY_INSTANCES_PER_SHARD_MAX: usize = 4_096;
+
+/// Pushed client metric series (client, metric, attributes) one shard keeps for
+/// `/metrics`. A series costs about 200 bytes in the table and as much in the text
+/// of a scrape, so the cap costs about 4 MiB per shard. Series past it (or past
+/// `TELEMETRY_SERIES_PER_CLIENT_MAX` for one client) are left out and counted in
+/// `skein_client_telemetry_series_dropped_total`.
+pub const TELEMETRY_SERIES_PER_SHARD_MAX: usize = 20_000;
+
+/// Pushed series one client instance may hold: a Java producer pushes about 100
+/// metrics plus a few per broker and per topic it talks to.
+pub const TELEMETRY_SERIES_PER_CLIENT_MAX: usize = 1_000;
+
+/// The most a PushTelemetry's metrics may decompress to: 16 times Kafka's default
+/// `telemetry.max.bytes` (OTLP compresses about 10:1). A payload that grows past it
+/// is refused as INVALID_RECORD, as a failing exporter is on Kafka.
+pub const TELEMETRY_DECOMPRESSED_BYTES_MAX: usize = 16 << 20;

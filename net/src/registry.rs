@@ -101,6 +101,8 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::ListConfigResources, list_config_resources::VERSIONS, Cluster(Op::DescribeConfigs)),
     (ApiKey::AlterClientQuotas, client_quotas::ALTER_VERSIONS, Cluster(Op::AlterConfigs)),
     (ApiKey::UpdateFeatures, update_features::VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::GetTelemetrySubscriptions, get_telemetry_subscriptions::VERSIONS, Open),
+    (ApiKey::PushTelemetry, push_telemetry::VERSIONS, Open),
 ];
 
 /// The versions of `key` Skein serves.
@@ -149,7 +151,13 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         return Some(Handled { response: ResponseKind::Fetch(response), grant: Some(grant), records });
     }
     let frame = request.frame;
-    let request = RequestParts { peer: request.peer, listener: request.listener, connection: request.connection };
+    let request = RequestParts {
+        peer: request.peer,
+        listener: request.listener,
+        connection: request.connection,
+        peer_port: request.peer_port,
+        software: request.software,
+    };
     let response = match body {
         RequestKind::Produce(r) => {
             ResponseKind::Produce(produce::handle(shard, &header, r, frame, &request.listener, caller).await?)
@@ -225,6 +233,13 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(shard, r, caller).await),
         RequestKind::ListConfigResources(r) => {
             ResponseKind::ListConfigResources(list_config_resources::handle(shard, &header, r).await)
+        }
+        RequestKind::GetTelemetrySubscriptions(r) => {
+            let client = request.telemetry_client(&header);
+            ResponseKind::GetTelemetrySubscriptions(get_telemetry_subscriptions::handle(shard, r, &client))
+        }
+        RequestKind::PushTelemetry(r) => {
+            ResponseKind::PushTelemetry(push_telemetry::handle(shard, r, &request.telemetry_client(&header)))
         }
         RequestKind::UpdateFeatures(r) => {
             ResponseKind::UpdateFeatures(update_features::handle(shard, &header, r).await)
@@ -330,10 +345,31 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
 /// What a handler may need besides header and body.
 struct RequestParts {
     peer: String,
+    peer_port: u16,
+    /// What the connection's ApiVersions said it runs.
+    software: Option<Rc<crate::server::ClientSoftware>>,
     /// The connection's id (`server::Request::connection`).
     connection: u64,
     /// The listener the request came in on, whose addresses the brokers are given at.
     listener: Rc<str>,
+}
+
+impl RequestParts {
+    /// What client telemetry's `match` selects on.
+    fn telemetry_client(&self, header: &kafka_protocol::messages::RequestHeader) -> crate::telemetry::ClientInfo {
+        let (software_name, software_version) = match &self.software {
+            Some(software) => (software.name.clone(), software.version.clone()),
+            None => Default::default(),
+        };
+        crate::telemetry::ClientInfo {
+            client_id: header.client_id.as_deref().unwrap_or("").to_owned(),
+            software_name,
+            software_version,
+            address: self.peer.clone(),
+            port: self.peer_port,
+            connection: self.connection,
+        }
+    }
 }
 
 /// Each API of `APIS` with the versions it implements, as ApiVersions lists them.

@@ -119,6 +119,17 @@ pub struct Request {
     pub muted_until: Option<Rc<Cell<Instant>>>,
     /// The connection's id (the share sessions it opens close with it).
     pub connection: u64,
+    /// The client's port, and its software as its ApiVersions named it (KIP-511),
+    /// for client telemetry's `match`.
+    pub peer_port: u16,
+    pub software: Option<Rc<ClientSoftware>>,
+}
+
+/// A client's software, from its ApiVersions request (v3+).
+#[derive(Debug)]
+pub struct ClientSoftware {
+    pub name: String,
+    pub version: String,
 }
 
 /// What reading one frame gave.
@@ -133,7 +144,9 @@ enum Incoming {
 
 async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerConfig) -> Result<(), String> {
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
-    let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+    let address = stream.peer_addr().ok();
+    let peer = address.map(|a| a.ip().to_string()).unwrap_or_default();
+    let port = address.map(|a| a.port()).unwrap_or_default();
     let sasl = listener.protocol.sasl().then(Authenticator::new);
     let name: Rc<str> = Rc::from(listener.name.as_str());
     if listener.protocol.tls() {
@@ -166,7 +179,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
         if let Some(principal) = &principal {
             tracing::debug!(target: "skein::net", shard = shard.id, %principal, "TLS client authenticated");
         }
-        let connection = Connection::new(peer, name, sasl, principal);
+        let connection = Connection::new((peer, port), name, sasl, principal);
         return serve_stream(shard, stream, None, connection).await;
     }
     // SAFETY: the descriptor is the stream's, open for as long as `stream` lives, and
@@ -175,7 +188,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
     // A second descriptor of the same socket, for the writer's vectored writes (the
     // stream's own halves write one buffer at a time); closing it closes nothing else.
     let socket = socket2::Socket::from(socket.try_clone_to_owned().map_err(|e| format!("dup: {e}"))?);
-    let connection = Connection::new(peer, name, sasl, None);
+    let connection = Connection::new((peer, port), name, sasl, None);
     serve_stream(shard, stream, Some(socket), connection).await
 }
 
@@ -187,7 +200,7 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     socket: Option<socket2::Socket>,
     connection: Connection,
 ) -> Result<(), String> {
-    let _share_sessions = ShareSessionsGuard { shard: shard.clone(), connection: connection.id };
+    let _share_sessions = ConnectionGuard { shard: shard.clone(), connection: connection.id };
     let socket = socket.map(Rc::new);
     let reader_socket = socket.clone();
     let (mut reader, mut writer) = futures_lite::io::split(stream);
@@ -238,6 +251,9 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
 /// What a connection knows about itself.
 struct Connection {
     peer: String,
+    port: u16,
+    /// What its ApiVersions said it runs, once it has said.
+    software: Option<Rc<ClientSoftware>>,
     listener: Rc<str>,
     /// A SASL listener's authentication state.
     sasl: Option<Authenticator>,
@@ -248,7 +264,7 @@ struct Connection {
     session: Option<Rc<Session>>,
     /// Until when it reads no more requests (a quota's throttle, KIP-219).
     muted_until: Rc<Cell<Instant>>,
-    /// Its id: the share sessions it opens close when it does (`ShareSessionsGuard`).
+    /// Its id: the share sessions it opens close when it does (`ConnectionGuard`).
     id: u64,
 }
 
@@ -256,14 +272,18 @@ struct Connection {
 static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Closes, when a connection ends, the share sessions it opened, and releases what
-/// their members hold (as Kafka does at a disconnect).
-struct ShareSessionsGuard {
+/// their members hold, and forgets its client telemetry instances (as Kafka does at
+/// a disconnect).
+struct ConnectionGuard {
     shard: Rc<Shard>,
     connection: u64,
 }
 
-impl Drop for ShareSessionsGuard {
+impl Drop for ConnectionGuard {
     fn drop(&mut self) {
+        if let Ok(mut telemetry) = self.shard.telemetry.try_borrow_mut() {
+            telemetry.connection_closed(self.connection);
+        }
         let Ok(mut sessions) = self.shard.share_sessions.try_borrow_mut() else { return };
         if sessions.is_empty() {
             return;
@@ -285,14 +305,14 @@ impl Drop for ShareSessionsGuard {
 
 impl Connection {
     fn new(
-        peer: String,
+        (peer, port): (String, u16),
         listener: Rc<str>,
         sasl: Option<Authenticator>,
         tls_principal: Option<Principal>,
     ) -> Connection {
         let muted_until = Rc::new(Cell::new(Instant::now()));
         let id = NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Connection { peer, listener, sasl, tls_principal, session: None, muted_until, id }
+        Connection { peer, port, software: None, listener, sasl, tls_principal, session: None, muted_until, id }
     }
 
     /// The session of an authenticated connection (SASL re-authentication keeps
@@ -447,6 +467,15 @@ async fn read_loop<S: AsyncRead + Unpin>(
                 let session = connection.session();
                 request.muted_until = Some(connection.muted_until.clone());
                 request.connection = connection.id;
+                request.peer_port = connection.port;
+                if let RequestKind::ApiVersions(r) = &request.body {
+                    if request.header.request_api_version >= 3 && !r.client_software_name.is_empty() {
+                        let name = r.client_software_name.to_string();
+                        let version = r.client_software_version.to_string();
+                        connection.software = Some(Rc::new(ClientSoftware { name, version }));
+                    }
+                }
+                request.software = connection.software.clone();
                 if request.api_key == ApiKey::Produce {
                     let client_id = request.header.client_id.as_deref().unwrap_or("");
                     let throttle = enforce::charge_produce(shard, &session.principal, client_id, size);
@@ -510,6 +539,8 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
         produce_throttle: std::time::Duration::ZERO,
         muted_until: None,
         connection: 0,
+        peer_port: 0,
+        software: None,
     })))
 }
 

@@ -95,6 +95,8 @@ pub struct NodeSettings {
     pub socket_request_max_bytes: usize,
     /// Kafka's `connections.max.idle.ms` (0: never).
     pub connections_max_idle_ms: u64,
+    /// Kafka's `telemetry.max.bytes` (`telemetry`).
+    pub telemetry_max_bytes: i32,
     pub shards: usize,
     pub data_dir: std::path::PathBuf,
     /// Kafka's `group.initial.rebalance.delay.ms`.
@@ -165,6 +167,8 @@ pub struct Shard {
     pub fetch_sessions: RefCell<crate::fetch_sessions::FetchSessions>,
     /// Share sessions (KIP-932) of this shard's connections.
     pub share_sessions: RefCell<crate::share::sessions::ShareSessions>,
+    /// Client telemetry instances and their pushed series (`telemetry`).
+    pub telemetry: RefCell<crate::telemetry::Telemetry>,
     /// This shard's replication quotas (`throttle.rs`).
     pub throttles: crate::throttle::ReplicationThrottles,
     /// This shard's client quota buckets (`quota::manager`).
@@ -214,6 +218,7 @@ impl Shard {
             coordinators: Default::default(),
             fetch_sessions: RefCell::new(crate::fetch_sessions::FetchSessions::new(session_slots, id)),
             share_sessions: RefCell::new(crate::share::sessions::ShareSessions::new(share_slots)),
+            telemetry: Default::default(),
             throttles: crate::throttle::ReplicationThrottles::default(),
             quotas: Default::default(),
             security,
