@@ -345,7 +345,8 @@ impl Telemetry {
         }
         if !push.metrics.is_empty() {
             match otlp::decode(push.compression, push.metrics, TELEMETRY_DECOMPRESSED_BYTES_MAX) {
-                Ok(points) => {
+                Ok(otlp::Decoded { points, dropped }) => {
+                    self.series.dropped += dropped;
                     let (client_id, software) = (&instance.client.client_id, &instance.client.software_name);
                     let software = match software.is_empty() {
                         true => String::new(),

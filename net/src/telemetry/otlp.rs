@@ -1,9 +1,10 @@
 //! The OpenTelemetry metrics that clients push (KIP-714): OTLP's `MetricsData`
 //! protobuf (opentelemetry-proto `metrics/v1/metrics.proto`), compressed with one of
-//! Kafka's record codecs. Only what `/metrics` shows is declared here: each metric's
-//! name, its gauge or sum points, a histogram's or summary's count and sum, and the
-//! attributes of resources and points with scalar values. prost skips every other
-//! field, so a newer client's additions decode.
+//! Kafka's record codecs. `decode` walks the message with prost's wire primitives and
+//! keeps each metric's gauge or sum points and a histogram's or summary's count and
+//! sum, with the points' scalar attributes; every other field is skipped, so a newer
+//! client's additions decode. The structs below are the part of the schema read
+//! (clients of this module, such as tests, encode pushes with them).
 
 use prost::Message;
 
@@ -171,87 +172,191 @@ pub struct Point {
     pub kind: Kind,
 }
 
+/// A push's points, and how many more it had past `POINTS_PER_PUSH_MAX`.
+#[derive(Debug, Default, PartialEq)]
+pub struct Decoded {
+    pub points: Vec<Point>,
+    pub dropped: u64,
+}
+
+/// Points taken from one push: as many as one client's series may be.
+const POINTS_PER_PUSH_MAX: usize = crate::limits::TELEMETRY_SERIES_PER_CLIENT_MAX;
+
+/// Attributes kept per point; the rest are left out.
+const ATTRIBUTES_PER_POINT_MAX: usize = 16;
+
 /// Decodes a push's `metrics` bytes compressed with `compression` (Kafka's codec ids).
+///
+/// The message is walked, not decoded whole: protobuf's repeated messages cost many
+/// times their wire size in memory (an empty `Metric` is 2 bytes on the wire and
+/// about 100 in a struct), so each level is visited in place and only the points
+/// kept, at most `POINTS_PER_PUSH_MAX`. Memory is the decompressed bytes (at most
+/// `max_bytes`) and the points.
 ///
 /// # Errors
 /// A message for an unknown codec, a payload that does not decompress within
 /// `max_bytes`, or one that is not a `MetricsData`.
-pub fn decode(compression: i8, bytes: &[u8], max_bytes: usize) -> Result<Vec<Point>, String> {
+pub fn decode(compression: i8, bytes: &[u8], max_bytes: usize) -> Result<Decoded, String> {
     let codec = Compression::from_attributes(i16::from(compression))
         .ok()
         .filter(|_| (0..=4).contains(&compression))
         .ok_or_else(|| format!("unknown compression type {compression}"))?;
     let raw = skein_engine::records::decompress(codec, bytes, max_bytes)
         .map_err(|e| format!("metrics did not decompress: {e}"))?;
-    let data = MetricsData::decode(raw.as_slice()).map_err(|e| format!("metrics are not OTLP MetricsData: {e}"))?;
-    Ok(flatten(data))
+    let mut decoded = Decoded::default();
+    walk(&raw, &mut decoded).map_err(|e| format!("metrics are not OTLP MetricsData: {e}"))?;
+    Ok(decoded)
 }
 
-fn flatten(data: MetricsData) -> Vec<Point> {
-    let mut points = Vec::new();
-    for resource in data.resource_metrics {
-        for metric in resource.scope_metrics.into_iter().flat_map(|s| s.metrics) {
-            let name = metric.name;
-            match metric.data {
-                Some(Data::Gauge(gauge)) => {
-                    points.extend(gauge.data_points.into_iter().filter_map(|p| number(&name, p, Kind::Last)));
-                }
-                Some(Data::Sum(sum)) => {
-                    let kind = if sum.aggregation_temporality == DELTA { Kind::Add } else { Kind::Last };
-                    points.extend(sum.data_points.into_iter().filter_map(|p| number(&name, p, kind)));
-                }
-                Some(Data::Histogram(histogram)) => {
-                    let kind = if histogram.aggregation_temporality == DELTA { Kind::Add } else { Kind::Last };
-                    for p in histogram.data_points {
-                        let attributes = attributes(p.attributes);
-                        if let Some(sum) = p.sum {
-                            points.push(Point {
-                                metric: format!("{name}_sum"),
-                                attributes: attributes.clone(),
-                                value: sum,
-                                kind,
-                            });
-                        }
-                        points.push(Point { metric: format!("{name}_count"), attributes, value: p.count as f64, kind });
-                    }
-                }
-                Some(Data::Summary(summary)) => {
-                    for p in summary.data_points {
-                        let attributes = attributes(p.attributes);
-                        let sum = Point { metric: format!("{name}_sum"), attributes, value: p.sum, kind: Kind::Last };
-                        let count = Point { metric: format!("{name}_count"), value: p.count as f64, ..sum.clone() };
-                        points.extend([sum, count]);
-                    }
-                }
-                None => {}
+/// A field's value on the wire.
+enum Value<'a> {
+    Bytes(&'a [u8]),
+    Int(u64),
+}
+
+/// Calls `each` with every field of the message in `buf`, in order.
+fn fields<'a>(mut buf: &'a [u8], mut each: impl FnMut(u32, Value<'a>) -> Result<(), String>) -> Result<(), String> {
+    use prost::encoding::{decode_key, decode_varint, WireType};
+    while !buf.is_empty() {
+        let (tag, wire) = decode_key(&mut buf).map_err(|e| e.to_string())?;
+        let value = match wire {
+            WireType::Varint => Value::Int(decode_varint(&mut buf).map_err(|e| e.to_string())?),
+            WireType::SixtyFourBit | WireType::ThirtyTwoBit => {
+                let n = if wire == WireType::SixtyFourBit { 8 } else { 4 };
+                let Some((word, rest)) = buf.split_at_checked(n) else { return Err("truncated".into()) };
+                buf = rest;
+                let mut le = [0u8; 8];
+                le[..n].copy_from_slice(word);
+                Value::Int(u64::from_le_bytes(le))
+            }
+            WireType::LengthDelimited => {
+                let len = decode_varint(&mut buf).map_err(|e| e.to_string())?;
+                let Some((field, rest)) = usize::try_from(len).ok().and_then(|l| buf.split_at_checked(l)) else {
+                    return Err("truncated".into());
+                };
+                buf = rest;
+                Value::Bytes(field)
+            }
+            WireType::StartGroup | WireType::EndGroup => return Err("groups are not used by OTLP".into()),
+        };
+        each(tag, value)?;
+    }
+    Ok(())
+}
+
+/// The sub-messages of field `tag`, each passed to `each`.
+fn each_message<'a>(
+    buf: &'a [u8],
+    tag: u32,
+    mut each: impl FnMut(&'a [u8]) -> Result<(), String>,
+) -> Result<(), String> {
+    fields(buf, |t, value| match (t == tag, value) {
+        (true, Value::Bytes(message)) => each(message),
+        (true, Value::Int(_)) => Err(format!("field {tag} is not a message")),
+        _ => Ok(()),
+    })
+}
+
+/// MetricsData (1: resource_metrics) -> ResourceMetrics (2: scope_metrics) ->
+/// ScopeMetrics (2: metrics) -> each Metric.
+fn walk(raw: &[u8], decoded: &mut Decoded) -> Result<(), String> {
+    each_message(raw, 1, |resource| {
+        each_message(resource, 2, |scope| each_message(scope, 2, |metric| walk_metric(metric, decoded)))
+    })
+}
+
+/// A Metric: 1 name, then its data: 5 gauge, 7 sum, 9 histogram, 11 summary.
+fn walk_metric(metric: &[u8], decoded: &mut Decoded) -> Result<(), String> {
+    let mut name: &[u8] = b"";
+    let mut data: Option<(u32, &[u8])> = None;
+    fields(metric, |tag, value| {
+        match (tag, value) {
+            (1, Value::Bytes(n)) => name = n,
+            (5 | 7 | 9 | 11, Value::Bytes(d)) => data = Some((tag, d)),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    let name = std::str::from_utf8(name).map_err(|_| "a metric name is not UTF-8".to_string())?;
+    let Some((kind, data)) = data else { return Ok(()) };
+    // Sum (7) and Histogram (9): 2 aggregation_temporality.
+    let mut temporality = 0;
+    fields(data, |tag, value| {
+        if let (2, Value::Int(t)) = (tag, value) {
+            temporality = t;
+        }
+        Ok(())
+    })?;
+    let joins = if temporality == DELTA as u64 { Kind::Add } else { Kind::Last };
+    each_message(data, 1, |point| {
+        let point = walk_point(kind, point)?;
+        for (suffix, value, joins) in point.values(kind, joins) {
+            if decoded.points.len() >= POINTS_PER_PUSH_MAX {
+                decoded.dropped += 1;
+                continue;
+            }
+            let metric = format!("{name}{suffix}");
+            decoded.points.push(Point { metric, attributes: point.attributes.clone(), value, kind: joins });
+        }
+        Ok(())
+    })
+}
+
+/// One data point's fields.
+#[derive(Default)]
+struct RawPoint {
+    attributes: Vec<(String, String)>,
+    number: Option<f64>,
+    count: u64,
+    sum: Option<f64>,
+}
+
+impl RawPoint {
+    /// The values a point gives: a number, or a count and a sum (`_count`, `_sum`).
+    fn values(&self, kind: u32, joins: Kind) -> Vec<(&'static str, f64, Kind)> {
+        match kind {
+            5 | 7 => self.number.map(|v| ("", v, joins)).into_iter().collect(),
+            // A summary's count and sum are since its start.
+            11 => vec![("_sum", self.sum.unwrap_or(0.0), Kind::Last), ("_count", self.count as f64, Kind::Last)],
+            _ => {
+                let sum = self.sum.map(|s| ("_sum", s, joins));
+                sum.into_iter().chain([("_count", self.count as f64, joins)]).collect()
             }
         }
     }
-    points
 }
 
-fn number(name: &str, point: NumberDataPoint, kind: Kind) -> Option<Point> {
-    let value = match point.value? {
-        Number::AsDouble(v) => v,
-        Number::AsInt(v) => v as f64,
+/// NumberDataPoint (7 attributes, 4 as_double, 6 as_int), HistogramDataPoint
+/// (9 attributes, 4 count, 5 sum) or SummaryDataPoint (7 attributes, 4 count, 5 sum).
+fn walk_point(kind: u32, point: &[u8]) -> Result<RawPoint, String> {
+    let attributes_tag = if kind == 9 { 9 } else { 7 };
+    let mut raw = RawPoint::default();
+    fields(point, |tag, value| {
+        match (tag, value) {
+            (t, Value::Bytes(kv)) if t == attributes_tag && raw.attributes.len() < ATTRIBUTES_PER_POINT_MAX => {
+                let kv = KeyValue::decode(kv).map_err(|e| e.to_string())?;
+                raw.attributes.extend(attribute(kv));
+            }
+            (4, Value::Int(bits)) if kind == 5 || kind == 7 => raw.number = Some(f64::from_bits(bits)),
+            (6, Value::Int(bits)) if kind == 5 || kind == 7 => raw.number = Some(bits as i64 as f64),
+            (4, Value::Int(count)) => raw.count = count,
+            (5, Value::Int(bits)) => raw.sum = Some(f64::from_bits(bits)),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(raw)
+}
+
+/// An attribute with a scalar value, as text.
+fn attribute(kv: KeyValue) -> Option<(String, String)> {
+    let value = match kv.value?.value? {
+        Scalar::String(s) => s,
+        Scalar::Bool(b) => b.to_string(),
+        Scalar::Int(i) => i.to_string(),
+        Scalar::Double(d) => d.to_string(),
     };
-    Some(Point { metric: name.to_owned(), attributes: attributes(point.attributes), value, kind })
-}
-
-/// Attributes with scalar values, as text.
-fn attributes(pairs: Vec<KeyValue>) -> Vec<(String, String)> {
-    pairs
-        .into_iter()
-        .filter_map(|kv| {
-            let value = match kv.value?.value? {
-                Scalar::String(s) => s,
-                Scalar::Bool(b) => b.to_string(),
-                Scalar::Int(i) => i.to_string(),
-                Scalar::Double(d) => d.to_string(),
-            };
-            Some((kv.key, value))
-        })
-        .collect()
+    Some((kv.key, value))
 }
 
 #[cfg(test)]
@@ -301,7 +406,7 @@ mod tests {
     #[test]
     fn pushes_decode_with_each_codec_and_refuse_the_rest() {
         let raw = tests_sample().encode_to_vec();
-        let expected = decode(0, &raw, 1 << 20).unwrap();
+        let expected = decode(0, &raw, 1 << 20).unwrap().points;
         assert_eq!(expected.len(), 4, "{expected:?}");
         assert_eq!(expected[0].value, 12.5);
         assert_eq!(expected[1].kind, Kind::Add);
@@ -309,11 +414,43 @@ mod tests {
         assert_eq!(expected[2].metric, "org.apache.kafka.producer.request.latency_sum");
         for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
             let packed = skein_engine::records::compress(codec, &raw).unwrap();
-            assert_eq!(decode(codec as i8, &packed, 1 << 20).unwrap(), expected, "{codec:?}");
+            assert_eq!(decode(codec as i8, &packed, 1 << 20).unwrap().points, expected, "{codec:?}");
         }
         assert!(decode(5, &raw, 1 << 20).unwrap_err().contains("unknown compression"));
         assert!(decode(-1, &raw, 1 << 20).is_err());
         assert!(decode(0, &raw, 10).unwrap_err().contains("decompress"));
         assert!(decode(0, &[0xff, 0xff, 0xff], 1 << 20).unwrap_err().contains("OTLP"));
+    }
+
+    // What a hostile push can make the broker hold is bounded: empty repeated
+    // messages are walked, not built; points past the push's cap and attributes past
+    // a point's are left out (and counted); truncated fields are refused.
+    #[test]
+    fn hostile_pushes_stay_within_their_bounds() {
+        let empty_metrics = ScopeMetrics { metrics: vec![Metric { name: String::new(), data: None }; 200_000] };
+        let data = MetricsData {
+            resource_metrics: vec![ResourceMetrics { resource: None, scope_metrics: vec![empty_metrics] }],
+        };
+        assert_eq!(decode(0, &data.encode_to_vec(), 4 << 20).unwrap(), Decoded::default());
+        let point = NumberDataPoint {
+            attributes: (0..100).map(|i| kv(&format!("k{i}"), "v")).collect(),
+            value: Some(Number::AsInt(1)),
+        };
+        let many = Metric {
+            name: "m".into(),
+            data: Some(Data::Gauge(Gauge { data_points: vec![point; POINTS_PER_PUSH_MAX + 7] })),
+        };
+        let data = MetricsData {
+            resource_metrics: vec![ResourceMetrics {
+                resource: None,
+                scope_metrics: vec![ScopeMetrics { metrics: vec![many] }],
+            }],
+        };
+        let decoded = decode(0, &data.encode_to_vec(), 16 << 20).unwrap();
+        assert_eq!((decoded.points.len(), decoded.dropped), (POINTS_PER_PUSH_MAX, 7));
+        assert_eq!(decoded.points[0].attributes.len(), ATTRIBUTES_PER_POINT_MAX);
+        let mut truncated = tests_sample().encode_to_vec();
+        truncated.truncate(truncated.len() - 3);
+        assert!(decode(0, &truncated, 1 << 20).is_err());
     }
 }
