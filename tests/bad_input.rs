@@ -612,6 +612,8 @@ fn every_advertised_version_answers() {
                 66 => answers::<ListTransactionsRequest>(&mut client, version),
                 68 => answers::<ConsumerGroupHeartbeatRequest>(&mut client, version),
                 69 => answers::<ConsumerGroupDescribeRequest>(&mut client, version),
+                71 => answers::<GetTelemetrySubscriptionsRequest>(&mut client, version),
+                72 => answers::<PushTelemetryRequest>(&mut client, version),
                 74 => answers::<ListConfigResourcesRequest>(&mut client, version),
                 75 => answers::<DescribeTopicPartitionsRequest>(&mut client, version),
                 76 => answers::<ShareGroupHeartbeatRequest>(&mut client, version),

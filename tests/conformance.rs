@@ -903,6 +903,40 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
+        ApiKey::GetTelemetrySubscriptions => {
+            // No subscription matches: nothing to push, every five minutes.
+            let request = GetTelemetrySubscriptionsRequest::default().with_client_instance_id(Uuid::nil());
+            if let Some(response) = c.call(request, v) {
+                let id = response.client_instance_id;
+                if response.error_code != 0 || id.is_nil() || response.push_interval_ms != 300_000 {
+                    c.failures.push(format!("GetTelemetrySubscriptions v{v}: {response:?}"));
+                }
+                // A push of that instance: its subscription id, gzip, an empty payload.
+                let push = PushTelemetryRequest::default()
+                    .with_client_instance_id(id)
+                    .with_subscription_id(response.subscription_id)
+                    .with_compression_type(1)
+                    .with_terminating(true);
+                if let Some(pushed) = c.call(push, 0) {
+                    if pushed.error_code != 0 {
+                        c.failures.push(format!("PushTelemetry v0: {pushed:?}"));
+                    }
+                }
+            }
+        }
+        ApiKey::PushTelemetry => {
+            // An instance id no GetTelemetrySubscriptions gave: UNKNOWN_SUBSCRIPTION_ID.
+            let push = PushTelemetryRequest::default()
+                .with_client_instance_id(Uuid::from_u128(0x5eed))
+                .with_subscription_id(7)
+                .with_compression_type(4)
+                .with_metrics(Bytes::from_static(b"\x28\xb5\x2f\xfd"));
+            if let Some(pushed) = c.call(push, v) {
+                if pushed.error_code != 117 {
+                    c.failures.push(format!("PushTelemetry v{v}: {pushed:?}"));
+                }
+            }
+        }
         ApiKey::ListConfigResources => {
             c.call(ListConfigResourcesRequest::default(), v);
             if v >= 1 {

@@ -221,8 +221,28 @@ fn a_bogus_metric_fails_the_check() {
     assert_eq!(found, ["skein_no_such_metric_total", "skein_request_latency_us"]);
 }
 
+/// A client-metrics subscription (KIP-714) for every client and metric, pushed each
+/// second: the clients' own series then come to /metrics.
+fn subscribe_clients(broker: &Broker) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let set = |k: &'static str, v: &'static str| {
+        AlterableConfig::default()
+            .with_name(StrBytes::from_static_str(k))
+            .with_value(Some(StrBytes::from_static_str(v)))
+    };
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+        .with_resource_type(16)
+        .with_resource_name(StrBytes::from_static_str("everything"))
+        .with_configs(vec![set("metrics", "org.apache.kafka."), set("interval.ms", "1000")])]);
+    let response = common::RawClient::connect(&broker.bootstrap()).call(&request, 1);
+    assert_eq!(response.responses[0].error_code, 0, "{response:?}");
+}
+
 // Every metric the dashboard queries is in a live scrape of a broker that served a
-// produce, a consume, a group commit (its lag series) and a failed fetch.
+// produce, a consume, a group commit (its lag series), a failed fetch and clients'
+// telemetry pushes.
 #[test]
 fn dashboard_queries_only_served_metrics() {
     let dashboard: serde_json::Value = serde_json::from_str(DASHBOARD).expect("skein.json is JSON");
@@ -235,6 +255,7 @@ fn dashboard_queries_only_served_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "2", &[]);
     create_topic(&broker, "dash", 2);
+    subscribe_clients(&broker);
     let producer: BaseProducer = ClientConfig::new().set("bootstrap.servers", broker.bootstrap()).create().unwrap();
     for i in 0..20 {
         producer.send(BaseRecord::<(), str>::to("dash").partition(i % 2).payload("x")).unwrap();
@@ -274,6 +295,7 @@ fn dashboard_queries_only_served_metrics() {
         let scrape = broker.metrics();
         if scrape.contains("skein_consumer_group_lag_records{group=\"dashboard\"")
             && scrape.contains("skein_request_errors_total{")
+            && scrape.contains("skein_client_metric{")
         {
             break scrape;
         }
