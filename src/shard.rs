@@ -557,8 +557,8 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
 }
 
 /// Registers this broker's address with the controller (Kafka's BrokerRegistration),
-/// retrying until the quorum takes it, then heartbeats every `interval` (in a cluster),
-/// registering again if the controller no longer knows it. A broker that stops
+/// retrying until the quorum takes it, then heartbeats every `interval`, registering
+/// again if the controller no longer knows it (UnregisterBroker of a running broker). A broker that stops
 /// heartbeating is fenced by the active controller after the session timeout.
 async fn register_broker(shard: Rc<Shard>, interval: Duration) {
     use skein_net::metadata::controller::ControllerRequest;
@@ -598,10 +598,9 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
         match controller.handle(&shard, request).await {
             Ok(_) if !registered => {
                 tracing::info!(target: "skein", node = broker.id, "broker registered");
+                // A single node heartbeats too (each answered at once, in memory): an
+                // UnregisterBroker of itself is then followed by its registering again.
                 registered = true;
-                if !controller.clustered() {
-                    return;
-                }
             }
             Ok(_) => {}
             Err((code, message)) => {

@@ -226,6 +226,8 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
         ])),
         ApiKey::DescribeCluster => call!(DescribeClusterRequest::default()),
         ApiKey::DescribeQuorum => call!(DescribeQuorumRequest::default()),
+        // An id no broker has: BROKER_ID_NOT_REGISTERED once allowed.
+        ApiKey::UnregisterBroker => call!(UnregisterBrokerRequest::default().with_broker_id(BrokerId(999))),
         ApiKey::UpdateFeatures => {
             // The level share.version has already: allowed, and changes nothing.
             let update = update_features_request::FeatureUpdateKey::default()

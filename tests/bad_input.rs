@@ -608,6 +608,7 @@ fn every_advertised_version_answers() {
                 57 => answers::<UpdateFeaturesRequest>(&mut client, version),
                 60 => answers::<DescribeClusterRequest>(&mut client, version),
                 61 => answers::<DescribeProducersRequest>(&mut client, version),
+                64 => answers::<UnregisterBrokerRequest>(&mut client, version),
                 65 => answers::<DescribeTransactionsRequest>(&mut client, version),
                 66 => answers::<ListTransactionsRequest>(&mut client, version),
                 68 => answers::<ConsumerGroupHeartbeatRequest>(&mut client, version),

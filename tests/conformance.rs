@@ -903,6 +903,16 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
+        ApiKey::UnregisterBroker => {
+            // An id no broker has (the node under test stays registered).
+            let request = UnregisterBrokerRequest::default().with_broker_id(BrokerId(999));
+            if let Some(response) = c.call(request, v) {
+                let expected = Some(StrBytes::from_static_str("Broker ID 999 is not currently registered"));
+                if response.error_code != 102 || response.error_message != expected {
+                    c.failures.push(format!("UnregisterBroker v{v}: {response:?}"));
+                }
+            }
+        }
         ApiKey::GetTelemetrySubscriptions => {
             // No subscription matches: nothing to push, every five minutes.
             let request = GetTelemetrySubscriptionsRequest::default().with_client_instance_id(Uuid::nil());

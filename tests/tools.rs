@@ -590,3 +590,47 @@ fn kafka_client_metrics_manages_subscriptions() {
     let (_, listed) = run(&["--list"]);
     assert!(!listed.lines().any(|l| l.trim() == "apps"), "{listed}");
 }
+
+const CLUSTER: &str = "org.apache.kafka.tools.ClusterTool";
+
+/// The brokers a node's Metadata names, and the leader of `topic`'s partition 0.
+fn brokers_and_leader(bootstrap: &str, topic: &str) -> (Vec<i32>, i32) {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let request = MetadataRequest::default().with_topics(Some(vec![
+        MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))
+    ]));
+    let response = common::RawClient::connect(bootstrap).call(&request, 12);
+    let brokers = response.brokers.iter().map(|b| b.node_id.0).collect();
+    let leader = response.topics.first().and_then(|t| t.partitions.first()).map_or(-1, |p| p.leader_id.0);
+    (brokers, leader)
+}
+
+// kafka-cluster (Kafka 4.4's ClusterTool): cluster-id; `unregister` of an id no broker
+// has, refused with Kafka's message; and of the running node itself, which leaves the
+// cluster (its partition loses its leader) and registers again with its next
+// heartbeat, as a Kafka broker does, its partition led again.
+#[test]
+fn kafka_cluster_unregisters_brokers() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Broker::start(dir.path(), "1", &[]);
+    let bootstrap = node.bootstrap();
+    let b = bootstrap.as_str();
+    let id = ok(CLUSTER, &["cluster-id", "--bootstrap-server", b]);
+    assert!(id.starts_with("Cluster ID: "), "{id}");
+    ok(TOPICS, &["--bootstrap-server", b, "--create", "--topic", "stays", "--partitions", "1"]);
+    let (ok_, refused) = kafka_tool(CLUSTER, &["unregister", "--bootstrap-server", b, "--id", "7"], "");
+    assert!(!ok_ && refused.contains("Broker ID 7 is not currently registered"), "{refused}");
+    let unregistered = ok(CLUSTER, &["unregister", "--bootstrap-server", b, "--id", "1"]);
+    assert!(unregistered.contains("Broker 1 is no longer registered."), "{unregistered}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (brokers, leader) = brokers_and_leader(b, "stays");
+        if brokers == [1] && leader == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never registered again: {brokers:?}, leader {leader}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}

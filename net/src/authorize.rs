@@ -213,6 +213,7 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
         }
         RequestKind::ElectLeaders(_)
         | RequestKind::UpdateFeatures(_)
+        | RequestKind::UnregisterBroker(_)
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)
         | RequestKind::CreateAcls(_)

@@ -81,6 +81,7 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
         RequestKind::DescribeLogDirs(_) => api(ApiKey::DescribeLogDirs),
         RequestKind::DescribeQuorum(_) => api(ApiKey::DescribeQuorum),
         RequestKind::ElectLeaders(_) => api(ApiKey::ElectLeaders),
+        RequestKind::UnregisterBroker(_) => api(ApiKey::UnregisterBroker),
         RequestKind::AlterPartitionReassignments(_) => api(ApiKey::AlterPartitionReassignments),
         RequestKind::ListPartitionReassignments(_) => api(ApiKey::ListPartitionReassignments),
         RequestKind::DescribeUserScramCredentials(_) => api(ApiKey::DescribeUserScramCredentials),
@@ -218,6 +219,9 @@ fn whole(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
         }
         ApiKey::DescribeQuorum => ResponseKind::DescribeQuorum(DescribeQuorumResponse::default().with_error_code(code)),
         ApiKey::ElectLeaders => ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(code)),
+        ApiKey::UnregisterBroker => {
+            ResponseKind::UnregisterBroker(UnregisterBrokerResponse::default().with_error_code(code))
+        }
         ApiKey::AlterPartitionReassignments => ResponseKind::AlterPartitionReassignments(
             AlterPartitionReassignmentsResponse::default().with_error_code(code),
         ),

@@ -15,6 +15,7 @@ pub mod code {
     pub const REQUEST_TIMED_OUT: i16 = 7;
     pub const NETWORK_EXCEPTION: i16 = 13;
     pub const BROKER_NOT_AVAILABLE: i16 = 8;
+    pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
     pub const MESSAGE_TOO_LARGE: i16 = 10;
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
     pub const RECORD_LIST_TOO_LARGE: i16 = 18;

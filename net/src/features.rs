@@ -13,8 +13,11 @@
 //! metadata. Features Skein does not implement yet are supported at level 0 only
 //! (`kraft.version`, `eligible.leader.replicas.version`).
 //!
-//! A level never changed in a cluster is the default of the running version, so a
-//! cluster that never set `transaction.version` moves from 1 to 2 with this one.
+//! A new cluster records every feature at the running version's default level (as
+//! `kafka-storage format` writes Kafka's bootstrap feature records), so a binary
+//! upgrade with newer defaults leaves its levels where they are. A cluster created
+//! before Skein recorded them has no level for a feature it never changed: that
+//! level is the running version's default.
 
 use crate::errors::code;
 use crate::metadata::MetadataImage;

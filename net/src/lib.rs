@@ -16,6 +16,7 @@ pub mod append;
 pub mod authorize;
 pub mod broker_configs;
 pub mod budget;
+pub mod capture;
 pub mod client_metrics;
 pub mod configs;
 pub mod connections;

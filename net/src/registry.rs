@@ -101,6 +101,7 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::ListConfigResources, list_config_resources::VERSIONS, Cluster(Op::DescribeConfigs)),
     (ApiKey::AlterClientQuotas, client_quotas::ALTER_VERSIONS, Cluster(Op::AlterConfigs)),
     (ApiKey::UpdateFeatures, update_features::VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::UnregisterBroker, unregister_broker::VERSIONS, Cluster(Op::Alter)),
     (ApiKey::GetTelemetrySubscriptions, get_telemetry_subscriptions::VERSIONS, Open),
     (ApiKey::PushTelemetry, push_telemetry::VERSIONS, Open),
 ];
@@ -241,6 +242,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::PushTelemetry(r) => {
             ResponseKind::PushTelemetry(push_telemetry::handle(shard, r, &request.telemetry_client(&header)))
         }
+        RequestKind::UnregisterBroker(r) => ResponseKind::UnregisterBroker(unregister_broker::handle(shard, r).await),
         RequestKind::UpdateFeatures(r) => {
             ResponseKind::UpdateFeatures(update_features::handle(shard, &header, r).await)
         }
@@ -474,6 +476,9 @@ mod tests {
                 ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
                 ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
                 ApiKey::UpdateFeatures => UpdateFeaturesRequest::VERSIONS,
+                ApiKey::UnregisterBroker => UnregisterBrokerRequest::VERSIONS,
+                ApiKey::GetTelemetrySubscriptions => GetTelemetrySubscriptionsRequest::VERSIONS,
+                ApiKey::PushTelemetry => PushTelemetryRequest::VERSIONS,
                 other => panic!("{other:?} missing from this test"),
             }
         };

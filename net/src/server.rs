@@ -505,6 +505,15 @@ async fn read_loop<S: AsyncRead + Unpin>(
 }
 
 /// Parses a frame: header, version check against the registry, body.
+/// Decodes one request frame's body (after its size) as `parse` does for every frame a
+/// connection reads: the entry point of the `request_frame` fuzz target (`fuzz/`).
+///
+/// # Errors
+/// Why the frame does not decode (the connection would close).
+pub fn decode_frame(buf: Bytes) -> Result<(), String> {
+    parse(buf).map(|_| ())
+}
+
 fn parse(mut buf: Bytes) -> Result<Incoming, String> {
     if buf.remaining() < 8 {
         return Err("frame shorter than a request header".into());
@@ -522,10 +531,14 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
         return Err(format!("unsupported version {version} of api key {key}"));
     }
     let frame = skein_engine::Backing::of(&buf);
+    let whole = crate::capture::on().then(|| buf.clone());
     let header_version = api_key.request_header_version(version);
     let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
     let body =
         RequestKind::decode(api_key, &mut buf, version).map_err(|e| format!("bad {api_key:?} v{version} body: {e}"))?;
+    if let Some(whole) = whole {
+        capture(&whole, &body);
+    }
     let listener = Rc::from("");
     Ok(Incoming::Request(Box::new(Request {
         header,
@@ -542,6 +555,20 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
         peer_port: 0,
         software: None,
     })))
+}
+
+/// Keeps a decoded frame, and a produce's record batches, for the fuzz targets' seeds
+/// (`capture`, test-only).
+fn capture(frame: &[u8], body: &RequestKind) {
+    crate::capture::keep("request_frame", frame);
+    if let RequestKind::Produce(produce) = body {
+        for partition in produce.topic_data.iter().flat_map(|t| &t.partition_data) {
+            if let Some(records) = &partition.records {
+                // produce_batch's first byte picks the topic's rules: the default ones.
+                crate::capture::keep("produce_batch", &[&[0u8][..], &records[..]].concat());
+            }
+        }
+    }
 }
 
 /// A response the read loop built itself, held against the connection's budget and

@@ -374,3 +374,37 @@ fn shard_moves_are_followed_across_the_cluster() {
 fn admin(node: &Broker) -> String {
     format!("127.0.0.1:{}", node.admin_port)
 }
+
+// `kafka-cluster unregister` (UnregisterBroker) removes a decommissioned broker: a
+// broker-only node is stopped for good, fenced once its session expires, and after
+// the command no node lists it, fenced or not; the partition it held a replica of is
+// led by the other. Started again, it registers and is listed again.
+#[test]
+fn a_dead_broker_is_unregistered() {
+    let mut cluster = Cluster::start_roles(2, 1, |_| FAST_FAILURE_DETECTION.iter().map(|s| s.to_string()).collect());
+    cluster.wait_for_brokers();
+    create_with(cluster.node(1), "kept", 1, 2).unwrap();
+    cluster.node_mut(2).kill();
+    cluster.wait_for_brokers_named(1, &[1]);
+    let listed = |node: &Broker| -> Vec<i32> {
+        let request = DescribeClusterRequest::default().with_include_fenced_brokers(true);
+        let response: DescribeClusterResponse = RawClient::connect(&node.bootstrap()).call(&request, 2);
+        response.brokers.iter().map(|b| b.broker_id.0).collect()
+    };
+    let wait_listed = |node: &Broker, expected: &[i32]| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while listed(node) != expected {
+            assert!(Instant::now() < deadline, "listed {:?}, not {expected:?}", listed(node));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    assert_eq!(listed(cluster.node(1)), vec![1, 2], "fenced, still registered");
+    let b = cluster.node(1).bootstrap();
+    let (ok, out) =
+        common::kafka_tool("org.apache.kafka.tools.ClusterTool", &["unregister", "-b", &b, "--id", "2"], "");
+    assert!(ok && out.contains("Broker 2 is no longer registered."), "{out}");
+    wait_listed(cluster.node(1), &[1]);
+    assert_eq!(leader_of(cluster.node(1), "kept", 0), 1);
+    cluster.node_mut(2).restart();
+    wait_listed(cluster.node(1), &[1, 2]);
+}

@@ -58,6 +58,7 @@ pub mod streams_group_describe;
 pub mod streams_group_heartbeat;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod unregister_broker;
 pub mod update_features;
 pub mod user_scram_credentials;
 pub mod write_txn_markers;

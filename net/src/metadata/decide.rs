@@ -169,6 +169,14 @@ pub fn decide(
             Some(_) => (Vec::new(), ControllerReply::Done),
             None => return Err((code::BROKER_NOT_AVAILABLE, format!("broker {id} is not registered"))),
         },
+        ControllerRequest::UnregisterBroker { id } => {
+            if !image.brokers.contains_key(id) {
+                return Err((code::BROKER_ID_NOT_REGISTERED, format!("Broker ID {id} is not currently registered")));
+            }
+            let mut records = leave_partitions(image, *id, false, local);
+            records.push(MetadataRecord::UnregisterBroker { id: *id });
+            (records, ControllerReply::Done)
+        }
         ControllerRequest::FenceBroker { id } => {
             if image.brokers.get(id).is_none_or(|b| b.fenced) {
                 return Ok((Vec::new(), ControllerReply::Done));

@@ -469,3 +469,38 @@ fn an_unclean_restart_moves_leaderships_away() {
     assert!(!image.brokers[&3].fenced);
     assert_eq!(image.topic("three").unwrap().assignments, fenced.topic("three").unwrap().assignments);
 }
+
+// UnregisterBroker, as Kafka's: the broker leaves every ISR and ELR (a partition it
+// led moves to an in-sync replica in a new epoch) and its registration goes; an id
+// with no registration is BROKER_ID_NOT_REGISTERED with Kafka's message; a broker
+// that registers again is back.
+#[test]
+fn an_unregistered_broker_leaves_its_partitions_and_the_cluster() {
+    let mut image = MetadataImage::default();
+    for id in [1, 2, 3] {
+        applied(&mut image, started(id, 0)).unwrap();
+    }
+    let create = ControllerRequest::CreateTopic {
+        name: "u".into(),
+        partitions: 3,
+        replication_factor: 3,
+        configs: BTreeMap::new(),
+    };
+    applied(&mut image, create).unwrap();
+    let led_by_2: Vec<i32> = (0..3).filter(|&p| image.topic("u").unwrap().assignment(p, 9).leader == 2).collect();
+    assert!(!led_by_2.is_empty());
+    let before = image.topic("u").unwrap().assignment(led_by_2[0], 9);
+    applied(&mut image, ControllerRequest::UnregisterBroker { id: 2 }).unwrap();
+    assert!(!image.brokers.contains_key(&2));
+    for p in 0..3 {
+        let after = image.topic("u").unwrap().assignment(p, 9);
+        assert!(after.leader != 2 && !after.isr.contains(&2) && !after.elr.contains(&2), "{after:?}");
+        assert!(after.replicas.contains(&2), "it stays a replica, as on Kafka");
+    }
+    let moved = image.topic("u").unwrap().assignment(led_by_2[0], 9);
+    assert_eq!(moved.leader_epoch, before.leader_epoch + 1);
+    let refused = applied(&mut image, ControllerRequest::UnregisterBroker { id: 2 }).unwrap_err();
+    assert_eq!(refused, (code::BROKER_ID_NOT_REGISTERED, "Broker ID 2 is not currently registered".into()));
+    applied(&mut image, started(2, 1)).unwrap();
+    assert!(image.brokers.get(&2).is_some_and(|b| !b.fenced));
+}

@@ -55,7 +55,10 @@ impl std::fmt::Debug for Opened {
 }
 
 /// What starts a snapshot of the image in rkyv's form.
-const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK7";
+const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK8";
+/// What started one before the image held client-metrics subscriptions; read, and
+/// upgraded.
+const RKYV_SNAPSHOT_V7: &[u8; 8] = b"SKEINRK7";
 /// What started one before the image held feature levels; read, and upgraded.
 const RKYV_SNAPSHOT_V6: &[u8; 8] = b"SKEINRK6";
 /// What started one before the image held group configs; read, and upgraded.
@@ -108,8 +111,44 @@ struct ImageV6 {
     group_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
-impl From<ImageV6> for MetadataImage {
-    fn from(old: ImageV6) -> MetadataImage {
+impl From<ImageV6> for ImageV7 {
+    fn from(old: ImageV6) -> ImageV7 {
+        ImageV7 {
+            version: old.version,
+            topics: old.topics,
+            next_producer_id: old.next_producer_id,
+            brokers: old.brokers,
+            broker_configs: old.broker_configs,
+            scram: old.scram,
+            acls: old.acls,
+            client_quotas: old.client_quotas,
+            group_configs: old.group_configs,
+            features: Default::default(),
+            features_epoch: 0,
+        }
+    }
+}
+
+/// The image as `RKYV_SNAPSHOT_V7` archived it: `MetadataImage` without its
+/// client-metrics subscriptions, field for field.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct ImageV7 {
+    version: u64,
+    topics: std::collections::BTreeMap<String, super::TopicMeta>,
+    next_producer_id: i64,
+    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
+    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    scram:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
+    acls: Vec<crate::security::acl::AclBinding>,
+    client_quotas: Vec<crate::quota::ClientQuota>,
+    group_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    features: std::collections::BTreeMap<String, i16>,
+    features_epoch: i64,
+}
+
+impl From<ImageV7> for MetadataImage {
+    fn from(old: ImageV7) -> MetadataImage {
         MetadataImage {
             version: old.version,
             topics: old.topics,
@@ -120,6 +159,8 @@ impl From<ImageV6> for MetadataImage {
             acls: old.acls,
             client_quotas: old.client_quotas,
             group_configs: old.group_configs,
+            features: old.features,
+            features_epoch: old.features_epoch,
             ..Default::default()
         }
     }
@@ -136,8 +177,8 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
 
 /// The image a snapshot holds, checked (its checksum, then rkyv's validation) before
 /// it is read.
-pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
-    let (framed, format) = [RKYV_SNAPSHOT, RKYV_SNAPSHOT_V6, RKYV_SNAPSHOT_V5]
+pub fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
+    let (framed, format) = [RKYV_SNAPSHOT, RKYV_SNAPSHOT_V7, RKYV_SNAPSHOT_V6, RKYV_SNAPSHOT_V5]
         .iter()
         .find_map(|magic| bytes.strip_prefix(&magic[..]).map(|framed| (framed, *magic)))
         .ok_or("not a metadata snapshot of this version")?;
@@ -150,8 +191,14 @@ pub(crate) fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
     let invalid = |e: rkyv::rancor::Error| format!("the metadata snapshot does not validate: {e}");
     let mut image = match format {
         RKYV_SNAPSHOT => rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned).map_err(invalid)?,
-        RKYV_SNAPSHOT_V6 => rkyv::from_bytes::<ImageV6, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
-        _ => ImageV6::from(rkyv::from_bytes::<ImageV5, rkyv::rancor::Error>(&aligned).map_err(invalid)?).into(),
+        RKYV_SNAPSHOT_V7 => rkyv::from_bytes::<ImageV7, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
+        RKYV_SNAPSHOT_V6 => {
+            ImageV7::from(rkyv::from_bytes::<ImageV6, rkyv::rancor::Error>(&aligned).map_err(invalid)?).into()
+        }
+        _ => {
+            let v5 = rkyv::from_bytes::<ImageV5, rkyv::rancor::Error>(&aligned).map_err(invalid)?;
+            ImageV7::from(ImageV6::from(v5)).into()
+        }
     };
     image.index_ids();
     Ok(image)
@@ -168,7 +215,11 @@ pub fn open(data_dir: &Path, node: i32, voters: &[i32], shards: usize) -> Result
     ids.sort_unstable();
     ids.dedup();
     let (journal, durable) = Journal::open(&dir, || {
-        let image = MetadataImage { next_producer_id: 1000, ..Default::default() };
+        // A new cluster records each feature at this version's default level (Kafka's
+        // bootstrap FeatureLevelRecords), so a later Skein with other defaults leaves
+        // them where they are until `kafka-features upgrade` moves them.
+        let features = crate::features::FEATURES.iter().map(|f| (f.name.to_owned(), f.default_level)).collect();
+        let image = MetadataImage { next_producer_id: 1000, features, ..Default::default() };
         Durable::bootstrap(&ids, encode_image(&image))
     })?;
     let recorded = Quorum::voters_of(&durable);
@@ -361,6 +412,32 @@ mod tests {
         assert!(encode_image(&image).starts_with(RKYV_SNAPSHOT));
     }
 
+    // A snapshot written before images held client-metrics subscriptions (format 7) is
+    // read with its feature levels and upgraded; it is written back in today's format.
+    #[test]
+    fn a_snapshot_without_client_metrics_is_upgraded() {
+        let old = ImageV7 {
+            version: 9,
+            topics: Default::default(),
+            next_producer_id: 3000,
+            brokers: Default::default(),
+            broker_configs: Default::default(),
+            scram: Default::default(),
+            acls: Vec::new(),
+            client_quotas: Vec::new(),
+            group_configs: Default::default(),
+            features: [("transaction.version".to_string(), 1)].into(),
+            features_epoch: 4,
+        };
+        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
+        let crc = crc32c::crc32c(&archive).to_be_bytes();
+        let image = decode_image(&[&RKYV_SNAPSHOT_V7[..], &crc[..], &archive[..]].concat()).unwrap();
+        assert_eq!((image.version, image.next_producer_id, image.features_epoch), (9, 3000, 4));
+        assert_eq!(image.features.get("transaction.version"), Some(&1));
+        assert!(image.client_metrics.is_empty());
+        assert!(encode_image(&image).starts_with(RKYV_SNAPSHOT));
+    }
+
     // A snapshot written before images held feature levels is read and upgraded: its
     // features are at their default levels.
     #[test]
@@ -379,6 +456,7 @@ mod tests {
         let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
         let crc = crc32c::crc32c(&archive).to_be_bytes();
         let image = decode_image(&[&RKYV_SNAPSHOT_V6[..], &crc[..], &archive[..]].concat()).unwrap();
+        assert!(image.client_metrics.is_empty());
         assert_eq!((image.version, image.group_configs.len()), (7, 1));
         assert!(image.features.is_empty());
         assert_eq!(crate::features::level(&image, crate::features::SHARE_VERSION), 2);
@@ -394,6 +472,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let opened = open(dir.path(), 1, &[1], 2).unwrap();
         assert_eq!(opened.image.next_producer_id, 1000);
+        // A new cluster records every feature's level as this version's default.
+        for feature in crate::features::FEATURES {
+            assert_eq!(opened.image.features.get(feature.name), Some(&feature.default_level), "{}", feature.name);
+        }
         drop(opened);
         assert!(open(dir.path(), 1, &[1], 2).is_ok());
         let error = open(dir.path(), 1, &[1, 2, 3], 2).unwrap_err();

@@ -357,6 +357,10 @@ pub enum MetadataRecord {
         id: i32,
         fenced: bool,
     },
+    /// A broker's registration removed (Kafka's UnregisterBrokerRecord).
+    UnregisterBroker {
+        id: i32,
+    },
     /// The dynamic configs of broker `broker` (`""`: the cluster defaults), whole.
     BrokerConfigs {
         broker: String,
@@ -434,6 +438,9 @@ impl MetadataImage {
                     if let Some(broker) = self.brokers.get_mut(id) {
                         broker.fenced = *fenced;
                     }
+                }
+                MetadataRecord::UnregisterBroker { id } => {
+                    self.brokers.remove(id);
                 }
                 MetadataRecord::GroupConfigs { group, configs } => {
                     replace_configs(&mut self.group_configs, group, configs)

@@ -67,6 +67,11 @@ pub enum ControllerRequest {
     FenceBroker {
         id: i32,
     },
+    /// Removes a broker's registration (UnregisterBroker), after taking it out of every
+    /// ISR and ELR.
+    UnregisterBroker {
+        id: i32,
+    },
     /// Leader elections (ElectLeaders): to the preferred replica, or `unclean`ly to
     /// any live replica for partitions without a leader. `None`: every partition.
     ElectLeaders {
