@@ -49,3 +49,13 @@ pub fn keep(target: &'static str, input: &[u8]) {
 pub fn on() -> bool {
     sender().is_some()
 }
+
+/// Writes `input` as seed `name` of fuzz target `target` under `$SKEIN_FUZZ_SEEDS`,
+/// when that is set: for the unit tests that build inputs no client sends (snapshots,
+/// pushes of every codec). Blocking: tests only.
+pub fn seed(target: &str, name: &str, input: &[u8]) {
+    let Some(dir) = std::env::var_os("SKEIN_FUZZ_SEEDS") else { return };
+    let dir = PathBuf::from(dir).join(target);
+    std::fs::create_dir_all(&dir).expect("the seed directory");
+    std::fs::write(dir.join(name), input).expect("a seed file");
+}

@@ -365,6 +365,12 @@ mod tests {
         let json = |image: &MetadataImage| serde_json::to_value(image).unwrap();
         let bytes = encode_image(&image);
         assert!(bytes.starts_with(RKYV_SNAPSHOT));
+        // The `metadata` fuzz target's seeds: this snapshot (first byte 0), and a log
+        // entry with two of its records (first byte 1).
+        crate::capture::seed("metadata", "snapshot", &[&[0u8][..], &bytes[..]].concat());
+        let records = vec![MetadataRecord::Topic(topic.clone()), MetadataRecord::RegisterBroker(broker.clone())];
+        let entry = serde_json::to_vec(&Proposal { node: 1, id: 1, records }).unwrap();
+        crate::capture::seed("metadata", "entry", &[&[1u8][..], &entry[..]].concat());
         let decoded = decode_image(&bytes).unwrap();
         assert_eq!(json(&decoded), json(&image));
         assert_eq!(decoded.topic_by_id(topic.id), Some(&topic));

@@ -238,12 +238,17 @@ pub fn encode_request_header_into_buffer<B: ByteBufMut>(
     header.encode(buf, version)
 }
 
-pub(crate) fn write_unknown_tagged_fields<B: ByteBufMut, R: RangeBounds<i32>>(
+pub(crate) fn write_unknown_tagged_fields<B: ByteBufMut, R: RangeBounds<i32> + Clone>(
     buf: &mut B,
     range: R,
     unknown_tagged_fields: &BTreeMap<i32, Bytes>,
 ) -> Result<()> {
-    for (&k, v) in unknown_tagged_fields.range(range) {
+    // Skein patch: every unknown field is written, as the message counted them all:
+    // those in `range` in order, then the others (a tag the message knows at other
+    // versions, a tag past i32::MAX). They were left out, so a decoded message did not
+    // decode again once encoded (found by fuzz/'s response_roundtrip).
+    let outside = unknown_tagged_fields.iter().filter(|(k, _)| !range.contains(*k));
+    for (&k, v) in unknown_tagged_fields.range(range.clone()).chain(outside) {
         if v.len() > u32::MAX as usize {
             bail!("Tagged field is too long to encode ({} bytes)", v.len());
         }

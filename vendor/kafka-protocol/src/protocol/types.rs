@@ -124,10 +124,12 @@ impl<T: NewType<u32>> Decoder<T> for UnsignedVarInt {
             let b = buf.try_get_u8()? as u32;
             value |= (b & 0x7F) << (i * 7);
             if b < 0x80 {
-                break;
+                return Ok(value.into());
             }
         }
-        Ok(value.into())
+        // Skein patch: a sixth byte is refused, as Java's ByteUtils.readUnsignedVarint
+        // refuses it ("Varint is too long"), instead of ending the number there.
+        bail!("Varint is too long")
     }
 }
 
@@ -171,10 +173,11 @@ impl<T: NewType<u64>> Decoder<T> for UnsignedVarLong {
             let b = buf.try_get_u8()? as u64;
             value |= (b & 0x7F) << (i * 7);
             if b < 0x80 {
-                break;
+                return Ok(value.into());
             }
         }
-        Ok(value.into())
+        // Skein patch: an eleventh byte is refused, as Java's readUnsignedVarlong does.
+        bail!("Varlong is too long")
     }
 }
 
