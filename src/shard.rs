@@ -557,8 +557,9 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
 }
 
 /// Registers this broker's address with the controller (Kafka's BrokerRegistration),
-/// retrying until the quorum takes it, then heartbeats every `interval`, registering
-/// again if the controller no longer knows it (UnregisterBroker of a running broker). A broker that stops
+/// retrying until the quorum takes it, then heartbeats every `interval` (in a cluster),
+/// registering again if the controller no longer knows it (UnregisterBroker of a
+/// running broker). A broker that stops
 /// heartbeating is fenced by the active controller after the session timeout.
 async fn register_broker(shard: Rc<Shard>, interval: Duration) {
     use skein_net::metadata::controller::ControllerRequest;
@@ -589,6 +590,17 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
         if controller.is_shutting_down() {
             return;
         }
+        // A single node does not heartbeat (its controller is itself, and fencing its
+        // only replicas for a full disk would take every partition offline): it only
+        // registers again if an UnregisterBroker of itself removed its registration.
+        if registered && !controller.clustered() {
+            if !shard.image().brokers.contains_key(&broker.id) {
+                registered = false;
+                continue;
+            }
+            glommio::timer::sleep(interval).await;
+            continue;
+        }
         let request = match registered {
             false => ControllerRequest::RegisterBroker(broker.clone()),
             // A full data directory takes no writes: the controller moves this node's
@@ -598,8 +610,6 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
         match controller.handle(&shard, request).await {
             Ok(_) if !registered => {
                 tracing::info!(target: "skein", node = broker.id, "broker registered");
-                // A single node heartbeats too (each answered at once, in memory): an
-                // UnregisterBroker of itself is then followed by its registering again.
                 registered = true;
             }
             Ok(_) => {}

@@ -57,6 +57,38 @@ fn check_at_least_once(out: &str, partition: i32, count: i64) {
     );
 }
 
+/// Why a `checked` run did not finish every record: its last line, the
+/// acknowledgements the brokers refused, and the deliveries of the first offsets never
+/// acknowledged (2950 of 3000 finished, twice under a loaded full suite: not yet
+/// explained).
+fn unfinished(out: &str, count: i64) -> String {
+    let acked: std::collections::BTreeSet<i64> =
+        out.lines().filter_map(|l| l.strip_prefix("ACKED 0 ")?.split_whitespace().next()?.parse().ok()).collect();
+    let missing: Vec<i64> = (0..count).filter(|o| !acked.contains(o)).collect();
+    let mut why = format!(
+        "{}\n{} offsets never acknowledged, from {:?}\n",
+        out.lines().last().unwrap_or(""),
+        missing.len(),
+        missing.first()
+    );
+    for line in out.lines().filter(|l| l.starts_with("ACKFAIL")) {
+        why.push_str(line);
+        why.push('\n');
+    }
+    for offset in missing.iter().take(3) {
+        // "R partition offset deliveries ACCEPT" and "AT ms partition offset".
+        let mentions = |l: &&str| {
+            let at = if l.starts_with("AT ") { 3 } else { 2 };
+            l.split_whitespace().nth(at) == Some(offset.to_string().as_str())
+        };
+        for line in out.lines().filter(|l| l.starts_with("R 0 ") || l.starts_with("AT ")).filter(mentions) {
+            why.push_str(line);
+            why.push('\n');
+        }
+    }
+    why
+}
+
 #[test]
 fn a_share_group_survives_its_leader_and_its_share_coordinator() {
     let mut cluster = Cluster::start(3);
@@ -116,7 +148,7 @@ fn a_share_group_survives_its_leader_and_its_share_coordinator() {
     let before = arrivals.iter().filter(|t| **t < first_kill).count();
     println!("{before} of {} records arrived before the leader's kill", arrivals.len());
     assert!(before > 0 && before < arrivals.len(), "the kill came mid-stream");
-    assert!(out.contains("DONE 3000"), "every record finished: {}", out.lines().last().unwrap_or(""));
+    assert!(out.contains("DONE 3000"), "every record finished: {}", unfinished(&out, COUNT));
     check_at_least_once(&out, 0, COUNT);
     // kafka-share-groups' lag, known wherever the group's coordinator, the state's
     // coordinator and the partition's leader are (ReadShareGroupStateSummary v1 and a
