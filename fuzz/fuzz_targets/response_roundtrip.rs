@@ -1,5 +1,5 @@
-//! Responses of every advertised (API, version): what decodes is encoded and decoded
-//! back to the same value, so the codec Skein answers with loses nothing. The first
+//! Responses of every advertised (API, version): what decodes is encoded, decoded back
+//! and encoded again to the same bytes, so the codec Skein answers with loses nothing. The first
 //! two bytes pick the API (among `registry::APIS`) and the version.
 #![no_main]
 
@@ -20,6 +20,10 @@ fuzz_target!(|data: &[u8]| {
     if response.encode(&mut out, version).is_err() {
         return;
     }
-    let again = ResponseKind::decode(key, &mut out.freeze(), version).expect("an encoded response decodes");
-    assert_eq!(again, response, "{key:?} v{version}");
+    let first = out.freeze();
+    let again = ResponseKind::decode(key, &mut first.clone(), version).expect("an encoded response decodes");
+    // Compared as bytes: a float field may hold NaN, which equals nothing.
+    let mut second = BytesMut::new();
+    again.encode(&mut second, version).expect("a decoded response encodes");
+    assert_eq!(second.freeze(), first, "{key:?} v{version}: {response:?}");
 });
