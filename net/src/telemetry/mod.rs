@@ -168,18 +168,18 @@ fn subscription_id(metrics: &[String], interval_ms: i32, instance: uuid::Uuid) -
 fn matches(configs: &BTreeMap<String, String>, client: &ClientInfo, instance: uuid::Uuid) -> bool {
     let Some(value) = configs.get(crate::client_metrics::MATCH) else { return true };
     let Ok(patterns) = crate::client_metrics::parse_match(value) else { return false };
+    let (port, instance) = (client.port.to_string(), uuid_text(instance));
     patterns.iter().all(|(param, regex)| {
-        let port = client.port.to_string();
         let attribute = match param.as_str() {
-            "client_instance_id" => uuid_text(instance),
-            "client_id" => client.client_id.clone(),
-            "client_software_name" => client.software_name.clone(),
-            "client_software_version" => client.software_version.clone(),
-            "client_source_address" => client.address.clone(),
-            "client_source_port" => port,
+            "client_instance_id" => &instance,
+            "client_id" => &client.client_id,
+            "client_software_name" => &client.software_name,
+            "client_software_version" => &client.software_version,
+            "client_source_address" => &client.address,
+            "client_source_port" => &port,
             _ => return false,
         };
-        regex.is_match(&attribute)
+        regex.is_match(attribute)
     })
 }
 
