@@ -103,6 +103,20 @@ pub struct SecurityArgs {
     /// Kafka's `sasl.oauthbearer.sub.claim.name` [default: sub].
     #[arg(long, env = "SKEIN_SASL_OAUTHBEARER_SUB_CLAIM_NAME")]
     pub sasl_oauthbearer_sub_claim_name: Option<String>,
+    /// Kafka's `delegation.token.secret.key`: serves delegation tokens, each keyed by
+    /// it (the same on every node) [default: none, tokens are off].
+    #[arg(long, env = "SKEIN_DELEGATION_TOKEN_SECRET_KEY", hide_env_values = true)]
+    pub delegation_token_secret_key: Option<String>,
+    /// Kafka's `delegation.token.max.lifetime.ms` [default: 604800000, 7 days].
+    #[arg(long, env = "SKEIN_DELEGATION_TOKEN_MAX_LIFETIME_MS")]
+    pub delegation_token_max_lifetime_ms: Option<i64>,
+    /// Kafka's `delegation.token.expiry.time.ms`: a token's life between renewals
+    /// [default: 86400000, 1 day].
+    #[arg(long, env = "SKEIN_DELEGATION_TOKEN_EXPIRY_TIME_MS")]
+    pub delegation_token_expiry_time_ms: Option<i64>,
+    /// Kafka's `delegation.token.expiry.check.interval.ms` [default: 3600000].
+    #[arg(long, env = "SKEIN_DELEGATION_TOKEN_EXPIRY_CHECK_INTERVAL_MS")]
+    pub delegation_token_expiry_check_interval_ms: Option<u64>,
 }
 
 /// The TOML keys `SecurityArgs` reads (split from the rest of the file).
@@ -131,6 +145,10 @@ pub const FILE_KEYS: &[&str] = &[
     "sasl_oauthbearer_expected_audience",
     "sasl_oauthbearer_expected_issuer",
     "sasl_oauthbearer_sub_claim_name",
+    "delegation_token_secret_key",
+    "delegation_token_max_lifetime_ms",
+    "delegation_token_expiry_time_ms",
+    "delegation_token_expiry_check_interval_ms",
 ];
 
 impl SecurityArgs {
@@ -175,6 +193,16 @@ impl SecurityArgs {
             sasl_oauthbearer_sub_claim_name: self
                 .sasl_oauthbearer_sub_claim_name
                 .or(file.sasl_oauthbearer_sub_claim_name),
+            delegation_token_secret_key: self.delegation_token_secret_key.or(file.delegation_token_secret_key),
+            delegation_token_max_lifetime_ms: self
+                .delegation_token_max_lifetime_ms
+                .or(file.delegation_token_max_lifetime_ms),
+            delegation_token_expiry_time_ms: self
+                .delegation_token_expiry_time_ms
+                .or(file.delegation_token_expiry_time_ms),
+            delegation_token_expiry_check_interval_ms: self
+                .delegation_token_expiry_check_interval_ms
+                .or(file.delegation_token_expiry_check_interval_ms),
         }
     }
 }
@@ -412,8 +440,33 @@ fn load(
         max_reauth_ms: args.connections_max_reauth_ms.unwrap_or(0),
         authorizer: authorizer(args)?,
         signed_tokens,
+        tokens: delegation_tokens(args)?,
         ..Default::default()
     })
+}
+
+/// The delegation-token settings, when a secret key is given.
+fn delegation_tokens(args: &SecurityArgs) -> Result<Option<security::tokens::TokenSettings>, String> {
+    use security::tokens::*;
+    let Some(secret) = args.delegation_token_secret_key.as_ref().filter(|key| !key.is_empty()) else {
+        return Ok(None);
+    };
+    let positive = |value: Option<i64>, default: i64, flag: &str| match value.unwrap_or(default) {
+        ms if ms >= 1 => Ok(ms),
+        ms => Err(format!("--{flag} {ms}: at least 1 ms")),
+    };
+    let max_lifetime_ms = positive(args.delegation_token_max_lifetime_ms, DEFAULT_MAX_LIFETIME_MS, "delegation-token-max-lifetime-ms")?;
+    let expiry_time_ms = positive(args.delegation_token_expiry_time_ms, DEFAULT_EXPIRY_TIME_MS, "delegation-token-expiry-time-ms")?;
+    let interval = args.delegation_token_expiry_check_interval_ms.unwrap_or(DEFAULT_EXPIRY_CHECK_INTERVAL_MS);
+    if interval == 0 {
+        return Err("--delegation-token-expiry-check-interval-ms 0: at least 1 ms".into());
+    }
+    Ok(Some(TokenSettings {
+        secret: secret.as_bytes().to_vec(),
+        max_lifetime_ms,
+        expiry_time_ms,
+        expiry_check_interval_ms: interval,
+    }))
 }
 
 /// OAUTHBEARER's signed-token settings, when a JWKS endpoint is named.

@@ -82,6 +82,10 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
         RequestKind::DescribeQuorum(_) => api(ApiKey::DescribeQuorum),
         RequestKind::ElectLeaders(_) => api(ApiKey::ElectLeaders),
         RequestKind::UnregisterBroker(_) => api(ApiKey::UnregisterBroker),
+        RequestKind::CreateDelegationToken(_) => api(ApiKey::CreateDelegationToken),
+        RequestKind::RenewDelegationToken(_) => api(ApiKey::RenewDelegationToken),
+        RequestKind::ExpireDelegationToken(_) => api(ApiKey::ExpireDelegationToken),
+        RequestKind::DescribeDelegationToken(_) => api(ApiKey::DescribeDelegationToken),
         RequestKind::AlterPartitionReassignments(_) => api(ApiKey::AlterPartitionReassignments),
         RequestKind::ListPartitionReassignments(_) => api(ApiKey::ListPartitionReassignments),
         RequestKind::DescribeUserScramCredentials(_) => api(ApiKey::DescribeUserScramCredentials),
@@ -221,6 +225,18 @@ fn whole(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
         ApiKey::ElectLeaders => ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(code)),
         ApiKey::UnregisterBroker => {
             ResponseKind::UnregisterBroker(UnregisterBrokerResponse::default().with_error_code(code))
+        }
+        ApiKey::CreateDelegationToken => {
+            ResponseKind::CreateDelegationToken(CreateDelegationTokenResponse::default().with_error_code(code))
+        }
+        ApiKey::RenewDelegationToken => ResponseKind::RenewDelegationToken(
+            RenewDelegationTokenResponse::default().with_error_code(code).with_expiry_timestamp_ms(-1),
+        ),
+        ApiKey::ExpireDelegationToken => ResponseKind::ExpireDelegationToken(
+            ExpireDelegationTokenResponse::default().with_error_code(code).with_expiry_timestamp_ms(-1),
+        ),
+        ApiKey::DescribeDelegationToken => {
+            ResponseKind::DescribeDelegationToken(DescribeDelegationTokenResponse::default().with_error_code(code))
         }
         ApiKey::AlterPartitionReassignments => ResponseKind::AlterPartitionReassignments(
             AlterPartitionReassignmentsResponse::default().with_error_code(code),

@@ -109,6 +109,11 @@ pub const SESSION_ACL_CACHE_ENTRIES_MAX: usize = 4096;
 /// ACL bindings a CreateAcls or DeleteAcls request may name, and bindings the
 /// cluster holds: each is replicated to every shard's index.
 pub const ACL_BINDINGS_MAX: usize = 100_000;
+/// Delegation tokens the cluster holds at most: each costs a record in every image,
+/// and an HMAC per token in each lookup by HMAC.
+pub const DELEGATION_TOKENS_MAX: usize = 10_000;
+/// Delegation-token SCRAM credentials each shard keeps derived.
+pub const TOKEN_CREDENTIALS_CACHED: usize = 1_024;
 
 /// Client quota buckets one shard keeps (`quota::manager`): past this the idlest is
 /// dropped, so clients naming endless client ids cost bounded memory.

@@ -104,6 +104,11 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::UnregisterBroker, unregister_broker::VERSIONS, Cluster(Op::Alter)),
     (ApiKey::GetTelemetrySubscriptions, get_telemetry_subscriptions::VERSIONS, Open),
     (ApiKey::PushTelemetry, push_telemetry::VERSIONS, Open),
+    // Their checks are the handler's, in Kafka's order (`delegation_tokens`).
+    (ApiKey::CreateDelegationToken, delegation_tokens::CREATE_VERSIONS, Open),
+    (ApiKey::RenewDelegationToken, delegation_tokens::RENEW_VERSIONS, Open),
+    (ApiKey::ExpireDelegationToken, delegation_tokens::EXPIRE_VERSIONS, Open),
+    (ApiKey::DescribeDelegationToken, delegation_tokens::DESCRIBE_VERSIONS, Open),
 ];
 
 /// The versions of `key` Skein serves.
@@ -328,6 +333,18 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
             ResponseKind::AlterUserScramCredentials(user_scram_credentials::alter(shard, r).await)
         }
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(shard, r).await),
+        RequestKind::CreateDelegationToken(r) => {
+            ResponseKind::CreateDelegationToken(delegation_tokens::create(shard, r, caller).await)
+        }
+        RequestKind::RenewDelegationToken(r) => {
+            ResponseKind::RenewDelegationToken(delegation_tokens::renew(shard, r, caller).await)
+        }
+        RequestKind::ExpireDelegationToken(r) => {
+            ResponseKind::ExpireDelegationToken(delegation_tokens::expire(shard, r, caller).await)
+        }
+        RequestKind::DescribeDelegationToken(r) => {
+            ResponseKind::DescribeDelegationToken(delegation_tokens::describe(shard, r, caller))
+        }
         RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(shard, r)),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(shard, r).await),
         RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(client_quotas::describe(shard, r)),
@@ -479,6 +496,10 @@ mod tests {
                 ApiKey::UnregisterBroker => UnregisterBrokerRequest::VERSIONS,
                 ApiKey::GetTelemetrySubscriptions => GetTelemetrySubscriptionsRequest::VERSIONS,
                 ApiKey::PushTelemetry => PushTelemetryRequest::VERSIONS,
+                ApiKey::CreateDelegationToken => CreateDelegationTokenRequest::VERSIONS,
+                ApiKey::RenewDelegationToken => RenewDelegationTokenRequest::VERSIONS,
+                ApiKey::ExpireDelegationToken => ExpireDelegationTokenRequest::VERSIONS,
+                ApiKey::DescribeDelegationToken => DescribeDelegationTokenRequest::VERSIONS,
                 other => panic!("{other:?} missing from this test"),
             }
         };

@@ -175,7 +175,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
             .peer_certificates()
             .and_then(|chain| chain.first())
             .and_then(|leaf| tls.principal_of(leaf))
-            .map(|name| Principal { name });
+            .map(Principal::user);
         if let Some(principal) = &principal {
             tracing::debug!(target: "skein::net", shard = shard.id, %principal, "TLS client authenticated");
         }
@@ -322,8 +322,9 @@ impl Connection {
             return session.clone();
         }
         let sasl = self.sasl.as_ref().and_then(|a| a.principal());
+        let may_request_tokens = sasl.map_or(self.tls_principal.is_some(), |p| !p.token);
         let principal = sasl.or(self.tls_principal.as_ref()).cloned().unwrap_or_else(Principal::anonymous);
-        let session = Session::new(principal.to_string(), self.peer.clone());
+        let session = Session::authenticated(principal.to_string(), self.peer.clone(), may_request_tokens);
         // Before a SASL client has authenticated (its ApiVersions) it is anonymous,
         // but only for that request.
         if self.sasl.as_ref().is_none_or(|a| a.principal().is_some()) {
@@ -615,9 +616,9 @@ fn authenticate(
 ) -> crate::security::sasl::TokenReply {
     let image = shard.image();
     let security = &shard.settings.security;
-    let lookup = |user: &str, mechanism| security.scram_credential(&image, user, mechanism);
+    let credentials = crate::security::NodeCredentials { security, image: &image };
     let keys = shard.jwks_keys();
-    let reply = auth.authenticate(security, version, request, lookup, keys.as_deref(), now);
+    let reply = auth.authenticate(security, version, request, &credentials, keys.as_deref(), now);
     let metrics = &shard.metrics;
     if reply.close {
         metrics.sasl_authentication_failures.set(metrics.sasl_authentication_failures.get() + 1);

@@ -13,6 +13,7 @@ pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delegation_tokens;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;

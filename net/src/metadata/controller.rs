@@ -79,6 +79,10 @@ pub struct Controller {
     rebalance_every: Option<Duration>,
     last_rebalance: Cell<Instant>,
     rebalancing: Cell<bool>,
+    /// When the active controller last removed expired delegation tokens, and
+    /// whether a removal is running.
+    last_token_sweep: Cell<Instant>,
+    sweeping_tokens: Cell<bool>,
     /// The quorum's state as the metadata loop last saw it.
     quorum_status: RefCell<QuorumStatus>,
 }
@@ -138,6 +142,8 @@ impl Controller {
             rebalance_every,
             last_rebalance: Cell::new(Instant::now()),
             rebalancing: Cell::new(false),
+            last_token_sweep: Cell::new(Instant::now()),
+            sweeping_tokens: Cell::new(false),
             quorum_status: RefCell::new(QuorumStatus::default()),
         };
         (controller, receiver)
@@ -557,6 +563,35 @@ impl Controller {
                 tracing::debug!(target: "skein::net", code, message, "leader rebalance deferred");
             }
             controller.rebalancing.set(false);
+        })
+        .detach();
+    }
+
+    /// As the active controller, every `delegation.token.expiry.check.interval.ms`:
+    /// removes the delegation tokens past their expiry (Kafka's token sweep). Called
+    /// every tick.
+    pub fn check_tokens<H: Host>(&self, host: &H) {
+        let Some(settings) = &host.security().tokens else { return };
+        let every = Duration::from_millis(settings.expiry_check_interval_ms);
+        if !self.leader.get() || self.sweeping_tokens.get() || self.last_token_sweep.get().elapsed() < every {
+            return;
+        }
+        self.last_token_sweep.set(Instant::now());
+        let now_ms = skein_engine::time::now_ms();
+        let expired = host.image().tokens.values().filter(|t| t.expired(now_ms)).count();
+        if expired == 0 {
+            return;
+        }
+        tracing::info!(target: "skein::net", expired, "removing expired delegation tokens");
+        self.sweeping_tokens.set(true);
+        let host = host.clone();
+        glommio::spawn_local(async move {
+            let Some(controller) = host.controller() else { return };
+            let request = ControllerRequest::RemoveExpiredTokens { now_ms };
+            if let Err((code, message)) = controller.handle_here(&host, request).await {
+                tracing::debug!(target: "skein::net", code, message, "expired delegation tokens kept for now");
+            }
+            controller.sweeping_tokens.set(false);
         })
         .detach();
     }

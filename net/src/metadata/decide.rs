@@ -2,7 +2,7 @@
 //! each request (`requests.rs`) turns into and the reply (`decide`): topics and the placement of their replicas (leaders
 //! spread over the live brokers), broker registration and fencing (a fenced broker's
 //! leaderships move to in-sync replicas), ISR changes (AlterPartition), leader
-//! elections and producer-id blocks. `controller` runs these one at a time against the
+//! elections, producer-id blocks and delegation tokens. `controller` runs these one at a time against the
 //! applied image and proposes the records to the metadata log.
 
 use std::collections::BTreeMap;
@@ -11,6 +11,8 @@ use super::elections::{complete_reassignment, elect_leaders, elect_offline, leav
 pub use super::requests::{ControllerReply, ControllerRequest, Election, NewTopic, QuorumStatus, VoterStatus};
 use super::{default_shard, Assignment, MetadataImage, MetadataRecord, Refusal, TopicMeta};
 use crate::errors::code;
+use crate::limits;
+use crate::security::tokens;
 
 /// A new topic `name` in `image`, its replicas placed and each partition given a shard.
 ///
@@ -285,6 +287,39 @@ pub fn decide(
                     value: *value,
                 })
                 .collect();
+            (records, ControllerReply::Done)
+        }
+        ControllerRequest::CreateToken(token) => {
+            if image.tokens.contains_key(&token.id) {
+                return Err((code::INVALID_REQUEST, format!("Delegation token {} exists already", token.id)));
+            }
+            if image.tokens.len() >= limits::DELEGATION_TOKENS_MAX {
+                let message = format!("The cluster holds at most {} delegation tokens", limits::DELEGATION_TOKENS_MAX);
+                return Err((code::POLICY_VIOLATION, message));
+            }
+            let reply = ControllerReply::TokenExpiry(token.expiry_ms);
+            (vec![MetadataRecord::DelegationToken(token.clone())], reply)
+        }
+        ControllerRequest::RenewToken { id, principal, now_ms, renew_to_ms } => {
+            let renewed = tokens::renew(image.tokens.get(id), principal, *now_ms, *renew_to_ms)?;
+            let reply = ControllerReply::TokenExpiry(renewed.expiry_ms);
+            (vec![MetadataRecord::DelegationToken(renewed)], reply)
+        }
+        ControllerRequest::ExpireToken { id, principal, now_ms, expire_to_ms } => {
+            match tokens::expire(image.tokens.get(id), principal, *now_ms, *expire_to_ms)? {
+                None => {
+                    let record = MetadataRecord::RemoveDelegationToken { id: id.clone() };
+                    (vec![record], ControllerReply::TokenExpiry(*now_ms))
+                }
+                Some(expired) => {
+                    let reply = ControllerReply::TokenExpiry(expired.expiry_ms);
+                    (vec![MetadataRecord::DelegationToken(expired)], reply)
+                }
+            }
+        }
+        ControllerRequest::RemoveExpiredTokens { now_ms } => {
+            let expired = image.tokens.values().filter(|t| t.expired(*now_ms));
+            let records = expired.map(|t| MetadataRecord::RemoveDelegationToken { id: t.id.clone() }).collect();
             (records, ControllerReply::Done)
         }
         ControllerRequest::ProducerIds => {

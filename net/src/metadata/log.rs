@@ -55,7 +55,9 @@ impl std::fmt::Debug for Opened {
 }
 
 /// What starts a snapshot of the image in rkyv's form.
-const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK8";
+const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK9";
+/// What started one before the image held delegation tokens; read, and upgraded.
+const RKYV_SNAPSHOT_V8: &[u8; 8] = b"SKEINRK8";
 /// What started one before the image held client-metrics subscriptions; read, and
 /// upgraded.
 const RKYV_SNAPSHOT_V7: &[u8; 8] = b"SKEINRK7";
@@ -147,8 +149,46 @@ struct ImageV7 {
     features_epoch: i64,
 }
 
-impl From<ImageV7> for MetadataImage {
-    fn from(old: ImageV7) -> MetadataImage {
+impl From<ImageV7> for ImageV8 {
+    fn from(old: ImageV7) -> ImageV8 {
+        ImageV8 {
+            version: old.version,
+            topics: old.topics,
+            next_producer_id: old.next_producer_id,
+            brokers: old.brokers,
+            broker_configs: old.broker_configs,
+            scram: old.scram,
+            acls: old.acls,
+            client_quotas: old.client_quotas,
+            group_configs: old.group_configs,
+            client_metrics: Default::default(),
+            features: old.features,
+            features_epoch: old.features_epoch,
+        }
+    }
+}
+
+/// The image as `RKYV_SNAPSHOT_V8` archived it: `MetadataImage` without its
+/// delegation tokens, field for field.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct ImageV8 {
+    version: u64,
+    topics: std::collections::BTreeMap<String, super::TopicMeta>,
+    next_producer_id: i64,
+    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
+    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    scram:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
+    acls: Vec<crate::security::acl::AclBinding>,
+    client_quotas: Vec<crate::quota::ClientQuota>,
+    group_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    client_metrics: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    features: std::collections::BTreeMap<String, i16>,
+    features_epoch: i64,
+}
+
+impl From<ImageV8> for MetadataImage {
+    fn from(old: ImageV8) -> MetadataImage {
         MetadataImage {
             version: old.version,
             topics: old.topics,
@@ -159,6 +199,7 @@ impl From<ImageV7> for MetadataImage {
             acls: old.acls,
             client_quotas: old.client_quotas,
             group_configs: old.group_configs,
+            client_metrics: old.client_metrics,
             features: old.features,
             features_epoch: old.features_epoch,
             ..Default::default()
@@ -178,7 +219,7 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
 /// The image a snapshot holds, checked (its checksum, then rkyv's validation) before
 /// it is read.
 pub fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
-    let (framed, format) = [RKYV_SNAPSHOT, RKYV_SNAPSHOT_V7, RKYV_SNAPSHOT_V6, RKYV_SNAPSHOT_V5]
+    let (framed, format) = [RKYV_SNAPSHOT, RKYV_SNAPSHOT_V8, RKYV_SNAPSHOT_V7, RKYV_SNAPSHOT_V6, RKYV_SNAPSHOT_V5]
         .iter()
         .find_map(|magic| bytes.strip_prefix(&magic[..]).map(|framed| (framed, *magic)))
         .ok_or("not a metadata snapshot of this version")?;
@@ -191,13 +232,17 @@ pub fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
     let invalid = |e: rkyv::rancor::Error| format!("the metadata snapshot does not validate: {e}");
     let mut image = match format {
         RKYV_SNAPSHOT => rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned).map_err(invalid)?,
-        RKYV_SNAPSHOT_V7 => rkyv::from_bytes::<ImageV7, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
+        RKYV_SNAPSHOT_V8 => rkyv::from_bytes::<ImageV8, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
+        RKYV_SNAPSHOT_V7 => {
+            ImageV8::from(rkyv::from_bytes::<ImageV7, rkyv::rancor::Error>(&aligned).map_err(invalid)?).into()
+        }
         RKYV_SNAPSHOT_V6 => {
-            ImageV7::from(rkyv::from_bytes::<ImageV6, rkyv::rancor::Error>(&aligned).map_err(invalid)?).into()
+            let v6 = rkyv::from_bytes::<ImageV6, rkyv::rancor::Error>(&aligned).map_err(invalid)?;
+            ImageV8::from(ImageV7::from(v6)).into()
         }
         _ => {
             let v5 = rkyv::from_bytes::<ImageV5, rkyv::rancor::Error>(&aligned).map_err(invalid)?;
-            ImageV7::from(ImageV6::from(v5)).into()
+            ImageV8::from(ImageV7::from(ImageV6::from(v5))).into()
         }
     };
     image.index_ids();
@@ -442,6 +487,45 @@ mod tests {
         assert_eq!(image.features.get("transaction.version"), Some(&1));
         assert!(image.client_metrics.is_empty());
         assert!(encode_image(&image).starts_with(RKYV_SNAPSHOT));
+    }
+
+    // A snapshot written before images held delegation tokens (format 8) keeps its
+    // client-metrics subscriptions, and takes tokens once upgraded.
+    #[test]
+    fn a_snapshot_without_tokens_is_upgraded() {
+        let old = ImageV8 {
+            version: 11,
+            topics: Default::default(),
+            next_producer_id: 5000,
+            brokers: Default::default(),
+            broker_configs: Default::default(),
+            scram: Default::default(),
+            acls: Vec::new(),
+            client_quotas: Vec::new(),
+            group_configs: Default::default(),
+            client_metrics: [("all".to_string(), [("metrics".to_string(), "*".to_string())].into())].into(),
+            features: Default::default(),
+            features_epoch: 0,
+        };
+        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
+        let crc = crc32c::crc32c(&archive).to_be_bytes();
+        let mut image = decode_image(&[&RKYV_SNAPSHOT_V8[..], &crc[..], &archive[..]].concat()).unwrap();
+        assert_eq!((image.version, image.client_metrics.len()), (11, 1));
+        assert!(image.tokens.is_empty());
+        let token = crate::security::tokens::DelegationToken {
+            id: "t".into(),
+            owner: "User:alice".into(),
+            requester: "User:admin".into(),
+            renewers: vec!["User:bob".into()],
+            issued_ms: 1,
+            max_ms: 3,
+            expiry_ms: 2,
+        };
+        image.apply(&[MetadataRecord::DelegationToken(token.clone())]);
+        let again = decode_image(&encode_image(&image)).unwrap();
+        assert_eq!(again.tokens.get("t"), Some(&token));
+        image.apply(&[MetadataRecord::RemoveDelegationToken { id: "t".into() }]);
+        assert!(decode_image(&encode_image(&image)).unwrap().tokens.is_empty());
     }
 
     // A snapshot written before images held feature levels is read and upgraded: its

@@ -223,6 +223,9 @@ pub struct MetadataImage {
     /// epoch (0: never changed).
     #[serde(default)]
     pub features_epoch: i64,
+    /// Delegation tokens by id (Kafka's DelegationTokenRecord).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tokens: BTreeMap<String, crate::security::tokens::DelegationToken>,
     /// Topic ids to names, rebuilt whenever an image is published, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
@@ -399,6 +402,12 @@ pub enum MetadataRecord {
         name: String,
         configs: BTreeMap<String, String>,
     },
+    /// A delegation token created or renewed, whole (Kafka's DelegationTokenRecord).
+    DelegationToken(crate::security::tokens::DelegationToken),
+    /// A delegation token expired (Kafka's RemoveDelegationTokenRecord).
+    RemoveDelegationToken {
+        id: String,
+    },
 }
 
 /// A resource's configs replaced whole; an empty set removes the resource's entry.
@@ -475,6 +484,12 @@ impl MetadataImage {
                     }
                 }
                 MetadataRecord::ClientQuota { entity, key, value } => self.set_client_quota(entity, key, *value),
+                MetadataRecord::DelegationToken(token) => {
+                    self.tokens.insert(token.id.clone(), token.clone());
+                }
+                MetadataRecord::RemoveDelegationToken { id } => {
+                    self.tokens.remove(id);
+                }
                 MetadataRecord::FeatureLevel { name, level } => {
                     self.features.insert(name.clone(), *level);
                     self.features_epoch = self.version as i64 + 1;

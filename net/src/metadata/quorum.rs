@@ -129,6 +129,7 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
         controller.set_leader(quorum.is_leader(), quorum.leader());
         controller.check_sessions(&host);
         controller.check_balance(&host);
+        controller.check_tokens(&host);
         let active = controller.active().unwrap_or(-1);
         host.active_controller().store(active, std::sync::atomic::Ordering::Relaxed);
         if applied >= quorum.durable().snapshot_index() + COMPACT_EVERY {

@@ -137,6 +137,30 @@ pub enum ControllerRequest {
     UpdateFeatures {
         updates: Vec<(String, i16, Option<crate::features::UpgradeType>)>,
     },
+    /// Records a new delegation token, as the handler made it (its id fresh, its
+    /// lifetimes by its node's settings).
+    CreateToken(crate::security::tokens::DelegationToken),
+    /// Renews token `id` for `principal` at `now_ms` to `renew_to_ms`
+    /// (`tokens::renew`); the reply is its new expiry.
+    RenewToken {
+        id: String,
+        principal: String,
+        now_ms: i64,
+        renew_to_ms: i64,
+    },
+    /// Expires token `id` for `principal` at `now_ms`: to `expire_to_ms`, or at once
+    /// (`tokens::expire`); the reply is its new expiry.
+    ExpireToken {
+        id: String,
+        principal: String,
+        now_ms: i64,
+        expire_to_ms: Option<i64>,
+    },
+    /// Removes every token expired at `now_ms` (the active controller's sweep, every
+    /// `delegation.token.expiry.check.interval.ms`).
+    RemoveExpiredTokens {
+        now_ms: i64,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are
@@ -179,6 +203,8 @@ pub enum ControllerReply {
     Reassigned(Vec<(i16, Option<String>)>),
     /// The outcome of each election asked for.
     Elections(Vec<Election>),
+    /// A delegation token's expiry (ms since the epoch) after a renewal or expiry.
+    TokenExpiry(i64),
     Done,
 }
 
@@ -233,6 +259,13 @@ impl ControllerReply {
         match self {
             ControllerReply::Elections(elections) => Ok(elections),
             other => Err(other.unexpected("elections")),
+        }
+    }
+
+    pub fn into_token_expiry(self) -> Result<i64, Refusal> {
+        match self {
+            ControllerReply::TokenExpiry(ms) => Ok(ms),
+            other => Err(other.unexpected("a token's expiry")),
         }
     }
 

@@ -353,6 +353,10 @@ pub struct Session {
     pub principal: String,
     /// The client's address, as ACLs' `host` names it.
     pub host: String,
+    /// Whether it may create, renew, expire and describe delegation tokens (Kafka's
+    /// `allowTokenRequests`): authenticated by SASL other than with a token, or by a
+    /// client certificate.
+    pub may_request_tokens: bool,
     cache: RefCell<Decisions>,
 }
 
@@ -365,8 +369,13 @@ struct Decisions {
 }
 
 impl Session {
+    /// A session that may not ask for delegation tokens.
     pub fn new(principal: String, host: String) -> Rc<Session> {
-        Rc::new(Session { principal, host, cache: RefCell::default() })
+        Session::authenticated(principal, host, false)
+    }
+
+    pub fn authenticated(principal: String, host: String, may_request_tokens: bool) -> Rc<Session> {
+        Rc::new(Session { principal, host, may_request_tokens, cache: RefCell::default() })
     }
 
     /// Whether this session may perform `operation` on the resource; `None` for the

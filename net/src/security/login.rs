@@ -156,13 +156,13 @@ mod tests {
             let mut client = LoginExchange::new(&login);
             let mut server = Exchange::Start;
             let first = client.first();
-            let Ok(Step::Continue(server_first)) = server.step(mechanism, &first, |_| Some(stored.clone()), b"k")
+            let Ok(Step::Continue(server_first)) = server.step(mechanism, &first, |_, _| Some(stored.clone()), b"k")
             else {
                 panic!("no server-first")
             };
             let client_final = client.answer(&server_first)?.expect("a client-final");
-            match server.step(mechanism, &client_final, |_| None, b"k") {
-                Ok(Step::Authenticated { user, server_final }) => {
+            match server.step(mechanism, &client_final, |_, _| None, b"k") {
+                Ok(Step::Authenticated { user, server_final, .. }) => {
                     assert_eq!(user, "broker,1");
                     client.answer(if forge { b"v=AAAA" } else { &server_final })
                 }

@@ -15,6 +15,7 @@ pub mod oauthbearer;
 pub mod sasl;
 pub mod scram;
 pub mod tls;
+pub mod tokens;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -181,11 +182,18 @@ fn split_entry(entry: &str, flag: &str) -> Result<(String, String, u16), String>
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Principal {
     pub name: String,
+    /// Authenticated with a delegation token of this user (Kafka's
+    /// `tokenAuthenticated`): it may not ask for tokens itself.
+    pub token: bool,
 }
 
 impl Principal {
+    pub fn user(name: String) -> Principal {
+        Principal { name, token: false }
+    }
+
     pub fn anonymous() -> Principal {
-        Principal { name: "ANONYMOUS".into() }
+        Principal::user("ANONYMOUS".into())
     }
 }
 
@@ -239,6 +247,9 @@ pub struct Security {
     /// required both ways, so that only nodes holding a certificate of the trust
     /// store's CA take part in the metadata quorum.
     pub controller_protocol: SecurityProtocol,
+    /// Delegation tokens (`delegation.token.secret.key` and the lifetimes); `None`:
+    /// DELEGATION_TOKEN_AUTH_DISABLED.
+    pub tokens: Option<tokens::TokenSettings>,
 }
 
 /// How this broker connects to the others (`inter.broker.listener.name`): the
@@ -310,6 +321,37 @@ impl Security {
     }
 }
 
+/// SCRAM's credentials as a node holds them: users' from the image (and the staged
+/// file), delegation tokens' derived from the image's tokens and the secret key.
+pub struct NodeCredentials<'a> {
+    pub security: &'a Security,
+    pub image: &'a crate::metadata::MetadataImage,
+}
+
+impl NodeCredentials<'_> {
+    /// Token `id`, with the node's token settings, while it lives.
+    fn live_token(&self, id: &str) -> Option<(&tokens::TokenSettings, &tokens::DelegationToken)> {
+        let settings = self.security.tokens.as_ref()?;
+        let token = self.image.tokens.get(id)?;
+        (!token.expired(skein_engine::time::now_ms())).then_some((settings, token))
+    }
+}
+
+impl sasl::Credentials for NodeCredentials<'_> {
+    fn user(&self, user: &str, mechanism: scram::ScramMechanism) -> Option<scram::ScramCredential> {
+        self.security.scram_credential(self.image, user, mechanism)
+    }
+
+    fn token(&self, id: &str, mechanism: scram::ScramMechanism) -> Option<scram::ScramCredential> {
+        let (settings, token) = self.live_token(id)?;
+        Some(tokens::cached_credential(settings, token, mechanism))
+    }
+
+    fn token_owner(&self, id: &str) -> Option<(String, i64)> {
+        self.live_token(id).map(|(_, token)| (token.owner.clone(), token.expiry_ms))
+    }
+}
+
 /// Names the users, never their passwords or the secret.
 impl std::fmt::Debug for Security {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -337,6 +379,7 @@ impl Default for Security {
             signed_tokens: None,
             inter_broker: InterBroker::default(),
             controller_protocol: SecurityProtocol::Plaintext,
+            tokens: None,
         }
     }
 }

@@ -23,6 +23,17 @@ use super::{Principal, Security};
 use crate::errors::code;
 use crate::limits::SASL_TOKEN_MAX_BYTES;
 
+/// Where a SCRAM exchange finds its credentials: users', and delegation tokens' (the
+/// `tokenauth=true` extension).
+pub trait Credentials {
+    /// User `user`'s credential for `mechanism`.
+    fn user(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential>;
+    /// A live delegation token's credential for `mechanism`.
+    fn token(&self, id: &str, mechanism: ScramMechanism) -> Option<ScramCredential>;
+    /// A live delegation token's owner (`User:alice`) and expiry (ms since the epoch).
+    fn token_owner(&self, id: &str) -> Option<(String, i64)>;
+}
+
 /// A SASL mechanism Skein serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mechanism {
@@ -155,14 +166,14 @@ impl Authenticator {
         (response, false)
     }
 
-    /// Takes one token, from SaslAuthenticate or a raw frame. `lookup` finds a SCRAM
-    /// credential by user and mechanism.
+    /// Takes one token, from SaslAuthenticate or a raw frame; SCRAM's credentials come
+    /// from `credentials`.
     pub fn authenticate(
         &mut self,
         security: &Security,
         version: i16,
         request: &SaslAuthenticateRequest,
-        lookup: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
+        credentials: &impl Credentials,
         jwks: Option<&super::jwks::KeySet>,
         now: Instant,
     ) -> TokenReply {
@@ -193,12 +204,11 @@ impl Authenticator {
             );
         }
         let token = &request.auth_bytes;
+        let now_ms = skein_engine::time::now_ms();
         let mut token_expires_ms = None;
+        let mut token_authenticated = false;
         let (user, server_bytes) = match mechanism {
             Mechanism::OAuthBearer => {
-                let now_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as i64);
                 let validated = match (&security.signed_tokens, jwks) {
                     (Some(config), Some(keys)) => super::oauthbearer::validate_signed(token, keys, config, now_ms),
                     (Some(_), None) => Err("no JWKS has been fetched yet"),
@@ -224,15 +234,35 @@ impl Authenticator {
                 }
             },
             Mechanism::Scram(scram_mechanism) => {
-                let step =
-                    exchange.step(scram_mechanism, token, |user| lookup(user, scram_mechanism), &security.scram_secret);
+                let lookup = |user: &str, token: bool| match token {
+                    true => credentials.token(user, scram_mechanism),
+                    false => credentials.user(user, scram_mechanism),
+                };
+                let step = exchange.step(scram_mechanism, token, lookup, &security.scram_secret);
                 match step {
                     Ok(scram::Step::Continue(bytes)) => {
                         let mut response = SaslAuthenticateResponse::default();
                         response.auth_bytes = Bytes::from(bytes);
                         return TokenReply { response, close: false, authenticated: false };
                     }
-                    Ok(scram::Step::Authenticated { user, server_final }) => (user, Bytes::from(server_final)),
+                    Ok(scram::Step::Authenticated { user, token: false, server_final }) => {
+                        (user, Bytes::from(server_final))
+                    }
+                    // A delegation token authenticates its owner, for as long as it lives.
+                    Ok(scram::Step::Authenticated { user: id, token: true, server_final }) => {
+                        let owner = credentials.token_owner(&id).and_then(|(owner, expiry_ms)| {
+                            let name = owner.strip_prefix("User:")?.to_string();
+                            Some((name, expiry_ms))
+                        });
+                        let Some((owner, expiry_ms)) = owner else {
+                            tracing::debug!(target: "skein::net", token = id, "delegation token gone during its exchange");
+                            self.state = State::Handshake;
+                            return bad_credentials();
+                        };
+                        token_expires_ms = Some(expiry_ms - now_ms);
+                        token_authenticated = true;
+                        (owner, Bytes::from(server_final))
+                    }
                     Err(failure) => {
                         // The reason stays in the broker's log; the client hears one answer.
                         tracing::debug!(target: "skein::net", mechanism = mechanism.name(), ?failure, "SCRAM exchange failed");
@@ -242,9 +272,9 @@ impl Authenticator {
                 }
             }
         };
-        let principal = Principal { name: user };
+        let principal = Principal { name: user, token: token_authenticated };
         self.state = State::Handshake;
-        if self.principal.as_ref().is_some_and(|p| *p != principal) {
+        if self.principal.as_ref().is_some_and(|p| p.name != principal.name) {
             return failed(
                 code::SASL_AUTHENTICATION_FAILED,
                 "Cannot change principals during re-authentication".into(),
@@ -308,9 +338,24 @@ mod tests {
         (response.error_code, close)
     }
 
+    /// No SCRAM users and no tokens.
+    struct Nobody;
+
+    impl Credentials for Nobody {
+        fn user(&self, _: &str, _: ScramMechanism) -> Option<ScramCredential> {
+            None
+        }
+        fn token(&self, _: &str, _: ScramMechanism) -> Option<ScramCredential> {
+            None
+        }
+        fn token_owner(&self, _: &str) -> Option<(String, i64)> {
+            None
+        }
+    }
+
     fn token(auth: &mut Authenticator, bytes: &[u8]) -> TokenReply {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(bytes));
-        auth.authenticate(&security(), 2, &request, |_, _| None, None, Instant::now())
+        auth.authenticate(&security(), 2, &request, &Nobody, None, Instant::now())
     }
 
     // PLAIN: the right password authenticates, with the session's lifetime told.
@@ -362,6 +407,55 @@ mod tests {
         assert_eq!((reply.response.error_code, reply.close), (code::SASL_AUTHENTICATION_FAILED, true));
     }
 
+    /// One delegation token, `tok`, of alice's, with password `pw`, expiring at
+    /// `expiry_ms`.
+    struct OneToken {
+        expiry_ms: i64,
+    }
+
+    impl Credentials for OneToken {
+        fn user(&self, _: &str, _: ScramMechanism) -> Option<ScramCredential> {
+            None
+        }
+        fn token(&self, id: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
+            (id == "tok").then(|| ScramCredential::from_password(mechanism, "pw", b"salt", 4096))
+        }
+        fn token_owner(&self, id: &str) -> Option<(String, i64)> {
+            (id == "tok").then(|| ("User:alice".to_string(), self.expiry_ms))
+        }
+    }
+
+    // A SCRAM exchange with `tokenauth=true` authenticates the token's owner, marked
+    // as token-authenticated, for no longer than the token lives; without the
+    // extension the token's id is an unknown user.
+    #[test]
+    fn delegation_tokens_authenticate_their_owner() {
+        let now_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let tokens = OneToken { expiry_ms: now_ms + 30_000 };
+        let exchange = |extension: &str| {
+            let mut auth = Authenticator::new();
+            handshake(&mut auth, "SCRAM-SHA-512", 1);
+            let bare = format!("n=tok,r=clientnonce{extension}");
+            let first = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!("n,,{bare}")));
+            let reply = auth.authenticate(&security(), 2, &first, &tokens, None, Instant::now());
+            let server_first = String::from_utf8(reply.response.auth_bytes.to_vec()).unwrap();
+            let (last, _) = scram::client_reply(ScramMechanism::Sha512, "pw", &bare, &server_first).unwrap();
+            let last = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(last));
+            let reply = auth.authenticate(&security(), 2, &last, &tokens, None, Instant::now());
+            (reply, auth)
+        };
+        let (reply, auth) = exchange(",tokenauth=true");
+        assert_eq!((reply.response.error_code, reply.close), (0, false));
+        let principal = auth.principal().unwrap();
+        assert_eq!((principal.to_string().as_str(), principal.token), ("User:alice", true));
+        let lifetime = reply.response.session_lifetime_ms;
+        assert!((1..=30_000).contains(&lifetime), "the session ends with the token: {lifetime}");
+        let (reply, auth) = exchange("");
+        assert_eq!((reply.response.error_code, reply.close), (code::SASL_AUTHENTICATION_FAILED, true));
+        assert!(auth.principal().is_none());
+    }
+
     // Re-authentication keeps the connection and must keep the principal.
     #[test]
     fn reauthentication_keeps_the_principal() {
@@ -374,7 +468,7 @@ mod tests {
         let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
         auth.handshake(&security, 1, &request);
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0eve\0x"));
-        let reply = auth.authenticate(&security, 2, &request, |_, _| None, None, Instant::now());
+        let reply = auth.authenticate(&security, 2, &request, &Nobody, None, Instant::now());
         assert_eq!((reply.response.error_code, reply.close), (code::SASL_AUTHENTICATION_FAILED, true));
     }
 }

@@ -144,6 +144,8 @@ pub enum Exchange {
     /// Sent server-first; waiting for client-final.
     SentFirst {
         user: String,
+        /// The user is a delegation token's id (the `tokenauth=true` extension).
+        token: bool,
         /// `None`: an unknown user, who fails at the proof.
         credential: Option<ScramCredential>,
         nonce: String,
@@ -159,8 +161,9 @@ pub enum Exchange {
 pub enum Step {
     /// Send this to the client and wait for its next message.
     Continue(Vec<u8>),
-    /// Authenticated as this user: send the server-final message.
-    Authenticated { user: String, server_final: Vec<u8> },
+    /// Authenticated as this user (with `token`, as this delegation token's id): send
+    /// the server-final message.
+    Authenticated { user: String, token: bool, server_final: Vec<u8> },
 }
 
 /// Why an exchange failed. Every failure is answered alike (SASL_AUTHENTICATION_FAILED);
@@ -191,8 +194,8 @@ fn unescape(name: &str) -> Option<String> {
 }
 
 impl Exchange {
-    /// Takes the client's next message. `lookup` finds a user's credential;
-    /// `secret` keys the fake salt of an unknown user.
+    /// Takes the client's next message. `lookup` finds a user's credential, or with
+    /// `true` a delegation token's; `secret` keys the fake salt of an unknown user.
     ///
     /// # Errors
     /// The failure; the exchange is then `Done`.
@@ -200,7 +203,7 @@ impl Exchange {
         &mut self,
         mechanism: ScramMechanism,
         message: &[u8],
-        lookup: impl FnOnce(&str) -> Option<ScramCredential>,
+        lookup: impl FnOnce(&str, bool) -> Option<ScramCredential>,
         secret: &[u8],
     ) -> Result<Step, Failure> {
         let state = std::mem::replace(self, Exchange::Done);
@@ -211,8 +214,9 @@ impl Exchange {
                 *self = next;
                 Ok(step)
             }
-            Exchange::SentFirst { user, credential, nonce, gs2_header, auth_prefix } => {
-                client_final(mechanism, text, &user, credential, &nonce, &gs2_header, &auth_prefix)
+            Exchange::SentFirst { user, token, credential, nonce, gs2_header, auth_prefix } => {
+                let step = client_final(mechanism, text, credential, &nonce, &gs2_header, &auth_prefix)?;
+                Ok(Step::Authenticated { user, token, server_final: step })
             }
             Exchange::Done => Err(Failure::Malformed("message after the exchange ended")),
         }
@@ -222,7 +226,7 @@ impl Exchange {
 fn client_first(
     mechanism: ScramMechanism,
     text: &str,
-    lookup: impl FnOnce(&str) -> Option<ScramCredential>,
+    lookup: impl FnOnce(&str, bool) -> Option<ScramCredential>,
     secret: &[u8],
 ) -> Result<(Step, Exchange), Failure> {
     // gs2-header: "n," or "y," (no channel binding), an optional authzid, then ",".
@@ -236,12 +240,13 @@ fn client_first(
     let gs2_header = format!("{binding},{authzid},");
     let mut user = None;
     let mut client_nonce = None;
+    let mut token = false;
     for attribute in bare.split(',') {
         match attribute.split_once('=') {
             Some(("n", name)) => user = Some(unescape(name).ok_or(Failure::Malformed("bad user name escape"))?),
             Some(("r", nonce)) => client_nonce = Some(nonce),
-            // Kafka's delegation tokens (`tokenauth`) are not served.
-            Some(("tokenauth", _)) => return Err(Failure::Malformed("delegation tokens are not supported")),
+            // Kafka's delegation tokens: the user is the token's id, its HMAC the password.
+            Some(("tokenauth", value)) => token = value.eq_ignore_ascii_case("true"),
             Some(("m", _)) => return Err(Failure::Malformed("mandatory extensions are not supported")),
             _ => {}
         }
@@ -257,7 +262,7 @@ fn client_first(
     } else if !authzid.is_empty() {
         return Err(Failure::Malformed("bad gs2 header"));
     }
-    let credential = lookup(&user);
+    let credential = lookup(&user, token);
     let (salt, iterations) = match &credential {
         Some(c) => (c.salt.clone(), c.iterations),
         None => (hmac_of(mechanism, secret, user.as_bytes()), SCRAM_ITERATIONS_MIN),
@@ -270,19 +275,18 @@ fn client_first(
     let nonce = format!("{client_nonce}{server_nonce}");
     let server_first = format!("r={nonce},s={},i={iterations}", engine.encode(&salt));
     let auth_prefix = format!("{bare},{server_first},");
-    let next = Exchange::SentFirst { user, credential, nonce, gs2_header, auth_prefix };
+    let next = Exchange::SentFirst { user, token, credential, nonce, gs2_header, auth_prefix };
     Ok((Step::Continue(server_first.into_bytes()), next))
 }
 
 fn client_final(
     mechanism: ScramMechanism,
     text: &str,
-    user: &str,
     credential: Option<ScramCredential>,
     nonce: &str,
     gs2_header: &str,
     auth_prefix: &str,
-) -> Result<Step, Failure> {
+) -> Result<Vec<u8>, Failure> {
     let engine = base64::engine::general_purpose::STANDARD;
     let (without_proof, proof) = text.rsplit_once(",p=").ok_or(Failure::Malformed("no proof"))?;
     let mut binding = None;
@@ -318,8 +322,7 @@ fn client_final(
         return Err(Failure::BadCredentials);
     }
     let server_signature = hmac_of(mechanism, &credential.server_key, auth_message.as_bytes());
-    let server_final = format!("v={}", engine.encode(server_signature)).into_bytes();
-    Ok(Step::Authenticated { user: user.to_owned(), server_final })
+    Ok(format!("v={}", engine.encode(server_signature)).into_bytes())
 }
 
 /// The client side of RFC 5802 (the CLI's, and the tests'): the client-final message
@@ -371,14 +374,14 @@ mod tests {
         let stored = ScramCredential::from_password(mechanism, "pencil", b"salt-of-alice", 4096);
         let mut exchange = Exchange::Start;
         let bare = "n=alice,r=fyko+d2lbbFgONRv9qkxdawL";
-        let lookup = |_: &str| known.then(|| stored.clone());
+        let lookup = |_: &str, _| known.then(|| stored.clone());
         let Ok(Step::Continue(first)) = exchange.step(mechanism, format!("n,,{bare}").as_bytes(), lookup, b"k") else {
             panic!("no server-first")
         };
         let first = String::from_utf8(first).unwrap();
         assert!(first.starts_with("r=fyko+d2lbbFgONRv9qkxdawL"), "{first}");
         let (final_message, server_signature) = client_final_for(mechanism, password, bare, &first);
-        (exchange.step(mechanism, final_message.as_bytes(), |_| None, b"k"), server_signature)
+        (exchange.step(mechanism, final_message.as_bytes(), |_, _| None, b"k"), server_signature)
     }
 
     // The right password authenticates, and the server's signature proves the server.
@@ -387,7 +390,7 @@ mod tests {
         let (step, signature) = exchange("pencil", true);
         let engine = base64::engine::general_purpose::STANDARD;
         let want = format!("v={}", engine.encode(signature)).into_bytes();
-        assert_eq!(step, Ok(Step::Authenticated { user: "alice".into(), server_final: want }));
+        assert_eq!(step, Ok(Step::Authenticated { user: "alice".into(), token: false, server_final: want }));
     }
 
     // A wrong password and an unknown user fail the same way, at the proof.
@@ -405,16 +408,16 @@ mod tests {
         let bare = "n=bob,r=abc";
         let mut first = Exchange::Start;
         let Ok(Step::Continue(server_first)) =
-            first.step(mechanism, format!("n,,{bare}").as_bytes(), |_| Some(stored.clone()), b"k")
+            first.step(mechanism, format!("n,,{bare}").as_bytes(), |_, _| Some(stored.clone()), b"k")
         else {
             panic!()
         };
         let (replay, _) = client_final_for(mechanism, "pw", bare, std::str::from_utf8(&server_first).unwrap());
-        assert!(matches!(first.step(mechanism, replay.as_bytes(), |_| None, b"k"), Ok(Step::Authenticated { .. })));
+        assert!(matches!(first.step(mechanism, replay.as_bytes(), |_, _| None, b"k"), Ok(Step::Authenticated { .. })));
         let mut second = Exchange::Start;
-        second.step(mechanism, format!("n,,{bare}").as_bytes(), |_| Some(stored.clone()), b"k").unwrap();
+        second.step(mechanism, format!("n,,{bare}").as_bytes(), |_, _| Some(stored.clone()), b"k").unwrap();
         assert_eq!(
-            second.step(mechanism, replay.as_bytes(), |_| None, b"k"),
+            second.step(mechanism, replay.as_bytes(), |_, _| None, b"k"),
             Err(Failure::Malformed("nonce does not match"))
         );
     }
@@ -425,11 +428,11 @@ mod tests {
         let mechanism = ScramMechanism::Sha256;
         for message in ["", "x", "p=tls-unique,,n=a,r=b", "n,,r=b", "n,,n=a", "n,,n=a=ZZ,r=b", "n,a=other,n=a,r=b"] {
             let mut exchange = Exchange::Start;
-            assert!(exchange.step(mechanism, message.as_bytes(), |_| None, b"k").is_err(), "{message:?}");
+            assert!(exchange.step(mechanism, message.as_bytes(), |_, _| None, b"k").is_err(), "{message:?}");
             assert!(matches!(exchange, Exchange::Done));
         }
         let mut done = Exchange::Done;
-        assert!(done.step(mechanism, b"n,,n=a,r=b", |_| None, b"k").is_err());
+        assert!(done.step(mechanism, b"n,,n=a,r=b", |_, _| None, b"k").is_err());
         assert_eq!(unescape("a=2Cb=3Dc").as_deref(), Some("a,b=c"));
     }
 
@@ -446,13 +449,12 @@ mod tests {
         let step = client_final(
             ScramMechanism::Sha256,
             &client_final_message,
-            "user",
             Some(credential),
             nonce,
             "n,,",
             &auth_prefix,
         );
         let server_final = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=".to_vec();
-        assert_eq!(step, Ok(Step::Authenticated { user: "user".into(), server_final }));
+        assert_eq!(step, Ok(server_final));
     }
 }
