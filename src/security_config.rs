@@ -455,8 +455,10 @@ fn delegation_tokens(args: &SecurityArgs) -> Result<Option<security::tokens::Tok
         ms if ms >= 1 => Ok(ms),
         ms => Err(format!("--{flag} {ms}: at least 1 ms")),
     };
-    let max_lifetime_ms = positive(args.delegation_token_max_lifetime_ms, DEFAULT_MAX_LIFETIME_MS, "delegation-token-max-lifetime-ms")?;
-    let expiry_time_ms = positive(args.delegation_token_expiry_time_ms, DEFAULT_EXPIRY_TIME_MS, "delegation-token-expiry-time-ms")?;
+    let max_lifetime_ms =
+        positive(args.delegation_token_max_lifetime_ms, DEFAULT_MAX_LIFETIME_MS, "delegation-token-max-lifetime-ms")?;
+    let expiry_time_ms =
+        positive(args.delegation_token_expiry_time_ms, DEFAULT_EXPIRY_TIME_MS, "delegation-token-expiry-time-ms")?;
     let interval = args.delegation_token_expiry_check_interval_ms.unwrap_or(DEFAULT_EXPIRY_CHECK_INTERVAL_MS);
     if interval == 0 {
         return Err("--delegation-token-expiry-check-interval-ms 0: at least 1 ms".into());

@@ -173,8 +173,13 @@ fn api_versions_lists_the_registry() {
     // The ACL APIs at Kafka 4's versions (v0 was removed by KIP-896).
     assert_eq!(range(29), Some((1, 3)), "DescribeAcls");
     assert_eq!(range(30), Some((1, 3)), "CreateAcls");
-    // Nothing unimplemented is advertised: no delegation tokens.
-    assert_eq!(range(38), None, "CreateDelegationToken");
+    // Delegation tokens at Kafka 4's versions (v0 was removed by KIP-896).
+    assert_eq!(range(38), Some((1, 3)), "CreateDelegationToken");
+    assert_eq!(range(39), Some((1, 2)), "RenewDelegationToken");
+    assert_eq!(range(40), Some((1, 2)), "ExpireDelegationToken");
+    assert_eq!(range(41), Some((1, 3)), "DescribeDelegationToken");
+    // Nothing unimplemented is advertised: no controller-only APIs.
+    assert_eq!(range(52), None, "Vote");
 }
 
 // ApiVersions v3+ names its client software as Kafka's pattern allows, or is answered
@@ -594,6 +599,10 @@ fn every_advertised_version_answers() {
                 35 => answers::<DescribeLogDirsRequest>(&mut client, version),
                 36 => answers::<SaslAuthenticateRequest>(&mut client, version),
                 37 => answers::<CreatePartitionsRequest>(&mut client, version),
+                38 => answers::<CreateDelegationTokenRequest>(&mut client, version),
+                39 => answers::<RenewDelegationTokenRequest>(&mut client, version),
+                40 => answers::<ExpireDelegationTokenRequest>(&mut client, version),
+                41 => answers::<DescribeDelegationTokenRequest>(&mut client, version),
                 42 => answers::<DeleteGroupsRequest>(&mut client, version),
                 43 => answers::<ElectLeadersRequest>(&mut client, version),
                 44 => answers::<IncrementalAlterConfigsRequest>(&mut client, version),

@@ -947,6 +947,45 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
+        // Tokens are for authenticated connections: this plaintext one is refused
+        // (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED) in each version's shape.
+        // tests/delegation_tokens.rs runs every version authenticated.
+        ApiKey::CreateDelegationToken => {
+            let renewer = create_delegation_token_request::CreatableRenewers::default()
+                .with_principal_type(StrBytes::from_static_str("User"))
+                .with_principal_name(StrBytes::from_static_str("bob"));
+            let request = CreateDelegationTokenRequest::default().with_renewers(vec![renewer]).with_max_lifetime_ms(-1);
+            if let Some(response) = c.call(request, v) {
+                if response.error_code != 64 || response.principal_name.as_str() != "ANONYMOUS" {
+                    c.failures.push(format!("CreateDelegationToken v{v}: {response:?}"));
+                }
+            }
+        }
+        ApiKey::RenewDelegationToken | ApiKey::ExpireDelegationToken => {
+            let hmac = Bytes::from(vec![7u8; 64]);
+            let answer = match key {
+                ApiKey::RenewDelegationToken => c
+                    .call(RenewDelegationTokenRequest::default().with_hmac(hmac).with_renew_period_ms(-1), v)
+                    .map(|r| (r.error_code, r.expiry_timestamp_ms)),
+                _ => c
+                    .call(ExpireDelegationTokenRequest::default().with_hmac(hmac).with_expiry_time_period_ms(-1), v)
+                    .map(|r| (r.error_code, r.expiry_timestamp_ms)),
+            };
+            if answer.is_some_and(|answer| answer != (64, -1)) {
+                c.failures.push(format!("{key:?} v{v}: {answer:?}"));
+            }
+        }
+        ApiKey::DescribeDelegationToken => {
+            let owner = describe_delegation_token_request::DescribeDelegationTokenOwner::default()
+                .with_principal_type(StrBytes::from_static_str("User"))
+                .with_principal_name(StrBytes::from_static_str("bob"));
+            if let Some(response) = c.call(DescribeDelegationTokenRequest::default().with_owners(Some(vec![owner])), v)
+            {
+                if response.error_code != 64 || !response.tokens.is_empty() {
+                    c.failures.push(format!("DescribeDelegationToken v{v}: {response:?}"));
+                }
+            }
+        }
         ApiKey::ListConfigResources => {
             c.call(ListConfigResourcesRequest::default(), v);
             if v >= 1 {

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::{broker_port, kafka_share, Broker, RawClient};
 use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use skein_net::security::acl::{Operation, PatternType, Permission, ResourceType};
 
 const TOOL: &str = "org.apache.kafka.tools.DelegationTokenCommand";
 
@@ -108,7 +110,8 @@ fn java_clients_create_use_renew_and_expire_tokens() {
 #[test]
 fn the_tool_manages_tokens_that_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let flags = ["--delegation-token-secret-key", "cluster-secret", "--delegation-token-expiry-check-interval-ms", "200"];
+    let flags =
+        ["--delegation-token-secret-key", "cluster-secret", "--delegation-token-expiry-check-interval-ms", "200"];
     let (mut broker, sasl) = node(dir.path(), &flags);
     let config = admin_config(dir.path());
     let out = tool_ok(sasl, &config, &["--create", "--max-life-time-period", "-1", "--renewer-principal", "User:bob"]);
@@ -166,4 +169,159 @@ fn the_tool_manages_tokens_that_survive_a_restart() {
     let (success, out) = tool(sasl, &config, &["--create", "--max-life-time-period", "-1"]);
     assert!(!success && out.contains("DelegationTokenDisabledException"), "{out}");
     drop(plain);
+}
+
+/// A connection to `port` authenticated with PLAIN as `user` (password
+/// `USER-secret`).
+fn login(port: u16, user: &str) -> RawClient {
+    let mut client = RawClient::connect(&format!("127.0.0.1:{port}"));
+    let handshake = client.call(&SaslHandshakeRequest::default().with_mechanism(s("PLAIN")), 1);
+    assert_eq!(handshake.error_code, 0);
+    let token = format!("\0{user}\0{user}-secret");
+    let answer = client.call(&SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from(token)), 2);
+    assert_eq!(answer.error_code, 0, "{user} authenticates");
+    client
+}
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
+
+/// Allows `principal` `operation` on the resource (as the super user `admin`).
+fn allow(admin: &mut RawClient, principal: &str, kind: ResourceType, name: &str, operation: Operation) {
+    let creation = create_acls_request::AclCreation::default()
+        .with_resource_type(kind.code())
+        .with_resource_name(s(name))
+        .with_resource_pattern_type(PatternType::Literal.code())
+        .with_principal(s(principal))
+        .with_host(s("*"))
+        .with_operation(operation.code())
+        .with_permission_type(Permission::Allow.code());
+    let response = admin.call(&CreateAclsRequest::default().with_creations(vec![creation]), 3);
+    assert_eq!(response.results[0].error_code, 0, "{response:?}");
+}
+
+fn create(client: &mut RawClient, version: i16, owner: Option<&str>, renewer: &str) -> CreateDelegationTokenResponse {
+    let renewer = create_delegation_token_request::CreatableRenewers::default()
+        .with_principal_type(s("User"))
+        .with_principal_name(s(renewer));
+    let mut request = CreateDelegationTokenRequest::default().with_renewers(vec![renewer]).with_max_lifetime_ms(-1);
+    if let Some(owner) = owner {
+        request = request.with_owner_principal_type(Some(s("User"))).with_owner_principal_name(Some(s(owner)));
+    }
+    client.call(&request, version)
+}
+
+fn describe_ids(client: &mut RawClient, version: i16, owners: Option<&[&str]>) -> Vec<String> {
+    let owners = owners.map(|owners| {
+        let owner = |name: &&str| {
+            describe_delegation_token_request::DescribeDelegationTokenOwner::default()
+                .with_principal_type(s("User"))
+                .with_principal_name(s(name))
+        };
+        owners.iter().map(owner).collect()
+    });
+    let response = client.call(&DescribeDelegationTokenRequest::default().with_owners(owners), version);
+    assert_eq!(response.error_code, 0, "{response:?}");
+    response.tokens.iter().map(|t| t.token_id.to_string()).collect()
+}
+
+// Every advertised version of the four APIs with realistic requests, and the ACLs
+// Kafka checks: CREATE_TOKENS on another owner, DESCRIBE on a token or
+// DESCRIBE_TOKENS on its owner to see another's token, and only an owner or renewer
+// may renew or expire one.
+#[test]
+fn every_version_with_the_acls_kafka_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("plain-users");
+    std::fs::write(&users, "admin:admin-secret\nalice:alice-secret\nbob:bob-secret\ncarol:carol-secret\n").unwrap();
+    let port = broker_port();
+    let listeners = format!("SASL_PLAINTEXT://127.0.0.1:{port}");
+    let broker = Broker::start(
+        dir.path(),
+        "1",
+        &[
+            "--listeners",
+            &listeners,
+            "--sasl-plain-users",
+            users.to_str().unwrap(),
+            "--sasl-enabled-mechanisms",
+            "PLAIN",
+            "--authorizer",
+            "standard",
+            "--super-users",
+            "User:admin",
+            "--delegation-token-secret-key",
+            "k",
+        ],
+    );
+    let (mut admin, mut alice, mut carol) = (login(port, "admin"), login(port, "alice"), login(port, "carol"));
+    let ranges = |key: ApiKey| skein_net::registry::versions(key).unwrap();
+    for v in ranges(ApiKey::CreateDelegationToken).min..=ranges(ApiKey::CreateDelegationToken).max {
+        // alice's own token, renewable by carol.
+        let own = create(&mut alice, v, None, "carol");
+        assert_eq!((own.error_code, own.principal_name.as_str()), (0, "alice"), "v{v}: {own:?}");
+        assert_eq!((own.hmac.len(), own.token_id.len()), (64, 22), "v{v}");
+        assert!(own.issue_timestamp_ms < own.expiry_timestamp_ms && own.expiry_timestamp_ms < own.max_timestamp_ms);
+        if v >= 3 {
+            // A token for bob needs CREATE_TOKENS on User:bob.
+            let refused = create(&mut alice, v, Some("bob"), "carol");
+            assert_eq!((refused.error_code, refused.principal_name.as_str()), (65, "bob"), "{refused:?}");
+            assert_eq!(refused.token_requester_principal_name.as_str(), "alice");
+        }
+    }
+    allow(&mut admin, "User:alice", ResourceType::User, "User:bob", Operation::CreateTokens);
+    let bobs = create(&mut alice, 3, Some("bob"), "dave");
+    assert_eq!((bobs.error_code, bobs.principal_name.as_str()), (0, "bob"), "{bobs:?}");
+    let bobs_id = bobs.token_id.to_string();
+    // A renewer of another type is refused.
+    let mut odd = CreateDelegationTokenRequest::default().with_renewers(vec![
+        create_delegation_token_request::CreatableRenewers::default()
+            .with_principal_type(s("Group"))
+            .with_principal_name(s("g")),
+    ]);
+    odd.max_lifetime_ms = -1;
+    assert_eq!(alice.call(&odd, 3).error_code, 67, "INVALID_PRINCIPAL_TYPE");
+
+    for v in ranges(ApiKey::DescribeDelegationToken).min..=ranges(ApiKey::DescribeDelegationToken).max {
+        // alice sees her three tokens; carol the three she may renew; bob's only with ACLs.
+        let mine = describe_ids(&mut alice, v, None);
+        assert_eq!(mine.len(), 3, "v{v}: alice's own, not bob's: {mine:?}");
+        assert_eq!(describe_ids(&mut carol, v, None).len(), 3, "v{v}: carol renews alice's");
+        assert_eq!(describe_ids(&mut carol, v, Some(&["bob"])), Vec::<String>::new(), "v{v}");
+        assert_eq!(describe_ids(&mut admin, v, Some(&[])), Vec::<String>::new(), "an empty owner list, v{v}");
+        assert_eq!(describe_ids(&mut admin, v, None).len(), 4, "the super user sees all, v{v}");
+    }
+    let second = create(&mut alice, 3, Some("bob"), "dave").token_id.to_string();
+    allow(&mut admin, "User:carol", ResourceType::DelegationToken, &bobs_id, Operation::Describe);
+    assert_eq!(describe_ids(&mut carol, 3, Some(&["bob"])), vec![bobs_id.clone()], "DESCRIBE on one token");
+    allow(&mut admin, "User:carol", ResourceType::User, "User:bob", Operation::DescribeTokens);
+    let mut seen = describe_ids(&mut carol, 3, Some(&["dave"]));
+    seen.sort();
+    let mut want = vec![bobs_id, second];
+    want.sort();
+    assert_eq!(seen, want, "DESCRIBE_TOKENS on their owner, asked by their renewer dave");
+
+    // Renew and expire: at each version, by the renewer carol and the owner; a
+    // stranger (even the super user: ownership is not an ACL) gets OWNER_MISMATCH.
+    let own = create(&mut alice, 3, None, "carol");
+    let hmac = own.hmac.clone();
+    for v in ranges(ApiKey::RenewDelegationToken).min..=ranges(ApiKey::RenewDelegationToken).max {
+        let renew = RenewDelegationTokenRequest::default().with_hmac(hmac.clone()).with_renew_period_ms(3_600_000);
+        let renewed = carol.call(&renew, v);
+        assert_eq!(renewed.error_code, 0, "v{v}: {renewed:?}");
+        assert!(renewed.expiry_timestamp_ms <= own.max_timestamp_ms);
+        let stranger = admin.call(&renew, v);
+        assert_eq!((stranger.error_code, stranger.expiry_timestamp_ms), (63, -1), "v{v}: {stranger:?}");
+    }
+    for v in ranges(ApiKey::ExpireDelegationToken).min..=ranges(ApiKey::ExpireDelegationToken).max {
+        let later = ExpireDelegationTokenRequest::default().with_hmac(hmac.clone()).with_expiry_time_period_ms(60_000);
+        let expired = alice.call(&later, v);
+        assert_eq!(expired.error_code, 0, "v{v}: {expired:?}");
+        assert!(expired.expiry_timestamp_ms > own.issue_timestamp_ms);
+    }
+    let now = ExpireDelegationTokenRequest::default().with_hmac(hmac.clone()).with_expiry_time_period_ms(-1);
+    assert_eq!(alice.call(&now, 2).error_code, 0);
+    assert_eq!(alice.call(&now, 2).error_code, 62, "DELEGATION_TOKEN_NOT_FOUND once gone");
+    drop(broker);
 }

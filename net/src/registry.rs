@@ -333,18 +333,21 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
             ResponseKind::AlterUserScramCredentials(user_scram_credentials::alter(shard, r).await)
         }
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(shard, r).await),
-        RequestKind::CreateDelegationToken(r) => {
-            ResponseKind::CreateDelegationToken(delegation_tokens::create(shard, r, caller).await)
-        }
+        RequestKind::CreateDelegationToken(r) => ResponseKind::CreateDelegationToken(
+            delegation_tokens::create(shard, r, caller, header.request_api_version).await,
+        ),
         RequestKind::RenewDelegationToken(r) => {
             ResponseKind::RenewDelegationToken(delegation_tokens::renew(shard, r, caller).await)
         }
         RequestKind::ExpireDelegationToken(r) => {
             ResponseKind::ExpireDelegationToken(delegation_tokens::expire(shard, r, caller).await)
         }
-        RequestKind::DescribeDelegationToken(r) => {
-            ResponseKind::DescribeDelegationToken(delegation_tokens::describe(shard, r, caller))
-        }
+        RequestKind::DescribeDelegationToken(r) => ResponseKind::DescribeDelegationToken(delegation_tokens::describe(
+            shard,
+            r,
+            caller,
+            header.request_api_version,
+        )),
         RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(shard, r)),
         RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(shard, r).await),
         RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(client_quotas::describe(shard, r)),

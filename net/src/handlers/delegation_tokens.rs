@@ -49,6 +49,7 @@ pub async fn create(
     shard: &Rc<Shard>,
     request: CreateDelegationTokenRequest,
     caller: &Caller,
+    version: i16,
 ) -> CreateDelegationTokenResponse {
     let requester = caller.session.principal.clone();
     let owner = match request.owner_principal_name.as_deref().filter(|name| !name.is_empty()) {
@@ -57,11 +58,14 @@ pub async fn create(
     };
     let (owner_type, owner_name) = split_principal(&owner);
     let (requester_type, requester_name) = split_principal(&requester);
-    let response = CreateDelegationTokenResponse::default()
-        .with_principal_type(s(owner_type))
-        .with_principal_name(s(owner_name))
-        .with_token_requester_principal_type(s(requester_type))
-        .with_token_requester_principal_name(s(requester_name));
+    let mut response =
+        CreateDelegationTokenResponse::default().with_principal_type(s(owner_type)).with_principal_name(s(owner_name));
+    // From v3 (KIP-373) the requester is told apart from the owner.
+    if version >= 3 {
+        response = response
+            .with_token_requester_principal_type(s(requester_type))
+            .with_token_requester_principal_name(s(requester_name));
+    }
     let settings = match settings(shard, caller) {
         Ok(settings) => settings,
         Err(code) => return response.with_error_code(code),
@@ -159,6 +163,7 @@ pub fn describe(
     shard: &Rc<Shard>,
     request: DescribeDelegationTokenRequest,
     caller: &Caller,
+    version: i16,
 ) -> DescribeDelegationTokenResponse {
     let response = DescribeDelegationTokenResponse::default();
     let settings = match settings(shard, caller) {
@@ -187,12 +192,12 @@ pub fn describe(
                 |owner| caller.may(Op::DescribeTokens, ResourceType::User, owner),
             )
         })
-        .map(|token| described(settings, token))
+        .map(|token| described(settings, token, version))
         .collect();
     response.with_tokens(tokens)
 }
 
-fn described(settings: &TokenSettings, token: &DelegationToken) -> DescribedDelegationToken {
+fn described(settings: &TokenSettings, token: &DelegationToken, version: i16) -> DescribedDelegationToken {
     let (owner_type, owner_name) = split_principal(&token.owner);
     let (requester_type, requester_name) = split_principal(&token.requester);
     let renewers = token
@@ -203,11 +208,15 @@ fn described(settings: &TokenSettings, token: &DelegationToken) -> DescribedDele
             DescribedDelegationTokenRenewer::default().with_principal_type(s(kind)).with_principal_name(s(name))
         })
         .collect();
-    DescribedDelegationToken::default()
+    let mut described = DescribedDelegationToken::default();
+    if version >= 3 {
+        described = described
+            .with_token_requester_principal_type(s(requester_type))
+            .with_token_requester_principal_name(s(requester_name));
+    }
+    described
         .with_principal_type(s(owner_type))
         .with_principal_name(s(owner_name))
-        .with_token_requester_principal_type(s(requester_type))
-        .with_token_requester_principal_name(s(requester_name))
         .with_issue_timestamp(token.issued_ms)
         .with_expiry_timestamp(token.expiry_ms)
         .with_max_timestamp(token.max_ms)

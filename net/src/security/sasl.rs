@@ -430,8 +430,7 @@ mod tests {
     // extension the token's id is an unknown user.
     #[test]
     fn delegation_tokens_authenticate_their_owner() {
-        let now_ms =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
         let tokens = OneToken { expiry_ms: now_ms + 30_000 };
         let exchange = |extension: &str| {
             let mut auth = Authenticator::new();

@@ -446,14 +446,8 @@ mod tests {
         let nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0";
         let auth_prefix = format!("n=user,r=rOprNGfwEbeRWgbNEkqO,r={nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096,");
         let client_final_message = format!("c=biws,r={nonce},p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=");
-        let step = client_final(
-            ScramMechanism::Sha256,
-            &client_final_message,
-            Some(credential),
-            nonce,
-            "n,,",
-            &auth_prefix,
-        );
+        let step =
+            client_final(ScramMechanism::Sha256, &client_final_message, Some(credential), nonce, "n,,", &auth_prefix);
         let server_final = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=".to_vec();
         assert_eq!(step, Ok(server_final));
     }

@@ -54,7 +54,11 @@ impl TokenSettings {
     }
 
     /// The token whose HMAC is `hmac`, if any (compared in constant time).
-    pub fn token_of<'a>(&self, tokens: &'a BTreeMap<String, DelegationToken>, hmac: &[u8]) -> Option<&'a DelegationToken> {
+    pub fn token_of<'a>(
+        &self,
+        tokens: &'a BTreeMap<String, DelegationToken>,
+        hmac: &[u8],
+    ) -> Option<&'a DelegationToken> {
         tokens.values().find(|token| {
             let mine = self.hmac(&token.id);
             mine.len() == hmac.len() && mine.iter().zip(hmac).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
@@ -66,7 +70,8 @@ impl TokenSettings {
     /// is derived from the id (any salt works; this one needs no state).
     pub fn credential(&self, token: &DelegationToken, mechanism: ScramMechanism) -> ScramCredential {
         let password = base64::engine::general_purpose::STANDARD.encode(self.hmac(&token.id));
-        let salt = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &self.secret), format!("salt:{}", token.id).as_bytes());
+        let salt =
+            hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &self.secret), format!("salt:{}", token.id).as_bytes());
         ScramCredential::from_password(mechanism, &password, salt.as_ref(), SCRAM_ITERATIONS_MIN)
     }
 }
@@ -80,7 +85,11 @@ thread_local! {
 
 /// `settings.credential`, from this thread's cache when it was derived before; the
 /// cache holds at most `TOKEN_CREDENTIALS_CACHED` and starts over when full.
-pub fn cached_credential(settings: &TokenSettings, token: &DelegationToken, mechanism: ScramMechanism) -> ScramCredential {
+pub fn cached_credential(
+    settings: &TokenSettings,
+    token: &DelegationToken,
+    mechanism: ScramMechanism,
+) -> ScramCredential {
     let key = (token.id.clone(), token.issued_ms, mechanism);
     if let Some(found) = CREDENTIALS.with_borrow(|cache| cache.get(&key).cloned()) {
         return found;
