@@ -6,6 +6,7 @@
 //! followers replicate (acks=all with min.insync.replicas=3 completes), transaction
 //! markers travel between brokers, and a broker with a wrong password is refused and
 //! says so, while `User:ANONYMOUS` on the PLAINTEXT listener cannot fetch as a follower.
+//! A delegation token made through one node authenticates on another.
 
 use std::path::Path;
 
@@ -71,6 +72,8 @@ fn flags(pki: &Pki, port: u16, password: &str) -> Vec<String> {
         "standard",
         "--super-users",
         "User:broker;User:admin",
+        "--delegation-token-secret-key",
+        "cluster-token-key",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -167,6 +170,51 @@ fn brokers_replicate_over_sasl_ssl_with_mtls() {
     }
     assert_eq!(seen.len(), 303, "read back {} of 303 records", seen.len());
     assert!(seen.contains("t00002"));
+
+    // A delegation token created through node 1 is in the metadata log: the
+    // broker-only node 4 authenticates it (as its owner, admin) with the same key.
+    let java_tls = |name: &str, sasl_jaas: &str| {
+        let pem = |path: &Path| std::fs::read_to_string(path).unwrap().trim().replace('\n', "\\n");
+        let path = certificates.path().join(format!("{name}.properties"));
+        let properties = format!(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={sasl_jaas}\n\
+             ssl.truststore.type=PEM\nssl.truststore.certificates={}\nssl.keystore.type=PEM\n\
+             ssl.keystore.certificate.chain={}\nssl.keystore.key={}\n",
+            pem(&pki.ca),
+            pem(&pki.client_cert),
+            pem(&pki.client_key)
+        );
+        std::fs::write(&path, properties).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let scram = "org.apache.kafka.common.security.scram.ScramLoginModule required";
+    let admin_config = java_tls("admin", &format!("{scram} username=\"admin\" password=\"admin-pw\";"));
+    let node1 = format!("127.0.0.1:{}", ports[0]);
+    let (ok, out) = common::kafka_share(
+        "org.apache.kafka.tools.DelegationTokenCommand",
+        &["--bootstrap-server", &node1, "--command-config", &admin_config, "--create", "--max-life-time-period", "-1"],
+    );
+    assert!(ok, "kafka-delegation-tokens --create:\n{out}");
+    let token = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() >= 2 && f[1].len() == 88)
+        .unwrap_or_else(|| panic!("no token in:\n{out}"));
+    let token_config =
+        java_tls("token", &format!("{scram} username=\"{}\" password=\"{}\" tokenauth=\"true\";", token[0], token[1]));
+    let node4 = format!("127.0.0.1:{}", ports[3]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out) = common::kafka_share(
+            "org.apache.kafka.tools.TopicCommand",
+            &["--bootstrap-server", &node4, "--command-config", &token_config, "--list"],
+        );
+        if ok && out.lines().any(|l| l == TOPIC) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 4 never took the token:\n{out}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
 
     // User:ANONYMOUS, on the PLAINTEXT listener, is no broker: a follower's fetch
     // from it lacks CLUSTER_ACTION, and each partition is refused as Kafka refuses
