@@ -26,7 +26,8 @@ use super::Durable;
 
 /// Size of `quorum.log`; a full log is folded into `quorum.state`.
 pub const LOG_BYTES: u64 = 4 << 20;
-const BLOCK: u64 = 4096;
+/// Frames start at multiples of this.
+pub const BLOCK: u64 = 4096;
 const FRAME_MAGIC: u32 = 0x534b_514c; // "SKQL"
 const STATE_MAGIC: u32 = 0x534b_5153; // "SKQS"
 const FRAME_HEADER: usize = 4 + 8 + 8 + 4 + 4;
@@ -60,16 +61,14 @@ impl Journal {
         }
         let state_path = dir.join("quorum.state");
         let log_path = dir.join("quorum.log");
-        let (generation, mut durable) = match std::fs::read(&state_path) {
-            Ok(bytes) => decode_state(&bytes).ok_or_else(|| format!("{} is damaged", state_path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0, bootstrap()),
-            Err(e) => return Err(format!("cannot read {}: {e}", state_path.display())),
+        let read = |path: &Path| match std::fs::read(path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
         };
-        let replayed = match std::fs::read(&log_path) {
-            Ok(log) => replay(&log, generation, &mut durable),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(format!("cannot read {}: {e}", log_path.display())),
-        };
+        let (state, log) = (read(&state_path)?, read(&log_path)?);
+        let (generation, durable, replayed) = load(state.as_deref(), log.as_deref(), bootstrap)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
         if replayed > 0 {
             tracing::info!(target: "skein::quorum", frames = replayed, commit = durable.hard_state.commit, "quorum log replayed");
         }
@@ -138,14 +137,7 @@ impl Journal {
         if self.position + padded > LOG_BYTES {
             return self.fold(whole).await;
         }
-        let mut frame = Vec::with_capacity(FRAME_HEADER + body.len());
-        frame.extend_from_slice(&FRAME_MAGIC.to_be_bytes());
-        frame.extend_from_slice(&self.generation.to_be_bytes());
-        frame.extend_from_slice(&self.sequence.to_be_bytes());
-        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[4..]), &body);
-        frame.extend_from_slice(&crc.to_be_bytes());
-        frame.extend_from_slice(&body);
+        let frame = encode_frame(self.generation, self.sequence, &body);
         let file = DmaStorage.open_file(&self.log_path, false).await?;
         let mut buf = file.alloc_buf(padded as usize);
         buf.as_bytes_mut()[..frame.len()].copy_from_slice(&frame);
@@ -207,7 +199,42 @@ impl Reader<'_> {
     }
 }
 
-fn encode_frame_body(entries: &[Entry], hard_state: Option<&HardState>) -> Vec<u8> {
+/// What a journal's files hold, checked: the state of `state` (or `bootstrap()` when
+/// there is none) with the frames of `log` replayed onto it. Returns the generation,
+/// the state, and how many frames were replayed.
+///
+/// # Errors
+/// A damaged state file, or a state raft could not start from (`Durable::check`).
+pub fn load(
+    state: Option<&[u8]>,
+    log: Option<&[u8]>,
+    bootstrap: impl FnOnce() -> Durable,
+) -> Result<(u64, Durable, usize), String> {
+    let (generation, mut durable) = match state {
+        Some(bytes) => decode_state(bytes).ok_or("quorum.state is damaged")?,
+        None => (0, bootstrap()),
+    };
+    let replayed = log.map_or(0, |log| replay(log, generation, &mut durable));
+    durable.check().map_err(|e| format!("the quorum's state is inconsistent: {e}"))?;
+    Ok((generation, durable, replayed))
+}
+
+/// One frame of the log: its header (generation, sequence, length, CRC-32C) and `body`,
+/// unpadded.
+pub fn encode_frame(generation: u64, sequence: u64, body: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(FRAME_HEADER + body.len());
+    frame.extend_from_slice(&FRAME_MAGIC.to_be_bytes());
+    frame.extend_from_slice(&generation.to_be_bytes());
+    frame.extend_from_slice(&sequence.to_be_bytes());
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[4..]), body);
+    frame.extend_from_slice(&crc.to_be_bytes());
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// A frame's body: the hard state, if any, then the entries.
+pub fn encode_frame_body(entries: &[Entry], hard_state: Option<&HardState>) -> Vec<u8> {
     let mut body = Vec::new();
     match hard_state {
         Some(hard_state) => {
@@ -231,15 +258,22 @@ fn encode_state(generation: u64, durable: &Durable) -> Vec<u8> {
     for entry in &durable.entries {
         put_message(&mut body, entry);
     }
+    state_file(generation, &body)
+}
+
+/// A state file of `generation` holding `body` (the snapshot, hard state and entries),
+/// behind its header and CRC-32C.
+pub fn state_file(generation: u64, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(STATE_HEADER + body.len());
     out.extend_from_slice(&STATE_MAGIC.to_be_bytes());
     out.extend_from_slice(&generation.to_be_bytes());
-    out.extend_from_slice(&crc32c::crc32c_append(crc32c::crc32c(&generation.to_be_bytes()), &body).to_be_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(&crc32c::crc32c_append(crc32c::crc32c(&generation.to_be_bytes()), body).to_be_bytes());
+    out.extend_from_slice(body);
     out
 }
 
-fn decode_state(bytes: &[u8]) -> Option<(u64, Durable)> {
+/// The generation and state a state file holds; `None` when damaged.
+pub fn decode_state(bytes: &[u8]) -> Option<(u64, Durable)> {
     let magic = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
     let generation = u64::from_be_bytes(bytes.get(4..12)?.try_into().ok()?);
     let crc = u32::from_be_bytes(bytes.get(12..16)?.try_into().ok()?);
@@ -257,7 +291,7 @@ fn decode_state(bytes: &[u8]) -> Option<(u64, Durable)> {
 /// Applies the frames of `generation`, in sequence, to `durable`; returns how many.
 /// Stops at the first frame that is absent, damaged, of another generation or out of
 /// sequence (a torn last write, or an older generation's leftovers).
-fn replay(log: &[u8], generation: u64, durable: &mut Durable) -> usize {
+pub fn replay(log: &[u8], generation: u64, durable: &mut Durable) -> usize {
     let mut position = 0usize;
     let mut applied = 0u64;
     while position + FRAME_HEADER <= log.len() {

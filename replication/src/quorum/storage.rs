@@ -62,6 +62,35 @@ impl Durable {
         self.entries.retain(|e| e.index > index);
     }
 
+    /// Whether raft can start from this state: the entries follow the snapshot one by
+    /// one with terms that never fall, the commit lies within them, and the snapshot
+    /// names voters. A journal that fails this is damaged (raft would panic on it).
+    ///
+    /// # Errors
+    /// What is inconsistent.
+    pub fn check(&self) -> Result<(), String> {
+        let mut previous = (self.snapshot_index(), self.snapshot.get_metadata().term);
+        for entry in &self.entries {
+            if entry.index != previous.0 + 1 {
+                return Err(format!("entry {} follows {}", entry.index, previous.0));
+            }
+            if entry.term < previous.1 {
+                return Err(format!("entry {} has term {} after term {}", entry.index, entry.term, previous.1));
+            }
+            previous = (entry.index, entry.term);
+        }
+        if self.hard_state.commit > self.last_index() {
+            return Err(format!("commit {} is past the last entry {}", self.hard_state.commit, self.last_index()));
+        }
+        if self.hard_state.term < previous.1 {
+            return Err(format!("term {} is below the last entry's {}", self.hard_state.term, previous.1));
+        }
+        if self.snapshot.get_metadata().get_conf_state().voters.is_empty() {
+            return Err("no voters".into());
+        }
+        Ok(())
+    }
+
     pub fn snapshot_index(&self) -> u64 {
         self.snapshot.get_metadata().index
     }
@@ -145,6 +174,35 @@ mod tests {
 
     // A later append replaces the tail from its first index; compaction keeps the
     // term of the folded index; an installed snapshot replaces a diverged log.
+    // A state raft would panic on is refused with what is wrong: a gap in the entries,
+    // a falling term, a commit past the log, a term below the log's, no voters.
+    #[test]
+    fn inconsistent_states_are_refused() {
+        let good = || {
+            let mut log = Durable::bootstrap(&[1], b"i".to_vec());
+            log.append(&[entry(1, 1), entry(2, 2)]);
+            log.hard_state.term = 2;
+            log.hard_state.commit = 2;
+            log
+        };
+        assert_eq!(good().check(), Ok(()));
+        let mut gap = good();
+        gap.entries[1].index = 3;
+        assert!(gap.check().unwrap_err().contains("follows"));
+        let mut falling = good();
+        falling.entries[1].term = 0;
+        assert!(falling.check().unwrap_err().contains("term"));
+        let mut ahead = good();
+        ahead.hard_state.commit = 3;
+        assert!(ahead.check().unwrap_err().contains("past the last entry"));
+        let mut behind = good();
+        behind.hard_state.term = 1;
+        assert!(behind.check().unwrap_err().contains("below"));
+        let mut nobody = good();
+        nobody.snapshot.mut_metadata().mut_conf_state().voters.clear();
+        assert_eq!(nobody.check(), Err("no voters".into()));
+    }
+
     #[test]
     fn append_compact_install() {
         let mut log = Durable::bootstrap(&[1, 2, 3], b"empty".to_vec());
