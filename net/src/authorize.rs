@@ -124,12 +124,21 @@ impl Caller {
     }
 }
 
-/// The response to `request` when the caller lacks what the whole request needs
-/// (its API's error shape, `error_response::for_request`); `None` when it may go on
+/// How a request refused whole is answered.
+pub enum Denial {
+    /// Its API's error response with the refusal's code.
+    Answer(ResponseKind),
+    /// Its API has no error shape (a broker bug, logged): the connection is closed
+    /// rather than the request served.
+    Close,
+}
+
+/// The answer to `request` when the caller lacks what the whole request needs (its
+/// API's error shape, `error_response::for_request`); `None` when it may go on
 /// (per-resource checks are the handler's).
-pub fn denied(caller: &Caller, request: &RequestKind, version: i16) -> Option<ResponseKind> {
+pub fn denied(caller: &Caller, request: &RequestKind, version: i16) -> Option<Denial> {
     let code = refusal(caller, request, version)?;
-    crate::error_response::for_request(request, version, code)
+    Some(crate::error_response::for_request(request, version, code).map_or(Denial::Close, Denial::Answer))
 }
 
 /// The error that refuses `request` whole, if the caller lacks what it needs.

@@ -128,6 +128,19 @@ pub struct Handled {
     pub grant: Option<Grant>,
     /// A fetch's record bytes, behind the placeholders in `response` (`frame.rs`).
     pub records: SharedRecords,
+    /// No answer can be given: the connection is closed.
+    pub close: bool,
+}
+
+impl Handled {
+    pub fn answer(response: ResponseKind) -> Handled {
+        Handled { response, grant: None, records: SharedRecords::default(), close: false }
+    }
+
+    /// Closes the connection instead of answering.
+    pub fn close() -> Handled {
+        Handled { close: true, ..Handled::answer(ResponseKind::ApiVersions(ApiVersionsResponse::default())) }
+    }
 }
 
 /// Runs the handler of a request whose version was checked against `APIS`. Returns
@@ -137,14 +150,21 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
     let body = request.body;
     let session = request.session.unwrap_or_else(|| Caller::unchecked().session);
     let caller = Caller::new(session, shard.authorizer());
-    if let Some(response) = crate::authorize::denied(&caller, &body, header.request_api_version) {
+    if let Some(denial) = crate::authorize::denied(&caller, &body, header.request_api_version) {
         shard.metrics.count_denials(caller.denials.get().max(1));
-        return Some(Handled { response, grant: None, records: SharedRecords::default() });
+        return Some(match denial {
+            crate::authorize::Denial::Answer(response) => Handled::answer(response),
+            crate::authorize::Denial::Close => {
+                let api = header.request_api_key;
+                tracing::error!(target: "skein::net", api, "a refused request has no error response: closing its connection");
+                Handled::close()
+            }
+        });
     }
     // The image is looked at only for the requests a feature gates.
     let off = crate::features::disabled(&body, || shard.image());
     if let Some(response) = off.and_then(|c| crate::error_response::for_request(&body, header.request_api_version, c)) {
-        return Some(Handled { response, grant: None, records: SharedRecords::default() });
+        return Some(Handled::answer(response));
     }
     let caller = &caller;
     if let RequestKind::Fetch(r) = body {
@@ -154,7 +174,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
             request.grant.unwrap_or_else(|| crate::budget::ConnectionResponses::new(shard.responses.clone()).hold(0));
         let (response, records, grant) = fetch::handle(shard, &header, r, grant, &request.listener, caller).await;
         shard.metrics.count_denials(caller.denials.get());
-        return Some(Handled { response: ResponseKind::Fetch(response), grant: Some(grant), records });
+        return Some(Handled { response: ResponseKind::Fetch(response), grant: Some(grant), records, close: false });
     }
     let frame = request.frame;
     let request = RequestParts {
@@ -361,7 +381,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         }
     };
     shard.metrics.count_denials(caller.denials.get());
-    Some(Handled { response, grant: None, records: SharedRecords::default() })
+    Some(Handled::answer(response))
 }
 
 /// What a handler may need besides header and body.

@@ -690,9 +690,12 @@ async fn respond(shard: &Rc<Shard>, budget: &Rc<ConnectionResponses>, request: R
     };
     let throttle = enforce::charge(shard, quotas, &client, charged, handled.as_ref().map(|h| &h.response), busy);
     mute(throttle);
-    let Some(registry::Handled { mut response, grant, records }) = handled else {
+    let Some(registry::Handled { mut response, grant, records, close }) = handled else {
         return Reply::Nothing;
     };
+    if close {
+        return Reply::Close;
+    }
     enforce::set_throttle_time(&mut response, throttle);
     let handled = std::time::Instant::now();
     shard.metrics.observe_latency(api_key as i16, handled - started);

@@ -134,8 +134,10 @@ pub struct Telemetry {
     /// The instance each open connection made last (Kafka's connection map): at most
     /// one entry per connection, removed when it closes.
     by_connection: HashMap<u64, uuid::Uuid>,
-    /// The subscriptions last seen in the metadata image, and their version.
+    /// The subscriptions last seen in the metadata image, their `match` patterns
+    /// compiled once, and their version.
     subscriptions: BTreeMap<String, BTreeMap<String, String>>,
+    matchers: Vec<Matcher>,
     version: u64,
     last_sweep: Option<Instant>,
     pub series: series::ClientSeries,
@@ -164,10 +166,33 @@ fn subscription_id(metrics: &[String], interval_ms: i32, instance: uuid::Uuid) -
     (crc32c::crc32c(text.as_bytes()) as i32) ^ uuid_hash(instance)
 }
 
-/// Whether `client` matches every `match` entry of a subscription's configs.
-fn matches(configs: &BTreeMap<String, String>, client: &ClientInfo, instance: uuid::Uuid) -> bool {
-    let Some(value) = configs.get(crate::client_metrics::MATCH) else { return true };
-    let Ok(patterns) = crate::client_metrics::parse_match(value) else { return false };
+/// A subscription's `match` config, compiled.
+enum Matcher {
+    /// No `match`: every client.
+    All,
+    /// A `match` that does not parse (the image holds only validated ones): no client.
+    Never,
+    /// Each client attribute named and the pattern it must match whole.
+    Patterns(Vec<(String, regex::Regex)>),
+}
+
+impl Matcher {
+    fn of(configs: &BTreeMap<String, String>) -> Matcher {
+        match configs.get(crate::client_metrics::MATCH).map(|v| crate::client_metrics::parse_match(v)) {
+            None => Matcher::All,
+            Some(Ok(patterns)) => Matcher::Patterns(patterns),
+            Some(Err(_)) => Matcher::Never,
+        }
+    }
+}
+
+/// Whether `client` matches every `match` entry of a subscription.
+fn matches(matcher: &Matcher, client: &ClientInfo, instance: uuid::Uuid) -> bool {
+    let patterns = match matcher {
+        Matcher::All => return true,
+        Matcher::Never => return false,
+        Matcher::Patterns(patterns) => patterns,
+    };
     let (port, instance) = (client.port.to_string(), uuid_text(instance));
     patterns.iter().all(|(param, regex)| {
         let attribute = match param.as_str() {
@@ -187,12 +212,14 @@ fn matches(configs: &BTreeMap<String, String>, client: &ClientInfo, instance: uu
 /// matches, at the shortest of their intervals (5 minutes when none matches).
 fn subscribe(
     subscriptions: &BTreeMap<String, BTreeMap<String, String>>,
+    matchers: &[Matcher],
     client: &ClientInfo,
     instance: uuid::Uuid,
 ) -> Subscription {
     let mut interval_ms = crate::client_metrics::INTERVAL_MS_DEFAULT;
     let mut metrics: Vec<String> = Vec::new();
-    for configs in subscriptions.values().filter(|c| matches(c, client, instance)) {
+    let matching = subscriptions.values().zip(matchers).filter(|(_, m)| matches(m, client, instance));
+    for (configs, _) in matching {
         let listed = configs.get(crate::client_metrics::METRICS).map(String::as_str).unwrap_or("");
         metrics.extend(listed.split(',').map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned));
         let interval = configs.get(crate::client_metrics::INTERVAL_MS).and_then(|v| v.trim().parse().ok());
@@ -213,6 +240,7 @@ impl Telemetry {
     fn refresh(&mut self, subscriptions: &BTreeMap<String, BTreeMap<String, String>>) {
         if &self.subscriptions != subscriptions {
             self.subscriptions = subscriptions.clone();
+            self.matchers = subscriptions.values().map(Matcher::of).collect();
             self.version += 1;
         }
     }
@@ -245,7 +273,7 @@ impl Telemetry {
             // A remade instance keeps what it matched on, on its latest connection.
             let connection = client.connection;
             let client = known.map(|known| ClientInfo { connection, ..known }).unwrap_or_else(|| client.clone());
-            let subscription = subscribe(&self.subscriptions, &client, id);
+            let subscription = subscribe(&self.subscriptions, &self.matchers, &client, id);
             let instance = Instance {
                 client,
                 subscription,
