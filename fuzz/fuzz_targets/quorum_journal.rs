@@ -22,7 +22,7 @@ fn take<'a>(data: &mut &'a [u8]) -> Option<&'a [u8]> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let [mode, mut rest @ ..] = data else { return };
+    let Some((&mode, mut rest)) = data.split_first() else { return };
     let Some(state_body) = take(&mut rest) else { return };
     let generation = u64::from(mode >> 4);
     // Low bits: whether the state and the frames carry valid headers, and whether there

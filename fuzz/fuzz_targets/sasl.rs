@@ -28,9 +28,12 @@ fuzz_target!(|data: &[u8]| {
                 None => (rest, &[][..]),
             };
             let mut exchange = Exchange::Start;
-            let lookup = |user: &str| (user == "alice").then(|| credential(mechanism).clone());
+            // alice's password, or (with `tokenauth=true`) delegation token `tok`'s.
+            let lookup = |user: &str, token: bool| {
+                (user == if token { "tok" } else { "alice" }).then(|| credential(mechanism).clone())
+            };
             if exchange.step(mechanism, first, lookup, b"key").is_ok() {
-                let _ = exchange.step(mechanism, last, |_| None, b"key");
+                let _ = exchange.step(mechanism, last, |_, _| None, b"key");
             }
         }
         2 => {

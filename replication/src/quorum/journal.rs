@@ -67,8 +67,8 @@ impl Journal {
             Err(e) => Err(format!("cannot read {}: {e}", path.display())),
         };
         let (state, log) = (read(&state_path)?, read(&log_path)?);
-        let (generation, durable, replayed) = load(state.as_deref(), log.as_deref(), bootstrap)
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let (generation, durable, replayed) =
+            load(state.as_deref(), log.as_deref(), bootstrap).map_err(|e| format!("{}: {e}", dir.display()))?;
         if replayed > 0 {
             tracing::info!(target: "skein::quorum", frames = replayed, commit = durable.hard_state.commit, "quorum log replayed");
         }
@@ -405,6 +405,20 @@ mod tests {
 
     // A full log folds into a new state and starts over; nothing is lost. A damaged
     // state file is refused with its name, never replaced by a fresh quorum.
+    // The fuzzer's first finding in the journal (fuzz/seeds/quorum_journal/
+    // regression-voter-twice): a state naming voter 45 twice made raft panic when the
+    // controller started; it is refused as damaged.
+    #[test]
+    fn a_voter_named_twice_is_refused() {
+        let conf = [0x08, 45, 0x08, 98, 0x08, 45];
+        let metadata = [&[0x0a, conf.len() as u8][..], &conf].concat();
+        let snapshot = [&[0x12, metadata.len() as u8][..], &metadata].concat();
+        let body =
+            [&(snapshot.len() as u32).to_be_bytes()[..], &snapshot, &0u32.to_be_bytes(), &0u32.to_be_bytes()].concat();
+        let refused = load(Some(&state_file(0, &body)), None, || unreachable!("the state file is there")).unwrap_err();
+        assert!(refused.contains("repeat an id"), "{refused}");
+    }
+
     #[test]
     fn a_full_log_folds() {
         let dir = tempfile::tempdir().unwrap();

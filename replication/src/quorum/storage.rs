@@ -85,8 +85,23 @@ impl Durable {
         if self.hard_state.term < previous.1 {
             return Err(format!("term {} is below the last entry's {}", self.hard_state.term, previous.1));
         }
-        if self.snapshot.get_metadata().get_conf_state().voters.is_empty() {
+        let conf = self.snapshot.get_metadata().get_conf_state();
+        if conf.voters.is_empty() {
             return Err("no voters".into());
+        }
+        // Raft refuses (fatally) a configuration it would not have made itself.
+        let distinct = |ids: &[u64]| {
+            let set: std::collections::BTreeSet<u64> = ids.iter().copied().collect();
+            set.len() == ids.len() && !set.contains(&raft::INVALID_ID)
+        };
+        if !distinct(&conf.voters) || !distinct(&conf.learners) {
+            return Err(format!("voters {:?} or learners {:?} repeat an id or name id 0", conf.voters, conf.learners));
+        }
+        if conf.learners.iter().any(|l| conf.voters.contains(l)) {
+            return Err(format!("learners {:?} are also voters {:?}", conf.learners, conf.voters));
+        }
+        if !conf.voters_outgoing.is_empty() || !conf.learners_next.is_empty() || conf.auto_leave {
+            return Err("a joint configuration, which this version never writes".into());
         }
         Ok(())
     }
@@ -201,6 +216,13 @@ mod tests {
         let mut nobody = good();
         nobody.snapshot.mut_metadata().mut_conf_state().voters.clear();
         assert_eq!(nobody.check(), Err("no voters".into()));
+        // The fuzzer's first finding: a voter listed twice made raft panic at start.
+        let mut twice = good();
+        twice.snapshot.mut_metadata().mut_conf_state().voters = vec![45, 98, 45];
+        assert!(twice.check().unwrap_err().contains("repeat"));
+        let mut both = good();
+        both.snapshot.mut_metadata().mut_conf_state().learners = vec![1];
+        assert!(both.check().unwrap_err().contains("also voters"));
     }
 
     #[test]
