@@ -127,7 +127,7 @@ impl Caller {
 /// How a request refused whole is answered.
 pub enum Denial {
     /// Its API's error response with the refusal's code.
-    Answer(ResponseKind),
+    Answer(Box<ResponseKind>),
     /// Its API has no error shape (a broker bug, logged): the connection is closed
     /// rather than the request served.
     Close,
@@ -138,7 +138,10 @@ pub enum Denial {
 /// (per-resource checks are the handler's).
 pub fn denied(caller: &Caller, request: &RequestKind, version: i16) -> Option<Denial> {
     let code = refusal(caller, request, version)?;
-    Some(crate::error_response::for_request(request, version, code).map_or(Denial::Close, Denial::Answer))
+    Some(
+        crate::error_response::for_request(request, version, code)
+            .map_or(Denial::Close, |r| Denial::Answer(Box::new(r))),
+    )
 }
 
 /// The error that refuses `request` whole, if the caller lacks what it needs.

@@ -153,7 +153,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
     if let Some(denial) = crate::authorize::denied(&caller, &body, header.request_api_version) {
         shard.metrics.count_denials(caller.denials.get().max(1));
         return Some(match denial {
-            crate::authorize::Denial::Answer(response) => Handled::answer(response),
+            crate::authorize::Denial::Answer(response) => Handled::answer(*response),
             crate::authorize::Denial::Close => {
                 let api = header.request_api_key;
                 tracing::error!(target: "skein::net", api, "a refused request has no error response: closing its connection");
