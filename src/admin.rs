@@ -443,23 +443,22 @@ pub async fn serve(shard: Rc<Shard>, address: SocketAddr) -> Result<(), String> 
         glommio::spawn_local(async move {
             let mut buf = vec![0u8; 8192];
             let mut len = 0;
-            let path = loop {
+            let route = loop {
                 let Ok(n) = stream.read(&mut buf[len..]).await else { return };
                 if n == 0 {
                     return;
                 }
                 len += n;
-                let mut headers = [httparse::EMPTY_HEADER; 32];
-                let mut request = httparse::Request::new(&mut headers);
-                match request.parse(&buf[..len]) {
-                    Ok(httparse::Status::Complete(_)) => {
-                        break (request.method.unwrap_or("").to_string(), request.path.unwrap_or("").to_string())
-                    }
-                    Ok(httparse::Status::Partial) if len < buf.len() => continue,
+                match head(&buf[..len]) {
+                    Head::Complete(method, target) => break Route::parse(&method, &target),
+                    Head::Partial if len < buf.len() => continue,
                     _ => return,
                 }
             };
-            let (status, content_type, body) = respond(&shard, &path.0, &path.1).await;
+            let (status, content_type, body) = match route {
+                Ok(route) => respond(&shard, route).await,
+                Err(refused) => refused,
+            };
             let head = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
@@ -472,23 +471,104 @@ pub async fn serve(shard: Rc<Shard>, address: SocketAddr) -> Result<(), String> 
     }
 }
 
-async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str, &'static str, String) {
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let param =
-        |name: &str| query.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')).map(str::to_string);
-    match (method, path) {
-        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", fresh_board(shard, shard.settings.shards).await),
-        ("GET", "/v1/health") => ("200 OK", "application/json", "{\"status\":\"ok\"}\n".into()),
-        ("GET", "/v1/placement") => ("200 OK", "application/json", placement(shard).await),
-        ("GET", "/v1/shards") => ("200 OK", "application/json", shards(shard)),
-        ("POST", "/v1/placement/move") => {
-            let (Some(topic), Some(partition), Some(target)) = (param("topic"), param("partition"), param("shard"))
-            else {
-                return ("400 Bad Request", "text/plain", "need topic, partition and shard\n".into());
-            };
-            let (Ok(partition), Ok(target)) = (partition.parse::<i32>(), target.parse::<usize>()) else {
-                return ("400 Bad Request", "text/plain", "partition and shard must be numbers\n".into());
-            };
+/// What the endpoint answers: a status line, a content type and a body.
+pub type Answer = (&'static str, &'static str, String);
+
+/// A request head as far as it arrived.
+pub enum Head {
+    /// Whole: its method and target.
+    Complete(String, String),
+    /// More bytes are needed.
+    Partial,
+    /// Not HTTP/1: the connection is closed.
+    Invalid,
+}
+
+/// Parses a request head (`httparse`, at most 32 headers).
+pub fn head(bytes: &[u8]) -> Head {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(bytes) {
+        Ok(httparse::Status::Complete(_)) => {
+            Head::Complete(request.method.unwrap_or("").to_string(), request.path.unwrap_or("").to_string())
+        }
+        Ok(httparse::Status::Partial) => Head::Partial,
+        Err(_) => Head::Invalid,
+    }
+}
+
+/// An admin request, parsed and checked before anything is done for it.
+#[derive(Debug, PartialEq)]
+pub enum Route {
+    Metrics,
+    Health,
+    Placement,
+    Shards,
+    /// Moves a partition to a shard.
+    Move {
+        topic: String,
+        partition: i32,
+        shard: usize,
+    },
+    /// Measures the load for `interval` and plans moves within `band`; with `apply`,
+    /// makes them.
+    Balance {
+        interval: std::time::Duration,
+        band: f64,
+        apply: bool,
+    },
+}
+
+impl Route {
+    /// The route of `method` and `target` (path and query).
+    ///
+    /// # Errors
+    /// The answer to a request that names no route or bad parameters.
+    pub fn parse(method: &str, target: &str) -> Result<Route, Answer> {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let param =
+            |name: &str| query.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')).map(str::to_string);
+        let bad = |message: &str| Err(("400 Bad Request", "text/plain", format!("{message}\n")));
+        Ok(match (method, path) {
+            ("GET", "/metrics") => Route::Metrics,
+            ("GET", "/v1/health") => Route::Health,
+            ("GET", "/v1/placement") => Route::Placement,
+            ("GET", "/v1/shards") => Route::Shards,
+            ("POST", "/v1/placement/move") => {
+                let (Some(topic), Some(partition), Some(shard)) = (param("topic"), param("partition"), param("shard"))
+                else {
+                    return bad("need topic, partition and shard");
+                };
+                let (Ok(partition), Ok(shard)) = (partition.parse::<i32>(), shard.parse::<usize>()) else {
+                    return bad("partition and shard must be numbers");
+                };
+                Route::Move { topic, partition, shard }
+            }
+            (method @ ("GET" | "POST"), "/v1/placement/balance") => {
+                let interval = param("interval_ms").map_or(Ok(2000), |v| v.parse::<u64>());
+                let band = param("band").map_or(Ok(crate::balance::BALANCE_BAND), |v| v.parse::<f64>());
+                let (Ok(interval), Ok(band)) = (interval, band) else {
+                    return bad("interval_ms and band must be numbers");
+                };
+                if !(100..=60_000).contains(&interval) || !(0.0..=1.0).contains(&band) {
+                    return bad("interval_ms from 100 to 60000, band from 0 to 1");
+                }
+                let interval = std::time::Duration::from_millis(interval);
+                Route::Balance { interval, band, apply: method == "POST" }
+            }
+            ("GET", _) | ("POST", _) => return Err(("404 Not Found", "text/plain", "not found\n".into())),
+            _ => return Err(("405 Method Not Allowed", "text/plain", "GET or POST\n".into())),
+        })
+    }
+}
+
+async fn respond(shard: &Rc<Shard>, route: Route) -> Answer {
+    match route {
+        Route::Metrics => ("200 OK", "text/plain; version=0.0.4", fresh_board(shard, shard.settings.shards).await),
+        Route::Health => ("200 OK", "application/json", "{\"status\":\"ok\"}\n".into()),
+        Route::Placement => ("200 OK", "application/json", placement(shard).await),
+        Route::Shards => ("200 OK", "application/json", shards(shard)),
+        Route::Move { topic, partition, shard: target } => {
             let tp = skein_engine::TopicPartition::new(topic, partition);
             match skein_net::topics::move_partition(shard, &tp, target).await {
                 Ok(()) => ("200 OK", "application/json", format!("{{\"moved\":\"{tp}\",\"shard\":{target}}}\n")),
@@ -497,16 +577,8 @@ async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str
                 }
             }
         }
-        (method @ ("GET" | "POST"), "/v1/placement/balance") => {
-            let interval = param("interval_ms").map_or(Ok(2000), |v| v.parse::<u64>());
-            let band = param("band").map_or(Ok(crate::balance::BALANCE_BAND), |v| v.parse::<f64>());
-            let (Ok(interval), Ok(band)) = (interval, band) else {
-                return ("400 Bad Request", "text/plain", "interval_ms and band must be numbers\n".into());
-            };
-            if !(100..=60_000).contains(&interval) || !(0.0..=1.0).contains(&band) {
-                return ("400 Bad Request", "text/plain", "interval_ms from 100 to 60000, band from 0 to 1\n".into());
-            }
-            let measured = crate::balance::measure(shard, std::time::Duration::from_millis(interval)).await;
+        Route::Balance { interval, band, apply } => {
+            let measured = crate::balance::measure(shard, interval).await;
             let plan = crate::balance::plan(
                 &measured.shards_busy,
                 &measured.partitions,
@@ -514,15 +586,13 @@ async fn respond(shard: &Rc<Shard>, method: &str, target: &str) -> (&'static str
                 crate::balance::BALANCE_GAIN_MIN,
                 crate::balance::BALANCE_MOVES_MAX,
             );
-            let outcomes = match method {
-                "POST" => Some(crate::balance::apply(shard, &plan).await),
-                _ => None,
+            let outcomes = match apply {
+                true => Some(crate::balance::apply(shard, &plan).await),
+                false => None,
             };
             let body = crate::balance::to_json(&measured, &plan, outcomes.as_deref());
             ("200 OK", "application/json", serde_json::to_string_pretty(&body).unwrap_or_default())
         }
-        ("GET", _) | ("POST", _) => ("404 Not Found", "text/plain", "not found\n".into()),
-        _ => ("405 Method Not Allowed", "text/plain", "GET or POST\n".into()),
     }
 }
 
@@ -579,6 +649,27 @@ async fn placement(shard: &Rc<Shard>) -> String {
 mod tests {
     use super::*;
     use skein_net::group::lag::{admit, ConsumerLag, GroupOffsets};
+
+    // Requests are parsed into routes before anything runs; bad ones get their answer.
+    #[test]
+    fn routes_parse_and_refuse() {
+        let head = |text: &str| match super::head(text.as_bytes()) {
+            Head::Complete(method, target) => Some((method, target)),
+            _ => None,
+        };
+        let (method, target) = head("POST /v1/placement/move?topic=t&partition=2&shard=1 HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!(Route::parse(&method, &target), Ok(Route::Move { topic: "t".into(), partition: 2, shard: 1 }));
+        assert!(matches!(super::head(b"GET /metrics HTTP/1.1\r\n"), Head::Partial));
+        assert!(matches!(super::head(b"\x00\x01 junk\r\n\r\n"), Head::Invalid));
+        let status = |method: &str, target: &str| Route::parse(method, target).unwrap_err().0;
+        assert_eq!(status("POST", "/v1/placement/move?topic=t&partition=x&shard=1"), "400 Bad Request");
+        assert_eq!(status("GET", "/v1/placement/balance?interval_ms=5"), "400 Bad Request");
+        assert_eq!(status("GET", "/v1/nothing"), "404 Not Found");
+        assert_eq!(status("DELETE", "/metrics"), "405 Method Not Allowed");
+        let balance = Route::parse("POST", "/v1/placement/balance?interval_ms=500&band=0.2").unwrap();
+        let interval = std::time::Duration::from_millis(500);
+        assert_eq!(balance, Route::Balance { interval, band: 0.2, apply: true });
+    }
 
     // Label values escape backslashes, quotes and line feeds, and nothing else.
     #[test]
