@@ -26,7 +26,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::errors::code;
 use crate::group::consumer::{FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH};
-use crate::group::records::Entry;
 use crate::metadata::MetadataImage;
 use assign::{MemberState, Progress, TaskSet, Tasks};
 use topology::{Configured, InternalTopic};
@@ -155,9 +154,8 @@ pub struct StreamsGroup {
     standbys: usize,
     endpoint_epoch: i32,
     shutdown_requested_by: Option<String>,
-    /// The records last written, by type and member (empty for the group's own), to
-    /// write only what changed (`persist`).
-    persisted: BTreeMap<(i16, String), Entry>,
+    /// What the records last written hold, to write only what changed (`persist`).
+    persisted: persist::Persisted,
     /// The end of the initial rebalance delay, while it runs.
     delayed_until: Option<Instant>,
     /// When the target assignment was last computed.
@@ -299,7 +297,7 @@ impl StreamsGroup {
             standbys: 0,
             endpoint_epoch: 0,
             shutdown_requested_by: None,
-            persisted: BTreeMap::new(),
+            persisted: persist::Persisted::default(),
             delayed_until: None,
             assigned_at: None,
         }

@@ -3,16 +3,47 @@
 //! group as it resumes on a new coordinator (`loaded`): its members keep their
 //! tasks and their sessions start over, and the target is computed again from them.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::time::Instant;
 
+use kafka_protocol::messages::streams_group_heartbeat_request::Topology;
+
 use super::assign::{MemberState, Progress};
-use super::records::{AssignmentValue, MemberValue, ASSIGNMENT, MEMBER, METADATA, TOPOLOGY};
+use super::records::{AssignmentValue, MemberValue};
 use super::{topology, Member, StreamsGroup, StreamsSettings};
 use crate::group::records::Entry;
 use crate::metadata::MetadataImage;
 
-type RecordKey = (i16, String);
+/// What the group's records last written (or replayed) hold, so that a heartbeat
+/// writes only what changed, comparing each member in place (no record is built for
+/// a member that did not change).
+#[derive(Debug, Default)]
+pub(super) struct Persisted {
+    topology: Option<Topology>,
+    epoch: Option<i32>,
+    members: HashMap<String, MemberRecords>,
+}
+
+#[derive(Debug, Default)]
+struct MemberRecords {
+    value: Option<MemberValue>,
+    assignment: Option<AssignmentValue>,
+}
+
+impl Persisted {
+    fn is_empty(&self) -> bool {
+        self.topology.is_none() && self.epoch.is_none() && self.members.is_empty()
+    }
+
+    /// Changes what is written of `member`; a member with no records left is gone.
+    fn note(&mut self, member: String, change: impl FnOnce(&mut MemberRecords)) {
+        let written = self.members.entry(member).or_default();
+        change(written);
+        if written.value.is_none() && written.assignment.is_none() {
+            self.members.retain(|_, w| w.value.is_some() || w.assignment.is_some());
+        }
+    }
+}
 
 fn state_code(state: MemberState) -> i8 {
     match state {
@@ -54,6 +85,28 @@ impl Member {
             pending_revocation: self.progress.pending_revocation.clone(),
         }
     }
+
+    /// Whether `value` is what `value()` would build, compared field by field.
+    fn value_is(&self, value: &MemberValue) -> bool {
+        self.instance_id == value.instance_id
+            && self.rack_id == value.rack_id
+            && self.client_id == value.client_id
+            && self.client_host == value.client_host
+            && self.rebalance_timeout_ms == value.rebalance_timeout_ms
+            && self.topology_epoch == value.topology_epoch
+            && self.process_id == value.process_id
+            && self.endpoint == value.endpoint
+            && self.client_tags == value.client_tags
+    }
+
+    /// Whether `assignment` is what `assignment()` would build.
+    fn assignment_is(&self, assignment: &AssignmentValue) -> bool {
+        self.progress.epoch == assignment.epoch
+            && self.previous_epoch == assignment.previous_epoch
+            && state_code(self.progress.state) == assignment.state
+            && self.progress.assigned == assignment.assigned
+            && self.progress.pending_revocation == assignment.pending_revocation
+    }
 }
 
 impl StreamsGroup {
@@ -62,80 +115,76 @@ impl StreamsGroup {
         self.persisted.is_empty()
     }
 
-    /// Every record the group's state calls for.
-    fn records(&self) -> BTreeMap<RecordKey, Entry> {
-        let group = || self.id.clone();
-        let mut out = BTreeMap::new();
-        if let Some(t) = &self.topology {
-            out.insert(
-                (TOPOLOGY, String::new()),
-                Entry::StreamsTopology { group: group(), topology: Some(Box::new(t.clone())) },
-            );
-        }
-        out.insert((METADATA, String::new()), Entry::StreamsGroup { group: group(), epoch: Some(self.epoch) });
-        for (id, m) in &self.members {
-            let value = Some(Box::new(m.value()));
-            out.insert((MEMBER, id.clone()), Entry::StreamsMember { group: group(), member: id.clone(), value });
-            let value = Some(Box::new(m.assignment()));
-            out.insert(
-                (ASSIGNMENT, id.clone()),
-                Entry::StreamsAssignment { group: group(), member: id.clone(), value },
-            );
-        }
-        out
-    }
-
     /// The records that changed since they were last written, and tombstones for the
-    /// members gone: the topology first, the group's epoch last.
+    /// members gone: the topology first, the group's epoch last (replayed in order:
+    /// the epoch after what it counts). O(members) comparisons in place; records are
+    /// built only for what changed.
     pub fn changes(&mut self) -> Vec<Entry> {
-        let now = self.records();
+        let group = || self.id.clone();
+        let persisted = &mut self.persisted;
         let mut out = Vec::new();
-        for (key, entry) in &now {
-            if self.persisted.get(key) != Some(entry) {
-                out.push(entry.clone());
+        if persisted.topology != self.topology {
+            persisted.topology.clone_from(&self.topology);
+            let topology = self.topology.clone().map(Box::new);
+            out.push(Entry::StreamsTopology { group: group(), topology });
+        }
+        for (id, m) in &self.members {
+            let written = persisted.members.entry(id.clone()).or_default();
+            if !written.value.as_ref().is_some_and(|v| m.value_is(v)) {
+                let value = m.value();
+                written.value = Some(value.clone());
+                out.push(Entry::StreamsMember { group: group(), member: id.clone(), value: Some(Box::new(value)) });
+            }
+            if !written.assignment.as_ref().is_some_and(|a| m.assignment_is(a)) {
+                let value = m.assignment();
+                written.assignment = Some(value.clone());
+                let value = Some(Box::new(value));
+                out.push(Entry::StreamsAssignment { group: group(), member: id.clone(), value });
             }
         }
-        for (kind, member) in self.persisted.keys().filter(|k| !now.contains_key(*k)) {
-            let (group, member) = (self.id.clone(), member.clone());
-            match *kind {
-                MEMBER => out.push(Entry::StreamsMember { group, member, value: None }),
-                ASSIGNMENT => out.push(Entry::StreamsAssignment { group, member, value: None }),
-                TOPOLOGY => out.push(Entry::StreamsTopology { group, topology: None }),
-                _ => {}
+        if persisted.members.len() > self.members.len() {
+            let gone: Vec<String> =
+                persisted.members.keys().filter(|id| !self.members.contains_key(*id)).cloned().collect();
+            for member in gone {
+                let written = persisted.members.remove(&member).unwrap_or_default();
+                if written.value.is_some() {
+                    out.push(Entry::StreamsMember { group: group(), member: member.clone(), value: None });
+                }
+                if written.assignment.is_some() {
+                    out.push(Entry::StreamsAssignment { group: group(), member, value: None });
+                }
             }
         }
-        // Replayed in order: the epoch after what it counts.
-        out.sort_by_key(|e| match e {
-            Entry::StreamsTopology { .. } => 0,
-            Entry::StreamsGroup { .. } => 2,
-            _ => 1,
-        });
-        self.persisted = now;
+        if persisted.epoch != Some(self.epoch) {
+            persisted.epoch = Some(self.epoch);
+            out.push(Entry::StreamsGroup { group: group(), epoch: Some(self.epoch) });
+        }
         out
     }
 
     /// The last records could not be written: write them whole next time.
     pub fn forget_persisted(&mut self) {
-        self.persisted.clear();
+        self.persisted = Persisted::default();
     }
 
-    /// Applies a record replayed from the offsets topic.
+    /// Applies a record replayed from the offsets topic; what it holds counts as
+    /// written.
     pub fn replay(&mut self, entry: Entry, now: Instant) {
-        let key = match &entry {
+        match entry {
             Entry::StreamsGroup { epoch: Some(epoch), .. } => {
-                self.epoch = *epoch;
-                self.assignment_epoch = *epoch;
-                (METADATA, String::new())
+                self.epoch = epoch;
+                self.assignment_epoch = epoch;
+                self.persisted.epoch = Some(epoch);
             }
             Entry::StreamsTopology { topology, .. } => {
                 self.topology = topology.as_ref().map(|t| topology::canonical(t));
                 self.configured = None;
-                (TOPOLOGY, String::new())
+                self.persisted.topology.clone_from(&self.topology);
             }
             Entry::StreamsMember { member, value, .. } => {
-                match value {
+                match &value {
                     Some(v) => {
-                        let m = self.members.entry(member.clone()).or_insert_with(|| Member::new(member, now));
+                        let m = self.members.entry(member.clone()).or_insert_with(|| Member::new(&member, now));
                         m.instance_id = v.instance_id.clone();
                         m.rack_id = v.rack_id.clone();
                         m.client_id = v.client_id.clone();
@@ -147,14 +196,14 @@ impl StreamsGroup {
                         m.client_tags = v.client_tags.clone();
                     }
                     None => {
-                        self.members.remove(member);
+                        self.members.remove(&member);
                     }
                 }
-                (MEMBER, member.clone())
+                self.persisted.note(member, |written| written.value = value.map(|v| *v));
             }
             Entry::StreamsAssignment { member, value, .. } => {
-                if let Some(v) = value {
-                    let m = self.members.entry(member.clone()).or_insert_with(|| Member::new(member, now));
+                if let Some(v) = &value {
+                    let m = self.members.entry(member.clone()).or_insert_with(|| Member::new(&member, now));
                     m.previous_epoch = v.previous_epoch;
                     m.progress = Progress {
                         epoch: v.epoch,
@@ -163,20 +212,10 @@ impl StreamsGroup {
                         pending_revocation: v.pending_revocation.clone(),
                     };
                 }
-                (ASSIGNMENT, member.clone())
+                self.persisted.note(member, |written| written.assignment = value.map(|v| *v));
             }
-            _ => return,
-        };
-        let tombstone = matches!(
-            &entry,
-            Entry::StreamsMember { value: None, .. }
-                | Entry::StreamsAssignment { value: None, .. }
-                | Entry::StreamsTopology { topology: None, .. }
-        );
-        match tombstone {
-            true => self.persisted.remove(&key),
-            false => self.persisted.insert(key, entry),
-        };
+            _ => {}
+        }
     }
 
     /// The group resumes on this coordinator: its members' sessions (and revocations)

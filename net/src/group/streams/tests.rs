@@ -4,6 +4,7 @@ use kafka_protocol::messages::streams_group_heartbeat_request::{Subtopology, Tas
 use kafka_protocol::messages::{GroupId, TopicName};
 
 use super::*;
+use crate::group::records::Entry;
 use crate::metadata::{MetadataImage, TopicMeta};
 
 /// Kafka's defaults without the initial delay and the assignment interval.
@@ -267,6 +268,19 @@ fn members_outlive_a_coordinator_move_through_their_records() {
     // Everything written, through the codec, replayed on another coordinator.
     let mut written = group.changes();
     assert!(group.changes().is_empty(), "nothing changed since");
+    // A member whose own record changes writes its records, never another's: the
+    // others are compared in place and left alone.
+    let mut slower = beat("a", a.response.member_epoch, &kept);
+    slower.rebalance_timeout_ms = 45_000;
+    group.heartbeat(&slower, client, &all, settings, now).unwrap();
+    let one = group.changes();
+    let member_of = |e: &Entry| match e {
+        Entry::StreamsMember { member, .. } | Entry::StreamsAssignment { member, .. } => Some(member.clone()),
+        _ => None,
+    };
+    assert!(one.iter().any(|e| matches!(e, Entry::StreamsMember { member, value: Some(v), .. } if member == "a" && v.rebalance_timeout_ms == 45_000)), "{one:?}");
+    assert!(one.iter().filter_map(member_of).all(|m| m == "a"), "only a's records: {one:?}");
+    written.extend(one);
     // One leaves: tombstones for its records.
     group.heartbeat(&beat("b", LEAVE_EPOCH, &[]), client, &all, settings, now).unwrap();
     let left = group.changes();
