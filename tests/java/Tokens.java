@@ -36,8 +36,16 @@ public class Tokens {
             if (info.expiryTimestamp() > info.maxTimestamp() || info.issueTimestamp() > info.expiryTimestamp()) {
                 throw new IllegalStateException("timestamps out of order: " + info);
             }
-            var described = admin.describeDelegationToken().delegationTokens().get();
-            var mine = described.stream().filter(t -> t.tokenInfo().tokenId().equals(info.tokenId())).findFirst();
+            // Kafka's brokers learn a token from the metadata log a moment after the
+            // controller answered (Skein answers once every shard holds it): retry.
+            List<DelegationToken> described = List.of();
+            Optional<DelegationToken> mine = Optional.empty();
+            for (long deadline = System.currentTimeMillis() + 10_000; System.currentTimeMillis() < deadline; ) {
+                described = admin.describeDelegationToken().delegationTokens().get();
+                mine = described.stream().filter(t -> t.tokenInfo().tokenId().equals(info.tokenId())).findFirst();
+                if (mine.isPresent()) break;
+                Thread.sleep(100);
+            }
             if (mine.isEmpty() || !Arrays.equals(mine.get().hmac(), token.hmac())) {
                 throw new IllegalStateException("the new token is not described with its HMAC: " + described);
             }
