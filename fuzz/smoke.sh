@@ -26,7 +26,11 @@ for target in $(cargo +nightly fuzz list); do
     >"$scratch/$target.log" 2>&1 || status=$?
   grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done )' "$scratch/$target.log" || true
   if [ "$status" -ne 0 ]; then
+    # The panic's message first (a long backtrace follows it), then the end of the log;
+    # the whole log is kept beside the input.
+    grep -A4 -m1 'panicked at' "$scratch/$target.log" >&2 || true
     tail -60 "$scratch/$target.log" >&2
+    mkdir -p "artifacts/$target" && cp "$scratch/$target.log" "artifacts/$target/fuzz.log"
     echo "fuzz target $target failed (status $status); its input is in fuzz/artifacts/$target/" >&2
     exit 1
   fi
