@@ -283,11 +283,17 @@ impl Authenticator {
         self.principal = Some(principal);
         let mut response = SaslAuthenticateResponse::default();
         response.auth_bytes = server_bytes;
-        self.expires = match security.max_reauth_ms {
-            0 => None,
-            ms => {
-                // A token's session ends with the token, as in Kafka.
-                let ms = token_expires_ms.map_or(ms, |left| ms.min(left.max(1) as u64));
+        // A session lasts `connections.max.reauth.ms`, and a token's no longer than the
+        // token, whatever that setting (Kafka's credential lifetime).
+        let token_left = token_expires_ms.map(|left| left.max(1) as u64);
+        let lifetime = match (security.max_reauth_ms, token_left) {
+            (0, None) => None,
+            (0, Some(left)) => Some(left),
+            (ms, left) => Some(left.map_or(ms, |left| ms.min(left))),
+        };
+        self.expires = match lifetime {
+            None => None,
+            Some(ms) => {
                 // Only v1+ clients learn the lifetime; an older one keeps its
                 // session as long as its connection (as Kafka does).
                 if version >= 1 {
@@ -423,6 +429,27 @@ mod tests {
         fn token_owner(&self, id: &str) -> Option<(String, i64)> {
             (id == "tok").then(|| ("User:alice".to_string(), self.expiry_ms))
         }
+    }
+
+    // Without connections.max.reauth.ms a token's session still ends with the token.
+    #[test]
+    fn a_token_session_ends_with_the_token() {
+        let now_ms = skein_engine::time::now_ms();
+        let tokens = OneToken { expiry_ms: now_ms + 20_000 };
+        let security = Security { max_reauth_ms: 0, ..security() };
+        let mut auth = Authenticator::new();
+        let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("SCRAM-SHA-512"));
+        assert_eq!(auth.handshake(&security, 1, &request).0.error_code, 0);
+        let bare = "n=tok,r=nonce,tokenauth=true";
+        let first = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!("n,,{bare}")));
+        let reply = auth.authenticate(&security, 2, &first, &tokens, None, Instant::now());
+        let server_first = String::from_utf8(reply.response.auth_bytes.to_vec()).unwrap();
+        let (last, _) = scram::client_reply(ScramMechanism::Sha512, "pw", bare, &server_first).unwrap();
+        let last = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(last));
+        let reply = auth.authenticate(&security, 2, &last, &tokens, None, Instant::now());
+        assert_eq!(reply.response.error_code, 0);
+        assert!((1..=20_000).contains(&reply.response.session_lifetime_ms), "{}", reply.response.session_lifetime_ms);
+        assert!(matches!(auth.gate(ApiKey::Metadata, Instant::now() + Duration::from_secs(21)), Gate::Close(_)));
     }
 
     // A SCRAM exchange with `tokenauth=true` authenticates the token's owner, marked
