@@ -92,7 +92,10 @@ fuzz_target!(|data: &[u8]| {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config = LogConfig { segment_bytes: 512 << (shape % 4), index_interval_bytes: 128, ..LogConfig::default() };
+    // Small rings and I/O memory: an executor per input is most of an input's cost.
     let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .io_memory(1 << 20)
+        .ring_depth(64)
         .make()
         .expect("glommio executor (io_uring must be available)");
     // One executor for the whole input: the writes, the damage (plain file calls
