@@ -1,4 +1,4 @@
-//! Kafka Connect 4.1, unchanged (connect-runtime, connect-file, connect-json from Maven
+//! Kafka Connect 4.3.1, unchanged (connect-runtime, connect-file, connect-json from Maven
 //! Central, tests/connect/), against Skein in distributed mode: two workers create
 //! their compacted config, offset and status topics with Connect's own settings; a
 //! FileStreamSource feeds a topic and a FileStreamSink copies it to a file, driven
@@ -11,7 +11,8 @@
 //! a FileStreamSource with `exactly.once.support=required` writes its records and its
 //! file position in one transaction every 2 s; killed with kill -9 inside one and
 //! restarted, it leaves that transaction aborted, and a read_committed consumer sees
-//! every line exactly once.
+//! every line exactly once: with Connect 4.3.1 (its producer on transactions v2) and
+//! with the older generation, Connect 4.1.
 
 mod common;
 #[path = "connect/support.rs"]
@@ -27,7 +28,7 @@ use common::{create_topic, free_port, Broker};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use serde_json::{json, Value};
-use support::{committed_offsets, read_topic, wait_for, Jvm, CLIENT_TIMEOUT};
+use support::{committed_offsets, read_topic, wait_for, Generation, Jvm, CLIENT_TIMEOUT};
 
 /// The tests run one at a time: each starts a broker and JVMs, and together they
 /// would starve each other on a 2-core machine.
@@ -48,6 +49,18 @@ impl Worker {
     /// `-offsets` and `-status`, left for Connect to create with its own settings
     /// (replication factor 1: there is one node). `extra` lines are appended.
     fn start(dir: &Path, name: &str, bootstrap: &str, group: &str, extra: &[&str]) -> Worker {
+        Worker::start_of(Generation::Kafka43, dir, name, bootstrap, group, extra)
+    }
+
+    /// `start` with Kafka Connect of `generation`.
+    fn start_of(
+        generation: Generation,
+        dir: &Path,
+        name: &str,
+        bootstrap: &str,
+        group: &str,
+        extra: &[&str],
+    ) -> Worker {
         let port = free_port();
         let properties = dir.join(format!("{name}.properties"));
         let mut text = format!(
@@ -78,7 +91,8 @@ impl Worker {
             text.push('\n');
         }
         std::fs::write(&properties, text).unwrap();
-        let jvm = Jvm::start(
+        let jvm = Jvm::start_of(
+            generation,
             "org.apache.kafka.connect.cli.ConnectDistributed",
             &[properties.to_str().unwrap()],
             &dir.join(format!("{name}.log")),
@@ -407,6 +421,15 @@ fn connect_distributed_file_connectors_survive_kill_9() {
 
 #[test]
 fn connect_exactly_once_source_survives_kill_9() {
+    exactly_once_source_survives_kill_9(Generation::Kafka43);
+}
+
+#[test]
+fn connect_4_1_exactly_once_source_survives_kill_9() {
+    exactly_once_source_survives_kill_9(Generation::Kafka41);
+}
+
+fn exactly_once_source_survives_kill_9(generation: Generation) {
     const TOTAL: usize = 4300;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
@@ -418,8 +441,8 @@ fn connect_exactly_once_source_survives_kill_9() {
     let input = dir.path().join("input.txt");
     append_lines(&input, 0..300);
 
-    let mut worker =
-        Worker::start(dir.path(), "worker", &bootstrap, "connect-eos", &["exactly.once.source.support=enabled"]);
+    let eos = ["exactly.once.source.support=enabled"];
+    let mut worker = Worker::start_of(generation, dir.path(), "worker", &bootstrap, "connect-eos", &eos);
     let source = json!({"name": "eos-source", "config": {
         "connector.class": SOURCE, "tasks.max": "1", "file": input, "topic": "eos-lines",
         "exactly.once.support": "required",

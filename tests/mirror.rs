@@ -1,4 +1,4 @@
-//! MirrorMaker 2 (connect-mirror 4.1 from Maven Central, unchanged, tests/connect/)
+//! MirrorMaker 2 (connect-mirror 4.3.1 from Maven Central, unchanged, tests/connect/)
 //! between two Skein nodes, `primary` and `backup`, run as the dedicated
 //! `org.apache.kafka.connect.mirror.MirrorMaker` with an mm2.properties written here:
 //! the default replication policy mirrors `orders` to `primary.orders` with its

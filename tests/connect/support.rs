@@ -1,6 +1,6 @@
-//! What tests/connect.rs and tests/mirror.rs share: Kafka Connect 4.1's classpath
-//! (tests/connect/pom.xml, with MirrorMaker 2), a JVM process that is killed when its
-//! guard drops, and readers of whole topics.
+//! What tests/connect.rs and tests/mirror.rs share: Kafka Connect's classpaths, 4.3.1
+//! and 4.1 (tests/connect/pom.xml, with MirrorMaker 2), a JVM process that is killed
+//! when its guard drops, and readers of whole topics.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -16,11 +16,24 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 /// client's first metadata took over 10 s on a 2-core machine loaded by a benchmark.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Kafka Connect's classpath: target/kafka-connect-classpath.txt (written by
-/// tests/connect/classpath.sh, which .ci/run calls), or resolved now.
-pub fn connect_classpath() -> String {
+/// The Kafka Connect generations tested: 4.3.1 (the newest whose file connectors and
+/// MirrorMaker 2 this workplace's Maven serves; not 4.4.0) and 4.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generation {
+    Kafka43,
+    Kafka41,
+}
+
+/// Kafka Connect's classpath of `generation`: target/kafka-connect-classpath.txt (4.3)
+/// or target/kafka-connect-4.1-classpath.txt, written by tests/connect/classpath.sh
+/// (which .ci/run calls), or resolved now.
+pub fn connect_classpath(generation: Generation) -> String {
     let root = env!("CARGO_MANIFEST_DIR");
-    let file = format!("{root}/target/kafka-connect-classpath.txt");
+    let name = match generation {
+        Generation::Kafka43 => "kafka-connect-classpath.txt",
+        Generation::Kafka41 => "kafka-connect-4.1-classpath.txt",
+    };
+    let file = format!("{root}/target/{name}");
     if std::fs::metadata(&file).is_err() {
         let status = Command::new("bash").arg(format!("{root}/tests/connect/classpath.sh")).status().expect("run bash");
         assert!(status.success(), "Maven could not resolve tests/connect/pom.xml's artifacts");
@@ -35,15 +48,22 @@ pub struct Jvm {
     pub log: PathBuf,
     main: String,
     args: Vec<String>,
+    generation: Generation,
 }
 
 impl Jvm {
+    /// Kafka Connect 4.3's `main`.
     pub fn start(main: &str, args: &[&str], log: &Path) -> Jvm {
+        Jvm::start_of(Generation::Kafka43, main, args, log)
+    }
+
+    pub fn start_of(generation: Generation, main: &str, args: &[&str], log: &Path) -> Jvm {
         let mut jvm = Jvm {
             child: None,
             log: log.to_path_buf(),
             main: main.to_string(),
             args: args.iter().map(|a| a.to_string()).collect(),
+            generation,
         };
         jvm.spawn();
         jvm
@@ -61,7 +81,7 @@ impl Jvm {
                 "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
             ])
             .arg("-cp")
-            .arg(connect_classpath())
+            .arg(connect_classpath(self.generation))
             .arg(&self.main)
             .args(&self.args)
             .stdin(Stdio::null())
