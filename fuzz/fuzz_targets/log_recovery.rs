@@ -85,6 +85,12 @@ fn damage(partition: &std::path::Path, steps: &[u8]) {
     }
 }
 
+thread_local! {
+    static EXECUTOR: glommio::LocalExecutor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .make()
+        .expect("glommio executor (io_uring must be available)");
+}
+
 fuzz_target!(|data: &[u8]| {
     let [shape, steps @ ..] = data else { return };
     let shape = *shape;
@@ -92,15 +98,10 @@ fuzz_target!(|data: &[u8]| {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config = LogConfig { segment_bytes: 512 << (shape % 4), index_interval_bytes: 128, ..LogConfig::default() };
-    // Small rings and I/O memory: an executor per input is most of an input's cost.
-    let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-        .io_memory(1 << 20)
-        .ring_depth(64)
-        .make()
-        .expect("glommio executor (io_uring must be available)");
-    // One executor for the whole input: the writes, the damage (plain file calls
+    // One executor for the fuzzer's life (glommio leaks an eventfd for each executor
+    // dropped), running each input whole: the writes, the damage (plain file calls
     // between the two opens) and the open after it.
-    executor.run(async {
+    EXECUTOR.with(|executor| executor.run(async {
         let log = open(&dir, &config).await.expect("a new log opens");
         let batches = shape % 24 + 1;
         for i in 0..batches {
@@ -115,6 +116,7 @@ fuzz_target!(|data: &[u8]| {
             log.flush().await.unwrap();
         }
         drop(log);
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         damage(&dir.join("t-0"), steps);
 
         let Ok(log) = open(&dir, &config).await else { return };
@@ -134,7 +136,9 @@ fuzz_target!(|data: &[u8]| {
         let producers = skein_replication::load_producers(&log).await;
         let _ = producers.describe();
         let _ = log.close().await;
-    });
-    drop(executor);
+        drop(log);
+        // Dropped files close on the ring: let those closes run before the input ends.
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+    }));
     let _ = std::fs::remove_dir_all(&dir);
 });
