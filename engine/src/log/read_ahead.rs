@@ -189,8 +189,13 @@ fn whole_batches<'a>(pieces: &'a [Bytes], joined: &'a mut u64) -> impl Iterator<
 }
 
 /// `len` bytes from `position` in `pieces[piece]` on, across pieces, copied; `None`
-/// when the pieces end first.
+/// when the pieces end first. Nothing is allocated for bytes the pieces do not hold:
+/// `len` comes from a batch's length field, which a damaged segment may set to 2 GiB.
 fn join(pieces: &[Bytes], piece: usize, position: usize, len: usize, joined: &mut u64) -> Option<Bytes> {
+    let held = pieces[piece..].iter().map(Bytes::len).sum::<usize>().saturating_sub(position);
+    if held < len {
+        return None;
+    }
     let mut out = bytes::BytesMut::with_capacity(len);
     let mut from = position;
     for p in &pieces[piece..] {
@@ -212,6 +217,20 @@ mod tests {
 
     // Batches cut across pieces anywhere (inside a length field too) come out whole and
     // in order; only those that cross are copied; a partial last batch is left out.
+    // The fuzzer's finding: a damaged length field claiming 2 GiB, in a batch that
+    // crosses into the next piece, made the read-ahead allocate 2 GiB before seeing the
+    // pieces end. It ends the window's batches there, allocating nothing.
+    #[test]
+    fn a_damaged_length_allocates_nothing() {
+        let mut damaged = batch(3, 40).to_vec();
+        damaged[8..12].copy_from_slice(&(i32::MAX - 12).to_be_bytes());
+        let pieces = [Bytes::copy_from_slice(&damaged[..30]), Bytes::copy_from_slice(&damaged[30..])];
+        let mut joined = 0;
+        assert_eq!(whole_batches(&pieces, &mut joined).count(), 0);
+        assert_eq!(joined, 0);
+        assert!(join(&pieces, 0, 0, usize::MAX, &mut joined).is_none(), "no allocation of usize::MAX");
+    }
+
     #[test]
     fn batches_across_pieces() {
         let batches: Vec<Bytes> = (1..6).map(|n| batch(n, 37 * n as usize)).collect();
