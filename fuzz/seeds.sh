@@ -6,7 +6,9 @@
 # kafka-python, kafkajs, franz-go and sarama, and the conformance sweep's requests of
 # every API and version. Unit tests add what no client sends (metadata snapshots and
 # log entries, telemetry pushes of every codec). libFuzzer's merge then keeps the
-# inputs that add coverage. The SASL seeds are written by hand (fuzz/seeds/sasl).
+# inputs that add coverage. The SASL seeds are written by hand (fuzz/seeds/sasl), as
+# are the log_recovery shapes; the state_files and quorum_journal seeds were kept from
+# fuzzing runs (merged), and every input a run found is kept as a regression seed.
 # Takes about 15 minutes; run it again when an API or version is added.
 set -euo pipefail
 cd "$(dirname "$0")/.."
