@@ -228,6 +228,13 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
         ApiKey::DescribeQuorum => call!(DescribeQuorumRequest::default()),
         // An id no broker has: BROKER_ID_NOT_REGISTERED once allowed.
         ApiKey::UnregisterBroker => call!(UnregisterBrokerRequest::default().with_broker_id(BrokerId(999))),
+        // A directory the node does not have: LOG_DIR_NOT_FOUND once allowed.
+        ApiKey::AlterReplicaLogDirs => {
+            use alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};
+            let topic = AlterReplicaLogDirTopic::default().with_name(topic()).with_partitions(vec![0]);
+            call!(AlterReplicaLogDirsRequest::default()
+                .with_dirs(vec![AlterReplicaLogDir::default().with_path(s("/nowhere")).with_topics(vec![topic])]))
+        }
         ApiKey::UpdateFeatures => {
             // The level share.version has already: allowed, and changes nothing.
             let update = update_features_request::FeatureUpdateKey::default()

@@ -178,6 +178,7 @@ fn api_versions_lists_the_registry() {
     assert_eq!(range(39), Some((1, 2)), "RenewDelegationToken");
     assert_eq!(range(40), Some((1, 2)), "ExpireDelegationToken");
     assert_eq!(range(41), Some((1, 3)), "DescribeDelegationToken");
+    assert_eq!(range(34), Some((1, 2)), "AlterReplicaLogDirs");
     // Nothing unimplemented is advertised: no controller-only APIs.
     assert_eq!(range(52), None, "Vote");
 }
@@ -596,6 +597,7 @@ fn every_advertised_version_answers() {
                 31 => answers::<DeleteAclsRequest>(&mut client, version),
                 32 => answers::<DescribeConfigsRequest>(&mut client, version),
                 33 => answers::<AlterConfigsRequest>(&mut client, version),
+                34 => answers::<AlterReplicaLogDirsRequest>(&mut client, version),
                 35 => answers::<DescribeLogDirsRequest>(&mut client, version),
                 36 => answers::<SaslAuthenticateRequest>(&mut client, version),
                 37 => answers::<CreatePartitionsRequest>(&mut client, version),

@@ -986,6 +986,31 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
+        ApiKey::AlterReplicaLogDirs => {
+            // The node's directory (a move to where the replicas are: done) and another
+            // (LOG_DIR_NOT_FOUND), each partition answered under its topic.
+            use alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};
+            let data_dir = std::path::absolute(&c.broker.data_dir).unwrap().display().to_string();
+            let dir = |path: &str, partitions: Vec<i32>| {
+                let topic = AlterReplicaLogDirTopic::default().with_name(topic(TOPIC)).with_partitions(partitions);
+                AlterReplicaLogDir::default()
+                    .with_path(StrBytes::from_string(path.to_string()))
+                    .with_topics(vec![topic])
+            };
+            let request = AlterReplicaLogDirsRequest::default()
+                .with_dirs(vec![dir(&data_dir, vec![0, 1]), dir("/nowhere", vec![2])]);
+            if let Some(response) = c.call(request, v) {
+                let codes: Vec<(i32, i16)> = response
+                    .results
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .map(|p| (p.partition_index, p.error_code))
+                    .collect();
+                if codes != [(0, 0), (1, 0), (2, 57)] {
+                    c.failures.push(format!("AlterReplicaLogDirs v{v}: {response:?}"));
+                }
+            }
+        }
         ApiKey::ListConfigResources => {
             c.call(ListConfigResourcesRequest::default(), v);
             if v >= 1 {

@@ -634,3 +634,46 @@ fn kafka_cluster_unregisters_brokers() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+// kafka-reassign-partitions with `log_dirs` (AlterReplicaLogDirs): a replica "moved"
+// to the node's data directory, where it is, completes; another directory is refused
+// as Kafka refuses a log directory it does not have; `kafka-log-dirs` names the one
+// directory, holding the partition.
+#[test]
+fn reassignments_name_the_log_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Broker::start(dir.path(), "1", &[]);
+    let bootstrap = node.bootstrap();
+    let b = bootstrap.as_str();
+    ok(TOPICS, &["--bootstrap-server", b, "--create", "--topic", "placed", "--partitions", "2"]);
+    let reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+    let data_dir = std::path::absolute(&node.data_dir).unwrap();
+    let plan = |log_dir: &str| {
+        let path = dir.path().join(format!("plan-{}.json", log_dir.len()));
+        let json = format!(
+            r#"{{"version":1,"partitions":[{{"topic":"placed","partition":1,"replicas":[1],"log_dirs":["{log_dir}"]}}]}}"#
+        );
+        std::fs::write(&path, json).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let here = plan(data_dir.to_str().unwrap());
+    let executed = ok(reassign, &["--bootstrap-server", b, "--execute", "--reassignment-json-file", &here]);
+    let started = format!(
+        "Successfully started moving log directory to {} for replica placed-1 with broker 1",
+        data_dir.display()
+    );
+    assert!(executed.contains(&started), "{executed}");
+    let verified = ok(reassign, &["--bootstrap-server", b, "--verify", "--reassignment-json-file", &here]);
+    assert!(verified.contains("Reassignment of replica placed-1-1 completed successfully."), "{verified}");
+    let (moved, refused) = kafka_tool(
+        reassign,
+        &["--bootstrap-server", b, "--execute", "--reassignment-json-file", &plan("/nowhere/skein-logs")],
+        "",
+    );
+    assert!(!moved && refused.contains("LogDirNotFoundException"), "{refused}");
+    let described = ok(
+        "org.apache.kafka.tools.LogDirsCommand",
+        &["--bootstrap-server", b, "--describe", "--topic-list", "placed", "--broker-list", "1"],
+    );
+    assert!(described.contains(&format!("\"logDir\":\"{}\"", node.data_dir.display())), "{described}");
+}

@@ -224,6 +224,7 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
             Some(CLUSTER_AUTHORIZATION_FAILED)
         }
         RequestKind::ElectLeaders(_)
+        | RequestKind::AlterReplicaLogDirs(_)
         | RequestKind::UpdateFeatures(_)
         | RequestKind::UnregisterBroker(_)
         | RequestKind::AlterPartitionReassignments(_)

@@ -68,6 +68,29 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
             Some(ResponseKind::DeleteAcls(DeleteAclsResponse::default().with_filter_results(results)))
         }
         RequestKind::AlterClientQuotas(r) => Some(alter_client_quotas(r, code)),
+        RequestKind::AlterReplicaLogDirs(r) => {
+            // Every partition named, under its topic, with the error.
+            use alter_replica_log_dirs_response::{AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult};
+            let mut topics: std::collections::BTreeMap<TopicName, Vec<i32>> = Default::default();
+            for topic in r.dirs.iter().flat_map(|d| &d.topics) {
+                topics.entry(topic.name.clone()).or_default().extend(&topic.partitions);
+            }
+            let results = topics
+                .into_iter()
+                .map(|(name, mut partitions)| {
+                    partitions.sort_unstable();
+                    partitions.dedup();
+                    let partitions = partitions
+                        .into_iter()
+                        .map(|p| {
+                            AlterReplicaLogDirPartitionResult::default().with_partition_index(p).with_error_code(code)
+                        })
+                        .collect();
+                    AlterReplicaLogDirTopicResult::default().with_topic_name(name).with_partitions(partitions)
+                })
+                .collect();
+            Some(ResponseKind::AlterReplicaLogDirs(AlterReplicaLogDirsResponse::default().with_results(results)))
+        }
         RequestKind::InitProducerId(_) => api(ApiKey::InitProducerId),
         RequestKind::JoinGroup(_) => api(ApiKey::JoinGroup),
         RequestKind::SyncGroup(_) => api(ApiKey::SyncGroup),

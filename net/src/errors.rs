@@ -11,6 +11,7 @@ pub mod code {
     pub const CORRUPT_MESSAGE: i16 = 2;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const REPLICA_NOT_AVAILABLE: i16 = 9;
     pub const LEADER_NOT_AVAILABLE: i16 = 5;
     pub const REQUEST_TIMED_OUT: i16 = 7;
     pub const NETWORK_EXCEPTION: i16 = 13;

@@ -102,6 +102,7 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::AlterClientQuotas, client_quotas::ALTER_VERSIONS, Cluster(Op::AlterConfigs)),
     (ApiKey::UpdateFeatures, update_features::VERSIONS, Cluster(Op::Alter)),
     (ApiKey::UnregisterBroker, unregister_broker::VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::AlterReplicaLogDirs, alter_replica_log_dirs::VERSIONS, Cluster(Op::Alter)),
     (ApiKey::GetTelemetrySubscriptions, get_telemetry_subscriptions::VERSIONS, Open),
     (ApiKey::PushTelemetry, push_telemetry::VERSIONS, Open),
     // Their checks are the handler's, in Kafka's order (`delegation_tokens`).
@@ -353,6 +354,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
             ResponseKind::AlterUserScramCredentials(user_scram_credentials::alter(shard, r).await)
         }
         RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(shard, r).await),
+        RequestKind::AlterReplicaLogDirs(r) => {
+            ResponseKind::AlterReplicaLogDirs(alter_replica_log_dirs::handle(shard, r).await)
+        }
         RequestKind::CreateDelegationToken(r) => ResponseKind::CreateDelegationToken(
             delegation_tokens::create(shard, r, caller, header.request_api_version).await,
         ),
@@ -520,6 +524,7 @@ mod tests {
                 ApiKey::GetTelemetrySubscriptions => GetTelemetrySubscriptionsRequest::VERSIONS,
                 ApiKey::PushTelemetry => PushTelemetryRequest::VERSIONS,
                 ApiKey::CreateDelegationToken => CreateDelegationTokenRequest::VERSIONS,
+                ApiKey::AlterReplicaLogDirs => AlterReplicaLogDirsRequest::VERSIONS,
                 ApiKey::RenewDelegationToken => RenewDelegationTokenRequest::VERSIONS,
                 ApiKey::ExpireDelegationToken => ExpireDelegationTokenRequest::VERSIONS,
                 ApiKey::DescribeDelegationToken => DescribeDelegationTokenRequest::VERSIONS,
