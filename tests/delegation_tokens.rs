@@ -306,6 +306,11 @@ fn every_version_with_the_acls_kafka_checks() {
     // stranger (even the super user: ownership is not an ACL) gets OWNER_MISMATCH.
     let own = create(&mut alice, 3, None, "carol");
     let hmac = own.hmac.clone();
+    // A renewal is at most delegation.token.expiry.time.ms (1 day) whatever it asks.
+    let long = RenewDelegationTokenRequest::default().with_hmac(hmac.clone()).with_renew_period_ms(5 * 86_400_000);
+    let renewed = carol.call(&long, 2);
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    assert!(renewed.expiry_timestamp_ms <= now_ms + 86_400_000, "{renewed:?}");
     for v in ranges(ApiKey::RenewDelegationToken).min..=ranges(ApiKey::RenewDelegationToken).max {
         let renew = RenewDelegationTokenRequest::default().with_hmac(hmac.clone()).with_renew_period_ms(3_600_000);
         let renewed = carol.call(&renew, v);

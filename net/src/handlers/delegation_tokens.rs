@@ -138,7 +138,9 @@ pub async fn renew(
 ) -> RenewDelegationTokenResponse {
     let period = request.renew_period_ms;
     let (code, expiry) = change_token(shard, caller, &request.hmac, |settings, id, principal, now_ms| {
-        let period = if period < 0 { settings.expiry_time_ms } else { period };
+        // Kafka's rule: a positive period, at most `delegation.token.expiry.time.ms`;
+        // otherwise that setting.
+        let period = if period > 0 { period.min(settings.expiry_time_ms) } else { settings.expiry_time_ms };
         ControllerRequest::RenewToken { id, principal, now_ms, renew_to_ms: now_ms.saturating_add(period) }
     })
     .await;
