@@ -246,7 +246,7 @@ fn every_version_with_the_acls_kafka_checks() {
             "--sasl-plain-users",
             users.to_str().unwrap(),
             "--sasl-enabled-mechanisms",
-            "PLAIN",
+            "PLAIN,SCRAM-SHA-512",
             "--authorizer",
             "standard",
             "--super-users",
@@ -328,5 +328,23 @@ fn every_version_with_the_acls_kafka_checks() {
     let now = ExpireDelegationTokenRequest::default().with_hmac(hmac.clone()).with_expiry_time_period_ms(-1);
     assert_eq!(alice.call(&now, 2).error_code, 0);
     assert_eq!(alice.call(&now, 2).error_code, 62, "DELEGATION_TOKEN_NOT_FOUND once gone");
+
+    // A connection that re-authenticates with a token (KIP-368), as the same owner,
+    // may no longer ask for tokens: its session follows the new credential.
+    let own = create(&mut alice, 3, None, "carol");
+    assert_eq!(own.error_code, 0);
+    let handshake = alice.call(&SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-512")), 1);
+    assert_eq!(handshake.error_code, 0);
+    let bare = format!("n={},r=reauthnonce,tokenauth=true", own.token_id);
+    let first = SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from(format!("n,,{bare}")));
+    let server_first = alice.call(&first, 2);
+    let server_first = String::from_utf8(server_first.auth_bytes.to_vec()).unwrap();
+    use base64::Engine as _;
+    let password = base64::engine::general_purpose::STANDARD.encode(&own.hmac);
+    let mechanism = skein_net::security::scram::ScramMechanism::Sha512;
+    let (last, _) = skein_net::security::scram::client_reply(mechanism, &password, &bare, &server_first).unwrap();
+    let reauthenticated = alice.call(&SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from(last)), 2);
+    assert_eq!(reauthenticated.error_code, 0, "{reauthenticated:?}");
+    assert_eq!(create(&mut alice, 3, None, "carol").error_code, 64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED");
     drop(broker);
 }

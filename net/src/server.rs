@@ -315,14 +315,17 @@ impl Connection {
         Connection { peer, port, software: None, listener, sasl, tls_principal, session: None, muted_until, id }
     }
 
-    /// The session of an authenticated connection (SASL re-authentication keeps
-    /// the principal, so it is made once).
+    /// The session of an authenticated connection: made once (SASL re-authentication
+    /// keeps the principal's name), and again when a re-authentication moves between a
+    /// password and a delegation token.
     fn session(&mut self) -> Rc<Session> {
-        if let Some(session) = &self.session {
-            return session.clone();
-        }
         let sasl = self.sasl.as_ref().and_then(|a| a.principal());
         let may_request_tokens = sasl.map_or(self.tls_principal.is_some(), |p| !p.token);
+        // A re-authentication keeps the name but may switch between a password and a
+        // token: the session follows.
+        if let Some(session) = self.session.as_ref().filter(|s| s.may_request_tokens == may_request_tokens) {
+            return session.clone();
+        }
         let principal = sasl.or(self.tls_principal.as_ref()).cloned().unwrap_or_else(Principal::anonymous);
         let session = Session::authenticated(principal.to_string(), self.peer.clone(), may_request_tokens);
         // Before a SASL client has authenticated (its ApiVersions) it is anonymous,

@@ -23,22 +23,19 @@ use crate::shard::{ops, Shard};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
 
-/// Whether `path` names the directory `dir` (as absolute paths, component by
-/// component: a trailing `/` or a relative spelling names the same directory).
+/// Whether `path` names the directory `dir`, absolute (as absolute paths, component
+/// by component: a trailing `/` or a relative spelling names the same directory).
 fn names(path: &str, dir: &Path) -> bool {
-    match (std::path::absolute(path), std::path::absolute(dir)) {
-        (Ok(path), Ok(dir)) => path == dir,
-        _ => false,
-    }
+    std::path::absolute(path).is_ok_and(|path| path == dir)
 }
 
 pub async fn handle(shard: &Rc<Shard>, request: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse {
-    let data_dir = &shard.settings.data_dir;
+    let data_dir = std::path::absolute(&shard.settings.data_dir).unwrap_or_else(|_| shard.settings.data_dir.clone());
     // Where each partition is to go: a partition named under two paths keeps the last,
     // as Kafka's response map does.
     let mut named: BTreeMap<(String, i32), bool> = BTreeMap::new();
     for dir in &request.dirs {
-        let known = names(dir.path.as_str(), data_dir);
+        let known = names(dir.path.as_str(), &data_dir);
         for topic in &dir.topics {
             for &partition in &topic.partitions {
                 named.insert((topic.name.to_string(), partition), known);
@@ -86,11 +83,11 @@ mod tests {
     #[test]
     fn paths_name_the_directory() {
         let dir = Path::new("/var/lib/skein");
+        let relative = std::env::current_dir().unwrap().join("skein-data");
         assert!(names("/var/lib/skein", dir));
         assert!(names("/var/lib/skein/", dir));
         assert!(!names("/var/lib/other", dir));
         assert!(!names("", dir));
-        let relative = std::env::current_dir().unwrap().join("skein-data");
         assert!(names("skein-data", &relative));
     }
 }

@@ -121,7 +121,7 @@ async fn change_token(
         Err(code) => return (code, ERROR_TIMESTAMP),
     };
     let image = shard.image();
-    let Some(token) = settings.token_of(image.version, &image.tokens, hmac) else {
+    let Some(token) = settings.token_of(&image.tokens, hmac) else {
         return (code::DELEGATION_TOKEN_NOT_FOUND, ERROR_TIMESTAMP);
     };
     let request = change(settings, token.id.clone(), caller.session.principal.clone(), now_ms());

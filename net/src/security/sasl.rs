@@ -431,22 +431,28 @@ mod tests {
         }
     }
 
+    /// A SCRAM-SHA-512 exchange as user `tok` with password `pw` and `extension`
+    /// (`,tokenauth=true` or nothing): the last reply, and the authenticator.
+    fn token_exchange(security: &Security, tokens: &OneToken, extension: &str) -> (TokenReply, Authenticator) {
+        let mut auth = Authenticator::new();
+        let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("SCRAM-SHA-512"));
+        assert_eq!(auth.handshake(security, 1, &request).0.error_code, 0);
+        let bare = format!("n=tok,r=clientnonce{extension}");
+        let first = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!("n,,{bare}")));
+        let reply = auth.authenticate(security, 2, &first, tokens, None, Instant::now());
+        let server_first = String::from_utf8(reply.response.auth_bytes.to_vec()).unwrap();
+        let (last, _) = scram::client_reply(ScramMechanism::Sha512, "pw", &bare, &server_first).unwrap();
+        let last = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(last));
+        let reply = auth.authenticate(security, 2, &last, tokens, None, Instant::now());
+        (reply, auth)
+    }
+
     // Without connections.max.reauth.ms a token's session still ends with the token.
     #[test]
     fn a_token_session_ends_with_the_token() {
-        let now_ms = skein_engine::time::now_ms();
-        let tokens = OneToken { expiry_ms: now_ms + 20_000 };
+        let tokens = OneToken { expiry_ms: skein_engine::time::now_ms() + 20_000 };
         let security = Security { max_reauth_ms: 0, ..security() };
-        let mut auth = Authenticator::new();
-        let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("SCRAM-SHA-512"));
-        assert_eq!(auth.handshake(&security, 1, &request).0.error_code, 0);
-        let bare = "n=tok,r=nonce,tokenauth=true";
-        let first = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!("n,,{bare}")));
-        let reply = auth.authenticate(&security, 2, &first, &tokens, None, Instant::now());
-        let server_first = String::from_utf8(reply.response.auth_bytes.to_vec()).unwrap();
-        let (last, _) = scram::client_reply(ScramMechanism::Sha512, "pw", bare, &server_first).unwrap();
-        let last = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(last));
-        let reply = auth.authenticate(&security, 2, &last, &tokens, None, Instant::now());
+        let (reply, auth) = token_exchange(&security, &tokens, ",tokenauth=true");
         assert_eq!(reply.response.error_code, 0);
         assert!((1..=20_000).contains(&reply.response.session_lifetime_ms), "{}", reply.response.session_lifetime_ms);
         assert!(matches!(auth.gate(ApiKey::Metadata, Instant::now() + Duration::from_secs(21)), Gate::Close(_)));
@@ -457,27 +463,14 @@ mod tests {
     // extension the token's id is an unknown user.
     #[test]
     fn delegation_tokens_authenticate_their_owner() {
-        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-        let tokens = OneToken { expiry_ms: now_ms + 30_000 };
-        let exchange = |extension: &str| {
-            let mut auth = Authenticator::new();
-            handshake(&mut auth, "SCRAM-SHA-512", 1);
-            let bare = format!("n=tok,r=clientnonce{extension}");
-            let first = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!("n,,{bare}")));
-            let reply = auth.authenticate(&security(), 2, &first, &tokens, None, Instant::now());
-            let server_first = String::from_utf8(reply.response.auth_bytes.to_vec()).unwrap();
-            let (last, _) = scram::client_reply(ScramMechanism::Sha512, "pw", &bare, &server_first).unwrap();
-            let last = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(last));
-            let reply = auth.authenticate(&security(), 2, &last, &tokens, None, Instant::now());
-            (reply, auth)
-        };
-        let (reply, auth) = exchange(",tokenauth=true");
+        let tokens = OneToken { expiry_ms: skein_engine::time::now_ms() + 30_000 };
+        let (reply, auth) = token_exchange(&security(), &tokens, ",tokenauth=true");
         assert_eq!((reply.response.error_code, reply.close), (0, false));
         let principal = auth.principal().unwrap();
         assert_eq!((principal.to_string().as_str(), principal.token), ("User:alice", true));
         let lifetime = reply.response.session_lifetime_ms;
         assert!((1..=30_000).contains(&lifetime), "the session ends with the token: {lifetime}");
-        let (reply, auth) = exchange("");
+        let (reply, auth) = token_exchange(&security(), &tokens, "");
         assert_eq!((reply.response.error_code, reply.close), (code::SASL_AUTHENTICATION_FAILED, true));
         assert!(auth.principal().is_none());
     }

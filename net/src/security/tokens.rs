@@ -56,20 +56,19 @@ impl TokenSettings {
         hmac::sign(&hmac::Key::new(hmac::HMAC_SHA512, &self.secret), token_id.as_bytes()).as_ref().to_vec()
     }
 
-    /// The token whose HMAC is `hmac`, if any, among `tokens` of image `version`:
-    /// through this thread's index of HMACs (Kafka's `tokenForHmac` map), rebuilt when
-    /// the image changed, so that a request naming an HMAC costs one lookup, not an
-    /// HMAC per token.
+    /// The token whose HMAC is `hmac`, if any, among `tokens`: through this thread's
+    /// index of HMACs (Kafka's `tokenForHmac` map), rebuilt only when the set of token
+    /// ids changed (a renewal changes none), so that a request naming an HMAC costs a
+    /// comparison of ids and one lookup, not an HMAC per token.
     pub fn token_of<'a>(
         &self,
-        version: u64,
         tokens: &'a BTreeMap<String, DelegationToken>,
         hmac: &[u8],
     ) -> Option<&'a DelegationToken> {
         let id = HMACS.with_borrow_mut(|index| {
-            if index.version != Some(version) || index.secret != self.secret {
+            if index.secret != self.secret || !index.ids.iter().eq(tokens.keys()) {
                 index.by_hmac = tokens.keys().map(|id| (self.hmac(id), id.clone())).collect();
-                index.version = Some(version);
+                index.ids = tokens.keys().cloned().collect();
                 index.secret.clone_from(&self.secret);
             }
             index.by_hmac.get(hmac).cloned()
@@ -88,11 +87,11 @@ impl TokenSettings {
     }
 }
 
-/// One thread's index from HMAC to token id, for the image version (and key) it was
-/// built from.
+/// One thread's index from HMAC to token id, for the token ids (in order) and the key
+/// it was built from.
 #[derive(Default)]
 struct HmacIndex {
-    version: Option<u64>,
+    ids: Vec<String>,
     secret: Vec<u8>,
     by_hmac: std::collections::HashMap<Vec<u8>, String>,
 }
@@ -269,17 +268,17 @@ mod tests {
         let s = settings();
         let tokens: BTreeMap<String, DelegationToken> =
             ["a", "b"].iter().map(|id| (id.to_string(), token(id))).collect();
-        assert_eq!(s.token_of(1, &tokens, &s.hmac("b")).unwrap().id, "b");
-        assert!(s.token_of(1, &tokens, &s.hmac("c")).is_none());
-        assert!(s.token_of(1, &tokens, b"short").is_none());
-        // A new image version rebuilds the index: a token added is found.
+        assert_eq!(s.token_of(&tokens, &s.hmac("b")).unwrap().id, "b");
+        assert!(s.token_of(&tokens, &s.hmac("c")).is_none());
+        assert!(s.token_of(&tokens, b"short").is_none());
+        // A token added is found, one removed is not.
         let mut more = tokens.clone();
         more.insert("c".into(), token("c"));
-        assert!(s.token_of(1, &more, &s.hmac("c")).is_none(), "the index of version 1 stands");
-        assert_eq!(s.token_of(2, &more, &s.hmac("c")).unwrap().id, "c");
+        assert_eq!(s.token_of(&more, &s.hmac("c")).unwrap().id, "c");
+        assert!(s.token_of(&tokens, &s.hmac("c")).is_none(), "c is gone again");
         let other = TokenSettings { secret: b"other".to_vec(), ..settings() };
-        assert!(s.token_of(2, &more, &other.hmac("a")).is_none(), "another key's HMAC finds nothing");
-        assert_eq!(other.token_of(2, &more, &other.hmac("a")).unwrap().id, "a", "a new key rebuilds the index");
+        assert!(s.token_of(&more, &other.hmac("a")).is_none(), "another key's HMAC finds nothing");
+        assert_eq!(other.token_of(&more, &other.hmac("a")).unwrap().id, "a", "a new key rebuilds the index");
     }
 
     // The credential is the one a SCRAM client derives from the HMAC in base64.

@@ -199,12 +199,13 @@ impl Reader<'_> {
     }
 }
 
-/// What a journal's files hold, checked: the state of `state` (or `bootstrap()` when
-/// there is none) with the frames of `log` replayed onto it. Returns the generation,
-/// the state, and how many frames were replayed.
+/// What a journal's files hold: the state of `state` (or `bootstrap()` when there is
+/// none) with the frames of `log` replayed onto it. Returns the generation, the state,
+/// and how many frames were replayed. Whether raft can start from it is
+/// `Quorum::new`'s check (`Durable::check`).
 ///
 /// # Errors
-/// A damaged state file, or a state raft could not start from (`Durable::check`).
+/// A damaged state file.
 pub fn load(
     state: Option<&[u8]>,
     log: Option<&[u8]>,
@@ -215,7 +216,6 @@ pub fn load(
         None => (0, bootstrap()),
     };
     let replayed = log.map_or(0, |log| replay(log, generation, &mut durable));
-    durable.check().map_err(|e| format!("the quorum's state is inconsistent: {e}"))?;
     Ok((generation, durable, replayed))
 }
 
@@ -273,7 +273,7 @@ pub fn state_file(generation: u64, body: &[u8]) -> Vec<u8> {
 }
 
 /// The generation and state a state file holds; `None` when damaged.
-pub fn decode_state(bytes: &[u8]) -> Option<(u64, Durable)> {
+fn decode_state(bytes: &[u8]) -> Option<(u64, Durable)> {
     let magic = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
     let generation = u64::from_be_bytes(bytes.get(4..12)?.try_into().ok()?);
     let crc = u32::from_be_bytes(bytes.get(12..16)?.try_into().ok()?);
@@ -291,7 +291,7 @@ pub fn decode_state(bytes: &[u8]) -> Option<(u64, Durable)> {
 /// Applies the frames of `generation`, in sequence, to `durable`; returns how many.
 /// Stops at the first frame that is absent, damaged, of another generation or out of
 /// sequence (a torn last write, or an older generation's leftovers).
-pub fn replay(log: &[u8], generation: u64, durable: &mut Durable) -> usize {
+fn replay(log: &[u8], generation: u64, durable: &mut Durable) -> usize {
     let mut position = 0usize;
     let mut applied = 0u64;
     while position + FRAME_HEADER <= log.len() {
@@ -407,7 +407,7 @@ mod tests {
     // state file is refused with its name, never replaced by a fresh quorum.
     // The fuzzer's first finding in the journal (fuzz/seeds/quorum_journal/
     // regression-voter-twice): a state naming voter 45 twice made raft panic when the
-    // controller started; it is refused as damaged.
+    // controller started; raft is not started from it.
     #[test]
     fn a_voter_named_twice_is_refused() {
         let conf = [0x08, 45, 0x08, 98, 0x08, 45];
@@ -415,7 +415,10 @@ mod tests {
         let snapshot = [&[0x12, metadata.len() as u8][..], &metadata].concat();
         let body =
             [&(snapshot.len() as u32).to_be_bytes()[..], &snapshot, &0u32.to_be_bytes(), &0u32.to_be_bytes()].concat();
-        let refused = load(Some(&state_file(0, &body)), None, || unreachable!("the state file is there")).unwrap_err();
+        let (_, durable, _) =
+            load(Some(&state_file(0, &body)), None, || unreachable!("the state file is there")).unwrap();
+        let refused =
+            crate::quorum::Quorum::new(&crate::quorum::QuorumConfig::new(45, vec![45, 98]), durable).unwrap_err();
         assert!(refused.contains("repeat an id"), "{refused}");
     }
 

@@ -128,6 +128,8 @@ impl Quorum {
             ..Default::default()
         };
         raft_config.validate().map_err(|e| format!("controller quorum config: {e}"))?;
+        // Raft panics on a state it would not have written; a damaged journal is refused.
+        durable.check().map_err(|e| format!("the quorum's state is inconsistent: {e}"))?;
         let voters = &durable.snapshot.get_metadata().get_conf_state().voters;
         if !voters.contains(&config.id) {
             return Err(format!("node {} is not among the controller voters {voters:?}", config.id));

@@ -1,5 +1,5 @@
-//! A streams group in its records: the full set its state calls for (`records`), the
-//! changes since the last write (`changes`), the replay of a loaded log, and the
+//! A streams group in its records: the changes since the last write (`changes`,
+//! against `Persisted`, what was written), the replay of a loaded log, and the
 //! group as it resumes on a new coordinator (`loaded`): its members keep their
 //! tasks and their sessions start over, and the target is computed again from them.
 
@@ -37,10 +37,10 @@ impl Persisted {
 
     /// Changes what is written of `member`; a member with no records left is gone.
     fn note(&mut self, member: String, change: impl FnOnce(&mut MemberRecords)) {
-        let written = self.members.entry(member).or_default();
+        let written = self.members.entry(member.clone()).or_default();
         change(written);
         if written.value.is_none() && written.assignment.is_none() {
-            self.members.retain(|_, w| w.value.is_some() || w.assignment.is_some());
+            self.members.remove(&member);
         }
     }
 }
@@ -129,7 +129,11 @@ impl StreamsGroup {
             out.push(Entry::StreamsTopology { group: group(), topology });
         }
         for (id, m) in &self.members {
-            let written = persisted.members.entry(id.clone()).or_default();
+            // The id is copied only for a member not written before.
+            if !persisted.members.contains_key(id) {
+                persisted.members.insert(id.clone(), MemberRecords::default());
+            }
+            let Some(written) = persisted.members.get_mut(id) else { continue };
             if !written.value.as_ref().is_some_and(|v| m.value_is(v)) {
                 let value = m.value();
                 written.value = Some(value.clone());
