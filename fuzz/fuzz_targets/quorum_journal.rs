@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let bootstrap = || Durable::bootstrap(&[1, 2, 3], b"image".to_vec());
     let Ok((_, durable, _)) = load(state.as_deref(), Some(&log), bootstrap) else { return };
-    let voters = Quorum::voters_of(&durable);
+    let Ok(voters) = Quorum::voters_of(&durable) else { return };
     let Some(&me) = voters.first() else { return };
     let Ok(mut quorum) = Quorum::new(&QuorumConfig::new(me, voters), durable) else { return };
     // Raft runs on what it loaded: elections, its first readies.

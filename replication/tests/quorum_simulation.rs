@@ -10,7 +10,14 @@
 //! every member holds the same state machine. An observer (a broker-only node) follows
 //! the log through `Quorum::feed` from a random member, a few entries at a time: it
 //! applies only entries no member applies differently, in order, and ends with the
-//! members' state machine. `SIM_SEED=n` replays one seed,
+//! members' state machine.
+//!
+//! Membership changes too (KIP-853's AddRaftVoter and RemoveRaftVoter): two more
+//! members run from the start outside the configuration, and random members propose
+//! adding a learner, promoting one, or removing a member. Checked besides: never two
+//! leaders in one term, and at the end every member of the leader's configuration
+//! holds the state machine (a removed member holds a prefix of it). `SIM_SEED=n`
+//! replays one seed,
 //! `SIM_SEEDS=n` runs n seeds (100 by default).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -18,9 +25,12 @@ use std::collections::{BTreeMap, VecDeque};
 use raft::prelude::{Message, MessageType};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use skein_replication::quorum::{Committed, Durable, Quorum, QuorumConfig};
+use skein_replication::quorum::{Change, Committed, Durable, Quorum, QuorumConfig};
 
+/// The configuration the quorum starts with.
 const VOTERS: [u64; 3] = [1, 2, 3];
+/// Every member: the voters and two that wait to be added.
+const MEMBERS: [u64; 5] = [1, 2, 3, 4, 5];
 
 /// A member: its raft state (absent while crashed), its disk, and its state machine
 /// (the data applied, in index order).
@@ -41,8 +51,10 @@ impl Member {
     fn restart(&mut self) {
         self.image = serde_json::from_slice(&self.disk.snapshot.data).unwrap();
         let commit = self.disk.hard_state.commit;
-        for entry in self.disk.entries.iter().filter(|e| e.index <= commit && !e.data.is_empty()) {
-            self.image.push((entry.index, String::from_utf8(entry.data.to_vec()).unwrap()));
+        for entry in self.disk.entries.iter().filter(|e| e.index <= commit) {
+            if let Some(c) = Committed::of(entry) {
+                self.image.push((c.index, String::from_utf8(c.data).unwrap()));
+            }
         }
         // Election timeouts fixed per member (raft-rs draws them from the thread's
         // random generator otherwise, which no seed replays), and distinct.
@@ -74,11 +86,14 @@ struct Sim {
     /// The observer's state machine, and the index its feeds covered.
     observer: Vec<(u64, String)>,
     observed: u64,
+    /// The leader of each term seen, and the membership changes that committed.
+    leaders: BTreeMap<u64, u64>,
+    changes: u64,
 }
 
 impl Sim {
     fn new(seed: u64) -> Sim {
-        let members = VOTERS
+        let members = MEMBERS
             .iter()
             .map(|&id| {
                 let disk = Durable::bootstrap(&VOTERS, serde_json::to_vec(&Vec::<(u64, String)>::new()).unwrap());
@@ -100,7 +115,29 @@ impl Sim {
             torn: 0,
             observer: Vec::new(),
             observed: 0,
+            leaders: BTreeMap::new(),
+            changes: 0,
         }
+    }
+
+    /// Records each member that leads, by term: two in one term is a split brain.
+    fn check_leaders(&mut self) {
+        for member in &self.members {
+            let Some(quorum) = member.quorum.as_ref().filter(|q| q.is_leader()) else { continue };
+            let previous = self.leaders.insert(quorum.term(), member.id);
+            assert!(
+                previous.is_none_or(|p| p == member.id),
+                "term {} has two leaders: {} and {}",
+                quorum.term(),
+                previous.unwrap(),
+                member.id
+            );
+        }
+    }
+
+    /// The configuration of the member that leads, if one does.
+    fn leader_members(&self) -> Option<(Vec<u64>, Vec<u64>)> {
+        self.members.iter().find_map(|m| m.quorum.as_ref().filter(|q| q.is_leader()).map(Quorum::members))
     }
 
     fn send(&mut self, messages: Vec<Message>, lossy: bool) {
@@ -132,6 +169,7 @@ impl Sim {
             let member = &mut self.members[at];
             assert!(c.index > member.applied(), "member {} applied {} after {}", member.id, c.index, member.applied());
             let data = String::from_utf8(c.data).unwrap();
+            self.changes += u64::from(c.membership);
             if let Some(previous) = self.chosen.insert(c.index, data.clone()) {
                 assert_eq!(previous, data, "index {} applied with two values", c.index);
             }
@@ -165,6 +203,15 @@ impl Sim {
             let advanced = quorum.advance();
             self.send(advanced.messages, lossy);
             self.apply(at, advanced.committed);
+            // As the broker does: a membership change folds the log, so that a new
+            // member is sent a snapshot that names it.
+            let member = &mut self.members[at];
+            let (applied, data) = (member.applied(), serde_json::to_vec(&member.image).unwrap());
+            let quorum = member.quorum.as_mut().unwrap();
+            if quorum.membership_changed() && applied > member.disk.snapshot_index() {
+                quorum.compact(applied, data);
+                member.disk = quorum.durable().clone();
+            }
         }
     }
 
@@ -235,7 +282,23 @@ impl Sim {
         let id = self.members[at].id;
         match self.rng.random_range(0..100) {
             0..=34 => self.tick(true),
-            35..=39 => self.observe(at),
+            35..=37 => self.observe(at),
+            38..=39 => {
+                let target = MEMBERS[self.rng.random_range(0..MEMBERS.len())];
+                let change = match self.rng.random_range(0..3) {
+                    0 => Change::AddLearner(target),
+                    1 => Change::AddVoter(target),
+                    _ => Change::Remove(target),
+                };
+                let data = format!("m{} {change:?}", self.next_proposal);
+                self.next_proposal += 1;
+                if let Some(quorum) = self.members[at].quorum.as_mut() {
+                    if quorum.propose_change(change, data.clone().into_bytes()).is_ok() {
+                        self.trace(format_args!("member {id} takes {data}"));
+                        self.drive(at, true, false);
+                    }
+                }
+            }
             40..=69 => {
                 let data = format!("p{}", self.next_proposal);
                 self.next_proposal += 1;
@@ -262,7 +325,7 @@ impl Sim {
                 }
             }
             85..=89 => {
-                let other = VOTERS[self.rng.random_range(0..VOTERS.len())];
+                let other = MEMBERS[self.rng.random_range(0..MEMBERS.len())];
                 if other != id {
                     self.trace(format_args!("link {id} <-> {other} cut"));
                     self.cut.push((id, other));
@@ -307,7 +370,12 @@ impl Sim {
                     self.drive(at, false, false);
                 }
             }
-            let images: Vec<_> = self.members.iter().map(|m| &m.image).collect();
+            self.check_leaders();
+            // Members of the leader's configuration hold the whole state machine; a
+            // removed one stopped where it learned of its removal.
+            let Some((voters, learners)) = self.leader_members() else { continue };
+            let current = |m: &&Member| voters.contains(&m.id) || learners.contains(&m.id);
+            let images: Vec<_> = self.members.iter().filter(current).map(|m| &m.image).collect();
             if proposed && images.iter().all(|i| i.last().is_some_and(|(_, d)| d == "last")) {
                 assert!(images.windows(2).all(|w| w[0] == w[1]), "seed {seed}: members differ");
                 let chosen: Vec<_> = self.chosen.iter().map(|(i, d)| (*i, d.clone())).collect();
@@ -338,14 +406,16 @@ impl Sim {
     }
 }
 
-/// Runs one seed; returns (snapshots installed, crashes before persisting).
-fn run(seed: u64) -> (u64, u64) {
+/// Runs one seed; returns (snapshots installed, crashes before persisting,
+/// membership changes applied).
+fn run(seed: u64) -> (u64, u64, u64) {
     let mut sim = Sim::new(seed);
     for _ in 0..1500 {
         sim.step();
+        sim.check_leaders();
     }
     sim.settle(seed);
-    (sim.installs, sim.torn)
+    (sim.installs, sim.torn, sim.changes)
 }
 
 #[test]
@@ -355,12 +425,13 @@ fn quorum_under_faults() {
         return;
     }
     let seeds: u64 = std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
-    let (mut installs, mut torn) = (0, 0);
+    let (mut installs, mut torn, mut changes) = (0, 0, 0);
     for seed in 0..seeds {
-        let (i, t) = run(seed);
+        let (i, t, c) = run(seed);
         installs += i;
         torn += t;
+        changes += c;
     }
-    println!("{seeds} seeds: {installs} snapshots installed, {torn} crashes before persisting");
-    assert!(seeds < 20 || (installs > 0 && torn > 0), "the faults did not happen");
+    println!("{seeds} seeds: {installs} snapshots installed, {torn} crashes before persisting, {changes} membership changes applied");
+    assert!(seeds < 20 || (installs > 0 && torn > 0 && changes > 0), "the faults did not happen");
 }

@@ -8,7 +8,6 @@
 //! metadata image and records opaquely, as raft's entries do.
 
 use super::{Committed, Quorum};
-use raft::prelude::EntryType;
 
 /// Committed metadata for an observer.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,9 +47,9 @@ impl Quorum {
             if bytes >= max_bytes {
                 break;
             }
-            if entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty() {
-                bytes += entry.data.len();
-                feed.entries.push(Committed { index: entry.index, term: entry.term, data: entry.data.to_vec() });
+            if let Some(committed) = Committed::of(entry) {
+                bytes += committed.data.len();
+                feed.entries.push(committed);
             }
             feed.upto = entry.index;
         }
@@ -113,7 +112,9 @@ impl Feed {
                 return Err(format!("entry {index} out of order"));
             }
             last = index;
-            feed.entries.push(Committed { index, term, data: reader.take(length)?.to_vec() });
+            // The wire carries the data only: an observer applies both kinds alike.
+            let data = reader.take(length)?.to_vec();
+            feed.entries.push(Committed { index, term, data, membership: false });
         }
         if !reader.0.is_empty() {
             return Err(format!("{} bytes past the end", reader.0.len()));
@@ -154,8 +155,8 @@ mod tests {
             committed: 9,
             snapshot: Some((4, b"image".to_vec())),
             entries: vec![
-                Committed { index: 5, term: 2, data: b"a".to_vec() },
-                Committed { index: 7, term: 3, data: b"bc".to_vec() },
+                Committed { index: 5, term: 2, data: b"a".to_vec(), membership: false },
+                Committed { index: 7, term: 3, data: b"bc".to_vec(), membership: false },
             ],
             upto: 8,
         };

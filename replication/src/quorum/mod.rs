@@ -10,7 +10,11 @@
 //!    promise the persisted state) and apply what it committed.
 //!
 //! The data of an entry is opaque here: `net` puts metadata records in it and applies
-//! them to its image. A node restarted from its journal applies what its durable
+//! them to its image. Membership changes (`propose_change`, KIP-853's AddRaftVoter
+//! and RemoveRaftVoter) are raft-rs's single-member changes, one at a time and only
+//! once the leader has committed in its term (raft-rs holds `pending_conf_index`);
+//! each carries opaque data too, committed like an entry's, and is applied to raft
+//! when it commits. A node restarted from its journal applies what its durable
 //! commit index covers before raft runs (`applied` starts there), so raft hands it
 //! only later entries.
 
@@ -21,7 +25,9 @@ pub mod storage;
 
 pub use feed::Feed;
 pub use journal::Journal;
-use raft::prelude::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
+use raft::prelude::{
+    ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, HardState, Message, Snapshot,
+};
 use raft::{RawNode, StateRole};
 pub use storage::Durable;
 
@@ -52,6 +58,49 @@ pub struct Committed {
     pub index: u64,
     pub term: u64,
     pub data: Vec<u8>,
+    /// A membership change's data (raft applied the change itself).
+    pub membership: bool,
+}
+
+impl Committed {
+    /// The data an entry carries for the state machine, if any: a normal entry's data,
+    /// or what a membership change carries beside the change.
+    pub fn of(entry: &Entry) -> Option<Committed> {
+        let membership = entry.get_entry_type() != EntryType::EntryNormal;
+        let data = if membership { &entry.context } else { &entry.data };
+        (!data.is_empty()).then(|| Committed { index: entry.index, term: entry.term, data: data.to_vec(), membership })
+    }
+}
+
+/// A change of the quorum's members, one member at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The member receives the log without voting (it catches up first).
+    AddLearner(u64),
+    /// The member votes.
+    AddVoter(u64),
+    Remove(u64),
+}
+
+/// Why a membership change was not proposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeRefused {
+    NotLeader(Option<u64>),
+    /// Another change is not applied yet, or this leader has not committed in its
+    /// term (raft-rs would drop the proposal).
+    Pending,
+    /// The change would remove or demote the leader itself, which raft-rs does not
+    /// survive: leadership moves first, and the next leader makes the change.
+    Leader,
+}
+
+/// A member's place in the configuration and the log, as the leader knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub id: u64,
+    pub voter: bool,
+    /// The index it matched (the leader's own last index for the leader).
+    pub matched: u64,
 }
 
 /// What the driver must do for one raft `Ready`, in the order of the fields.
@@ -94,6 +143,10 @@ pub struct Quorum {
     node: RawNode<Durable>,
     /// The `Ready` whose work the driver is doing.
     pending: Option<raft::Ready>,
+    /// The configuration changed since the snapshot: the driver folds the log, so
+    /// that the snapshot a new member is sent names it (raft-rs refuses to restore a
+    /// snapshot that does not).
+    membership_changed: bool,
 }
 
 impl std::fmt::Debug for Quorum {
@@ -130,22 +183,71 @@ impl Quorum {
         raft_config.validate().map_err(|e| format!("controller quorum config: {e}"))?;
         // Raft panics on a state it would not have written; a damaged journal is refused.
         durable.check().map_err(|e| format!("the quorum's state is inconsistent: {e}"))?;
-        let voters = &durable.snapshot.get_metadata().get_conf_state().voters;
-        if !voters.contains(&config.id) {
-            return Err(format!("node {} is not among the controller voters {voters:?}", config.id));
-        }
-        let sole = voters.len() == 1;
+        // A member outside the configuration (waiting to be added, or removed) follows
+        // without campaigning: raft-rs does not promote it.
+        let conf = durable.conf_state_at(durable.hard_state.commit)?;
+        let sole = conf.voters == [config.id];
+        let membership_changed = !same_members(&conf, durable.snapshot.get_metadata().get_conf_state());
         let mut node = RawNode::new(&raft_config, durable, &logger::logger(config.id))
             .map_err(|e| format!("controller quorum: {e}"))?;
         if sole {
             node.campaign().map_err(|e| format!("controller quorum: {e}"))?;
         }
-        Ok(Quorum { node, pending: None })
+        Ok(Quorum { node, pending: None, membership_changed })
     }
 
-    /// The voters a journal holds (its snapshot's configuration).
-    pub fn voters_of(durable: &Durable) -> Vec<u64> {
-        durable.snapshot.get_metadata().get_conf_state().voters.clone()
+    /// The voters a journal holds (at its durable commit).
+    ///
+    /// # Errors
+    /// A membership entry that does not parse.
+    pub fn voters_of(durable: &Durable) -> Result<Vec<u64>, String> {
+        let mut voters = durable.conf_state_at(durable.hard_state.commit)?.voters;
+        voters.sort_unstable();
+        Ok(voters)
+    }
+
+    /// The voters and the learners now.
+    pub fn members(&self) -> (Vec<u64>, Vec<u64>) {
+        let conf = self.node.raft.prs().conf();
+        let mut voters: Vec<u64> = conf.voters().ids().iter().collect();
+        let mut learners: Vec<u64> = conf.learners().iter().copied().collect();
+        voters.sort_unstable();
+        learners.sort_unstable();
+        (voters, learners)
+    }
+
+    /// Whether the configuration changed since the last call (or the snapshot): the
+    /// driver then folds the log at the index it applied.
+    pub fn membership_changed(&mut self) -> bool {
+        std::mem::take(&mut self.membership_changed)
+    }
+
+    /// Proposes a membership change carrying `data`; only the leader takes it, one
+    /// at a time.
+    ///
+    /// # Errors
+    /// `NotLeader`, or `Pending` while another change is not applied.
+    pub fn propose_change(&mut self, change: Change, data: Vec<u8>) -> Result<(), ChangeRefused> {
+        if !self.is_leader() || self.node.raft.lead_transferee.is_some() {
+            return Err(ChangeRefused::NotLeader(self.leader()));
+        }
+        if self.node.raft.has_pending_conf() {
+            return Err(ChangeRefused::Pending);
+        }
+        let (kind, id) = match change {
+            Change::AddLearner(id) => (ConfChangeType::AddLearnerNode, id),
+            Change::AddVoter(id) => (ConfChangeType::AddNode, id),
+            Change::Remove(id) => (ConfChangeType::RemoveNode, id),
+        };
+        if id == self.id() && kind != ConfChangeType::AddNode {
+            return Err(ChangeRefused::Leader);
+        }
+        let mut single = ConfChangeSingle::default();
+        single.set_change_type(kind);
+        single.node_id = id;
+        let mut conf_change = ConfChangeV2::default();
+        conf_change.set_changes(vec![single].into());
+        self.node.propose_conf_change(data, conf_change).map_err(|_| ChangeRefused::NotLeader(self.leader()))
     }
 
     pub fn id(&self) -> u64 {
@@ -175,21 +277,26 @@ impl Quorum {
         self.node.raft.raft_log.last_index()
     }
 
-    /// Each voter's log end as this leader knows it (the index it matched; this
-    /// leader's own last index), by id; empty unless this member leads.
-    pub fn voter_progress(&self) -> Vec<(u64, u64)> {
+    /// Each member's log end as this leader knows it, by id; empty unless this
+    /// member leads.
+    pub fn progress(&self) -> Vec<Progress> {
         if !self.is_leader() {
             return Vec::new();
         }
         let me = self.id();
-        let mut progress: Vec<(u64, u64)> = self
+        let voters = self.node.raft.prs().conf().voters().ids();
+        let mut progress: Vec<Progress> = self
             .node
             .raft
             .prs()
             .iter()
-            .map(|(&id, p)| (id, if id == me { self.last_index() } else { p.matched }))
+            .map(|(&id, p)| Progress {
+                id,
+                voter: voters.contains(id),
+                matched: if id == me { self.last_index() } else { p.matched },
+            })
             .collect();
-        progress.sort_unstable();
+        progress.sort_unstable_by_key(|p| p.id);
         progress
     }
 
@@ -238,11 +345,12 @@ impl Quorum {
     /// along the log), if any.
     pub fn successor(&self) -> Option<u64> {
         let me = self.id();
+        let voters = self.node.raft.prs().conf().voters().ids();
         self.node
             .raft
             .prs()
             .iter()
-            .filter(|(id, progress)| **id != me && progress.recent_active)
+            .filter(|(id, progress)| **id != me && voters.contains(**id) && progress.recent_active)
             .max_by_key(|(_, progress)| progress.matched)
             .map(|(id, _)| *id)
     }
@@ -302,24 +410,46 @@ impl Quorum {
         self.node.mut_store().compact(index, data);
     }
 
-    /// The committed entries that carry data. A leader's empty entry (written when it
-    /// takes office) carries none; membership changes are not used (the voters are
-    /// configured) and are refused with a warning.
+    /// The committed entries that carry data; a membership change is applied to raft
+    /// here. A leader's empty entry (written when it takes office) carries none.
     fn commit(&mut self, entries: Vec<Entry>) -> Vec<Committed> {
         let mut out = Vec::with_capacity(entries.len());
-        for mut entry in entries {
-            match entry.get_entry_type() {
-                EntryType::EntryNormal if !entry.data.is_empty() => {
-                    out.push(Committed { index: entry.index, term: entry.term, data: entry.take_data().to_vec() })
-                }
-                EntryType::EntryNormal => {}
-                EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
-                    tracing::warn!(target: "skein::quorum", index = entry.index, "membership change ignored: the voters are configured");
-                }
+        for entry in entries {
+            match Durable::membership(&entry) {
+                Ok(None) => {}
+                Ok(Some(change)) => match self.node.apply_conf_change(&change) {
+                    Ok(conf) => {
+                        self.membership_changed = true;
+                        tracing::info!(target: "skein::quorum", index = entry.index, voters = ?conf.voters, learners = ?conf.learners, "quorum membership changed");
+                        // A leader that committed its own removal (proposed by an
+                        // earlier leader) steps down: raft-rs cannot lead without
+                        // being a voter, and the others elect a new leader.
+                        if self.is_leader() && !conf.voters.contains(&self.id()) {
+                            let term = self.term();
+                            self.node.raft.become_follower(term, raft::INVALID_ID);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(target: "skein::quorum", index = entry.index, error = %e, "membership change refused")
+                    }
+                },
+                // A leader only replicates what it wrote itself, which always parses.
+                Err(e) => tracing::error!(target: "skein::quorum", error = %e, "membership entry skipped"),
             }
+            out.extend(Committed::of(&entry));
         }
         out
     }
+}
+
+/// Whether two configurations hold the same voters and learners, in any order.
+fn same_members(a: &ConfState, b: &ConfState) -> bool {
+    let sorted = |ids: &[u64]| {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids
+    };
+    sorted(&a.voters) == sorted(&b.voters) && sorted(&a.learners) == sorted(&b.learners)
 }
 
 /// The configuration of a quorum of `voters`.

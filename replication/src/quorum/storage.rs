@@ -2,8 +2,13 @@
 //! snapshot (with the metadata image it carries), the entries after it, the hard
 //! state and the voters. The journal makes the same state durable; `Durable` is what
 //! both hold, and what a restart recovers.
+//!
+//! The members are the snapshot's configuration changed by the membership entries
+//! after it (`conf_state`): raft-rs starts from the configuration its applied index
+//! holds, and a restart applies what the durable commit covers before raft runs.
 
-use raft::prelude::{ConfState, Entry, HardState, Snapshot};
+use protobuf::Message as _;
+use raft::prelude::{ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, StorageError};
 
 /// What the journal keeps and a restart recovers: the last snapshot, the entries
@@ -16,6 +21,45 @@ pub struct Durable {
 }
 
 impl Durable {
+    /// The membership change an entry carries, if it is one. Only single changes are
+    /// written (`Quorum::propose_change`); a joint one, or one that does not parse,
+    /// is an error.
+    ///
+    /// # Errors
+    /// What is wrong with the entry.
+    pub fn membership(entry: &Entry) -> Result<Option<ConfChangeV2>, String> {
+        let change = match entry.get_entry_type() {
+            EntryType::EntryNormal => return Ok(None),
+            EntryType::EntryConfChangeV2 => ConfChangeV2::parse_from_bytes(&entry.data),
+            EntryType::EntryConfChange => {
+                return Err(format!(
+                    "membership entry {} is of the first form, which this version never writes",
+                    entry.index
+                ))
+            }
+        }
+        .map_err(|e| format!("membership entry {} does not parse: {e}", entry.index))?;
+        if change.enter_joint().is_some() || change.leave_joint() || change.changes.len() != 1 {
+            return Err(format!("membership entry {} is a joint change, which this version never writes", entry.index));
+        }
+        Ok(Some(change))
+    }
+
+    /// The configuration once the membership entries up to `index` apply to the
+    /// snapshot's.
+    ///
+    /// # Errors
+    /// A membership entry that does not parse or is joint.
+    pub fn conf_state_at(&self, index: u64) -> Result<ConfState, String> {
+        let mut conf = self.snapshot.get_metadata().get_conf_state().clone();
+        for entry in self.entries.iter().take_while(|e| e.index <= index) {
+            if let Some(change) = Durable::membership(entry)? {
+                apply_change(&mut conf, &change);
+            }
+        }
+        Ok(conf)
+    }
+
     /// A new quorum of `voters`, whose initial snapshot (index 0) carries `data`.
     pub fn bootstrap(voters: &[u64], data: Vec<u8>) -> Durable {
         let mut snapshot = Snapshot::default();
@@ -53,7 +97,7 @@ impl Durable {
         if index <= self.snapshot_index() {
             return;
         }
-        let conf_state = self.snapshot.get_metadata().get_conf_state().clone();
+        let Ok(conf_state) = self.conf_state_at(index) else { return };
         let metadata = self.snapshot.mut_metadata();
         metadata.index = index;
         metadata.term = term;
@@ -63,8 +107,9 @@ impl Durable {
     }
 
     /// Whether raft can start from this state: the entries follow the snapshot one by
-    /// one with terms that never fall, the commit lies within them, and the snapshot
-    /// names voters. A journal that fails this is damaged (raft would panic on it).
+    /// one with terms that never fall, the commit lies within them, and the
+    /// configuration names voters (a member still waiting to be added holds no log and
+    /// may name none). A journal that fails this is damaged (raft would panic on it).
     ///
     /// # Errors
     /// What is inconsistent.
@@ -85,9 +130,13 @@ impl Durable {
         if self.hard_state.term < previous.1 {
             return Err(format!("term {} is below the last entry's {}", self.hard_state.term, previous.1));
         }
-        let conf = self.snapshot.get_metadata().get_conf_state();
-        if conf.voters.is_empty() {
+        let conf = self.conf_state_at(self.hard_state.commit)?;
+        let conf = &conf;
+        if conf.voters.is_empty() && (self.snapshot_index() > 0 || !self.entries.is_empty()) {
             return Err("no voters".into());
+        }
+        for entry in &self.entries {
+            Durable::membership(entry)?;
         }
         // Raft refuses (fatally) a configuration it would not have made itself.
         let distinct = |ids: &[u64]| {
@@ -127,12 +176,30 @@ impl Durable {
     }
 }
 
+/// Applies one single change, as raft-rs's `Changer::simple` does; like it, leaves
+/// the configuration as it was when the change would remove the last voter.
+fn apply_change(conf: &mut ConfState, change: &ConfChangeV2) {
+    let before = conf.clone();
+    for single in change.changes.iter() {
+        let id = single.node_id;
+        conf.voters.retain(|&v| v != id);
+        conf.learners.retain(|&l| l != id);
+        match single.get_change_type() {
+            ConfChangeType::AddNode => conf.voters.push(id),
+            ConfChangeType::AddLearnerNode => conf.learners.push(id),
+            ConfChangeType::RemoveNode => {}
+        }
+    }
+    if conf.voters.is_empty() {
+        *conf = before;
+    }
+}
+
 impl raft::Storage for Durable {
     fn initial_state(&self) -> raft::Result<RaftState> {
-        Ok(RaftState {
-            hard_state: self.hard_state.clone(),
-            conf_state: self.snapshot.get_metadata().get_conf_state().clone(),
-        })
+        // `check` refused a state whose membership entries do not parse.
+        let conf_state = self.conf_state_at(self.hard_state.commit).map_err(|e| raft::Error::ConfigInvalid(e))?;
+        Ok(RaftState { hard_state: self.hard_state.clone(), conf_state })
     }
 
     fn entries(
@@ -170,8 +237,12 @@ impl raft::Storage for Durable {
         Ok(Durable::last_index(self))
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        if self.snapshot_index() < request_index {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        // A member added after the snapshot is not in its configuration and would
+        // refuse it: the driver folds a new one once the change applied.
+        let conf = self.snapshot.get_metadata().get_conf_state();
+        let named = conf.voters.contains(&to) || conf.learners.contains(&to);
+        if self.snapshot_index() < request_index || !named {
             return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
         }
         Ok(self.snapshot.clone())
