@@ -148,10 +148,12 @@ pub struct StartArgs {
     /// Kafka's `max.connections.per.ip` [default: 2147483647].
     #[arg(long, env = "SKEIN_MAX_CONNECTIONS_PER_IP")]
     pub max_connections_per_ip: Option<usize>,
-    /// The controller quorum's voters, Kafka's `controller.quorum.voters`:
+    /// The controller quorum's initial voters, Kafka's `controller.quorum.voters`:
     /// `id@host:port,...`. A node among them votes; a broker-only node (`--roles
-    /// broker`) follows their log. Without it the node is a quorum of one [default:
-    /// none, a single node].
+    /// broker`) follows their log; a controller not among them waits to be added
+    /// with `kafka-metadata-quorum add-controller` (KIP-853), and must be given the
+    /// list the quorum started with. Without it the node is a quorum of one
+    /// [default: none, a single node].
     #[arg(long, env = "SKEIN_CONTROLLER_VOTERS")]
     pub controller_voters: Option<String>,
     /// Address the controller quorum listens on [default: this node's address in
@@ -159,7 +161,8 @@ pub struct StartArgs {
     #[arg(long, env = "SKEIN_CONTROLLER_LISTENER")]
     pub controller_listener: Option<String>,
     /// Kafka's `process.roles`: `broker`, `controller` or `broker,controller`. A
-    /// controller is one of --controller-voters; a broker-only node is not, and
+    /// controller is one of --controller-voters or joins them later; a broker-only
+    /// node is not, and
     /// follows the quorum's log; a controller-only node holds no partitions [default:
     /// broker,controller for a voter, broker otherwise].
     #[arg(long, env = "SKEIN_ROLES")]
@@ -511,8 +514,12 @@ impl NodeConfig {
                     "node {node_id} is among --controller-voters, so its --roles must include controller"
                 ))
             }
-            (false, true) => {
-                return Err(format!("node {node_id} has the controller role but is not among --controller-voters"))
+            // A controller that joins the quorum later (AddRaftVoter) says where it
+            // listens.
+            (false, true) if controller_listener.is_none() => {
+                return Err(format!(
+                    "node {node_id} has the controller role but is not among --controller-voters: a controller that joins the quorum later needs --controller-listener"
+                ))
             }
             _ => {}
         }
@@ -851,5 +858,15 @@ mod tests {
         refused(3, "leader", "expected broker, controller or broker,controller");
         let lone = NodeConfig::load(StartArgs { roles: Some("broker".into()), ..Default::default() }).unwrap_err();
         assert!(lone.contains("needs --roles broker,controller"), "{lone}");
+        // A controller that joins the quorum later says where it listens.
+        let joining = NodeConfig::load(StartArgs {
+            node_id: Some(3),
+            controller_voters: voters.clone(),
+            controller_listener: Some("127.0.0.1:39093".into()),
+            roles: Some("broker,controller".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!((joining.roles.controller, joining.controller_listener.map(|a| a.port())), (true, Some(39093)));
     }
 }

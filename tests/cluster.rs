@@ -38,6 +38,8 @@ mod storage;
 mod transactions;
 #[path = "cluster/virtual_brokers.rs"]
 mod virtual_brokers;
+#[path = "cluster/voters.rs"]
+mod voters;
 
 const NOT_CONTROLLER: i16 = 41;
 

@@ -26,6 +26,9 @@ pub mod code {
     pub const INVALID_TIMESTAMP: i16 = 32;
     pub const UNSUPPORTED_VERSION: i16 = 35;
     pub const REBOOTSTRAP_REQUIRED: i16 = 129;
+    pub const INCONSISTENT_CLUSTER_ID: i16 = 104;
+    pub const DUPLICATE_VOTER: i16 = 126;
+    pub const VOTER_NOT_FOUND: i16 = 127;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_PARTITIONS: i16 = 37;
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;

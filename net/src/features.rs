@@ -10,8 +10,11 @@
 //! KIP-890 part 2 (they look at it; the broker follows each request's version) and
 //! writes `__transaction_state` values in version 1 from level 1. `metadata.version` names the Kafka metadata level Skein's metadata
 //! matches; it is never downgraded, as Kafka refuses a downgrade that might lose
-//! metadata. Features Skein does not implement yet are supported at level 0 only
-//! (`kraft.version`, `eligible.leader.replicas.version`).
+//! metadata. `kraft.version` 1 lets the controller quorum change its voters
+//! (AddRaftVoter, RemoveRaftVoter, KIP-853); a cluster made before Skein had them is
+//! at 0 until `kafka-features upgrade --feature kraft.version=1`, and it never goes
+//! back. Features Skein does not implement yet are supported at level 0 only
+//! (`eligible.leader.replicas.version`).
 //!
 //! A new cluster records every feature at the running version's default level (as
 //! `kafka-storage format` writes Kafka's bootstrap feature records), so a binary
@@ -45,7 +48,7 @@ pub const STREAMS_VERSION: &str = "streams.version";
 pub const FEATURES: &[Feature] = &[
     Feature { name: "eligible.leader.replicas.version", min: 0, max: 0, default_level: 0 },
     Feature { name: GROUP_VERSION, min: 0, max: 1, default_level: 1 },
-    Feature { name: KRAFT_VERSION, min: 0, max: 0, default_level: 0 },
+    Feature { name: KRAFT_VERSION, min: 0, max: 1, default_level: 1 },
     Feature { name: METADATA_VERSION, min: 7, max: 33, default_level: 33 },
     Feature { name: SHARE_VERSION, min: 0, max: 2, default_level: 2 },
     Feature { name: STREAMS_VERSION, min: 0, max: 1, default_level: 1 },

@@ -103,6 +103,8 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::UpdateFeatures, update_features::VERSIONS, Cluster(Op::Alter)),
     (ApiKey::UnregisterBroker, unregister_broker::VERSIONS, Cluster(Op::Alter)),
     (ApiKey::AlterReplicaLogDirs, alter_replica_log_dirs::VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::AddRaftVoter, raft_voters::ADD_VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::RemoveRaftVoter, raft_voters::REMOVE_VERSIONS, Cluster(Op::Alter)),
     (ApiKey::GetTelemetrySubscriptions, get_telemetry_subscriptions::VERSIONS, Open),
     (ApiKey::PushTelemetry, push_telemetry::VERSIONS, Open),
     // Their checks are the handler's, in Kafka's order (`delegation_tokens`).
@@ -269,6 +271,8 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
             ResponseKind::PushTelemetry(push_telemetry::handle(shard, r, &request.telemetry_client(&header)))
         }
         RequestKind::UnregisterBroker(r) => ResponseKind::UnregisterBroker(unregister_broker::handle(shard, r).await),
+        RequestKind::AddRaftVoter(r) => ResponseKind::AddRaftVoter(raft_voters::add(shard, &header, r).await),
+        RequestKind::RemoveRaftVoter(r) => ResponseKind::RemoveRaftVoter(raft_voters::remove(shard, &header, r).await),
         RequestKind::UpdateFeatures(r) => {
             ResponseKind::UpdateFeatures(update_features::handle(shard, &header, r).await)
         }
@@ -525,6 +529,8 @@ mod tests {
                 ApiKey::PushTelemetry => PushTelemetryRequest::VERSIONS,
                 ApiKey::CreateDelegationToken => CreateDelegationTokenRequest::VERSIONS,
                 ApiKey::AlterReplicaLogDirs => AlterReplicaLogDirsRequest::VERSIONS,
+                ApiKey::AddRaftVoter => AddRaftVoterRequest::VERSIONS,
+                ApiKey::RemoveRaftVoter => RemoveRaftVoterRequest::VERSIONS,
                 ApiKey::RenewDelegationToken => RenewDelegationTokenRequest::VERSIONS,
                 ApiKey::ExpireDelegationToken => ExpireDelegationTokenRequest::VERSIONS,
                 ApiKey::DescribeDelegationToken => DescribeDelegationTokenRequest::VERSIONS,

@@ -42,12 +42,15 @@ pub async fn handle(
         Ok(status) => status,
         Err((code, message)) => return error(code, message),
     };
+    let image = shard.image();
+    let directory = |node: i32| image.quorum.get(&node).map_or(uuid::Uuid::nil(), |m| m.directory_id);
     let states = |members: &[VoterStatus]| -> Vec<ReplicaState> {
         members
             .iter()
             .map(|v| {
                 ReplicaState::default()
                     .with_replica_id(BrokerId(v.node))
+                    .with_replica_directory_id(directory(v.node))
                     .with_log_end_offset(v.log_end_offset)
                     .with_last_fetch_timestamp(v.last_fetch_ms)
                     .with_last_caught_up_timestamp(v.last_caught_up_ms)
@@ -65,15 +68,26 @@ pub async fn handle(
         .with_topic_name(TopicName(s(METADATA_TOPIC)))
         .with_partitions(vec![partition])]);
     if version >= 2 {
-        response.nodes = shard
-            .settings
-            .controller_voters
+        // Each voter's endpoint: as AddRaftVoter recorded it, else as configured.
+        let endpoint = |node: i32| -> Option<(String, u16)> {
+            match image.quorum.get(&node) {
+                Some(member) => Some((member.host.clone(), member.port)),
+                None => {
+                    let configured = shard.settings.controller_voters.iter().find(|(id, _)| *id == node);
+                    configured.map(|(_, address)| (address.ip().to_string(), address.port()))
+                }
+            }
+        };
+        response.nodes = status
+            .voters
             .iter()
-            .map(|&(id, address)| {
+            .chain(status.observers.iter().filter(|o| image.quorum.contains_key(&o.node)))
+            .filter_map(|v| Some((v.node, endpoint(v.node)?)))
+            .map(|(id, (host, port))| {
                 Node::default().with_node_id(BrokerId(id)).with_listeners(vec![Listener::default()
                     .with_name(s("CONTROLLER"))
-                    .with_host(s(address.ip().to_string()))
-                    .with_port(address.port())])
+                    .with_host(s(host))
+                    .with_port(port)])
             })
             .collect();
     }

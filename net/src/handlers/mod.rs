@@ -49,6 +49,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod push_telemetry;
+pub mod raft_voters;
 pub mod sasl;
 pub mod share_acknowledge;
 pub mod share_fetch;

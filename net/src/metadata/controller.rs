@@ -29,6 +29,7 @@ use super::transport::Link;
 use super::transport::{Forwarded, Peers};
 use super::{BrokerMeta, MetadataRecord, Refusal};
 use crate::errors::code;
+use skein_replication::quorum::Change;
 
 /// The controller on shard 0: decides requests one at a time and proposes their
 /// records to the metadata log (`quorum::run` drives it). On a node that does not
@@ -114,7 +115,7 @@ impl Controller {
         let (inputs, receiver) = local_channel::new_bounded(64);
         let inputs = Rc::new(inputs);
         let me = quorum_id(node);
-        let peers = (voters.len() > 1 && !observer).then(|| {
+        let peers = (!voters.is_empty() && !observer).then(|| {
             let voters: Vec<_> = voters.iter().map(|&(id, address)| (quorum_id(id), address)).collect();
             Peers::start(me, cluster_id, &voters, &inputs, security)
         });
@@ -241,12 +242,24 @@ impl Controller {
             if let Some(failure) = self.failed.borrow().clone() {
                 return Err(failure);
             }
-            match self.leader_id.get() {
-                Some(_) if self.leader.get() => return self.handle_here(host, request).await,
+            let answer = match self.leader_id.get() {
+                Some(_) if self.leader.get() => self.handle_here(host, request.clone()).await,
                 Some(leader) if leader != self.quorum_id && self.clustered() => {
-                    return self.forward(leader, request).await;
+                    self.forward(leader, request.clone()).await
                 }
-                _ => self.wait_for_change(deadline).await?,
+                _ => {
+                    self.wait_for_change(deadline).await?;
+                    continue;
+                }
+            };
+            // Removing the active controller moves its leadership first: the request
+            // then goes to the next leader.
+            let membership = matches!(request, ControllerRequest::RemoveVoter { .. });
+            match answer {
+                Err((code::NOT_CONTROLLER, _)) if membership && Instant::now() < deadline => {
+                    self.wait_for_change(deadline).await?;
+                }
+                answer => return answer,
             }
         }
     }
@@ -274,7 +287,7 @@ impl Controller {
                 return Err(not_controller(self.leader_id.get()));
             }
             let mut status = self.quorum_status.borrow().clone();
-            status.observers = self.observers.borrow().values().cloned().collect();
+            status.observers.extend(self.observers.borrow().values().cloned());
             return Ok((ControllerReply::Quorum(status), self.applied.get()));
         }
         if matches!(request, ControllerRequest::AlterPartition { .. }) {
@@ -303,6 +316,9 @@ impl Controller {
         if !self.leader.get() {
             return Err(not_controller(self.leader_id.get()));
         }
+        if matches!(request, ControllerRequest::AddVoter { .. } | ControllerRequest::RemoveVoter { .. }) {
+            return self.change_voters(host, request).await;
+        }
         let current = host.image();
         let local = host.local();
         let (records, reply) = decide(&current, &request, &local)?;
@@ -311,6 +327,109 @@ impl Controller {
         }
         let index = self.propose(records).await?;
         Ok((reply, index))
+    }
+
+    /// Adds or removes a voter (KIP-853), as the active controller, with the request
+    /// lock held. An added controller joins as a learner, and becomes a voter once
+    /// it holds the log as far as the learner's own entry (within the request's
+    /// timeout): a voter that cannot keep up never weakens the quorum. Kafka's
+    /// errors: UNSUPPORTED_VERSION while `kraft.version` is 0, DUPLICATE_VOTER,
+    /// VOTER_NOT_FOUND, REQUEST_TIMED_OUT.
+    async fn change_voters<H: Host>(&self, host: &H, request: ControllerRequest) -> Forwarded {
+        let image = host.image();
+        if crate::features::level(&image, crate::features::KRAFT_VERSION) < 1 {
+            return Err((
+                code::UNSUPPORTED_VERSION,
+                "The cluster doesn't support changing its voters because the kraft.version feature is 0".into(),
+            ));
+        }
+        let status = self.quorum_status.borrow().clone();
+        let is_voter = |node: i32| status.voters.iter().any(|v| v.node == node);
+        let is_learner = |node: i32| status.observers.iter().any(|v| v.node == node);
+        match request {
+            ControllerRequest::AddVoter { member, timeout_ms } => {
+                let node = member.node;
+                if is_voter(node) {
+                    return Err((
+                        code::DUPLICATE_VOTER,
+                        format!("The voter id for ReplicaKey(id={node}) is already part of the set of voters."),
+                    ));
+                }
+                if member.address().is_none() {
+                    return Err((
+                        code::INVALID_REQUEST,
+                        format!("controller {node}'s endpoint {}:{} is not an IP address", member.host, member.port),
+                    ));
+                }
+                let id = quorum_id(node);
+                let learner = MetadataRecord::QuorumMember(super::QuorumMember { voter: false, ..member.clone() });
+                let mut index = self.applied.get();
+                if !is_learner(node)
+                    || image.quorum.get(&node) != Some(&super::QuorumMember { voter: false, ..member.clone() })
+                {
+                    index = self.propose_as(vec![learner], Some(Change::AddLearner(id))).await?;
+                }
+                // The learner holds the log up to its own entry: it can vote.
+                let deadline = Instant::now() + Duration::from_millis(timeout_ms.clamp(1_000, 120_000) as u64);
+                loop {
+                    let caught_up = self
+                        .quorum_status
+                        .borrow()
+                        .observers
+                        .iter()
+                        .any(|o| o.node == node && o.log_end_offset >= index as i64);
+                    if caught_up {
+                        break;
+                    }
+                    if Instant::now() >= deadline {
+                        return Err((
+                            code::REQUEST_TIMED_OUT,
+                            format!(
+                                "controller {node} did not catch up with the metadata log in time; it stays a learner"
+                            ),
+                        ));
+                    }
+                    glommio::timer::sleep(super::quorum::TICK).await;
+                    if !self.leader.get() {
+                        return Err(not_controller(self.leader_id.get()));
+                    }
+                }
+                let voter = MetadataRecord::QuorumMember(super::QuorumMember { voter: true, ..member });
+                let index = self.propose_as(vec![voter], Some(Change::AddVoter(id))).await?;
+                Ok((ControllerReply::Done, index))
+            }
+            ControllerRequest::RemoveVoter { node, directory_id } => {
+                if !is_voter(node) && !is_learner(node) {
+                    return Err((
+                        code::VOTER_NOT_FOUND,
+                        format!("Cannot remove voter ReplicaKey(id={node}) as it is not part of the set of voters"),
+                    ));
+                }
+                let recorded = image.quorum.get(&node).map(|m| m.directory_id);
+                if !directory_id.is_nil() && recorded.is_some_and(|d| d != directory_id) {
+                    return Err((
+                        code::VOTER_NOT_FOUND,
+                        format!("Controller {node} has another directory id than {directory_id}"),
+                    ));
+                }
+                if is_voter(node) && status.voters.len() == 1 {
+                    return Err((code::INVALID_REQUEST, "Cannot remove the last voter of the quorum".into()));
+                }
+                let id = quorum_id(node);
+                if id == self.quorum_id {
+                    // Raft's leader cannot remove itself: it hands over, and the next
+                    // leader removes it (`handle_indexed` sends the request there).
+                    drop(status);
+                    self.hand_over().await;
+                    return Err(not_controller(self.leader_id.get()));
+                }
+                let index = self
+                    .propose_as(vec![MetadataRecord::RemoveQuorumMember { node }], Some(Change::Remove(id)))
+                    .await?;
+                Ok((ControllerReply::Done, index))
+            }
+            _ => Err((code::INVALID_REQUEST, "not a change of the quorum's voters".into())),
+        }
     }
 
     /// Decides the ISR changes of `batch` in order, each against the image the
@@ -342,12 +461,21 @@ impl Controller {
     /// Proposes `records` to the metadata log and waits until they are applied on
     /// every shard of this node; returns the index that holds them.
     async fn propose(&self, records: Vec<MetadataRecord>) -> Result<u64, Refusal> {
+        self.propose_as(records, None).await
+    }
+
+    /// As `propose`, the records carried by membership change `change` if any.
+    async fn propose_as(&self, records: Vec<MetadataRecord>, change: Option<Change>) -> Result<u64, Refusal> {
         let id = self.next_id();
         let data = serde_json::to_vec(&Proposal { node: self.quorum_id, id, records })
             .expect("metadata records always serialise");
         let (done, applied) = oneshot::channel();
         self.pending.borrow_mut().insert(id, done);
-        if self.inputs.send(Input::Propose { id, data }).await.is_err() {
+        let input = match change {
+            Some(change) => Input::Change { id, change, data },
+            None => Input::Propose { id, data },
+        };
+        if self.inputs.send(input).await.is_err() {
             self.pending.borrow_mut().remove(&id);
             return Err((code::NOT_CONTROLLER, "the metadata controller stopped".into()));
         }

@@ -66,6 +66,10 @@ pub fn decide(
         ControllerRequest::DescribeQuorum => {
             return Err((code::NOT_CONTROLLER, "the quorum is described by its controller".into()))
         }
+        // Membership changes are raft's, not the image's (`Controller::change_voters`).
+        ControllerRequest::AddVoter { .. } | ControllerRequest::RemoveVoter { .. } => {
+            return Err((code::NOT_CONTROLLER, "the quorum's voters are changed by its controller".into()))
+        }
         ControllerRequest::CreateTopic { name, partitions, replication_factor, configs } => {
             let meta = new_topic(image, local, name, *partitions, *replication_factor, configs)?;
             (vec![MetadataRecord::Topic(meta.clone())], ControllerReply::Topic(meta))

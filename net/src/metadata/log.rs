@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use skein_replication::quorum::{Durable, Feed, Journal, Quorum, QuorumConfig};
+use skein_replication::quorum::{Committed, Durable, Feed, Journal, Quorum, QuorumConfig};
 
 use super::{MetadataImage, MetadataRecord};
 use crate::errors::code;
@@ -55,7 +55,9 @@ impl std::fmt::Debug for Opened {
 }
 
 /// What starts a snapshot of the image in rkyv's form.
-const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINRK9";
+const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINR10";
+/// What started one before the image held quorum members; read, and upgraded.
+const RKYV_SNAPSHOT_V9: &[u8; 8] = b"SKEINRK9";
 /// What started one before the image held delegation tokens; read, and upgraded.
 const RKYV_SNAPSHOT_V8: &[u8; 8] = b"SKEINRK8";
 /// What started one before the image held client-metrics subscriptions; read, and
@@ -207,6 +209,47 @@ impl From<ImageV8> for MetadataImage {
     }
 }
 
+/// The image as `RKYV_SNAPSHOT_V9` archived it: `MetadataImage` without its quorum
+/// members, field for field.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct ImageV9 {
+    version: u64,
+    topics: std::collections::BTreeMap<String, super::TopicMeta>,
+    next_producer_id: i64,
+    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
+    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    scram:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
+    acls: Vec<crate::security::acl::AclBinding>,
+    client_quotas: Vec<crate::quota::ClientQuota>,
+    group_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    client_metrics: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    features: std::collections::BTreeMap<String, i16>,
+    features_epoch: i64,
+    tokens: std::collections::BTreeMap<String, crate::security::tokens::DelegationToken>,
+}
+
+impl From<ImageV9> for MetadataImage {
+    fn from(old: ImageV9) -> MetadataImage {
+        MetadataImage {
+            version: old.version,
+            topics: old.topics,
+            next_producer_id: old.next_producer_id,
+            brokers: old.brokers,
+            broker_configs: old.broker_configs,
+            scram: old.scram,
+            acls: old.acls,
+            client_quotas: old.client_quotas,
+            group_configs: old.group_configs,
+            client_metrics: old.client_metrics,
+            features: old.features,
+            features_epoch: old.features_epoch,
+            tokens: old.tokens,
+            ..Default::default()
+        }
+    }
+}
+
 /// A snapshot of `image` (the data of the quorum's snapshots): `RKYV_SNAPSHOT`, the
 /// CRC-32C of the archive (a cut or damaged archive can still validate as rkyv), then
 /// rkyv's archive.
@@ -219,10 +262,11 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
 /// The image a snapshot holds, checked (its checksum, then rkyv's validation) before
 /// it is read.
 pub fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
-    let (framed, format) = [RKYV_SNAPSHOT, RKYV_SNAPSHOT_V8, RKYV_SNAPSHOT_V7, RKYV_SNAPSHOT_V6, RKYV_SNAPSHOT_V5]
-        .iter()
-        .find_map(|magic| bytes.strip_prefix(&magic[..]).map(|framed| (framed, *magic)))
-        .ok_or("not a metadata snapshot of this version")?;
+    let (framed, format) =
+        [RKYV_SNAPSHOT, RKYV_SNAPSHOT_V9, RKYV_SNAPSHOT_V8, RKYV_SNAPSHOT_V7, RKYV_SNAPSHOT_V6, RKYV_SNAPSHOT_V5]
+            .iter()
+            .find_map(|magic| bytes.strip_prefix(&magic[..]).map(|framed| (framed, *magic)))
+            .ok_or("not a metadata snapshot of this version")?;
     let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
     if crc32c::crc32c(archive).to_be_bytes() != crc {
         return Err("the metadata snapshot does not match its checksum".into());
@@ -232,6 +276,7 @@ pub fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
     let invalid = |e: rkyv::rancor::Error| format!("the metadata snapshot does not validate: {e}");
     let mut image = match format {
         RKYV_SNAPSHOT => rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned).map_err(invalid)?,
+        RKYV_SNAPSHOT_V9 => rkyv::from_bytes::<ImageV9, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
         RKYV_SNAPSHOT_V8 => rkyv::from_bytes::<ImageV8, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
         RKYV_SNAPSHOT_V7 => {
             ImageV8::from(rkyv::from_bytes::<ImageV7, rkyv::rancor::Error>(&aligned).map_err(invalid)?).into()
@@ -267,8 +312,13 @@ pub fn open(data_dir: &Path, node: i32, voters: &[i32], shards: usize) -> Result
         let image = MetadataImage { next_producer_id: 1000, features, ..Default::default() };
         Durable::bootstrap(&ids, encode_image(&image))
     })?;
-    let recorded = Quorum::voters_of(&durable);
-    if recorded != ids {
+    let recorded = Quorum::voters_of(&durable)?;
+    let mut image = decode_image(&durable.snapshot.data)?;
+    let dynamic = durable.entries.iter().any(|e| e.get_entry_type() != raft::prelude::EntryType::EntryNormal);
+    // A quorum whose members never changed must be started with the voters it was
+    // made with; once AddRaftVoter or RemoveRaftVoter changed them, the log says who
+    // votes and --controller-voters only names where to reach the quorum.
+    if recorded != ids && image.quorum.is_empty() && !dynamic {
         let show = |ids: &[u64]| ids.iter().map(|id| (id - 1).to_string()).collect::<Vec<_>>().join(",");
         return Err(format!(
             "{} belongs to a quorum of voters {}, but this node was started with voters {}",
@@ -278,7 +328,7 @@ pub fn open(data_dir: &Path, node: i32, voters: &[i32], shards: usize) -> Result
         ));
     }
     let mut durable = durable;
-    if ids.len() == 1 {
+    if recorded == [quorum_id(node)] {
         // A sole voter's entry is committed once it is durable (it is its own
         // majority), but the commit index reaches the journal only with the next
         // frame: without this, a change acknowledged just before a crash would be
@@ -287,9 +337,8 @@ pub fn open(data_dir: &Path, node: i32, voters: &[i32], shards: usize) -> Result
         let last = durable.entries.last().map_or(durable.hard_state.commit, |e| e.index);
         durable.hard_state.commit = durable.hard_state.commit.max(last);
     }
-    let mut image = decode_image(&durable.snapshot.data)?;
     let commit = durable.hard_state.commit;
-    for entry in durable.entries.iter().filter(|e| e.index <= commit && !e.data.is_empty()) {
+    for entry in durable.entries.iter().filter(|e| e.index <= commit).filter_map(Committed::of) {
         let proposal: Proposal = serde_json::from_slice(&entry.data)
             .map_err(|e| format!("metadata log entry {} does not parse: {e}", entry.index))?;
         image.apply(&proposal.records);
@@ -303,6 +352,12 @@ pub fn open(data_dir: &Path, node: i32, voters: &[i32], shards: usize) -> Result
 pub enum Input {
     Propose {
         id: u64,
+        data: Vec<u8>,
+    },
+    /// A membership change carrying a `Proposal` (its records), answered as one.
+    Change {
+        id: u64,
+        change: skein_replication::quorum::Change,
         data: Vec<u8>,
     },
     Raft(Box<raft::prelude::Message>),
@@ -526,6 +581,53 @@ mod tests {
         assert_eq!(again.tokens.get("t"), Some(&token));
         image.apply(&[MetadataRecord::RemoveDelegationToken { id: "t".into() }]);
         assert!(decode_image(&encode_image(&image)).unwrap().tokens.is_empty());
+    }
+
+    // A snapshot written before images held quorum members (format 9) keeps its
+    // tokens, and takes members once upgraded.
+    #[test]
+    fn a_snapshot_without_quorum_members_is_upgraded() {
+        let token = crate::security::tokens::DelegationToken {
+            id: "t".into(),
+            owner: "User:alice".into(),
+            requester: "User:alice".into(),
+            renewers: Vec::new(),
+            issued_ms: 1,
+            max_ms: 3,
+            expiry_ms: 2,
+        };
+        let old = ImageV9 {
+            version: 12,
+            topics: Default::default(),
+            next_producer_id: 6000,
+            brokers: Default::default(),
+            broker_configs: Default::default(),
+            scram: Default::default(),
+            acls: Vec::new(),
+            client_quotas: Vec::new(),
+            group_configs: Default::default(),
+            client_metrics: Default::default(),
+            features: Default::default(),
+            features_epoch: 0,
+            tokens: [("t".to_string(), token.clone())].into(),
+        };
+        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
+        let crc = crc32c::crc32c(&archive).to_be_bytes();
+        let mut image = decode_image(&[&RKYV_SNAPSHOT_V9[..], &crc[..], &archive[..]].concat()).unwrap();
+        assert_eq!((image.version, image.tokens.get("t")), (12, Some(&token)));
+        assert!(image.quorum.is_empty());
+        let member = super::super::QuorumMember {
+            node: 4,
+            directory_id: uuid::Uuid::from_u128(7),
+            host: "127.0.0.1".into(),
+            port: 9094,
+            voter: true,
+        };
+        image.apply(&[MetadataRecord::QuorumMember(member.clone())]);
+        let again = decode_image(&encode_image(&image)).unwrap();
+        assert_eq!(again.quorum.get(&4), Some(&member));
+        image.apply(&[MetadataRecord::RemoveQuorumMember { node: 4 }]);
+        assert!(decode_image(&encode_image(&image)).unwrap().quorum.is_empty());
     }
 
     // A snapshot written before images held feature levels is read and upgraded: its

@@ -135,6 +135,31 @@ impl Assignment {
     }
 }
 
+/// A member of the controller quorum added with AddRaftVoter (KIP-853's VotersRecord
+/// entry): its directory id and where its controller listens. A voter of the
+/// initial `--controller-voters` has none until it is added again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct QuorumMember {
+    pub node: i32,
+    pub directory_id: uuid::Uuid,
+    pub host: String,
+    pub port: u16,
+    /// A voter, or a learner catching up to become one.
+    pub voter: bool,
+}
+
+impl QuorumMember {
+    /// Where its controller listens: its host is an IP address (or `localhost`), so
+    /// that no executor thread waits on a name lookup.
+    pub fn address(&self) -> Option<std::net::SocketAddr> {
+        let ip = match self.host.as_str() {
+            "localhost" => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            host => host.trim_start_matches('[').trim_end_matches(']').parse().ok()?,
+        };
+        Some(std::net::SocketAddr::new(ip, self.port))
+    }
+}
+
 /// A broker as it registered with the controller (Kafka's RegisterBrokerRecord).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct BrokerMeta {
@@ -226,6 +251,10 @@ pub struct MetadataImage {
     /// Delegation tokens by id (Kafka's DelegationTokenRecord).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens: BTreeMap<String, crate::security::tokens::DelegationToken>,
+    /// Controller quorum members added or changed since the quorum began, by node id
+    /// (a membership change's record; raft's configuration says who votes).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quorum: BTreeMap<i32, QuorumMember>,
     /// Topic ids to names, rebuilt whenever an image is published, so that
     /// `topic_by_id` (every Fetch from v13) is a hash lookup, not a scan.
     #[serde(skip)]
@@ -408,6 +437,13 @@ pub enum MetadataRecord {
     RemoveDelegationToken {
         id: String,
     },
+    /// A quorum member added, or promoted to voter; carried by the membership change
+    /// itself.
+    QuorumMember(QuorumMember),
+    /// A quorum member removed; carried by the membership change itself.
+    RemoveQuorumMember {
+        node: i32,
+    },
 }
 
 /// A resource's configs replaced whole; an empty set removes the resource's entry.
@@ -489,6 +525,12 @@ impl MetadataImage {
                 }
                 MetadataRecord::RemoveDelegationToken { id } => {
                     self.tokens.remove(id);
+                }
+                MetadataRecord::QuorumMember(member) => {
+                    self.quorum.insert(member.node, member.clone());
+                }
+                MetadataRecord::RemoveQuorumMember { node } => {
+                    self.quorum.remove(node);
                 }
                 MetadataRecord::FeatureLevel { name, level } => {
                     self.features.insert(name.clone(), *level);

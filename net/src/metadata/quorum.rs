@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use glommio::channels::local_channel::{LocalReceiver, LocalSender};
-use skein_replication::quorum::{Committed, Quorum, Work};
+use skein_replication::quorum::{ChangeRefused, Committed, Quorum, Work};
 
 use super::host::Host;
 use super::log::{decode_image, encode_image, not_controller, Applied, Input, Opened, Proposal};
@@ -40,6 +40,8 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
     let mut next_tick = Instant::now() + TICK;
     let mut seen = VoterTimes::default();
     let mut described_leader = None;
+    // The connections follow the configuration: at start, and after each change.
+    let mut members_changed = true;
     loop {
         let wait = next_tick.saturating_duration_since(Instant::now());
         // A tick that is due goes first: `or` polls the inputs first, and a steady
@@ -71,6 +73,22 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
                     controller.complete(id, Err(not_controller(not_leader.leader)));
                 }
             }
+            Some(Some(Input::Change { id, change, data })) => {
+                if let Err(refused) = quorum.propose_change(change, data) {
+                    let refusal = match refused {
+                        ChangeRefused::NotLeader(leader) => not_controller(leader),
+                        ChangeRefused::Pending => (
+                            code::REQUEST_TIMED_OUT,
+                            "another change of the quorum's voters is not committed yet; retry".into(),
+                        ),
+                        ChangeRefused::Leader => (
+                            code::NOT_CONTROLLER,
+                            "the active controller cannot remove itself; leadership moves first".into(),
+                        ),
+                    };
+                    controller.complete(id, Err(refusal));
+                }
+            }
             Some(Some(Input::Raft(message))) => {
                 seen.heard_from(message.from);
                 quorum.step(*message);
@@ -92,6 +110,7 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
             if let Some(snapshot) = &snapshot {
                 match decode_image(&snapshot.data) {
                     Ok(mut installed) => {
+                        members_changed = true;
                         installed.place_within(host.local().shards);
                         image = installed;
                         applied = snapshot.get_metadata().index;
@@ -118,6 +137,26 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
                     quorum.snapshot_sent(peer, false);
                 }
             }
+        }
+        if quorum.membership_changed() {
+            members_changed = true;
+            // The snapshot a new member is sent must name it (raft-rs refuses one
+            // that does not): fold the log at the change.
+            if applied > quorum.durable().snapshot_index() {
+                quorum.compact(applied, encode_image(&image));
+                if let Err(e) = journal.fold(quorum.durable()).await {
+                    tracing::error!(target: "skein::net", error = %e, "cannot fold the metadata log; this controller stops");
+                    controller.fail((code::KAFKA_STORAGE_ERROR, format!("cannot persist the metadata log: {e}")));
+                    return;
+                }
+            }
+        }
+        if std::mem::take(&mut members_changed) {
+            if let Some(peers) = controller.peers() {
+                let (voters, learners) = quorum.members();
+                peers.reconcile(&[voters, learners].concat(), &image);
+            }
+            controller.set_quorum_status(seen.status(&quorum));
         }
         // A change of leader refreshes DescribeQuorum's view at once: a new leader
         // must not describe the quorum as the follower it was a tick ago (no leader,
@@ -162,29 +201,33 @@ impl VoterTimes {
         let now = skein_engine::time::now_ms();
         let node = |id: u64| id as i32 - 1;
         let last = quorum.last_index();
-        let voters = quorum
-            .voter_progress()
-            .into_iter()
-            .map(|(id, matched)| {
-                let me = id == quorum.id();
-                if me || matched >= last {
-                    self.caught_up.insert(id, now);
-                }
-                let heard = if me { now } else { self.heard.get(&id).copied().unwrap_or(-1) };
-                VoterStatus {
-                    node: node(id),
-                    log_end_offset: matched as i64,
-                    last_fetch_ms: heard,
-                    last_caught_up_ms: self.caught_up.get(&id).copied().unwrap_or(-1),
-                }
-            })
-            .collect();
+        let (mut voters, mut learners) = (Vec::new(), Vec::new());
+        for progress in quorum.progress() {
+            let id = progress.id;
+            let me = id == quorum.id();
+            if me || progress.matched >= last {
+                self.caught_up.insert(id, now);
+            }
+            let heard = if me { now } else { self.heard.get(&id).copied().unwrap_or(-1) };
+            let status = VoterStatus {
+                node: node(id),
+                log_end_offset: progress.matched as i64,
+                last_fetch_ms: heard,
+                last_caught_up_ms: self.caught_up.get(&id).copied().unwrap_or(-1),
+            };
+            match progress.voter {
+                true => voters.push(status),
+                false => learners.push(status),
+            }
+        }
+        // A learner (a controller catching up before it votes) is an observer, as
+        // Kafka lists it.
         QuorumStatus {
             leader: quorum.leader().map(node).unwrap_or(-1),
             term: quorum.term() as i64,
             high_watermark: quorum.committed() as i64,
             voters,
-            observers: Vec::new(),
+            observers: learners,
         }
     }
 }

@@ -161,6 +161,20 @@ pub enum ControllerRequest {
     RemoveExpiredTokens {
         now_ms: i64,
     },
+    /// Adds a controller to the quorum's voters (AddRaftVoter, KIP-853): as a learner
+    /// first, then, once it holds the log, as a voter. Run by the active controller
+    /// (`Controller::change_voters`), not `decide`.
+    AddVoter {
+        member: super::QuorumMember,
+        /// How long it may take to catch up.
+        timeout_ms: i64,
+    },
+    /// Removes a controller from the quorum (RemoveRaftVoter); a directory id of zero
+    /// matches any.
+    RemoveVoter {
+        node: i32,
+        directory_id: uuid::Uuid,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are

@@ -59,14 +59,22 @@ struct Outgoing {
     snapshot: bool,
 }
 
-/// The queues to the other voters.
+/// The queues to the other members of the quorum. The members change with the
+/// quorum's configuration (`reconcile`): a writer starts for each new member and
+/// ends when its queue is dropped.
 pub struct Peers {
-    queues: HashMap<u64, LocalSender<Outgoing>>,
+    me: u64,
+    hello: Vec<u8>,
+    inputs: Rc<LocalSender<Input>>,
+    security: Arc<Security>,
+    /// Where the voters of `--controller-voters` listen, by quorum id.
+    configured: HashMap<u64, SocketAddr>,
+    queues: RefCell<HashMap<u64, (SocketAddr, LocalSender<Outgoing>)>>,
 }
 
 impl std::fmt::Debug for Peers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Peers").field("peers", &self.queues.keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("Peers").field("peers", &self.queues.borrow().keys().collect::<Vec<_>>()).finish()
     }
 }
 
@@ -88,19 +96,67 @@ impl Peers {
         inputs: &Rc<LocalSender<Input>>,
         security: &Arc<Security>,
     ) -> Peers {
-        let mut queues = HashMap::new();
-        for &(peer, address) in voters.iter().filter(|(id, _)| *id != me) {
-            let (queue, receiver) = local_channel::new_bounded(QUEUE);
-            queues.insert(peer, queue);
-            let hello = frame(HELLO, &[&me.to_be_bytes()[..], cluster_id.as_bytes()].concat());
-            glommio::spawn_local(write_to(peer, address, hello, receiver, inputs.clone(), security.clone())).detach();
+        let peers = Peers {
+            me,
+            hello: frame(HELLO, &[&me.to_be_bytes()[..], cluster_id.as_bytes()].concat()),
+            inputs: inputs.clone(),
+            security: security.clone(),
+            configured: voters.iter().copied().collect(),
+            queues: RefCell::new(HashMap::new()),
+        };
+        for &(peer, address) in voters {
+            peers.connect(peer, address);
         }
-        Peers { queues }
+        peers
+    }
+
+    fn connect(&self, peer: u64, address: SocketAddr) {
+        if peer == self.me {
+            return;
+        }
+        let (queue, receiver) = local_channel::new_bounded(QUEUE);
+        self.queues.borrow_mut().insert(peer, (address, queue));
+        let (hello, inputs, security) = (self.hello.clone(), self.inputs.clone(), self.security.clone());
+        glommio::spawn_local(write_to(peer, address, hello, receiver, inputs, security)).detach();
+    }
+
+    /// Follows the quorum's configuration: a writer for each of `members` (quorum
+    /// ids) at its address in `image` (a member added with AddRaftVoter) or in
+    /// `--controller-voters`; the writers of others end. A member with no known
+    /// address is left out until the image names one.
+    pub fn reconcile(&self, members: &[u64], image: &super::MetadataImage) {
+        let address = |peer: u64| -> Option<SocketAddr> {
+            match image.quorum.get(&((peer - 1) as i32)) {
+                Some(member) => member.address(),
+                None => self.configured.get(&peer).copied(),
+            }
+        };
+        let wanted: HashMap<u64, SocketAddr> =
+            members.iter().filter(|&&m| m != self.me).filter_map(|&m| Some((m, address(m)?))).collect();
+        let stale: Vec<u64> = self
+            .queues
+            .borrow()
+            .iter()
+            .filter(|(peer, (at, _))| wanted.get(peer) != Some(at))
+            .map(|(peer, _)| *peer)
+            .collect();
+        for peer in stale {
+            // Dropping the queue ends its writer.
+            self.queues.borrow_mut().remove(&peer);
+            tracing::info!(target: "skein::net", peer = peer - 1, "controller connection closed: no longer a quorum member here");
+        }
+        for (peer, at) in wanted {
+            if !self.queues.borrow().contains_key(&peer) {
+                tracing::info!(target: "skein::net", peer = peer - 1, address = %at, "connecting to a new quorum member");
+                self.connect(peer, at);
+            }
+        }
     }
 
     /// Queues a raft message; false when it was dropped (the peer's queue is full).
     pub fn send(&self, message: &Message) -> bool {
-        let Some(queue) = self.queues.get(&message.to) else { return false };
+        let queues = self.queues.borrow();
+        let Some((_, queue)) = queues.get(&message.to) else { return false };
         let bytes = frame(RAFT, &message.write_to_bytes().expect("raft messages always encode"));
         let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
         queue.try_send(Outgoing { bytes, snapshot }).is_ok()
@@ -108,7 +164,8 @@ impl Peers {
 
     /// Queues a controller request for the active controller `to`.
     pub fn forward(&self, to: u64, id: u64, request: &ControllerRequest) -> bool {
-        let Some(queue) = self.queues.get(&to) else { return false };
+        let queues = self.queues.borrow();
+        let Some((_, queue)) = queues.get(&to) else { return false };
         let mut payload = id.to_be_bytes().to_vec();
         payload.extend(serde_json::to_vec(request).expect("controller requests always serialise"));
         queue.try_send(Outgoing { bytes: frame(FORWARD, &payload), snapshot: false }).is_ok()
@@ -116,7 +173,8 @@ impl Peers {
 
     /// Queues the answer to request `id` that `to` forwarded.
     pub(super) fn answer(&self, to: u64, id: u64, answer: &Forwarded) -> bool {
-        let Some(queue) = self.queues.get(&to) else { return false };
+        let queues = self.queues.borrow();
+        let Some((_, queue)) = queues.get(&to) else { return false };
         let mut payload = id.to_be_bytes().to_vec();
         payload.extend(serde_json::to_vec(answer).expect("controller replies always serialise"));
         queue.try_send(Outgoing { bytes: frame(FORWARD_REPLY, &payload), snapshot: false }).is_ok()
