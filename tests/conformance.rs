@@ -913,6 +913,39 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
+        ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter => {
+            // A single node has no controller listener, so no quorum that can grow:
+            // INVALID_REQUEST with why (tests/cluster/voters.rs changes a real one).
+            // No cluster id (as Kafka's Admin sends): an empty one is another cluster's.
+            let error = match key {
+                ApiKey::AddRaftVoter => {
+                    let listener = add_raft_voter_request::Listener::default()
+                        .with_name(StrBytes::from_static_str("CONTROLLER"))
+                        .with_host(StrBytes::from_static_str("127.0.0.1"))
+                        .with_port(19093);
+                    let request = AddRaftVoterRequest::default()
+                        .with_cluster_id(None)
+                        .with_timeout_ms(30_000)
+                        .with_voter_id(5)
+                        .with_voter_directory_id(Uuid::from_u128(5))
+                        .with_listeners(vec![listener])
+                        .with_ack_when_committed(true);
+                    c.call(request, v).map(|r| (r.error_code, r.error_message))
+                }
+                _ => {
+                    let request = RemoveRaftVoterRequest::default()
+                        .with_cluster_id(None)
+                        .with_voter_id(5)
+                        .with_voter_directory_id(Uuid::from_u128(5));
+                    c.call(request, v).map(|r| (r.error_code, r.error_message))
+                }
+            };
+            if let Some((code, message)) = error {
+                if code != 42 || !message.as_deref().is_some_and(|m| m.contains("--controller-voters")) {
+                    c.failures.push(format!("{key:?} v{v}: {code} {message:?}"));
+                }
+            }
+        }
         ApiKey::GetTelemetrySubscriptions => {
             // No subscription matches: nothing to push, every five minutes.
             let request = GetTelemetrySubscriptionsRequest::default().with_client_instance_id(Uuid::nil());

@@ -207,7 +207,10 @@ mod tests {
             "Unsupported metadata.version downgrade from 33 to 30. Unsafe metadata downgrade is not supported in \
              this version."
         );
-        assert!(check(KRAFT_VERSION, 0, UpgradeType::SafeDowngrade).is_ok());
+        assert_eq!(
+            message(check(KRAFT_VERSION, 0, UpgradeType::SafeDowngrade)),
+            "Invalid update version 0 for feature kraft.version. Can't downgrade the version of this feature."
+        );
         assert_eq!(check(SHARE_VERSION, -1, UpgradeType::Upgrade).unwrap_err().0, code::INVALID_UPDATE_VERSION);
         assert_eq!(check(SHARE_VERSION, 3, UpgradeType::SafeDowngrade).unwrap_err().0, code::INVALID_UPDATE_VERSION);
     }
@@ -218,13 +221,20 @@ mod tests {
         let names = |image: &MetadataImage| finalized(image).map(|(n, l)| format!("{n}={l}")).collect::<Vec<_>>();
         assert_eq!(
             names(&image),
-            ["group.version=1", "metadata.version=33", "share.version=2", "streams.version=1", "transaction.version=2"]
+            [
+                "group.version=1",
+                "kraft.version=1",
+                "metadata.version=33",
+                "share.version=2",
+                "streams.version=1",
+                "transaction.version=2"
+            ]
         );
         image.features.insert(SHARE_VERSION.into(), 0);
         image.features.insert(GROUP_VERSION.into(), 1);
         assert_eq!(
             names(&image),
-            ["group.version=1", "metadata.version=33", "streams.version=1", "transaction.version=2"]
+            ["group.version=1", "kraft.version=1", "metadata.version=33", "streams.version=1", "transaction.version=2"]
         );
         assert_eq!(level(&image, SHARE_VERSION), 0);
     }
