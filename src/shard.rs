@@ -483,9 +483,14 @@ fn cluster_id(
     if field("cluster.id").is_some() && field("node.id").is_some() && field("directory.id").is_some() {
         return Ok(id);
     }
-    let directory = field("directory.id").unwrap_or_else(|| {
+    // As Kafka's `Uuid.randomUuid`: never one starting with '-', which command
+    // lines would take for an option (`remove-controller --controller-directory-id`).
+    let directory = field("directory.id").unwrap_or_else(|| loop {
         use base64::Engine as _;
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes())
+        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes());
+        if !id.starts_with('-') {
+            break id;
+        }
     });
     let temp = path.with_extension("properties.tmp");
     std::fs::write(&temp, format!("version=1\ncluster.id={id}\nnode.id={node_id}\ndirectory.id={directory}\n"))
@@ -543,7 +548,9 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
                 if refusals == 1 {
                     tracing::info!(target: "skein", code, message, "controlled shutdown refused; retrying");
                 }
-                if std::time::Instant::now() > deadline {
+                // A controller removed from the quorum is answered by nobody: its
+                // leaderships move when its session ends.
+                if std::time::Instant::now() > deadline || controller.is_removed() {
                     break;
                 }
                 glommio::timer::sleep(Duration::from_millis(100)).await;
@@ -554,7 +561,7 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
             };
             let fenced_ms = began.elapsed().as_millis() as u64;
             tracing::info!(target: "skein", node = me, fenced_ms, refusals, "controlled shutdown: fenced");
-            while leads(&shard) && std::time::Instant::now() < deadline {
+            while leads(&shard) && std::time::Instant::now() < deadline && !controller.is_removed() {
                 glommio::timer::sleep(Duration::from_millis(20)).await;
             }
             let leads_nothing = !leads(&shard);

@@ -109,7 +109,7 @@ fn directory_id(node: &Broker) -> String {
 // One voter grows to three with `add-controller`: each new controller starts
 // outside the quorum, is added as a learner, catches up and votes; the quorum then
 // survives losing its first voter. Then it shrinks back to one with
-// `remove-controller`, the removed nodes' data untouched. A second add of a voter is
+// `remove-controller`; a removed one returns as a broker-only node. A second add of a voter is
 // DUPLICATE_VOTER, a removal of an unknown one VOTER_NOT_FOUND, as Kafka 4.4 answers.
 #[test]
 fn a_quorum_grows_from_one_voter_to_three_and_shrinks_back() {
@@ -172,6 +172,20 @@ fn a_quorum_grows_from_one_voter_to_three_and_shrinks_back() {
     assert_eq!(wait_for_voters(cluster.node(1), &[1]), 1);
     create(cluster.node(1), "alone");
     assert_eq!(topics(cluster.node(1)).len(), 3);
+    // A removed controller comes back as a broker only: it follows the log.
+    let node = cluster.node_mut(3);
+    node.stop();
+    let at = node.extra.iter().position(|a| a == "--controller-listener").unwrap();
+    node.extra.drain(at..at + 2);
+    let roles = node.extra.iter().position(|a| a == "--roles").unwrap();
+    node.extra[roles + 1] = "broker".into();
+    node.restart();
+    wait_for_topics(cluster.node(3), &topics(cluster.node(1)));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !members(cluster.node(1)).1.contains(&3) {
+        assert!(Instant::now() < deadline, "node 3 does not observe the log: {:?}", members(cluster.node(1)));
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // A restart of the last voter keeps the quorum it was left with.
     cluster.node_mut(1).stop();
     cluster.node_mut(1).restart();

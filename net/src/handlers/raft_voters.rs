@@ -6,8 +6,9 @@
 //!
 //! The change is answered once it is committed, which both AddRaftVoter versions
 //! accept (v1's `AckWhenCommitted` false allows answering earlier). UpdateRaftVoter,
-//! which a voter sends when its own endpoints change, is not served: a voter's
-//! endpoint changes by removing and adding it again.
+//! which a Kafka voter sends its leader over the controller listener when its own
+//! endpoints change, is not a broker API: a Skein voter's endpoint changes by removing
+//! and adding it again.
 
 use std::rc::Rc;
 

@@ -74,6 +74,11 @@ pub struct Controller {
     session_timeout: Duration,
     /// This node is shutting down: it no longer heartbeats.
     shutting_down: Cell<bool>,
+    /// Whether this controller is in the quorum's configuration, and whether it was
+    /// and has been removed (RemoveRaftVoter): its requests then fail at once, as the
+    /// quorum no longer answers it.
+    member: Cell<bool>,
+    removed: Cell<bool>,
     /// Kafka's `auto.leader.rebalance.enable` with `leader.imbalance.check.interval.seconds`
     /// (`None`: off), when the active controller last looked, and whether an election
     /// it asked for is running.
@@ -140,6 +145,8 @@ impl Controller {
             fencing: RefCell::new(std::collections::HashSet::new()),
             session_timeout,
             shutting_down: Cell::new(false),
+            member: Cell::new(false),
+            removed: Cell::new(false),
             rebalance_every,
             last_rebalance: Cell::new(Instant::now()),
             rebalancing: Cell::new(false),
@@ -171,6 +178,25 @@ impl Controller {
     /// Whether this node leads the metadata quorum (is the active controller).
     pub fn is_leader(&self) -> bool {
         self.leader.get()
+    }
+
+    /// Follows this controller's place in the quorum's configuration (the quorum loop
+    /// calls it after each change): one that leaves it was removed.
+    pub fn set_member(&self, member: bool) {
+        if self.member.get() && !member {
+            tracing::warn!(target: "skein::net", node = self.quorum_id - 1, "this controller was removed from the quorum; restart it with --roles broker to keep its broker");
+            self.removed.set(true);
+        }
+        if member {
+            self.removed.set(false);
+        }
+        self.member.set(member);
+    }
+
+    /// Whether this controller was removed from the quorum while it ran: the quorum
+    /// no longer answers its requests.
+    pub fn is_removed(&self) -> bool {
+        self.removed.get()
     }
 
     /// Stops this node's heartbeats (a controlled shutdown).
@@ -241,6 +267,10 @@ impl Controller {
         loop {
             if let Some(failure) = self.failed.borrow().clone() {
                 return Err(failure);
+            }
+            if self.removed.get() {
+                let node = self.quorum_id - 1;
+                return Err((code::NOT_CONTROLLER, format!("controller {node} was removed from the quorum")));
             }
             let answer = match self.leader_id.get() {
                 Some(_) if self.leader.get() => self.handle_here(host, request.clone()).await,

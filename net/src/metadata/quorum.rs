@@ -152,8 +152,9 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
             }
         }
         if std::mem::take(&mut members_changed) {
+            let (voters, learners) = quorum.members();
+            controller.set_member(voters.contains(&quorum.id()) || learners.contains(&quorum.id()));
             if let Some(peers) = controller.peers() {
-                let (voters, learners) = quorum.members();
                 peers.reconcile(&[voters, learners].concat(), &image);
             }
             controller.set_quorum_status(seen.status(&quorum));
