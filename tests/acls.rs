@@ -228,6 +228,15 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
         ApiKey::DescribeQuorum => call!(DescribeQuorumRequest::default()),
         // An id no broker has: BROKER_ID_NOT_REGISTERED once allowed.
         ApiKey::UnregisterBroker => call!(UnregisterBrokerRequest::default().with_broker_id(BrokerId(999))),
+        // A single node's quorum cannot change: INVALID_REQUEST once allowed.
+        ApiKey::AddRaftVoter => call!(AddRaftVoterRequest::default()
+            .with_cluster_id(None)
+            .with_voter_id(5)
+            .with_listeners(vec![add_raft_voter_request::Listener::default()
+                .with_name(s("CONTROLLER"))
+                .with_host(s("127.0.0.1"))
+                .with_port(1)])),
+        ApiKey::RemoveRaftVoter => call!(RemoveRaftVoterRequest::default().with_cluster_id(None).with_voter_id(5)),
         // A directory the node does not have: LOG_DIR_NOT_FOUND once allowed.
         ApiKey::AlterReplicaLogDirs => {
             use alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};

@@ -632,6 +632,8 @@ fn every_advertised_version_answers() {
                 77 => answers::<ShareGroupDescribeRequest>(&mut client, version),
                 78 => answers::<ShareFetchRequest>(&mut client, version),
                 79 => answers::<ShareAcknowledgeRequest>(&mut client, version),
+                80 => answers::<AddRaftVoterRequest>(&mut client, version),
+                81 => answers::<RemoveRaftVoterRequest>(&mut client, version),
                 83 => answers::<InitializeShareGroupStateRequest>(&mut client, version),
                 84 => answers::<ReadShareGroupStateRequest>(&mut client, version),
                 85 => answers::<WriteShareGroupStateRequest>(&mut client, version),

@@ -227,6 +227,8 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
         | RequestKind::AlterReplicaLogDirs(_)
         | RequestKind::UpdateFeatures(_)
         | RequestKind::UnregisterBroker(_)
+        | RequestKind::AddRaftVoter(_)
+        | RequestKind::RemoveRaftVoter(_)
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)
         | RequestKind::CreateAcls(_)

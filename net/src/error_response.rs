@@ -105,6 +105,8 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
         RequestKind::DescribeQuorum(_) => api(ApiKey::DescribeQuorum),
         RequestKind::ElectLeaders(_) => api(ApiKey::ElectLeaders),
         RequestKind::UnregisterBroker(_) => api(ApiKey::UnregisterBroker),
+        RequestKind::AddRaftVoter(_) => api(ApiKey::AddRaftVoter),
+        RequestKind::RemoveRaftVoter(_) => api(ApiKey::RemoveRaftVoter),
         RequestKind::CreateDelegationToken(_) => api(ApiKey::CreateDelegationToken),
         RequestKind::RenewDelegationToken(_) => api(ApiKey::RenewDelegationToken),
         RequestKind::ExpireDelegationToken(_) => api(ApiKey::ExpireDelegationToken),
@@ -248,6 +250,10 @@ fn whole(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
         ApiKey::ElectLeaders => ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(code)),
         ApiKey::UnregisterBroker => {
             ResponseKind::UnregisterBroker(UnregisterBrokerResponse::default().with_error_code(code))
+        }
+        ApiKey::AddRaftVoter => ResponseKind::AddRaftVoter(AddRaftVoterResponse::default().with_error_code(code)),
+        ApiKey::RemoveRaftVoter => {
+            ResponseKind::RemoveRaftVoter(RemoveRaftVoterResponse::default().with_error_code(code))
         }
         ApiKey::CreateDelegationToken => {
             ResponseKind::CreateDelegationToken(CreateDelegationTokenResponse::default().with_error_code(code))

@@ -100,6 +100,9 @@ const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: usize = 10;
 const LEADERSHIP_WAIT: Duration = Duration::from_secs(10);
 /// How long a proposal may take to be applied.
 const PROPOSAL_WAIT: Duration = Duration::from_secs(30);
+/// How often an added controller's progress is looked at (the quorum loop refreshes
+/// it every tick).
+const CATCH_UP_POLL: Duration = Duration::from_millis(100);
 /// How long an observer's fetch waits for new entries before it is answered empty.
 const FEED_WAIT: Duration = Duration::from_millis(500);
 
@@ -419,7 +422,7 @@ impl Controller {
                             ),
                         ));
                     }
-                    glommio::timer::sleep(super::quorum::TICK).await;
+                    glommio::timer::sleep(CATCH_UP_POLL).await;
                     if !self.leader.get() {
                         return Err(not_controller(self.leader_id.get()));
                     }

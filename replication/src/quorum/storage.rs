@@ -198,7 +198,7 @@ fn apply_change(conf: &mut ConfState, change: &ConfChangeV2) {
 impl raft::Storage for Durable {
     fn initial_state(&self) -> raft::Result<RaftState> {
         // `check` refused a state whose membership entries do not parse.
-        let conf_state = self.conf_state_at(self.hard_state.commit).map_err(|e| raft::Error::ConfigInvalid(e))?;
+        let conf_state = self.conf_state_at(self.hard_state.commit).map_err(raft::Error::ConfigInvalid)?;
         Ok(RaftState { hard_state: self.hard_state.clone(), conf_state })
     }
 
