@@ -109,8 +109,9 @@ fn directory_id(node: &Broker) -> String {
 // One voter grows to three with `add-controller`: each new controller starts
 // outside the quorum, is added as a learner, catches up and votes; the quorum then
 // survives losing its first voter. Then it shrinks back to one with
-// `remove-controller`; a removed one returns as a broker-only node. A second add of a voter is
-// DUPLICATE_VOTER, a removal of an unknown one VOTER_NOT_FOUND, as Kafka 4.4 answers.
+// `remove-controller`; a removed one returns as a broker-only node. A second add of a
+// voter is DUPLICATE_VOTER, a removal of an unknown one VOTER_NOT_FOUND, as Kafka 4.4
+// answers; a controller that never catches up is not added (REQUEST_TIMED_OUT).
 #[test]
 fn a_quorum_grows_from_one_voter_to_three_and_shrinks_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,6 +150,27 @@ fn a_quorum_grows_from_one_voter_to_three_and_shrinks_back() {
         ],
     );
     assert!(!ok && unknown.contains("VoterNotFoundException"), "{unknown}");
+
+    // A controller that never catches up (nothing listens at its endpoint) is not
+    // added: REQUEST_TIMED_OUT once its timeout passes, the configuration as it was.
+    let listener = add_raft_voter_request::Listener::default()
+        .with_name(StrBytes::from_static_str("CONTROLLER"))
+        .with_host(StrBytes::from_static_str("127.0.0.1"))
+        .with_port(broker_port());
+    let request = AddRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_timeout_ms(1000)
+        .with_voter_id(9)
+        .with_voter_directory_id(uuid::Uuid::from_u128(9))
+        .with_listeners(vec![listener]);
+    let response = RawClient::connect(&cluster.node(2).bootstrap()).call(&request, 1);
+    assert_eq!(response.error_code, REQUEST_TIMED_OUT, "{response:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while members(cluster.node(1)).1.contains(&9) {
+        assert!(Instant::now() < deadline, "the learner stays: {:?}", members(cluster.node(1)));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(members(cluster.node(1)).0, [1, 2, 3]);
 
     // Three voters: losing the first keeps the metadata log going.
     cluster.wait_for_brokers_named(2, &[1, 2, 3]);

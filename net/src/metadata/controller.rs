@@ -365,7 +365,8 @@ impl Controller {
     /// Adds or removes a voter (KIP-853), as the active controller, with the request
     /// lock held. An added controller joins as a learner, and becomes a voter once
     /// it holds the log as far as the learner's own entry (within the request's
-    /// timeout): a voter that cannot keep up never weakens the quorum. Kafka's
+    /// timeout; else it is removed again): a voter that cannot keep up never weakens
+    /// the quorum. Kafka's
     /// errors: UNSUPPORTED_VERSION while `kraft.version` is 0, DUPLICATE_VOTER,
     /// VOTER_NOT_FOUND, REQUEST_TIMED_OUT.
     async fn change_voters<H: Host>(&self, host: &H, request: ControllerRequest) -> Forwarded {
@@ -415,12 +416,14 @@ impl Controller {
                         break;
                     }
                     if Instant::now() >= deadline {
-                        return Err((
-                            code::REQUEST_TIMED_OUT,
-                            format!(
-                                "controller {node} did not catch up with the metadata log in time; it stays a learner"
-                            ),
-                        ));
+                        // A failed add leaves the configuration as it found it, as
+                        // Kafka's does: the learner goes again.
+                        let removal = vec![MetadataRecord::RemoveQuorumMember { node }];
+                        if let Err(e) = self.propose_as(removal, Some(Change::Remove(id))).await {
+                            tracing::warn!(target: "skein::net", node, error = ?e, "cannot take back a learner that did not catch up");
+                        }
+                        let late = format!("controller {node} did not catch up with the metadata log in time");
+                        return Err((code::REQUEST_TIMED_OUT, late));
                     }
                     glommio::timer::sleep(CATCH_UP_POLL).await;
                     if !self.leader.get() {
