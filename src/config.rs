@@ -156,6 +156,13 @@ pub struct StartArgs {
     /// [default: none, a single node].
     #[arg(long, env = "SKEIN_CONTROLLER_VOTERS")]
     pub controller_voters: Option<String>,
+    /// The cluster id (Kafka's `kafka-storage format --cluster-id`), for a node whose
+    /// data directory is new: 22 characters of URL-safe base64. A controller joining
+    /// a quorum whose voters changed gives it, since the id is otherwise derived from
+    /// --controller-voters; a data directory of another cluster is refused [default:
+    /// derived from --controller-voters, random for a single node].
+    #[arg(long, env = "SKEIN_CLUSTER_ID")]
+    pub cluster_id: Option<String>,
     /// Address the controller quorum listens on [default: this node's address in
     /// --controller-voters].
     #[arg(long, env = "SKEIN_CONTROLLER_LISTENER")]
@@ -272,6 +279,7 @@ struct FileConfig {
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
     controller_voters: Option<String>,
+    cluster_id: Option<String>,
     controller_listener: Option<String>,
     roles: Option<String>,
     rack: Option<String>,
@@ -337,6 +345,8 @@ pub struct NodeConfig {
     pub controller_voters: Vec<(i32, SocketAddr)>,
     /// Where this node's controller listens, in a cluster.
     pub controller_listener: Option<SocketAddr>,
+    /// `--cluster-id`, checked.
+    pub cluster_id: Option<String>,
     /// Kafka's `process.roles`.
     pub roles: Roles,
     /// Kafka's `broker.rack`.
@@ -545,6 +555,13 @@ impl NodeConfig {
         if controller_listener.is_some() && controller_voters.is_empty() {
             return Err("--controller-listener needs --controller-voters".into());
         }
+        let cluster_id = args.cluster_id.or(file.cluster_id);
+        if let Some(id) = &cluster_id {
+            let base64 = id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if id.len() != 22 || !base64 {
+                return Err(format!("invalid --cluster-id {id:?}: expected 22 characters of URL-safe base64"));
+            }
+        }
         let broker_session_timeout_ms =
             args.broker_session_timeout_ms.or(file.broker_session_timeout_ms).unwrap_or(9000).max(1);
         let broker_heartbeat_interval_ms =
@@ -652,6 +669,7 @@ impl NodeConfig {
             controller_voters,
             roles,
             controller_listener,
+            cluster_id,
             rack,
             rack_aware_reads,
             replica_lag_time_max_ms: args
@@ -828,6 +846,16 @@ mod tests {
         bad(StartArgs { topic_configs: vec!["retention.ms=-7".into()], ..Default::default() }, "retention.ms");
         bad(StartArgs { topic_configs: vec!["retention.ms".into()], ..Default::default() }, "NAME=VALUE");
         bad(StartArgs { num_partitions: Some(0), ..Default::default() }, "--num-partitions");
+        bad(StartArgs { cluster_id: Some("short".into()), ..Default::default() }, "invalid --cluster-id");
+        bad(StartArgs { cluster_id: Some("a".repeat(21) + "!"), ..Default::default() }, "URL-safe base64");
+        let given = "MkU3OEVBNTcwNTJENDM2Qk";
+        assert_eq!(
+            NodeConfig::load(StartArgs { cluster_id: Some(given.into()), ..Default::default() })
+                .unwrap()
+                .cluster_id
+                .as_deref(),
+            Some(given)
+        );
     }
 
     // Kafka's process.roles: a voter is a controller (with the broker role by

@@ -99,7 +99,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     // The metadata log: its voters, or this node alone. A broker-only node fetches the
     // quorum's image first (Kafka's brokers catch up with the metadata log before
     // they serve).
-    let cluster_id = cluster_id(&config.data_dir, config.node_id, &config.controller_voters)?;
+    let cluster_id = cluster_id(&config)?;
     let log = match config.roles.controller {
         true => {
             let voter_ids: Vec<i32> = match config.controller_voters.is_empty() {
@@ -458,22 +458,24 @@ fn recovered_high_watermarks(
     }
 }
 
-/// The cluster id in `meta.properties`, written on first start: random for a single
-/// node; for a cluster, derived from the voters, so that every voter formats itself
-/// with the same id and no separate format step is needed. The file is Kafka's
+/// The cluster id in `meta.properties`, written on first start: `--cluster-id`, else
+/// random for a single node; for a cluster, derived from the voters, so that every
+/// voter formats itself with the same id and no separate format step is needed. The file is Kafka's
 /// (version 1, with `node.id` and a random `directory.id`), so that Kafka's tools
 /// read it: `kafka-metadata-quorum add-controller` takes the directory id from it.
-fn cluster_id(
-    data_dir: &std::path::Path,
-    node_id: i32,
-    voters: &[(i32, std::net::SocketAddr)],
-) -> Result<String, String> {
+fn cluster_id(config: &NodeConfig) -> Result<String, String> {
+    let (data_dir, node_id, voters) = (&config.data_dir, config.node_id, &config.controller_voters);
     let path = data_dir.join("meta.properties");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     let field = |name: &str| {
         text.lines().find_map(|l| l.strip_prefix(name).and_then(|l| l.strip_prefix('='))).map(|v| v.trim().to_string())
     };
-    let id = field("cluster.id").unwrap_or_else(|| match voters.is_empty() {
+    if let (Some(recorded), Some(given)) = (field("cluster.id"), &config.cluster_id) {
+        if recorded != *given {
+            return Err(format!("{} belongs to cluster {recorded}, not --cluster-id {given}", path.display()));
+        }
+    }
+    let id = field("cluster.id").or_else(|| config.cluster_id.clone()).unwrap_or_else(|| match voters.is_empty() {
         true => uuid::Uuid::new_v4().simple().to_string()[..22].to_string(),
         false => skein_net::metadata::log::cluster_id_of(voters),
     });
