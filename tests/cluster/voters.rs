@@ -115,9 +115,11 @@ fn directory_id(node: &Broker) -> String {
 // One voter grows to three with `add-controller`: each new controller starts
 // outside the quorum, is added as a learner, catches up and votes; the quorum then
 // survives losing its first voter. Then it shrinks back to one with
-// `remove-controller`; a removed one returns as a broker-only node. A second add of a
-// voter is DUPLICATE_VOTER, a removal of an unknown one VOTER_NOT_FOUND, as Kafka 4.4
-// answers; a controller that never catches up is not added (REQUEST_TIMED_OUT).
+// `remove-controller`: a removed controller that runs stays an observer of the log
+// and keeps its broker; removed again, it leaves, and returns as a broker-only node.
+// A second add of a voter is DUPLICATE_VOTER, a removal of an unknown one
+// VOTER_NOT_FOUND, as Kafka 4.4 answers; a controller that never catches up is not
+// added (REQUEST_TIMED_OUT).
 #[test]
 fn a_quorum_grows_from_one_voter_to_three_and_shrinks_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -200,7 +202,26 @@ fn a_quorum_grows_from_one_voter_to_three_and_shrinks_back() {
     assert_eq!(wait_for_voters(cluster.node(1), &[1]), 1);
     create(cluster.node(1), "alone");
     assert_eq!(topics(cluster.node(1)).len(), 3);
-    // A removed controller comes back as a broker only: it follows the log.
+    // The removed controllers run on as observers of the log: their brokers follow
+    // it and are answered (node 3 creates a topic through the active controller).
+    let observers = members(cluster.node(1)).1;
+    assert!(observers.contains(&2) && observers.contains(&3), "{observers:?}");
+    wait_for_topics(cluster.node(3), &topics(cluster.node(1)));
+    create(cluster.node(3), "from-an-observer");
+    wait_for_topics(cluster.node(1), &topics(cluster.node(3)));
+    // Removing an observer takes it out altogether.
+    let directory = directory_id(cluster.node(3));
+    let removed = quorum_tool(
+        &cluster.node(1).bootstrap(),
+        &["remove-controller", "--controller-id", "3", "--controller-directory-id", &directory],
+    );
+    assert!(removed.contains("Removed KRaft controller 3"), "{removed}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while members(cluster.node(1)).1.contains(&3) {
+        assert!(Instant::now() < deadline, "node 3 still observes: {:?}", members(cluster.node(1)));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Restarted as a broker only, it follows the log again.
     let node = cluster.node_mut(3);
     node.stop();
     let at = node.extra.iter().position(|a| a == "--controller-listener").unwrap();
@@ -209,16 +230,11 @@ fn a_quorum_grows_from_one_voter_to_three_and_shrinks_back() {
     node.extra[roles + 1] = "broker".into();
     node.restart();
     wait_for_topics(cluster.node(3), &topics(cluster.node(1)));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !members(cluster.node(1)).1.contains(&3) {
-        assert!(Instant::now() < deadline, "node 3 does not observe the log: {:?}", members(cluster.node(1)));
-        std::thread::sleep(Duration::from_millis(200));
-    }
     // A restart of the last voter keeps the quorum it was left with.
     cluster.node_mut(1).stop();
     cluster.node_mut(1).restart();
     assert_eq!(wait_for_voters(cluster.node(1), &[1]), 1);
-    assert_eq!(topics(cluster.node(1)).len(), 3);
+    assert_eq!(topics(cluster.node(1)).len(), 4);
     for node in &mut cluster.nodes {
         node.stop();
     }
@@ -288,6 +304,8 @@ fn a_failed_voter_is_replaced_under_a_producer() {
     let mut voters: Vec<i32> = (1..=4).filter(|&n| n != failed).collect();
     voters.sort_unstable();
     wait_for_voters(cluster.node(survivor), &voters);
+    // The dead voter left altogether: it is no observer either.
+    assert!(!members(cluster.node(survivor)).1.contains(&failed), "{:?}", members(cluster.node(survivor)));
     let acks = writer.join().unwrap();
     assert!(acks.errors.lock().unwrap().is_empty(), "{:?}", acks.errors.lock().unwrap());
     assert_eq!(acks.acked.load(std::sync::atomic::Ordering::Relaxed), 3000);

@@ -100,6 +100,9 @@ const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: usize = 10;
 const LEADERSHIP_WAIT: Duration = Duration::from_secs(10);
 /// How long a proposal may take to be applied.
 const PROPOSAL_WAIT: Duration = Duration::from_secs(30);
+/// A voter heard from this recently is running: RemoveRaftVoter keeps it as an
+/// observer.
+const OBSERVER_GRACE: Duration = Duration::from_secs(3);
 /// How often an added controller's progress is looked at (the quorum loop refreshes
 /// it every tick).
 const CATCH_UP_POLL: Duration = Duration::from_millis(100);
@@ -366,7 +369,8 @@ impl Controller {
     /// lock held. An added controller joins as a learner, and becomes a voter once
     /// it holds the log as far as the learner's own entry (within the request's
     /// timeout; else it is removed again): a voter that cannot keep up never weakens
-    /// the quorum. Kafka's
+    /// the quorum. A removed voter that runs stays a learner (an observer), so that
+    /// its broker carries on; one that is down, or an observer, leaves altogether. Kafka's
     /// errors: UNSUPPORTED_VERSION while `kraft.version` is 0, DUPLICATE_VOTER,
     /// VOTER_NOT_FOUND, REQUEST_TIMED_OUT.
     async fn change_voters<H: Host>(&self, host: &H, request: ControllerRequest) -> Forwarded {
@@ -459,9 +463,29 @@ impl Controller {
                     self.hand_over().await;
                     return Err(not_controller(self.leader_id.get()));
                 }
-                let index = self
-                    .propose_as(vec![MetadataRecord::RemoveQuorumMember { node }], Some(Change::Remove(id)))
-                    .await?;
+                // A voter that runs (heard from within `OBSERVER_GRACE`) stays as a
+                // learner, an observer of the log, so its broker carries on, as a
+                // removed Kafka voter keeps fetching; one that is down, or an
+                // observer removed again, leaves altogether.
+                let heard = status.voters.iter().find(|v| v.node == node).map(|v| v.last_fetch_ms);
+                let running =
+                    heard.is_some_and(|ms| skein_engine::time::now_ms() - ms < OBSERVER_GRACE.as_millis() as i64);
+                let endpoint = match image.quorum.get(&node) {
+                    Some(member) => Some((member.host.clone(), member.port, member.directory_id)),
+                    None => host
+                        .voters()
+                        .iter()
+                        .find(|(id, _)| *id == node)
+                        .map(|(_, at)| (at.ip().to_string(), at.port(), directory_id)),
+                };
+                let (records, change) = match (running, endpoint) {
+                    (true, Some((host, port, directory_id))) => {
+                        let member = super::QuorumMember { node, directory_id, host, port, voter: false };
+                        (vec![MetadataRecord::QuorumMember(member)], Change::AddLearner(id))
+                    }
+                    _ => (vec![MetadataRecord::RemoveQuorumMember { node }], Change::Remove(id)),
+                };
+                let index = self.propose_as(records, Some(change)).await?;
                 Ok((ControllerReply::Done, index))
             }
             _ => Err((code::INVALID_REQUEST, "not a change of the quorum's voters".into())),
