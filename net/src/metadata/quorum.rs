@@ -138,20 +138,10 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
                 }
             }
         }
-        if quorum.membership_changed() {
-            members_changed = true;
-            // The snapshot a new member is sent must name it (raft-rs refuses one
-            // that does not): fold the log at the change.
-            if applied > quorum.durable().snapshot_index() {
-                quorum.compact(applied, encode_image(&image));
-                if let Err(e) = journal.fold(quorum.durable()).await {
-                    tracing::error!(target: "skein::net", error = %e, "cannot fold the metadata log; this controller stops");
-                    controller.fail((code::KAFKA_STORAGE_ERROR, format!("cannot persist the metadata log: {e}")));
-                    return;
-                }
-            }
-        }
-        if std::mem::take(&mut members_changed) {
+        // The snapshot a new member is sent must name it (raft-rs refuses one that
+        // does not): a membership change folds the log (below).
+        let membership_changed = quorum.membership_changed();
+        if std::mem::take(&mut members_changed) || membership_changed {
             let (voters, learners) = quorum.members();
             controller.set_member(voters.contains(&quorum.id()) || learners.contains(&quorum.id()));
             if let Some(peers) = controller.peers() {
@@ -172,7 +162,8 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
         controller.check_tokens(&host);
         let active = controller.active().unwrap_or(-1);
         host.active_controller().store(active, std::sync::atomic::Ordering::Relaxed);
-        if applied >= quorum.durable().snapshot_index() + COMPACT_EVERY {
+        let snapshot_index = quorum.durable().snapshot_index();
+        if applied >= snapshot_index + COMPACT_EVERY || (membership_changed && applied > snapshot_index) {
             quorum.compact(applied, encode_image(&image));
             if let Err(e) = journal.fold(quorum.durable()).await {
                 tracing::error!(target: "skein::net", error = %e, "cannot fold the metadata log; this controller stops");
