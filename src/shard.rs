@@ -99,7 +99,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     // The metadata log: its voters, or this node alone. A broker-only node fetches the
     // quorum's image first (Kafka's brokers catch up with the metadata log before
     // they serve).
-    let cluster_id = cluster_id(&config)?;
+    let cluster_id = crate::meta_properties::cluster_id(&config)?;
     let log = match config.roles.controller {
         true => {
             let voter_ids: Vec<i32> = match config.controller_voters.is_empty() {
@@ -456,49 +456,6 @@ fn recovered_high_watermarks(
         }),
         Err(_) => Default::default(),
     }
-}
-
-/// The cluster id in `meta.properties`, written on first start: `--cluster-id`, else
-/// random for a single node; for a cluster, derived from the voters, so that every
-/// voter formats itself with the same id and no separate format step is needed. The file is Kafka's
-/// (version 1, with `node.id` and a random `directory.id`), so that Kafka's tools
-/// read it: `kafka-metadata-quorum add-controller` takes the directory id from it.
-fn cluster_id(config: &NodeConfig) -> Result<String, String> {
-    let (data_dir, node_id, voters) = (&config.data_dir, config.node_id, &config.controller_voters);
-    let path = data_dir.join("meta.properties");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let field = |name: &str| {
-        text.lines().find_map(|l| l.strip_prefix(name).and_then(|l| l.strip_prefix('='))).map(|v| v.trim().to_string())
-    };
-    if let (Some(recorded), Some(given)) = (field("cluster.id"), &config.cluster_id) {
-        if recorded != *given {
-            return Err(format!("{} belongs to cluster {recorded}, not --cluster-id {given}", path.display()));
-        }
-    }
-    let id = field("cluster.id").or_else(|| config.cluster_id.clone()).unwrap_or_else(|| match voters.is_empty() {
-        true => uuid::Uuid::new_v4().simple().to_string()[..22].to_string(),
-        false => skein_net::metadata::log::cluster_id_of(voters),
-    });
-    if let Some(recorded) = field("node.id").filter(|n| *n != node_id.to_string()) {
-        return Err(format!("{} belongs to node {recorded}, not node {node_id}", path.display()));
-    }
-    if field("cluster.id").is_some() && field("node.id").is_some() && field("directory.id").is_some() {
-        return Ok(id);
-    }
-    // As Kafka's `Uuid.randomUuid`: never one starting with '-', which command
-    // lines would take for an option (`remove-controller --controller-directory-id`).
-    let directory = field("directory.id").unwrap_or_else(|| loop {
-        use base64::Engine as _;
-        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes());
-        if !id.starts_with('-') {
-            break id;
-        }
-    });
-    let temp = path.with_extension("properties.tmp");
-    std::fs::write(&temp, format!("version=1\ncluster.id={id}\nnode.id={node_id}\ndirectory.id={directory}\n"))
-        .and_then(|()| std::fs::rename(&temp, &path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(id)
 }
 
 /// Shard 0 removes the directories of deleted partitions (one shard, so that two never

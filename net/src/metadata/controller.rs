@@ -100,9 +100,9 @@ const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: usize = 10;
 const LEADERSHIP_WAIT: Duration = Duration::from_secs(10);
 /// How long a proposal may take to be applied.
 const PROPOSAL_WAIT: Duration = Duration::from_secs(30);
-/// A voter heard from this recently is running: RemoveRaftVoter keeps it as an
-/// observer.
-const OBSERVER_GRACE: Duration = Duration::from_secs(3);
+/// A voter heard from this recently (and since this leader took office) is running:
+/// RemoveRaftVoter keeps it as an observer. Voters answer heartbeats every 200 ms.
+const OBSERVER_GRACE: Duration = Duration::from_secs(1);
 /// How often an added controller's progress is looked at (the quorum loop refreshes
 /// it every tick).
 const CATCH_UP_POLL: Duration = Duration::from_millis(100);
@@ -467,6 +467,16 @@ impl Controller {
                 // learner, an observer of the log, so its broker carries on, as a
                 // removed Kafka voter keeps fetching; one that is down, or an
                 // observer removed again, leaves altogether.
+                // Heard from since this leader took office: a leader new in office
+                // first waits out one grace for the voters' answers.
+                let leading = self.leading_since.get().elapsed();
+                if leading < OBSERVER_GRACE {
+                    glommio::timer::sleep(OBSERVER_GRACE - leading).await;
+                    if !self.leader.get() {
+                        return Err(not_controller(self.leader_id.get()));
+                    }
+                }
+                let status = self.quorum_status.borrow().clone();
                 let heard = status.voters.iter().find(|v| v.node == node).map(|v| v.last_fetch_ms);
                 let running =
                     heard.is_some_and(|ms| skein_engine::time::now_ms() - ms < OBSERVER_GRACE.as_millis() as i64);
@@ -564,7 +574,9 @@ impl Controller {
         self.forwards.borrow_mut().remove(&id);
         let (reply, index) = outcome?;
         let deadline = Instant::now() + PROPOSAL_WAIT;
-        while self.applied.get() < index {
+        // A controller the request took out of the quorum may never hear of later
+        // entries: the leader's answer says the change is committed.
+        while self.applied.get() < index && !self.removed.get() {
             self.wait_for_change(deadline).await?;
         }
         Ok((reply, index))

@@ -70,7 +70,14 @@ pub struct Peers {
     /// Where the voters of `--controller-voters` listen, by quorum id.
     configured: HashMap<u64, SocketAddr>,
     queues: RefCell<HashMap<u64, (SocketAddr, LocalSender<Outgoing>)>>,
+    /// The queues of members just taken out, kept `LEAVING` for the answers to their
+    /// last forwarded requests (a controller that asked for its own removal hears
+    /// that it is done); nothing else goes to them.
+    leaving: RefCell<HashMap<u64, (std::time::Instant, LocalSender<Outgoing>)>>,
 }
+
+/// How long a member taken out of the quorum still gets answers.
+const LEAVING: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for Peers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -103,6 +110,7 @@ impl Peers {
             security: security.clone(),
             configured: voters.iter().copied().collect(),
             queues: RefCell::new(HashMap::new()),
+            leaving: RefCell::new(HashMap::new()),
         };
         for &(peer, address) in voters {
             peers.connect(peer, address);
@@ -140,13 +148,18 @@ impl Peers {
             .filter(|(peer, (at, _))| wanted.get(peer) != Some(at))
             .map(|(peer, _)| *peer)
             .collect();
+        let now = std::time::Instant::now();
+        // Dropping a queue ends its writer.
+        self.leaving.borrow_mut().retain(|_, (since, _)| now.duration_since(*since) < LEAVING);
         for peer in stale {
-            // Dropping the queue ends its writer.
-            self.queues.borrow_mut().remove(&peer);
-            tracing::info!(target: "skein::net", peer = peer - 1, "controller connection closed: no longer a quorum member here");
+            if let Some((_, queue)) = self.queues.borrow_mut().remove(&peer) {
+                self.leaving.borrow_mut().insert(peer, (now, queue));
+            }
+            tracing::info!(target: "skein::net", peer = peer - 1, "no longer a quorum member here: its connection closes");
         }
         for (peer, at) in wanted {
             if !self.queues.borrow().contains_key(&peer) {
+                self.leaving.borrow_mut().remove(&peer);
                 tracing::info!(target: "skein::net", peer = peer - 1, address = %at, "connecting to a new quorum member");
                 self.connect(peer, at);
             }
@@ -173,8 +186,14 @@ impl Peers {
 
     /// Queues the answer to request `id` that `to` forwarded.
     pub(super) fn answer(&self, to: u64, id: u64, answer: &Forwarded) -> bool {
-        let queues = self.queues.borrow();
-        let Some((_, queue)) = queues.get(&to) else { return false };
+        let (queues, leaving) = (self.queues.borrow(), self.leaving.borrow());
+        let queue = match queues.get(&to) {
+            Some((_, queue)) => queue,
+            None => match leaving.get(&to) {
+                Some((since, queue)) if since.elapsed() < LEAVING => queue,
+                _ => return false,
+            },
+        };
         let mut payload = id.to_be_bytes().to_vec();
         payload.extend(serde_json::to_vec(answer).expect("controller replies always serialise"));
         queue.try_send(Outgoing { bytes: frame(FORWARD_REPLY, &payload), snapshot: false }).is_ok()

@@ -1,0 +1,48 @@
+//! `meta.properties` in the data directory, as Kafka writes it (version 1: the
+//! cluster id, the node id and the directory id), so that Kafka's tools read it:
+//! `kafka-metadata-quorum add-controller` takes the directory id from it.
+
+use crate::config::NodeConfig;
+
+/// The cluster id in `meta.properties`, written on first start: `--cluster-id`, else
+/// random for a single node; for a cluster, derived from the voters, so that every
+/// voter formats itself with the same id and no separate format step is needed. A
+/// file of another node or another cluster is refused; a file an older Skein wrote
+/// gains the node id and a directory id.
+pub fn cluster_id(config: &NodeConfig) -> Result<String, String> {
+    let (data_dir, node_id, voters) = (&config.data_dir, config.node_id, &config.controller_voters);
+    let path = data_dir.join("meta.properties");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines().find_map(|l| l.strip_prefix(name).and_then(|l| l.strip_prefix('='))).map(|v| v.trim().to_string())
+    };
+    if let (Some(recorded), Some(given)) = (field("cluster.id"), &config.cluster_id) {
+        if recorded != *given {
+            return Err(format!("{} belongs to cluster {recorded}, not --cluster-id {given}", path.display()));
+        }
+    }
+    let id = field("cluster.id").or_else(|| config.cluster_id.clone()).unwrap_or_else(|| match voters.is_empty() {
+        true => uuid::Uuid::new_v4().simple().to_string()[..22].to_string(),
+        false => skein_net::metadata::log::cluster_id_of(voters),
+    });
+    if let Some(recorded) = field("node.id").filter(|n| *n != node_id.to_string()) {
+        return Err(format!("{} belongs to node {recorded}, not node {node_id}", path.display()));
+    }
+    if field("cluster.id").is_some() && field("node.id").is_some() && field("directory.id").is_some() {
+        return Ok(id);
+    }
+    // As Kafka's `Uuid.randomUuid`: never one starting with '-', which command
+    // lines would take for an option (`remove-controller --controller-directory-id`).
+    let directory = field("directory.id").unwrap_or_else(|| loop {
+        use base64::Engine as _;
+        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes());
+        if !id.starts_with('-') {
+            break id;
+        }
+    });
+    let temp = path.with_extension("properties.tmp");
+    std::fs::write(&temp, format!("version=1\ncluster.id={id}\nnode.id={node_id}\ndirectory.id={directory}\n"))
+        .and_then(|()| std::fs::rename(&temp, &path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(id)
+}
