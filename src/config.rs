@@ -167,6 +167,21 @@ pub struct StartArgs {
     /// --controller-voters].
     #[arg(long, env = "SKEIN_CONTROLLER_LISTENER")]
     pub controller_listener: Option<String>,
+    /// KIP-853's `kafka-storage format --initial-controllers`: the first voters with
+    /// their directory ids, `id@host:port:directory-id,...`; this node's directory id
+    /// is written to a new data directory's meta.properties [default: none].
+    #[arg(long, env = "SKEIN_INITIAL_CONTROLLERS")]
+    pub initial_controllers: Option<String>,
+    /// KIP-853's `kafka-storage format --standalone`: this node is the quorum's first
+    /// and only voter, at --controller-listener; more controllers join it with
+    /// `kafka-metadata-quorum add-controller`.
+    #[arg(long, env = "SKEIN_STANDALONE")]
+    pub standalone: bool,
+    /// Kafka's `controller.quorum.bootstrap.servers`: controller listeners to ask for
+    /// the quorum's voters and cluster id, `host:port,...`, instead of naming the
+    /// voters (a broker, or a controller that joins later) [default: none].
+    #[arg(long, env = "SKEIN_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS")]
+    pub controller_quorum_bootstrap_servers: Option<String>,
     /// Kafka's `process.roles`: `broker`, `controller` or `broker,controller`. A
     /// controller is one of --controller-voters or joins them later; a broker-only
     /// node is not, and
@@ -281,6 +296,9 @@ struct FileConfig {
     controller_voters: Option<String>,
     cluster_id: Option<String>,
     controller_listener: Option<String>,
+    initial_controllers: Option<String>,
+    standalone: Option<bool>,
+    controller_quorum_bootstrap_servers: Option<String>,
     roles: Option<String>,
     rack: Option<String>,
     replica_selector_class: Option<String>,
@@ -345,10 +363,14 @@ pub struct NodeConfig {
     pub controller_voters: Vec<(i32, SocketAddr)>,
     /// Where this node's controller listens, in a cluster.
     pub controller_listener: Option<SocketAddr>,
+    /// Controllers to ask for the voters when none are named.
+    pub controller_quorum_bootstrap_servers: Vec<SocketAddr>,
+    /// This node's directory id, as `--initial-controllers` names it.
+    pub directory_id: Option<String>,
     /// `--cluster-id`, checked.
     pub cluster_id: Option<String>,
     /// Kafka's `process.roles`.
-    pub roles: Roles,
+    pub roles: crate::quorum_config::Roles,
     /// Kafka's `broker.rack`.
     pub rack: Option<String>,
     /// `replica.selector.class` is the rack-aware selector.
@@ -499,43 +521,27 @@ impl NodeConfig {
         for (k, v) in &topic_defaults {
             skein_net::configs::validate_config(k, v).map_err(|e| format!("invalid topic default: {e}"))?;
         }
-        let controller_voters = match args.controller_voters.or(file.controller_voters) {
-            Some(text) => parse_voters(&text)?,
-            None => Vec::new(),
-        };
-        let controller_listener = match args.controller_listener.or(file.controller_listener) {
-            Some(text) => Some(
-                text.parse::<SocketAddr>()
-                    .map_err(|_| format!("invalid --controller-listener {text:?}: expected host:port"))?,
-            ),
-            None => controller_voters.iter().find(|(id, _)| *id == node_id).map(|(_, address)| *address),
-        };
-        let voter = controller_voters.is_empty() || controller_voters.iter().any(|(id, _)| *id == node_id);
-        let roles = match args.roles.or(file.roles) {
-            Some(text) => Roles::parse(&text)?,
-            None => Roles { broker: true, controller: voter },
-        };
-        match (voter, roles.controller) {
-            (true, false) if controller_voters.is_empty() => {
-                return Err("a single node (no --controller-voters) needs --roles broker,controller".into())
-            }
-            (true, false) => {
-                return Err(format!(
-                    "node {node_id} is among --controller-voters, so its --roles must include controller"
-                ))
-            }
-            // A controller that joins the quorum later (AddRaftVoter) says where it
-            // listens.
-            (false, true) if controller_listener.is_none() => {
-                return Err(format!(
-                    "node {node_id} has the controller role but is not among --controller-voters: a controller that joins the quorum later needs --controller-listener"
-                ))
-            }
-            _ => {}
-        }
-        if !roles.broker && controller_voters.is_empty() {
-            return Err("a single node (no --controller-voters) needs --roles broker,controller".into());
-        }
+        let quorum = crate::quorum_config::resolve(
+            node_id,
+            crate::quorum_config::QuorumFlags {
+                voters: args.controller_voters.or(file.controller_voters),
+                initial_controllers: args.initial_controllers.or(file.initial_controllers),
+                standalone: args.standalone || file.standalone.unwrap_or(false),
+                bootstrap_servers: args
+                    .controller_quorum_bootstrap_servers
+                    .or(file.controller_quorum_bootstrap_servers),
+                controller_listener: args.controller_listener.or(file.controller_listener),
+                roles: args.roles.or(file.roles),
+            },
+        )?;
+        let clustered = quorum.clustered();
+        let crate::quorum_config::QuorumConfig {
+            voters: controller_voters,
+            bootstrap_servers: controller_quorum_bootstrap_servers,
+            directory_id,
+            controller_listener,
+            roles,
+        } = quorum;
         let rack = args.rack.or(file.rack);
         if rack.as_ref().is_some_and(|r| r.trim().is_empty() || r.len() > 255) {
             return Err("--rack must be 1 to 255 characters".into());
@@ -549,12 +555,6 @@ impl NodeConfig {
                 ))
             }
         };
-        if controller_listener.is_some() && !roles.controller {
-            return Err("--controller-listener is for controllers: this node's --roles has no controller".into());
-        }
-        if controller_listener.is_some() && controller_voters.is_empty() {
-            return Err("--controller-listener needs --controller-voters".into());
-        }
         let cluster_id = args.cluster_id.or(file.cluster_id);
         if let Some(id) = &cluster_id {
             let base64 = id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -584,7 +584,6 @@ impl NodeConfig {
             io_max_bytes_per_second: io_max.unwrap_or(f64::INFINITY),
         };
         let data_dir = args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./skein-data"));
-        let clustered = !controller_voters.is_empty();
         let security = crate::security_config::resolve(security_args, listener, advertised, clustered, &data_dir)?;
         let iotune = crate::iotune::load_for_start(args.iotune_file.or(file.iotune_file).as_deref(), &data_dir)?;
         let write_shape = iotune.as_ref().map_or_else(Default::default, |applied| applied.recommended.write_shape());
@@ -669,6 +668,8 @@ impl NodeConfig {
             controller_voters,
             roles,
             controller_listener,
+            controller_quorum_bootstrap_servers,
+            directory_id,
             cluster_id,
             rack,
             rack_aware_reads,
@@ -711,47 +712,6 @@ impl NodeConfig {
             iotune,
         })
     }
-}
-
-/// Parses Kafka's `controller.quorum.voters`: `id@host:port` separated by commas.
-/// Kafka's `process.roles`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Roles {
-    pub broker: bool,
-    pub controller: bool,
-}
-
-impl Roles {
-    fn parse(text: &str) -> Result<Roles, String> {
-        let mut roles = Roles { broker: false, controller: false };
-        for role in text.split(',').map(str::trim) {
-            match role {
-                "broker" => roles.broker = true,
-                "controller" => roles.controller = true,
-                _ => return Err(format!("invalid --roles {text:?}: expected broker, controller or broker,controller")),
-            }
-        }
-        Ok(roles)
-    }
-}
-
-fn parse_voters(text: &str) -> Result<Vec<(i32, SocketAddr)>, String> {
-    let mut voters: Vec<(i32, SocketAddr)> = Vec::new();
-    for voter in text.split(',').map(str::trim).filter(|v| !v.is_empty()) {
-        let bad =
-            || format!("invalid --controller-voters entry {voter:?}: expected id@host:port, e.g. 1@127.0.0.1:9093");
-        let (id, address) = voter.split_once('@').ok_or_else(bad)?;
-        let id: i32 = id.parse().ok().filter(|id| *id >= 0).ok_or_else(bad)?;
-        let address: SocketAddr = address.parse().map_err(|_| bad())?;
-        if voters.iter().any(|(other, _)| *other == id) {
-            return Err(format!("invalid --controller-voters: node {id} is listed twice"));
-        }
-        voters.push((id, address));
-    }
-    if voters.is_empty() {
-        return Err("invalid --controller-voters: no voter".into());
-    }
-    Ok(voters)
 }
 
 /// Parses `all`, `N` (the first N cores) or `a-b` (inclusive) against `available` cores.
@@ -856,45 +816,5 @@ mod tests {
                 .as_deref(),
             Some(given)
         );
-    }
-
-    // Kafka's process.roles: a voter is a controller (with the broker role by
-    // default), any other node a broker-only observer; contradictions are named.
-    #[test]
-    fn roles() {
-        let voters = Some("1@127.0.0.1:19093,2@127.0.0.1:29093".to_string());
-        let node = |id: i32, roles: Option<&str>| {
-            NodeConfig::load(StartArgs {
-                node_id: Some(id),
-                controller_voters: voters.clone(),
-                roles: roles.map(str::to_string),
-                ..Default::default()
-            })
-        };
-        let roles = |id, text| node(id, text).map(|c| (c.roles.broker, c.roles.controller));
-        assert_eq!(roles(1, None), Ok((true, true)));
-        assert_eq!(roles(1, Some("controller")), Ok((false, true)));
-        assert_eq!(roles(3, None), Ok((true, false)));
-        assert_eq!(roles(3, Some("broker")), Ok((true, false)));
-        assert_eq!(node(3, None).unwrap().controller_listener, None);
-        let refused = |id, text: &str, needle: &str| {
-            let e = node(id, Some(text)).unwrap_err();
-            assert!(e.contains(needle), "{e}");
-        };
-        refused(1, "broker", "must include controller");
-        refused(3, "broker,controller", "not among --controller-voters");
-        refused(3, "leader", "expected broker, controller or broker,controller");
-        let lone = NodeConfig::load(StartArgs { roles: Some("broker".into()), ..Default::default() }).unwrap_err();
-        assert!(lone.contains("needs --roles broker,controller"), "{lone}");
-        // A controller that joins the quorum later says where it listens.
-        let joining = NodeConfig::load(StartArgs {
-            node_id: Some(3),
-            controller_voters: voters.clone(),
-            controller_listener: Some("127.0.0.1:39093".into()),
-            roles: Some("broker,controller".into()),
-            ..Default::default()
-        })
-        .unwrap();
-        assert_eq!((joining.roles.controller, joining.controller_listener.map(|a| a.port())), (true, Some(39093)));
     }
 }

@@ -17,6 +17,7 @@ mod iotune;
 mod meta_properties;
 mod oauth_jwks;
 mod placement;
+mod quorum_config;
 mod quota_cli;
 mod reactor;
 mod security_config;

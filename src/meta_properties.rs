@@ -4,12 +4,14 @@
 
 use crate::config::NodeConfig;
 
-/// The cluster id in `meta.properties`, written on first start: `--cluster-id`, else
-/// random for a single node; for a cluster, derived from the voters, so that every
-/// voter formats itself with the same id and no separate format step is needed. A
-/// file of another node or another cluster is refused; a file an older Skein wrote
-/// gains the node id and a directory id.
-pub fn cluster_id(config: &NodeConfig) -> Result<String, String> {
+/// The cluster id and this node's directory id in `meta.properties`, written on first
+/// start. The cluster id is `--cluster-id`, else random for a single node; for a
+/// cluster, derived from the voters, so that every voter formats itself with the same
+/// id and no separate format step is needed. The directory id is the one
+/// `--initial-controllers` names for this node, else random. A file of another node or
+/// another cluster, or with another directory id than `--initial-controllers` names,
+/// is refused; a file an older Skein wrote gains the node id and a directory id.
+pub fn identity(config: &NodeConfig) -> Result<(String, String), String> {
     let (data_dir, node_id, voters) = (&config.data_dir, config.node_id, &config.controller_voters);
     let path = data_dir.join("meta.properties");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -28,12 +30,20 @@ pub fn cluster_id(config: &NodeConfig) -> Result<String, String> {
     if let Some(recorded) = field("node.id").filter(|n| *n != node_id.to_string()) {
         return Err(format!("{} belongs to node {recorded}, not node {node_id}", path.display()));
     }
-    if field("cluster.id").is_some() && field("node.id").is_some() && field("directory.id").is_some() {
-        return Ok(id);
+    if let (Some(recorded), Some(given)) = (field("directory.id"), &config.directory_id) {
+        if recorded != *given {
+            return Err(format!(
+                "{} has directory id {recorded}, but --initial-controllers names {given} for node {node_id}",
+                path.display()
+            ));
+        }
+    }
+    if let (Some(_), Some(_), Some(directory)) = (field("cluster.id"), field("node.id"), field("directory.id")) {
+        return Ok((id, directory));
     }
     // As Kafka's `Uuid.randomUuid`: never one starting with '-', which command
     // lines would take for an option (`remove-controller --controller-directory-id`).
-    let directory = field("directory.id").unwrap_or_else(|| loop {
+    let directory = field("directory.id").or_else(|| config.directory_id.clone()).unwrap_or_else(|| loop {
         use base64::Engine as _;
         let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes());
         if !id.starts_with('-') {
@@ -44,5 +54,5 @@ pub fn cluster_id(config: &NodeConfig) -> Result<String, String> {
     std::fs::write(&temp, format!("version=1\ncluster.id={id}\nnode.id={node_id}\ndirectory.id={directory}\n"))
         .and_then(|()| std::fs::rename(&temp, &path))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(id)
+    Ok((id, directory))
 }

@@ -99,7 +99,8 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
     // The metadata log: its voters, or this node alone. A broker-only node fetches the
     // quorum's image first (Kafka's brokers catch up with the metadata log before
     // they serve).
-    let cluster_id = crate::meta_properties::cluster_id(&config)?;
+    crate::quorum_config::find_quorum(&mut config, &signal)?;
+    let (cluster_id, directory_id) = crate::meta_properties::identity(&config)?;
     let log = match config.roles.controller {
         true => {
             let voter_ids: Vec<i32> = match config.controller_voters.is_empty() {
@@ -204,6 +205,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         inter_broker_listener: config.inter_broker_listener.clone(),
         security: config.security.clone(),
         controller_voters: config.controller_voters.clone(),
+        controller_member: crate::quorum_config::member(&config, &directory_id),
         rack: config.rack.clone(),
         rack_aware_reads: config.rack_aware_reads,
         auto_create_topics: config.auto_create_topics,

@@ -36,6 +36,10 @@ impl Host for Rc<Shard> {
         &self.settings.controller_voters
     }
 
+    fn member(&self) -> Option<crate::metadata::QuorumMember> {
+        self.settings.controller_member.clone()
+    }
+
     fn security(&self) -> &Arc<Security> {
         &self.settings.security
     }

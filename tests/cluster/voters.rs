@@ -43,6 +43,18 @@ fn start_with(dir: &std::path::Path, me: &Controller, voters: &[&Controller], ex
     Broker::start(&home, "1", &args)
 }
 
+/// Starts node `me` under `dir` with no voter list: `flags` say how it finds the
+/// quorum (`--standalone`, `--controller-quorum-bootstrap-servers`).
+fn start_dynamic(dir: &std::path::Path, me: &Controller, flags: &[&str]) -> Broker {
+    let home = dir.join(format!("n{}", me.id));
+    std::fs::create_dir_all(&home).unwrap();
+    let (id, listener) = (me.id.to_string(), format!("127.0.0.1:{}", me.port));
+    let mut args = vec!["--node-id", &id, "--controller-listener", &listener, "--roles", "broker,controller"];
+    args.extend(FAST_FAILURE_DETECTION);
+    args.extend(flags);
+    Broker::start(&home, "1", &args)
+}
+
 /// The controller properties Kafka's tool reads to add node `me` (as a Kafka
 /// controller's server.properties would name them).
 fn properties(dir: &std::path::Path, me: &Controller, node: &Broker) -> String {
@@ -238,6 +250,86 @@ fn a_quorum_grows_from_one_voter_to_three_and_shrinks_back() {
     for node in &mut cluster.nodes {
         node.stop();
     }
+}
+
+// KIP-853's dynamic quorum as Kafka 4.4 sets one up: the first controller started
+// `--standalone`, the others given only `--controller-quorum-bootstrap-servers` (no
+// voter list, no cluster id) and added with `add-controller`; a broker-only node finds
+// the quorum the same way. Every controller records its own endpoint and directory id
+// (as Kafka's voters send UpdateRaftVoter), so DescribeQuorum names each voter's
+// directory id from its meta.properties. Then every node stops, and the controllers,
+// still given only the bootstrap servers, come back one at a time: the first finds no
+// server to ask and starts from the voters its own log names.
+#[test]
+fn a_standalone_controller_grows_through_bootstrap_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let controllers: Vec<Controller> = (1..=3).map(Controller::new).collect();
+    let servers = controllers.iter().map(|c| format!("127.0.0.1:{}", c.port)).collect::<Vec<_>>().join(",");
+    let bootstrap = ["--controller-quorum-bootstrap-servers", &servers];
+    let first = start_dynamic(dir.path(), &controllers[0], &[&["--standalone"][..], &bootstrap].concat());
+    let mut cluster = Cluster { nodes: vec![first], _dir: dir, lan: None };
+    let dir = cluster._dir.path().to_path_buf();
+    assert_eq!(members(cluster.node(1)).0, [1]);
+    create(cluster.node(1), "before");
+    for c in &controllers[1..] {
+        cluster.nodes.push(start_dynamic(&dir, c, &bootstrap));
+        let props = properties(&dir, c, cluster.node(c.id));
+        let added = quorum_tool(&cluster.node(1).bootstrap(), &["--command-config", &props, "add-controller"]);
+        assert!(added.contains(&format!("Added controller {}", c.id)), "{added}");
+    }
+    wait_for_voters(cluster.node(3), &[1, 2, 3]);
+    // One cluster id, found by asking.
+    let ids: Vec<String> = (1..=3).map(|n| describe(cluster.node(n)).cluster_id.to_string()).collect::<Vec<_>>();
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    // Each voter's directory id, as its meta.properties holds it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let response = describe_quorum(cluster.node(2), "__cluster_metadata", 2);
+        let voters = &response.topics[0].partitions[0].current_voters;
+        let named = |n: i32| {
+            let expected = directory_id(cluster.node(n));
+            voters.iter().any(|v| v.replica_id.0 == n && base64_id(v.replica_directory_id) == expected)
+        };
+        if (1..=3).all(named) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "directory ids not recorded: {response:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A broker-only node finds the quorum through the same servers.
+    let home = dir.join("n4");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut args = vec!["--node-id", "4", "--roles", "broker"];
+    args.extend(bootstrap);
+    cluster.nodes.push(Broker::start(&home, "1", &args));
+    wait_for_topics(cluster.node(4), &topics(cluster.node(1)));
+    create(cluster.node(4), "from-a-broker");
+    wait_for_topics(cluster.node(1), &topics(cluster.node(4)));
+
+    // All stop; node 2 comes back first, with no server to ask.
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+    for n in [2, 3, 1, 4] {
+        cluster.node_mut(n).restart();
+    }
+    assert!(cluster.node(2).log().contains("starting from the voters this node's metadata log names"));
+    wait_for_voters(cluster.node(1), &[1, 2, 3]);
+    create(cluster.node(3), "after");
+    let expected = topics(cluster.node(3));
+    assert_eq!(expected.len(), 3);
+    for n in [1, 2, 4] {
+        wait_for_topics(cluster.node(n), &expected);
+    }
+    for node in &mut cluster.nodes {
+        node.stop();
+    }
+}
+
+/// A directory id as Kafka prints it.
+fn base64_id(id: uuid::Uuid) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
 }
 
 // A voter of three fails for good; a new controller, told only the live voters and

@@ -79,6 +79,8 @@ pub struct Controller {
     /// quorum no longer answers it.
     member: Cell<bool>,
     removed: Cell<bool>,
+    /// The voters of the configuration this node holds (node ids).
+    voters: RefCell<Vec<i32>>,
     /// Kafka's `auto.leader.rebalance.enable` with `leader.imbalance.check.interval.seconds`
     /// (`None`: off), when the active controller last looked, and whether an election
     /// it asked for is running.
@@ -152,6 +154,7 @@ impl Controller {
             session_timeout,
             shutting_down: Cell::new(false),
             member: Cell::new(false),
+            voters: RefCell::new(Vec::new()),
             removed: Cell::new(false),
             rebalance_every,
             last_rebalance: Cell::new(Instant::now()),
@@ -186,9 +189,12 @@ impl Controller {
         self.leader.get()
     }
 
-    /// Follows this controller's place in the quorum's configuration (the quorum loop
-    /// calls it after each change): one that leaves it was removed.
-    pub fn set_member(&self, member: bool) {
+    /// Follows the quorum's configuration, `voters` and `learners` (quorum ids; the
+    /// quorum loop calls it after each change): a controller that leaves it was
+    /// removed.
+    pub fn set_members(&self, voters: &[u64], learners: &[u64]) {
+        let member = voters.contains(&self.quorum_id) || learners.contains(&self.quorum_id);
+        *self.voters.borrow_mut() = voters.iter().map(|&v| (v - 1) as i32).collect();
         if self.member.get() && !member {
             tracing::warn!(target: "skein::net", node = self.quorum_id - 1, "this controller was removed from the quorum; restart it with --roles broker to keep its broker");
             self.removed.set(true);
@@ -197,6 +203,11 @@ impl Controller {
             self.removed.set(false);
         }
         self.member.set(member);
+    }
+
+    /// The quorum's voters (node ids) in the configuration this node holds.
+    pub fn voters(&self) -> Vec<i32> {
+        self.voters.borrow().clone()
     }
 
     /// Whether this controller was removed from the quorum while it ran: the quorum
@@ -352,7 +363,12 @@ impl Controller {
         if !self.leader.get() {
             return Err(not_controller(self.leader_id.get()));
         }
-        if matches!(request, ControllerRequest::AddVoter { .. } | ControllerRequest::RemoveVoter { .. }) {
+        if matches!(
+            request,
+            ControllerRequest::AddVoter { .. }
+                | ControllerRequest::RemoveVoter { .. }
+                | ControllerRequest::UpdateVoter { .. }
+        ) {
             return self.change_voters(host, request).await;
         }
         let current = host.image();
@@ -496,6 +512,24 @@ impl Controller {
                     _ => (vec![MetadataRecord::RemoveQuorumMember { node }], Change::Remove(id)),
                 };
                 let index = self.propose_as(records, Some(change)).await?;
+                Ok((ControllerReply::Done, index))
+            }
+            ControllerRequest::UpdateVoter { member } => {
+                let node = member.node;
+                if !is_voter(node) && !is_learner(node) {
+                    return Err((code::VOTER_NOT_FOUND, format!("controller {node} is not a member of the quorum")));
+                }
+                if member.address().is_none() {
+                    return Err((
+                        code::INVALID_REQUEST,
+                        format!("controller {node}'s endpoint {}:{} is not an IP address", member.host, member.port),
+                    ));
+                }
+                let recorded = super::QuorumMember { voter: is_voter(node), ..member };
+                if image.quorum.get(&node) == Some(&recorded) {
+                    return Ok((ControllerReply::Done, self.applied.get()));
+                }
+                let index = self.propose(vec![MetadataRecord::QuorumMember(recorded)]).await?;
                 Ok((ControllerReply::Done, index))
             }
             _ => Err((code::INVALID_REQUEST, "not a change of the quorum's voters".into())),

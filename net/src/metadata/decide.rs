@@ -67,7 +67,9 @@ pub fn decide(
             return Err((code::NOT_CONTROLLER, "the quorum is described by its controller".into()))
         }
         // Membership changes are raft's, not the image's (`Controller::change_voters`).
-        ControllerRequest::AddVoter { .. } | ControllerRequest::RemoveVoter { .. } => {
+        ControllerRequest::AddVoter { .. }
+        | ControllerRequest::RemoveVoter { .. }
+        | ControllerRequest::UpdateVoter { .. } => {
             return Err((code::NOT_CONTROLLER, "the quorum's voters are changed by its controller".into()))
         }
         ControllerRequest::CreateTopic { name, partitions, replication_factor, configs } => {

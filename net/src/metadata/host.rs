@@ -25,6 +25,9 @@ pub trait Host: Clone + 'static {
     fn cluster_id(&self) -> &str;
     /// The controller quorum's voters with their addresses.
     fn voters(&self) -> &[(i32, SocketAddr)];
+    /// This node as a quorum member is recorded: its controller endpoint and
+    /// directory id (none for a broker-only node).
+    fn member(&self) -> Option<super::QuorumMember>;
     /// TLS and SASL settings for the quorum's connections.
     fn security(&self) -> &Arc<Security>;
     /// Where Metadata and DescribeCluster read the active controller's node id.

@@ -14,8 +14,8 @@ use super::controller::ControllerRequest;
 use super::host::Host;
 use super::log::Input;
 use super::transport::{
-    accept, frame, invalid, read_frame, write_frame, Forwarded, FETCH, FETCH_REPLY, FORWARD, FORWARD_REPLY, HELLO,
-    OBSERVE, OBSERVER_FORWARDS, QUEUE, RAFT, RECONNECT,
+    accept, frame, invalid, read_frame, write_frame, Forwarded, DESCRIBE, FETCH, FETCH_REPLY, FORWARD, FORWARD_REPLY,
+    HELLO, OBSERVE, OBSERVER_FORWARDS, QUEUE, RAFT, RECONNECT,
 };
 use crate::peer::PeerStream;
 
@@ -53,6 +53,10 @@ pub async fn serve<H: Host>(host: H, listener: glommio::net::TcpListener, cluste
 async fn read_from<H: Host>(host: &H, mut stream: PeerStream, cluster_id: &str) -> std::io::Result<()> {
     let controller = host.controller().ok_or_else(|| invalid("no controller on this shard"))?;
     let (kind, hello) = read_frame(&mut stream).await?;
+    if kind == DESCRIBE {
+        write_frame(&mut stream, &super::bootstrap::answer(host)).await?;
+        return Ok(());
+    }
     let (from, cluster) = hello.split_first_chunk::<8>().ok_or_else(|| invalid("short hello"))?;
     let from = u64::from_be_bytes(*from);
     if !matches!(kind, HELLO | OBSERVE) || cluster != cluster_id.as_bytes() {

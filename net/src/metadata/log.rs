@@ -48,6 +48,16 @@ pub struct Opened {
     pub image: MetadataImage,
 }
 
+impl Opened {
+    /// The voters of the configuration this log holds, at the endpoints its image
+    /// records for them (those with none are left out).
+    pub fn recorded_voters(&self) -> Vec<(i32, std::net::SocketAddr)> {
+        let (voters, _) = self.quorum.members();
+        let endpoint = |node: i32| self.image.quorum.get(&node).and_then(super::QuorumMember::address);
+        voters.into_iter().map(|id| (id - 1) as i32).filter_map(|node| Some((node, endpoint(node)?))).collect()
+    }
+}
+
 impl std::fmt::Debug for Opened {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Opened").field("quorum", &self.quorum).field("version", &self.image.version).finish()
@@ -313,6 +323,11 @@ pub fn open(data_dir: &Path, node: i32, voters: &[i32], shards: usize) -> Result
         Durable::bootstrap(&ids, encode_image(&image))
     })?;
     let recorded = Quorum::voters_of(&durable)?;
+    // No voters given: the ones the log holds (a node that found no controller of
+    // `--controller-quorum-bootstrap-servers` to ask starts from its own log).
+    if ids.is_empty() {
+        ids.clone_from(&recorded);
+    }
     let mut image = decode_image(&durable.snapshot.data)?;
     let dynamic = durable.entries.iter().any(|e| e.get_entry_type() != raft::prelude::EntryType::EntryNormal);
     // A quorum whose members never changed must be started with the voters it was

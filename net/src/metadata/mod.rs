@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+pub mod bootstrap;
 pub mod controller;
 pub mod decide;
 mod elections;

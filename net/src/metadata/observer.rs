@@ -99,20 +99,17 @@ pub fn catch_up(
 }
 
 /// A blocking connection to a voter's controller listener, secured as it is.
-trait Connection: std::io::Read + std::io::Write {}
+pub(super) trait Connection: std::io::Read + std::io::Write {}
 impl<T: std::io::Read + std::io::Write> Connection for T {}
 
-fn fetch_all(
-    node: i32,
-    cluster_id: &str,
-    address: SocketAddr,
-    security: &Security,
-) -> std::io::Result<(MetadataImage, u64)> {
+/// Dials the controller listener at `address` (TLS when the quorum's listeners use
+/// it), with `SILENT` as the read and write timeouts. Blocking.
+pub(super) fn connect_blocking(address: SocketAddr, security: &Security) -> std::io::Result<Box<dyn Connection>> {
     let tcp = std::net::TcpStream::connect_timeout(&address, CONNECT_TIMEOUT)?;
     tcp.set_read_timeout(Some(SILENT))?;
     tcp.set_write_timeout(Some(SILENT))?;
     tcp.set_nodelay(true)?;
-    let mut stream: Box<dyn Connection> = match security.controller_protocol.tls() {
+    Ok(match security.controller_protocol.tls() {
         false => Box::new(tcp),
         true => {
             let name = rustls::pki_types::ServerName::IpAddress(address.ip().into());
@@ -120,7 +117,16 @@ fn fetch_all(
                 .map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
             Box::new(rustls::StreamOwned::new(tls, tcp))
         }
-    };
+    })
+}
+
+fn fetch_all(
+    node: i32,
+    cluster_id: &str,
+    address: SocketAddr,
+    security: &Security,
+) -> std::io::Result<(MetadataImage, u64)> {
+    let mut stream = connect_blocking(address, security)?;
     stream.write_all(&hello(node, cluster_id))?;
     let (mut image, mut applied) = (MetadataImage::default(), 0u64);
     let mut target = None;

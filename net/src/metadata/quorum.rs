@@ -37,6 +37,7 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
     glommio::spawn_local(run_applier(host.clone(), images)).detach();
     let mut applied = quorum.committed();
     controller.set_applied(applied);
+    glommio::spawn_local(announce(host.clone())).detach();
     let mut next_tick = Instant::now() + TICK;
     let mut seen = VoterTimes::default();
     let mut described_leader = None;
@@ -143,7 +144,7 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
         let membership_changed = quorum.membership_changed();
         if std::mem::take(&mut members_changed) || membership_changed {
             let (voters, learners) = quorum.members();
-            controller.set_member(voters.contains(&quorum.id()) || learners.contains(&quorum.id()));
+            controller.set_members(&voters, &learners);
             if let Some(peers) = controller.peers() {
                 peers.reconcile(&[voters, learners].concat(), &image);
             }
@@ -169,6 +170,41 @@ pub async fn run<H: Host>(host: H, opened: Opened, inputs: glommio::channels::lo
                 tracing::error!(target: "skein::net", error = %e, "cannot fold the metadata log; this controller stops");
                 controller.fail((code::KAFKA_STORAGE_ERROR, format!("cannot persist the metadata log: {e}")));
                 return;
+            }
+        }
+    }
+}
+
+/// How often a controller tries to record its endpoint while the quorum has no
+/// leader or does not count it a member yet.
+const ANNOUNCE_EVERY: Duration = Duration::from_secs(1);
+
+/// Records this controller's endpoint and directory id in the log once the quorum
+/// has a leader (as Kafka's voters send UpdateRaftVoter at start), so that the log
+/// names every member's endpoint: a voter of the first `--controller-voters` has no
+/// record otherwise, and a node started with `--controller-quorum-bootstrap-servers`
+/// finds the quorum from the log. A controller not yet added is recorded by the add
+/// itself; this one keeps asking, less often, until it is a member.
+async fn announce<H: Host>(host: H) {
+    let Some(member) = host.member() else { return };
+    let mut wait = ANNOUNCE_EVERY;
+    loop {
+        glommio::timer::sleep(wait).await;
+        let Some(controller) = host.controller() else { return };
+        if controller.is_shutting_down() || !controller.clustered() {
+            return;
+        }
+        if controller.active().is_none() || controller.is_removed() {
+            continue;
+        }
+        let update = super::controller::ControllerRequest::UpdateVoter { member: member.clone() };
+        match controller.handle_indexed(&host, update).await {
+            Ok(_) => return,
+            // A quorum that cannot change its voters records no endpoints.
+            Err((code::UNSUPPORTED_VERSION, _)) => return,
+            Err((code::VOTER_NOT_FOUND, _)) => wait = (wait * 2).min(Duration::from_secs(10)),
+            Err((error, message)) => {
+                tracing::debug!(target: "skein::net", error, message, "cannot record this controller's endpoint yet")
             }
         }
     }

@@ -175,6 +175,14 @@ pub enum ControllerRequest {
         node: i32,
         directory_id: uuid::Uuid,
     },
+    /// A controller's own endpoint and directory id, sent by each controller once the
+    /// quorum has a leader (as Kafka's voters send UpdateRaftVoter at start): recorded
+    /// for a member whose record is missing (a voter of the first
+    /// `--controller-voters`) or differs, so that the log names every member's
+    /// endpoint and a node can rejoin from the log alone.
+    UpdateVoter {
+        member: super::QuorumMember,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are

@@ -40,6 +40,10 @@ pub(super) const FORWARD_REPLY: u8 = 3;
 pub(super) const OBSERVE: u8 = 4;
 pub(super) const FETCH: u8 = 5;
 pub(super) const FETCH_REPLY: u8 = 6;
+/// The first frame of a node that looks for the quorum (`bootstrap.rs`), instead of a
+/// hello; answered with `DESCRIBE_REPLY`, then the connection closes.
+pub(super) const DESCRIBE: u8 = 7;
+pub(super) const DESCRIBE_REPLY: u8 = 8;
 /// Forwarded requests an observer may have in flight on its connection.
 pub(super) const OBSERVER_FORWARDS: usize = 256;
 /// The largest frame: a snapshot of the metadata image travels whole.

@@ -83,6 +83,9 @@ pub struct NodeSettings {
     pub security: Arc<crate::security::Security>,
     /// The controller quorum's voters with their addresses (none for a single node).
     pub controller_voters: Vec<(i32, std::net::SocketAddr)>,
+    /// This node as a member of the controller quorum would be recorded (its
+    /// controller endpoint and directory id); none for a broker-only node.
+    pub controller_member: Option<crate::metadata::QuorumMember>,
     /// Kafka's `broker.rack`.
     pub rack: Option<String>,
     /// `replica.selector.class` is Kafka's `RackAwareReplicaSelector`: consumers that
