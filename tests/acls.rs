@@ -237,6 +237,7 @@ fn sample(client: &mut RawClient, key: ApiKey, v: i16) -> Option<String> {
                 .with_host(s("127.0.0.1"))
                 .with_port(1)])),
         ApiKey::RemoveRaftVoter => call!(RemoveRaftVoterRequest::default().with_cluster_id(None).with_voter_id(5)),
+        ApiKey::UnregisterController => call!(UnregisterControllerRequest::default().with_controller_id(5)),
         // A directory the node does not have: LOG_DIR_NOT_FOUND once allowed.
         ApiKey::AlterReplicaLogDirs => {
             use alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};

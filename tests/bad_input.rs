@@ -644,6 +644,7 @@ fn every_advertised_version_answers() {
                 90 => answers::<DescribeShareGroupOffsetsRequest>(&mut client, version),
                 91 => answers::<AlterShareGroupOffsetsRequest>(&mut client, version),
                 92 => answers::<DeleteShareGroupOffsetsRequest>(&mut client, version),
+                94 => answers::<UnregisterControllerRequest>(&mut client, version),
                 other => panic!("api key {other} is advertised but missing from this test"),
             };
             assert!(ok, "api key {} v{version} got no answer", api.api_key);

@@ -913,7 +913,7 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                 }
             }
         }
-        ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter => {
+        ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter | ApiKey::UnregisterController => {
             // A single node has no controller listener, so no quorum that can grow:
             // INVALID_REQUEST with why (tests/cluster/voters.rs changes a real one).
             // No cluster id (as Kafka's Admin sends): an empty one is another cluster's.
@@ -930,6 +930,10 @@ fn exercise(c: &mut Conformance, key: ApiKey, v: i16) -> bool {
                         .with_voter_directory_id(Uuid::from_u128(5))
                         .with_listeners(vec![listener])
                         .with_ack_when_committed(true);
+                    c.call(request, v).map(|r| (r.error_code, r.error_message))
+                }
+                ApiKey::UnregisterController => {
+                    let request = UnregisterControllerRequest::default().with_controller_id(5);
                     c.call(request, v).map(|r| (r.error_code, r.error_message))
                 }
                 _ => {

@@ -229,6 +229,7 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
         | RequestKind::UnregisterBroker(_)
         | RequestKind::AddRaftVoter(_)
         | RequestKind::RemoveRaftVoter(_)
+        | RequestKind::UnregisterController(_)
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)
         | RequestKind::CreateAcls(_)

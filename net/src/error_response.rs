@@ -107,6 +107,7 @@ pub fn for_request(request: &RequestKind, version: i16, code: i16) -> Option<Res
         RequestKind::UnregisterBroker(_) => api(ApiKey::UnregisterBroker),
         RequestKind::AddRaftVoter(_) => api(ApiKey::AddRaftVoter),
         RequestKind::RemoveRaftVoter(_) => api(ApiKey::RemoveRaftVoter),
+        RequestKind::UnregisterController(_) => api(ApiKey::UnregisterController),
         RequestKind::CreateDelegationToken(_) => api(ApiKey::CreateDelegationToken),
         RequestKind::RenewDelegationToken(_) => api(ApiKey::RenewDelegationToken),
         RequestKind::ExpireDelegationToken(_) => api(ApiKey::ExpireDelegationToken),
@@ -254,6 +255,9 @@ fn whole(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
         ApiKey::AddRaftVoter => ResponseKind::AddRaftVoter(AddRaftVoterResponse::default().with_error_code(code)),
         ApiKey::RemoveRaftVoter => {
             ResponseKind::RemoveRaftVoter(RemoveRaftVoterResponse::default().with_error_code(code))
+        }
+        ApiKey::UnregisterController => {
+            ResponseKind::UnregisterController(UnregisterControllerResponse::default().with_error_code(code))
         }
         ApiKey::CreateDelegationToken => {
             ResponseKind::CreateDelegationToken(CreateDelegationTokenResponse::default().with_error_code(code))

@@ -29,6 +29,7 @@ pub mod code {
     pub const INCONSISTENT_CLUSTER_ID: i16 = 104;
     pub const DUPLICATE_VOTER: i16 = 126;
     pub const VOTER_NOT_FOUND: i16 = 127;
+    pub const CONTROLLER_ID_NOT_REGISTERED: i16 = 136;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_PARTITIONS: i16 = 37;
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;

@@ -105,6 +105,7 @@ pub const APIS: &[(ApiKey, VersionRange, Access)] = &[
     (ApiKey::AlterReplicaLogDirs, alter_replica_log_dirs::VERSIONS, Cluster(Op::Alter)),
     (ApiKey::AddRaftVoter, raft_voters::ADD_VERSIONS, Cluster(Op::Alter)),
     (ApiKey::RemoveRaftVoter, raft_voters::REMOVE_VERSIONS, Cluster(Op::Alter)),
+    (ApiKey::UnregisterController, raft_voters::UNREGISTER_VERSIONS, Cluster(Op::Alter)),
     (ApiKey::GetTelemetrySubscriptions, get_telemetry_subscriptions::VERSIONS, Open),
     (ApiKey::PushTelemetry, push_telemetry::VERSIONS, Open),
     // Their checks are the handler's, in Kafka's order (`delegation_tokens`).
@@ -273,6 +274,9 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         RequestKind::UnregisterBroker(r) => ResponseKind::UnregisterBroker(unregister_broker::handle(shard, r).await),
         RequestKind::AddRaftVoter(r) => ResponseKind::AddRaftVoter(raft_voters::add(shard, &header, r).await),
         RequestKind::RemoveRaftVoter(r) => ResponseKind::RemoveRaftVoter(raft_voters::remove(shard, &header, r).await),
+        RequestKind::UnregisterController(r) => {
+            ResponseKind::UnregisterController(raft_voters::unregister(shard, r).await)
+        }
         RequestKind::UpdateFeatures(r) => {
             ResponseKind::UpdateFeatures(update_features::handle(shard, &header, r).await)
         }
@@ -531,6 +535,7 @@ mod tests {
                 ApiKey::AlterReplicaLogDirs => AlterReplicaLogDirsRequest::VERSIONS,
                 ApiKey::AddRaftVoter => AddRaftVoterRequest::VERSIONS,
                 ApiKey::RemoveRaftVoter => RemoveRaftVoterRequest::VERSIONS,
+                ApiKey::UnregisterController => UnregisterControllerRequest::VERSIONS,
                 ApiKey::RenewDelegationToken => RenewDelegationTokenRequest::VERSIONS,
                 ApiKey::ExpireDelegationToken => ExpireDelegationTokenRequest::VERSIONS,
                 ApiKey::DescribeDelegationToken => DescribeDelegationTokenRequest::VERSIONS,

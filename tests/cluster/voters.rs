@@ -221,13 +221,23 @@ fn a_quorum_grows_from_one_voter_to_three_and_shrinks_back() {
     wait_for_topics(cluster.node(3), &topics(cluster.node(1)));
     create(cluster.node(3), "from-an-observer");
     wait_for_topics(cluster.node(1), &topics(cluster.node(3)));
-    // Removing an observer takes it out altogether.
+    // Removing an observer takes it out altogether; `--unregister` drops its record
+    // too (UnregisterController), after which it is not registered, and a voter is
+    // not unregistered.
     let directory = directory_id(cluster.node(3));
     let removed = quorum_tool(
         &cluster.node(1).bootstrap(),
-        &["remove-controller", "--controller-id", "3", "--controller-directory-id", &directory],
+        &["remove-controller", "--controller-id", "3", "--controller-directory-id", &directory, "--unregister"],
     );
     assert!(removed.contains("Removed KRaft controller 3"), "{removed}");
+    let unregister = |id: i32| {
+        let request = UnregisterControllerRequest::default().with_controller_id(id);
+        let response = RawClient::connect(&cluster.node(2).bootstrap()).call(&request, 0);
+        (response.error_code, response.error_message.map(|m| m.to_string()).unwrap_or_default())
+    };
+    assert_eq!(unregister(3), (136, "Controller ID 3 is not currently registered.".to_string()));
+    let (error, message) = unregister(1);
+    assert!(error == 42 && message.contains("is a voter"), "{error} {message}");
     let deadline = Instant::now() + Duration::from_secs(20);
     while members(cluster.node(1)).1.contains(&3) {
         assert!(Instant::now() < deadline, "node 3 still observes: {:?}", members(cluster.node(1)));
@@ -396,8 +406,14 @@ fn a_failed_voter_is_replaced_under_a_producer() {
     let mut voters: Vec<i32> = (1..=4).filter(|&n| n != failed).collect();
     voters.sort_unstable();
     wait_for_voters(cluster.node(survivor), &voters);
-    // The dead voter left altogether: it is no observer either.
+    // The dead voter left altogether: it is no observer either. Its record (Kafka's
+    // controller registration) stays until UnregisterController drops it.
     assert!(!members(cluster.node(survivor)).1.contains(&failed), "{:?}", members(cluster.node(survivor)));
+    for expected in [0, 136] {
+        let request = UnregisterControllerRequest::default().with_controller_id(failed);
+        let response = RawClient::connect(&bootstrap).call(&request, 0);
+        assert_eq!(response.error_code, expected, "{response:?}");
+    }
     let acks = writer.join().unwrap();
     assert!(acks.errors.lock().unwrap().is_empty(), "{:?}", acks.errors.lock().unwrap());
     assert_eq!(acks.acked.load(std::sync::atomic::Ordering::Relaxed), 3000);

@@ -1,19 +1,21 @@
-//! AddRaftVoter and RemoveRaftVoter (KIP-853, `kafka-metadata-quorum add-controller`
-//! and `remove-controller`): change the controller quorum's voters through the active
-//! controller (`Controller::change_voters`). Any node answers, as Kafka's brokers
-//! forward them. A node without a controller listener (a single node started without
-//! `--controller-voters`) has no quorum to grow: INVALID_REQUEST says so.
+//! AddRaftVoter, RemoveRaftVoter and UnregisterController (KIP-853,
+//! `kafka-metadata-quorum add-controller` and `remove-controller [--unregister]`):
+//! change the controller quorum's voters, or drop a controller's record, through the
+//! active controller (`Controller::change_voters`). Any node answers, as Kafka's
+//! brokers forward them. A node without a controller listener (a single node started
+//! without `--controller-voters`) has no quorum to grow: INVALID_REQUEST says so.
 //!
 //! The change is answered once it is committed, which both AddRaftVoter versions
 //! accept (v1's `AckWhenCommitted` false allows answering earlier). UpdateRaftVoter,
-//! which a Kafka voter sends its leader over the controller listener when its own
-//! endpoints change, is not a broker API: a Skein voter's endpoint changes by removing
-//! and adding it again.
+//! which a Kafka voter sends its leader over the controller listener, is not a broker
+//! API: a Skein controller records its endpoint over its own controller connection
+//! at each start (`quorum::announce`).
 
 use std::rc::Rc;
 
 use kafka_protocol::messages::{
     AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse, RequestHeader,
+    UnregisterControllerRequest, UnregisterControllerResponse,
 };
 use kafka_protocol::protocol::VersionRange;
 
@@ -25,6 +27,7 @@ use crate::shard::Shard;
 
 pub const ADD_VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 pub const REMOVE_VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+pub const UNREGISTER_VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 /// The listener Kafka's tools name a controller's endpoint after.
 const CONTROLLER_LISTENER: &str = "CONTROLLER";
@@ -65,6 +68,17 @@ pub async fn remove(
     };
     let (error, message) = split(outcome);
     RemoveRaftVoterResponse::default().with_error_code(error).with_error_message(message)
+}
+
+pub async fn unregister(shard: &Rc<Shard>, request: UnregisterControllerRequest) -> UnregisterControllerResponse {
+    let outcome = match checked(shard, None) {
+        Err(refusal) => Err(refusal),
+        Ok(()) => {
+            shard.control(ControllerRequest::UnregisterController { node: request.controller_id }).await.map(|_| ())
+        }
+    };
+    let (error, message) = split(outcome);
+    UnregisterControllerResponse::default().with_error_code(error).with_error_message(message)
 }
 
 /// The request is for this cluster, which has a quorum that can change.

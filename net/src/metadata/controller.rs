@@ -368,6 +368,7 @@ impl Controller {
             ControllerRequest::AddVoter { .. }
                 | ControllerRequest::RemoveVoter { .. }
                 | ControllerRequest::UpdateVoter { .. }
+                | ControllerRequest::UnregisterController { .. }
         ) {
             return self.change_voters(host, request).await;
         }
@@ -504,12 +505,16 @@ impl Controller {
                         .find(|(id, _)| *id == node)
                         .map(|(_, at)| (at.ip().to_string(), at.port(), directory_id)),
                 };
+                // A controller that leaves keeps its record (its endpoint and
+                // directory id, Kafka's controller registration) until
+                // UnregisterController.
                 let (records, change) = match (running, endpoint) {
-                    (true, Some((host, port, directory_id))) => {
+                    (running, Some((host, port, directory_id))) => {
                         let member = super::QuorumMember { node, directory_id, host, port, voter: false };
-                        (vec![MetadataRecord::QuorumMember(member)], Change::AddLearner(id))
+                        let change = if running { Change::AddLearner(id) } else { Change::Remove(id) };
+                        (vec![MetadataRecord::QuorumMember(member)], change)
                     }
-                    _ => (vec![MetadataRecord::RemoveQuorumMember { node }], Change::Remove(id)),
+                    (_, None) => (vec![MetadataRecord::RemoveQuorumMember { node }], Change::Remove(id)),
                 };
                 let index = self.propose_as(records, Some(change)).await?;
                 Ok((ControllerReply::Done, index))
@@ -530,6 +535,26 @@ impl Controller {
                     return Ok((ControllerReply::Done, self.applied.get()));
                 }
                 let index = self.propose(vec![MetadataRecord::QuorumMember(recorded)]).await?;
+                Ok((ControllerReply::Done, index))
+            }
+            ControllerRequest::UnregisterController { node } => {
+                if is_voter(node) {
+                    return Err((
+                        code::INVALID_REQUEST,
+                        format!("Controller {node} is a voter of the quorum: remove it from the voters first"),
+                    ));
+                }
+                if !image.quorum.contains_key(&node) && !is_learner(node) {
+                    return Err((
+                        code::CONTROLLER_ID_NOT_REGISTERED,
+                        format!("Controller ID {node} is not currently registered."),
+                    ));
+                }
+                let records = vec![MetadataRecord::RemoveQuorumMember { node }];
+                let index = match is_learner(node) {
+                    true => self.propose_as(records, Some(Change::Remove(quorum_id(node)))).await?,
+                    false => self.propose(records).await?,
+                };
                 Ok((ControllerReply::Done, index))
             }
             _ => Err((code::INVALID_REQUEST, "not a change of the quorum's voters".into())),

@@ -69,7 +69,8 @@ pub fn decide(
         // Membership changes are raft's, not the image's (`Controller::change_voters`).
         ControllerRequest::AddVoter { .. }
         | ControllerRequest::RemoveVoter { .. }
-        | ControllerRequest::UpdateVoter { .. } => {
+        | ControllerRequest::UpdateVoter { .. }
+        | ControllerRequest::UnregisterController { .. } => {
             return Err((code::NOT_CONTROLLER, "the quorum's voters are changed by its controller".into()))
         }
         ControllerRequest::CreateTopic { name, partitions, replication_factor, configs } => {

@@ -183,6 +183,12 @@ pub enum ControllerRequest {
     UpdateVoter {
         member: super::QuorumMember,
     },
+    /// Removes a controller's record (UnregisterController, `kafka-metadata-quorum
+    /// remove-controller --unregister`): one that is no longer a member, or an observer
+    /// of the log, which leaves with it. A voter is removed from the quorum first.
+    UnregisterController {
+        node: i32,
+    },
 }
 
 /// The metadata quorum as its leader sees it (Kafka's DescribeQuorum): offsets are

@@ -224,6 +224,7 @@ pub fn set_throttle_time(response: &mut ResponseKind, throttle: Duration) {
         SyncGroup,
         TxnOffsetCommit,
         UnregisterBroker,
+        UnregisterController,
         UpdateFeatures,
         UpdateRaftVoter,
     );
