@@ -333,7 +333,15 @@ impl ProducerStates {
         if crc32c::crc32c(body) != crc {
             return Err("crc mismatch".into());
         }
-        serde_json::from_slice(body).map_err(|e| format!("bad body: {e}"))
+        let states: ProducerStates = serde_json::from_slice(body).map_err(|e| format!("bad body: {e}"))?;
+        // What `snapshot_below` writes: each producer with settled batches only, at
+        // least one. Anything else was not written by it, and is not trusted.
+        let made_up =
+            states.producers.iter().find(|(_, e)| e.batches.is_empty() || e.batches.iter().any(|b| b.base_offset < 0));
+        if let Some((pid, _)) = made_up {
+            return Err(format!("producer {pid} has no settled batch"));
+        }
+        Ok(states)
     }
 
     /// Drops everything at or after `offset` (log truncation).
@@ -474,6 +482,15 @@ mod tests {
         bytes[last] ^= 1;
         assert!(ProducerStates::from_snapshot(&bytes).unwrap_err().contains("crc"));
         assert!(ProducerStates::from_snapshot(b"garbage").is_err());
+        // A body behind a valid CRC that `snapshot_below` never writes (a producer
+        // with no batch, one in flight; found by the state_files fuzz target) is
+        // refused, not loaded.
+        for body in [&b"[\n{\"6\"\t:[0,[\n]]}]"[..], br#"{"producers":{"6":{"epoch":0,"batches":[{"first_seq":0,"last_seq":0,"base_offset":-1,"last_offset":-1}]}}}"#] {
+            let mut file = format!("{SNAPSHOT_MAGIC}{:08x}\n", crc32c::crc32c(body)).into_bytes();
+            file.extend_from_slice(body);
+            let refused = ProducerStates::from_snapshot(&file).unwrap_err();
+            assert!(refused.contains("producer 6 has no settled batch"), "{refused}");
+        }
     }
 
     // Producers silent for longer than the expiration are forgotten, unless a batch of
