@@ -32,6 +32,8 @@ mod replication;
 mod security;
 #[path = "cluster/shares.rs"]
 mod shares;
+#[path = "cluster/soak.rs"]
+mod soak;
 #[path = "cluster/storage.rs"]
 mod storage;
 #[path = "cluster/transactions.rs"]
@@ -139,6 +141,19 @@ impl Cluster {
     /// # Errors
     /// Why the machine refuses network namespaces.
     fn start_partitionable(size: i32, extra: &[&str]) -> Result<Cluster, String> {
+        Cluster::start_partitionable_prepared(size, extra, |_, _| {})
+    }
+
+    /// As `start_partitionable`, with `prepare(id, data_dir)` run before node `id`
+    /// starts.
+    ///
+    /// # Errors
+    /// Why the machine refuses network namespaces.
+    fn start_partitionable_prepared(
+        size: i32,
+        extra: &[&str],
+        prepare: impl Fn(i32, &std::path::Path),
+    ) -> Result<Cluster, String> {
         let lan = Lan::create(size as usize)?;
         let dir = tempfile::tempdir().unwrap();
         let controller_port = broker_port();
@@ -149,6 +164,7 @@ impl Cluster {
             .map(|id| {
                 let home = dir.path().join(format!("n{id}"));
                 std::fs::create_dir_all(&home).unwrap();
+                prepare(id, &home.join("data"));
                 let node = id.to_string();
                 let mut args = vec!["--node-id", &node, "--controller-voters", &voters];
                 args.extend(extra);

@@ -172,10 +172,10 @@ impl Broker {
             // `ip netns exec` execs skein in the namespace: the child is skein.
             Some(ns) => {
                 let mut command = Command::new("ip");
-                command.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_skein")]);
+                command.args(["netns", "exec", ns]).arg(node_binary());
                 command
             }
-            None => Command::new(env!("CARGO_BIN_EXE_skein")),
+            None => Command::new(node_binary()),
         };
         for (resource, limit) in
             [(libc::RLIMIT_AS, self.address_space_limit), (libc::RLIMIT_NOFILE, self.open_files_limit)]
@@ -314,6 +314,12 @@ impl Drop for Broker {
 /// An ext4 file system of `bytes` in an image file, loop-mounted under `dir` for one
 /// test and unmounted when dropped. Needs root and util-linux (`mount -o loop`), as
 /// the CI machines have.
+/// The skein binary nodes run: this build's, or `SKEIN_TEST_BINARY` (a copy, so that a
+/// long run, such as the soak, is not changed under it by a rebuild).
+fn node_binary() -> std::path::PathBuf {
+    std::env::var_os("SKEIN_TEST_BINARY").map_or_else(|| env!("CARGO_BIN_EXE_skein").into(), Into::into)
+}
+
 pub struct LoopFs {
     pub mountpoint: PathBuf,
 }
