@@ -306,6 +306,13 @@ fn a_standalone_controller_grows_through_bootstrap_servers() {
         assert!(Instant::now() < deadline, "directory ids not recorded: {response:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Versions before 2 carry no directory ids, and are answered all the same (the
+    // first version of this change failed to encode them: UNKNOWN_SERVER_ERROR).
+    for version in [0, 1] {
+        let old = describe_quorum(cluster.node(1), "__cluster_metadata", version);
+        let voters = old.topics.first().map_or(0, |t| t.partitions[0].current_voters.len());
+        assert_eq!((old.error_code, voters), (0, 3), "v{version}: {old:?}");
+    }
     // A broker-only node finds the quorum through the same servers.
     let home = dir.join("n4");
     std::fs::create_dir_all(&home).unwrap();

@@ -43,7 +43,11 @@ pub async fn handle(
         Err((code, message)) => return error(code, message),
     };
     let image = shard.image();
-    let directory = |node: i32| image.quorum.get(&node).map_or(uuid::Uuid::nil(), |m| m.directory_id);
+    // Directory ids travel from v2 (KIP-853); an older version cannot carry one.
+    let directory = |node: i32| match version >= 2 {
+        true => image.quorum.get(&node).map_or(uuid::Uuid::nil(), |m| m.directory_id),
+        false => uuid::Uuid::nil(),
+    };
     let states = |members: &[VoterStatus]| -> Vec<ReplicaState> {
         members
             .iter()
