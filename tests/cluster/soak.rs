@@ -101,7 +101,7 @@ fn soak_under_random_faults() {
                 "RollingRestart".to_string()
             }
             _ => {
-                let full = fill_disk(&cluster.node(3), Duration::from_secs(8));
+                let full = fill_disk(cluster.node(3), Duration::from_secs(8));
                 format!("DiskFull (noticed: {full})")
             }
         };
@@ -221,7 +221,7 @@ fn transact(bootstrap: &str, stop: &AtomicBool) -> Outcome {
                 outcome.aborted.push(n);
                 current.abort_transaction(Duration::from_secs(60)).is_ok()
             }
-            Ok(()) if n % 4 == 0 => {
+            Ok(()) if n.is_multiple_of(4) => {
                 outcome.aborted.push(n);
                 current.abort_transaction(Duration::from_secs(60)).is_ok()
             }
