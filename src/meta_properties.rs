@@ -56,3 +56,39 @@ pub fn identity(config: &NodeConfig) -> Result<(String, String), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok((id, directory))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{NodeConfig, StartArgs};
+
+    // The directory id `--initial-controllers` names for this node goes into a new
+    // data directory's meta.properties; a directory formatted with another is refused,
+    // and one given none keeps what it holds.
+    #[test]
+    fn initial_controllers_name_the_directory_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = |directory: &str| {
+            NodeConfig::load(StartArgs {
+                node_id: Some(1),
+                data_dir: Some(dir.path().to_path_buf()),
+                initial_controllers: Some(format!("1@127.0.0.1:19093:{directory}")),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        let (cluster, directory) = super::identity(&node("pbvuBlaTTwKRxS5NLJwRFQ")).unwrap();
+        assert_eq!(directory, "pbvuBlaTTwKRxS5NLJwRFQ");
+        let text = std::fs::read_to_string(dir.path().join("meta.properties")).unwrap();
+        assert!(text.contains("directory.id=pbvuBlaTTwKRxS5NLJwRFQ\n"), "{text}");
+        let refused = super::identity(&node("Q9cK0kGqQ-WSs3JS1H9sRw")).unwrap_err();
+        assert!(refused.contains("but --initial-controllers names Q9cK0kGqQ-WSs3JS1H9sRw"), "{refused}");
+        let plain = NodeConfig::load(StartArgs {
+            node_id: Some(1),
+            data_dir: Some(dir.path().to_path_buf()),
+            controller_voters: Some("1@127.0.0.1:19093".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(super::identity(&plain).unwrap(), (cluster, "pbvuBlaTTwKRxS5NLJwRFQ".to_string()));
+    }
+}

@@ -154,7 +154,8 @@ pub fn find_quorum(
     if !config.controller_voters.is_empty() || servers.is_empty() {
         return Ok(());
     }
-    let own_log = config.roles.controller && config.data_dir.join("__skein_metadata").is_dir();
+    // The voters this node's own log names, read once (and only when needed).
+    let mut own_log = (config.roles.controller && config.data_dir.join("__skein_metadata").is_dir()).then_some(None);
     let started = std::time::Instant::now();
     for attempt in 0usize.. {
         if signal.load(std::sync::atomic::Ordering::Relaxed) {
@@ -178,9 +179,12 @@ pub fn find_quorum(
                 return Err(format!("the controller at {server} answered with no quorum: {e}"));
             }
             Err(e) => {
-                if own_log && started.elapsed() >= ASK_BEFORE_OWN_LOG {
-                    let opened = skein_net::metadata::log::open(&config.data_dir, config.node_id, &[], 1)?;
-                    let voters = opened.recorded_voters();
+                if let Some(recorded) = own_log.as_mut().filter(|_| started.elapsed() >= ASK_BEFORE_OWN_LOG) {
+                    if recorded.is_none() {
+                        let opened = skein_net::metadata::log::open(&config.data_dir, config.node_id, &[], 1)?;
+                        *recorded = Some(opened.recorded_voters());
+                    }
+                    let voters = recorded.clone().unwrap_or_default();
                     if !voters.is_empty() {
                         tracing::info!(target: "skein", ?voters, "no bootstrap server answers: starting from the voters this node's metadata log names");
                         config.controller_voters = voters;

@@ -27,17 +27,9 @@ pub struct Bootstrap {
 /// yet are left out (a voter finds them again once they announce themselves).
 pub fn describe<H: Host>(host: &H) -> Bootstrap {
     let image = host.image();
-    let own = host.member();
     let voters = host.controller().map(|c| c.voters()).unwrap_or_default();
-    let endpoint = |node: i32| {
-        image
-            .quorum
-            .get(&node)
-            .and_then(|m| m.address())
-            .or_else(|| own.as_ref().filter(|m| m.node == node).and_then(|m| m.address()))
-            .or_else(|| host.voters().iter().find(|(id, _)| *id == node).map(|(_, at)| *at))
-    };
-    let voters = voters.into_iter().filter_map(|node| Some((node, endpoint(node)?))).collect();
+    let voters =
+        voters.into_iter().filter_map(|node| Some((node, image.controller_address(node, host.voters())?))).collect();
     Bootstrap { cluster_id: host.cluster_id().to_owned(), voters }
 }
 

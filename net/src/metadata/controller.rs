@@ -410,12 +410,7 @@ impl Controller {
                         format!("The voter id for ReplicaKey(id={node}) is already part of the set of voters."),
                     ));
                 }
-                if member.address().is_none() {
-                    return Err((
-                        code::INVALID_REQUEST,
-                        format!("controller {node}'s endpoint {}:{} is not an IP address", member.host, member.port),
-                    ));
-                }
+                ip_endpoint(&member)?;
                 let id = quorum_id(node);
                 let learner = MetadataRecord::QuorumMember(super::QuorumMember { voter: false, ..member.clone() });
                 let mut index = self.applied.get();
@@ -524,12 +519,7 @@ impl Controller {
                 if !is_voter(node) && !is_learner(node) {
                     return Err((code::VOTER_NOT_FOUND, format!("controller {node} is not a member of the quorum")));
                 }
-                if member.address().is_none() {
-                    return Err((
-                        code::INVALID_REQUEST,
-                        format!("controller {node}'s endpoint {}:{} is not an IP address", member.host, member.port),
-                    ));
-                }
+                ip_endpoint(&member)?;
                 let recorded = super::QuorumMember { voter: is_voter(node), ..member };
                 if image.quorum.get(&node) == Some(&recorded) {
                     return Ok((ControllerReply::Done, self.applied.get()));
@@ -877,5 +867,17 @@ async fn within<T>(limit: Duration, answer: oneshot::Receiver<Result<T, Refusal>
     match futures_lite::future::or(answer, timeout).await {
         Ok(result) => result,
         Err(_) => Err((code::NOT_CONTROLLER, "the metadata controller stopped".into())),
+    }
+}
+
+/// A member's endpoint must be an IP address (or `localhost`): no executor thread waits
+/// on a name lookup to reach it.
+fn ip_endpoint(member: &super::QuorumMember) -> Result<(), Refusal> {
+    match member.address() {
+        Some(_) => Ok(()),
+        None => Err((
+            code::INVALID_REQUEST,
+            format!("controller {}'s endpoint {}:{} is not an IP address", member.node, member.host, member.port),
+        )),
     }
 }

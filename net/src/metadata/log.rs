@@ -53,7 +53,7 @@ impl Opened {
     /// records for them (those with none are left out).
     pub fn recorded_voters(&self) -> Vec<(i32, std::net::SocketAddr)> {
         let (voters, _) = self.quorum.members();
-        let endpoint = |node: i32| self.image.quorum.get(&node).and_then(super::QuorumMember::address);
+        let endpoint = |node: i32| self.image.controller_address(node, &[]);
         voters.into_iter().map(|id| (id - 1) as i32).filter_map(|node| Some((node, endpoint(node)?))).collect()
     }
 }

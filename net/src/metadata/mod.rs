@@ -264,6 +264,17 @@ pub struct MetadataImage {
 }
 
 impl MetadataImage {
+    /// Where quorum member `node`'s controller listens: as the log records it, else as
+    /// `configured` (the first `--controller-voters`) puts it.
+    pub fn controller_address(
+        &self,
+        node: i32,
+        configured: &[(i32, std::net::SocketAddr)],
+    ) -> Option<std::net::SocketAddr> {
+        let recorded = self.quorum.get(&node).and_then(QuorumMember::address);
+        recorded.or_else(|| configured.iter().find(|(id, _)| *id == node).map(|(_, at)| *at))
+    }
+
     /// Broker `broker`'s dynamic config `name`: its own value, else the cluster
     /// default, with whether it is its own.
     pub fn broker_config(&self, broker: i32, name: &str) -> Option<(&str, bool)> {
