@@ -2,21 +2,25 @@
 //! directories, runs housekeeping (flush.ms, retention, compaction, checkpoints), and
 //! knows the free space of the data directory.
 //!
-//! Partition directories live directly under the data directory, named as Kafka names
-//! them. A shard opens only the partitions it owns (`open_existing` takes the filter);
-//! a partition that fails to open (corruption) is reported and left offline while the
-//! others serve.
+//! Partition directories live directly under the node's log directories (`log_dirs.rs`;
+//! one, the data directory, unless `--log-dirs` names more), named as Kafka names them:
+//! a partition stays in the directory it is in, and a new one goes to the shard's home
+//! directory. A shard opens only the partitions it owns (`open_existing` takes the
+//! filter); a partition that fails to open (corruption) is reported and left offline
+//! while the others serve.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::cache::BatchCache;
 use crate::config::{LogConfig, WriteShape};
 use crate::error::{Error, Result};
 use crate::io::{self, Storage};
 use crate::log::{CleanerConfig, CompactionStats, Dirtiness, Log, LogContext};
+use crate::log_dirs::LogDirs;
 use crate::metrics::EngineMetrics;
 use crate::offset_map::OffsetMap;
 use crate::types::{Offset, TimestampMs, TopicPartition};
@@ -32,7 +36,12 @@ pub struct ScrubPass {
 }
 
 pub struct LogManager<S: Storage> {
+    /// The node's own directory: node-wide checkpoints (`write_file`).
     data_dir: PathBuf,
+    /// The node's log directories, shared by its shards, and where each partition is.
+    dirs: Arc<LogDirs>,
+    /// The log directory this shard creates partitions in.
+    home: usize,
     ctx: LogContext<S>,
     logs: RefCell<BTreeMap<TopicPartition, Rc<Log<S>>>>,
     /// The topic id each log was opened for (`open_for_topic`).
@@ -59,11 +68,22 @@ impl<S: Storage> LogManager<S> {
         self
     }
 
-    /// Shares the data directory's free-space state with the other shards of the node
-    /// (`space.rs`), for the logs opened from now on.
-    pub fn with_space(mut self, space: crate::space::SpaceWatch) -> LogManager<S> {
-        self.ctx.space = space;
+    /// Shares the node's log directories (their free-space state, `space.rs`, and
+    /// where each partition is) with its other shards; this shard creates partitions in
+    /// directory `home`. For the logs opened from now on.
+    ///
+    /// # Panics
+    /// When `home` is not one of the directories.
+    pub fn with_log_dirs(mut self, dirs: Arc<LogDirs>, home: usize) -> LogManager<S> {
+        self.ctx.space = dirs.get(home).expect("the home directory is a log directory").space.clone();
+        self.dirs = dirs;
+        self.home = home;
         self
+    }
+
+    /// The node's log directories.
+    pub fn log_dirs(&self) -> &Arc<LogDirs> {
+        &self.dirs
     }
 
     /// Sets the shard's tail-buffer budget (`log/budget.rs`) for the logs opened from
@@ -78,7 +98,7 @@ impl<S: Storage> LogManager<S> {
         &self.ctx.tail_budget
     }
 
-    /// Whether the data directory has room for appends, as they last found it.
+    /// Whether the shard's home directory has room for appends, as they last found it.
     pub fn space(&self) -> &crate::space::SpaceWatch {
         &self.ctx.space
     }
@@ -97,9 +117,14 @@ impl<S: Storage> LogManager<S> {
 
     pub fn new(storage: S, data_dir: impl Into<PathBuf>, cache_bytes: usize) -> LogManager<S> {
         let data_dir = data_dir.into();
+        let dirs = Arc::new(LogDirs::single(data_dir.clone()));
+        let mut ctx = LogContext::new(storage, data_dir.clone(), cache_bytes);
+        ctx.space = dirs.dirs()[0].space.clone();
         LogManager {
-            ctx: LogContext::new(storage, data_dir.clone(), cache_bytes),
+            ctx,
             data_dir,
+            dirs,
+            home: 0,
             logs: RefCell::new(BTreeMap::new()),
             topic_ids: RefCell::new(BTreeMap::new()),
             partition_locks: RefCell::new(BTreeMap::new()),
@@ -171,16 +196,59 @@ impl<S: Storage> LogManager<S> {
         self.ctx.storage.available_bytes(&self.data_dir).map_err(|e| Error::io("statvfs", &self.data_dir, e))
     }
 
-    /// Partition directories present on disk.
+    /// Partition directories present on disk, in every log directory (each recorded
+    /// where it is found).
     ///
     /// # Errors
-    /// `Io` when the data directory cannot be listed.
+    /// `Io` when a log directory cannot be listed.
     pub async fn discover(&self) -> Result<Vec<TopicPartition>> {
-        match self.ctx.storage.list_dir(&self.data_dir).await {
-            Ok(names) => Ok(names.iter().filter_map(|n| TopicPartition::from_dir_name(n)).collect()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(Error::io("list", &self.data_dir, e)),
+        let mut found = Vec::new();
+        for (index, dir) in self.dirs.dirs().iter().enumerate() {
+            let names = match self.ctx.storage.list_dir(dir.path()).await {
+                Ok(names) => names,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("list", dir.path(), e)),
+            };
+            for partition in names.iter().filter_map(|n| TopicPartition::from_dir_name(n)) {
+                self.dirs.set_located(&partition, index);
+                found.push(partition);
+            }
         }
+        Ok(found)
+    }
+
+    /// The log directory `partition` is in, or goes to: where the node found or put
+    /// it, else (with more than one directory) where a directory of its name exists,
+    /// else this shard's home.
+    async fn dir_of(&self, partition: &TopicPartition) -> usize {
+        if let Some(index) = self.dirs.located(partition) {
+            return index;
+        }
+        let dirs = self.dirs.dirs();
+        if dirs.len() > 1 {
+            for (index, dir) in dirs.iter().enumerate() {
+                if self.ctx.storage.list_dir(&dir.path().join(partition.dir_name())).await.is_ok() {
+                    self.dirs.set_located(partition, index);
+                    return index;
+                }
+            }
+        }
+        self.home
+    }
+
+    /// The context and directory of `partition`'s log: its log directory's free-space
+    /// state, and the path under it.
+    async fn placed(&self, partition: &TopicPartition) -> (LogContext<S>, PathBuf) {
+        let index = self.dir_of(partition).await;
+        let dir = &self.dirs.dirs()[index];
+        let mut ctx = self.ctx.clone();
+        ctx.space = dir.space.clone();
+        (ctx, dir.path().join(partition.dir_name()))
+    }
+
+    /// The path of the log directory `partition` is in, when it is open or known.
+    pub fn log_dir_of(&self, partition: &TopicPartition) -> Option<PathBuf> {
+        self.dirs.located(partition).and_then(|i| self.dirs.get(i)).map(|d| d.path().to_owned())
     }
 
     /// Opens every partition on disk for which `config_of` returns a config (the
@@ -214,10 +282,10 @@ impl<S: Storage> LogManager<S> {
         }
         let key = self.next_key.get();
         self.next_key.set(key + 1);
-        let dir = self.data_dir.join(partition.dir_name());
-        let mut ctx = self.ctx.clone();
+        let (mut ctx, dir) = self.placed(&partition).await;
         ctx.clean_start = self.clean_start.get();
         let log = Log::open(ctx, dir, partition.clone(), key, config).await?;
+        self.dirs.set_located(&partition, self.dir_of(&partition).await);
         self.logs.borrow_mut().insert(partition, log.clone());
         Ok(log)
     }
@@ -247,7 +315,7 @@ impl<S: Storage> LogManager<S> {
             // a log of another id and leave it alone (`delete_for_topic`).
             self.delete_locked(&partition).await?;
         }
-        let dir = self.data_dir.join(partition.dir_name());
+        let (_, dir) = self.placed(&partition).await;
         let path = dir.join(PARTITION_METADATA);
         let expected = topic_id_text(topic_id);
         let on_disk = io::read_whole(&self.ctx.storage, &path).await.map_err(|e| Error::io("read", &path, e))?;
@@ -299,25 +367,57 @@ impl<S: Storage> LogManager<S> {
     /// `Io` when the data directory cannot be listed; a directory that cannot be
     /// removed now is retried on the next call.
     pub async fn remove_deleted_dirs(&self) -> Result<usize> {
-        let names = match self.ctx.storage.list_dir(&self.data_dir).await {
-            Ok(names) => names,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(Error::io("list", &self.data_dir, e)),
-        };
         let mut removed = 0;
-        for name in names.into_iter().filter(|n| n.ends_with(DELETED_SUFFIX)) {
-            let dir = self.data_dir.join(&name);
-            match remove_dir_all(&self.ctx.storage, &dir).await {
-                Ok(()) => removed += 1,
-                Err(e) => {
-                    tracing::warn!(target: "skein::engine", dir = %dir.display(), error = %e, "cannot remove a deleted partition yet")
+        for log_dir in self.dirs.dirs() {
+            let parent = log_dir.path();
+            let names = match self.ctx.storage.list_dir(parent).await {
+                Ok(names) => names,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("list", parent, e)),
+            };
+            let mut here = 0;
+            for name in names.into_iter().filter(|n| n.ends_with(DELETED_SUFFIX)) {
+                let dir = parent.join(&name);
+                match crate::relocate::remove_dir_all(&self.ctx.storage, &dir).await {
+                    Ok(()) => here += 1,
+                    Err(e) => {
+                        tracing::warn!(target: "skein::engine", dir = %dir.display(), error = %e, "cannot remove a deleted partition yet")
+                    }
                 }
             }
-        }
-        if removed > 0 {
-            self.ctx.storage.sync_dir(&self.data_dir).await.map_err(|e| Error::io("sync", &self.data_dir, e))?;
+            if here > 0 {
+                self.ctx.storage.sync_dir(parent).await.map_err(|e| Error::io("sync", parent, e))?;
+            }
+            removed += here;
         }
         Ok(removed)
+    }
+
+    /// Step 1 of moving `partition` to log directory `target` (`relocate.rs`): copies
+    /// its directory there while it serves.
+    ///
+    /// # Errors
+    /// `UnknownPartition` when it is not open here; `Io` from the copy.
+    pub async fn precopy(&self, partition: &TopicPartition, target: usize) -> Result<crate::relocate::Precopy> {
+        let log = self.get(partition).ok_or_else(|| Error::UnknownPartition(partition.clone()))?;
+        let parent = self.dirs.get(target).ok_or_else(|| Error::UnknownPartition(partition.clone()))?.path().to_owned();
+        crate::relocate::precopy(&self.ctx.storage, log.dir(), &parent).await
+    }
+
+    /// Step 2 of a move, once the caller closed the log (`close`): the copy replaces
+    /// the original, and the partition opens from its new directory from now on. On an
+    /// error the original stays where it was.
+    ///
+    /// # Errors
+    /// `Io` for the step that failed.
+    pub async fn finish_move(&self, partition: &TopicPartition, precopy: crate::relocate::Precopy) -> Result<()> {
+        let lock = self.partition_lock(partition);
+        let _guard = lock.lock().await;
+        let target = crate::relocate::finish(&self.ctx.storage, precopy).await?;
+        if let Some(index) = target.parent().and_then(|p| self.dirs.index_of(p)) {
+            self.dirs.set_located(partition, index);
+        }
+        Ok(())
     }
 
     /// Creates a new, empty log.
@@ -340,8 +440,9 @@ impl<S: Storage> LogManager<S> {
         }
         let key = self.next_key.get();
         self.next_key.set(key + 1);
-        let dir = self.data_dir.join(partition.dir_name());
-        let log = Log::create(self.ctx.clone(), dir, partition.clone(), key, config, identity).await?;
+        let (ctx, dir) = self.placed(&partition).await;
+        let log = Log::create(ctx, dir, partition.clone(), key, config, identity).await?;
+        self.dirs.set_located(&partition, self.dir_of(&partition).await);
         self.logs.borrow_mut().insert(partition, log.clone());
         Ok(log)
     }
@@ -368,7 +469,9 @@ impl<S: Storage> LogManager<S> {
     async fn delete_locked(&self, partition: &TopicPartition) -> Result<()> {
         let log = self.logs.borrow_mut().remove(partition).ok_or_else(|| Error::UnknownPartition(partition.clone()))?;
         self.topic_ids.borrow_mut().remove(partition);
-        log.delete().await
+        log.delete().await?;
+        self.dirs.forget(partition);
+        Ok(())
     }
 
     fn partition_lock(&self, partition: &TopicPartition) -> Rc<async_lock::Mutex<()>> {
@@ -405,10 +508,10 @@ impl<S: Storage> LogManager<S> {
     pub async fn housekeeping(&self, now: TimestampMs) {
         // A full directory is looked at again here too, so that the state (and
         // `skein_log_dir_full`) clears once space is freed even while nothing appends.
-        if self.ctx.space.is_full() {
-            if let Ok(available) = self.available_bytes() {
-                if self.ctx.space.would_take_refused(available) {
-                    self.ctx.space.has_room(available);
+        for dir in self.dirs.dirs().iter().filter(|d| d.space.is_full()) {
+            if let Ok(available) = self.ctx.storage.available_bytes(dir.path()) {
+                if dir.space.would_take_refused(available) {
+                    dir.space.has_room(available);
                 }
             }
         }
@@ -493,15 +596,4 @@ pub fn partition_metadata_topic_id(text: &str) -> Option<&str> {
 pub fn topic_id_text(id: [u8; 16]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
-}
-
-/// Removes a directory and the files in it.
-async fn remove_dir_all<S: Storage>(storage: &S, dir: &std::path::Path) -> std::io::Result<()> {
-    for name in storage.list_dir(dir).await? {
-        match storage.remove_file(&dir.join(name)).await {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-    }
-    storage.remove_dir(dir).await
 }

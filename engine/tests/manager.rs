@@ -259,3 +259,52 @@ fn a_dropped_append_is_still_written() {
         }
     });
 }
+
+// Two log directories: a new partition goes to the shard's home; a move copies it
+// while it takes appends, finishes with the log closed, and the log reopens from the
+// new directory with every record, the old one renamed for removal. A new manager
+// finds it there.
+#[test]
+fn a_partition_moves_between_log_directories() {
+    use skein_engine::log_dirs::{LogDir, LogDirs};
+    use skein_engine::space::SpaceWatch;
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let dirs = || {
+        let dir = |path: &std::path::Path, id: &str| LogDir { space: SpaceWatch::new(path), id: id.into() };
+        std::sync::Arc::new(LogDirs::new(vec![dir(a.path(), "a"), dir(b.path(), "b")], Default::default()))
+    };
+    let partition = TopicPartition::new("moving", 0);
+    run(async {
+        let manager = LogManager::new(DmaStorage, a.path(), 1 << 20).with_log_dirs(dirs(), 1);
+        let log = manager.create(partition.clone(), small_segments(4 << 10)).await.unwrap();
+        assert!(b.path().join("moving-0").is_dir(), "created in the home directory");
+        for tag in 0..200 {
+            log.append(tagged(tag, 2), LEADER).await.unwrap();
+        }
+        let precopy = manager.precopy(&partition, 0).await.unwrap();
+        // Appends after the precopy, and a segment rolled meanwhile.
+        for tag in 200..260 {
+            log.append(tagged(tag, 2), LEADER).await.unwrap();
+        }
+        manager.close(&partition).await.unwrap();
+        manager.finish_move(&partition, precopy).await.unwrap();
+        assert_eq!(manager.log_dir_of(&partition).as_deref(), Some(a.path()));
+        let log = manager.open(partition.clone(), small_segments(4 << 10)).await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(520));
+        assert_eq!(read_all(&log, Offset::ZERO).await.len(), 260);
+        assert_eq!(log.dir(), a.path().join("moving-0"));
+        log.append(tagged(260, 2), LEADER).await.unwrap();
+        let left: Vec<String> =
+            std::fs::read_dir(b.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+        assert!(left.iter().all(|n| n.ends_with("-delete")), "{left:?}");
+        assert_eq!(manager.remove_deleted_dirs().await.unwrap(), 1);
+        manager.close_all().await;
+    });
+    run(async {
+        let manager = LogManager::new(DmaStorage, a.path(), 1 << 20).with_log_dirs(dirs(), 1);
+        assert_eq!(manager.discover().await.unwrap(), vec![partition.clone()]);
+        let log = manager.open(partition.clone(), small_segments(4 << 10)).await.unwrap();
+        assert_eq!(log.log_end_offset(), Offset(522));
+        assert_eq!(log.dir(), a.path().join("moving-0"));
+    });
+}

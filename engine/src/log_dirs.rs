@@ -1,0 +1,161 @@
+//! A node's log directories (Kafka's `log.dirs`, KIP-858's JBOD): where each
+//! partition's directory lives, shared by every shard of the node.
+//!
+//! Each directory has its free-space watch (`space.rs`) and the directory id of its
+//! `meta.properties`. Each shard has a home directory, where the partitions it creates
+//! go (`LogManager::with_log_dirs`); a partition found on disk at start stays in the
+//! directory it is in, and AlterReplicaLogDirs moves it (`LogManager::move_dir`).
+//!
+//! Where each partition is, is one map for the node, behind a mutex: it is read and
+//! written only when a log is opened, created, moved or deleted, never per request,
+//! and a partition that moves to another shard must be found where it is.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use crate::space::SpaceWatch;
+use crate::types::TopicPartition;
+
+/// Kafka's suffix for a replica being copied into another directory
+/// (`topic-0.<uuid>-future`): left by a crash mid-move, it is removed at start.
+pub const FUTURE_SUFFIX: &str = "-future";
+
+/// Written into a partition's old directory, durably, before a move makes the copy
+/// live: a crash between the two renames leaves both directories, and the one with
+/// this file is the stale one (`moved_away`).
+pub const MOVED_MARKER: &str = "partition.moved";
+
+/// One log directory.
+#[derive(Debug)]
+pub struct LogDir {
+    /// Its path and free-space state.
+    pub space: SpaceWatch,
+    /// The `directory.id` of its `meta.properties` (Kafka's base64 UUID).
+    pub id: String,
+}
+
+impl LogDir {
+    pub fn path(&self) -> &Path {
+        self.space.dir()
+    }
+}
+
+/// The node's log directories and where each partition is.
+#[derive(Debug)]
+pub struct LogDirs {
+    dirs: Vec<LogDir>,
+    located: Mutex<HashMap<TopicPartition, usize>>,
+}
+
+impl LogDirs {
+    /// `dirs` (at least one), with the partitions found in each at start.
+    ///
+    /// # Panics
+    /// When `dirs` is empty.
+    pub fn new(dirs: Vec<LogDir>, located: HashMap<TopicPartition, usize>) -> LogDirs {
+        assert!(!dirs.is_empty(), "a node has at least one log directory");
+        LogDirs { dirs, located: Mutex::new(located) }
+    }
+
+    /// One directory, `path`, with no id and no partitions known (tests, tools).
+    pub fn single(path: impl Into<std::path::PathBuf>) -> LogDirs {
+        LogDirs::new(vec![LogDir { space: SpaceWatch::new(path), id: String::new() }], HashMap::new())
+    }
+
+    pub fn dirs(&self) -> &[LogDir] {
+        &self.dirs
+    }
+
+    pub fn get(&self, index: usize) -> Option<&LogDir> {
+        self.dirs.get(index)
+    }
+
+    /// The index of the directory whose path is `path` (absolute, compared component by
+    /// component).
+    pub fn index_of(&self, path: &Path) -> Option<usize> {
+        let wanted = std::path::absolute(path).ok()?;
+        self.dirs.iter().position(|d| std::path::absolute(d.path()).is_ok_and(|p| p == wanted))
+    }
+
+    /// The directory `partition` is in, when known.
+    pub fn located(&self, partition: &TopicPartition) -> Option<usize> {
+        self.lock().get(partition).copied()
+    }
+
+    /// Records that `partition` is in directory `index`.
+    pub fn set_located(&self, partition: &TopicPartition, index: usize) {
+        self.lock().insert(partition.clone(), index);
+    }
+
+    /// Forgets where `partition` is (its log was deleted).
+    pub fn forget(&self, partition: &TopicPartition) {
+        self.lock().remove(partition);
+    }
+
+    /// Whether appends to every directory are refused for want of space: the node
+    /// can take no write at all.
+    pub fn all_full(&self) -> bool {
+        self.dirs.iter().all(|d| d.space.is_full())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, usize>> {
+        // A panic elsewhere while holding it left a map that is still whole.
+        self.located.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Which directory each shard calls home: among the directories on the NUMA node of
+/// the shard's core (any, when either is unknown), the one fewest shards have chosen
+/// so far, the lowest index on a tie. So shards spread over the drives nearest them,
+/// and over all drives when nothing is known.
+pub fn homes(shard_nodes: &[Option<u32>], dir_nodes: &[Option<u32>]) -> Vec<usize> {
+    let mut chosen = vec![0usize; dir_nodes.len()];
+    let near = |shard: Option<u32>, dir: Option<u32>| shard.is_none() || dir.is_none() || shard == dir;
+    shard_nodes
+        .iter()
+        .map(|&node| {
+            let candidates: Vec<usize> = (0..dir_nodes.len()).filter(|&d| near(node, dir_nodes[d])).collect();
+            let pool = if candidates.is_empty() { (0..dir_nodes.len()).collect() } else { candidates };
+            let home = pool.into_iter().min_by_key(|&d| (chosen[d], d)).unwrap_or(0);
+            if let Some(count) = chosen.get_mut(home) {
+                *count += 1;
+            }
+            home
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Shards spread over the directories on their NUMA node, evenly, and over all of
+    // them when the nodes are unknown.
+    #[test]
+    fn shards_choose_the_nearest_least_chosen_directory() {
+        assert_eq!(homes(&[None, None, None, None], &[None, None]), vec![0, 1, 0, 1]);
+        assert_eq!(homes(&[Some(0), Some(0), Some(1), Some(1)], &[Some(1), Some(0), Some(0)]), vec![1, 2, 0, 0]);
+        // No directory on a shard's node: the least chosen of all.
+        assert_eq!(homes(&[Some(2), Some(2)], &[Some(0), Some(1)]), vec![0, 1]);
+        assert_eq!(homes(&[Some(0)], &[Some(0)]), vec![0]);
+    }
+
+    #[test]
+    fn partitions_are_located_node_wide() {
+        let dirs = LogDirs::new(
+            vec![
+                LogDir { space: SpaceWatch::new("/a"), id: "x".into() },
+                LogDir { space: SpaceWatch::new("/b"), id: "y".into() },
+            ],
+            HashMap::from([(TopicPartition::new("t", 0), 1)]),
+        );
+        assert_eq!(dirs.located(&TopicPartition::new("t", 0)), Some(1));
+        dirs.set_located(&TopicPartition::new("t", 1), 0);
+        dirs.forget(&TopicPartition::new("t", 0));
+        assert_eq!(dirs.located(&TopicPartition::new("t", 0)), None);
+        assert_eq!(dirs.located(&TopicPartition::new("t", 1)), Some(0));
+        assert_eq!(dirs.index_of(Path::new("/b/")), Some(1));
+        assert_eq!(dirs.index_of(Path::new("/c")), None);
+    }
+}
