@@ -230,13 +230,14 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_recovery_zero_tails_total{{shard=\"{id}\"}} {}", engine.recovery_zero_tails.get());
     // 1 while appends are refused for want of space (KAFKA_STORAGE_ERROR), the same
     // on every shard of the node; the refusals counted per shard.
-    let space = shard.logs.space();
-    let _ = writeln!(
-        out,
-        "skein_log_dir_full{{shard=\"{id}\",dir=\"{}\"}} {}",
-        space.dir().display(),
-        u8::from(space.is_full())
-    );
+    for dir in shard.logs.log_dirs().dirs() {
+        let _ = writeln!(
+            out,
+            "skein_log_dir_full{{shard=\"{id}\",dir=\"{}\"}} {}",
+            dir.path().display(),
+            u8::from(dir.space.is_full())
+        );
+    }
     let _ = writeln!(out, "skein_disk_full_refusals_total{{shard=\"{id}\"}} {}", engine.disk_full_refusals.get());
     // This thread's files: open against the budget, closed while idle to stay within
     // it and opened again on their next use, and opens past it (every file in use).

@@ -39,6 +39,11 @@ pub struct StartArgs {
     /// Data directory (partition logs in Kafka's layout) [default: ./skein-data].
     #[arg(long, env = "SKEIN_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Log directories for partitions, comma-separated (Kafka's `log.dirs`, JBOD: one
+    /// per drive); the data directory keeps the node's metadata [default: the data
+    /// directory].
+    #[arg(long, env = "SKEIN_LOG_DIRS", value_delimiter = ',')]
+    pub log_dirs: Vec<PathBuf>,
     /// Cores to run shards on: `all`, a count (`4`), or a range (`2-5`) [default: all].
     #[arg(long, env = "SKEIN_CORES")]
     pub cores: Option<String>,
@@ -265,6 +270,7 @@ struct FileConfig {
     advertised_listener: Option<String>,
     admin_listener: Option<String>,
     data_dir: Option<PathBuf>,
+    log_dirs: Option<Vec<PathBuf>>,
     cores: Option<String>,
     cache_mb_per_shard: Option<usize>,
     housekeeping_interval_ms: Option<u64>,
@@ -330,6 +336,8 @@ pub struct NodeConfig {
     pub security: std::sync::Arc<skein_net::security::Security>,
     pub admin_listener: Option<SocketAddr>,
     pub data_dir: PathBuf,
+    /// Where partitions live (never empty; `--log-dirs`, else the data directory).
+    pub log_dirs: Vec<PathBuf>,
     pub cpus: Vec<usize>,
     pub cache_bytes_per_shard: usize,
     pub housekeeping_interval_ms: u64,
@@ -584,6 +592,10 @@ impl NodeConfig {
             io_max_bytes_per_second: io_max.unwrap_or(f64::INFINITY),
         };
         let data_dir = args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("./skein-data"));
+        let log_dirs = log_dirs(
+            if args.log_dirs.is_empty() { file.log_dirs.unwrap_or_default() } else { args.log_dirs },
+            &data_dir,
+        )?;
         let security = crate::security_config::resolve(security_args, listener, advertised, clustered, &data_dir)?;
         let iotune = crate::iotune::load_for_start(args.iotune_file.or(file.iotune_file).as_deref(), &data_dir)?;
         let write_shape = iotune.as_ref().map_or_else(Default::default, |applied| applied.recommended.write_shape());
@@ -600,6 +612,7 @@ impl NodeConfig {
             security: security.security,
             admin_listener,
             data_dir,
+            log_dirs,
             cpus,
             cache_bytes_per_shard: cache_mb << 20,
             housekeeping_interval_ms,
@@ -741,6 +754,25 @@ pub(crate) fn parse_cores(spec: &str, available: usize) -> Result<Vec<usize>, St
     }
 }
 
+/// `--log-dirs` checked: the data directory when none is given; no empty path, and no
+/// directory named twice (compared as absolute paths).
+fn log_dirs(given: Vec<PathBuf>, data_dir: &std::path::Path) -> Result<Vec<PathBuf>, String> {
+    if given.is_empty() {
+        return Ok(vec![data_dir.to_path_buf()]);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for dir in &given {
+        if dir.as_os_str().is_empty() {
+            return Err("--log-dirs names an empty path".into());
+        }
+        let absolute = std::path::absolute(dir).map_err(|e| format!("--log-dirs {}: {e}", dir.display()))?;
+        if !seen.insert(absolute) {
+            return Err(format!("--log-dirs names {} twice", dir.display()));
+        }
+    }
+    Ok(given)
+}
+
 /// Checks `--virtual-brokers BASE_PORT` against the node: ids and ports that fit,
 /// ports apart from the listeners'.
 fn virtual_brokers(
@@ -798,6 +830,10 @@ mod tests {
         assert_eq!(listener.address.to_string(), "127.0.0.1:9092");
         assert_eq!((listener.advertised_host.as_str(), listener.advertised_port), ("127.0.0.1", 9092));
         assert_eq!(config.data_dir, PathBuf::from("./skein-data"));
+        assert_eq!(config.log_dirs, vec![PathBuf::from("./skein-data")]);
+        let two = vec![PathBuf::from("/d1"), PathBuf::from("/d2")];
+        let config = NodeConfig::load(StartArgs { log_dirs: two.clone(), ..Default::default() }).unwrap();
+        assert_eq!(config.log_dirs, two);
         let bad = |args: StartArgs, needle: &str| {
             let e = NodeConfig::load(args).unwrap_err();
             assert!(e.contains(needle), "{e}");
@@ -806,6 +842,8 @@ mod tests {
         bad(StartArgs { topic_configs: vec!["retention.ms=-7".into()], ..Default::default() }, "retention.ms");
         bad(StartArgs { topic_configs: vec!["retention.ms".into()], ..Default::default() }, "NAME=VALUE");
         bad(StartArgs { num_partitions: Some(0), ..Default::default() }, "--num-partitions");
+        let twice = vec![PathBuf::from("/d1"), PathBuf::from("/d1/")];
+        bad(StartArgs { log_dirs: twice, ..Default::default() }, "names /d1/ twice");
         bad(StartArgs { cluster_id: Some("short".into()), ..Default::default() }, "invalid --cluster-id");
         bad(StartArgs { cluster_id: Some("a".repeat(21) + "!"), ..Default::default() }, "URL-safe base64");
         let given = "MkU3OEVBNTcwNTJENDM2Qk";

@@ -14,6 +14,7 @@ mod config;
 mod exclusive;
 mod group_cli;
 mod iotune;
+mod log_dirs;
 mod meta_properties;
 mod oauth_jwks;
 mod placement;

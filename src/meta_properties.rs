@@ -41,20 +41,53 @@ pub fn identity(config: &NodeConfig) -> Result<(String, String), String> {
     if let (Some(_), Some(_), Some(directory)) = (field("cluster.id"), field("node.id"), field("directory.id")) {
         return Ok((id, directory));
     }
-    // As Kafka's `Uuid.randomUuid`: never one starting with '-', which command
-    // lines would take for an option (`remove-controller --controller-directory-id`).
-    let directory = field("directory.id").or_else(|| config.directory_id.clone()).unwrap_or_else(|| loop {
-        use base64::Engine as _;
+    let directory = field("directory.id").or_else(|| config.directory_id.clone()).unwrap_or_else(new_directory_id);
+    write(&path, &id, node_id, &directory)?;
+    Ok((id, directory))
+}
+
+/// The directory id of a log directory besides the data directory (`--log-dirs`), from
+/// its `meta.properties`, which is written (with a new id) when missing, as Kafka's
+/// `kafka-storage format` writes one into each of `log.dirs`. A directory of another
+/// node or cluster is refused.
+pub fn log_dir_identity(dir: &std::path::Path, cluster_id: &str, node_id: i32) -> Result<String, String> {
+    let path = dir.join("meta.properties");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines().find_map(|l| l.strip_prefix(name).and_then(|l| l.strip_prefix('='))).map(|v| v.trim().to_string())
+    };
+    if let Some(recorded) = field("cluster.id").filter(|c| c != cluster_id) {
+        return Err(format!("{} belongs to cluster {recorded}, not this node's {cluster_id}", path.display()));
+    }
+    if let Some(recorded) = field("node.id").filter(|n| *n != node_id.to_string()) {
+        return Err(format!("{} belongs to node {recorded}, not node {node_id}", path.display()));
+    }
+    if let (Some(_), Some(_), Some(directory)) = (field("cluster.id"), field("node.id"), field("directory.id")) {
+        return Ok(directory);
+    }
+    let directory = field("directory.id").unwrap_or_else(new_directory_id);
+    write(&path, cluster_id, node_id, &directory)?;
+    Ok(directory)
+}
+
+/// A new directory id, as Kafka's `Uuid.randomUuid`: never one starting with '-', which
+/// command lines would take for an option (`remove-controller --controller-directory-id`).
+fn new_directory_id() -> String {
+    use base64::Engine as _;
+    loop {
         let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes());
         if !id.starts_with('-') {
-            break id;
+            return id;
         }
-    });
+    }
+}
+
+/// Writes `meta.properties` (version 1) whole: a temp file, then a rename.
+fn write(path: &std::path::Path, cluster_id: &str, node_id: i32, directory: &str) -> Result<(), String> {
     let temp = path.with_extension("properties.tmp");
-    std::fs::write(&temp, format!("version=1\ncluster.id={id}\nnode.id={node_id}\ndirectory.id={directory}\n"))
-        .and_then(|()| std::fs::rename(&temp, &path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok((id, directory))
+    std::fs::write(&temp, format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={directory}\n"))
+        .and_then(|()| std::fs::rename(&temp, path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -131,7 +131,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
         MetadataLog::Observer(image, _) => (**image).clone(),
     });
     let mut log = Some(log);
-    sweep_stray_partitions(&config.data_dir, &image)?;
+    let log_dirs = crate::log_dirs::prepare(&config, &cluster_id, &directory_id, &image)?;
     // Probe the listener before starting shards, for a clear error when it is taken,
     // and resolve port 0 to a free port that every shard then binds.
     for listener in &mut config.listeners {
@@ -234,7 +234,8 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             config.max_connections_per_ip,
         )),
         recovered_high_watermarks: recovered_high_watermarks(&config.data_dir),
-        space: skein_engine::space::SpaceWatch::new(&config.data_dir),
+        log_dirs: log_dirs.dirs.clone(),
+        log_dir_homes: log_dirs.homes.clone(),
     });
     let started = std::time::Instant::now();
     // The shard count of the last run: another one redistributes the partitions.
@@ -399,50 +400,6 @@ fn probe_listener(address: std::net::SocketAddr) -> Result<std::net::SocketAddr,
     bound.as_socket().ok_or_else(|| format!("cannot listen on {address}: not an inet address"))
 }
 
-/// Renames partition directories that belong to no topic of the metadata, or to
-/// another incarnation of their topic (their `partition.metadata` names another id), to
-/// Kafka's `-delete` name, as Kafka removes stray replicas (KIP-858). They are left by
-/// a crash between a topic deletion being recorded and its directories being renamed;
-/// a topic recreated under the same name must never serve them. Runs on the main
-/// thread before any shard starts.
-///
-/// # Errors
-/// A message when the data directory cannot be read or a directory cannot be renamed.
-fn sweep_stray_partitions(
-    data_dir: &std::path::Path,
-    image: &skein_net::metadata::MetadataImage,
-) -> Result<(), String> {
-    let entries = std::fs::read_dir(data_dir).map_err(|e| format!("cannot list {}: {e}", data_dir.display()))?;
-    let mut renamed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        let Some(partition) = TopicPartition::from_dir_name(&name) else { continue };
-        let on_disk = std::fs::read_to_string(entry.path().join(skein_engine::manager::PARTITION_METADATA)).ok();
-        let on_disk_id = on_disk.as_deref().and_then(skein_engine::manager::partition_metadata_topic_id);
-        let stray = match image.topic(&partition.topic) {
-            None => true,
-            Some(meta) => {
-                let id = skein_engine::manager::topic_id_text(*meta.id.as_bytes());
-                partition.partition >= meta.partitions || on_disk_id.is_some_and(|found| found != id)
-            }
-        };
-        if !stray {
-            continue;
-        }
-        let target =
-            data_dir.join(format!("{name}.{}{}", uuid::Uuid::new_v4().simple(), skein_engine::manager::DELETED_SUFFIX));
-        std::fs::rename(entry.path(), &target).map_err(|e| format!("cannot rename stray {name}: {e}"))?;
-        tracing::warn!(target: "skein", partition = %partition, "stray partition directory (its topic was deleted or recreated) will be removed");
-        renamed += 1;
-    }
-    if renamed > 0 {
-        std::fs::File::open(data_dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| format!("cannot sync {}: {e}", data_dir.display()))?;
-    }
-    Ok(())
-}
-
 /// The high watermarks of `replication-offset-checkpoint`, read on the main thread
 /// before any shard starts. A missing or damaged file gives none: replicated
 /// partitions then start from their log start until their leader says more.
@@ -589,7 +546,9 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
             false => ControllerRequest::RegisterBroker(broker.clone()),
             // A full data directory takes no writes: the controller moves this node's
             // leaderships away until it has room again (as Kafka's offline log dirs).
-            true => ControllerRequest::BrokerHeartbeat { id: broker.id, log_dir_offline: shard.logs.space().is_full() },
+            true => {
+                ControllerRequest::BrokerHeartbeat { id: broker.id, log_dir_offline: shard.logs.log_dirs().all_full() }
+            }
         };
         match controller.handle(&shard, request).await {
             Ok(_) if !registered => {

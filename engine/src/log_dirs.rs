@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use crate::space::SpaceWatch;
@@ -36,6 +37,13 @@ pub struct LogDir {
 }
 
 impl LogDir {
+    /// A directory at `path` with the id `id`.
+    pub fn new(path: impl Into<std::path::PathBuf>, id: impl Into<String>) -> LogDir {
+        LogDir { space: SpaceWatch::new(path), id: id.into() }
+    }
+}
+
+impl LogDir {
     pub fn path(&self) -> &Path {
         self.space.dir()
     }
@@ -46,6 +54,12 @@ impl LogDir {
 pub struct LogDirs {
     dirs: Vec<LogDir>,
     located: Mutex<HashMap<TopicPartition, usize>>,
+    /// The partitions being moved, with the directory each is wanted in: shown as
+    /// future replicas by DescribeLogDirs, from any shard.
+    moving: Mutex<HashMap<TopicPartition, usize>>,
+    /// Which directories are cordoned (KIP-1066's `cordoned.log.dirs`): no new
+    /// partition goes there while another one is not.
+    cordoned: Vec<AtomicBool>,
 }
 
 impl LogDirs {
@@ -55,12 +69,13 @@ impl LogDirs {
     /// When `dirs` is empty.
     pub fn new(dirs: Vec<LogDir>, located: HashMap<TopicPartition, usize>) -> LogDirs {
         assert!(!dirs.is_empty(), "a node has at least one log directory");
-        LogDirs { dirs, located: Mutex::new(located) }
+        let cordoned = dirs.iter().map(|_| AtomicBool::new(false)).collect();
+        LogDirs { dirs, located: Mutex::new(located), moving: Mutex::default(), cordoned }
     }
 
     /// One directory, `path`, with no id and no partitions known (tests, tools).
     pub fn single(path: impl Into<std::path::PathBuf>) -> LogDirs {
-        LogDirs::new(vec![LogDir { space: SpaceWatch::new(path), id: String::new() }], HashMap::new())
+        LogDirs::new(vec![LogDir::new(path, "")], HashMap::new())
     }
 
     pub fn dirs(&self) -> &[LogDir] {
@@ -93,16 +108,63 @@ impl LogDirs {
         self.lock().remove(partition);
     }
 
+    /// Sets which directories are cordoned (one flag per directory, in order).
+    pub fn set_cordoned(&self, cordoned: &[bool]) {
+        for (flag, &value) in self.cordoned.iter().zip(cordoned) {
+            flag.store(value, Ordering::Relaxed);
+        }
+    }
+
+    /// Where a shard at home in `home` creates a partition: its home, unless that is
+    /// cordoned and another directory is not (then the first such after it).
+    pub fn for_new_partition(&self, home: usize) -> usize {
+        let count = self.dirs.len();
+        let open = |d: usize| !self.cordoned[d].load(Ordering::Relaxed);
+        (0..count).map(|step| (home + step) % count).find(|&d| open(d)).unwrap_or(home)
+    }
+
     /// Whether appends to every directory are refused for want of space: the node
     /// can take no write at all.
     pub fn all_full(&self) -> bool {
         self.dirs.iter().all(|d| d.space.is_full())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, usize>> {
-        // A panic elsewhere while holding it left a map that is still whole.
-        self.located.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Asks for `partition` to be moved to directory `target`. Returns true when no
+    /// move of it was under way, and the caller starts one; otherwise the move under
+    /// way goes on to `target` once it ends.
+    pub fn want_move(&self, partition: &TopicPartition, target: usize) -> bool {
+        lock(&self.moving).insert(partition.clone(), target).is_none()
     }
+
+    /// The directory `partition` is being moved to.
+    pub fn moving_to(&self, partition: &TopicPartition) -> Option<usize> {
+        lock(&self.moving).get(partition).copied()
+    }
+
+    /// Ends the move of `partition` if it is still wanted in `target` (returns true);
+    /// otherwise another directory was asked for meanwhile, and the move goes on.
+    pub fn end_move(&self, partition: &TopicPartition, target: usize) -> bool {
+        let mut moving = lock(&self.moving);
+        let done = moving.get(partition) == Some(&target);
+        if done {
+            moving.remove(partition);
+        }
+        done
+    }
+
+    /// Gives up the move of `partition` (it failed, or the partition went).
+    pub fn cancel_move(&self, partition: &TopicPartition) {
+        lock(&self.moving).remove(partition);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, usize>> {
+        lock(&self.located)
+    }
+}
+
+/// A map's lock: a panic elsewhere while holding it left a map that is still whole.
+fn lock(map: &Mutex<HashMap<TopicPartition, usize>>) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, usize>> {
+    map.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Which directory each shard calls home: among the directories on the NUMA node of
@@ -144,10 +206,7 @@ mod tests {
     #[test]
     fn partitions_are_located_node_wide() {
         let dirs = LogDirs::new(
-            vec![
-                LogDir { space: SpaceWatch::new("/a"), id: "x".into() },
-                LogDir { space: SpaceWatch::new("/b"), id: "y".into() },
-            ],
+            vec![LogDir::new("/a", "x"), LogDir::new("/b", "y")],
             HashMap::from([(TopicPartition::new("t", 0), 1)]),
         );
         assert_eq!(dirs.located(&TopicPartition::new("t", 0)), Some(1));
@@ -157,5 +216,11 @@ mod tests {
         assert_eq!(dirs.located(&TopicPartition::new("t", 1)), Some(0));
         assert_eq!(dirs.index_of(Path::new("/b/")), Some(1));
         assert_eq!(dirs.index_of(Path::new("/c")), None);
+        // A cordoned home sends new partitions to the next directory that is not.
+        assert_eq!(dirs.for_new_partition(0), 0);
+        dirs.set_cordoned(&[true, false]);
+        assert_eq!(dirs.for_new_partition(0), 1);
+        dirs.set_cordoned(&[true, true]);
+        assert_eq!(dirs.for_new_partition(0), 0);
     }
 }

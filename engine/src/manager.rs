@@ -219,7 +219,7 @@ impl<S: Storage> LogManager<S> {
 
     /// The log directory `partition` is in, or goes to: where the node found or put
     /// it, else (with more than one directory) where a directory of its name exists,
-    /// else this shard's home.
+    /// else this shard's home (or the next directory not cordoned).
     async fn dir_of(&self, partition: &TopicPartition) -> usize {
         if let Some(index) = self.dirs.located(partition) {
             return index;
@@ -233,7 +233,7 @@ impl<S: Storage> LogManager<S> {
                 }
             }
         }
-        self.home
+        self.dirs.for_new_partition(self.home)
     }
 
     /// The context and directory of `partition`'s log: its log directory's free-space
@@ -404,20 +404,27 @@ impl<S: Storage> LogManager<S> {
         crate::relocate::precopy(&self.ctx.storage, log.dir(), &parent).await
     }
 
-    /// Step 2 of a move, once the caller closed the log (`close`): the copy replaces
-    /// the original, and the partition opens from its new directory from now on. On an
-    /// error the original stays where it was.
+    /// Step 2 of a move: the log closes (appends already admitted are written first),
+    /// the copy catches up and replaces the original, and the partition opens from its
+    /// new directory from now on (the caller opens it again). On an error the original
+    /// stays where it was. Holds the partition's lock throughout, so no open comes in
+    /// between.
+    ///
+    /// Returns the bytes this step copied.
     ///
     /// # Errors
     /// `Io` for the step that failed.
-    pub async fn finish_move(&self, partition: &TopicPartition, precopy: crate::relocate::Precopy) -> Result<()> {
+    pub async fn finish_move(&self, partition: &TopicPartition, precopy: crate::relocate::Precopy) -> Result<u64> {
         let lock = self.partition_lock(partition);
         let _guard = lock.lock().await;
-        let target = crate::relocate::finish(&self.ctx.storage, precopy).await?;
+        if self.get(partition).is_some() {
+            self.close(partition).await?;
+        }
+        let (target, bytes) = crate::relocate::finish(&self.ctx.storage, precopy).await?;
         if let Some(index) = target.parent().and_then(|p| self.dirs.index_of(p)) {
             self.dirs.set_located(partition, index);
         }
-        Ok(())
+        Ok(bytes)
     }
 
     /// Creates a new, empty log.

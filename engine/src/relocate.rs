@@ -36,13 +36,32 @@ const RECOPY_WHOLE_BYTES: u64 = 1 << 20;
 /// other than by growing.
 const PROBE_BYTES: u64 = 64 << 10;
 
-/// A copy under way: its directory and the length of each file copied so far.
-#[derive(Debug)]
+/// A copy under way: its directory, and for each file copied so far its length and
+/// the part of it that stays as it is if the file only grows (`Copied::stable`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Precopy {
     pub source: PathBuf,
     pub future: PathBuf,
     pub target: PathBuf,
-    copied: BTreeMap<String, u64>,
+    copied: BTreeMap<String, Copied>,
+}
+
+/// One file copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Copied {
+    len: u64,
+    /// Up to the block that holds the file's last non-zero byte. An active segment
+    /// is longer than what was written into it (its reservation, zeros that appends
+    /// overwrite later) and its last block is written again as it fills: the blocks
+    /// before this one are final while the segment only grows.
+    stable: u64,
+}
+
+impl Precopy {
+    /// The bytes the precopy copied.
+    pub fn bytes(&self) -> u64 {
+        self.copied.values().map(|c| c.len).sum()
+    }
 }
 
 /// Whether a partition directory's file takes part in a move: temp files, compaction
@@ -70,11 +89,11 @@ pub async fn precopy<S: Storage>(storage: &S, source: &Path, target_parent: &Pat
     let names = storage.list_dir(source).await.map_err(|e| Error::io("list", source, e))?;
     for name in names.into_iter().filter(|n| moves(n)) {
         match copy_file(storage, &source.join(&name), &precopy.future.join(&name), 0).await {
-            Ok(len) => {
-                precopy.copied.insert(name, len);
+            Ok(copied) => {
+                precopy.copied.insert(name, copied);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("copy", &source.join(&name), e)),
+            Err(e) => return Err(Error::io("copy", source.join(&name), e)),
         }
     }
     Ok(precopy)
@@ -82,18 +101,19 @@ pub async fn precopy<S: Storage>(storage: &S, source: &Path, target_parent: &Pat
 
 /// Step 2, with the log closed: brings the copy up to date and makes it the partition's
 /// directory, as the module says. Returns the copy's path. On an error before the copy
-/// is live, the future directory is removed and the original stays.
+/// is live, the future directory is removed and the original stays. Also returns the
+/// bytes this step copied.
 ///
 /// # Errors
 /// `Io` for the step that failed.
-pub async fn finish<S: Storage>(storage: &S, precopy: Precopy) -> Result<PathBuf> {
-    match catch_up(storage, &precopy).await {
-        Ok(()) => {}
+pub async fn finish<S: Storage>(storage: &S, precopy: Precopy) -> Result<(PathBuf, u64)> {
+    let caught_up = match catch_up(storage, &precopy).await {
+        Ok(bytes) => bytes,
         Err(e) => {
             let _ = remove_dir_all(storage, &precopy.future).await;
             return Err(e);
         }
-    }
+    };
     let Precopy { source, future, target, .. } = precopy;
     let marker = source.join(MOVED_MARKER);
     io::write_whole_atomic(storage, &marker, b"moved\n").await.map_err(|e| Error::io("write", &marker, e))?;
@@ -105,30 +125,36 @@ pub async fn finish<S: Storage>(storage: &S, precopy: Precopy) -> Result<PathBuf
     let deleted = source_parent.join(format!("{name}.{}{DELETED_SUFFIX}", unique()));
     storage.rename(&source, &deleted).await.map_err(|e| Error::io("rename", &source, e))?;
     storage.sync_dir(source_parent).await.map_err(|e| Error::io("sync", source_parent, e))?;
-    Ok(target)
+    Ok((target, caught_up))
 }
 
 /// Copies what changed since the precopy, removes what went, and syncs the copy.
-async fn catch_up<S: Storage>(storage: &S, precopy: &Precopy) -> Result<()> {
+/// Returns the bytes copied.
+async fn catch_up<S: Storage>(storage: &S, precopy: &Precopy) -> Result<u64> {
+    let mut bytes = 0;
     let source = &precopy.source;
     let names = storage.list_dir(source).await.map_err(|e| Error::io("list", source, e))?;
     for name in names.iter().filter(|n| moves(n)) {
         let (from, to) = (source.join(name), precopy.future.join(name));
         let start = match precopy.copied.get(name) {
-            Some(&copied) if copied > RECOPY_WHOLE_BYTES => match only_grew(storage, &from, &to, copied).await {
-                Ok(true) => copied,
-                Ok(false) => 0,
-                Err(e) => return Err(Error::io("read", &from, e)),
-            },
+            Some(&Copied { stable, .. }) if stable > RECOPY_WHOLE_BYTES => {
+                match only_grew(storage, &from, &to, stable).await {
+                    Ok(true) => stable,
+                    Ok(false) => 0,
+                    Err(e) => return Err(Error::io("read", &from, e)),
+                }
+            }
             _ => 0,
         };
-        copy_file(storage, &from, &to, start).await.map_err(|e| Error::io("copy", &from, e))?;
+        let end = copy_file(storage, &from, &to, start).await.map_err(|e| Error::io("copy", &from, e))?.len;
+        bytes += end - io::align_down(start.min(end));
     }
     for gone in precopy.copied.keys().filter(|n| !names.contains(n)) {
         let path = precopy.future.join(gone);
         storage.remove_file(&path).await.map_err(|e| Error::io("remove", &path, e))?;
     }
-    storage.sync_dir(&precopy.future).await.map_err(|e| Error::io("sync", &precopy.future, e))
+    storage.sync_dir(&precopy.future).await.map_err(|e| Error::io("sync", &precopy.future, e))?;
+    Ok(bytes)
 }
 
 /// Whether `source` holds at least `copied` bytes and its first and last bytes of that
@@ -150,8 +176,9 @@ async fn only_grew<S: Storage>(storage: &S, source: &Path, target: &Path, copied
 }
 
 /// Copies `source` into `target` from byte `start` (0: the whole file, `target`
-/// created or cut), and fdatasyncs `target`. Returns the length copied to.
-async fn copy_file<S: Storage>(storage: &S, source: &Path, target: &Path, start: u64) -> std::io::Result<u64> {
+/// created or cut), and fdatasyncs `target`. Returns the length copied to, and the
+/// stable part (`Copied::stable`) of what this call read.
+async fn copy_file<S: Storage>(storage: &S, source: &Path, target: &Path, start: u64) -> std::io::Result<Copied> {
     let input = storage.open_file(source, false).await?;
     let len = input.size().await?;
     let output = storage.open_file(target, true).await?;
@@ -160,10 +187,14 @@ async fn copy_file<S: Storage>(storage: &S, source: &Path, target: &Path, start:
     }
     // O_DIRECT writes start on a block: the block holding `start` is written again.
     let mut pos = io::align_down(start.min(len));
+    let mut nonzero_end = pos;
     while pos < len {
         let data = input.read_at(pos, COPY_CHUNK_BYTES.min((len - pos) as usize)).await?;
         if data.is_empty() {
             break;
+        }
+        if let Some(last) = data.iter().rposition(|&b| b != 0) {
+            nonzero_end = pos + last as u64 + 1;
         }
         let padded = io::align_up(data.len() as u64) as usize;
         let mut buf = output.alloc_buf(padded);
@@ -180,7 +211,7 @@ async fn copy_file<S: Storage>(storage: &S, source: &Path, target: &Path, start:
     }
     output.truncate(pos).await?;
     output.fdatasync().await?;
-    Ok(pos)
+    Ok(Copied { len: pos, stable: io::align_down(nonzero_end) })
 }
 
 /// A name part no other directory of the node has: random, as Kafka's UUIDs.

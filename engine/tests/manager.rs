@@ -267,11 +267,12 @@ fn a_dropped_append_is_still_written() {
 #[test]
 fn a_partition_moves_between_log_directories() {
     use skein_engine::log_dirs::{LogDir, LogDirs};
-    use skein_engine::space::SpaceWatch;
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let dirs = || {
-        let dir = |path: &std::path::Path, id: &str| LogDir { space: SpaceWatch::new(path), id: id.into() };
-        std::sync::Arc::new(LogDirs::new(vec![dir(a.path(), "a"), dir(b.path(), "b")], Default::default()))
+        std::sync::Arc::new(LogDirs::new(
+            vec![LogDir::new(a.path(), "a"), LogDir::new(b.path(), "b")],
+            Default::default(),
+        ))
     };
     let partition = TopicPartition::new("moving", 0);
     run(async {
@@ -286,8 +287,8 @@ fn a_partition_moves_between_log_directories() {
         for tag in 200..260 {
             log.append(tagged(tag, 2), LEADER).await.unwrap();
         }
-        manager.close(&partition).await.unwrap();
         manager.finish_move(&partition, precopy).await.unwrap();
+        assert!(manager.get(&partition).is_none(), "closed by the move");
         assert_eq!(manager.log_dir_of(&partition).as_deref(), Some(a.path()));
         let log = manager.open(partition.clone(), small_segments(4 << 10)).await.unwrap();
         assert_eq!(log.log_end_offset(), Offset(520));
@@ -298,11 +299,28 @@ fn a_partition_moves_between_log_directories() {
             std::fs::read_dir(b.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
         assert!(left.iter().all(|n| n.ends_with("-delete")), "{left:?}");
         assert_eq!(manager.remove_deleted_dirs().await.unwrap(), 1);
+        // A segment past what is copied whole again: the pause copies only its growth.
+        let big = TopicPartition::new("moving", 1);
+        let log = manager.create(big.clone(), LogConfig::default()).await.unwrap();
+        for tag in 0..20_000 {
+            log.append(tagged(tag, 2), LEADER).await.unwrap();
+        }
+        let precopy = manager.precopy(&big, 0).await.unwrap();
+        assert!(precopy.bytes() > 1 << 20, "{}", precopy.bytes());
+        for tag in 20_000..20_100 {
+            log.append(tagged(tag, 2), LEADER).await.unwrap();
+        }
+        let in_pause = manager.finish_move(&big, precopy).await.unwrap();
+        assert!(in_pause < 256 << 10, "copied {in_pause} bytes in the pause");
+        let log = manager.open(big.clone(), LogConfig::default()).await.unwrap();
+        assert_eq!(read_all(&log, Offset::ZERO).await.len(), 20_100);
         manager.close_all().await;
     });
     run(async {
         let manager = LogManager::new(DmaStorage, a.path(), 1 << 20).with_log_dirs(dirs(), 1);
-        assert_eq!(manager.discover().await.unwrap(), vec![partition.clone()]);
+        let mut found = manager.discover().await.unwrap();
+        found.sort();
+        assert_eq!(found, vec![partition.clone(), TopicPartition::new("moving", 1)]);
         let log = manager.open(partition.clone(), small_segments(4 << 10)).await.unwrap();
         assert_eq!(log.log_end_offset(), Offset(522));
         assert_eq!(log.dir(), a.path().join("moving-0"));

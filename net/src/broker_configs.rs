@@ -267,6 +267,24 @@ pub fn topic_defaults(
     merged
 }
 
+/// Which of `dirs` a `cordoned.log.dirs` value (KIP-1066: paths, comma-separated, or
+/// `*` for all) names.
+pub fn cordoned(value: &str, dirs: &skein_engine::log_dirs::LogDirs) -> Vec<bool> {
+    let named: Vec<&str> = value.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
+    dirs.dirs()
+        .iter()
+        .map(|dir| {
+            let path = dir.path().display().to_string();
+            named.iter().any(|d| *d == "*" || d.trim_end_matches('/') == path.trim_end_matches('/'))
+        })
+        .collect()
+}
+
+/// Sets which of the node's log directories are cordoned, from `image`.
+pub fn install_cordoned(image: &MetadataImage, node: i32, dirs: &skein_engine::log_dirs::LogDirs) {
+    dirs.set_cordoned(&cordoned(dynamic_broker_value(image, node, "cordoned.log.dirs"), dirs));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -399,6 +399,90 @@ pub async fn move_partition(shard: &Rc<Shard>, partition: &TopicPartition, targe
     Ok(())
 }
 
+/// Moves `partition`'s replica on this node to log directory `target`
+/// (AlterReplicaLogDirs), in the background as Kafka's future replicas do: the
+/// request is answered at once, and DescribeLogDirs shows the replica as a future one
+/// in `target` until it is there. Returns false when this node hosts no replica of it.
+pub async fn move_to_log_dir(shard: &Rc<Shard>, partition: &TopicPartition, target: usize) -> bool {
+    let Some(owner) = shard.image().shard_of(partition) else { return false };
+    if shard.call_on(owner, partition.clone(), ops::Stats).await.is_err() {
+        return false;
+    }
+    let dirs = shard.settings.log_dirs.clone();
+    let moving = dirs.moving_to(partition).is_some();
+    if !moving && dirs.located(partition) == Some(target) {
+        return true;
+    }
+    if dirs.want_move(partition, target) {
+        glommio::spawn_local(log_dir_moves(shard.clone(), partition.clone())).detach();
+    }
+    true
+}
+
+/// The moves of one partition between log directories, one after the other until it
+/// is where it was last asked to be. A move that fails is logged and given up; the
+/// partition serves from where it was.
+async fn log_dir_moves(shard: Rc<Shard>, partition: TopicPartition) {
+    let dirs = shard.settings.log_dirs.clone();
+    while let Some(target) = dirs.moving_to(&partition) {
+        if dirs.located(&partition) == Some(target) {
+            if dirs.end_move(&partition, target) {
+                return;
+            }
+            continue;
+        }
+        let started = std::time::Instant::now();
+        match move_log_dir_once(&shard, &partition, target).await {
+            Ok(moved) => tracing::info!(target: "skein::net", partition = %partition,
+                dir = %dirs.get(target).map(|d| d.path().display().to_string()).unwrap_or_default(),
+                ms = started.elapsed().as_millis() as u64, precopied_bytes = moved.precopied_bytes,
+                paused_ms = moved.paused_ms, copied_in_pause_bytes = moved.paused_bytes,
+                "replica moved to another log directory"),
+            Err(message) => {
+                tracing::warn!(target: "skein::net", partition = %partition, error = %message,
+                    "moving a replica to another log directory failed; it stays where it was");
+                dirs.cancel_move(&partition);
+                return;
+            }
+        }
+    }
+}
+
+/// What one move copied, and how long the partition was not served.
+struct Moved {
+    precopied_bytes: u64,
+    paused_bytes: u64,
+    paused_ms: u64,
+}
+
+/// One move: the copy while the partition serves, then the pause in which its owner
+/// closes it and the copy takes over, then the open from wherever it ended. Requests
+/// meanwhile get NOT_LEADER_OR_FOLLOWER, which clients retry.
+async fn move_log_dir_once(shard: &Rc<Shard>, partition: &TopicPartition, target: usize) -> Result<Moved, String> {
+    let owner = shard.image().shard_of(partition).ok_or("its topic is gone")?;
+    let precopy = shard
+        .call_on(owner, partition.clone(), ops::Precopy { target })
+        .await
+        .map_err(|e| format!("copying: {}", e.message.unwrap_or_else(|| format!("error {}", e.code))))?;
+    let precopied_bytes = precopy.bytes();
+    let paused = std::time::Instant::now();
+    let finished = shard.call_on(owner, partition.clone(), ops::FinishMove(Box::new(precopy))).await;
+    // Opened again, moved or not, if this node still holds a replica of it.
+    let image = shard.image();
+    if let Some(meta) =
+        image.topic(&partition.topic).filter(|m| m.is_replica(partition.partition, shard.settings.node_id))
+    {
+        let settings = TopicSettings::of(meta, &shard.topic_defaults());
+        let assignment = assignment_here(shard, &image, meta, partition.partition);
+        let open = ops::Open { settings: Box::new(settings), assignment, in_background: false };
+        let owner = image.shard_of(partition).unwrap_or(owner);
+        shard.call_on(owner, partition.clone(), open).await.map_err(|e| format!("opening again: error {}", e.code))?;
+    }
+    let paused_bytes =
+        finished.map_err(|e| format!("finishing: {}", e.message.unwrap_or_else(|| format!("error {}", e.code))))?;
+    Ok(Moved { precopied_bytes, paused_bytes, paused_ms: paused.elapsed().as_millis() as u64 })
+}
+
 /// Kafka's `offsets.topic.replication.factor` and
 /// `transaction.state.log.replication.factor` default.
 const INTERNAL_TOPIC_REPLICATION_FACTOR: i16 = 3;

@@ -162,8 +162,11 @@ fn fill_disk(node: &Broker, hold: Duration) -> bool {
     // SAFETY: a valid descriptor; fallocate reserves blocks without writing them.
     let reserved = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size) };
     assert_eq!(reserved, 0, "fallocate of {size} bytes: {}", std::io::Error::last_os_error());
-    let (until, mut noticed) = (Instant::now() + hold, false);
-    while Instant::now() < until {
+    // Appends go on into space their segments reserved before (up to 32 MiB each), so
+    // on a slow machine the node may need longer than `hold` to run into the full
+    // disk: held until it does, or a minute.
+    let (until, give_up, mut noticed) = (Instant::now() + hold, Instant::now() + Duration::from_secs(60), false);
+    while Instant::now() < until || (!noticed && Instant::now() < give_up) {
         std::thread::sleep(Duration::from_millis(250));
         noticed |= metric(node, "skein_log_dir_full") == 1;
     }

@@ -228,7 +228,7 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
         ("auto.create.topics.enable", settings.auto_create_topics.to_string(), ConfigType::Boolean, "Auto-creation."),
         ("num.partitions", settings.num_partitions.to_string(), ConfigType::Int, "Partitions of new topics."),
         ("socket.request.max.bytes", settings.socket_request_max_bytes.to_string(), ConfigType::Int, "Largest frame."),
-        ("log.dirs", settings.data_dir.display().to_string(), ConfigType::List, "The data directory."),
+        ("log.dirs", log_dirs_text(settings), ConfigType::List, "The log directories (--log-dirs)."),
         (
             "group.initial.rebalance.delay.ms",
             settings.group_initial_rebalance_delay_ms.to_string(),
@@ -311,4 +311,10 @@ fn broker_configs(shard: &Shard) -> Vec<Entry> {
         });
     }
     out
+}
+
+/// `log.dirs` as Kafka describes it: the paths, comma-separated.
+fn log_dirs_text(settings: &crate::shard::NodeSettings) -> String {
+    let dirs = settings.log_dirs.dirs().iter().map(|d| d.path().display().to_string());
+    dirs.collect::<Vec<_>>().join(",")
 }

@@ -1,7 +1,9 @@
-//! DescribeLogDirs: the data directory, its partitions' sizes, (v4) its space and (v5,
-//! KIP-1066) whether it is cordoned: named in this broker's `cordoned.log.dirs`, or
-//! `*` there.
+//! DescribeLogDirs: each of this broker's log directories (`--log-dirs`), the
+//! partitions in it with their sizes, a replica being moved into it as a future one
+//! (AlterReplicaLogDirs), (v4) its space and (v5, KIP-1066) whether it is cordoned:
+//! named in this broker's `cordoned.log.dirs`, or `*` there.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures_util::future::join_all;
@@ -32,37 +34,58 @@ pub async fn handle(shard: &Rc<Shard>, request: DescribeLogDirsRequest) -> Descr
             })
             .collect(),
     };
-    let mut dir = DescribeLogDirsResult::default();
-    dir.log_dir = s(shard.settings.data_dir.display().to_string());
-    let stats = rustix_free_space(&shard.settings.data_dir);
-    dir.total_bytes = stats.0;
-    dir.usable_bytes = stats.1;
-    let cordoned = crate::broker_configs::dynamic_broker_value(&image, shard.settings.node_id, "cordoned.log.dirs");
-    let here = shard.settings.data_dir.display().to_string();
-    dir.is_cordoned =
-        cordoned.split(',').map(str::trim).any(|d| d == "*" || d.trim_end_matches('/') == here.trim_end_matches('/'));
+    let log_dirs = shard.settings.log_dirs.clone();
+    // Per directory, per topic: its partitions here, and those moving here (future).
+    let mut placed: Vec<BTreeMap<String, Vec<DescribeLogDirsPartition>>> = vec![BTreeMap::new(); log_dirs.dirs().len()];
     for (topic, partitions) in wanted {
         let lookups = partitions.iter().map(|p| shard.call(TopicPartition::new(topic.clone(), *p), ops::Stats));
         let results = join_all(lookups).await;
-        let mut out = DescribeLogDirsTopic::default();
-        out.name = TopicName(s(topic.clone()));
         for (p, result) in partitions.iter().zip(results) {
-            if let Ok(ops::PartitionStats { size_bytes, .. }) = result {
-                let mut partition = DescribeLogDirsPartition::default();
-                partition.partition_index = *p;
-                partition.partition_size = size_bytes as i64;
-                out.partitions.push(partition);
+            let Ok(ops::PartitionStats { size_bytes, .. }) = result else { continue };
+            let tp = TopicPartition::new(topic.clone(), *p);
+            let mut partition = DescribeLogDirsPartition::default();
+            partition.partition_index = *p;
+            partition.partition_size = size_bytes as i64;
+            if let Some(target) = log_dirs.moving_to(&tp).filter(|&t| Some(t) != log_dirs.located(&tp)) {
+                let mut future = partition.clone();
+                future.is_future_key = true;
+                placed[target].entry(topic.clone()).or_default().push(future);
             }
+            let here = log_dirs.located(&tp).unwrap_or(0).min(placed.len() - 1);
+            placed[here].entry(topic.clone()).or_default().push(partition);
         }
-        dir.topics.push(out);
     }
+    let cordoned = crate::broker_configs::dynamic_broker_value(&image, shard.settings.node_id, "cordoned.log.dirs");
+    let cordoned = crate::broker_configs::cordoned(cordoned, &log_dirs);
+    let results = log_dirs
+        .dirs()
+        .iter()
+        .zip(placed)
+        .zip(cordoned)
+        .map(|((log_dir, topics), is_cordoned)| {
+            let mut dir = DescribeLogDirsResult::default();
+            (dir.total_bytes, dir.usable_bytes) = free_space(log_dir.path());
+            dir.is_cordoned = is_cordoned;
+            dir.log_dir = s(log_dir.path().display().to_string());
+            dir.topics = topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    let mut out = DescribeLogDirsTopic::default();
+                    out.name = TopicName(s(name));
+                    out.partitions = partitions;
+                    out
+                })
+                .collect();
+            dir
+        })
+        .collect();
     let mut response = DescribeLogDirsResponse::default();
-    response.results = vec![dir];
+    response.results = results;
     response
 }
 
 /// (total, usable) bytes of the data directory's file system; -1 when unknown.
-fn rustix_free_space(path: &std::path::Path) -> (i64, i64) {
+fn free_space(path: &std::path::Path) -> (i64, i64) {
     match skein_engine::io::free_space(path) {
         Some((total, usable)) => (total as i64, usable as i64),
         None => (-1, -1),

@@ -193,6 +193,18 @@ impl Shard {
                 Box::pin(self.logs.close(partition)).await?;
                 return Ok(PartitionReply::Done);
             }
+            PartitionOp::Precopy(ops::Precopy { target }) => {
+                if self.partition(partition).is_none() {
+                    return Err(PartitionError::new(code::REPLICA_NOT_AVAILABLE));
+                }
+                let precopy = Box::pin(self.logs.precopy(partition, target)).await?;
+                return Ok(PartitionReply::Precopied(Box::new(precopy)));
+            }
+            PartitionOp::FinishMove(ops::FinishMove(precopy)) => {
+                self.partitions.borrow_mut().remove(partition);
+                let bytes = Box::pin(self.logs.finish_move(partition, *precopy)).await?;
+                return Ok(PartitionReply::Moved(bytes));
+            }
             PartitionOp::Remove(ops::Remove { topic_id }) => {
                 // Only the incarnation being deleted: a topic recreated meanwhile keeps
                 // its log (`delete_for_topic` checks the id).
@@ -351,7 +363,11 @@ impl Shard {
                     Err(e) => Err(PartitionError { code: e.code, message: e.message }),
                 }
             }
-            PartitionOp::Open(_) | PartitionOp::Remove(_) | PartitionOp::Release(_) => {
+            PartitionOp::Open(_)
+            | PartitionOp::Remove(_)
+            | PartitionOp::Release(_)
+            | PartitionOp::Precopy(_)
+            | PartitionOp::FinishMove(_) => {
                 unreachable!("handled above")
             }
         }

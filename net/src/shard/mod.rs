@@ -129,10 +129,12 @@ pub struct NodeSettings {
     pub connections: Arc<crate::connections::ConnectionLimits>,
     /// The high watermarks of `replication-offset-checkpoint` as the node found it.
     pub recovered_high_watermarks: HashMap<TopicPartition, Offset>,
-    /// Whether the data directory has room for appends, shared by every shard
-    /// (`skein_engine::space`): logged once, exported as `skein_log_dir_full`, and
-    /// reported to the controller in broker heartbeats.
-    pub space: skein_engine::space::SpaceWatch,
+    /// The node's log directories, shared by every shard: where each partition is, and
+    /// whether each has room for appends (`skein_engine::space`: logged once, exported
+    /// as `skein_log_dir_full`, reported to the controller in broker heartbeats).
+    pub log_dirs: Arc<skein_engine::log_dirs::LogDirs>,
+    /// Each shard's home log directory, where it creates partitions.
+    pub log_dir_homes: Vec<usize>,
 }
 
 impl NodeSettings {
@@ -199,12 +201,15 @@ impl Shard {
         router: Router,
     ) -> Shard {
         let logs = LogManager::new(DmaStorage, settings.data_dir.clone(), cache_bytes)
-            .with_space(settings.space.clone())
+            .with_log_dirs(settings.log_dirs.clone(), settings.log_dir_homes.get(id).copied().unwrap_or(0))
             .with_group_commit(settings.group_commit_max_delay)
             .with_write_shape(settings.write_shape);
         let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
         let share_slots = crate::share::sessions::SESSIONS_PER_NODE_MAX.div_ceil(settings.shards.max(1));
         let security = ShardSecurity::new(&settings, &image);
+        if id == 0 {
+            crate::broker_configs::install_cordoned(&image, settings.node_id, &settings.log_dirs);
+        }
         let shard = Shard {
             id,
             settings,
@@ -314,6 +319,7 @@ impl Shard {
                 let node = self.settings.node_id;
                 let limit = |name| image.broker_config(node, name).and_then(|(v, _)| v.trim().parse::<usize>().ok());
                 self.settings.connections.apply(limit("max.connections"), limit("max.connections.per.ip"));
+                crate::broker_configs::install_cordoned(&image, node, &self.settings.log_dirs);
             }
             *current = image;
         }

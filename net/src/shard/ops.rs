@@ -190,6 +190,19 @@ pub struct Remove {
 #[derive(Debug)]
 pub struct Release;
 
+/// Step 1 of moving the partition to another log directory of this node (its index
+/// in `NodeSettings::log_dirs`): its files copied there while it serves.
+#[derive(Debug)]
+pub struct Precopy {
+    pub target: usize,
+}
+
+/// Step 2 of a move: the partition stops being hosted here, its log closes, and the
+/// copy catches up and replaces it (`LogManager::finish_move`). The caller opens it
+/// again, whatever the outcome.
+#[derive(Debug)]
+pub struct FinishMove(pub Box<skein_engine::relocate::Precopy>);
+
 /// The partition's sizes, offsets and counters.
 #[derive(Debug)]
 pub struct Stats;
@@ -233,6 +246,8 @@ pub enum PartitionOp {
     Reconfigure(Reconfigure),
     Remove(Remove),
     Release(Release),
+    Precopy(Precopy),
+    FinishMove(FinishMove),
     Stats(Stats),
     Group(Group),
     Txn(Txn),
@@ -326,6 +341,9 @@ pub enum PartitionReply {
     Producers(Vec<skein_replication::producer::ProducerInfo>),
     ShareState(Box<crate::coordinator::share::Stored>),
     Share(Box<crate::share::leader::ShareAnswer>),
+    Precopied(Box<skein_engine::relocate::Precopy>),
+    /// The bytes the last step of a move copied.
+    Moved(u64),
     Done,
 }
 
@@ -342,6 +360,8 @@ crate::typed::typed_requests! {
         Reconfigure => () = PartitionReply::Done => ();
         Remove => () = PartitionReply::Done => ();
         Release => () = PartitionReply::Done => ();
+        Precopy => skein_engine::relocate::Precopy = PartitionReply::Precopied(r) => *r;
+        FinishMove => u64 = PartitionReply::Moved(r) => r;
         Stats => PartitionStats = PartitionReply::Stats(r) => r;
         WriteMarker => () = PartitionReply::Done => ();
         Producers => Vec<skein_replication::producer::ProducerInfo> = PartitionReply::Producers(r) => r;
