@@ -1,13 +1,15 @@
 //! The node's log directories at start (Kafka's `log.dirs`, KIP-858's JBOD), on the
 //! main thread before any shard runs: each created, locked and given its
-//! `meta.properties`, swept of what a crash left, and scanned for the partitions in it.
+//! `meta.properties`, swept of what a crash left (interrupted moves,
+//! `skein_engine::log_dirs::settle_moves`; stray partitions), and scanned for the
+//! partitions in it.
 //! The shards then share the result (`skein_engine::log_dirs::LogDirs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use skein_engine::log_dirs::{LogDir, LogDirs, FUTURE_SUFFIX, MOVED_MARKER};
+use skein_engine::log_dirs::{LogDir, LogDirs};
 use skein_engine::manager::{partition_metadata_topic_id, topic_id_text, DELETED_SUFFIX, PARTITION_METADATA};
 use skein_engine::TopicPartition;
 
@@ -50,37 +52,12 @@ pub fn prepare(
         };
         dirs.push(LogDir::new(path, id));
     }
+    let paths: Vec<&Path> = dirs.iter().map(LogDir::path).collect();
+    skein_engine::log_dirs::settle_moves(&paths)?;
     let mut located: HashMap<TopicPartition, usize> = HashMap::new();
     for (index, dir) in dirs.iter().enumerate() {
-        for (partition, path) in sweep(dir.path(), image)? {
-            let Some(&other) = located.get(&partition) else {
-                located.insert(partition, index);
-                continue;
-            };
-            // Both copies of a move a crash interrupted between its two renames: the
-            // marked one is stale.
-            let first = dirs[other].path().join(partition.dir_name());
-            match (first.join(MOVED_MARKER).exists(), path.join(MOVED_MARKER).exists()) {
-                (true, false) => {
-                    rename_away(&first, DELETED_SUFFIX)?;
-                    located.insert(partition, index);
-                }
-                (false, true) => rename_away(&path, DELETED_SUFFIX)?,
-                _ => {
-                    return Err(format!(
-                        "duplicate log directories for {partition} are found in both {} and {}: remove one of them",
-                        first.display(),
-                        path.display()
-                    ))
-                }
-            }
-        }
-    }
-    // A marker in the only copy: the crash came before the copy was live.
-    for (partition, &index) in &located {
-        let marker = dirs[index].path().join(partition.dir_name()).join(MOVED_MARKER);
-        if marker.exists() {
-            std::fs::remove_file(&marker).map_err(|e| format!("cannot remove {}: {e}", marker.display()))?;
+        for partition in sweep(dir.path(), image)? {
+            located.insert(partition, index);
         }
     }
     let shard_nodes: Vec<Option<u32>> = config.cpus.iter().map(|&cpu| cpu_numa_node(cpu)).collect();
@@ -106,25 +83,18 @@ fn create_durably(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Sweeps one log directory and returns its partitions with their paths:
-/// - a `-future` directory (a move a crash interrupted before it was live) is removed;
-/// - a partition directory of no topic in the metadata, or of another incarnation of
-///   its topic (its `partition.metadata` names another id), is renamed to Kafka's
-///   `-delete` name, as Kafka removes stray replicas (KIP-858). They are left by a crash
-///   between a topic deletion being recorded and its directories being renamed; a
-///   topic recreated under the same name must never serve them.
-fn sweep(dir: &Path, image: &skein_net::metadata::MetadataImage) -> Result<Vec<(TopicPartition, PathBuf)>, String> {
+/// Sweeps one log directory and returns its partitions. A partition directory of no
+/// topic in the metadata, or of another incarnation of its topic (its
+/// `partition.metadata` names another id), is renamed to Kafka's `-delete` name, as
+/// Kafka removes stray replicas (KIP-858). They are left by a crash between a topic
+/// deletion being recorded and its directories being renamed; a topic recreated under
+/// the same name must never serve them.
+fn sweep(dir: &Path, image: &skein_net::metadata::MetadataImage) -> Result<Vec<TopicPartition>, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
     let mut found = Vec::new();
     let mut changed = false;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
-        if name.ends_with(FUTURE_SUFFIX) {
-            std::fs::remove_dir_all(entry.path()).map_err(|e| format!("cannot remove {name}: {e}"))?;
-            tracing::warn!(target: "skein", dir = %entry.path().display(), "an interrupted move's copy removed");
-            changed = true;
-            continue;
-        }
         let Some(partition) = TopicPartition::from_dir_name(&name) else { continue };
         let on_disk = std::fs::read_to_string(entry.path().join(PARTITION_METADATA)).ok();
         let on_disk_id = on_disk.as_deref().and_then(partition_metadata_topic_id);
@@ -136,7 +106,7 @@ fn sweep(dir: &Path, image: &skein_net::metadata::MetadataImage) -> Result<Vec<(
             }
         };
         if !stray {
-            found.push((partition, entry.path()));
+            found.push(partition);
             continue;
         }
         rename_away(&entry.path(), DELETED_SUFFIX)?;

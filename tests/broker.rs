@@ -4,41 +4,17 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::acks::Acks;
 use common::Broker;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
-
-/// (partition, offset, payload) of each acknowledged record.
-type Delivered = Arc<Mutex<Vec<(i32, i64, Vec<u8>)>>>;
-
-/// Collects delivery reports: (partition, offset, payload) of acknowledged records.
-#[derive(Clone, Default)]
-struct Acks {
-    acked: Delivered,
-    errors: Arc<Mutex<Vec<String>>>,
-}
-
-impl ClientContext for Acks {}
-
-impl ProducerContext for Acks {
-    type DeliveryOpaque = ();
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        match result {
-            Ok(m) => {
-                self.acked.lock().unwrap().push((m.partition(), m.offset(), m.payload().unwrap_or_default().to_vec()))
-            }
-            Err((e, _)) => self.errors.lock().unwrap().push(e.to_string()),
-        }
-    }
-}
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
 
 fn new_producer(broker: &Broker, extra: &[(&str, &str)]) -> (BaseProducer<Acks>, Acks) {
     let acks = Acks::default();

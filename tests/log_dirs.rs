@@ -10,15 +10,16 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::acks::Acks;
 use common::{kafka_tool, Broker};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
 
 const TOPICS: &str = "org.apache.kafka.tools.TopicCommand";
 const REASSIGN: &str = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
@@ -28,25 +29,6 @@ fn ok(main: &str, args: &[&str]) -> String {
     let (success, output) = kafka_tool(main, args, "");
     assert!(success, "{main} {args:?} failed:\n{output}");
     output
-}
-
-/// The payloads acknowledged, and the errors reported.
-#[derive(Clone, Default)]
-struct Acks {
-    acked: Arc<Mutex<Vec<Vec<u8>>>>,
-    errors: Arc<Mutex<Vec<String>>>,
-}
-
-impl ClientContext for Acks {}
-
-impl ProducerContext for Acks {
-    type DeliveryOpaque = ();
-    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
-        match result {
-            Ok(m) => self.acked.lock().unwrap().push(m.payload().unwrap_or_default().to_vec()),
-            Err((e, _)) => self.errors.lock().unwrap().push(e.to_string()),
-        }
-    }
 }
 
 /// Partition directories of `topic` in `dir`.
@@ -183,7 +165,7 @@ fn replicas_move_between_log_directories_under_a_producer() {
     assert!(log_dirs.iter().all(|d| d["error"].is_null()), "{json}");
 
     // Every acknowledged record is there, in order, before and after a restart.
-    let acked = acks.acked.lock().unwrap().clone();
+    let acked: Vec<Vec<u8>> = acks.acked.lock().unwrap().iter().map(|(_, _, payload)| payload.clone()).collect();
     eprintln!("{} records acknowledged", acked.len());
     assert!(acked.len() > 3_000, "{}", acked.len());
     for round in ["after the move", "after a restart"] {

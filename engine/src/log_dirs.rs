@@ -188,6 +188,83 @@ pub fn homes(shard_nodes: &[Option<u32>], dir_nodes: &[Option<u32>]) -> Vec<usiz
         .collect()
 }
 
+/// Finishes or undoes the moves a crash interrupted (`relocate.rs`), in `dirs`, at
+/// start, before any shard runs (it uses `std::fs`: never on an executor thread):
+/// - a `-future` directory (a copy that never went live) is removed;
+/// - a partition in two directories keeps the one without `MOVED_MARKER` (the marked
+///   one was copied and its copy went live), the other renamed to `-delete`; with no
+///   marker, or both marked, it is an error naming both;
+/// - a marker in a partition's only directory (the crash came before its copy went
+///   live) is removed.
+///
+/// # Errors
+/// A message when a directory cannot be read, renamed or synced, or for a duplicate.
+pub fn settle_moves(dirs: &[&Path]) -> Result<(), String> {
+    let mut seen: HashMap<String, &Path> = HashMap::new();
+    for &dir in dirs {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("cannot list {}: {e}", dir.display())),
+        };
+        let mut changed = false;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.ends_with(FUTURE_SUFFIX) {
+                std::fs::remove_dir_all(entry.path()).map_err(|e| format!("cannot remove {name}: {e}"))?;
+                tracing::warn!(target: "skein::engine", dir = %entry.path().display(), "an interrupted move's copy removed");
+                changed = true;
+                continue;
+            }
+            if TopicPartition::from_dir_name(&name).is_none() {
+                continue;
+            }
+            let Some(&other) = seen.get(&name) else {
+                seen.insert(name, dir);
+                continue;
+            };
+            let (first, second) = (other.join(&name), entry.path());
+            let stale = match (first.join(MOVED_MARKER).exists(), second.join(MOVED_MARKER).exists()) {
+                (true, false) => {
+                    seen.insert(name.clone(), dir);
+                    first
+                }
+                (false, true) => second,
+                _ => {
+                    return Err(format!(
+                        "duplicate log directories for {name} are found in both {} and {}: remove one of them",
+                        first.display(),
+                        second.display()
+                    ))
+                }
+            };
+            let target = stale.with_file_name(format!(
+                "{name}.{}{}",
+                uuid::Uuid::new_v4().simple(),
+                crate::segment::DELETED_SUFFIX
+            ));
+            std::fs::rename(&stale, &target).map_err(|e| format!("cannot rename {}: {e}", stale.display()))?;
+            sync(stale.parent().unwrap_or(Path::new(".")))?;
+            tracing::warn!(target: "skein::engine", dir = %stale.display(), "an interrupted move's original removed");
+        }
+        if changed {
+            sync(dir)?;
+        }
+    }
+    for (name, dir) in seen {
+        let marker = dir.join(&name).join(MOVED_MARKER);
+        if marker.exists() {
+            std::fs::remove_file(&marker).map_err(|e| format!("cannot remove {}: {e}", marker.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn sync(dir: &Path) -> Result<(), String> {
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| format!("cannot sync {}: {e}", dir.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

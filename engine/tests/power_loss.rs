@@ -636,3 +636,55 @@ fn crash_then_restart_then_power_loss() {
         }
     });
 }
+
+// A move between log directories (`relocate.rs`) cut by a power loss at every one of
+// its operations: after the start's `settle_moves`, the partition is in exactly one
+// directory, with every record it had synced before the move.
+#[test]
+fn a_move_between_log_directories_survives_power_loss_at_every_point() {
+    use skein_engine::log_dirs::{settle_moves, LogDir, LogDirs};
+    let config = LogConfig { flush_messages: 1, ..small_segments(2 << 10) };
+    let (mut cut, mut finished) = (0, false);
+    while !finished {
+        let root = scratch_dir();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let dirs =
+            || std::sync::Arc::new(LogDirs::new(vec![LogDir::new(&a, "a"), LogDir::new(&b, "b")], HashMap::new()));
+        let plan = FaultPlan::new();
+        plan.model_power_loss(root.path()).unwrap();
+        run(async {
+            let storage = FaultStorage::new(DmaStorage, plan.clone());
+            let manager = LogManager::new(storage, &a, 1 << 20).with_log_dirs(dirs(), 0);
+            let log = manager.create(tp(), config.clone()).await.unwrap();
+            for tag in 0..30 {
+                log.append(tagged(tag, 3), LEADER).await.unwrap();
+            }
+            let precopy = manager.precopy(&tp(), 1).await.unwrap();
+            for tag in 30..40 {
+                log.append(tagged(tag, 3), LEADER).await.unwrap();
+            }
+            plan.crash_after_ops.set(Some(plan.ops() + cut));
+            finished = manager.finish_move(&tp(), precopy).await.is_ok();
+        });
+        plan.power_loss(PowerCut::Seeded(cut)).unwrap();
+        settle_moves(&[a.as_path(), b.as_path()]).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+        let holders: Vec<&std::path::PathBuf> = [&a, &b].into_iter().filter(|d| d.join("t-0").exists()).collect();
+        assert_eq!(holders.len(), 1, "cut {cut}: the partition is in {holders:?}");
+        if finished {
+            assert_eq!(holders, [&b], "a finished move ends in the target");
+        }
+        run(async {
+            let manager = LogManager::new(DmaStorage, &a, 1 << 20).with_log_dirs(dirs(), 0);
+            manager.discover().await.unwrap();
+            let log = manager.open(tp(), config.clone()).await.unwrap();
+            assert_eq!(bases(&log).await, prefix(40), "cut {cut}");
+        });
+        cut += 1;
+        assert!(cut < 10_000, "the move never finished");
+    }
+    // Each cut one operation further: the close, the copy of each file, the syncs,
+    // the marker and the two renames.
+    assert!(cut > 30, "only {cut} operations");
+}

@@ -3,6 +3,7 @@
 //! input; rdkafka clients for everything else.
 #![allow(dead_code)]
 
+pub mod acks;
 pub mod lan;
 pub mod pki;
 
