@@ -237,6 +237,13 @@ fn render(shard: &Shard) -> String {
             dir.path().display(),
             u8::from(dir.space.is_full())
         );
+        // 1 once a write or sync in it failed: its partitions are offline.
+        let _ = writeln!(
+            out,
+            "skein_log_dir_failed{{shard=\"{id}\",dir=\"{}\"}} {}",
+            dir.path().display(),
+            u8::from(dir.space.is_failed())
+        );
     }
     let _ = writeln!(out, "skein_disk_full_refusals_total{{shard=\"{id}\"}} {}", engine.disk_full_refusals.get());
     // This thread's files: open against the budget, closed while idle to stay within

@@ -544,10 +544,22 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
         }
         let request = match registered {
             false => ControllerRequest::RegisterBroker(broker.clone()),
-            // A full data directory takes no writes: the controller moves this node's
-            // leaderships away until it has room again (as Kafka's offline log dirs).
+            // No log directory that takes writes: the controller moves this node's
+            // leaderships away until one has room again (as Kafka's offline log
+            // dirs). The replicas of a failed directory leave their ISRs.
             true => {
-                ControllerRequest::BrokerHeartbeat { id: broker.id, log_dir_offline: shard.logs.log_dirs().all_full() }
+                let dirs = shard.logs.log_dirs();
+                let offline_replicas = dirs
+                    .failed()
+                    .into_iter()
+                    .flat_map(|d| dirs.partitions_in(d))
+                    .map(|p| (p.topic, p.partition))
+                    .collect();
+                ControllerRequest::BrokerHeartbeat {
+                    id: broker.id,
+                    log_dir_offline: dirs.none_writable(),
+                    offline_replicas,
+                }
             }
         };
         match controller.handle(&shard, request).await {
@@ -794,6 +806,7 @@ async fn run_shard(
         if since_housekeeping >= Duration::from_millis(config.housekeeping_interval_ms) {
             since_housekeeping = Duration::ZERO;
             let now = skein_engine::log::now_ms();
+            shard.drop_offline_partitions();
             shard.logs.housekeeping(now).await;
             if last_expiry_check.elapsed() >= expiry_check {
                 last_expiry_check = std::time::Instant::now();

@@ -220,3 +220,82 @@ fn log_directories_are_checked_at_start() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("belongs to node 7"), "{stderr}");
 }
+
+/// Shuts the ext4 file system at `mountpoint` down (EXT4_IOC_SHUTDOWN, without
+/// flushing its log): every later I/O on it fails with EIO, as on a dead drive.
+fn shut_down(mountpoint: &Path) {
+    use std::os::fd::AsRawFd;
+    const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587d;
+    const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
+    let dir = std::fs::File::open(mountpoint).unwrap();
+    let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
+    // SAFETY: a valid descriptor, and the ioctl reads one u32 from the pointer.
+    let done = unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flags as *const u32) };
+    assert_eq!(done, 0, "EXT4_IOC_SHUTDOWN: {}", std::io::Error::last_os_error());
+}
+
+/// Produces one record to each of `partitions` of `topic`; returns which were
+/// acknowledged within `timeout`.
+fn produce_each(bootstrap: &str, topic: &str, partitions: i32, timeout: Duration) -> BTreeSet<i32> {
+    let acks = Acks::default();
+    let producer: BaseProducer<Acks> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("message.timeout.ms", timeout.as_millis().to_string())
+        .create_with_context(acks.clone())
+        .unwrap();
+    for p in 0..partitions {
+        producer.send(BaseRecord::<(), str>::to(topic).partition(p).payload("r")).unwrap();
+    }
+    let _ = producer.flush(timeout + Duration::from_secs(5));
+    let acked = acks.acked.lock().unwrap().iter().map(|(p, _, _)| *p).collect();
+    acked
+}
+
+// A drive that fails (its ext4 file system shut down: every I/O EIO) takes only the
+// partitions in its log directory offline: they answer KAFKA_STORAGE_ERROR, DescribeLogDirs
+// reports the directory offline, `skein_log_dir_failed` says so, the failure is
+// logged once, and the partitions in the other directory take writes on.
+#[test]
+fn a_failed_drive_takes_only_its_partitions_offline() {
+    use kafka_protocol::messages::DescribeLogDirsRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let drive = common::LoopFs::new(dir.path(), 256 << 20);
+    let (a, b) = (drive.mountpoint.join("logs"), dir.path().join("logs-b"));
+    let dirs = format!("{},{}", a.display(), b.display());
+    let mut node = Broker::start(dir.path(), "2", &["--log-dirs", &dirs]);
+    let bootstrap = node.bootstrap();
+    ok(TOPICS, &["--bootstrap-server", &bootstrap, "--create", "--topic", "split", "--partitions", "4"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while partitions_in(&a, "split").len() + partitions_in(&b, "split").len() < 4 {
+        assert!(Instant::now() < deadline, "partitions never created");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (on_a, on_b) = (partitions_in(&a, "split"), partitions_in(&b, "split"));
+    assert!(!on_a.is_empty() && !on_b.is_empty(), "{on_a:?} {on_b:?}");
+    assert_eq!(produce_each(&bootstrap, "split", 4, Duration::from_secs(10)).len(), 4);
+
+    shut_down(&drive.mountpoint);
+    // The first write there fails the directory; the other directory's partitions
+    // take writes meanwhile and after.
+    let acked = produce_each(&bootstrap, "split", 4, Duration::from_secs(5));
+    assert_eq!(acked, on_b, "acknowledged {acked:?}, the healthy directory holds {on_b:?}");
+    let failed = format!("skein_log_dir_failed{{shard=\"0\",dir=\"{}\"}} 1", a.display());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !node.metrics().contains(&failed) {
+        assert!(Instant::now() < deadline, "{}", node.metrics());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Once its partitions are dropped (a housekeeping pass), they answer
+    // KAFKA_STORAGE_ERROR at once.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let mut client = common::RawClient::connect(&bootstrap);
+    let described = client.call(&DescribeLogDirsRequest::default().with_topics(None), 4);
+    let by_path =
+        |path: &Path| described.results.iter().find(|r| r.log_dir.as_str() == path.to_str().unwrap()).unwrap();
+    assert_eq!(by_path(&a).error_code, 56, "KAFKA_STORAGE_ERROR: {described:?}");
+    assert_eq!(by_path(&b).error_code, 0);
+    assert_eq!(by_path(&b).topics.iter().map(|t| t.partitions.len()).sum::<usize>(), on_b.len());
+    assert_eq!(produce_each(&bootstrap, "split", 4, Duration::from_secs(5)), on_b);
+    assert_eq!(node.log().matches("log directory failed: its partitions go offline").count(), 1, "{}", node.log());
+    node.stop();
+}

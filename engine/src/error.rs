@@ -34,6 +34,12 @@ pub enum Error {
     #[error("log {partition} failed and is read-only until reopened: {reason}")]
     LogFailed { partition: TopicPartition, reason: String },
 
+    /// The partition's log directory failed (a write or sync in it failed): its
+    /// partitions stay offline until the node restarts with the directory repaired or
+    /// left out (Kafka's offline log directory).
+    #[error("log directory {dir} of {partition} is offline")]
+    DirOffline { partition: TopicPartition, dir: PathBuf },
+
     /// The requested offset is outside `[log_start_offset, log_end_offset]`.
     #[error("offset {offset} out of range [{start}, {end}]")]
     OffsetOutOfRange { offset: Offset, start: Offset, end: Offset },

@@ -116,17 +116,34 @@ impl LogDirs {
     }
 
     /// Where a shard at home in `home` creates a partition: its home, unless that is
-    /// cordoned and another directory is not (then the first such after it).
+    /// failed or cordoned and another directory is neither (then the first such after
+    /// it); else the first that has not failed.
     pub fn for_new_partition(&self, home: usize) -> usize {
         let count = self.dirs.len();
-        let open = |d: usize| !self.cordoned[d].load(Ordering::Relaxed);
-        (0..count).map(|step| (home + step) % count).find(|&d| open(d)).unwrap_or(home)
+        let ring = || (0..count).map(|step| (home + step) % count);
+        let live = |d: usize| !self.dirs[d].space.is_failed();
+        let open = |d: usize| live(d) && !self.cordoned[d].load(Ordering::Relaxed);
+        ring().find(|&d| open(d)).or_else(|| ring().find(|&d| live(d))).unwrap_or(home)
     }
 
-    /// Whether appends to every directory are refused for want of space: the node
-    /// can take no write at all.
-    pub fn all_full(&self) -> bool {
-        self.dirs.iter().all(|d| d.space.is_full())
+    /// The directories that failed, by index.
+    pub fn failed(&self) -> Vec<usize> {
+        (0..self.dirs.len()).filter(|&d| self.dirs[d].space.is_failed()).collect()
+    }
+
+    /// The partitions located in directory `index`.
+    pub fn partitions_in(&self, index: usize) -> Vec<TopicPartition> {
+        self.lock().iter().filter(|(_, &d)| d == index).map(|(p, _)| p.clone()).collect()
+    }
+
+    /// Whether `partition` is in a directory that failed.
+    pub fn is_offline(&self, partition: &TopicPartition) -> bool {
+        self.located(partition).is_some_and(|d| self.dirs[d].space.is_failed())
+    }
+
+    /// Whether every directory is full or failed: the node can take no write at all.
+    pub fn none_writable(&self) -> bool {
+        self.dirs.iter().all(|d| d.space.is_full() || d.space.is_failed())
     }
 
     /// Asks for `partition` to be moved to directory `target`. Returns true when no

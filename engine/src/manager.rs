@@ -226,7 +226,7 @@ impl<S: Storage> LogManager<S> {
         }
         let dirs = self.dirs.dirs();
         if dirs.len() > 1 {
-            for (index, dir) in dirs.iter().enumerate() {
+            for (index, dir) in dirs.iter().enumerate().filter(|(_, d)| !d.space.is_failed()) {
                 if self.ctx.storage.list_dir(&dir.path().join(partition.dir_name())).await.is_ok() {
                     self.dirs.set_located(partition, index);
                     return index;
@@ -238,12 +238,30 @@ impl<S: Storage> LogManager<S> {
 
     /// The context and directory of `partition`'s log: its log directory's free-space
     /// state, and the path under it.
-    async fn placed(&self, partition: &TopicPartition) -> (LogContext<S>, PathBuf) {
+    ///
+    /// # Errors
+    /// `DirOffline` when that directory failed.
+    async fn placed(&self, partition: &TopicPartition) -> Result<(LogContext<S>, PathBuf)> {
         let index = self.dir_of(partition).await;
         let dir = &self.dirs.dirs()[index];
+        if dir.space.is_failed() {
+            return Err(Error::DirOffline { partition: partition.clone(), dir: dir.path().to_owned() });
+        }
         let mut ctx = self.ctx.clone();
         ctx.space = dir.space.clone();
-        (ctx, dir.path().join(partition.dir_name()))
+        Ok((ctx, dir.path().join(partition.dir_name())))
+    }
+
+    /// Forgets the logs of this shard in directories that failed, without closing
+    /// them (their files take no more I/O). Returns the partitions forgotten.
+    pub fn forget_offline(&self) -> Vec<TopicPartition> {
+        let offline: Vec<TopicPartition> =
+            self.logs.borrow().keys().filter(|p| self.dirs.is_offline(p)).cloned().collect();
+        for partition in &offline {
+            self.logs.borrow_mut().remove(partition);
+            self.topic_ids.borrow_mut().remove(partition);
+        }
+        offline
     }
 
     /// The path of the log directory `partition` is in, when it is open or known.
@@ -282,7 +300,7 @@ impl<S: Storage> LogManager<S> {
         }
         let key = self.next_key.get();
         self.next_key.set(key + 1);
-        let (mut ctx, dir) = self.placed(&partition).await;
+        let (mut ctx, dir) = self.placed(&partition).await?;
         ctx.clean_start = self.clean_start.get();
         let log = Log::open(ctx, dir, partition.clone(), key, config).await?;
         self.dirs.set_located(&partition, self.dir_of(&partition).await);
@@ -315,7 +333,7 @@ impl<S: Storage> LogManager<S> {
             // a log of another id and leave it alone (`delete_for_topic`).
             self.delete_locked(&partition).await?;
         }
-        let (_, dir) = self.placed(&partition).await;
+        let (_, dir) = self.placed(&partition).await?;
         let path = dir.join(PARTITION_METADATA);
         let expected = topic_id_text(topic_id);
         let on_disk = io::read_whole(&self.ctx.storage, &path).await.map_err(|e| Error::io("read", &path, e))?;
@@ -447,7 +465,7 @@ impl<S: Storage> LogManager<S> {
         }
         let key = self.next_key.get();
         self.next_key.set(key + 1);
-        let (ctx, dir) = self.placed(&partition).await;
+        let (ctx, dir) = self.placed(&partition).await?;
         let log = Log::create(ctx, dir, partition.clone(), key, config, identity).await?;
         self.dirs.set_located(&partition, self.dir_of(&partition).await);
         self.logs.borrow_mut().insert(partition, log.clone());

@@ -38,6 +38,8 @@ struct Shared {
     logged_ms: AtomicU64,
     /// The current full spell was logged: its end is logged too.
     spell_logged: AtomicBool,
+    /// A write or sync of a log in the directory failed: the directory is offline.
+    failed: AtomicBool,
 }
 
 /// One shard's view of its data directory's free space; clones share the flag.
@@ -60,6 +62,21 @@ impl SpaceWatch {
     /// Whether appends are being refused for want of space.
     pub fn is_full(&self) -> bool {
         self.shared.full.load(Ordering::Relaxed)
+    }
+
+    /// Whether the directory failed (`failed`).
+    pub fn is_failed(&self) -> bool {
+        self.shared.failed.load(Ordering::Relaxed)
+    }
+
+    /// A write or sync of `partition`'s log failed: the device under the directory is
+    /// taken for failed, as Kafka takes a log directory offline on an I/O error, and
+    /// the node takes its partitions offline. Logged once.
+    pub fn failed(&self, partition: &crate::TopicPartition, reason: &str) {
+        if !self.shared.failed.swap(true, Ordering::Relaxed) {
+            tracing::error!(target: "skein::engine", dir = %self.dir.display(), partition = %partition, reason,
+                "log directory failed: its partitions go offline until the node restarts");
+        }
     }
 
     /// An append was refused: `available` bytes are free and it needed `needed` (plus

@@ -146,9 +146,11 @@ pub fn code_of(error: &Error) -> i16 {
         Error::InvalidBatch(_) => code::CORRUPT_MESSAGE,
         Error::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
         Error::UnknownPartition(_) | Error::Closed(_) => code::NOT_LEADER_OR_FOLLOWER,
-        Error::Corruption { .. } | Error::Io { .. } | Error::LogFailed { .. } | Error::DiskFull { .. } => {
-            code::KAFKA_STORAGE_ERROR
-        }
+        Error::Corruption { .. }
+        | Error::Io { .. }
+        | Error::LogFailed { .. }
+        | Error::DiskFull { .. }
+        | Error::DirOffline { .. } => code::KAFKA_STORAGE_ERROR,
         Error::OffsetNotMonotonic { .. } => code::INVALID_RECORD,
         Error::PartitionExists(_) => code::TOPIC_ALREADY_EXISTS,
         Error::TopicIdMismatch { .. } => code::INCONSISTENT_TOPIC_ID,

@@ -169,6 +169,7 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
     let statics = &shard.settings.topic_defaults;
     let defaults = crate::broker_configs::topic_defaults(after, node, statics);
     let defaults_changed = crate::broker_configs::topic_defaults(before, node, statics) != defaults;
+    let failed_dirs = !shard.settings.log_dirs.failed().is_empty();
     for meta in after.topics.values() {
         let old = before.topic(&meta.name).filter(|o| o.id == meta.id);
         let reconfigured = old.is_some_and(|o| o.configs != meta.configs) || defaults_changed;
@@ -176,6 +177,10 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
         for p in (0..meta.partitions).filter(|&p| meta.is_replica(p, node)) {
             let existed = old.is_some_and(|o| p < o.partitions && o.is_replica(p, node));
             let (owner, partition) = (meta.shards[p as usize], TopicPartition::new(meta.name.clone(), p));
+            // A replica in a failed log directory stays offline until the node restarts.
+            if failed_dirs && shard.settings.log_dirs.is_offline(&partition) {
+                continue;
+            }
             let assignment = assignment_here(shard, after, meta, p);
             if existed && old.is_some_and(|o| assignment_here(shard, before, o, p) != assignment) {
                 tracing::debug!(target: "skein::net", partition = %partition, leader = assignment.leader,

@@ -1,7 +1,8 @@
 //! A node whose disk fills, in a three-node cluster: it refuses writes at once, its
 //! leaderships move to in-sync replicas and it leaves their ISRs (as Kafka does for an
 //! offline log directory), and once space is freed it catches up and rejoins them,
-//! without a restart.
+//! without a restart. A node with two log directories, one on a drive that fails,
+//! loses only the replicas on that drive.
 
 use std::cell::RefCell;
 
@@ -99,4 +100,81 @@ fn a_node_whose_disk_fills_hands_its_leaderships_over() {
         node.kill();
     }
     drop(mounted);
+}
+
+/// Shuts the ext4 file system at `mountpoint` down (EXT4_IOC_SHUTDOWN, without
+/// flushing its log): every later I/O on it fails with EIO, as on a dead drive.
+fn shut_down(mountpoint: &std::path::Path) {
+    use std::os::fd::AsRawFd;
+    const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587d;
+    const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
+    let dir = std::fs::File::open(mountpoint).unwrap();
+    let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
+    // SAFETY: a valid descriptor, and the ioctl reads one u32 from the pointer.
+    let done = unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flags as *const u32) };
+    assert_eq!(done, 0, "EXT4_IOC_SHUTDOWN: {}", std::io::Error::last_os_error());
+}
+
+// Node 3 has two log directories (JBOD), one on a drive that fails (its file system
+// shut down: every I/O EIO). Only the replicas on that drive go: node 3 leaves their
+// ISRs and leaderships, and they take writes through the other replicas, while its
+// replicas on the healthy drive stay in sync and node 3 stays in the cluster.
+#[test]
+fn a_failed_drive_takes_only_its_replicas_out() {
+    let drives = tempfile::tempdir().unwrap();
+    let drive = LoopFs::new(drives.path(), 256 << 20);
+    let (failing, healthy) = (drive.mountpoint.join("logs"), drives.path().join("healthy"));
+    let log_dirs = format!("{},{}", failing.display(), healthy.display());
+    let mut cluster = Cluster::start_sharded(
+        3,
+        3,
+        "2",
+        |id| {
+            let mut flags: Vec<String> = FAST_FAILURE_DETECTION.iter().map(|s| s.to_string()).collect();
+            if id == 3 {
+                flags.extend(["--log-dirs".to_string(), log_dirs.clone()]);
+            }
+            flags
+        },
+        |_, _| {},
+    );
+    cluster.wait_for_brokers();
+    create_with(cluster.node(1), "jbod", 4, 3).unwrap();
+    for p in 0..4 {
+        wait_for_isr(cluster.node(1), "jbod", p, &[1, 2, 3], Duration::from_secs(30));
+    }
+    let in_dir =
+        |dir: &std::path::Path| -> Vec<i32> { (0..4).filter(|p| dir.join(format!("jbod-{p}")).is_dir()).collect() };
+    let (lost, kept) = (in_dir(&failing), in_dir(&healthy));
+    assert!(!lost.is_empty() && !kept.is_empty(), "{lost:?} {kept:?}");
+
+    shut_down(&drive.mountpoint);
+    // Writes reach node 3's replicas (as leader or follower) and fail there.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for &p in &lost {
+        loop {
+            let leader = leader_of(cluster.node(1), "jbod", p);
+            let isr = isr(cluster.node(1), "jbod", p);
+            if leader != 3 && !isr.contains(&3) && produce_to(cluster.node(leader), "jbod", p, false).0 == 0 {
+                break;
+            }
+            if leader > 0 {
+                let _ = produce_to(cluster.node(leader), "jbod", p, false);
+            }
+            assert!(Instant::now() < deadline, "jbod-{p}: leader {leader}, ISR {isr:?}\n{}", cluster.node(3).log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    for &p in &kept {
+        assert!(isr(cluster.node(1), "jbod", p).contains(&3), "jbod-{p} kept its replica on node 3");
+        let leader = leader_of(cluster.node(1), "jbod", p);
+        assert_eq!(produce_to(cluster.node(leader), "jbod", p, false).0, 0);
+        wait_for_isr(cluster.node(1), "jbod", p, &[1, 2, 3], Duration::from_secs(20));
+    }
+    assert!(describe(cluster.node(1)).brokers.iter().any(|b| b.broker_id == 3), "node 3 stays registered");
+    assert!(cluster.node(3).log().contains("log directory failed"));
+    for node in &mut cluster.nodes {
+        node.kill();
+    }
+    drop(drive);
 }

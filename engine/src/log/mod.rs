@@ -463,6 +463,7 @@ impl<S: Storage> Log<S> {
 
     fn fail(&self, reason: String) {
         tracing::error!(target: "skein::engine", partition = %self.partition, reason, "log failed");
+        self.ctx.space.failed(&self.partition, &reason);
         {
             let mut state = self.state.borrow_mut();
             state.failed.get_or_insert(reason);

@@ -169,7 +169,12 @@ impl<S: Storage> Log<S> {
                 self.ctx.space.refused(&self.ctx.metrics, 0, needed);
                 return Err(Error::DiskFull { path: self.dir.clone(), available_bytes: 0, needed_bytes: needed });
             }
-            Err(e) => return Err(Error::io("allocate", &self.dir, e)),
+            Err(e) => {
+                // Not a full disk: the device failed (EIO, a read-only remount).
+                let error = Error::io("allocate", &self.dir, e);
+                self.ctx.space.failed(&self.partition, &error.to_string());
+                return Err(error);
+            }
         }
         let mut state = self.state.borrow_mut();
         // A roll may have replaced the active segment meanwhile; its file is not this one.

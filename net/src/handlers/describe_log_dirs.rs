@@ -64,6 +64,13 @@ pub async fn handle(shard: &Rc<Shard>, request: DescribeLogDirsRequest) -> Descr
         .zip(cordoned)
         .map(|((log_dir, topics), is_cordoned)| {
             let mut dir = DescribeLogDirsResult::default();
+            if log_dir.space.is_failed() {
+                // As Kafka answers for an offline log directory.
+                dir.error_code = crate::errors::code::KAFKA_STORAGE_ERROR;
+                dir.log_dir = s(log_dir.path().display().to_string());
+                (dir.total_bytes, dir.usable_bytes) = (-1, -1);
+                return dir;
+            }
             (dir.total_bytes, dir.usable_bytes) = free_space(log_dir.path());
             dir.is_cordoned = is_cordoned;
             dir.log_dir = s(log_dir.path().display().to_string());

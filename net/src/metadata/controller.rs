@@ -324,7 +324,8 @@ impl Controller {
         {
             self.heartbeats.borrow_mut().insert(*id, Instant::now());
             let live = host.image().brokers.get(id).is_some_and(|b| !b.fenced);
-            let healthy = matches!(request, ControllerRequest::BrokerHeartbeat { log_dir_offline: false, .. });
+            let healthy = matches!(&request, ControllerRequest::BrokerHeartbeat { log_dir_offline: false, offline_replicas, .. }
+                if offline_replicas.is_empty());
             if live && healthy && self.leader.get() {
                 return Ok((ControllerReply::Done, self.applied.get()));
             }

@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use super::elections::{complete_reassignment, elect_leaders, elect_offline, leave_partitions, min_insync, reassign};
+use super::elections::{
+    complete_reassignment, elect_leaders, elect_offline, leave_partitions, leave_partitions_where, min_insync, reassign,
+};
 pub use super::requests::{ControllerReply, ControllerRequest, Election, NewTopic, QuorumStatus, VoterStatus};
 use super::{default_shard, Assignment, MetadataImage, MetadataRecord, Refusal, TopicMeta};
 use crate::errors::code;
@@ -158,7 +160,7 @@ pub fn decide(
             records.extend(elect_offline(&next, broker.id, local));
             (records, ControllerReply::Done)
         }
-        ControllerRequest::BrokerHeartbeat { id, log_dir_offline: true } => match image.brokers.get(id) {
+        ControllerRequest::BrokerHeartbeat { id, log_dir_offline: true, .. } => match image.brokers.get(id) {
             Some(broker) if !broker.fenced => {
                 tracing::warn!(target: "skein::net", broker = id,
                     "broker's log directory takes no writes: fenced, its leaderships move");
@@ -169,15 +171,29 @@ pub fn decide(
             Some(_) => (Vec::new(), ControllerReply::Done),
             None => return Err((code::BROKER_NOT_AVAILABLE, format!("broker {id} is not registered"))),
         },
-        ControllerRequest::BrokerHeartbeat { id, log_dir_offline: false } => match image.brokers.get(id) {
-            Some(broker) if broker.fenced => {
-                let mut records = vec![MetadataRecord::BrokerFencing { id: *id, fenced: false }];
-                records.extend(elect_offline(image, *id, local));
-                (records, ControllerReply::Done)
+        ControllerRequest::BrokerHeartbeat { id, log_dir_offline: false, offline_replicas } => {
+            match image.brokers.get(id) {
+                Some(broker) => {
+                    // Its replicas in failed directories leave first, so that no election
+                    // below gives one of them back to it.
+                    let offline: std::collections::HashSet<(&str, i32)> =
+                        offline_replicas.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+                    let mut records = match offline.is_empty() {
+                        true => Vec::new(),
+                        false => leave_partitions_where(image, *id, false, local, |t, p| offline.contains(&(t, p))),
+                    };
+                    if broker.fenced {
+                        let mut next = image.clone();
+                        next.apply(&records);
+                        records.push(MetadataRecord::BrokerFencing { id: *id, fenced: false });
+                        next.apply(&records[records.len() - 1..]);
+                        records.extend(elect_offline(&next, *id, local));
+                    }
+                    (records, ControllerReply::Done)
+                }
+                None => return Err((code::BROKER_NOT_AVAILABLE, format!("broker {id} is not registered"))),
             }
-            Some(_) => (Vec::new(), ControllerReply::Done),
-            None => return Err((code::BROKER_NOT_AVAILABLE, format!("broker {id} is not registered"))),
-        },
+        }
         ControllerRequest::UnregisterBroker { id } => {
             if !image.brokers.contains_key(id) {
                 return Err((code::BROKER_ID_NOT_REGISTERED, format!("Broker ID {id} is not currently registered")));

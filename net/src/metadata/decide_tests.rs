@@ -214,7 +214,11 @@ fn partitions_spread_over_the_brokers() {
     let offline = image.topic("replicated").unwrap().assignment(1, 9);
     assert_eq!((offline.leader, offline.isr.len()), (-1, 1));
     let last = offline.isr[0];
-    applied(&mut image, ControllerRequest::BrokerHeartbeat { id: last, log_dir_offline: false }).unwrap();
+    applied(
+        &mut image,
+        ControllerRequest::BrokerHeartbeat { id: last, log_dir_offline: false, offline_replicas: vec![] },
+    )
+    .unwrap();
     let back = image.topic("replicated").unwrap().assignment(1, 9);
     assert_eq!((back.leader, back.leader_epoch), (last, offline.leader_epoch + 1));
     assert!(!image.brokers[&last].fenced);
@@ -334,7 +338,8 @@ fn eligible_leader_replicas_lead_when_the_isr_cannot() {
     // offline; l coming back leads it from the ELR.
     applied(&mut image, ControllerRequest::FenceBroker { id: x }).unwrap();
     assert_eq!(now(&image).leader, -1);
-    applied(&mut image, ControllerRequest::BrokerHeartbeat { id: l, log_dir_offline: false }).unwrap();
+    applied(&mut image, ControllerRequest::BrokerHeartbeat { id: l, log_dir_offline: false, offline_replicas: vec![] })
+        .unwrap();
     let back = now(&image);
     assert_eq!((back.leader, back.isr.clone()), (l, vec![l]));
     assert!(back.elr.contains(&x), "{back:?}");
@@ -503,4 +508,45 @@ fn an_unregistered_broker_leaves_its_partitions_and_the_cluster() {
     assert_eq!(refused, (code::BROKER_ID_NOT_REGISTERED, "Broker ID 2 is not currently registered".into()));
     applied(&mut image, started(2, 1)).unwrap();
     assert!(image.brokers.get(&2).is_some_and(|b| !b.fenced));
+}
+
+// A broker whose log directory failed names the replicas there in its heartbeats: it
+// leaves their ISRs (and ELRs) and their leaderships move; its other replicas stay
+// as they were, and it stays unfenced.
+#[test]
+fn replicas_of_a_failed_directory_leave_and_only_they() {
+    let mut image = MetadataImage::default();
+    for id in [1, 2, 3] {
+        applied(&mut image, started(id, 0)).unwrap();
+    }
+    let create = ControllerRequest::CreateTopic {
+        name: "d".into(),
+        partitions: 6,
+        replication_factor: 3,
+        configs: BTreeMap::new(),
+    };
+    applied(&mut image, create).unwrap();
+    let before: Vec<Assignment> = (0..6).map(|p| image.topic("d").unwrap().assignment(p, 9)).collect();
+    let offline = [0, 3];
+    let heartbeat = ControllerRequest::BrokerHeartbeat {
+        id: 2,
+        log_dir_offline: false,
+        offline_replicas: offline.iter().map(|&p| ("d".to_string(), p)).collect(),
+    };
+    applied(&mut image, heartbeat.clone()).unwrap();
+    for p in 0..6 {
+        let after = image.topic("d").unwrap().assignment(p, 9);
+        if offline.contains(&p) {
+            assert!(after.leader != 2 && !after.isr.contains(&2) && !after.elr.contains(&2), "{p}: {after:?}");
+            if before[p as usize].leader == 2 {
+                assert_eq!(after.leader_epoch, before[p as usize].leader_epoch + 1);
+            }
+        } else {
+            assert_eq!(after, before[p as usize], "{p}");
+        }
+    }
+    assert!(image.brokers.get(&2).is_some_and(|b| !b.fenced));
+    // Heartbeats that say it again change nothing.
+    let (records, _) = decide(&image, &heartbeat, &Local { node: 1, broker: true, shards: 2, min_insync: 1 }).unwrap();
+    assert!(records.is_empty(), "{records:?}");
 }

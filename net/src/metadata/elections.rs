@@ -131,6 +131,18 @@ pub(super) fn complete_reassignment(assignment: &mut Assignment, live: &impl Fn(
 /// left cleanly; the last ISR member stays in the ISR. A broker that left uncleanly
 /// leaves every ELR too.
 pub(super) fn leave_partitions(image: &MetadataImage, gone: i32, clean: bool, local: &Local) -> Vec<MetadataRecord> {
+    leave_partitions_where(image, gone, clean, local, |_, _| true)
+}
+
+/// `leave_partitions` for the partitions `which` names (topic, partition) only: the
+/// replicas of a broker's failed log directory.
+pub(super) fn leave_partitions_where(
+    image: &MetadataImage,
+    gone: i32,
+    clean: bool,
+    local: &Local,
+    which: impl Fn(&str, i32) -> bool,
+) -> Vec<MetadataRecord> {
     let live = |id: i32| id != gone && image.brokers.get(&id).is_some_and(|b| !b.fenced);
     let mut records = Vec::new();
     for topic in image.topics.values() {
@@ -138,6 +150,9 @@ pub(super) fn leave_partitions(image: &MetadataImage, gone: i32, clean: bool, lo
         let min_insync = min_insync(image, topic, local);
         let mut changed = false;
         for (p, assignment) in meta.assignments.iter_mut().enumerate() {
+            if !which(&topic.name, p as i32) {
+                continue;
+            }
             let in_elr = assignment.elr.contains(&gone);
             let concerned = assignment.isr.contains(&gone) || assignment.leader == gone || (in_elr && !clean);
             if !concerned {

@@ -62,6 +62,12 @@ pub enum ControllerRequest {
         id: i32,
         #[serde(default)]
         log_dir_offline: bool,
+        /// The replicas in its log directories that failed (Kafka's `OfflineLogDirs`
+        /// with KIP-858's directory assignments): it leaves their ISRs and leaderships,
+        /// not as a clean replica (their data is gone), and the rest of the broker
+        /// serves on.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        offline_replicas: Vec<(String, i32)>,
     },
     /// The active controller found a broker's session expired.
     FenceBroker {

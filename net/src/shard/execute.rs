@@ -220,6 +220,9 @@ impl Shard {
             _ => {}
         }
         let Some(state) = self.partition(partition) else {
+            if self.settings.log_dirs.is_offline(partition) {
+                return Err(PartitionError::new(code::KAFKA_STORAGE_ERROR));
+            }
             return Err(PartitionError::new(code::NOT_LEADER_OR_FOLLOWER));
         };
         if !matches!(op, PartitionOp::Stats(_)) {

@@ -268,6 +268,19 @@ impl Shard {
         gauges
     }
 
+    /// Stops hosting this shard's partitions in log directories that failed: their
+    /// requests answer KAFKA_STORAGE_ERROR from now on (`execute`), and the broker's
+    /// heartbeats take them out of their ISRs.
+    pub fn drop_offline_partitions(&self) {
+        if self.settings.log_dirs.failed().is_empty() {
+            return;
+        }
+        for partition in self.logs.forget_offline() {
+            self.partitions.borrow_mut().remove(&partition);
+            tracing::warn!(target: "skein::net", partition = %partition, "partition offline: its log directory failed");
+        }
+    }
+
     /// The metadata controller, on shard 0.
     pub fn controller(&self) -> Option<&Controller> {
         self.controller.as_ref()
