@@ -184,6 +184,18 @@ fn lock(map: &Mutex<HashMap<TopicPartition, usize>>) -> std::sync::MutexGuard<'_
     map.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Whether `error` says the device under a directory failed (EIO, ENXIO, ENODEV, a
+/// file system gone read-only or found corrupt), not that a file is missing or the
+/// disk full.
+pub fn is_device_failure(error: &std::io::Error) -> bool {
+    const EIO: i32 = 5;
+    const ENXIO: i32 = 6;
+    const ENODEV: i32 = 19;
+    const EROFS: i32 = 30;
+    const EUCLEAN: i32 = 117;
+    matches!(error.raw_os_error(), Some(EIO | ENXIO | ENODEV | EROFS | EUCLEAN))
+}
+
 /// Which directory each shard calls home: among the directories on the NUMA node of
 /// the shard's core (any, when either is unknown), the one fewest shards have chosen
 /// so far, the lowest index on a tie. So shards spread over the drives nearest them,

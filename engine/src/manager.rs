@@ -313,9 +313,31 @@ impl<S: Storage> LogManager<S> {
     /// name that id, and is written when missing. So a directory left by another
     /// incarnation of the topic is never served as this one.
     ///
+    /// An I/O error of the device (EIO, a read-only file system) while opening or
+    /// creating a log fails its directory, as a failed write does (`Log::fail`).
+    ///
     /// # Errors
     /// `TopicIdMismatch`, or as `Log::open`.
     pub async fn open_for_topic(
+        &self,
+        partition: TopicPartition,
+        config: LogConfig,
+        topic_id: [u8; 16],
+    ) -> Result<Rc<Log<S>>> {
+        let opened = self.open_for_topic_here(partition.clone(), config, topic_id).await;
+        if let Err(Error::Io { source, .. }) = &opened {
+            if crate::log_dirs::is_device_failure(source) {
+                let index = self.dir_of(&partition).await;
+                self.dirs.set_located(&partition, index);
+                if let Some(dir) = self.dirs.get(index) {
+                    dir.space.failed(&partition, &opened.as_ref().err().map(ToString::to_string).unwrap_or_default());
+                }
+            }
+        }
+        opened
+    }
+
+    async fn open_for_topic_here(
         &self,
         partition: TopicPartition,
         config: LogConfig,

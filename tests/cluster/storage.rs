@@ -147,6 +147,15 @@ fn a_failed_drive_takes_only_its_replicas_out() {
         |dir: &std::path::Path| -> Vec<i32> { (0..4).filter(|p| dir.join(format!("jbod-{p}")).is_dir()).collect() };
     let (lost, kept) = (in_dir(&failing), in_dir(&healthy));
     assert!(!lost.is_empty() && !kept.is_empty(), "{lost:?} {kept:?}");
+    // Every replica open and in sync before the drive fails (acks=all).
+    for p in 0..4 {
+        let leader = leader_of(cluster.node(1), "jbod", p);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while produce_to(cluster.node(leader), "jbod", p, false).0 != 0 {
+            assert!(Instant::now() < deadline, "jbod-{p} takes no writes");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
 
     shut_down(&drive.mountpoint);
     // Writes reach node 3's replicas (as leader or follower) and fail there.
