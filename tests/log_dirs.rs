@@ -221,19 +221,6 @@ fn log_directories_are_checked_at_start() {
     assert!(stderr.contains("belongs to node 7"), "{stderr}");
 }
 
-/// Shuts the ext4 file system at `mountpoint` down (EXT4_IOC_SHUTDOWN, without
-/// flushing its log): every later I/O on it fails with EIO, as on a dead drive.
-fn shut_down(mountpoint: &Path) {
-    use std::os::fd::AsRawFd;
-    const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587d;
-    const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
-    let dir = std::fs::File::open(mountpoint).unwrap();
-    let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
-    // SAFETY: a valid descriptor, and the ioctl reads one u32 from the pointer.
-    let done = unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flags as *const u32) };
-    assert_eq!(done, 0, "EXT4_IOC_SHUTDOWN: {}", std::io::Error::last_os_error());
-}
-
 /// Produces one record to each of `partitions` of `topic`; returns which were
 /// acknowledged within `timeout`.
 fn produce_each(bootstrap: &str, topic: &str, partitions: i32, timeout: Duration) -> BTreeSet<i32> {
@@ -274,7 +261,7 @@ fn a_failed_drive_takes_only_its_partitions_offline() {
     assert!(!on_a.is_empty() && !on_b.is_empty(), "{on_a:?} {on_b:?}");
     assert_eq!(produce_each(&bootstrap, "split", 4, Duration::from_secs(10)).len(), 4);
 
-    shut_down(&drive.mountpoint);
+    drive.shut_down();
     // A topic created now: the shard at home on the failed drive cannot create its
     // partitions there, and that alone fails the directory.
     ok(TOPICS, &["--bootstrap-server", &bootstrap, "--create", "--topic", "late", "--partitions", "2"]);

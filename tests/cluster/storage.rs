@@ -102,19 +102,6 @@ fn a_node_whose_disk_fills_hands_its_leaderships_over() {
     drop(mounted);
 }
 
-/// Shuts the ext4 file system at `mountpoint` down (EXT4_IOC_SHUTDOWN, without
-/// flushing its log): every later I/O on it fails with EIO, as on a dead drive.
-fn shut_down(mountpoint: &std::path::Path) {
-    use std::os::fd::AsRawFd;
-    const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587d;
-    const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
-    let dir = std::fs::File::open(mountpoint).unwrap();
-    let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
-    // SAFETY: a valid descriptor, and the ioctl reads one u32 from the pointer.
-    let done = unsafe { libc::ioctl(dir.as_raw_fd(), EXT4_IOC_SHUTDOWN, &flags as *const u32) };
-    assert_eq!(done, 0, "EXT4_IOC_SHUTDOWN: {}", std::io::Error::last_os_error());
-}
-
 // Node 3 has two log directories (JBOD), one on a drive that fails (its file system
 // shut down: every I/O EIO). Only the replicas on that drive go: node 3 leaves their
 // ISRs and leaderships, and they take writes through the other replicas, while its
@@ -157,7 +144,7 @@ fn a_failed_drive_takes_only_its_replicas_out() {
         }
     }
 
-    shut_down(&drive.mountpoint);
+    drive.shut_down();
     // Writes reach node 3's replicas (as leader or follower) and fail there.
     let deadline = Instant::now() + Duration::from_secs(60);
     for &p in &lost {
