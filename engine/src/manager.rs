@@ -241,7 +241,7 @@ impl<S: Storage> LogManager<S> {
     ///
     /// # Errors
     /// `DirOffline` when that directory failed.
-    async fn placed(&self, partition: &TopicPartition) -> Result<(LogContext<S>, PathBuf)> {
+    async fn placed(&self, partition: &TopicPartition) -> Result<(LogContext<S>, PathBuf, usize)> {
         let index = self.dir_of(partition).await;
         let dir = &self.dirs.dirs()[index];
         if dir.space.is_failed() {
@@ -249,7 +249,7 @@ impl<S: Storage> LogManager<S> {
         }
         let mut ctx = self.ctx.clone();
         ctx.space = dir.space.clone();
-        Ok((ctx, dir.path().join(partition.dir_name())))
+        Ok((ctx, dir.path().join(partition.dir_name()), index))
     }
 
     /// Forgets the logs of this shard in directories that failed, without closing
@@ -300,10 +300,10 @@ impl<S: Storage> LogManager<S> {
         }
         let key = self.next_key.get();
         self.next_key.set(key + 1);
-        let (mut ctx, dir) = self.placed(&partition).await?;
+        let (mut ctx, dir, index) = self.placed(&partition).await?;
         ctx.clean_start = self.clean_start.get();
         let log = Log::open(ctx, dir, partition.clone(), key, config).await?;
-        self.dirs.set_located(&partition, self.dir_of(&partition).await);
+        self.dirs.set_located(&partition, index);
         self.logs.borrow_mut().insert(partition, log.clone());
         Ok(log)
     }
@@ -355,7 +355,7 @@ impl<S: Storage> LogManager<S> {
             // a log of another id and leave it alone (`delete_for_topic`).
             self.delete_locked(&partition).await?;
         }
-        let (_, dir) = self.placed(&partition).await?;
+        let (_, dir, _) = self.placed(&partition).await?;
         let path = dir.join(PARTITION_METADATA);
         let expected = topic_id_text(topic_id);
         let on_disk = io::read_whole(&self.ctx.storage, &path).await.map_err(|e| Error::io("read", &path, e))?;
@@ -487,9 +487,9 @@ impl<S: Storage> LogManager<S> {
         }
         let key = self.next_key.get();
         self.next_key.set(key + 1);
-        let (ctx, dir) = self.placed(&partition).await?;
+        let (ctx, dir, index) = self.placed(&partition).await?;
         let log = Log::create(ctx, dir, partition.clone(), key, config, identity).await?;
-        self.dirs.set_located(&partition, self.dir_of(&partition).await);
+        self.dirs.set_located(&partition, index);
         self.logs.borrow_mut().insert(partition, log.clone());
         Ok(log)
     }
