@@ -25,7 +25,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 const MIB: u64 = 1 << 20;
-/// Response bytes one shard holds unwritten (net/src/limits.rs).
+/// Response bytes one shard holds unwritten (control/src/limits.rs).
 const SHARD_RESPONSE_BYTES: u64 = 64 * MIB;
 /// The smallest fetch grant, which a connection holding nothing always gets.
 const FETCH_GRANT_FLOOR: u64 = MIB / 4;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the fuzz targets' seed corpus, fuzz/seeds/TARGET/, from real clients: the
 # client tests run against brokers that keep every request frame they decode and each
-# produce's record batches (SKEIN_CAPTURE_FRAMES, net/src/capture.rs): the Java
+# produce's record batches (SKEIN_CAPTURE_FRAMES, control/src/capture.rs): the Java
 # clients of three generations, librdkafka (kcat, the rdkafka crate, confluent-kafka),
 # kafka-python, kafkajs, franz-go and sarama, and the conformance sweep's requests of
 # every API and version. Unit tests add what no client sends (metadata snapshots and

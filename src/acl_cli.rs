@@ -7,7 +7,7 @@ use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
 use kafka_protocol::protocol::StrBytes;
-use skein_net::security::acl::{AclBinding, Operation, PatternType, Permission, ResourceType, CLUSTER_NAME};
+use skein_control::security::acl::{AclBinding, Operation, PatternType, Permission, ResourceType, CLUSTER_NAME};
 
 use crate::cluster_cli::{error_name, Client, Connection};
 

@@ -276,7 +276,7 @@ fn render(shard: &Shard) -> String {
     out
 }
 
-/// The consumer lag of the groups this shard coordinates (`skein_net::group::lag`):
+/// The consumer lag of the groups this shard coordinates (`skein_coordinator::group::lag`):
 /// per partition and per group, without a shard label (a group's series stay the same
 /// when its coordinator moves), then this shard's series left out and partitions it
 /// cannot measure. The series' text is rendered once per change of the table and
@@ -375,7 +375,7 @@ fn label_name(key: &str) -> String {
 
 /// `skein_consumer_group_lag_records{group,topic,partition}` and
 /// `skein_consumer_group_lag_sum_records{group}`.
-fn render_lag_series(lag: &skein_net::group::lag::ConsumerLag) -> String {
+fn render_lag_series(lag: &skein_coordinator::group::lag::ConsumerLag) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     for group in &lag.groups {
@@ -656,7 +656,7 @@ async fn placement(shard: &Rc<Shard>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use skein_net::group::lag::{admit, ConsumerLag, GroupOffsets};
+    use skein_coordinator::group::lag::{admit, ConsumerLag, GroupOffsets};
 
     // Requests are parsed into routes before anything runs; bad ones get their answer.
     #[test]

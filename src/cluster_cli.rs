@@ -12,7 +12,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use clap::Subcommand;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
-use skein_net::security::login::{Login, LoginExchange, LoginMechanism};
+use skein_control::security::login::{Login, LoginExchange, LoginMechanism};
 
 /// The largest response accepted (a Metadata of a large cluster fits).
 const RESPONSE_MAX_BYTES: usize = 256 << 20;

@@ -329,11 +329,11 @@ struct FileConfig {
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     /// The listeners, the `--listener` shorthand's PLAINTEXT one first.
-    pub listeners: Vec<skein_net::security::ListenerConfig>,
+    pub listeners: Vec<skein_control::security::ListenerConfig>,
     /// Kafka's `inter.broker.listener.name`.
     pub inter_broker_listener: String,
     /// TLS and SASL settings, loaded.
-    pub security: std::sync::Arc<skein_net::security::Security>,
+    pub security: std::sync::Arc<skein_control::security::Security>,
     pub admin_listener: Option<SocketAddr>,
     pub data_dir: PathBuf,
     /// Where partitions live (never empty; `--log-dirs`, else the data directory).
@@ -362,7 +362,7 @@ pub struct NodeConfig {
     /// Extra milliseconds past the preemption budget that make a stall; 0: off.
     pub stall_threshold_ms: u64,
     /// Each shard a broker of its own to the first listener's clients.
-    pub virtual_brokers: Option<skein_net::virtual_brokers::VirtualBrokers>,
+    pub virtual_brokers: Option<skein_control::virtual_brokers::VirtualBrokers>,
     /// The background balancer's round and band, when it runs (`--auto-balance`).
     pub auto_balance: Option<(std::time::Duration, f64)>,
     pub max_connections: usize,
@@ -502,7 +502,7 @@ impl NodeConfig {
         let socket_request_max_bytes = args
             .socket_request_max_bytes
             .or(file.socket_request_max_bytes)
-            .unwrap_or(skein_net::limits::SOCKET_REQUEST_MAX_BYTES_DEFAULT);
+            .unwrap_or(skein_control::limits::SOCKET_REQUEST_MAX_BYTES_DEFAULT);
         if socket_request_max_bytes < 1024 || socket_request_max_bytes > i32::MAX as usize {
             return Err(format!(
                 "invalid --socket-request-max-bytes {socket_request_max_bytes}: must be in [1024, 2147483647]"
@@ -511,7 +511,7 @@ impl NodeConfig {
         let connections_max_idle_ms = args
             .connections_max_idle_ms
             .or(file.connections_max_idle_ms)
-            .unwrap_or(skein_net::limits::CONNECTIONS_MAX_IDLE_MS_DEFAULT);
+            .unwrap_or(skein_control::limits::CONNECTIONS_MAX_IDLE_MS_DEFAULT);
         let telemetry_max_bytes = args
             .telemetry_max_bytes
             .or(file.telemetry_max_bytes)
@@ -527,7 +527,7 @@ impl NodeConfig {
             topic_defaults.insert(k.trim().to_string(), v.trim().to_string());
         }
         for (k, v) in &topic_defaults {
-            skein_net::configs::validate_config(k, v).map_err(|e| format!("invalid topic default: {e}"))?;
+            skein_control::configs::validate_config(k, v).map_err(|e| format!("invalid topic default: {e}"))?;
         }
         let quorum = crate::quorum_config::resolve(
             node_id,
@@ -779,9 +779,9 @@ fn virtual_brokers(
     base: u16,
     node_id: i32,
     cpus: &[usize],
-    listeners: &[skein_net::security::ListenerConfig],
-) -> Result<skein_net::virtual_brokers::VirtualBrokers, String> {
-    use skein_net::virtual_brokers::{NODE_ID_MAX, SHARDS_PER_NODE_MAX};
+    listeners: &[skein_control::security::ListenerConfig],
+) -> Result<skein_control::virtual_brokers::VirtualBrokers, String> {
+    use skein_control::virtual_brokers::{NODE_ID_MAX, SHARDS_PER_NODE_MAX};
     let refuse = |why: String| Err(format!("invalid --virtual-brokers {base}: {why}"));
     if !(0..=NODE_ID_MAX).contains(&node_id) || cpus.len() > SHARDS_PER_NODE_MAX as usize {
         return refuse(format!("needs a node id up to {NODE_ID_MAX} and at most {SHARDS_PER_NODE_MAX} shards"));
@@ -795,7 +795,7 @@ fn virtual_brokers(
         return refuse(format!("listener {} already uses port {}", taken.name, taken.address.port()));
     }
     let first = listeners.first().ok_or("virtual brokers need a listener")?;
-    Ok(skein_net::virtual_brokers::VirtualBrokers {
+    Ok(skein_control::virtual_brokers::VirtualBrokers {
         listener: first.name.clone(),
         port_base: base,
         shards: cpus.len() as u16,

@@ -34,7 +34,7 @@ pub fn prepare(
     config: &NodeConfig,
     cluster_id: &str,
     data_dir_id: &str,
-    image: &skein_net::metadata::MetadataImage,
+    image: &skein_control::metadata::MetadataImage,
 ) -> Result<Prepared, String> {
     let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
     let mut dirs = Vec::new();
@@ -89,7 +89,7 @@ fn create_durably(dir: &Path) -> Result<(), String> {
 /// Kafka removes stray replicas (KIP-858). They are left by a crash between a topic
 /// deletion being recorded and its directories being renamed; a topic recreated under
 /// the same name must never serve them.
-fn sweep(dir: &Path, image: &skein_net::metadata::MetadataImage) -> Result<Vec<TopicPartition>, String> {
+fn sweep(dir: &Path, image: &skein_control::metadata::MetadataImage) -> Result<Vec<TopicPartition>, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
     let mut found = Vec::new();
     let mut changed = false;

@@ -25,7 +25,7 @@ pub fn identity(config: &NodeConfig) -> Result<(String, String), String> {
     }
     let id = field("cluster.id").or_else(|| config.cluster_id.clone()).unwrap_or_else(|| match voters.is_empty() {
         true => uuid::Uuid::new_v4().simple().to_string()[..22].to_string(),
-        false => skein_net::metadata::log::cluster_id_of(voters),
+        false => skein_control::metadata::log::cluster_id_of(voters),
     });
     if let Some(recorded) = field("node.id").filter(|n| *n != node_id.to_string()) {
         return Err(format!("{} belongs to node {recorded}, not node {node_id}", path.display()));

@@ -1,14 +1,14 @@
 //! Fetches OAUTHBEARER's JSON Web Key Set (`sasl.oauthbearer.jwks.endpoint.url`,
 //! `https://`, `http://` or `file:`) on a thread of its own, at start and every
 //! `sasl.oauthbearer.jwks.endpoint.refresh.ms`, and publishes it to the shards
-//! (`skein_net::security::jwks`). A failed fetch keeps the last good set and is
+//! (`skein_control::security::jwks`). A failed fetch keeps the last good set and is
 //! retried sooner; until a first set arrives, OAUTHBEARER clients are refused.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use skein_net::security::jwks::{KeySet, SignedTokens};
+use skein_control::security::jwks::{KeySet, SignedTokens};
 
 /// How soon a failed fetch is retried.
 const RETRY: Duration = Duration::from_secs(5);
@@ -23,7 +23,7 @@ pub fn agent(ca: Option<&std::path::Path>) -> Result<ureq::Agent, String> {
     let builder = ureq::AgentBuilder::new().timeout(Duration::from_secs(10));
     match ca {
         Some(ca) => {
-            let config = skein_net::security::tls::client_config(ca, "--sasl-oauthbearer-jwks-endpoint-ca-pem")?;
+            let config = skein_control::security::tls::client_config(ca, "--sasl-oauthbearer-jwks-endpoint-ca-pem")?;
             Ok(builder.tls_config(config).build())
         }
         None => Ok(builder.build()),
@@ -53,7 +53,7 @@ pub fn fetch(agent: &ureq::Agent, endpoint: &str) -> Result<KeySet, String> {
 }
 
 /// Fetches now, then refreshes until `stop`.
-pub fn run(tokens: Arc<skein_net::security::Security>, stop: Arc<AtomicBool>) {
+pub fn run(tokens: Arc<skein_control::security::Security>, stop: Arc<AtomicBool>) {
     let Some(config) = tokens.signed_tokens.as_ref() else { return };
     let config: &SignedTokens = config;
     // The CA file was checked at start; it is read again here.

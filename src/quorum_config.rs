@@ -162,7 +162,7 @@ pub fn find_quorum(
             return Err("stopped before a controller of --controller-quorum-bootstrap-servers answered".into());
         }
         let server = servers[attempt % servers.len()];
-        match skein_net::metadata::bootstrap::ask(server, &config.security) {
+        match skein_control::metadata::bootstrap::ask(server, &config.security) {
             Ok(found) => {
                 if let Some(given) = config.cluster_id.as_ref().filter(|given| **given != found.cluster_id) {
                     return Err(format!(
@@ -181,7 +181,7 @@ pub fn find_quorum(
             Err(e) => {
                 if let Some(recorded) = own_log.as_mut().filter(|_| started.elapsed() >= ASK_BEFORE_OWN_LOG) {
                     if recorded.is_none() {
-                        let opened = skein_net::metadata::log::open(&config.data_dir, config.node_id, &[], 1)?;
+                        let opened = skein_control::metadata::log::open(&config.data_dir, config.node_id, &[], 1)?;
                         *recorded = Some(opened.recorded_voters());
                     }
                     let voters = recorded.clone().unwrap_or_default();
@@ -204,11 +204,11 @@ pub fn find_quorum(
 /// This node as the quorum records a member (`QuorumMember`): its controller
 /// listener and the directory id of its meta.properties; none for a node that is no
 /// controller.
-pub fn member(config: &crate::config::NodeConfig, directory_id: &str) -> Option<skein_net::metadata::QuorumMember> {
+pub fn member(config: &crate::config::NodeConfig, directory_id: &str) -> Option<skein_control::metadata::QuorumMember> {
     use base64::Engine as _;
     let listener = config.controller_listener.filter(|_| config.roles.controller)?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(directory_id).ok()?;
-    Some(skein_net::metadata::QuorumMember {
+    Some(skein_control::metadata::QuorumMember {
         node: config.node_id,
         directory_id: uuid::Uuid::from_slice(&bytes).ok()?,
         host: listener.ip().to_string(),

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use clap::Args;
 use serde::Deserialize;
-use skein_net::security::acl::{parse_super_users, AuthorizerConfig};
-use skein_net::security::login::{Login, LoginMechanism};
-use skein_net::security::sasl::Mechanism;
-use skein_net::security::tls::{ClientAuth, Tls, TlsFiles};
-use skein_net::security::{self, ListenerConfig, SecurityProtocol};
+use skein_control::security::acl::{parse_super_users, AuthorizerConfig};
+use skein_control::security::login::{Login, LoginMechanism};
+use skein_control::security::sasl::Mechanism;
+use skein_control::security::tls::{ClientAuth, Tls, TlsFiles};
+use skein_control::security::{self, ListenerConfig, SecurityProtocol};
 
 #[derive(Args, Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -472,7 +472,7 @@ fn delegation_tokens(args: &SecurityArgs) -> Result<Option<security::tokens::Tok
 }
 
 /// OAUTHBEARER's signed-token settings, when a JWKS endpoint is named.
-fn signed_tokens(args: &SecurityArgs) -> Result<Option<skein_net::security::jwks::SignedTokens>, String> {
+fn signed_tokens(args: &SecurityArgs) -> Result<Option<skein_control::security::jwks::SignedTokens>, String> {
     let Some(endpoint) = args.sasl_oauthbearer_jwks_endpoint_url.clone() else {
         return Ok(None);
     };
@@ -486,7 +486,7 @@ fn signed_tokens(args: &SecurityArgs) -> Result<Option<skein_net::security::jwks
     let list = |text: &Option<String>| -> Vec<String> {
         text.iter().flat_map(|t| t.split(',')).map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect()
     };
-    Ok(Some(skein_net::security::jwks::SignedTokens {
+    Ok(Some(skein_control::security::jwks::SignedTokens {
         jwks: Default::default(),
         endpoint,
         endpoint_ca,

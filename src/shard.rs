@@ -4,15 +4,15 @@
 //! SIGINT/SIGTERM.
 
 use std::rc::Rc;
-
-use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use skein_control::append::TopicSettings;
+use skein_control::metadata::controller::Controller;
 use skein_engine::TopicPartition;
-use skein_net::append::TopicSettings;
-use skein_net::metadata::controller::Controller;
+use skein_net::shard::ShardHost;
 use skein_net::shard::{ops, PartitionError};
 use skein_net::{NodeSettings, Shard};
 
@@ -107,7 +107,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 true => vec![config.node_id],
                 false => config.controller_voters.iter().map(|(id, _)| *id).collect(),
             };
-            MetadataLog::Voter(Box::new(skein_net::metadata::log::open(
+            MetadataLog::Voter(Box::new(skein_control::metadata::log::open(
                 &config.data_dir,
                 config.node_id,
                 &voter_ids,
@@ -115,7 +115,7 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
             )?))
         }
         false => {
-            let (image, index) = skein_net::metadata::observer::catch_up(
+            let (image, index) = skein_control::metadata::observer::catch_up(
                 config.node_id,
                 &cluster_id,
                 &config.controller_voters,
@@ -297,12 +297,14 @@ pub fn run_node(mut config: NodeConfig) -> Result<(), String> {
                 glommio::spawn_local(skein_net::shard::quotas::rebalance(node.clone())).detach();
                 if let Some((log, inputs)) = inputs {
                     let follow = match log {
-                        MetadataLog::Voter(opened) => {
-                            glommio::spawn_local(skein_net::metadata::quorum::run(node.clone(), *opened, inputs))
-                        }
-                        MetadataLog::Observer(image, index) => {
-                            glommio::spawn_local(skein_net::metadata::observer::run(node.clone(), *image, index))
-                        }
+                        MetadataLog::Voter(opened) => glommio::spawn_local(skein_control::metadata::quorum::run(
+                            ShardHost(node.clone()),
+                            *opened,
+                            inputs,
+                        )),
+                        MetadataLog::Observer(image, index) => glommio::spawn_local(
+                            skein_control::metadata::observer::run(ShardHost(node.clone()), *image, index),
+                        ),
                     };
                     follow.detach();
                     glommio::spawn_local(drain_on_signal(node.clone(), signal, drained)).detach();
@@ -431,8 +433,8 @@ async fn remove_deleted(shard: &Shard) {
 /// Where a node's metadata comes from: the quorum it votes in, or (a broker-only
 /// node) the image it fetched from the voters, with the log index it holds.
 enum MetadataLog {
-    Voter(Box<skein_net::metadata::log::Opened>),
-    Observer(Box<skein_net::metadata::MetadataImage>, u64),
+    Voter(Box<skein_control::metadata::log::Opened>),
+    Observer(Box<skein_control::metadata::MetadataImage>, u64),
 }
 
 /// Threads of each shard's blocking pool (glommio's, for the file operations io_uring
@@ -459,9 +461,9 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
         if shard.settings.broker {
             tracing::info!(target: "skein", node = me, "controlled shutdown: moving leaderships away");
             controller.begin_shutdown();
-            let request = skein_net::metadata::controller::ControllerRequest::FenceBroker { id: me };
+            let request = skein_control::metadata::controller::ControllerRequest::FenceBroker { id: me };
             let mut refusals = 0u32;
-            while let Err((code, message)) = controller.handle(&shard, request.clone()).await {
+            while let Err((code, message)) = controller.handle(&ShardHost(shard.clone()), request.clone()).await {
                 refusals += 1;
                 if refusals == 1 {
                     tracing::info!(target: "skein", code, message, "controlled shutdown refused; retrying");
@@ -503,9 +505,9 @@ async fn drain_on_signal(shard: Rc<Shard>, signal: Arc<AtomicBool>, drained: Arc
 /// running broker). A broker that stops
 /// heartbeating is fenced by the active controller after the session timeout.
 async fn register_broker(shard: Rc<Shard>, interval: Duration) {
-    use skein_net::metadata::controller::ControllerRequest;
+    use skein_control::metadata::controller::ControllerRequest;
     let Some(controller) = shard.controller() else { return };
-    let broker = skein_net::metadata::BrokerMeta {
+    let broker = skein_control::metadata::BrokerMeta {
         id: shard.settings.node_id,
         epoch: 0,
         host: shard.settings.advertised_host.clone(),
@@ -518,7 +520,7 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
             .settings
             .listeners
             .iter()
-            .map(|l| skein_net::security::Endpoint {
+            .map(|l| skein_control::security::Endpoint {
                 listener: l.name.clone(),
                 host: l.advertised_host.clone(),
                 port: l.advertised_port,
@@ -562,7 +564,7 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
                 }
             }
         };
-        match controller.handle(&shard, request).await {
+        match controller.handle(&ShardHost(shard.clone()), request).await {
             Ok(_) if !registered => {
                 tracing::info!(target: "skein", node = broker.id, "broker registered");
                 registered = true;
@@ -570,7 +572,7 @@ async fn register_broker(shard: Rc<Shard>, interval: Duration) {
             Ok(_) => {}
             Err((code, message)) => {
                 tracing::debug!(target: "skein", code, message, registered, "broker registration or heartbeat refused");
-                if code == skein_net::errors::code::BROKER_NOT_AVAILABLE {
+                if code == skein_control::errors::code::BROKER_NOT_AVAILABLE {
                     registered = false;
                 }
                 if !registered {
@@ -673,9 +675,9 @@ async fn run_shard(
     for receiver in receivers {
         glommio::spawn_local(skein_net::shard::serve_peer(shard.clone(), receiver)).detach();
     }
-    glommio::spawn_local(skein_net::coordinator::group::group_ticker(shard.clone())).detach();
-    glommio::spawn_local(skein_net::coordinator::group::consumer_lag_task(shard.clone())).detach();
-    glommio::spawn_local(skein_net::coordinator::txn::txn_ticker(shard.clone())).detach();
+    glommio::spawn_local(skein_coordinator::serve::group::group_ticker(shard.clone())).detach();
+    glommio::spawn_local(skein_coordinator::serve::group::consumer_lag_task(shard.clone())).detach();
+    glommio::spawn_local(skein_coordinator::serve::txn::txn_ticker(shard.clone())).detach();
     // Recover the partitions this shard owns, `PARTITION_OPENS_IN_FLIGHT` at a time:
     // each open waits on a few reads and syncs, which the ring overlaps.
     let image = shard.image();
@@ -714,7 +716,7 @@ async fn run_shard(
         }
     });
     let hosted: Vec<(TopicPartition, uuid::Uuid)> =
-        futures_util::StreamExt::buffer_unordered(opens, skein_net::limits::PARTITION_OPENS_IN_FLIGHT)
+        futures_util::StreamExt::buffer_unordered(opens, skein_control::limits::PARTITION_OPENS_IN_FLIGHT)
             .filter_map(|opened| async move { opened })
             .collect()
             .await;
@@ -761,7 +763,12 @@ async fn run_shard(
             let listener = glommio::net::TcpListener::bind(address)
                 .map_err(|e| format!("cannot listen for the controller quorum on {address}: {e}"))?;
             let cluster_id = shard.settings.cluster_id.clone();
-            glommio::spawn_local(skein_net::metadata::listener::serve(shard.clone(), listener, cluster_id)).detach();
+            glommio::spawn_local(skein_control::metadata::listener::serve(
+                ShardHost(shard.clone()),
+                listener,
+                cluster_id,
+            ))
+            .detach();
         }
         if let Some(admin) = config.admin_listener {
             let shard = shard.clone();

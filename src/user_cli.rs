@@ -16,8 +16,8 @@ use kafka_protocol::messages::alter_user_scram_credentials_request::{
 };
 use kafka_protocol::messages::{AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest};
 use kafka_protocol::protocol::StrBytes;
-use skein_net::security::scram::{self, ScramCredential, ScramMechanism};
-use skein_net::security::{StagedScram, STAGED_SCRAM_FILE};
+use skein_control::security::scram::{self, ScramCredential, ScramMechanism};
+use skein_control::security::{StagedScram, STAGED_SCRAM_FILE};
 
 use crate::cluster_cli::{error_name, Client, Connection};
 
@@ -205,7 +205,7 @@ fn stage(dir: &Path, change: StagedScram) -> Result<(), String> {
 /// Applies the staged credentials through the controller (retrying until it takes
 /// them), then removes the file (on a blocking thread): the image holds them now.
 pub async fn apply_staged(shard: Rc<skein_net::Shard>) {
-    use skein_net::metadata::controller::ControllerRequest;
+    use skein_control::metadata::controller::ControllerRequest;
     let security = shard.settings.security.clone();
     if security.staged.is_empty() {
         return;

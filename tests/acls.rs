@@ -14,8 +14,8 @@ use bytes::Bytes;
 use common::{broker_port, Broker, RawClient};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use skein_control::security::acl::{Operation, PatternType, Permission, ResourceType, CLUSTER_NAME};
 use skein_net::authorize::Access;
-use skein_net::security::acl::{Operation, PatternType, Permission, ResourceType, CLUSTER_NAME};
 
 const TOPIC: &str = "acl-t";
 const GROUP: &str = "acl-g";

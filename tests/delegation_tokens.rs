@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{broker_port, kafka_share, Broker, RawClient};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use skein_net::security::acl::{Operation, PatternType, Permission, ResourceType};
+use skein_control::security::acl::{Operation, PatternType, Permission, ResourceType};
 
 const TOOL: &str = "org.apache.kafka.tools.DelegationTokenCommand";
 
@@ -341,8 +341,8 @@ fn every_version_with_the_acls_kafka_checks() {
     let server_first = String::from_utf8(server_first.auth_bytes.to_vec()).unwrap();
     use base64::Engine as _;
     let password = base64::engine::general_purpose::STANDARD.encode(&own.hmac);
-    let mechanism = skein_net::security::scram::ScramMechanism::Sha512;
-    let (last, _) = skein_net::security::scram::client_reply(mechanism, &password, &bare, &server_first).unwrap();
+    let mechanism = skein_control::security::scram::ScramMechanism::Sha512;
+    let (last, _) = skein_control::security::scram::client_reply(mechanism, &password, &bare, &server_first).unwrap();
     let reauthenticated = alice.call(&SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from(last)), 2);
     assert_eq!(reauthenticated.error_code, 0, "{reauthenticated:?}");
     assert_eq!(create(&mut alice, 3, None, "carol").error_code, 64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED");

@@ -629,7 +629,7 @@ fn offsets_partition_that_fails_to_load_stays_unloaded() {
     // Append a batch with a valid CRC and an undecodable zstd section at the log's end.
     let segment = broker
         .data_dir
-        .join(format!("__consumer_offsets-{}", skein_net::group::partition_for("unloadable")))
+        .join(format!("__consumer_offsets-{}", skein_coordinator::group::partition_for("unloadable")))
         .join(format!("{:020}.log", 0));
     let mut bytes = std::fs::read(&segment).unwrap();
     let (mut position, mut next_offset) = (0usize, 0i64);

@@ -15,7 +15,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::{ClientContext, Message};
-use skein_net::security::jwks::testing::Signer;
+use skein_control::security::jwks::testing::Signer;
 
 /// Serves `body` as JSON to every HTTP request on a port of its own, forever (the
 /// thread ends with the test process).

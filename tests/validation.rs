@@ -284,7 +284,7 @@ fn kafka_topic_configs_and_their_description() {
     assert_eq!(synonyms, vec![("log.retention.ms", 4), ("log.retention.ms", 5)]);
     let compression = entry("compression.type");
     assert_eq!(compression.synonyms[0].source, 1, "the topic override comes first");
-    assert_eq!(topic.len(), skein_net::configs::TOPIC_CONFIGS.len(), "every topic config is described");
+    assert_eq!(topic.len(), skein_control::configs::TOPIC_CONFIGS.len(), "every topic config is described");
 
     let broker_configs = &response.results[1].configs;
     let names: Vec<&str> = broker_configs.iter().map(|c| c.name.as_str()).collect();

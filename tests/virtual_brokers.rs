@@ -168,7 +168,7 @@ fn transactions_find_their_coordinator_shard() {
         .with_coordinator_keys(vec![kafka_protocol::protocol::StrBytes::from_static_str("virtual-writer")]);
     let response = common::RawClient::connect(&b).call(&request, 4);
     let coordinator = &response.coordinators[0];
-    let partition = skein_net::txn::partition_for("virtual-writer");
+    let partition = skein_coordinator::txn::partition_for("virtual-writer");
     let shard = placement(&broker, "__transaction_state")[&partition];
     assert_eq!(coordinator.error_code, 0, "{coordinator:?}");
     assert_eq!(coordinator.node_id.0, (1 << 24) + 1024 + i32::from(shard), "{coordinator:?}");

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skein_net::metadata::log::{decode_image, Proposal};
+use skein_control::metadata::log::{decode_image, Proposal};
 
 fuzz_target!(|data: &[u8]| {
     let [pick, rest @ ..] = data else { return };
@@ -14,9 +14,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let Ok(proposal) = serde_json::from_slice::<Proposal>(rest) else { return };
-    let mut image = skein_net::metadata::MetadataImage::default();
+    let mut image = skein_control::metadata::MetadataImage::default();
     image.apply(&proposal.records);
     // What it applied survives a snapshot.
-    let again = decode_image(&skein_net::metadata::log::encode_image(&image)).expect("a fresh snapshot decodes");
+    let again = decode_image(&skein_control::metadata::log::encode_image(&image)).expect("a fresh snapshot decodes");
     assert_eq!(again.version, image.version);
 });

@@ -23,9 +23,9 @@ fuzz_target!(|data: &[u8]| {
     let configs: BTreeMap<String, String> =
         RULES[*pick as usize % RULES.len()].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let compacted = configs.get("cleanup.policy").is_some_and(|p| p == "compact");
-    let rules = skein_net::append::AppendRules::of(&configs, &BTreeMap::new(), compacted);
+    let rules = skein_control::append::AppendRules::of(&configs, &BTreeMap::new(), compacted);
     let Ok(batch) = skein_engine::batch::Batch::validate_fresh(bytes::Bytes::copy_from_slice(batch), 1 << 20) else {
         return;
     };
-    let _ = skein_net::append::admit(batch, &rules, "fuzzed-0", 1_700_000_000_000);
+    let _ = skein_control::append::admit(batch, &rules, "fuzzed-0", 1_700_000_000_000);
 });

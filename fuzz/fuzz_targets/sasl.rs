@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use skein_net::security::scram::{Exchange, ScramCredential, ScramMechanism};
+use skein_control::security::scram::{Exchange, ScramCredential, ScramMechanism};
 
 /// alice's credentials, salted once (4,096 rounds of PBKDF2 per input would leave
 /// the fuzzer a few hundred inputs a second).
@@ -37,11 +37,11 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         2 => {
-            let _ = skein_net::security::oauthbearer::validate_unsecured(rest, 1_700_000_000_000);
+            let _ = skein_control::security::oauthbearer::validate_unsecured(rest, 1_700_000_000_000);
         }
         _ => {
             if let Ok(text) = std::str::from_utf8(rest) {
-                let _ = skein_net::security::jwks::KeySet::parse(text);
+                let _ = skein_control::security::jwks::KeySet::parse(text);
             }
         }
     }

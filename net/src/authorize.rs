@@ -11,16 +11,13 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::*;
-
-use crate::errors::code;
-use crate::security::acl::{Authorizer, Operation, ResourceType, Session, CLUSTER_NAME};
-
-pub use crate::security::acl::Operation as Op;
-
-pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
-pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+use skein_control::errors::code;
+pub use skein_control::errors::code::{
+    CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+};
+pub use skein_control::security::acl::Operation as Op;
+use skein_control::security::acl::{Authorizer, Operation, ResourceType, Session, CLUSTER_NAME};
 
 /// What an API requires: the resources it checks, in the order Kafka checks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +182,9 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
         // KafkaApis checks the topology's topics).
         RequestKind::StreamsGroupHeartbeat(r)
             if r.topology.iter().any(|t| {
-                crate::group::streams::topology::required_topics(t).iter().any(|name| !caller.topic(Op::Describe, name))
+                skein_coordinator::group::streams::topology::required_topics(t)
+                    .iter()
+                    .any(|name| !caller.topic(Op::Describe, name))
             }) =>
         {
             Some(TOPIC_AUTHORIZATION_FAILED)

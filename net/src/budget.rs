@@ -26,8 +26,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use event_listener::Event;
-
-use crate::limits::{CONNECTION_RESPONSE_BYTES_MAX, FETCH_GRANT_FLOOR, SHARD_RESPONSE_BYTES_MAX};
+use skein_control::limits::{CONNECTION_RESPONSE_BYTES_MAX, FETCH_GRANT_FLOOR, SHARD_RESPONSE_BYTES_MAX};
 
 /// Response bytes held by all connections of one shard.
 pub struct ShardResponses {
@@ -175,8 +174,9 @@ impl Drop for Grant {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::time::Duration;
+
+    use super::*;
 
     fn run<F: std::future::Future<Output = ()> + 'static>(test: impl FnOnce() -> F + Send + 'static) {
         glommio::LocalExecutorBuilder::default().spawn(move || async move { test().await }).unwrap().join().unwrap();

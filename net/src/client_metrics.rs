@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::configs::ConfigType;
-use crate::errors::code;
-use crate::metadata::Refusal;
+use skein_control::configs::ConfigType;
+use skein_control::errors::code;
+use skein_control::metadata::Refusal;
 
 pub const METRICS: &str = "metrics";
 pub const INTERVAL_MS: &str = "interval.ms";

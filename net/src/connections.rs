@@ -81,7 +81,7 @@ impl ConnectionLimits {
     /// # Errors
     /// Which limit refused it.
     pub fn admit(self: &Arc<Self>, ip: IpAddr, shard_open: usize) -> Result<Admitted, Refused> {
-        if shard_open >= crate::limits::SHARD_CONNECTIONS_MAX {
+        if shard_open >= skein_control::limits::SHARD_CONNECTIONS_MAX {
             return Err(Refused::Shard);
         }
         if self.total.fetch_add(1, Ordering::AcqRel) >= self.max_total() {
@@ -131,7 +131,7 @@ mod tests {
         assert_eq!(limits.admit(b, 0).unwrap_err(), Refused::Node);
         drop(first);
         assert!(limits.admit(b, 0).is_ok());
-        assert_eq!(limits.admit(b, crate::limits::SHARD_CONNECTIONS_MAX).unwrap_err(), Refused::Shard);
+        assert_eq!(limits.admit(b, skein_control::limits::SHARD_CONNECTIONS_MAX).unwrap_err(), Refused::Shard);
     }
 
     // A dynamic limit applies to the next connection, and going back to none restores

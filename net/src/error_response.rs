@@ -12,8 +12,7 @@
 //! the connection is closed, which every client handles by reconnecting.
 
 use kafka_protocol::messages::*;
-
-use crate::errors::code::UNKNOWN_SERVER_ERROR;
+use skein_control::errors::code::UNKNOWN_SERVER_ERROR;
 
 /// Topics (name, id) and the partitions of each a request or a response names.
 type Partitions = Vec<(TopicName, uuid::Uuid, Vec<i32>)>;

@@ -26,9 +26,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use skein_control::errors::code;
 use skein_engine::{Signal, Stamped};
-
-use crate::errors::code;
 
 /// A session not used for this long may be evicted to make room for a new one
 /// (Kafka's `min.incremental.fetch.session.eviction.ms`).
@@ -322,8 +321,9 @@ impl FetchSessions {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use skein_engine::Stamp;
+
+    use super::*;
 
     fn sent(partition: i32, high_watermark: i64, log_start_offset: i64, had_records: bool) -> Sent {
         Sent {

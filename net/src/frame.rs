@@ -21,8 +21,7 @@ use std::io::IoSlice;
 use bytes::buf::UninitSlice;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::buf::ByteBufMut;
-
-use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FRAME_WRITE_SEGMENTS_MAX};
+use skein_control::limits::{FETCH_RESPONSE_BYTES_MAX, FRAME_WRITE_SEGMENTS_MAX};
 
 /// Backs the placeholders. A partition's records are never more than a response
 /// holds, except a first batch larger than that, which is joined instead (and counted

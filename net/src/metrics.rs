@@ -17,34 +17,6 @@ pub struct Latency {
     pub sum_us: u64,
 }
 
-/// What the share-partitions led on a shard did.
-#[derive(Debug, Default)]
-pub struct ShareMetrics {
-    /// Records acquired for members (each delivery counted).
-    pub acquired: Cell<u64>,
-    /// Records members acknowledged (accepted, released, rejected or gaps).
-    pub acknowledged: Cell<u64>,
-    /// Records whose acquisition lock ran out.
-    pub expired: Cell<u64>,
-    /// Share-partition states the share coordinator did not take: the
-    /// acknowledgements that made them were answered with an error.
-    pub state_write_failures: Cell<u64>,
-    /// The last write failed: the next failure is not logged again.
-    pub failing: Cell<bool>,
-    /// Records written to share groups' dead-letter topics (KIP-1191).
-    pub dead_letters: Cell<u64>,
-    /// Dead-letter writes given up on (their records archived without a copy).
-    pub dead_letter_failures: Cell<u64>,
-    /// The last dead-letter write failed: the next failure is not logged again.
-    pub dead_letter_failing: Cell<bool>,
-}
-
-impl ShareMetrics {
-    pub fn add(counter: &Cell<u64>, n: u64) {
-        counter.set(counter.get() + n);
-    }
-}
-
 /// Requests and errors by API key, bytes in and out, cross-shard messages.
 #[derive(Debug, Default)]
 pub struct ShardMetrics {
@@ -103,7 +75,7 @@ pub struct ShardMetrics {
     /// controller: the replica fetchers look for new leaders to follow when it moves.
     pub assignments: Cell<u64>,
     /// Share groups on this shard's partitions (`share::leader`).
-    pub shares: ShareMetrics,
+    pub shares: skein_coordinator::share::ShareMetrics,
     /// Where Produce and Fetch requests spend their time on this shard.
     pub produce_stages: RequestStages,
     pub fetch_stages: RequestStages,

@@ -7,8 +7,9 @@
 //! client that did not ask gets Kafka's "not requested" value (`i32::MIN`), which
 //! clients must not decode.
 
+use skein_control::security::acl::{Operation, ResourceType, CLUSTER_NAME};
+
 use crate::authorize::Caller;
-use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 
 /// Kafka's `AclOperation` codes.
 const READ: u8 = 3;

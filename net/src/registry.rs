@@ -166,7 +166,7 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         });
     }
     // The image is looked at only for the requests a feature gates.
-    let off = crate::features::disabled(&body, || shard.image());
+    let off = skein_control::features::disabled(&body, || shard.image());
     if let Some(response) = off.and_then(|c| crate::error_response::for_request(&body, header.request_api_version, c)) {
         return Some(Handled::answer(response));
     }
@@ -198,11 +198,11 @@ pub async fn dispatch(shard: &Rc<Shard>, request: Request) -> Option<Handled> {
         }
         RequestKind::ApiVersions(r) if !api_versions::is_valid(&r, header.request_api_version) => {
             ResponseKind::ApiVersions(
-                ApiVersionsResponse::default().with_error_code(crate::errors::code::INVALID_REQUEST),
+                ApiVersionsResponse::default().with_error_code(skein_control::errors::code::INVALID_REQUEST),
             )
         }
         RequestKind::ApiVersions(r) if api_versions::meant_elsewhere(&r, shard) => ResponseKind::ApiVersions(
-            ApiVersionsResponse::default().with_error_code(crate::errors::code::REBOOTSTRAP_REQUIRED),
+            ApiVersionsResponse::default().with_error_code(skein_control::errors::code::REBOOTSTRAP_REQUIRED),
         ),
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::with_features(
             api_versions::response(advertised()),
@@ -436,7 +436,7 @@ fn advertised() -> impl Iterator<Item = (&'static ApiKey, &'static VersionRange)
 /// lists the supported versions, so the client can retry with one of them.
 pub fn unsupported_api_versions(correlation_id: i32) -> Bytes {
     let mut response = api_versions::response(advertised());
-    response.error_code = crate::errors::code::UNSUPPORTED_VERSION;
+    response.error_code = skein_control::errors::code::UNSUPPORTED_VERSION;
     encode_v0(correlation_id, &response)
 }
 

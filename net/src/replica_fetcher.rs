@@ -188,7 +188,7 @@ impl FollowerSession {
 
 /// Fetches this shard's partitions that `leader` leads, until none is left.
 async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
-    let mut connection: Option<crate::peer::PeerStream> = None;
+    let mut connection: Option<skein_control::peer::PeerStream> = None;
     let mut session = FollowerSession::default();
     let mut correlation = 0i32;
     // Partitions the leader refused sit out `replica.fetch.backoff.ms`, as in Kafka,
@@ -226,7 +226,7 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
         if connection.is_none() {
             // The leader keeps sessions per connection (on the shard it reached).
             session.reset();
-            match crate::peer::connect(&shard.settings.security, &host, port, &client).await {
+            match skein_control::peer::connect(&shard.settings.security, &host, port, &client).await {
                 Ok(stream) => connection = Some(stream),
                 Err(e) => {
                     // A refused login is a configuration error an operator must see;
@@ -248,7 +248,7 @@ async fn fetch_from(shard: Rc<Shard>, leader: i32, alive: Rc<Cell<bool>>) {
         let positions: Vec<(TopicPartition, Position)> =
             partitions.iter().map(|(partition, state)| (partition.clone(), Position::of(state))).collect();
         let request = session.request(shard.settings.node_id, &positions);
-        let exchange = crate::peer::exchange(stream, &request, FETCH_VERSION, correlation, &client);
+        let exchange = skein_control::peer::exchange(stream, &request, FETCH_VERSION, correlation, &client);
         let response = match within(exchange).await {
             Some(Ok(response)) => response,
             failed => {
@@ -416,7 +416,7 @@ async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errors::code;
+    use skein_control::errors::code;
 
     fn at(offset: i64) -> Position {
         Position { fetch_offset: offset, log_start_offset: 0, current_leader_epoch: 3, last_fetched_epoch: 3 }

@@ -31,17 +31,17 @@ use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
-
-use crate::budget::{ConnectionResponses, Grant};
-use crate::frame::{self, Frame, SharedRecords, Splicer};
-use crate::limits::{
+use skein_control::limits::{
     CONNECTION_BUFFERED_BYTES_MAX, IN_FLIGHT_REQUESTS_PER_CONNECTION, SASL_TOKEN_MAX_BYTES, SHARD_BUFFERED_BYTES_MAX,
     TLS_HANDSHAKE_TIMEOUT,
 };
+use skein_control::security::acl::Session;
+use skein_control::security::sasl::{Authenticator, Gate};
+use skein_control::security::{ListenerConfig, Principal};
+
+use crate::budget::{ConnectionResponses, Grant};
+use crate::frame::{self, Frame, SharedRecords, Splicer};
 use crate::registry;
-use crate::security::acl::Session;
-use crate::security::sasl::{Authenticator, Gate};
-use crate::security::{ListenerConfig, Principal};
 use crate::shard::quotas::{self as enforce, QuotaClient};
 use crate::shard::Shard;
 
@@ -152,7 +152,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
     if listener.protocol.tls() {
         let tls = shard.settings.security.tls.as_ref().ok_or("a TLS listener without TLS settings")?;
         let acceptor = futures_rustls::TlsAcceptor::from(tls.config(&shard.security.tls));
-        let socket = crate::security::buffered::buffered(stream);
+        let socket = skein_control::security::buffered::buffered(stream);
         let handshake = futures_lite::future::or(async { Some(acceptor.accept(socket).await) }, async {
             glommio::timer::sleep(TLS_HANDSHAKE_TIMEOUT).await;
             None
@@ -535,7 +535,7 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
         return Err(format!("unsupported version {version} of api key {key}"));
     }
     let frame = skein_engine::Backing::of(&buf);
-    let whole = crate::capture::on().then(|| buf.clone());
+    let whole = skein_control::capture::on().then(|| buf.clone());
     let header_version = api_key.request_header_version(version);
     let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
     let body =
@@ -564,12 +564,12 @@ fn parse(mut buf: Bytes) -> Result<Incoming, String> {
 /// Keeps a decoded frame, and a produce's record batches, for the fuzz targets' seeds
 /// (`capture`, test-only).
 fn capture(frame: &[u8], body: &RequestKind) {
-    crate::capture::keep("request_frame", frame);
+    skein_control::capture::keep("request_frame", frame);
     if let RequestKind::Produce(produce) = body {
         for partition in produce.topic_data.iter().flat_map(|t| &t.partition_data) {
             if let Some(records) = &partition.records {
                 // produce_batch's first byte picks the topic's rules: the default ones.
-                crate::capture::keep("produce_batch", &[&[0u8][..], &records[..]].concat());
+                skein_control::capture::keep("produce_batch", &[&[0u8][..], &records[..]].concat());
             }
         }
     }
@@ -616,10 +616,10 @@ fn authenticate(
     version: i16,
     request: &kafka_protocol::messages::SaslAuthenticateRequest,
     now: std::time::Instant,
-) -> crate::security::sasl::TokenReply {
+) -> skein_control::security::sasl::TokenReply {
     let image = shard.image();
     let security = &shard.settings.security;
-    let credentials = crate::security::NodeCredentials { security, image: &image };
+    let credentials = skein_control::security::NodeCredentials { security, image: &image };
     let keys = shard.jwks_keys();
     let reply = auth.authenticate(security, version, request, &credentials, keys.as_deref(), now);
     let metrics = &shard.metrics;

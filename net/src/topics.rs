@@ -7,17 +7,17 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures_util::future::{join_all, Either};
+use skein_control::append::TopicSettings;
+use skein_control::configs::validate_config;
+use skein_control::errors::code;
+use skein_control::metadata::controller::{check_growth, decide, ControllerRequest};
+use skein_control::metadata::decide::NewTopic;
+use skein_control::metadata::{validate_topic_name, Assignment, MetadataImage, Refusal, TopicMeta};
+use skein_coordinator::group::GroupRequest;
+use skein_coordinator::txn::TxnRequest;
 use skein_engine::TopicPartition;
 
-use crate::append::TopicSettings;
-use crate::configs::validate_config;
-use crate::errors::code;
-use crate::group::GroupRequest;
-use crate::metadata::controller::{check_growth, decide, ControllerRequest};
-use crate::metadata::decide::NewTopic;
-use crate::metadata::{validate_topic_name, Assignment, MetadataImage, Refusal, TopicMeta};
 use crate::shard::{ops, PartitionError, Shard};
-use crate::txn::TxnRequest;
 
 /// A controller reply of the wrong kind: a bug, answered as Kafka answers one.
 /// Checks a new topic's name, partition count, replication factor and configs.
@@ -167,8 +167,8 @@ pub async fn reconcile(shard: &Rc<Shard>, before: &MetadataImage, after: &Metada
     // Dynamic broker-level topic defaults (`log.retention.ms` set cluster-wide, ...)
     // reach every topic without its own value.
     let statics = &shard.settings.topic_defaults;
-    let defaults = crate::broker_configs::topic_defaults(after, node, statics);
-    let defaults_changed = crate::broker_configs::topic_defaults(before, node, statics) != defaults;
+    let defaults = skein_control::broker_configs::topic_defaults(after, node, statics);
+    let defaults_changed = skein_control::broker_configs::topic_defaults(before, node, statics) != defaults;
     let failed_dirs = !shard.settings.log_dirs.failed().is_empty();
     for meta in after.topics.values() {
         let old = before.topic(&meta.name).filter(|o| o.id == meta.id);
@@ -259,7 +259,7 @@ pub async fn set_broker_configs(
         return Err((code::INVALID_REQUEST, format!("Invalid broker id {broker}")));
     }
     for (name, value) in &configs {
-        crate::broker_configs::validate_broker_config(broker, name, value)?;
+        skein_control::broker_configs::validate_broker_config(broker, name, value)?;
     }
     if validate_only {
         return Ok(());
@@ -279,8 +279,8 @@ pub async fn set_group_configs(
     configs: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<(), Refusal> {
-    let broker = crate::group::configs::broker_values(&shard.coordinators.groups.consumer_settings.get());
-    crate::group::configs::validate(group, &configs, &broker)?;
+    let broker = skein_coordinator::group::configs::broker_values(&shard.coordinators.groups.consumer_settings.get());
+    skein_coordinator::group::configs::validate(group, &configs, &broker)?;
     if validate_only {
         return Ok(());
     }
@@ -497,8 +497,8 @@ const INTERNAL_TOPIC_REPLICATION_FACTOR: i16 = 3;
 /// # Errors
 /// When the topic cannot be created.
 pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
-    let partitions = crate::group::OFFSETS_TOPIC_PARTITIONS;
-    ensure_internal_topic(shard, crate::group::OFFSETS_TOPIC, partitions, BTreeMap::new()).await
+    let partitions = skein_coordinator::group::OFFSETS_TOPIC_PARTITIONS;
+    ensure_internal_topic(shard, skein_coordinator::group::OFFSETS_TOPIC, partitions, BTreeMap::new()).await
 }
 
 /// Creates `__transaction_state` (compacted, `transaction.state.log.num.partitions`,
@@ -509,8 +509,8 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
 pub async fn ensure_transaction_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
     let factor = internal_replication_factor(shard);
     let configs = BTreeMap::from([("min.insync.replicas".to_string(), factor.min(2).to_string())]);
-    let partitions = crate::txn::TRANSACTION_TOPIC_PARTITIONS;
-    ensure_internal_topic(shard, crate::txn::TRANSACTION_TOPIC, partitions, configs).await
+    let partitions = skein_coordinator::txn::TRANSACTION_TOPIC_PARTITIONS;
+    ensure_internal_topic(shard, skein_coordinator::txn::TRANSACTION_TOPIC, partitions, configs).await
 }
 
 /// Kafka's `offsets.topic.replication.factor` and
@@ -531,8 +531,8 @@ fn internal_replication_factor(shard: &Shard) -> i16 {
 pub async fn ensure_share_state_topic(shard: &Rc<Shard>) -> Result<(), Refusal> {
     let factor = internal_replication_factor(shard);
     let configs = BTreeMap::from([("min.insync.replicas".to_string(), factor.min(2).to_string())]);
-    let partitions = crate::coordinator::share::STATE_TOPIC_PARTITIONS;
-    ensure_internal_topic(shard, crate::coordinator::share::STATE_TOPIC, partitions, configs).await
+    let partitions = skein_coordinator::serve::share::STATE_TOPIC_PARTITIONS;
+    ensure_internal_topic(shard, skein_coordinator::serve::share::STATE_TOPIC, partitions, configs).await
 }
 
 async fn ensure_internal_topic(

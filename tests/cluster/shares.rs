@@ -132,8 +132,8 @@ fn a_share_group_survives_its_leader_and_its_share_coordinator() {
     cluster.wait_for_brokers();
     // Then the share coordinator of the share-partition's state.
     let topic_id = topics(cluster.node(other)).into_iter().find(|(name, _)| name == "s").unwrap().1;
-    let key = skein_net::coordinator::share::Key { group: "g".into(), topic_id, partition: 0 };
-    let state = leader_of(cluster.node(other), skein_net::coordinator::share::STATE_TOPIC, key.state_partition());
+    let key = skein_coordinator::serve::share::Key { group: "g".into(), topic_id, partition: 0 };
+    let state = leader_of(cluster.node(other), skein_coordinator::serve::share::STATE_TOPIC, key.state_partition());
     std::thread::sleep(Duration::from_secs(5));
     cluster.node_mut(state).kill();
     std::thread::sleep(Duration::from_secs(5));
@@ -153,8 +153,9 @@ fn a_share_group_survives_its_leader_and_its_share_coordinator() {
     // kafka-share-groups' lag, known wherever the group's coordinator, the state's
     // coordinator and the partition's leader are (ReadShareGroupStateSummary v1 and a
     // ListOffsets to the leader when they are on other nodes).
-    let group_coordinator = leader_of(cluster.node(other), "__consumer_offsets", skein_net::group::partition_for("g"));
-    let state = leader_of(cluster.node(other), skein_net::coordinator::share::STATE_TOPIC, key.state_partition());
+    let group_coordinator =
+        leader_of(cluster.node(other), "__consumer_offsets", skein_coordinator::group::partition_for("g"));
+    let state = leader_of(cluster.node(other), skein_coordinator::serve::share::STATE_TOPIC, key.state_partition());
     println!(
         "group coordinator {group_coordinator}, share coordinator {state}, leader {}",
         leader_of(cluster.node(other), "s", 0)

@@ -13,18 +13,17 @@ use kafka_protocol::messages::{
     DescribeAclsResponse,
 };
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_control::limits::ACL_BINDINGS_MAX;
+use skein_control::metadata::controller::ControllerRequest;
+use skein_control::security::acl::{AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType};
 
 use super::s;
-use crate::errors::code;
-use crate::limits::ACL_BINDINGS_MAX;
-use crate::metadata::controller::ControllerRequest;
-use crate::security::acl::{AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType};
 use crate::shard::Shard;
 
 /// Kafka 4 serves v1–3 (v0, without pattern types, was removed by KIP-896).
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 3 };
 
-const SECURITY_DISABLED: i16 = 54;
 const DISABLED: &str = "No Authorizer is configured on the broker";
 
 pub async fn create(shard: &Rc<Shard>, request: CreateAclsRequest) -> CreateAclsResponse {
@@ -34,7 +33,7 @@ pub async fn create(shard: &Rc<Shard>, request: CreateAclsRequest) -> CreateAcls
     };
     if shard.settings.security.authorizer.is_none() || request.creations.len() > ACL_BINDINGS_MAX {
         let (code, message) = match shard.settings.security.authorizer.is_none() {
-            true => (SECURITY_DISABLED, DISABLED.to_string()),
+            true => (code::SECURITY_DISABLED, DISABLED.to_string()),
             false => (code::INVALID_REQUEST, format!("At most {ACL_BINDINGS_MAX} ACLs in one request")),
         };
         response.results = vec![refuse(code, &message); request.creations.len()];
@@ -78,7 +77,7 @@ pub async fn create(shard: &Rc<Shard>, request: CreateAclsRequest) -> CreateAcls
 pub fn describe(shard: &Rc<Shard>, request: DescribeAclsRequest) -> DescribeAclsResponse {
     let mut response = DescribeAclsResponse::default();
     if shard.settings.security.authorizer.is_none() {
-        return response.with_error_code(SECURITY_DISABLED).with_error_message(Some(s(DISABLED)));
+        return response.with_error_code(code::SECURITY_DISABLED).with_error_message(Some(s(DISABLED)));
     }
     let filter = filter(
         request.resource_type_filter,
@@ -127,7 +126,7 @@ pub async fn delete(shard: &Rc<Shard>, request: DeleteAclsRequest) -> DeleteAcls
         DeleteAclsFilterResult::default().with_error_code(code).with_error_message(Some(s(message)))
     };
     if shard.settings.security.authorizer.is_none() {
-        response.filter_results = vec![refuse(SECURITY_DISABLED, DISABLED); request.filters.len()];
+        response.filter_results = vec![refuse(code::SECURITY_DISABLED, DISABLED); request.filters.len()];
         return response;
     }
     let image = shard.image();

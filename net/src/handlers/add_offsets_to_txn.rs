@@ -6,10 +6,10 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::txn::calls;
 
-use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::calls;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
@@ -29,7 +29,8 @@ pub async fn handle(
         return response;
     }
     let id = request.transactional_id.0.to_string();
-    let partition = (crate::group::OFFSETS_TOPIC.to_string(), crate::group::partition_for(&group));
+    let partition =
+        (skein_coordinator::group::OFFSETS_TOPIC.to_string(), skein_coordinator::group::partition_for(&group));
     let call = calls::Add {
         id: id.clone(),
         producer_id: request.producer_id.0,
@@ -38,6 +39,6 @@ pub async fn handle(
         mode: calls::AddMode::Client,
     };
     let error = crate::topics::txn_call(shard, &id, call).await.unwrap_or_else(|error| error);
-    response.error_code = crate::txn::fenced_for(error, header.request_api_version >= 2);
+    response.error_code = skein_coordinator::txn::fenced_for(error, header.request_api_version >= 2);
     response
 }

@@ -14,12 +14,12 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::txn::calls::{self, AddMode};
 
 use super::{group_by_topic, s};
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
-use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::calls::{self, AddMode};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -85,7 +85,7 @@ async fn add(
     } else {
         let call = calls::Add { id: id.to_owned(), producer_id, epoch, partitions: wanted.clone(), mode };
         let error = crate::topics::txn_call(shard, id, call).await.unwrap_or_else(|error| error);
-        vec![crate::txn::fenced_for(error, knows_fenced); wanted.len()]
+        vec![skein_coordinator::txn::fenced_for(error, knows_fenced); wanted.len()]
     };
     let partitions = wanted.into_iter().zip(codes).map(|((topic, p), error)| {
         (topic, AddPartitionsToTxnPartitionResult::default().with_partition_index(p).with_partition_error_code(error))

@@ -10,10 +10,10 @@ use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, RequestHeader,
 };
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_control::metadata::controller::{ControllerReply, ControllerRequest};
 
 use super::s;
-use crate::errors::code;
-use crate::metadata::controller::{ControllerReply, ControllerRequest};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };

@@ -13,10 +13,10 @@ use kafka_protocol::messages::alter_replica_log_dirs_response::{
 };
 use kafka_protocol::messages::{AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
 use skein_engine::TopicPartition;
 
 use super::s;
-use crate::errors::code;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };

@@ -6,8 +6,7 @@ use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatu
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
-
-use crate::metadata::MetadataImage;
+use skein_control::metadata::MetadataImage;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -36,7 +35,7 @@ pub fn meant_elsewhere(request: &ApiVersionsRequest, shard: &crate::shard::Shard
     let Some(cluster) = &request.cluster_id else { return false };
     let node = shard.settings.node_id;
     let this_node = request.node_id == node
-        || crate::virtual_brokers::split(request.node_id).is_some_and(|(owner, _)| owner == node);
+        || skein_control::virtual_brokers::split(request.node_id).is_some_and(|(owner, _)| owner == node);
     cluster.as_str() != shard.settings.cluster_id || !this_node
 }
 
@@ -62,7 +61,7 @@ pub fn with_features(mut response: ApiVersionsResponse, version: i16, image: &Me
     if version < 3 {
         return response;
     }
-    for feature in crate::features::FEATURES {
+    for feature in skein_control::features::FEATURES {
         response.supported_features.push(
             SupportedFeatureKey::default()
                 .with_name(StrBytes::from_static_str(feature.name))
@@ -70,7 +69,7 @@ pub fn with_features(mut response: ApiVersionsResponse, version: i16, image: &Me
                 .with_max_version(feature.max),
         );
     }
-    for (name, level) in crate::features::finalized(image) {
+    for (name, level) in skein_control::features::finalized(image) {
         response.finalized_features.push(
             FinalizedFeatureKey::default()
                 .with_name(StrBytes::from_static_str(name))

@@ -11,11 +11,11 @@ use kafka_protocol::messages::{
     DescribeClientQuotasResponse,
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_control::errors::code;
+use skein_control::metadata::controller::ControllerRequest;
+use skein_control::quota::{EntityName, QuotaEntity, CONNECTION_CREATION_RATE, REQUEST_PERCENTAGE};
 
 use super::s;
-use crate::errors::code;
-use crate::metadata::controller::ControllerRequest;
-use crate::quota::{EntityName, QuotaEntity, CONNECTION_CREATION_RATE, REQUEST_PERCENTAGE};
 use crate::shard::Shard;
 
 pub const DESCRIBE_VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };

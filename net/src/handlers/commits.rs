@@ -5,11 +5,10 @@
 //! topics are named by id; offsets are kept by name, as Kafka keeps them.
 
 use kafka_protocol::protocol::StrBytes;
+use skein_control::errors::code;
+use skein_control::metadata::{MetadataImage, TopicMeta};
+use skein_coordinator::group::Committed;
 use uuid::Uuid;
-
-use crate::errors::code;
-use crate::group::Committed;
-use crate::metadata::{MetadataImage, TopicMeta};
 
 /// A topic of a commit request as the image knows it: by id from the versions that
 /// name topics by id, else by name. `None`: an id the image does not know.
@@ -54,7 +53,7 @@ impl Commits {
             Some(crate::authorize::TOPIC_AUTHORIZATION_FAILED)
         } else if !known {
             Some(code::UNKNOWN_TOPIC_OR_PARTITION)
-        } else if committed.metadata.len() > crate::group::OFFSET_METADATA_MAX_BYTES {
+        } else if committed.metadata.len() > skein_coordinator::group::OFFSET_METADATA_MAX_BYTES {
             Some(code::OFFSET_METADATA_TOO_LARGE)
         } else {
             None

@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
+use skein_coordinator::group::calls;
 
-use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };

@@ -5,9 +5,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
 
 use super::s;
-use crate::errors::code;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };

@@ -8,13 +8,13 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::broker_configs::effective_topic_config;
+use skein_control::configs::TOPIC_CONFIGS;
+use skein_control::errors::code;
+use skein_control::metadata::decide::NewTopic;
+use skein_control::metadata::Refusal;
 
 use super::s;
-use crate::broker_configs::effective_topic_config;
-use crate::configs::TOPIC_CONFIGS;
-use crate::errors::code;
-use crate::metadata::decide::NewTopic;
-use crate::metadata::Refusal;
 use crate::shard::Shard;
 use crate::topics;
 

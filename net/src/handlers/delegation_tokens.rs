@@ -19,15 +19,15 @@ use kafka_protocol::messages::{
     RenewDelegationTokenRequest, RenewDelegationTokenResponse,
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_control::errors::code;
+use skein_control::metadata::requests::ControllerRequest;
+use skein_control::security::acl::ResourceType;
+use skein_control::security::tokens::{self, split_principal, DelegationToken, TokenSettings};
+use skein_engine::time::now_ms;
 
 use super::s;
 use crate::authorize::{Caller, Op};
-use crate::errors::code;
-use crate::metadata::requests::ControllerRequest;
-use crate::security::acl::ResourceType;
-use crate::security::tokens::{self, split_principal, DelegationToken, TokenSettings};
 use crate::shard::Shard;
-use skein_engine::time::now_ms;
 
 pub const CREATE_VERSIONS: VersionRange = VersionRange { min: 1, max: 3 };
 pub const RENEW_VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };

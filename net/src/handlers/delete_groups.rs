@@ -8,8 +8,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_coordinator::group::calls;
 
-use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
@@ -31,11 +31,11 @@ pub async fn handle(
         let mut error = crate::topics::group_call(shard, &name, calls::Delete { group: name.clone() })
             .await
             .unwrap_or_else(|error| error);
-        if let (crate::errors::code::NONE, Ok(Some(topics))) = (error, share) {
+        if let (skein_control::errors::code::NONE, Ok(Some(topics))) = (error, share) {
             for (topic_id, _, partitions) in topics {
                 for partition in partitions {
-                    let key = crate::coordinator::share::Key { group: name.clone(), topic_id, partition };
-                    let delete = crate::coordinator::share::StateCall::Delete { key };
+                    let key = skein_coordinator::serve::share::Key { group: name.clone(), topic_id, partition };
+                    let delete = skein_coordinator::serve::share::StateCall::Delete { key };
                     if let Err((c, _)) = shard.share_state(delete).await {
                         error = c;
                     }

@@ -5,9 +5,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
 
 use super::s;
-use crate::errors::code;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };

@@ -10,11 +10,11 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::broker_configs::{effective_topic_config, DYNAMIC_BROKER_CONFIGS};
+use skein_control::configs::{broker_value, ConfigSource, ConfigType, TOPIC_CONFIGS};
+use skein_control::errors::code;
 
 use super::s;
-use crate::broker_configs::{effective_topic_config, DYNAMIC_BROKER_CONFIGS};
-use crate::configs::{broker_value, ConfigSource, ConfigType, TOPIC_CONFIGS};
-use crate::errors::code;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
@@ -182,9 +182,9 @@ fn topic_configs(
 }
 
 /// Every config of group `name` (which need not exist yet, as in Kafka).
-fn group_configs(shard: &Shard, image: &crate::metadata::MetadataImage, name: &str) -> Vec<Entry> {
-    let broker = crate::group::configs::broker_values(&shard.coordinators.groups.consumer_settings.get());
-    crate::group::configs::describe(image, name, &broker)
+fn group_configs(shard: &Shard, image: &skein_control::metadata::MetadataImage, name: &str) -> Vec<Entry> {
+    let broker = skein_coordinator::group::configs::broker_values(&shard.coordinators.groups.consumer_settings.get());
+    skein_coordinator::group::configs::describe(image, name, &broker)
         .into_iter()
         .map(|(def, value, source, synonyms)| Entry {
             name: def.name.to_string(),

@@ -7,10 +7,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code::GROUP_ID_NOT_FOUND;
+use skein_coordinator::group::calls;
 
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED};
-use crate::errors::code::GROUP_ID_NOT_FOUND;
-use crate::group::calls;
 use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::shard::Shard;
 

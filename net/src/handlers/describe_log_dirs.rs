@@ -55,8 +55,9 @@ pub async fn handle(shard: &Rc<Shard>, request: DescribeLogDirsRequest) -> Descr
             placed[here].entry(topic.clone()).or_default().push(partition);
         }
     }
-    let cordoned = crate::broker_configs::dynamic_broker_value(&image, shard.settings.node_id, "cordoned.log.dirs");
-    let cordoned = crate::broker_configs::cordoned(cordoned, &log_dirs);
+    let cordoned =
+        skein_control::broker_configs::dynamic_broker_value(&image, shard.settings.node_id, "cordoned.log.dirs");
+    let cordoned = skein_control::broker_configs::cordoned(cordoned, &log_dirs);
     let results = log_dirs
         .dirs()
         .iter()
@@ -66,7 +67,7 @@ pub async fn handle(shard: &Rc<Shard>, request: DescribeLogDirsRequest) -> Descr
             let mut dir = DescribeLogDirsResult::default();
             if log_dir.space.is_failed() {
                 // As Kafka answers for an offline log directory.
-                dir.error_code = crate::errors::code::KAFKA_STORAGE_ERROR;
+                dir.error_code = skein_control::errors::code::KAFKA_STORAGE_ERROR;
                 dir.log_dir = s(log_dir.path().display().to_string());
                 (dir.total_bytes, dir.usable_bytes) = (-1, -1);
                 return dir;

@@ -7,10 +7,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_quorum_response::{Listener, Node, PartitionData, ReplicaState, TopicData};
 use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumResponse, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_control::metadata::controller::{ControllerReply, ControllerRequest, VoterStatus};
 
 use super::s;
-use crate::errors::code;
-use crate::metadata::controller::{ControllerReply, ControllerRequest, VoterStatus};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };

@@ -12,10 +12,10 @@ use kafka_protocol::messages::describe_topic_partitions_response::{
 };
 use kafka_protocol::messages::{BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
 
 use super::s;
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
-use crate::errors::code;
 use crate::operations::{authorized, Resource};
 use crate::shard::Shard;
 

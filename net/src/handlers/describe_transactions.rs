@@ -8,11 +8,11 @@ use futures_util::future::join_all;
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::txn::calls;
 
 use super::{group_by_topic, s};
-use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::calls;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 

@@ -10,9 +10,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::metadata::controller::{ControllerReply, ControllerRequest, Election};
 
 use super::s;
-use crate::metadata::controller::{ControllerReply, ControllerRequest, Election};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };

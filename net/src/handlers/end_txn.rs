@@ -8,10 +8,10 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::txn::calls::{self, ProducerIdAndEpoch};
 
-use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::calls::{self, ProducerIdAndEpoch};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -29,7 +29,7 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, request: EndTxnRe
         Ok(producer) => (code::NONE, producer),
         Err(error) => (error, ProducerIdAndEpoch { producer_id: -1, epoch: -1 }),
     };
-    let error = crate::txn::fenced_for(error, header.request_api_version >= 2);
+    let error = skein_coordinator::txn::fenced_for(error, header.request_api_version >= 2);
     EndTxnResponse::default()
         .with_error_code(error)
         .with_producer_id(ProducerId(producer.producer_id))

@@ -25,15 +25,15 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_control::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
+use skein_control::metadata::MetadataImage;
 use skein_engine::{Batch, TopicPartition};
 
 use super::{group_by_topic, leaders, s};
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
 use crate::budget::Grant;
-use crate::errors::code;
 use crate::frame::SharedRecords;
-use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
-use crate::metadata::MetadataImage;
 use crate::shard::ops::{self, EpochEnd, Fetched};
 use crate::shard::{PartitionError, Reader, Shard, Wait};
 
@@ -437,7 +437,7 @@ fn resolve(image: &MetadataImage, partitions: Vec<SessionPartition>, caller: Opt
     let denied = |name: &str| caller.is_some_and(|c| !c.topic(Op::Read, name));
     // A request lists a topic's partitions together: the topic is looked up and
     // authorized once per run of them.
-    let mut last: Option<(TopicKey, Option<&crate::metadata::TopicMeta>, bool)> = None;
+    let mut last: Option<(TopicKey, Option<&skein_control::metadata::TopicMeta>, bool)> = None;
     partitions
         .into_iter()
         .map(|p| {

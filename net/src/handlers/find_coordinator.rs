@@ -9,16 +9,15 @@
 
 use std::rc::Rc;
 
+use futures_util::future::join_all;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
-
-use futures_util::future::join_all;
+use skein_control::errors::code;
+use skein_coordinator::group::calls;
 
 use super::s;
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
-use crate::errors::code;
-use crate::group::calls;
 use crate::shard::Shard;
 
 /// A coordinator found: its node id, host and port.
@@ -82,12 +81,16 @@ pub async fn handle(
 /// partition, once that partition is loaded when it is this node.
 async fn coordinator_of(shard: &Rc<Shard>, group: &str, listener: &str) -> Option<(i32, String, u16)> {
     crate::topics::ensure_offsets_topic(shard).await.ok()?;
-    let partition = crate::group::partition_for(group);
-    let leader = shard.image().topic(crate::group::OFFSETS_TOPIC)?.assignment(partition, shard.settings.node_id).leader;
+    let partition = skein_coordinator::group::partition_for(group);
+    let leader = shard
+        .image()
+        .topic(skein_coordinator::group::OFFSETS_TOPIC)?
+        .assignment(partition, shard.settings.node_id)
+        .leader;
     if leader == shard.settings.node_id {
         crate::topics::group_call(shard, group, calls::Ready).await.ok()?;
     }
-    let leader = shard.client_broker_id(leader, listener, crate::group::OFFSETS_TOPIC, partition);
+    let leader = shard.client_broker_id(leader, listener, skein_coordinator::group::OFFSETS_TOPIC, partition);
     let (host, port) = shard.client_address(leader, listener)?;
     Some((leader, host, port))
 }
@@ -96,13 +99,16 @@ async fn coordinator_of(shard: &Rc<Shard>, group: &str, listener: &str) -> Optio
 /// `__transaction_state` partition, once that partition is loaded when it is this node.
 async fn txn_coordinator_of(shard: &Rc<Shard>, id: &str, listener: &str) -> Option<(i32, String, u16)> {
     crate::topics::ensure_transaction_topic(shard).await.ok()?;
-    let partition = crate::txn::partition_for(id);
-    let leader =
-        shard.image().topic(crate::txn::TRANSACTION_TOPIC)?.assignment(partition, shard.settings.node_id).leader;
+    let partition = skein_coordinator::txn::partition_for(id);
+    let leader = shard
+        .image()
+        .topic(skein_coordinator::txn::TRANSACTION_TOPIC)?
+        .assignment(partition, shard.settings.node_id)
+        .leader;
     if leader == shard.settings.node_id {
-        crate::topics::txn_call(shard, id, crate::txn::calls::Ready).await.ok()?;
+        crate::topics::txn_call(shard, id, skein_coordinator::txn::calls::Ready).await.ok()?;
     }
-    let leader = shard.client_broker_id(leader, listener, crate::txn::TRANSACTION_TOPIC, partition);
+    let leader = shard.client_broker_id(leader, listener, skein_coordinator::txn::TRANSACTION_TOPIC, partition);
     let (host, port) = shard.client_address(leader, listener)?;
     Some((leader, host, port))
 }

@@ -10,12 +10,12 @@ use kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::configs::config_def;
+use skein_control::errors::code;
+use skein_control::metadata::Refusal;
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::s;
-use crate::configs::config_def;
-use crate::errors::code;
-use crate::metadata::Refusal;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };

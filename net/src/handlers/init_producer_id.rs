@@ -8,10 +8,10 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::txn::calls;
 
-use crate::errors::code;
 use crate::shard::Shard;
-use crate::txn::calls;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 

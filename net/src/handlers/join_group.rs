@@ -5,9 +5,9 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::group::Join;
 
-use crate::errors::code;
-use crate::group::Join;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };

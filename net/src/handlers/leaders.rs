@@ -5,7 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::errors::code;
+use skein_control::errors::code;
+
 use crate::shard::{BrokerAddress, Shard};
 
 /// Whether a partition refused with `error` tells the client where its leader is.

@@ -9,11 +9,11 @@ use std::rc::Rc;
 use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{ListConfigResourcesRequest, ListConfigResourcesResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::group::calls;
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::s;
-use crate::errors::code;
-use crate::group::calls;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };

@@ -10,9 +10,9 @@ use kafka_protocol::messages::{
     BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::protocol::VersionRange;
+use skein_control::metadata::TopicMeta;
 
 use super::s;
-use crate::metadata::TopicMeta;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };

@@ -9,12 +9,12 @@ use futures_util::future::join_all;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::txn::{calls, TxnRequest, TxnState, TRANSACTION_TOPIC};
 use skein_engine::TopicPartition;
 
 use super::s;
-use crate::errors::code;
 use crate::shard::{ops, Shard};
-use crate::txn::{calls, TxnRequest, TxnState, TRANSACTION_TOPIC};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 

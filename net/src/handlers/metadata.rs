@@ -10,11 +10,11 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_control::metadata::{validate_topic_name, TopicMeta};
 
 use super::s;
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
-use crate::errors::code;
-use crate::metadata::{validate_topic_name, TopicMeta};
 use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::shard::{BrokerAddress, Shard};
 

@@ -69,10 +69,10 @@ pub mod write_txn_markers;
 use std::rc::Rc;
 
 use kafka_protocol::protocol::StrBytes;
+use skein_control::errors::code;
+use skein_control::metadata::MetadataImage;
 use skein_engine::TopicPartition;
 
-use crate::errors::code;
-use crate::metadata::MetadataImage;
 use crate::shard::{PartitionError, Shard, ShardOp};
 
 /// Runs one operation per partition of topic `name` on the partitions' owner shards,

@@ -7,10 +7,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::group::{calls, Committed};
 
 use super::commits::{metadata, resolve, Commits};
-use crate::errors::code;
-use crate::group::{calls, Committed};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 10 };

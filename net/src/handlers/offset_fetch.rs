@@ -13,10 +13,10 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, RequestHeader, TopicName};
 use kafka_protocol::protocol::VersionRange;
+use skein_coordinator::group::{calls, Committed, PartitionOffset};
 
 use super::{group_by_topic, s};
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
-use crate::group::{calls, Committed, PartitionOffset};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
@@ -108,7 +108,10 @@ pub async fn handle(
                         });
                     let unknown = unknown.into_iter().flat_map(|(id, partitions)| {
                         partitions.into_iter().map(move |p| {
-                            ((String::new(), id), fetched_partition(p, None, crate::errors::code::UNKNOWN_TOPIC_ID))
+                            (
+                                (String::new(), id),
+                                fetched_partition(p, None, skein_control::errors::code::UNKNOWN_TOPIC_ID),
+                            )
                         })
                     });
                     out.topics = group_by_topic(partitions.chain(unknown))

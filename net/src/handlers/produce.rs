@@ -9,11 +9,11 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, RequestHeader};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
 use skein_engine::TopicPartition;
 
 use super::{group_by_topic, leaders, s};
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
-use crate::errors::code;
 use crate::shard::ops::{self, Produced};
 use crate::shard::{PartitionError, Shard};
 
@@ -60,7 +60,7 @@ pub async fn handle(
             slots.push(((name.clone(), id), index));
             let known = meta.is_some_and(|m| index >= 0 && index < m.partitions);
             // Clients may not write the coordinator's topic, as in Kafka.
-            let internal = name == crate::group::OFFSETS_TOPIC;
+            let internal = name == skein_coordinator::group::OFFSETS_TOPIC;
             let transactional = data.records.as_ref().is_some_and(|r| {
                 r.len() > skein_engine::batch::HEADER_BYTES && skein_engine::batch::attributes_of(r) & 0x10 != 0
             });
@@ -124,7 +124,7 @@ pub async fn handle(
                 partition.log_start_offset = appended.log_start_offset;
             }
             Ok(Produced::Refused(refused)) => {
-                let crate::append::Refused { error_code, message, record_errors } = *refused;
+                let skein_control::append::Refused { error_code, message, record_errors } = *refused;
                 partition.error_code = error_code;
                 partition.error_message = Some(s(message));
                 partition.base_offset = -1;

@@ -18,11 +18,11 @@ use kafka_protocol::messages::{
     UnregisterControllerRequest, UnregisterControllerResponse,
 };
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_control::metadata::requests::ControllerRequest;
+use skein_control::metadata::{QuorumMember, Refusal};
 
 use super::s;
-use crate::errors::code;
-use crate::metadata::requests::ControllerRequest;
-use crate::metadata::{QuorumMember, Refusal};
 use crate::shard::Shard;
 
 pub const ADD_VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };

@@ -4,9 +4,9 @@
 
 use kafka_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
 
 use super::s;
-use crate::errors::code;
 
 pub const HANDSHAKE_VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 pub const AUTHENTICATE_VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };

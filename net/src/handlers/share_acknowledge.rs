@@ -10,13 +10,13 @@ use kafka_protocol::messages::share_acknowledge_response::{
 };
 use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_control::errors::code;
+use skein_coordinator::share::leader::ShareCall;
 use skein_engine::TopicPartition;
 
 use super::share_fetch::{ack_batches, caller_member, node_endpoints, release};
 use crate::authorize::{Caller, Op, TOPIC_AUTHORIZATION_FAILED};
-use crate::errors::code;
 use crate::shard::{ops, Shard};
-use crate::share::leader::ShareCall;
 
 /// Version 2 adds renew acknowledgements (KIP-1222) and the lock's duration in the
 /// response.
@@ -43,7 +43,7 @@ pub async fn handle(
         Err(c) => return ShareAcknowledgeResponse::default().with_error_code(c),
     };
     let image = shard.image();
-    let (settings, ..) = crate::group::configs::share_partition_settings(&image, &group);
+    let (settings, ..) = skein_coordinator::group::configs::share_partition_settings(&image, &group);
     let lock_ms = settings.lock_duration.as_millis().min(i32::MAX as u128) as i32;
     let mut leaders = BTreeSet::new();
     let mut response = ShareAcknowledgeResponse::default();

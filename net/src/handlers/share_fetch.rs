@@ -15,15 +15,15 @@ use kafka_protocol::messages::share_fetch_response::{
 };
 use kafka_protocol::messages::{BrokerId, ShareFetchRequest, ShareFetchResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_control::errors::code;
+use skein_control::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
+use skein_coordinator::share::leader::{AckBatch, ShareAnswer, ShareCall};
+use skein_coordinator::share::partition::Acknowledge;
+use skein_coordinator::share::sessions::{SessionPartition, Step};
 use skein_engine::TopicPartition;
 
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
-use crate::errors::code;
-use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
 use crate::shard::{ops, Shard, Wait};
-use crate::share::leader::{AckBatch, ShareAnswer, ShareCall};
-use crate::share::partition::Acknowledge;
-use crate::share::sessions::{SessionPartition, Step};
 
 /// Version 1 is Kafka's first stable version; version 2 adds renew acknowledgements
 /// (KIP-1222) and record-limit acquisition (KIP-1206).
@@ -151,7 +151,7 @@ pub async fn handle(
         Ok(Step::Close(closed)) => (acks.keys().copied().collect(), false, Some(closed)),
     };
     let mut parts: BTreeMap<SessionPartition, Part> = BTreeMap::new();
-    let mut lock_ms = crate::share::partition::ShareSettings::default().lock_duration.as_millis() as i32;
+    let mut lock_ms = skein_coordinator::share::partition::ShareSettings::default().lock_duration.as_millis() as i32;
     let fetching = closed.is_none() && request.max_records > 0 && request.max_bytes > 0;
     let max_bytes = (request.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
     let deadline = started + Duration::from_millis(request.max_wait_ms.clamp(0, FETCH_WAIT_MAX_MS as i32) as u64);
@@ -255,7 +255,7 @@ pub async fn handle(
 
 /// The partition a session entry names, or its error recorded in `part`.
 fn resolve(
-    image: &crate::metadata::MetadataImage,
+    image: &skein_control::metadata::MetadataImage,
     caller: &Caller,
     key: SessionPartition,
     part: &mut Part,
@@ -294,9 +294,9 @@ pub fn node_endpoints<T>(
 
 /// Releases what a closed session's member holds on the session's partitions that
 /// this node leads.
-pub async fn release(shard: &Rc<Shard>, closed: crate::share::sessions::Closed) {
+pub async fn release(shard: &Rc<Shard>, closed: skein_coordinator::share::sessions::Closed) {
     let image = shard.image();
-    let crate::share::sessions::Closed { group, member, partitions } = closed;
+    let skein_coordinator::share::sessions::Closed { group, member, partitions } = closed;
     for (topic_id, partition) in partitions {
         let Some(meta) = image.topic_by_id(topic_id) else { continue };
         let tp = TopicPartition::new(meta.name.clone(), partition);
@@ -310,7 +310,7 @@ pub async fn release(shard: &Rc<Shard>, closed: crate::share::sessions::Closed) 
 fn build(
     shard: &Shard,
     parts: BTreeMap<SessionPartition, Part>,
-    image: &crate::metadata::MetadataImage,
+    image: &skein_control::metadata::MetadataImage,
     listener: &str,
     lock_ms: i32,
 ) -> ShareFetchResponse {

@@ -6,10 +6,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::share_group_describe_response::DescribedGroup;
 use kafka_protocol::messages::{ShareGroupDescribeRequest, ShareGroupDescribeResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_control::errors::code;
+use skein_coordinator::group::calls;
 
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED};
-use crate::errors::code;
-use crate::group::calls;
 use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::shard::Shard;
 

@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{RequestHeader, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_coordinator::group::calls;
 
-use crate::group::calls;
 use crate::shard::Shard;
 
 /// Version 1 is Kafka's first stable version (v0 was 4.0's early access).

@@ -21,11 +21,11 @@ use kafka_protocol::messages::{
     DeleteShareGroupOffsetsResponse, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_control::errors::code;
+use skein_coordinator::group::calls;
+use skein_coordinator::serve::share::{Key, StateCall};
 
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
-use crate::coordinator::share::{Key, StateCall};
-use crate::errors::code;
-use crate::group::calls;
 use crate::shard::Shard;
 
 /// v1 adds each partition's lag (KIP-1226).
@@ -110,7 +110,7 @@ pub async fn describe(
 /// A share-partition's lag as Kafka 4.4 reports it: the high watermark less the start
 /// offset less the records finished past the start; -1 when unknown (no state yet, or
 /// the partition's leader or the state's coordinator unreachable).
-async fn lag(shard: &Rc<Shard>, topic: &str, key: &Key, stored: &crate::coordinator::share::Stored) -> i64 {
+async fn lag(shard: &Rc<Shard>, topic: &str, key: &Key, stored: &skein_coordinator::serve::share::Stored) -> i64 {
     if stored.start < 0 {
         return -1;
     }
@@ -139,7 +139,8 @@ async fn high_watermark(shard: &Rc<Shard>, topic: &str, partition: i32) -> Optio
             .with_partitions(vec![wanted])]);
     let client = format!("skein-{node}");
     let timeout = std::time::Duration::from_secs(10);
-    let response = crate::peer::pooled_call(&shard.settings.security, &host, port, &client, &request, 7, timeout).await;
+    let response =
+        skein_control::peer::pooled_call(&shard.settings.security, &host, port, &client, &request, 7, timeout).await;
     let answered = response.ok()?.topics.into_iter().flat_map(|t| t.partitions).next()?;
     (answered.error_code == code::NONE).then_some(answered.offset)
 }

@@ -18,12 +18,12 @@ use kafka_protocol::messages::{
     WriteShareGroupStateResponse,
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_control::errors::code;
+use skein_coordinator::serve::share::{Key, StateCall, Stored};
+use skein_coordinator::share::partition::{RecordState, StateBatch};
 
 use crate::authorize::{Caller, Op, CLUSTER_AUTHORIZATION_FAILED};
-use crate::coordinator::share::{Key, StateCall, Stored};
-use crate::errors::code;
 use crate::shard::Shard;
-use crate::share::partition::{RecordState, StateBatch};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 /// ReadShareGroupStateSummary v1 adds each partition's DeliveryCompleteCount
@@ -245,7 +245,7 @@ pub async fn send(shard: &Rc<Shard>, broker: i32, call: StateCall) -> Answer {
             exchange!($request, 0)
         };
         ($request:expr, $version:expr) => {
-            crate::peer::pooled_call(security, &host, port, &client, &$request, $version, STATE_CALL_TIMEOUT)
+            skein_control::peer::pooled_call(security, &host, port, &client, &$request, $version, STATE_CALL_TIMEOUT)
                 .await
                 .map_err(failed)?
         };

@@ -8,9 +8,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::streams_group_describe_response::DescribedGroup;
 use kafka_protocol::messages::{StreamsGroupDescribeRequest, StreamsGroupDescribeResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_coordinator::group::calls;
 
 use crate::authorize::{Caller, Op, GROUP_AUTHORIZATION_FAILED};
-use crate::group::calls;
 use crate::operations::{authorized, Resource, NOT_REQUESTED};
 use crate::shard::Shard;
 

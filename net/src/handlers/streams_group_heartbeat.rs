@@ -9,10 +9,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::streams_group_heartbeat_response::Status;
 use kafka_protocol::messages::{RequestHeader, StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use skein_coordinator::group::calls;
+use skein_coordinator::group::streams::topology::{InternalTopic, MISSING_INTERNAL_TOPICS};
 
 use crate::authorize::Caller;
-use crate::group::calls;
-use crate::group::streams::topology::{InternalTopic, MISSING_INTERNAL_TOPICS};
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
@@ -65,7 +65,7 @@ async fn create(shard: &Rc<Shard>, group: &str, topics: Vec<InternalTopic>) {
                 .await;
         match created {
             Ok(_) => tracing::info!(target: "skein::net", group, topic = %topic.name, "streams internal topic created"),
-            Err((crate::errors::code::TOPIC_ALREADY_EXISTS, _)) => {}
+            Err((skein_control::errors::code::TOPIC_ALREADY_EXISTS, _)) => {}
             Err((code, message)) => {
                 tracing::warn!(target: "skein::net", group, topic = %topic.name, code, %message, "cannot create streams internal topic")
             }

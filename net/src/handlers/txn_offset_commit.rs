@@ -10,12 +10,12 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{RequestHeader, TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_coordinator::group::{calls, Committed};
 use skein_engine::TopicPartition;
 
 use super::commits::{metadata, resolve, Commits};
 use super::{group_by_topic, s};
-use crate::errors::code;
-use crate::group::{calls, Committed};
 use crate::shard::Shard;
 
 /// From v5 (transaction version 2, KIP-890 part 2) the group's offsets partition is
@@ -93,10 +93,11 @@ pub async fn handle(
 /// a coordinator that could not be asked as COORDINATOR_NOT_AVAILABLE.
 async fn verify(shard: &Rc<Shard>, version: i16, request: &TxnOffsetCommitRequest, group: &str) -> Result<(), i16> {
     let id = request.transactional_id.0.to_string();
-    let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
+    let partition =
+        TopicPartition::new(skein_coordinator::group::OFFSETS_TOPIC, skein_coordinator::group::partition_for(group));
     let producer = (request.producer_id.0, request.producer_epoch);
     let checked = shard.check_txn(&id, producer, &partition, version >= 5).await;
-    checked.map_err(|error| match crate::txn::fenced_for(error, false) {
+    checked.map_err(|error| match skein_coordinator::txn::fenced_for(error, false) {
         code::INVALID_TXN_STATE if version >= 4 => code::TRANSACTION_ABORTABLE,
         code::NETWORK_EXCEPTION => code::COORDINATOR_NOT_AVAILABLE,
         error => error,

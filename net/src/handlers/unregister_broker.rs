@@ -8,9 +8,9 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{UnregisterBrokerRequest, UnregisterBrokerResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::metadata::requests::ControllerRequest;
 
 use super::s;
-use crate::metadata::requests::ControllerRequest;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };

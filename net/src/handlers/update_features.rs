@@ -7,11 +7,11 @@ use std::rc::Rc;
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{RequestHeader, UpdateFeaturesRequest, UpdateFeaturesResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_control::features::UpgradeType;
+use skein_control::metadata::requests::ControllerRequest;
 
 use super::s;
-use crate::errors::code;
-use crate::features::UpgradeType;
-use crate::metadata::requests::ControllerRequest;
 use crate::shard::Shard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
@@ -38,7 +38,7 @@ pub async fn handle(
     let node = shard.settings.node_id;
     let checked = updates
         .iter()
-        .try_for_each(|(name, level, upgrade)| crate::features::check(&image, node, name, *level, *upgrade));
+        .try_for_each(|(name, level, upgrade)| skein_control::features::check(&image, node, name, *level, *upgrade));
     let outcome = match checked {
         Err(refused) => Err(refused),
         Ok(()) if request.validate_only || updates.is_empty() => Ok(()),

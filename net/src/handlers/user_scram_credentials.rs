@@ -16,12 +16,12 @@ use kafka_protocol::messages::{
     DescribeUserScramCredentialsResponse,
 };
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
+use skein_control::metadata::controller::ControllerRequest;
+use skein_control::metadata::Refusal;
+use skein_control::security::scram::{self, ScramCredential, ScramMechanism};
 
 use super::s;
-use crate::errors::code;
-use crate::metadata::controller::ControllerRequest;
-use crate::metadata::Refusal;
-use crate::security::scram::{self, ScramCredential, ScramMechanism};
 use crate::shard::Shard;
 
 pub const DESCRIBE_VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };

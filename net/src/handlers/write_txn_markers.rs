@@ -12,9 +12,9 @@ use kafka_protocol::messages::write_txn_markers_response::{
 };
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use kafka_protocol::protocol::VersionRange;
+use skein_control::errors::code;
 
 use super::route_partitions;
-use crate::errors::code;
 use crate::shard::{ops, Shard};
 
 /// v2 carries each marker's transaction version (KIP-1228).

@@ -30,7 +30,7 @@ impl Shard {
                 // A broker that registered virtual brokers on this listener: each of
                 // its shards a broker of its own.
                 Some(v) => brokers.extend((0..v.shards).map(|shard| {
-                    let id = crate::virtual_brokers::virtual_id(b.id, shard as usize);
+                    let id = skein_control::virtual_brokers::virtual_id(b.id, shard as usize);
                     BrokerAddress { id, host: host.clone(), port: v.port_base + shard, rack: b.rack.clone() }
                 })),
                 None => brokers.push(BrokerAddress { id: b.id, host, port, rack: b.rack.clone() }),
@@ -41,7 +41,7 @@ impl Shard {
             match (self.virtual_brokers(listener), self.own_endpoint(listener)) {
                 // Each shard a broker of its own.
                 (Some(port_base), Some((host, _))) => brokers.extend((0..self.settings.shards).map(|shard| {
-                    let id = crate::virtual_brokers::virtual_id(self.settings.node_id, shard);
+                    let id = skein_control::virtual_brokers::virtual_id(self.settings.node_id, shard);
                     let port = port_base + shard as u16;
                     BrokerAddress { id, host: host.clone(), port, rack: self.settings.rack.clone() }
                 })),
@@ -59,7 +59,7 @@ impl Shard {
     /// A broker's address for a client on listener `listener`: this node's own, or
     /// that of a registered broker not fenced.
     pub fn client_address(&self, id: i32, listener: &str) -> Option<(String, u16)> {
-        if let Some((node, shard)) = crate::virtual_brokers::split(id) {
+        if let Some((node, shard)) = skein_control::virtual_brokers::split(id) {
             if node == self.settings.node_id {
                 let port_base = self.virtual_brokers(listener)?;
                 let here = shard < self.settings.shards && self.settings.broker;
@@ -99,9 +99,9 @@ impl Shard {
         // past its own within them (`MetadataImage::place_within`), and so does this.
         let owner = match owner < shards {
             true => owner,
-            false => crate::metadata::default_shard(topic, partition, shards),
+            false => skein_control::metadata::default_shard(topic, partition, shards),
         };
-        crate::virtual_brokers::virtual_id(broker, owner)
+        skein_control::virtual_brokers::virtual_id(broker, owner)
     }
 
     /// The controller's id as a client on `listener` knows it: when that node runs
@@ -112,7 +112,7 @@ impl Shard {
             false => self.image().brokers.get(&controller).is_some_and(|b| b.virtual_on(listener).is_some()),
         };
         match virtual_here {
-            true => crate::virtual_brokers::virtual_id(controller, 0),
+            true => skein_control::virtual_brokers::virtual_id(controller, 0),
             false => controller,
         }
     }

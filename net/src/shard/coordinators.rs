@@ -6,11 +6,11 @@ use std::future::Future;
 
 use kafka_protocol::messages::{ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use skein_coordinator::group::GroupRequest;
+use skein_coordinator::serve::{Coordinators, Host};
+use skein_coordinator::txn::{self, calls};
 
 use super::*;
-use crate::coordinator::{Coordinators, Host};
-use crate::group::GroupRequest;
-use crate::txn::{self, calls};
 
 impl Host for Shard {
     fn node_id(&self) -> i32 {
@@ -56,18 +56,18 @@ impl Host for Shard {
         Shard::broker_address(self, broker)
     }
 
-    fn security(&self) -> &Arc<crate::security::Security> {
+    fn security(&self) -> &Arc<skein_control::security::Security> {
         &self.settings.security
     }
 
-    fn share_metrics(&self) -> &crate::metrics::ShareMetrics {
+    fn share_metrics(&self) -> &skein_coordinator::share::ShareMetrics {
         &self.metrics.shares
     }
 
     fn share_state(
         self: &Rc<Self>,
-        call: crate::coordinator::share::StateCall,
-    ) -> impl Future<Output = Result<crate::coordinator::share::Stored, (i16, String)>> {
+        call: skein_coordinator::serve::share::StateCall,
+    ) -> impl Future<Output = Result<skein_coordinator::serve::share::Stored, (i16, String)>> {
         let shard = self.clone();
         async move {
             // As Kafka's persister does, a coordinator that is not there yet (its topic
@@ -176,9 +176,10 @@ impl Shard {
             .with_topic_data(vec![topic]);
         let client = format!("skein-{node}");
         let timeout = std::time::Duration::from_millis(OWN_PRODUCE_TIMEOUT_MS + 5_000);
-        let response = crate::peer::pooled_call(&self.settings.security, &host, port, &client, &request, 9, timeout)
-            .await
-            .map_err(|e| (code::NETWORK_EXCEPTION, e.to_string()))?;
+        let response =
+            skein_control::peer::pooled_call(&self.settings.security, &host, port, &client, &request, 9, timeout)
+                .await
+                .map_err(|e| (code::NETWORK_EXCEPTION, e.to_string()))?;
         let answer = response.responses.iter().flat_map(|t| &t.partition_responses).next();
         match answer {
             Some(p) if p.error_code == code::NONE => Ok(()),
@@ -198,9 +199,9 @@ impl Shard {
     /// cannot be created or the partition has no leader.
     pub async fn share_state(
         self: &Rc<Self>,
-        call: crate::coordinator::share::StateCall,
-    ) -> Result<crate::coordinator::share::Stored, (i16, String)> {
-        use crate::coordinator::share::STATE_TOPIC;
+        call: skein_coordinator::serve::share::StateCall,
+    ) -> Result<skein_coordinator::serve::share::Stored, (i16, String)> {
+        use skein_coordinator::serve::share::STATE_TOPIC;
         let unavailable = (code::COORDINATOR_NOT_AVAILABLE, String::new());
         crate::topics::ensure_share_state_topic(self).await.map_err(|_| unavailable.clone())?;
         let partition = call.key().state_partition();
@@ -220,9 +221,9 @@ impl Shard {
     /// The coordinator's error and message.
     pub async fn share_state_here(
         self: &Rc<Self>,
-        call: crate::coordinator::share::StateCall,
-    ) -> Result<crate::coordinator::share::Stored, (i16, String)> {
-        let partition = TopicPartition::new(crate::coordinator::share::STATE_TOPIC, call.key().state_partition());
+        call: skein_coordinator::serve::share::StateCall,
+    ) -> Result<skein_coordinator::serve::share::Stored, (i16, String)> {
+        let partition = TopicPartition::new(skein_coordinator::serve::share::STATE_TOPIC, call.key().state_partition());
         let leads = self.leads(&partition);
         match self.call(partition, ops::ShareState(Box::new(call))).await {
             Ok(stored) => Ok(stored),
@@ -253,7 +254,10 @@ impl Shard {
     /// # Errors
     /// The Kafka error code when the coordinator cannot answer (loading, unavailable).
     pub async fn group_call<C: GroupRequest>(self: &Rc<Self>, group: &str, call: C) -> Result<C::Reply, i16> {
-        let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, crate::group::partition_for(group));
+        let partition = TopicPartition::new(
+            skein_coordinator::group::OFFSETS_TOPIC,
+            skein_coordinator::group::partition_for(group),
+        );
         match self.call(partition.clone(), ops::Group(Box::new(call.into_message()))).await {
             Ok(answer) => C::reply(answer).ok_or_else(unexpected_answer::<C>),
             // Another broker leads the group's partition: the client looks it up again.
@@ -268,7 +272,7 @@ impl Shard {
         call: impl Fn() -> C,
     ) -> Vec<Result<C::Reply, i16>> {
         let image = self.image();
-        let Some(meta) = image.topic(crate::group::OFFSETS_TOPIC) else { return Vec::new() };
+        let Some(meta) = image.topic(skein_coordinator::group::OFFSETS_TOPIC) else { return Vec::new() };
         let mut seen = std::collections::BTreeSet::new();
         let mut calls = Vec::new();
         let node = self.settings.node_id;
@@ -278,7 +282,7 @@ impl Shard {
                 continue;
             }
             if seen.insert(*owner) {
-                let partition = TopicPartition::new(crate::group::OFFSETS_TOPIC, p as i32);
+                let partition = TopicPartition::new(skein_coordinator::group::OFFSETS_TOPIC, p as i32);
                 calls.push(self.call_on(*owner, partition, ops::Group(Box::new(call().into_message()))));
             }
         }
@@ -359,8 +363,8 @@ impl Shard {
                 .with_topics(vec![topic])]);
         let client = format!("skein-txn-verify-{node}");
         let security = &self.settings.security;
-        let timeout = crate::coordinator::txn::TXN_WRITE_TIMEOUT;
-        let response = crate::peer::call(security, &host, port, &client, &request, 5, timeout)
+        let timeout = skein_coordinator::serve::txn::TXN_WRITE_TIMEOUT;
+        let response = skein_control::peer::call(security, &host, port, &client, &request, 5, timeout)
             .await
             .map_err(|_| code::NETWORK_EXCEPTION)?;
         if response.error_code != code::NONE {
@@ -387,11 +391,12 @@ impl Shard {
     ) -> Result<(), PartitionError> {
         let &ops::WriteMarker { producer_id, epoch, coordinator_epoch, commit, transaction_version } = marker;
         let min_insync = state.rules.get().min_insync_replicas.max(1) as usize;
-        let acks_all = skein_replication::AcksAll { min_insync, timeout: crate::coordinator::txn::MARKER_TIMEOUT };
+        let acks_all =
+            skein_replication::AcksAll { min_insync, timeout: skein_coordinator::serve::txn::MARKER_TIMEOUT };
         let tv2 = transaction_version >= 2;
         match state.write_marker(producer_id, epoch, coordinator_epoch, commit, tv2, Some(acks_all)).await {
             Ok(_) => {
-                if partition.topic == crate::group::OFFSETS_TOPIC {
+                if partition.topic == skein_coordinator::group::OFFSETS_TOPIC {
                     self.coordinators.groups.complete_txn(partition.partition, producer_id, commit);
                 }
                 Ok(())

@@ -36,12 +36,12 @@ impl Shard {
     fn take_assignment(self: &Rc<Self>, partition: &TopicPartition, state: &Rc<Partition>, assignment: Assignment) {
         let was_leader = state.replica().role() == replication::Role::Leader;
         let was_epoch = state.replica().leader_epoch().0;
-        assign(state, assignment, &self.metrics);
+        assign(state, assignment, &self.metrics.assignments);
         let leads = state.replica().role() == replication::Role::Leader;
-        if partition.topic == crate::group::OFFSETS_TOPIC && was_leader != leads {
+        if partition.topic == skein_coordinator::group::OFFSETS_TOPIC && was_leader != leads {
             self.coordinators.groups.unload(partition.partition);
             if leads {
-                let load = crate::coordinator::group::load_as_leader(
+                let load = skein_coordinator::serve::group::load_as_leader(
                     self.clone(),
                     partition.clone(),
                     state.log().clone(),
@@ -53,13 +53,15 @@ impl Shard {
         // So does the transaction coordinator, loaded again in each new leader epoch
         // (its coordinator epoch, which fences markers of an older coordinator).
         let epoch = state.replica().leader_epoch().0;
-        if partition.topic == crate::txn::TRANSACTION_TOPIC && (was_leader != leads || epoch != was_epoch) {
+        if partition.topic == skein_coordinator::txn::TRANSACTION_TOPIC && (was_leader != leads || epoch != was_epoch) {
             self.coordinators.txns.unload(partition.partition);
             if leads {
                 self.spawn_txn_load(partition, state.log());
             }
         }
-        if partition.topic == crate::coordinator::share::STATE_TOPIC && (was_leader != leads || epoch != was_epoch) {
+        if partition.topic == skein_coordinator::serve::share::STATE_TOPIC
+            && (was_leader != leads || epoch != was_epoch)
+        {
             self.coordinators.shares.unload(partition.partition);
             if leads {
                 self.spawn_share_state_load(partition, state.log());
@@ -71,14 +73,14 @@ impl Shard {
     /// in a task of its own, while this shard leads it.
     fn spawn_txn_load(self: &Rc<Self>, partition: &TopicPartition, log: &Rc<skein_engine::Log<DmaStorage>>) {
         let load =
-            crate::coordinator::txn::load_as_leader(self.clone(), partition.clone(), log.clone(), Duration::ZERO);
+            skein_coordinator::serve::txn::load_as_leader(self.clone(), partition.clone(), log.clone(), Duration::ZERO);
         glommio::spawn_local(load).detach();
     }
 
     /// Loads the share-partition states of `partition` of `__share_group_state`, in
     /// a task of its own, while this shard leads it.
     fn spawn_share_state_load(self: &Rc<Self>, partition: &TopicPartition, log: &Rc<skein_engine::Log<DmaStorage>>) {
-        let load = crate::coordinator::share::load_as_leader(self.clone(), partition.clone(), log.clone());
+        let load = skein_coordinator::serve::share::load_as_leader(self.clone(), partition.clone(), log.clone());
         glommio::spawn_local(load).detach();
     }
 
@@ -104,15 +106,15 @@ impl Shard {
         // lead). Its producer state holds the transactions of offset commits
         // (TxnOffsetCommit), so that the cleaner drops aborted ones.
         let leads = assignment.leader == self.settings.node_id;
-        let producers = if partition.topic == crate::group::OFFSETS_TOPIC {
+        let producers = if partition.topic == skein_coordinator::group::OFFSETS_TOPIC {
             let loaded = match leads {
-                true => Box::pin(crate::coordinator::group::load(&**self, &log, partition.partition)).await,
+                true => Box::pin(skein_coordinator::serve::group::load(&**self, &log, partition.partition)).await,
                 false => Ok(()),
             };
             if let Err(error) = loaded {
-                crate::coordinator::group::load_failed(&**self, partition, &error);
+                skein_coordinator::serve::group::load_failed(&**self, partition, &error);
                 // Retried once the partition is hosted.
-                let retry = crate::coordinator::group::load_as_leader(
+                let retry = skein_coordinator::serve::group::load_as_leader(
                     self.clone(),
                     partition.clone(),
                     log.clone(),
@@ -121,8 +123,8 @@ impl Shard {
                 glommio::spawn_local(retry).detach();
             }
             Box::pin(replication::load_producers(&log)).await
-        } else if partition.topic == crate::txn::TRANSACTION_TOPIC
-            || partition.topic == crate::coordinator::share::STATE_TOPIC
+        } else if partition.topic == skein_coordinator::txn::TRANSACTION_TOPIC
+            || partition.topic == skein_coordinator::serve::share::STATE_TOPIC
         {
             // Loaded by its leader once the partition is hosted (below).
             ProducerStates::default()
@@ -134,7 +136,7 @@ impl Shard {
             replica.recover_high_watermark(recovered);
         }
         replica.set_min_insync(settings.append.min_insync_replicas.max(1) as usize);
-        assign(&replica, assignment, &self.metrics);
+        assign(&replica, assignment, &self.metrics.assignments);
         self.partitions.borrow_mut().insert(
             partition.clone(),
             Rc::new(Partition {
@@ -149,11 +151,11 @@ impl Shard {
                 shares: Default::default(),
             }),
         );
-        if partition.topic == crate::txn::TRANSACTION_TOPIC && leads {
+        if partition.topic == skein_coordinator::txn::TRANSACTION_TOPIC && leads {
             let hosted = self.partition(partition).expect("inserted above");
             self.spawn_txn_load(partition, hosted.log());
         }
-        if partition.topic == crate::coordinator::share::STATE_TOPIC && leads {
+        if partition.topic == skein_coordinator::serve::share::STATE_TOPIC && leads {
             let hosted = self.partition(partition).expect("inserted above");
             self.spawn_share_state_load(partition, hosted.log());
         }
@@ -335,14 +337,15 @@ impl Shard {
                 if !self.coordinators.groups.is_loaded(partition.partition) {
                     return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
                 }
-                let answer = Box::pin(crate::coordinator::group::run(&**self, &state, *call)).await?;
+                let answer = Box::pin(skein_coordinator::serve::group::run(&**self, &state, *call)).await?;
                 Ok(PartitionReply::Group(Box::new(answer)))
             }
             PartitionOp::Txn(ops::Txn(call)) => {
                 if !self.coordinators.txns.is_loaded(partition.partition) {
                     return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
                 }
-                let answer = Box::pin(crate::coordinator::txn::run(self, &state, partition.partition, *call)).await;
+                let answer =
+                    Box::pin(skein_coordinator::serve::txn::run(self, &state, partition.partition, *call)).await;
                 Ok(PartitionReply::Txn(Box::new(answer)))
             }
             PartitionOp::WriteMarker(marker) => {
@@ -354,14 +357,14 @@ impl Shard {
                 if !self.coordinators.shares.is_loaded(partition.partition) {
                     return Err(PartitionError::new(code::COORDINATOR_LOAD_IN_PROGRESS));
                 }
-                match Box::pin(crate::coordinator::share::run(&**self, &state, *call)).await {
+                match Box::pin(skein_coordinator::serve::share::run(&**self, &state, *call)).await {
                     Ok(stored) => Ok(PartitionReply::ShareState(Box::new(stored))),
                     Err((error, text)) if text.is_empty() => Err(PartitionError::new(error)),
                     Err((error, text)) => Err(PartitionError::with_message(error, text)),
                 }
             }
             PartitionOp::Share(ops::Share(call)) => {
-                match Box::pin(crate::share::leader::run(self, partition, &state, *call)).await {
+                match Box::pin(skein_coordinator::share::leader::run(self, partition, &state, *call)).await {
                     Ok(answer) => Ok(PartitionReply::Share(Box::new(answer))),
                     Err(e) => Err(PartitionError { code: e.code, message: e.message }),
                 }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use glommio::channels::shared_channel::ConnectedReceiver;
+use skein_control::limits::{PEER_PARKED_MAX, PEER_TASKS_MAX};
 
 use super::ops::{Group, PartitionOp, ShardMessage};
 use super::Shard;
-use crate::limits::{PEER_PARKED_MAX, PEER_TASKS_MAX};
 
 /// Serves messages sent by one peer shard. Each partition operation or batch runs as
 /// its own task, started in arrival order, at most `PEER_TASKS_MAX` at once (long-poll

@@ -6,12 +6,12 @@
 use std::rc::Rc;
 use std::time::Duration;
 
+use skein_control::errors::code;
+use skein_control::metadata::controller::ControllerRequest;
 use skein_engine::TopicPartition;
 use skein_replication::{IsrProposal, Role};
 
 use super::Shard;
-use crate::errors::code;
-use crate::metadata::controller::ControllerRequest;
 
 /// How long a proposal waits for the controller's answer before it is sent again.
 const ISR_CHANGE_WAIT: Duration = Duration::from_secs(5);

@@ -11,12 +11,12 @@ use futures_channel::oneshot;
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
+use skein_control::errors::code;
 use skein_engine::{Offset, TopicPartition};
 use skein_replication::Isolation;
 
 use super::ops::{self, Fetch, OpResult, PartitionError, PartitionOp, PartitionReply, Reader, ShardMessage, ShardOp};
 use super::Shard;
-use crate::errors::code;
 
 /// Reads `execute_reads` answers on the spot before it lets the shard's other ready
 /// tasks run (glommio's own preemption comes only after 100 ms).
@@ -184,7 +184,7 @@ impl Shard {
             let image = self.image();
             // A fetch lists a topic's partitions together: its metadata is looked up
             // once per run of them, not once per partition.
-            let mut last: Option<&crate::metadata::TopicMeta> = None;
+            let mut last: Option<&skein_control::metadata::TopicMeta> = None;
             for (i, read) in reads.into_iter().enumerate() {
                 let owned = read.and_then(|(partition, fetch)| {
                     let topic = match last.filter(|t| t.name == partition.topic) {
@@ -376,7 +376,7 @@ impl Shard {
     /// stale).
     pub(super) fn owner(
         &self,
-        image: &crate::metadata::MetadataImage,
+        image: &skein_control::metadata::MetadataImage,
         partition: &TopicPartition,
     ) -> Result<usize, PartitionError> {
         self.owner_in(image.topic(&partition.topic), partition)
@@ -385,7 +385,7 @@ impl Shard {
     /// `owner`, with the partition's topic as the image has it (`None`: unknown).
     fn owner_in(
         &self,
-        topic: Option<&crate::metadata::TopicMeta>,
+        topic: Option<&skein_control::metadata::TopicMeta>,
         partition: &TopicPartition,
     ) -> Result<usize, PartitionError> {
         let unknown = PartitionError::new(code::UNKNOWN_TOPIC_OR_PARTITION);

@@ -17,20 +17,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_channel::oneshot;
+use router::Router;
+use skein_control::errors::code;
+use skein_control::metadata::controller::{Controller, ControllerReply, ControllerRequest};
+use skein_control::metadata::{Assignment, MetadataImage, Refusal};
 use skein_engine::io::dma::DmaStorage;
 use skein_engine::{LeaderEpoch, LogManager, Offset, TopicPartition};
 use skein_replication as replication;
-
-use crate::errors::code;
-use crate::metadata::controller::{Controller, ControllerReply, ControllerRequest};
-use crate::metadata::{Assignment, MetadataImage, Refusal};
-use crate::metrics::ShardMetrics;
-use router::Router;
 use skein_replication::producer::ProducerStates;
 
+use crate::metrics::ShardMetrics;
+
 mod brokers;
-use crate::hosted::assign;
-pub use crate::hosted::Partition;
+use skein_coordinator::hosted::assign;
+pub use skein_coordinator::hosted::Partition;
 mod coordinators;
 mod execute;
 mod inbox;
@@ -69,23 +69,23 @@ pub struct NodeSettings {
     /// Metadata and DescribeCluster name it; written by shard 0's quorum loop.
     pub active_controller: Arc<std::sync::atomic::AtomicI32>,
     /// The shards' use of each client quota (`quota::manager`).
-    pub quota_ledger: Arc<crate::quota::Ledger>,
+    pub quota_ledger: Arc<skein_control::quota::Ledger>,
     /// The inter-broker listener's advertised address (registered as the broker's).
     pub advertised_host: String,
     pub advertised_port: u16,
     /// The node's listeners (`listeners`, `advertised.listeners`).
-    pub listeners: Vec<crate::security::ListenerConfig>,
+    pub listeners: Vec<skein_control::security::ListenerConfig>,
     /// Each shard a broker of its own to clients on one listener (`virtual_brokers`).
-    pub virtual_brokers: Option<crate::virtual_brokers::VirtualBrokers>,
+    pub virtual_brokers: Option<skein_control::virtual_brokers::VirtualBrokers>,
     /// The listener brokers reach each other on (`inter.broker.listener.name`).
     pub inter_broker_listener: String,
     /// TLS and SASL settings.
-    pub security: Arc<crate::security::Security>,
+    pub security: Arc<skein_control::security::Security>,
     /// The controller quorum's voters with their addresses (none for a single node).
     pub controller_voters: Vec<(i32, std::net::SocketAddr)>,
     /// This node as a member of the controller quorum would be recorded (its
     /// controller endpoint and directory id); none for a broker-only node.
-    pub controller_member: Option<crate::metadata::QuorumMember>,
+    pub controller_member: Option<skein_control::metadata::QuorumMember>,
     /// Kafka's `broker.rack`.
     pub rack: Option<String>,
     /// `replica.selector.class` is Kafka's `RackAwareReplicaSelector`: consumers that
@@ -137,10 +137,14 @@ pub struct NodeSettings {
     pub log_dir_homes: Vec<usize>,
 }
 
+/// A shard as the control plane sees it (`metadata::host::Host`, in `control.rs`).
+#[derive(Clone)]
+pub struct ShardHost(pub Rc<Shard>);
+
 impl NodeSettings {
     /// This node as the controller decides for it.
-    pub fn local(&self) -> crate::metadata::decide::Local {
-        crate::metadata::decide::Local::new(self.node_id, self.broker, self.shards, &self.topic_defaults)
+    pub fn local(&self) -> skein_control::metadata::decide::Local {
+        skein_control::metadata::decide::Local::new(self.node_id, self.broker, self.shards, &self.topic_defaults)
     }
 }
 
@@ -167,17 +171,17 @@ pub struct Shard {
     /// Response bytes of this shard's connections not yet written (`budget.rs`).
     pub responses: Rc<crate::budget::ShardResponses>,
     /// The group and transaction coordinators' state (`coordinator`).
-    pub coordinators: crate::coordinator::Coordinators,
+    pub coordinators: skein_coordinator::serve::Coordinators,
     /// Fetch sessions (KIP-227) of this shard's connections.
     pub fetch_sessions: RefCell<crate::fetch_sessions::FetchSessions>,
     /// Share sessions (KIP-932) of this shard's connections.
-    pub share_sessions: RefCell<crate::share::sessions::ShareSessions>,
+    pub share_sessions: RefCell<skein_coordinator::share::sessions::ShareSessions>,
     /// Client telemetry instances and their pushed series (`telemetry`).
     pub telemetry: RefCell<crate::telemetry::Telemetry>,
     /// This shard's replication quotas (`throttle.rs`).
     pub throttles: crate::throttle::ReplicationThrottles,
     /// This shard's client quota buckets (`quota::manager`).
-    pub quotas: crate::quota::ShardQuotas,
+    pub quotas: skein_control::quota::ShardQuotas,
     /// This shard's copies of the node's security state (`security.rs`).
     pub security: ShardSecurity,
     /// Set when the shard is stopping: connections answer what they read, then close.
@@ -205,10 +209,10 @@ impl Shard {
             .with_group_commit(settings.group_commit_max_delay)
             .with_write_shape(settings.write_shape);
         let session_slots = settings.fetch_session_cache_slots.div_ceil(settings.shards.max(1));
-        let share_slots = crate::share::sessions::SESSIONS_PER_NODE_MAX.div_ceil(settings.shards.max(1));
+        let share_slots = skein_coordinator::share::sessions::SESSIONS_PER_NODE_MAX.div_ceil(settings.shards.max(1));
         let security = ShardSecurity::new(&settings, &image);
         if id == 0 {
-            crate::broker_configs::install_cordoned(&image, settings.node_id, &settings.log_dirs);
+            skein_control::broker_configs::install_cordoned(&image, settings.node_id, &settings.log_dirs);
         }
         let shard = Shard {
             id,
@@ -225,7 +229,7 @@ impl Shard {
             responses: Rc::new(crate::budget::ShardResponses::default()),
             coordinators: Default::default(),
             fetch_sessions: RefCell::new(crate::fetch_sessions::FetchSessions::new(session_slots, id)),
-            share_sessions: RefCell::new(crate::share::sessions::ShareSessions::new(share_slots)),
+            share_sessions: RefCell::new(skein_coordinator::share::sessions::ShareSessions::new(share_slots)),
             telemetry: Default::default(),
             throttles: crate::throttle::ReplicationThrottles::default(),
             quotas: Default::default(),
@@ -237,12 +241,12 @@ impl Shard {
         groups.initial_rebalance_delay.set(Duration::from_millis(settings.group_initial_rebalance_delay_ms));
         groups.max_size.set(settings.group_max_size);
         groups.offsets_retention.set(Duration::from_secs(settings.offsets_retention_minutes.saturating_mul(60)));
-        groups.consumer_settings.set(crate::group::consumer::ConsumerSettings {
+        groups.consumer_settings.set(skein_coordinator::group::consumer::ConsumerSettings {
             heartbeat_interval: Duration::from_millis(settings.group_consumer_heartbeat_interval_ms),
             session_timeout: Duration::from_millis(settings.group_consumer_session_timeout_ms),
             max_size: settings.group_consumer_max_size,
         });
-        shard.coordinators.txns.settings.set(crate::txn::TxnSettings {
+        shard.coordinators.txns.settings.set(skein_coordinator::txn::TxnSettings {
             max_timeout_ms: settings.transaction_max_timeout_ms,
             id_expiration_ms: settings.transactional_id_expiration_ms,
         });
@@ -315,12 +319,20 @@ impl Shard {
     /// The broker-level topic defaults this node applies now: its static ones under
     /// the dynamic broker configs (`broker_configs::topic_defaults`).
     pub fn topic_defaults(&self) -> BTreeMap<String, String> {
-        crate::broker_configs::topic_defaults(&self.image(), self.settings.node_id, &self.settings.topic_defaults)
+        skein_control::broker_configs::topic_defaults(
+            &self.image(),
+            self.settings.node_id,
+            &self.settings.topic_defaults,
+        )
     }
 
     /// `topic_defaults` by where each comes from, most specific first.
-    pub fn topic_default_layers(&self) -> Vec<(crate::configs::ConfigSource, BTreeMap<String, String>)> {
-        crate::broker_configs::topic_default_layers(&self.image(), self.settings.node_id, &self.settings.topic_defaults)
+    pub fn topic_default_layers(&self) -> Vec<(skein_control::configs::ConfigSource, BTreeMap<String, String>)> {
+        skein_control::broker_configs::topic_default_layers(
+            &self.image(),
+            self.settings.node_id,
+            &self.settings.topic_defaults,
+        )
     }
 
     /// Installs a published image unless a newer one is already here.
@@ -332,7 +344,7 @@ impl Shard {
                 let node = self.settings.node_id;
                 let limit = |name| image.broker_config(node, name).and_then(|(v, _)| v.trim().parse::<usize>().ok());
                 self.settings.connections.apply(limit("max.connections"), limit("max.connections.per.ip"));
-                crate::broker_configs::install_cordoned(&image, node, &self.settings.log_dirs);
+                skein_control::broker_configs::install_cordoned(&image, node, &self.settings.log_dirs);
             }
             *current = image;
         }
@@ -361,7 +373,7 @@ impl Shard {
     /// be reached.
     pub async fn control(self: &Rc<Self>, request: ControllerRequest) -> Result<ControllerReply, Refusal> {
         if let Some(controller) = &self.controller {
-            return controller.handle(self, request).await;
+            return controller.handle(&ShardHost(self.clone()), request).await;
         }
         let unavailable = || (code::NOT_CONTROLLER, "the metadata controller is unavailable".to_string());
         let (reply, answer) = oneshot::channel();
@@ -415,7 +427,7 @@ impl Shard {
             .partitions
             .borrow()
             .iter()
-            .filter(|(p, _)| p.topic != crate::txn::TRANSACTION_TOPIC)
+            .filter(|(p, _)| p.topic != skein_coordinator::txn::TRANSACTION_TOPIC)
             .map(|(_, state)| state.clone())
             .collect();
         for state in partitions {

@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_channel::oneshot;
+use skein_control::append::TopicSettings;
+use skein_control::metadata::controller::{ControllerReply, ControllerRequest};
+use skein_control::metadata::{Assignment, MetadataImage, Refusal};
 use skein_engine::{Offset, TopicPartition};
-
-use crate::append::TopicSettings;
-use crate::metadata::controller::{ControllerReply, ControllerRequest};
-use crate::metadata::{Assignment, MetadataImage, Refusal};
 
 /// Who reads a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +70,7 @@ impl From<i16> for PartitionError {
 /// A replica's refusal as Kafka answers it (`errors::code_of_refusal`).
 impl From<skein_replication::Refusal> for PartitionError {
     fn from(refusal: skein_replication::Refusal) -> PartitionError {
-        PartitionError::new(crate::errors::code_of_refusal(refusal))
+        PartitionError::new(skein_control::errors::code_of_refusal(refusal))
     }
 }
 
@@ -88,7 +87,7 @@ impl From<skein_replication::AppendError> for PartitionError {
 /// An engine error as Kafka answers it: its code (`errors::code_of`) and its text.
 impl From<skein_engine::Error> for PartitionError {
     fn from(error: skein_engine::Error) -> PartitionError {
-        PartitionError { code: crate::errors::code_of(&error), message: Some(error.to_string()) }
+        PartitionError { code: skein_control::errors::code_of(&error), message: Some(error.to_string()) }
     }
 }
 
@@ -209,24 +208,24 @@ pub struct Stats;
 
 /// A group coordinator operation; the partition is the group's offsets partition.
 #[derive(Debug)]
-pub struct Group(pub Box<crate::group::GroupCall>);
+pub struct Group(pub Box<skein_coordinator::group::GroupCall>);
 
 /// A transaction coordinator operation; the partition is the transactional id's
 /// partition of `__transaction_state`.
 #[derive(Debug)]
-pub struct Txn(pub Box<crate::txn::TxnCall>);
+pub struct Txn(pub Box<skein_coordinator::txn::TxnCall>);
 
 /// A share coordinator call; the partition is the key's partition of
 /// `__share_group_state`.
 #[derive(Debug)]
-pub struct ShareState(pub Box<crate::coordinator::share::StateCall>);
+pub struct ShareState(pub Box<skein_coordinator::serve::share::StateCall>);
 
 /// A share-partition operation on its topic partition's leader (ShareFetch,
 /// ShareAcknowledge, a closed session's release).
 #[derive(Debug)]
-pub struct Share(pub Box<crate::share::leader::ShareCall>);
+pub struct Share(pub Box<skein_coordinator::share::leader::ShareCall>);
 
-pub use crate::txn::calls::WriteMarker;
+pub use skein_coordinator::txn::calls::WriteMarker;
 
 /// The producers the partition knows (DescribeProducers).
 #[derive(Debug)]
@@ -261,7 +260,7 @@ pub enum PartitionOp {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Produced {
     Appended(Appended),
-    Refused(Box<crate::append::Refused>),
+    Refused(Box<skein_control::append::Refused>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -336,18 +335,18 @@ pub enum PartitionReply {
     RecordsDeleted(RecordsDeleted),
     EpochEnd(EpochEnd),
     Stats(PartitionStats),
-    Group(Box<crate::group::GroupAnswer>),
-    Txn(Box<crate::txn::TxnAnswer>),
+    Group(Box<skein_coordinator::group::GroupAnswer>),
+    Txn(Box<skein_coordinator::txn::TxnAnswer>),
     Producers(Vec<skein_replication::producer::ProducerInfo>),
-    ShareState(Box<crate::coordinator::share::Stored>),
-    Share(Box<crate::share::leader::ShareAnswer>),
+    ShareState(Box<skein_coordinator::serve::share::Stored>),
+    Share(Box<skein_coordinator::share::leader::ShareAnswer>),
     Precopied(Box<skein_engine::relocate::Precopy>),
     /// The bytes the last step of a move copied.
     Moved(u64),
     Done,
 }
 
-crate::typed::typed_requests! {
+skein_control::typed_requests! {
     ShardOp: PartitionOp -> PartitionReply {
         Produce => Produced = PartitionReply::Produced(r) => r;
         Fetch => Fetched = PartitionReply::Fetched(r) => r;
@@ -365,10 +364,10 @@ crate::typed::typed_requests! {
         Stats => PartitionStats = PartitionReply::Stats(r) => r;
         WriteMarker => () = PartitionReply::Done => ();
         Producers => Vec<skein_replication::producer::ProducerInfo> = PartitionReply::Producers(r) => r;
-        Group => crate::group::GroupAnswer = PartitionReply::Group(r) => *r;
-        Txn => crate::txn::TxnAnswer = PartitionReply::Txn(r) => *r;
-        ShareState => crate::coordinator::share::Stored = PartitionReply::ShareState(r) => *r;
-        Share => crate::share::leader::ShareAnswer = PartitionReply::Share(r) => *r;
+        Group => skein_coordinator::group::GroupAnswer = PartitionReply::Group(r) => *r;
+        Txn => skein_coordinator::txn::TxnAnswer = PartitionReply::Txn(r) => *r;
+        ShareState => skein_coordinator::serve::share::Stored = PartitionReply::ShareState(r) => *r;
+        Share => skein_coordinator::share::leader::ShareAnswer = PartitionReply::Share(r) => *r;
     }
 }
 
@@ -378,7 +377,7 @@ pub fn typed<O: ShardOp>(result: OpResult) -> Result<O::Reply, PartitionError> {
     O::reply(result?).ok_or_else(|| {
         tracing::error!(target: "skein::net", operation = std::any::type_name::<O>(),
             "a partition operation got another operation's reply");
-        PartitionError::with_message(crate::errors::code::UNKNOWN_SERVER_ERROR, "unexpected reply")
+        PartitionError::with_message(skein_control::errors::code::UNKNOWN_SERVER_ERROR, "unexpected reply")
     })
 }
 
@@ -450,11 +449,11 @@ mod tests {
     #[test]
     fn a_reply_of_the_wrong_kind_is_an_unknown_server_error() {
         let wrong = typed::<Stats>(Ok(PartitionReply::Done)).unwrap_err();
-        assert_eq!(wrong.code, crate::errors::code::UNKNOWN_SERVER_ERROR);
+        assert_eq!(wrong.code, skein_control::errors::code::UNKNOWN_SERVER_ERROR);
         let offset = OffsetAt { offset: 7, timestamp: -1, leader_epoch: 0 };
         assert_eq!(typed::<ListOffsets>(Ok(PartitionReply::OffsetAt(offset))), Ok(offset));
         assert_eq!(typed::<Release>(Ok(PartitionReply::Done)), Ok(()));
-        let refused = PartitionError::new(crate::errors::code::NOT_LEADER_OR_FOLLOWER);
+        let refused = PartitionError::new(skein_control::errors::code::NOT_LEADER_OR_FOLLOWER);
         assert_eq!(typed::<Fetch>(Err(refused.clone())), Err(refused));
     }
 }

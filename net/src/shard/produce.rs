@@ -4,12 +4,12 @@
 use std::rc::Rc;
 use std::time::Duration;
 
+use skein_control::errors::code;
 use skein_engine::{Batch, TopicPartition};
 use skein_replication as replication;
 
 use super::ops::{self, Appended, Produced};
 use super::{Partition, PartitionError, Shard};
-use crate::errors::code;
 
 impl Shard {
     pub(super) async fn produce(
@@ -27,7 +27,7 @@ impl Shard {
             state.check_insync(rules.min_insync_replicas.max(0) as usize)?;
         }
         let now = skein_engine::log::now_ms();
-        let batch = match crate::append::admit(batch, &rules, &partition.to_string(), now) {
+        let batch = match skein_control::append::admit(batch, &rules, &partition.to_string(), now) {
             Ok(batch) if batch.size() > max => {
                 let message = format!("batch of {} bytes exceeds {max}", batch.size());
                 return Err(PartitionError::with_message(code::MESSAGE_TOO_LARGE, message));

@@ -12,10 +12,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
+use skein_control::quota::{resolve, Charge, ClientQuota, CONNECTION_CREATION_RATE};
+use skein_control::quota::{CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE};
 
 use super::Shard;
-use crate::quota::{resolve, Charge, ClientQuota, CONNECTION_CREATION_RATE};
-use crate::quota::{CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE};
 
 /// A client as quotas name it: its principal's name and its client id.
 pub struct QuotaClient<'a> {
@@ -263,7 +263,7 @@ pub async fn rebalance(shard: std::rc::Rc<Shard>) {
     loop {
         let stopping = futures_lite::future::or(
             async {
-                glommio::timer::sleep(crate::limits::QUOTA_REBALANCE_INTERVAL).await;
+                glommio::timer::sleep(skein_control::limits::QUOTA_REBALANCE_INTERVAL).await;
                 false
             },
             async {

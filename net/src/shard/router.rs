@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use glommio::channels::shared_channel::{self, ConnectedReceiver, ConnectedSender, SharedReceiver, SharedSender};
+use skein_control::limits::CROSS_SHARD_CHANNEL_CAPACITY;
 
 use super::ops::ShardMessage;
-use crate::limits::CROSS_SHARD_CHANNEL_CAPACITY;
 
 /// The ends of the mesh that belong to one shard, created before the executors start.
 pub struct RouterWiring {

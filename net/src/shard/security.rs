@@ -6,9 +6,10 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use skein_control::security::acl::Authorizer;
+use skein_control::security::jwks::KeySet;
+
 use super::{MetadataImage, NodeSettings, Shard};
-use crate::security::acl::Authorizer;
-use crate::security::jwks::KeySet;
 
 /// What one shard keeps of the node's security state, so that the request path reads
 /// it without a lock.
@@ -21,7 +22,7 @@ pub struct ShardSecurity {
     /// This shard's copy of the OAUTHBEARER key set and its generation (`security::jwks`).
     jwks: RefCell<Option<(u64, Arc<KeySet>)>>,
     /// This shard's copy of the TLS config (`security::tls`).
-    pub tls: crate::security::tls::ShardTls,
+    pub tls: skein_control::security::tls::ShardTls,
 }
 
 impl ShardSecurity {

@@ -25,8 +25,8 @@ pub mod series;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use crate::errors::code;
-use crate::limits::{TELEMETRY_DECOMPRESSED_BYTES_MAX, TELEMETRY_INSTANCES_PER_SHARD_MAX};
+use skein_control::errors::code;
+use skein_control::limits::{TELEMETRY_DECOMPRESSED_BYTES_MAX, TELEMETRY_INSTANCES_PER_SHARD_MAX};
 
 /// Kafka's `telemetry.max.bytes` default: the largest push's metrics, compressed.
 pub const TELEMETRY_MAX_BYTES_DEFAULT: i32 = 1 << 20;
@@ -36,10 +36,9 @@ pub const TELEMETRY_MAX_BYTES_DEFAULT: i32 = 1 << 20;
 pub const ACCEPTED_COMPRESSION_TYPES: [i8; 4] = [4, 3, 1, 2];
 
 /// Kafka's error codes of KIP-714.
-pub const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
-pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-pub const UNKNOWN_SUBSCRIPTION_ID: i16 = 117;
-pub const TELEMETRY_TOO_LARGE: i16 = 118;
+pub use skein_control::errors::code::{
+    TELEMETRY_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED, UNKNOWN_SUBSCRIPTION_ID, UNSUPPORTED_COMPRESSION_TYPE,
+};
 
 /// How long an instance is kept without a request, at least (Kafka's cache expiry;
 /// three push intervals when that is longer).

@@ -180,7 +180,7 @@ pub struct Decoded {
 }
 
 /// Points taken from one push: as many as one client's series may be.
-const POINTS_PER_PUSH_MAX: usize = crate::limits::TELEMETRY_SERIES_PER_CLIENT_MAX;
+const POINTS_PER_PUSH_MAX: usize = skein_control::limits::TELEMETRY_SERIES_PER_CLIENT_MAX;
 
 /// Attributes kept per point; the rest are left out.
 const ATTRIBUTES_PER_POINT_MAX: usize = 16;
@@ -412,12 +412,16 @@ mod tests {
         assert_eq!(expected[1].kind, Kind::Add);
         assert_eq!(expected[1].attributes, vec![("topic".to_string(), "orders".to_string())]);
         assert_eq!(expected[2].metric, "org.apache.kafka.producer.request.latency_sum");
-        crate::capture::seed("telemetry_push", "none", &[&[0u8][..], &raw[..]].concat());
+        skein_control::capture::seed("telemetry_push", "none", &[&[0u8][..], &raw[..]].concat());
         for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
             let packed = skein_engine::records::compress(codec, &raw).unwrap();
             assert_eq!(decode(codec as i8, &packed, 1 << 20).unwrap().points, expected, "{codec:?}");
             // The `telemetry_push` fuzz target's seeds: the codec's id, then the push.
-            crate::capture::seed("telemetry_push", &format!("{codec:?}"), &[&[codec as u8][..], &packed[..]].concat());
+            skein_control::capture::seed(
+                "telemetry_push",
+                &format!("{codec:?}"),
+                &[&[codec as u8][..], &packed[..]].concat(),
+            );
         }
         assert!(decode(5, &raw, 1 << 20).unwrap_err().contains("unknown compression"));
         assert!(decode(-1, &raw, 1 << 20).is_err());

@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use skein_control::limits::{TELEMETRY_SERIES_PER_CLIENT_MAX, TELEMETRY_SERIES_PER_SHARD_MAX};
+
 use super::otlp::{Kind, Point};
-use crate::limits::{TELEMETRY_SERIES_PER_CLIENT_MAX, TELEMETRY_SERIES_PER_SHARD_MAX};
 
 /// The clients a shard's connections pushed for, by client id and instance id.
 #[derive(Debug, Default)]
