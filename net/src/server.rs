@@ -83,7 +83,7 @@ pub async fn serve(shard: Rc<Shard>, listener: TcpListener, config: Rc<ListenerC
                         return;
                     }
                     if let Err(reason) = connection(&shard, stream, &config).await {
-                        tracing::debug!(target: "skein::net", shard = shard.id, reason, "connection closed");
+                        tracing::debug!(target: "skein::net", shard = shard.id, %reason, "connection closed");
                     }
                     shard.metrics.connections.set(shard.metrics.connections.get() - 1);
                 })
@@ -142,15 +142,55 @@ enum Incoming {
     },
 }
 
-async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerConfig) -> Result<(), String> {
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+/// Why the broker closed a connection (logged at debug level).
+#[derive(Debug, thiserror::Error)]
+pub enum Closed {
+    #[error("socket: {0}")]
+    Socket(std::io::Error),
+    #[error("a TLS listener without TLS settings")]
+    NoTlsSettings,
+    #[error("TLS handshake failed: {0}")]
+    TlsHandshake(std::io::Error),
+    #[error("TLS handshake timed out")]
+    TlsHandshakeTimedOut,
+    #[error("frame size {size} outside [8, {max}]")]
+    FrameSize { size: i32, max: usize },
+    #[error("truncated frame: {0}")]
+    Truncated(std::io::Error),
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
+    #[error("SASL authentication failed")]
+    SaslFailed,
+    #[error("{api_key:?}: {reason}")]
+    Unauthenticated { api_key: ApiKey, reason: &'static str },
+    #[error("a SASL response did not encode: {0}")]
+    SaslEncode(anyhow::Error),
+}
+
+/// Why a request frame does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum Malformed {
+    #[error("frame shorter than a request header")]
+    Short,
+    #[error("unknown api key {0}")]
+    UnknownApiKey(i16),
+    #[error("unsupported version {version} of api key {key}")]
+    UnsupportedVersion { key: i16, version: i16 },
+    #[error("bad request header: {0}")]
+    Header(String),
+    #[error("bad {api_key:?} v{version} body: {error}")]
+    Body { api_key: ApiKey, version: i16, error: String },
+}
+
+async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerConfig) -> Result<(), Closed> {
+    stream.set_nodelay(true).map_err(|e| Closed::Socket(e.into()))?;
     let address = stream.peer_addr().ok();
     let peer = address.map(|a| a.ip().to_string()).unwrap_or_default();
     let port = address.map(|a| a.port()).unwrap_or_default();
     let sasl = listener.protocol.sasl().then(Authenticator::new);
     let name: Rc<str> = Rc::from(listener.name.as_str());
     if listener.protocol.tls() {
-        let tls = shard.settings.security.tls.as_ref().ok_or("a TLS listener without TLS settings")?;
+        let tls = shard.settings.security.tls.as_ref().ok_or(Closed::NoTlsSettings)?;
         let acceptor = futures_rustls::TlsAcceptor::from(tls.config(&shard.security.tls));
         let socket = skein_control::security::buffered::buffered(stream);
         let handshake = futures_lite::future::or(async { Some(acceptor.accept(socket).await) }, async {
@@ -163,8 +203,8 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
                 let metrics = &shard.metrics;
                 metrics.tls_handshake_failures.set(metrics.tls_handshake_failures.get() + 1);
                 return Err(match failed {
-                    Some(Err(e)) => format!("TLS handshake failed: {e}"),
-                    _ => "TLS handshake timed out".into(),
+                    Some(Err(e)) => Closed::TlsHandshake(e),
+                    _ => Closed::TlsHandshakeTimedOut,
                 });
             }
         };
@@ -187,7 +227,7 @@ async fn connection(shard: &Rc<Shard>, stream: TcpStream, listener: &ListenerCon
     let socket = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
     // A second descriptor of the same socket, for the writer's vectored writes (the
     // stream's own halves write one buffer at a time); closing it closes nothing else.
-    let socket = socket2::Socket::from(socket.try_clone_to_owned().map_err(|e| format!("dup: {e}"))?);
+    let socket = socket2::Socket::from(socket.try_clone_to_owned().map_err(Closed::Socket)?);
     let connection = Connection::new((peer, port), name, sasl, None);
     serve_stream(shard, stream, Some(socket), connection).await
 }
@@ -199,7 +239,7 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     stream: S,
     socket: Option<socket2::Socket>,
     connection: Connection,
-) -> Result<(), String> {
+) -> Result<(), Closed> {
     let _share_sessions = ConnectionGuard { shard: shard.clone(), connection: connection.id };
     let socket = socket.map(Rc::new);
     let reader_socket = socket.clone();
@@ -347,7 +387,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
     buffered: &Rc<Cell<usize>>,
     budget: &Rc<ConnectionResponses>,
     mut connection: Connection,
-) -> Result<(), String> {
+) -> Result<(), Closed> {
     let mut reader = match socket {
         Some(socket) => FrameReader::Plain(crate::incoming::Frames::new(socket)),
         None => FrameReader::Stream(reader),
@@ -385,7 +425,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
             Some(Err(_)) | None => return Ok(()),
         };
         if size < 8 || size as usize > max {
-            return Err(format!("frame size {size} outside [8, {max}]"));
+            return Err(Closed::FrameSize { size, max });
         }
         let size = size as usize;
         let frame_started = std::time::Instant::now();
@@ -402,7 +442,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
             }
             glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         }
-        let body = reader.body(size).await.map_err(|e| format!("truncated frame: {e}"))?;
+        let body = reader.body(size).await.map_err(Closed::Truncated)?;
         if let FrameReader::Plain(frames) = &mut reader {
             let copied = std::mem::take(&mut frames.produce_copied);
             let metrics = &shard.metrics;
@@ -415,7 +455,7 @@ async fn read_loop<S: AsyncRead + Unpin>(
                 kafka_protocol::messages::SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(body));
             let reply = authenticate(shard, auth, 0, &request, read);
             if reply.close {
-                return Err("SASL authentication failed".into());
+                return Err(Closed::SaslFailed);
             }
             let token = &reply.response.auth_bytes;
             let mut out = BytesMut::with_capacity(4 + token.len());
@@ -446,19 +486,19 @@ async fn read_loop<S: AsyncRead + Unpin>(
                         Gate::Close(reason) => {
                             let metrics = &shard.metrics;
                             metrics.unauthenticated_requests.set(metrics.unauthenticated_requests.get() + 1);
-                            return Err(format!("{:?}: {reason}", request.api_key));
+                            return Err(Closed::Unauthenticated { api_key: request.api_key, reason });
                         }
                         Gate::Authenticate => {
                             let (response, close) = sasl_step(shard, auth, &request, read);
                             let (key, version, correlation_id) =
                                 (request.api_key, request.header.request_api_version, request.header.correlation_id);
                             let frame = encode(key, version, correlation_id, &response, SharedRecords::default())
-                                .map_err(|e| format!("a SASL response did not encode: {e}"))?;
+                                .map_err(Closed::SaslEncode)?;
                             let task = ready_frame(budget, frame, key);
                             // The frame's bytes were read, not counted: nothing to release.
                             if queue.send((task, 0)).await.is_err() || close {
                                 return match close {
-                                    true => Err("SASL authentication failed".into()),
+                                    true => Err(Closed::SaslFailed),
                                     false => Ok(()),
                                 };
                             }
@@ -514,32 +554,35 @@ async fn read_loop<S: AsyncRead + Unpin>(
 ///
 /// # Errors
 /// Why the frame does not decode (the connection would close).
-pub fn decode_frame(buf: Bytes) -> Result<(), String> {
+pub fn decode_frame(buf: Bytes) -> Result<(), Malformed> {
     parse(buf).map(|_| ())
 }
 
-fn parse(mut buf: Bytes) -> Result<Incoming, String> {
+fn parse(mut buf: Bytes) -> Result<Incoming, Malformed> {
     if buf.remaining() < 8 {
-        return Err("frame shorter than a request header".into());
+        return Err(Malformed::Short);
     }
     let key = i16::from_be_bytes([buf[0], buf[1]]);
     let version = i16::from_be_bytes([buf[2], buf[3]]);
     let correlation_id = i32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
-    let api_key = ApiKey::try_from(key).map_err(|_| format!("unknown api key {key}"))?;
+    let api_key = ApiKey::try_from(key).map_err(|_| Malformed::UnknownApiKey(key))?;
     let supported = registry::versions(api_key);
     let in_range = supported.is_some_and(|v| version >= v.min && version <= v.max);
     if !in_range {
         if api_key == ApiKey::ApiVersions {
             return Ok(Incoming::UnsupportedApiVersions { correlation_id });
         }
-        return Err(format!("unsupported version {version} of api key {key}"));
+        return Err(Malformed::UnsupportedVersion { key, version });
     }
     let frame = skein_engine::Backing::of(&buf);
     let whole = skein_control::capture::on().then(|| buf.clone());
     let header_version = api_key.request_header_version(version);
-    let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| format!("bad request header: {e}"))?;
-    let body =
-        RequestKind::decode(api_key, &mut buf, version).map_err(|e| format!("bad {api_key:?} v{version} body: {e}"))?;
+    let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| Malformed::Header(e.to_string()))?;
+    let body = RequestKind::decode(api_key, &mut buf, version).map_err(|e| Malformed::Body {
+        api_key,
+        version,
+        error: e.to_string(),
+    })?;
     if let Some(whole) = whole {
         capture(&whole, &body);
     }
