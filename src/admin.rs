@@ -168,9 +168,9 @@ fn render(shard: &Shard) -> String {
     let _ = writeln!(out, "skein_fetch_partition_reads_total{{shard=\"{id}\"}} {}", m.fetch_partition_reads.get());
     let _ = writeln!(out, "skein_fetch_waits_parked{{shard=\"{id}\"}} {}", m.fetch_waits_parked.get());
     let _ = writeln!(out, "skein_group_load_failures_total{{shard=\"{id}\"}} {}", m.group_load_failures.get());
-    let _ = writeln!(out, "skein_fetch_sessions{{shard=\"{id}\"}} {}", shard.fetch_sessions.borrow().len());
+    let _ = writeln!(out, "skein_fetch_sessions{{shard=\"{id}\"}} {}", shard.clients.fetch_sessions.borrow().len());
     let shares = &m.shares;
-    let _ = writeln!(out, "skein_share_sessions{{shard=\"{id}\"}} {}", shard.share_sessions.borrow().len());
+    let _ = writeln!(out, "skein_share_sessions{{shard=\"{id}\"}} {}", shard.clients.share_sessions.borrow().len());
     let _ = writeln!(out, "skein_share_acquired_records_total{{shard=\"{id}\"}} {}", shares.acquired.get());
     let _ = writeln!(out, "skein_share_acknowledged_records_total{{shard=\"{id}\"}} {}", shares.acknowledged.get());
     let _ = writeln!(out, "skein_share_lock_expired_records_total{{shard=\"{id}\"}} {}", shares.expired.get());
@@ -306,7 +306,7 @@ fn render_consumer_lag(out: &mut String, shard: &Shard) {
 /// Without a shard label: a client's series stay the same when it moves.
 fn render_client_telemetry(out: &mut String, shard: &Shard) {
     use std::fmt::Write;
-    let mut telemetry = shard.telemetry.borrow_mut();
+    let mut telemetry = shard.clients.telemetry.borrow_mut();
     telemetry.expire(std::time::Instant::now());
     for ((client_id, instance), client) in telemetry.series.clients() {
         let instance = skein_net::telemetry::uuid_text(*instance);

@@ -321,10 +321,10 @@ struct ConnectionGuard {
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
-        if let Ok(mut telemetry) = self.shard.telemetry.try_borrow_mut() {
+        if let Ok(mut telemetry) = self.shard.clients.telemetry.try_borrow_mut() {
             telemetry.connection_closed(self.connection);
         }
-        let Ok(mut sessions) = self.shard.share_sessions.try_borrow_mut() else { return };
+        let Ok(mut sessions) = self.shard.clients.share_sessions.try_borrow_mut() else { return };
         if sessions.is_empty() {
             return;
         }

@@ -66,199 +66,9 @@ impl std::fmt::Debug for Opened {
 
 /// What starts a snapshot of the image in rkyv's form.
 const RKYV_SNAPSHOT: &[u8; 8] = b"SKEINR10";
-/// What started one before the image held quorum members; read, and upgraded.
-const RKYV_SNAPSHOT_V9: &[u8; 8] = b"SKEINRK9";
-/// What started one before the image held delegation tokens; read, and upgraded.
-const RKYV_SNAPSHOT_V8: &[u8; 8] = b"SKEINRK8";
-/// What started one before the image held client-metrics subscriptions; read, and
-/// upgraded.
-const RKYV_SNAPSHOT_V7: &[u8; 8] = b"SKEINRK7";
-/// What started one before the image held feature levels; read, and upgraded.
-const RKYV_SNAPSHOT_V6: &[u8; 8] = b"SKEINRK6";
-/// What started one before the image held group configs; read, and upgraded.
-const RKYV_SNAPSHOT_V5: &[u8; 8] = b"SKEINRK5";
-
-/// The image as `RKYV_SNAPSHOT_V5` archived it: `MetadataImage` without its group
-/// configs, field for field.
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-struct ImageV5 {
-    version: u64,
-    topics: std::collections::BTreeMap<String, super::TopicMeta>,
-    next_producer_id: i64,
-    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
-    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    scram:
-        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
-    acls: Vec<crate::security::acl::AclBinding>,
-    client_quotas: Vec<crate::quota::ClientQuota>,
-}
-
-impl From<ImageV5> for ImageV6 {
-    fn from(old: ImageV5) -> ImageV6 {
-        ImageV6 {
-            version: old.version,
-            topics: old.topics,
-            next_producer_id: old.next_producer_id,
-            brokers: old.brokers,
-            broker_configs: old.broker_configs,
-            scram: old.scram,
-            acls: old.acls,
-            client_quotas: old.client_quotas,
-            group_configs: Default::default(),
-        }
-    }
-}
-
-/// The image as `RKYV_SNAPSHOT_V6` archived it: `MetadataImage` without its feature
-/// levels, field for field.
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-struct ImageV6 {
-    version: u64,
-    topics: std::collections::BTreeMap<String, super::TopicMeta>,
-    next_producer_id: i64,
-    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
-    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    scram:
-        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
-    acls: Vec<crate::security::acl::AclBinding>,
-    client_quotas: Vec<crate::quota::ClientQuota>,
-    group_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-}
-
-impl From<ImageV6> for ImageV7 {
-    fn from(old: ImageV6) -> ImageV7 {
-        ImageV7 {
-            version: old.version,
-            topics: old.topics,
-            next_producer_id: old.next_producer_id,
-            brokers: old.brokers,
-            broker_configs: old.broker_configs,
-            scram: old.scram,
-            acls: old.acls,
-            client_quotas: old.client_quotas,
-            group_configs: old.group_configs,
-            features: Default::default(),
-            features_epoch: 0,
-        }
-    }
-}
-
-/// The image as `RKYV_SNAPSHOT_V7` archived it: `MetadataImage` without its
-/// client-metrics subscriptions, field for field.
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-struct ImageV7 {
-    version: u64,
-    topics: std::collections::BTreeMap<String, super::TopicMeta>,
-    next_producer_id: i64,
-    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
-    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    scram:
-        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
-    acls: Vec<crate::security::acl::AclBinding>,
-    client_quotas: Vec<crate::quota::ClientQuota>,
-    group_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    features: std::collections::BTreeMap<String, i16>,
-    features_epoch: i64,
-}
-
-impl From<ImageV7> for ImageV8 {
-    fn from(old: ImageV7) -> ImageV8 {
-        ImageV8 {
-            version: old.version,
-            topics: old.topics,
-            next_producer_id: old.next_producer_id,
-            brokers: old.brokers,
-            broker_configs: old.broker_configs,
-            scram: old.scram,
-            acls: old.acls,
-            client_quotas: old.client_quotas,
-            group_configs: old.group_configs,
-            client_metrics: Default::default(),
-            features: old.features,
-            features_epoch: old.features_epoch,
-        }
-    }
-}
-
-/// The image as `RKYV_SNAPSHOT_V8` archived it: `MetadataImage` without its
-/// delegation tokens, field for field.
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-struct ImageV8 {
-    version: u64,
-    topics: std::collections::BTreeMap<String, super::TopicMeta>,
-    next_producer_id: i64,
-    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
-    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    scram:
-        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
-    acls: Vec<crate::security::acl::AclBinding>,
-    client_quotas: Vec<crate::quota::ClientQuota>,
-    group_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    client_metrics: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    features: std::collections::BTreeMap<String, i16>,
-    features_epoch: i64,
-}
-
-impl From<ImageV8> for MetadataImage {
-    fn from(old: ImageV8) -> MetadataImage {
-        MetadataImage {
-            version: old.version,
-            topics: old.topics,
-            next_producer_id: old.next_producer_id,
-            brokers: old.brokers,
-            broker_configs: old.broker_configs,
-            scram: old.scram,
-            acls: old.acls,
-            client_quotas: old.client_quotas,
-            group_configs: old.group_configs,
-            client_metrics: old.client_metrics,
-            features: old.features,
-            features_epoch: old.features_epoch,
-            ..Default::default()
-        }
-    }
-}
-
-/// The image as `RKYV_SNAPSHOT_V9` archived it: `MetadataImage` without its quorum
-/// members, field for field.
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-struct ImageV9 {
-    version: u64,
-    topics: std::collections::BTreeMap<String, super::TopicMeta>,
-    next_producer_id: i64,
-    brokers: std::collections::BTreeMap<i32, super::BrokerMeta>,
-    broker_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    scram:
-        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::security::scram::ScramCredential>>,
-    acls: Vec<crate::security::acl::AclBinding>,
-    client_quotas: Vec<crate::quota::ClientQuota>,
-    group_configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    client_metrics: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    features: std::collections::BTreeMap<String, i16>,
-    features_epoch: i64,
-    tokens: std::collections::BTreeMap<String, crate::security::tokens::DelegationToken>,
-}
-
-impl From<ImageV9> for MetadataImage {
-    fn from(old: ImageV9) -> MetadataImage {
-        MetadataImage {
-            version: old.version,
-            topics: old.topics,
-            next_producer_id: old.next_producer_id,
-            brokers: old.brokers,
-            broker_configs: old.broker_configs,
-            scram: old.scram,
-            acls: old.acls,
-            client_quotas: old.client_quotas,
-            group_configs: old.group_configs,
-            client_metrics: old.client_metrics,
-            features: old.features,
-            features_epoch: old.features_epoch,
-            tokens: old.tokens,
-            ..Default::default()
-        }
-    }
-}
+/// What starts a snapshot of an earlier, unreleased format (`SKEINRK5`-`SKEINRK9`):
+/// refused, by name.
+const RKYV_SNAPSHOT_UNRELEASED: &[u8; 7] = b"SKEINRK";
 
 /// A snapshot of `image` (the data of the quorum's snapshots): `RKYV_SNAPSHOT`, the
 /// CRC-32C of the archive (a cut or damaged archive can still validate as rkyv), then
@@ -272,34 +82,25 @@ pub fn encode_image(image: &MetadataImage) -> Vec<u8> {
 /// The image a snapshot holds, checked (its checksum, then rkyv's validation) before
 /// it is read.
 pub fn decode_image(bytes: &[u8]) -> Result<MetadataImage, String> {
-    let (framed, format) =
-        [RKYV_SNAPSHOT, RKYV_SNAPSHOT_V9, RKYV_SNAPSHOT_V8, RKYV_SNAPSHOT_V7, RKYV_SNAPSHOT_V6, RKYV_SNAPSHOT_V5]
-            .iter()
-            .find_map(|magic| bytes.strip_prefix(&magic[..]).map(|framed| (framed, *magic)))
-            .ok_or("not a metadata snapshot of this version")?;
+    let Some(framed) = bytes.strip_prefix(&RKYV_SNAPSHOT[..]) else {
+        if bytes.starts_with(RKYV_SNAPSHOT_UNRELEASED) {
+            let format = String::from_utf8_lossy(&bytes[..bytes.len().min(RKYV_SNAPSHOT.len())]).into_owned();
+            return Err(format!(
+                "a metadata snapshot of format {format}, written by a build before Skein's first release; \
+                 this build reads {} only: start the node on a new data directory",
+                String::from_utf8_lossy(RKYV_SNAPSHOT)
+            ));
+        }
+        return Err("not a metadata snapshot of this version".into());
+    };
     let (crc, archive) = framed.split_at_checked(4).ok_or("the metadata snapshot is cut short")?;
     if crc32c::crc32c(archive).to_be_bytes() != crc {
         return Err("the metadata snapshot does not match its checksum".into());
     }
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(archive.len());
     aligned.extend_from_slice(archive);
-    let invalid = |e: rkyv::rancor::Error| format!("the metadata snapshot does not validate: {e}");
-    let mut image = match format {
-        RKYV_SNAPSHOT => rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned).map_err(invalid)?,
-        RKYV_SNAPSHOT_V9 => rkyv::from_bytes::<ImageV9, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
-        RKYV_SNAPSHOT_V8 => rkyv::from_bytes::<ImageV8, rkyv::rancor::Error>(&aligned).map_err(invalid)?.into(),
-        RKYV_SNAPSHOT_V7 => {
-            ImageV8::from(rkyv::from_bytes::<ImageV7, rkyv::rancor::Error>(&aligned).map_err(invalid)?).into()
-        }
-        RKYV_SNAPSHOT_V6 => {
-            let v6 = rkyv::from_bytes::<ImageV6, rkyv::rancor::Error>(&aligned).map_err(invalid)?;
-            ImageV8::from(ImageV7::from(v6)).into()
-        }
-        _ => {
-            let v5 = rkyv::from_bytes::<ImageV5, rkyv::rancor::Error>(&aligned).map_err(invalid)?;
-            ImageV8::from(ImageV7::from(ImageV6::from(v5))).into()
-        }
-    };
+    let mut image = rkyv::from_bytes::<MetadataImage, rkyv::rancor::Error>(&aligned)
+        .map_err(|e| format!("the metadata snapshot does not validate: {e}"))?;
     image.index_ids();
     Ok(image)
 }
@@ -501,107 +302,19 @@ mod tests {
         assert!(foreign.contains("not a metadata snapshot"), "{foreign}");
     }
 
-    // A snapshot written before images held group configs is read and upgraded.
+    // A snapshot of an unreleased earlier format is refused with its format named, not
+    // read as something else.
     #[test]
-    fn a_snapshot_of_the_version_before_is_upgraded() {
-        let topic = TopicMeta {
-            name: "orders".into(),
-            id: uuid::Uuid::new_v4(),
-            partitions: 1,
-            configs: Default::default(),
-            shards: vec![0],
-            assignments: vec![crate::metadata::Assignment::new(vec![1])],
-        };
-        let old = ImageV5 {
-            version: 12,
-            topics: [("orders".to_string(), topic.clone())].into(),
-            next_producer_id: 4000,
-            brokers: Default::default(),
-            broker_configs: [("1".to_string(), [("a".to_string(), "b".to_string())].into())].into(),
-            scram: Default::default(),
-            acls: Vec::new(),
-            client_quotas: Vec::new(),
-        };
-        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
+    fn a_snapshot_of_an_unreleased_format_is_refused() {
+        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&MetadataImage::default()).unwrap();
         let crc = crc32c::crc32c(&archive).to_be_bytes();
-        let bytes = [&RKYV_SNAPSHOT_V5[..], &crc[..], &archive[..]].concat();
-        let image = decode_image(&bytes).unwrap();
-        assert_eq!((image.version, image.next_producer_id), (12, 4000));
-        assert_eq!(image.topic_by_id(topic.id), Some(&topic));
-        assert_eq!(image.broker_config(1, "a"), Some(("b", true)));
-        assert!(image.group_configs.is_empty());
-        assert!(encode_image(&image).starts_with(RKYV_SNAPSHOT));
+        let error = decode_image(&[&b"SKEINRK9"[..], &crc[..], &archive[..]].concat()).unwrap_err();
+        assert!(error.contains("format SKEINRK9") && error.contains("reads SKEINR10 only"), "{error}");
     }
 
-    // A snapshot written before images held client-metrics subscriptions (format 7) is
-    // read with its feature levels and upgraded; it is written back in today's format.
+    // Quorum members, tokens and feature levels go through a snapshot and back.
     #[test]
-    fn a_snapshot_without_client_metrics_is_upgraded() {
-        let old = ImageV7 {
-            version: 9,
-            topics: Default::default(),
-            next_producer_id: 3000,
-            brokers: Default::default(),
-            broker_configs: Default::default(),
-            scram: Default::default(),
-            acls: Vec::new(),
-            client_quotas: Vec::new(),
-            group_configs: Default::default(),
-            features: [("transaction.version".to_string(), 1)].into(),
-            features_epoch: 4,
-        };
-        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
-        let crc = crc32c::crc32c(&archive).to_be_bytes();
-        let image = decode_image(&[&RKYV_SNAPSHOT_V7[..], &crc[..], &archive[..]].concat()).unwrap();
-        assert_eq!((image.version, image.next_producer_id, image.features_epoch), (9, 3000, 4));
-        assert_eq!(image.features.get("transaction.version"), Some(&1));
-        assert!(image.client_metrics.is_empty());
-        assert!(encode_image(&image).starts_with(RKYV_SNAPSHOT));
-    }
-
-    // A snapshot written before images held delegation tokens (format 8) keeps its
-    // client-metrics subscriptions, and takes tokens once upgraded.
-    #[test]
-    fn a_snapshot_without_tokens_is_upgraded() {
-        let old = ImageV8 {
-            version: 11,
-            topics: Default::default(),
-            next_producer_id: 5000,
-            brokers: Default::default(),
-            broker_configs: Default::default(),
-            scram: Default::default(),
-            acls: Vec::new(),
-            client_quotas: Vec::new(),
-            group_configs: Default::default(),
-            client_metrics: [("all".to_string(), [("metrics".to_string(), "*".to_string())].into())].into(),
-            features: Default::default(),
-            features_epoch: 0,
-        };
-        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
-        let crc = crc32c::crc32c(&archive).to_be_bytes();
-        let mut image = decode_image(&[&RKYV_SNAPSHOT_V8[..], &crc[..], &archive[..]].concat()).unwrap();
-        assert_eq!((image.version, image.client_metrics.len()), (11, 1));
-        assert!(image.tokens.is_empty());
-        let token = crate::security::tokens::DelegationToken {
-            id: "t".into(),
-            owner: "User:alice".into(),
-            requester: "User:admin".into(),
-            renewers: vec!["User:bob".into()],
-            issued_ms: 1,
-            max_ms: 3,
-            expiry_ms: 2,
-        };
-        image.apply(&[MetadataRecord::DelegationToken(token.clone())]);
-        let again = decode_image(&encode_image(&image)).unwrap();
-        assert_eq!(again.tokens.get("t"), Some(&token));
-        image.apply(&[MetadataRecord::RemoveDelegationToken { id: "t".into() }]);
-        assert!(decode_image(&encode_image(&image)).unwrap().tokens.is_empty());
-    }
-
-    // A snapshot written before images held quorum members (format 9) keeps its
-    // tokens, and takes members once upgraded.
-    #[test]
-    fn a_snapshot_without_quorum_members_is_upgraded() {
+    fn members_tokens_and_features_survive_a_snapshot() {
         let token = crate::security::tokens::DelegationToken {
             id: "t".into(),
             owner: "User:alice".into(),
@@ -611,26 +324,8 @@ mod tests {
             max_ms: 3,
             expiry_ms: 2,
         };
-        let old = ImageV9 {
-            version: 12,
-            topics: Default::default(),
-            next_producer_id: 6000,
-            brokers: Default::default(),
-            broker_configs: Default::default(),
-            scram: Default::default(),
-            acls: Vec::new(),
-            client_quotas: Vec::new(),
-            group_configs: Default::default(),
-            client_metrics: Default::default(),
-            features: Default::default(),
-            features_epoch: 0,
-            tokens: [("t".to_string(), token.clone())].into(),
-        };
-        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
-        let crc = crc32c::crc32c(&archive).to_be_bytes();
-        let mut image = decode_image(&[&RKYV_SNAPSHOT_V9[..], &crc[..], &archive[..]].concat()).unwrap();
-        assert_eq!((image.version, image.tokens.get("t")), (12, Some(&token)));
-        assert!(image.quorum.is_empty());
+        let mut image = MetadataImage::default();
+        image.tokens.insert("t".to_string(), token.clone());
         let member = super::super::QuorumMember {
             node: 4,
             directory_id: uuid::Uuid::from_u128(7),
@@ -638,39 +333,17 @@ mod tests {
             port: 9094,
             voter: true,
         };
-        image.apply(&[MetadataRecord::QuorumMember(member.clone())]);
+        image.apply(&[
+            MetadataRecord::QuorumMember(member.clone()),
+            MetadataRecord::FeatureLevel { name: "share.version".into(), level: 1 },
+        ]);
         let again = decode_image(&encode_image(&image)).unwrap();
         assert_eq!(again.quorum.get(&4), Some(&member));
+        assert_eq!(again.tokens.get("t"), Some(&token));
+        assert_eq!(again.features.get("share.version"), Some(&1));
+        assert_eq!(again.features_epoch, image.features_epoch);
         image.apply(&[MetadataRecord::RemoveQuorumMember { node: 4 }]);
         assert!(decode_image(&encode_image(&image)).unwrap().quorum.is_empty());
-    }
-
-    // A snapshot written before images held feature levels is read and upgraded: its
-    // features are at their default levels.
-    #[test]
-    fn a_snapshot_without_features_is_upgraded() {
-        let old = ImageV6 {
-            version: 7,
-            topics: Default::default(),
-            next_producer_id: 2000,
-            brokers: Default::default(),
-            broker_configs: Default::default(),
-            scram: Default::default(),
-            acls: Vec::new(),
-            client_quotas: Vec::new(),
-            group_configs: [("g".to_string(), [("a".to_string(), "b".to_string())].into())].into(),
-        };
-        let archive = rkyv::to_bytes::<rkyv::rancor::Error>(&old).unwrap();
-        let crc = crc32c::crc32c(&archive).to_be_bytes();
-        let image = decode_image(&[&RKYV_SNAPSHOT_V6[..], &crc[..], &archive[..]].concat()).unwrap();
-        assert!(image.client_metrics.is_empty());
-        assert_eq!((image.version, image.group_configs.len()), (7, 1));
-        assert!(image.features.is_empty());
-        assert_eq!(crate::features::level(&image, crate::features::SHARE_VERSION), 2);
-        let mut image = image;
-        image.apply(&[MetadataRecord::FeatureLevel { name: "share.version".into(), level: 1 }]);
-        let again = decode_image(&encode_image(&image)).unwrap();
-        assert_eq!((again.features.get("share.version"), again.features_epoch), (Some(&1), 8));
     }
 
     // A metadata log started again with other voters is refused with both lists named.

@@ -104,7 +104,7 @@ pub async fn handle(
     let max_bytes = response_max_bytes(&request);
     let version = header.request_api_version;
     let (session_id, epoch) = if version >= 7 { (request.session_id, request.session_epoch) } else { (0, -1) };
-    let mode = match shard.fetch_sessions.borrow_mut().begin(session_id, epoch) {
+    let mode = match shard.clients.fetch_sessions.borrow_mut().begin(session_id, epoch) {
         Ok(mode) => mode,
         Err(error) => {
             grant.settle(0);
@@ -133,7 +133,7 @@ pub async fn handle(
         Mode::Sessionless => (requested, 0, false),
         Mode::Open => {
             let watching = (!follower).then_some(image.version);
-            let id = shard.fetch_sessions.borrow_mut().open(requested.clone(), started, watching);
+            let id = shard.clients.fetch_sessions.borrow_mut().open(requested.clone(), started, watching);
             (requested, id.unwrap_or(0), false)
         }
         Mode::Incremental { id } => {
@@ -150,7 +150,7 @@ pub async fn handle(
                 })
                 .collect();
             let partitions =
-                shard.fetch_sessions.borrow_mut().update(id, requested, &forgotten, started, image.version);
+                shard.clients.fetch_sessions.borrow_mut().update(id, requested, &forgotten, started, image.version);
             (partitions, id, true)
         }
     };
@@ -167,7 +167,7 @@ pub async fn handle(
     }
     // A consumer's session watches its partitions' stamps (`fetch_sessions`): its long
     // poll waits on the session's signal and then reads what moved.
-    let signal = shard.fetch_sessions.borrow().signal(response_session);
+    let signal = shard.clients.fetch_sessions.borrow().signal(response_session);
 
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX_MS));
@@ -176,7 +176,7 @@ pub async fn handle(
     let mut positions: Option<HashMap<(TopicKey, i32), usize>> = None;
     if signal.is_some() {
         let all: Vec<usize> = (0..wanted.len()).collect();
-        shard.fetch_sessions.borrow_mut().served(response_session, &sent(&wanted, &all, &results));
+        shard.clients.fetch_sessions.borrow_mut().served(response_session, &sent(&wanted, &all, &results));
     }
     loop {
         let bytes: usize = results.iter().map(record_bytes).sum();
@@ -229,7 +229,7 @@ pub async fn handle(
             for (i, result) in which.iter().zip(read(shard, &wanted, &which, limit.saturating_sub(kept).max(1)).await) {
                 results[*i] = result;
             }
-            shard.fetch_sessions.borrow_mut().served(response_session, &sent(&wanted, &which, &results));
+            shard.clients.fetch_sessions.borrow_mut().served(response_session, &sent(&wanted, &which, &results));
             continue;
         }
         let woke = wait_for_more(shard, &wanted, &results, remaining).await;
@@ -254,7 +254,7 @@ pub async fn handle(
     }
     if response_session != 0 && signal.is_none() {
         let all: Vec<usize> = (0..wanted.len()).collect();
-        shard.fetch_sessions.borrow_mut().served(response_session, &sent(&wanted, &all, &results));
+        shard.clients.fetch_sessions.borrow_mut().served(response_session, &sent(&wanted, &all, &results));
     }
     let (mut response, records) = build(shard, version, &wanted, results, incremental, listener);
     response.session_id = response_session;
@@ -341,7 +341,7 @@ async fn wait_for_moves(
 ) -> Vec<SessionPartition> {
     let deadline = Instant::now() + wait;
     loop {
-        let moved = shard.fetch_sessions.borrow_mut().moved(id);
+        let moved = shard.clients.fetch_sessions.borrow_mut().moved(id);
         if !moved.is_empty() {
             return moved;
         }

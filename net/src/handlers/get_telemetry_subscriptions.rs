@@ -19,8 +19,12 @@ pub fn handle(
 ) -> GetTelemetrySubscriptionsResponse {
     let image = shard.image();
     let now = std::time::Instant::now();
-    let answer =
-        shard.telemetry.borrow_mut().get_subscription(request.client_instance_id, client, &image.client_metrics, now);
+    let answer = shard.clients.telemetry.borrow_mut().get_subscription(
+        request.client_instance_id,
+        client,
+        &image.client_metrics,
+        now,
+    );
     match answer {
         Ok((id, subscription)) => GetTelemetrySubscriptionsResponse::default()
             .with_client_instance_id(id)

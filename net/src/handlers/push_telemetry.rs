@@ -22,7 +22,7 @@ pub fn handle(shard: &Rc<Shard>, request: PushTelemetryRequest, client: &ClientI
     };
     let max_bytes = shard.settings.telemetry_max_bytes;
     let now = std::time::Instant::now();
-    match shard.telemetry.borrow_mut().push(push, client, &image.client_metrics, max_bytes, now) {
+    match shard.clients.telemetry.borrow_mut().push(push, client, &image.client_metrics, max_bytes, now) {
         Ok(()) => PushTelemetryResponse::default(),
         Err((code, message)) => {
             tracing::debug!(target: "skein::telemetry", client = client.client_id, code, message, "push refused");

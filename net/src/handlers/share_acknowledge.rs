@@ -38,10 +38,11 @@ pub async fn handle(
         Ok(named) => named,
         Err((c, m)) => return refuse(c, m),
     };
-    let closed = match shard.share_sessions.borrow_mut().acknowledge(&group, &member, request.share_session_epoch) {
-        Ok(closed) => closed,
-        Err(c) => return ShareAcknowledgeResponse::default().with_error_code(c),
-    };
+    let closed =
+        match shard.clients.share_sessions.borrow_mut().acknowledge(&group, &member, request.share_session_epoch) {
+            Ok(closed) => closed,
+            Err(c) => return ShareAcknowledgeResponse::default().with_error_code(c),
+        };
     let image = shard.image();
     let (settings, ..) = skein_coordinator::group::configs::share_partition_settings(&image, &group);
     let lock_ms = settings.lock_duration.as_millis().min(i32::MAX as u128) as i32;

@@ -137,7 +137,7 @@ pub async fn handle(
     }
     let forgotten: Vec<SessionPartition> =
         request.forgotten_topics_data.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p))).collect();
-    let step = shard.share_sessions.borrow_mut().fetch(
+    let step = shard.clients.share_sessions.borrow_mut().fetch(
         &group,
         &member,
         request.share_session_epoch,

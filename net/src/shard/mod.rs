@@ -137,6 +137,17 @@ pub struct NodeSettings {
     pub log_dir_homes: Vec<usize>,
 }
 
+/// What a shard keeps of its clients between their requests: sessions and telemetry
+/// instances, each bounded by its own limit.
+pub struct Clients {
+    /// Fetch sessions (KIP-227) of this shard's connections.
+    pub fetch_sessions: RefCell<crate::fetch_sessions::FetchSessions>,
+    /// Share sessions (KIP-932) of this shard's connections.
+    pub share_sessions: RefCell<skein_coordinator::share::sessions::ShareSessions>,
+    /// Client telemetry instances and their pushed series (`telemetry`).
+    pub telemetry: RefCell<crate::telemetry::Telemetry>,
+}
+
 /// A shard as the control plane sees it (`metadata::host::Host`, in `control.rs`).
 #[derive(Clone)]
 pub struct ShardHost(pub Rc<Shard>);
@@ -172,12 +183,8 @@ pub struct Shard {
     pub responses: Rc<crate::budget::ShardResponses>,
     /// The group and transaction coordinators' state (`coordinator`).
     pub coordinators: skein_coordinator::serve::Coordinators,
-    /// Fetch sessions (KIP-227) of this shard's connections.
-    pub fetch_sessions: RefCell<crate::fetch_sessions::FetchSessions>,
-    /// Share sessions (KIP-932) of this shard's connections.
-    pub share_sessions: RefCell<skein_coordinator::share::sessions::ShareSessions>,
-    /// Client telemetry instances and their pushed series (`telemetry`).
-    pub telemetry: RefCell<crate::telemetry::Telemetry>,
+    /// What this shard keeps of its clients between their requests.
+    pub clients: Clients,
     /// This shard's replication quotas (`throttle.rs`).
     pub throttles: crate::throttle::ReplicationThrottles,
     /// This shard's client quota buckets (`quota::manager`).
@@ -228,9 +235,11 @@ impl Shard {
             buffered_bytes: Cell::new(0),
             responses: Rc::new(crate::budget::ShardResponses::default()),
             coordinators: Default::default(),
-            fetch_sessions: RefCell::new(crate::fetch_sessions::FetchSessions::new(session_slots, id)),
-            share_sessions: RefCell::new(skein_coordinator::share::sessions::ShareSessions::new(share_slots)),
-            telemetry: Default::default(),
+            clients: Clients {
+                fetch_sessions: RefCell::new(crate::fetch_sessions::FetchSessions::new(session_slots, id)),
+                share_sessions: RefCell::new(skein_coordinator::share::sessions::ShareSessions::new(share_slots)),
+                telemetry: Default::default(),
+            },
             throttles: crate::throttle::ReplicationThrottles::default(),
             quotas: Default::default(),
             security,
