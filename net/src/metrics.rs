@@ -74,7 +74,7 @@ pub struct ShardMetrics {
     /// Assignments (role, epochs, ISR) this shard's partitions took from the
     /// controller: the replica fetchers look for new leaders to follow when it moves.
     pub assignments: Cell<u64>,
-    /// Share groups on this shard's partitions (`share::leader`).
+    /// Share groups on this shard's partitions (`serve::share_leader`).
     pub shares: skein_coordinator::share::ShareMetrics,
     /// Where Produce and Fetch requests spend their time on this shard.
     pub produce_stages: RequestStages,

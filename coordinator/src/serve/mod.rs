@@ -11,8 +11,10 @@
 //! written here once: loading while leading (`load_while_leading`), replaying a
 //! partition (`replay`), and writing before answering (`write_records`).
 
+pub mod dead_letter;
 pub mod group;
 pub mod share;
+pub mod share_leader;
 pub mod txn;
 
 use std::cell::RefCell;

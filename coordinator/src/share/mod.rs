@@ -1,12 +1,11 @@
-//! Share groups (KIP-932) on the partitions' leaders: each share group's state of a
-//! partition (`partition`, the state machine), its leader's operations on it
-//! (`leader`: ShareFetch and ShareAcknowledge on the owner shard, persisted through
-//! the share coordinator, `coordinator::share`), the dead-letter topics records go to
-//! when rejected or given up on (`dead_letter`, KIP-1191), and the share sessions of a
-//! shard's connections (`sessions`). Membership is the group coordinator's (`group::share`).
+//! Share groups' state (KIP-932), with no I/O: each share group's state of a partition
+//! (`partition`, the state machine), the share-partitions a partition's leader holds
+//! (`slots`), and the share sessions of a shard's connections (`sessions`). The
+//! leader's operations on them run in `serve::share_leader` (ShareFetch and
+//! ShareAcknowledge, persisted through the share coordinator, `serve::share`) and
+//! `serve::dead_letter` (KIP-1191). Membership is the group coordinator's
+//! (`group::share`).
 
-pub mod dead_letter;
-pub mod leader;
 pub mod partition;
 pub mod sessions;
 pub mod slots;

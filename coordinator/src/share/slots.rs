@@ -1,6 +1,6 @@
 //! Where a partition's leader keeps its share-partitions (`hosted::Partition::shares`):
 //! one slot per share group, each behind an async lock, so that one operation at a
-//! time (`leader::run`) holds a share-partition across its reads and writes.
+//! time (`serve::share_leader::run`) holds a share-partition across its reads and writes.
 
 use std::cell::RefCell;
 use std::collections::HashMap;

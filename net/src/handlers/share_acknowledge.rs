@@ -11,7 +11,7 @@ use kafka_protocol::messages::share_acknowledge_response::{
 use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use skein_control::errors::code;
-use skein_coordinator::share::leader::ShareCall;
+use skein_coordinator::serve::share_leader::ShareCall;
 use skein_engine::TopicPartition;
 
 use super::share_fetch::{ack_batches, caller_member, node_endpoints, release};

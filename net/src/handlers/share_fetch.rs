@@ -1,7 +1,7 @@
 //! ShareFetch (KIP-932): a share consumer's fetch. The share session (`share::sessions`)
 //! says which partitions it covers; each partition's leader applies the
 //! acknowledgements that came with it and acquires records for the member
-//! (`share::leader`), the request's MaxRecords shared by the partitions in order.
+//! (`serve::share_leader`), the request's MaxRecords shared by the partitions in order.
 //! While nothing was acquired and MaxWaitMs allows, it waits for new records on the
 //! partitions (one wait per owner shard) and tries again.
 
@@ -17,7 +17,7 @@ use kafka_protocol::messages::{BrokerId, ShareFetchRequest, ShareFetchResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use skein_control::errors::code;
 use skein_control::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MAX_MS};
-use skein_coordinator::share::leader::{AckBatch, ShareAnswer, ShareCall};
+use skein_coordinator::serve::share_leader::{AckBatch, ShareAnswer, ShareCall};
 use skein_coordinator::share::partition::Acknowledge;
 use skein_coordinator::share::sessions::{SessionPartition, Step};
 use skein_engine::TopicPartition;

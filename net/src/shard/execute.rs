@@ -364,7 +364,7 @@ impl Shard {
                 }
             }
             PartitionOp::Share(ops::Share(call)) => {
-                match Box::pin(skein_coordinator::share::leader::run(self, partition, &state, *call)).await {
+                match Box::pin(skein_coordinator::serve::share_leader::run(self, partition, &state, *call)).await {
                     Ok(answer) => Ok(PartitionReply::Share(Box::new(answer))),
                     Err(e) => Err(PartitionError { code: e.code, message: e.message }),
                 }

@@ -223,7 +223,7 @@ pub struct ShareState(pub Box<skein_coordinator::serve::share::StateCall>);
 /// A share-partition operation on its topic partition's leader (ShareFetch,
 /// ShareAcknowledge, a closed session's release).
 #[derive(Debug)]
-pub struct Share(pub Box<skein_coordinator::share::leader::ShareCall>);
+pub struct Share(pub Box<skein_coordinator::serve::share_leader::ShareCall>);
 
 pub use skein_coordinator::txn::calls::WriteMarker;
 
@@ -339,7 +339,7 @@ pub enum PartitionReply {
     Txn(Box<skein_coordinator::txn::TxnAnswer>),
     Producers(Vec<skein_replication::producer::ProducerInfo>),
     ShareState(Box<skein_coordinator::serve::share::Stored>),
-    Share(Box<skein_coordinator::share::leader::ShareAnswer>),
+    Share(Box<skein_coordinator::serve::share_leader::ShareAnswer>),
     Precopied(Box<skein_engine::relocate::Precopy>),
     /// The bytes the last step of a move copied.
     Moved(u64),
@@ -367,7 +367,7 @@ skein_control::typed_requests! {
         Group => skein_coordinator::group::GroupAnswer = PartitionReply::Group(r) => *r;
         Txn => skein_coordinator::txn::TxnAnswer = PartitionReply::Txn(r) => *r;
         ShareState => skein_coordinator::serve::share::Stored = PartitionReply::ShareState(r) => *r;
-        Share => skein_coordinator::share::leader::ShareAnswer = PartitionReply::Share(r) => *r;
+        Share => skein_coordinator::serve::share_leader::ShareAnswer = PartitionReply::Share(r) => *r;
     }
 }
 

@@ -21,12 +21,12 @@ use skein_control::errors::code;
 use skein_engine::{Batch, Offset, TopicPartition};
 use skein_replication::{Isolation, OffsetSpec, Role};
 
-use super::partition::{Acknowledge, Acquired, SharePartition, ShareSettings};
-use super::slots::Loaded;
+use super::share::{Key, StateCall};
+use super::Host;
 use crate::group::configs::ShareReset;
 use crate::hosted::Partition;
-use crate::serve::share::{Key, StateCall};
-use crate::serve::Host;
+use crate::share::partition::{Acknowledge, Acquired, SharePartition, ShareSettings};
+use crate::share::slots::Loaded;
 
 /// A share-partition operation's Kafka error, with a message where there is one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,10 +29,10 @@ use skein_engine::records::{build_batch, Compression, Record};
 use skein_engine::{Offset, TopicPartition};
 use skein_replication::Isolation;
 
-use super::partition::DeadLetters;
-use super::slots::Slot;
-use crate::serve::share::{Key, StateCall};
-use crate::serve::Host;
+use super::share::{Key, StateCall};
+use super::Host;
+use crate::share::partition::DeadLetters;
+use crate::share::slots::Slot;
 use crate::share::ShareMetrics;
 
 /// The topic config that lets share groups use a topic as their dead-letter topic.
