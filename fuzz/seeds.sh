@@ -6,8 +6,8 @@
 # kafka-python, kafkajs, franz-go and sarama, and the conformance sweep's requests of
 # every API and version. Unit tests add what no client sends (metadata snapshots and
 # log entries, telemetry pushes of every codec). libFuzzer's merge then keeps the
-# inputs that add coverage. The SASL seeds are written by hand (fuzz/seeds/sasl), as
-# are the log_recovery shapes; the state_files and quorum_journal seeds were kept from
+# inputs that add coverage. The SASL and iotune_profile seeds are written by hand
+# (fuzz/seeds/sasl, fuzz/seeds/iotune_profile), as are the log_recovery shapes; the state_files and quorum_journal seeds were kept from
 # fuzzing runs (merged), and every input a run found is kept as a regression seed.
 # Takes about 15 minutes; run it again when an API or version is added.
 set -euo pipefail
@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 captured=$(mktemp -d)
 trap 'rm -rf "$captured"' EXIT
 SKEIN_CAPTURE_FRAMES="$captured" cargo test --test conformance --test clients --test java_clients --test transactions
-SKEIN_FUZZ_SEEDS="$PWD/fuzz/seeds" cargo test -p skein-net --lib -- snapshots_round_trip pushes_decode_with_each_codec
+SKEIN_FUZZ_SEEDS="$PWD/fuzz/seeds" cargo test -p skein-control --lib -- snapshots_round_trip
+SKEIN_FUZZ_SEEDS="$PWD/fuzz/seeds" cargo test -p skein-net --lib -- pushes_decode_with_each_codec
 cd fuzz
 for target in request_frame produce_batch; do
   mkdir -p "seeds/$target"

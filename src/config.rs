@@ -598,7 +598,8 @@ impl NodeConfig {
         )?;
         let security = crate::security_config::resolve(security_args, listener, advertised, clustered, &data_dir)?;
         let iotune = crate::iotune::load_for_start(args.iotune_file.or(file.iotune_file).as_deref(), &data_dir)?;
-        let write_shape = iotune.as_ref().map_or_else(Default::default, |applied| applied.recommended.write_shape());
+        let write_shape =
+            iotune.as_ref().map_or_else(Default::default, |applied| crate::iotune::write_shape(&applied.recommended));
         // The profile's window caps group commit when it is on, and never turns it on.
         let group_commit_max_delay_us = crate::iotune::group_commit_cap(group_commit_max_delay_us, iotune.as_ref());
         let virtual_brokers = match args.virtual_brokers.or(file.virtual_brokers) {

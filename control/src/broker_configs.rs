@@ -167,7 +167,7 @@ pub fn dynamic_broker_value<'a>(image: &'a MetadataImage, broker: i32, name: &st
 /// # Errors
 /// INVALID_REQUEST (not dynamic, or per broker only) or INVALID_CONFIG (a bad value),
 /// with the message.
-pub fn validate_broker_config(broker: &str, name: &str, value: &str) -> Result<(), (i16, String)> {
+pub fn validate_broker_config(broker: &str, name: &str, value: &str) -> Result<(), crate::errors::Refusal> {
     let Some(config) = find(name) else {
         return Err((code::INVALID_REQUEST, format!("Cannot update these configs dynamically: [{name}]")));
     };

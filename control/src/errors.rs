@@ -2,7 +2,7 @@
 //! map engine and routing errors through `code_of`.
 
 use skein_engine::{BatchError, Error};
-use skein_replication::{AppendError, Refusal};
+use skein_replication::{AppendError, Refusal as ReplicaRefusal};
 
 /// Kafka's error codes (`org.apache.kafka.common.protocol.Errors`), those Skein returns.
 pub mod code {
@@ -127,20 +127,24 @@ pub mod code {
     pub const OFFSET_NOT_AVAILABLE: i16 = 78;
 }
 
+/// A refusal: a Kafka error code and the message that goes with it, as a Java broker
+/// answers (a request, a change or a heartbeat refused).
+pub type Refusal = (i16, String);
+
 /// The Kafka error code for a replica's refusal, as a Java broker would answer.
-pub fn code_of_refusal(refusal: Refusal) -> i16 {
+pub fn code_of_refusal(refusal: ReplicaRefusal) -> i16 {
     match refusal {
-        Refusal::NotLeaderOrFollower => code::NOT_LEADER_OR_FOLLOWER,
-        Refusal::RequestTimedOut => code::REQUEST_TIMED_OUT,
-        Refusal::NotEnoughReplicas => code::NOT_ENOUGH_REPLICAS,
-        Refusal::NotEnoughReplicasAfterAppend => code::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        Refusal::OutOfOrderSequence => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
-        Refusal::InvalidProducerEpoch => code::INVALID_PRODUCER_EPOCH,
-        Refusal::FencedLeaderEpoch => code::FENCED_LEADER_EPOCH,
-        Refusal::UnknownLeaderEpoch => code::UNKNOWN_LEADER_EPOCH,
-        Refusal::InvalidTxnState => code::INVALID_TXN_STATE,
-        Refusal::TransactionCoordinatorFenced => code::TRANSACTION_COORDINATOR_FENCED,
-        Refusal::OffsetOutOfRange => code::OFFSET_OUT_OF_RANGE,
+        ReplicaRefusal::NotLeaderOrFollower => code::NOT_LEADER_OR_FOLLOWER,
+        ReplicaRefusal::RequestTimedOut => code::REQUEST_TIMED_OUT,
+        ReplicaRefusal::NotEnoughReplicas => code::NOT_ENOUGH_REPLICAS,
+        ReplicaRefusal::NotEnoughReplicasAfterAppend => code::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ReplicaRefusal::OutOfOrderSequence => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ReplicaRefusal::InvalidProducerEpoch => code::INVALID_PRODUCER_EPOCH,
+        ReplicaRefusal::FencedLeaderEpoch => code::FENCED_LEADER_EPOCH,
+        ReplicaRefusal::UnknownLeaderEpoch => code::UNKNOWN_LEADER_EPOCH,
+        ReplicaRefusal::InvalidTxnState => code::INVALID_TXN_STATE,
+        ReplicaRefusal::TransactionCoordinatorFenced => code::TRANSACTION_COORDINATOR_FENCED,
+        ReplicaRefusal::OffsetOutOfRange => code::OFFSET_OUT_OF_RANGE,
     }
 }
 

@@ -127,7 +127,7 @@ pub fn check(
     name: &str,
     level: i16,
     upgrade: Option<UpgradeType>,
-) -> Result<(), (i16, String)> {
+) -> Result<(), crate::errors::Refusal> {
     let invalid = |why: String| {
         Err((code::INVALID_UPDATE_VERSION, format!("Invalid update version {level} for feature {name}. {why}")))
     };
@@ -180,7 +180,7 @@ mod tests {
     fn updates_are_checked_as_kafka() {
         let image = MetadataImage::default();
         let check = |name: &str, level: i16, upgrade: UpgradeType| check(&image, 1, name, level, Some(upgrade));
-        let message = |r: Result<(), (i16, String)>| r.unwrap_err().1;
+        let message = |r: Result<(), crate::errors::Refusal>| r.unwrap_err().1;
         assert!(check(SHARE_VERSION, 1, UpgradeType::SafeDowngrade).is_ok());
         assert!(check(SHARE_VERSION, 2, UpgradeType::SafeDowngrade).is_ok(), "the same level");
         assert!(check(GROUP_VERSION, 0, UpgradeType::SafeDowngrade).is_ok());

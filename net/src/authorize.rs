@@ -249,7 +249,12 @@ fn refusal(caller: &Caller, request: &RequestKind, version: i16) -> Option<i16> 
 
 /// The refusal of a config resource (`resource_type` 2 topic, 4 broker, 8 broker
 /// logger) that the caller may not `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS).
-pub fn config_denied(caller: &Caller, resource_type: i8, name: &str, operation: Operation) -> Option<(i16, String)> {
+pub fn config_denied(
+    caller: &Caller,
+    resource_type: i8,
+    name: &str,
+    operation: Operation,
+) -> Option<skein_control::errors::Refusal> {
     match resource_type {
         2 if !caller.topic(operation, name) => Some((TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.".into())),
         4 | 8 | 16 if !caller.cluster(operation) => {

@@ -43,10 +43,8 @@ use skein_engine::limits::{
 use skein_engine::WriteShape;
 
 mod profile;
-pub use profile::{group_commit_cap, knee, load_for_start, recommend};
-
-/// The profile's format. A file of a later format is refused at start, never guessed at.
-pub const FORMAT_VERSION: u32 = 1;
+pub use profile::{group_commit_cap, knee, load_for_start, recommend, write_shape};
+pub use skein_tuning::profile::{Recommended, FORMAT_VERSION, GROUP_COMMIT_WINDOW_US_MAX};
 
 /// The profile's name in the data directory, where `skein start` looks for it.
 pub const PROFILE_FILE: &str = "iotune.json";
@@ -73,10 +71,6 @@ const KNEE_SHARE: f64 = 0.9;
 
 /// Operations timed per latency step at most, so a fast device's step ends early.
 const LATENCY_ROUNDS_MAX: usize = 10_000;
-
-/// The group commit window a profile may hold, in µs: what
-/// `--group-commit-max-delay-us` takes at most.
-pub const GROUP_COMMIT_WINDOW_US_MAX: u64 = 100_000;
 
 /// Block size and depth of the pass that writes the whole file before the reads.
 const FILL_BLOCK_BYTES: usize = 1 << 20;
@@ -180,18 +174,6 @@ pub struct Latency {
     pub rounds: usize,
     pub latency_us_p50: u64,
     pub latency_us_p99: u64,
-}
-
-/// What `skein start` applies (`recommend` states the rules).
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Recommended {
-    /// The appender's chunk: the size of a full write.
-    pub append_chunk_bytes: usize,
-    /// Writes in flight per log file.
-    pub writes_in_flight: usize,
-    /// The cap on the adaptive group commit's window, in µs, when group commit is on.
-    pub group_commit_window_us: u64,
 }
 
 /// A profile as `skein start` applies it.

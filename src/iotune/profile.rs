@@ -59,14 +59,13 @@ pub fn recommend(sequential_write: &[Bandwidth], small_write: &Latency) -> Recom
     };
     let group_commit_window_us = small_write.latency_us_p50.clamp(1, GROUP_COMMIT_WINDOW_US_MAX);
     let recommended = Recommended { append_chunk_bytes, writes_in_flight, group_commit_window_us };
-    debug_assert!(recommended.write_shape().validate().is_ok(), "{recommended:?}");
+    debug_assert!(write_shape(&recommended).validate().is_ok(), "{recommended:?}");
     recommended
 }
 
-impl Recommended {
-    pub fn write_shape(&self) -> WriteShape {
-        WriteShape { chunk_bytes: self.append_chunk_bytes, writes_in_flight: self.writes_in_flight }
-    }
+/// The appender's write shape a profile recommends.
+pub fn write_shape(recommended: &Recommended) -> WriteShape {
+    WriteShape { chunk_bytes: recommended.append_chunk_bytes, writes_in_flight: recommended.writes_in_flight }
 }
 
 /// Reads the profile `skein start` applies: `explicit` (`--iotune-file`), which must
@@ -89,57 +88,13 @@ pub fn load_for_start(explicit: Option<&Path>, data_dir: &Path) -> Result<Option
     Ok(Some(Applied { path, recommended }))
 }
 
-/// The recommendations of a profile's text, checked.
+/// The recommendations of a profile's text (`skein_tuning::profile::parse`), checked
+/// against the engine's bounds too.
 fn parse_for_start(text: &str) -> Result<Recommended, String> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    match version_of(&value) {
-        None => return Err("no format_version: not a profile written by skein iotune".into()),
-        Some(version) if version > u64::from(FORMAT_VERSION) => {
-            return Err(format!(
-                "format {version} is newer than this skein reads ({FORMAT_VERSION}): run this version's skein iotune"
-            ))
-        }
-        Some(_) => {}
-    }
-    if version_of(&value) != Some(u64::from(FORMAT_VERSION)) {
-        return Err(format!("format_version is not {FORMAT_VERSION}, the one this skein reads"));
-    }
-    // Only the recommendations are read; the measurements are for people. Each is
-    // named when missing or mistyped, and an unknown key is refused (a typo would
-    // otherwise leave a default in place silently).
-    let Some(values) = value.get("recommended").and_then(serde_json::Value::as_object) else {
-        return Err("no recommended values".into());
-    };
-    if let Some(unknown) = values.keys().find(|k| !RECOMMENDED_KEYS.contains(&k.as_str())) {
-        return Err(format!("unknown key recommended.{unknown}"));
-    }
-    let number = |name: &str| {
-        values
-            .get(name)
-            .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| format!("recommended.{name} is missing or not a whole number"))
-    };
-    let recommended = Recommended {
-        append_chunk_bytes: number("append_chunk_bytes")? as usize,
-        writes_in_flight: number("writes_in_flight")? as usize,
-        group_commit_window_us: number("group_commit_window_us")?,
-    };
-    recommended.write_shape().validate().map_err(|e| e.to_string())?;
-    if !(1..=GROUP_COMMIT_WINDOW_US_MAX).contains(&recommended.group_commit_window_us) {
-        return Err(format!(
-            "group_commit_window_us {} is out of [1, {GROUP_COMMIT_WINDOW_US_MAX}]",
-            recommended.group_commit_window_us
-        ));
-    }
+    let recommended = skein_tuning::profile::parse(text)?;
+    write_shape(&recommended).validate().map_err(|e| e.to_string())?;
     Ok(recommended)
 }
-
-fn version_of(profile: &serde_json::Value) -> Option<u64> {
-    profile.get("format_version").and_then(serde_json::Value::as_u64)
-}
-
-/// The keys of a profile's `recommended` object.
-const RECOMMENDED_KEYS: [&str; 3] = ["append_chunk_bytes", "writes_in_flight", "group_commit_window_us"];
 
 /// The group commit's effective maximum delay: the configured one, capped by the
 /// profile's window. Zero (off) stays off: a profile never turns group commit on.
@@ -211,17 +166,17 @@ mod tests {
         let deep = sequential(&[(kib(2048), 1, 100.0), (kib(2048), 16, 500.0), (kib(2048), 32, 1000.0)]);
         let r = recommend(&deep, &latency(80));
         assert_eq!((r.append_chunk_bytes, r.writes_in_flight), (kib(2048), 8));
-        r.write_shape().validate().unwrap();
+        write_shape(&r).validate().unwrap();
         // Nothing measured: the defaults.
         let r = recommend(&[], &latency(0));
-        assert_eq!(r.write_shape(), WriteShape::default());
+        assert_eq!(write_shape(&r), WriteShape::default());
         assert_eq!(r.group_commit_window_us, 1);
         // A slow disk's window is capped at what --group-commit-max-delay-us takes.
         assert_eq!(recommend(&rows, &latency(250_000)).group_commit_window_us, GROUP_COMMIT_WINDOW_US_MAX);
     }
 
-    // Start reads a profile's recommendations and refuses, with the reason, what is not
-    // a profile, a later format, and values out of the engine's bounds.
+    // Start reads a profile's recommendations and refuses, with the reason, values out
+    // of the engine's bounds (the format's own checks are `skein_tuning::profile`'s).
     #[test]
     fn profiles_at_start() {
         let good = r#"{"format_version": 1, "measured_at": "x", "recommended":
@@ -233,16 +188,8 @@ mod tests {
             assert!(error.contains(expected), "{text}: {error}");
         };
         check("{", "not JSON");
-        check("[]", "no format_version");
-        check(r#"{"format_version": 2, "recommended": {}}"#, "format 2 is newer");
-        check(r#"{"format_version": 0, "recommended": {}}"#, "format_version is not 1");
-        check(&good.replace("\"writes_in_flight\": 4,", ""), "recommended.writes_in_flight is missing");
-        check(r#"{"format_version": 1}"#, "recommended");
         check(&good.replace("1048576", "1000000"), "append_chunk_bytes");
         check(&good.replace("\"writes_in_flight\": 4", "\"writes_in_flight\": 0"), "writes_in_flight");
-        check(&good.replace("90}", "0}"), "group_commit_window_us");
-        check(&good.replace("90}", "90, \"extra\": 1}"), "extra");
-        check(&good.replace("1048576", "\"big\""), "append_chunk_bytes");
     }
 
     // A profile caps an enabled group commit and never turns it on.

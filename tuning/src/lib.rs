@@ -18,6 +18,7 @@
 pub mod apply;
 pub mod check;
 pub mod host;
+pub mod profile;
 
 pub use apply::{apply, revert, Change, REVERT_FILE};
 pub use check::{check, Finding, Fix, Target};

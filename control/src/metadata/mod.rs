@@ -376,8 +376,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A refused change: a Kafka error code and its message.
-pub type Refusal = (i16, String);
+pub use crate::errors::Refusal;
 
 /// One change to the metadata, as the controller decides it and every shard applies
 /// it. The single-node controller persists the image these records produce; the

@@ -14,9 +14,7 @@ use super::scram::{ScramCredential, ScramMechanism};
 use crate::errors::code;
 use crate::limits::SCRAM_ITERATIONS_MIN;
 
-/// A refused change: a Kafka error code and its message (`metadata::Refusal`, named
-/// here so that the image's types do not import the image).
-type Refusal = (i16, String);
+use crate::errors::Refusal;
 
 /// The node's delegation-token settings; tokens are served only when the secret key
 /// is set (Kafka's `tokenAuthEnabled`).

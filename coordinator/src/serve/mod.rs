@@ -80,20 +80,20 @@ pub trait Host: 'static {
     fn share_state(
         self: &Rc<Self>,
         call: share::StateCall,
-    ) -> impl Future<Output = Result<share::Stored, (i16, String)>>;
+    ) -> impl Future<Output = Result<share::Stored, skein_control::errors::Refusal>>;
     /// Appends `batch` (one record batch, no producer) to `partition` with acks=all,
     /// on its leader: a shard of this node, or another broker.
     fn produce(
         self: &Rc<Self>,
         partition: TopicPartition,
         batch: bytes::Bytes,
-    ) -> impl Future<Output = Result<(), (i16, String)>>;
+    ) -> impl Future<Output = Result<(), skein_control::errors::Refusal>>;
     /// Creates a topic with the cluster's default partitions and replication.
     fn create_topic(
         self: &Rc<Self>,
         name: String,
         configs: std::collections::BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<(), (i16, String)>>;
+    ) -> impl Future<Output = Result<(), skein_control::errors::Refusal>>;
 }
 
 /// Runs `load` for an internal-topic partition while this shard leads it (after a

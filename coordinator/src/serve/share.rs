@@ -261,7 +261,11 @@ async fn load<H: Host>(host: &H, log: &Log<DmaStorage>, partition: i32) -> Resul
 ///
 /// # Errors
 /// A Kafka error code, with Kafka's message where it has one.
-pub async fn run<H: Host>(host: &H, state: &Partition, call: StateCall) -> Result<Stored, (i16, String)> {
+pub async fn run<H: Host>(
+    host: &H,
+    state: &Partition,
+    call: StateCall,
+) -> Result<Stored, skein_control::errors::Refusal> {
     let states = &host.coordinators().shares;
     let key = call.key().clone();
     let current = states.states.borrow().get(&key).cloned();

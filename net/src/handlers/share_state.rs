@@ -33,7 +33,7 @@ pub const SUMMARY_VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 /// How long a call to another broker's share coordinator may take.
 const STATE_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-type Answer = Result<Stored, (i16, String)>;
+type Answer = Result<Stored, skein_control::errors::Refusal>;
 
 fn message(m: &str) -> Option<StrBytes> {
     (!m.is_empty()).then(|| StrBytes::from_string(m.to_string()))

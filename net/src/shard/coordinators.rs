@@ -67,7 +67,7 @@ impl Host for Shard {
     fn share_state(
         self: &Rc<Self>,
         call: skein_coordinator::serve::share::StateCall,
-    ) -> impl Future<Output = Result<skein_coordinator::serve::share::Stored, (i16, String)>> {
+    ) -> impl Future<Output = Result<skein_coordinator::serve::share::Stored, skein_control::errors::Refusal>> {
         let shard = self.clone();
         async move {
             // As Kafka's persister does, a coordinator that is not there yet (its topic
@@ -100,7 +100,7 @@ impl Host for Shard {
         self: &Rc<Self>,
         partition: TopicPartition,
         batch: bytes::Bytes,
-    ) -> impl Future<Output = Result<(), (i16, String)>> {
+    ) -> impl Future<Output = Result<(), skein_control::errors::Refusal>> {
         let shard = self.clone();
         async move { shard.produce_on_leader(partition, batch).await }
     }
@@ -109,7 +109,7 @@ impl Host for Shard {
         self: &Rc<Self>,
         name: String,
         configs: std::collections::BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<(), (i16, String)>> {
+    ) -> impl Future<Output = Result<(), skein_control::errors::Refusal>> {
         let shard = self.clone();
         async move {
             let partitions = shard.settings.num_partitions;
@@ -138,7 +138,7 @@ impl Shard {
         self: &Rc<Self>,
         partition: TopicPartition,
         batch: bytes::Bytes,
-    ) -> Result<(), (i16, String)> {
+    ) -> Result<(), skein_control::errors::Refusal> {
         use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
         let node = self.settings.node_id;
         let leader = self.image().topic(&partition.topic).map(|t| t.assignment(partition.partition, node).leader);
@@ -200,7 +200,7 @@ impl Shard {
     pub async fn share_state(
         self: &Rc<Self>,
         call: skein_coordinator::serve::share::StateCall,
-    ) -> Result<skein_coordinator::serve::share::Stored, (i16, String)> {
+    ) -> Result<skein_coordinator::serve::share::Stored, skein_control::errors::Refusal> {
         use skein_coordinator::serve::share::STATE_TOPIC;
         let unavailable = (code::COORDINATOR_NOT_AVAILABLE, String::new());
         crate::topics::ensure_share_state_topic(self).await.map_err(|_| unavailable.clone())?;
@@ -222,7 +222,7 @@ impl Shard {
     pub async fn share_state_here(
         self: &Rc<Self>,
         call: skein_coordinator::serve::share::StateCall,
-    ) -> Result<skein_coordinator::serve::share::Stored, (i16, String)> {
+    ) -> Result<skein_coordinator::serve::share::Stored, skein_control::errors::Refusal> {
         let partition = TopicPartition::new(skein_coordinator::serve::share::STATE_TOPIC, call.key().state_partition());
         let leads = self.leads(&partition);
         match self.call(partition, ops::ShareState(Box::new(call))).await {

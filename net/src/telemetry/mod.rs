@@ -45,7 +45,7 @@ pub use skein_control::errors::code::{
 const INSTANCE_EXPIRY_MIN: Duration = Duration::from_secs(60);
 
 /// A refusal: Kafka's code and message.
-pub type Refused = (i16, String);
+pub use skein_control::errors::Refusal as Refused;
 
 /// Who sent a telemetry request: what a `match` entry may select on.
 #[derive(Debug, Clone, Default)]

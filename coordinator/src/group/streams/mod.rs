@@ -38,7 +38,7 @@ fn s(text: impl Into<String>) -> StrBytes {
 }
 
 /// A refused heartbeat: the error code and Kafka's message.
-pub type Refused = (i16, String);
+pub use skein_control::errors::Refusal as Refused;
 
 /// Settings of a streams group (`group.streams.*`, `streams.*` group configs).
 #[derive(Debug, Clone, Copy)]

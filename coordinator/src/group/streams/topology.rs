@@ -90,7 +90,7 @@ pub fn canonical(topology: &Topology) -> Topology {
 /// # Errors
 /// INVALID_REQUEST for regular expressions, which Kafka 4.4 does not support yet, and
 /// STREAMS_INVALID_TOPOLOGY for a changelog topic with a partition count.
-pub fn validate(topology: &Topology) -> Result<(), (i16, String)> {
+pub fn validate(topology: &Topology) -> Result<(), skein_control::errors::Refusal> {
     for sub in &topology.subtopologies {
         if !sub.source_topic_regex.is_empty() {
             return Err((code::INVALID_REQUEST, "Regular expressions for source topics are not supported yet.".into()));
@@ -135,7 +135,10 @@ enum Failure {
 /// # Errors
 /// STREAMS_INVALID_TOPOLOGY with Kafka's message, for a topology whose repartition
 /// topics cannot be sized.
-pub fn configure(topology: &Topology, count: impl Fn(&str) -> Option<i32>) -> Result<Configured, (i16, String)> {
+pub fn configure(
+    topology: &Topology,
+    count: impl Fn(&str) -> Option<i32>,
+) -> Result<Configured, skein_control::errors::Refusal> {
     let counts: BTreeMap<String, Option<i32>> =
         required_topics(topology).into_iter().map(|t| (t.clone(), count(&t))).collect();
     let unconfigured = |problem| Configured {
