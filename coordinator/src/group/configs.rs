@@ -512,14 +512,10 @@ pub fn consumer_settings(base: ConsumerSettings, image: &MetadataImage, group: &
 
 /// A share group's membership settings: `base` with the group's own
 /// `share.heartbeat.interval.ms` and `share.session.timeout.ms`.
-pub fn share_membership(
-    base: crate::group::share::MembershipSettings,
-    image: &MetadataImage,
-    group: &str,
-) -> crate::group::share::MembershipSettings {
+pub fn share_membership(base: MembershipSettings, image: &MetadataImage, group: &str) -> MembershipSettings {
     let Some(overrides) = image.group_configs.get(group) else { return base };
     let ms = |name: &str| overrides.get(name).and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_millis);
-    crate::group::share::MembershipSettings {
+    MembershipSettings {
         heartbeat_interval: ms("share.heartbeat.interval.ms").unwrap_or(base.heartbeat_interval),
         session_timeout: ms("share.session.timeout.ms").unwrap_or(base.session_timeout),
         ..base
@@ -576,6 +572,26 @@ pub fn share_partition_settings(
     };
     let committed = get("share.isolation.level").is_some_and(|v| v.eq_ignore_ascii_case("read_committed"));
     (settings, reset, committed)
+}
+
+/// Settings of a share group's membership (`group.share.*`, `share.*` group configs).
+#[derive(Debug, Clone, Copy)]
+pub struct MembershipSettings {
+    pub heartbeat_interval: Duration,
+    pub session_timeout: Duration,
+    /// Kafka's `group.share.max.size`.
+    pub max_size: usize,
+}
+
+impl Default for MembershipSettings {
+    /// Kafka 4.4's defaults.
+    fn default() -> MembershipSettings {
+        MembershipSettings {
+            heartbeat_interval: Duration::from_secs(5),
+            session_timeout: Duration::from_secs(45),
+            max_size: 200,
+        }
+    }
 }
 
 #[cfg(test)]

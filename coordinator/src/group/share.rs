@@ -13,7 +13,7 @@
 //! until their locks run out.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kafka_protocol::messages::share_group_describe_response::{self as describe, Member};
 use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
@@ -22,6 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use skein_control::errors::code;
 use skein_control::metadata::MetadataImage;
 
+use crate::group::configs::MembershipSettings;
 use crate::group::records::{self, Entry, ShareAssignmentValue, ShareMemberValue};
 
 /// The member epoch that leaves the group.
@@ -32,26 +33,6 @@ fn s(text: impl Into<String>) -> StrBytes {
 }
 
 type Partition = (String, i32);
-
-/// Settings of a share group's membership (`group.share.*`, `share.*` group configs).
-#[derive(Debug, Clone, Copy)]
-pub struct MembershipSettings {
-    pub heartbeat_interval: Duration,
-    pub session_timeout: Duration,
-    /// Kafka's `group.share.max.size`.
-    pub max_size: usize,
-}
-
-impl Default for MembershipSettings {
-    /// Kafka 4.4's defaults.
-    fn default() -> MembershipSettings {
-        MembershipSettings {
-            heartbeat_interval: Duration::from_secs(5),
-            session_timeout: Duration::from_secs(45),
-            max_size: 200,
-        }
-    }
-}
 
 struct ShareMember {
     id: String,
