@@ -41,6 +41,9 @@ fn faults_lose_no_acknowledged_record() {
         let partition = (cycle % partitions as usize) as i32;
         inject(&mut cluster, faults[cycle % kinds], "faults", partition);
         wait_until_healed(&cluster, "faults", partitions, Duration::from_secs(60));
+        if (cycle + 1) % 50 == 0 {
+            eprintln!("{} of {cycles} fault cycles", cycle + 1);
+        }
     }
 
     let summary = numbered.check(&cluster);
