@@ -12,6 +12,7 @@
 //! broker: the coordinators (`skein-coordinator`) and the protocol layer
 //! (`skein-net`) answer with them, the engine and the replication layer answer with
 //! typed errors that `errors` maps.
+#![forbid(unsafe_code)]
 
 pub mod append;
 pub mod broker_configs;

@@ -7,6 +7,7 @@
 //! cannot name a shard, a connection or a handler: it sits above the control plane
 //! (`skein-control`) and below the protocol layer (`skein-net`). What it keeps of each
 //! partition it hosts is `hosted::Partition`.
+#![forbid(unsafe_code)]
 
 pub mod group;
 pub mod hosted;

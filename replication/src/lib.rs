@@ -5,7 +5,9 @@
 //! hosts one `Partition` per partition its shard owns; the engine stores the log.
 //! `quorum` is the controller quorum: the metadata log replicated by raft-rs.
 //!
-//! Dependencies point one way: `engine` <- `replication` <- `net` <- `skein`.
+//! Dependencies point one way: `engine` <- `replication` <- `control` <-
+//! `coordinator` <- `net` <- `skein`.
+#![forbid(unsafe_code)]
 
 pub mod checkpoint;
 pub mod delayed;
