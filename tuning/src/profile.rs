@@ -35,17 +35,17 @@ pub struct Recommended {
 /// a recommendation missing, mistyped, unknown or out of range.
 pub fn parse(text: &str) -> Result<Recommended, String> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    match version_of(&value) {
+    match value.get("format_version").and_then(serde_json::Value::as_u64) {
         None => return Err("no format_version: not a profile written by skein iotune".into()),
         Some(version) if version > u64::from(FORMAT_VERSION) => {
             return Err(format!(
                 "format {version} is newer than this skein reads ({FORMAT_VERSION}): run this version's skein iotune"
             ))
         }
+        Some(version) if version != u64::from(FORMAT_VERSION) => {
+            return Err(format!("format_version is not {FORMAT_VERSION}, the one this skein reads"))
+        }
         Some(_) => {}
-    }
-    if version_of(&value) != Some(u64::from(FORMAT_VERSION)) {
-        return Err(format!("format_version is not {FORMAT_VERSION}, the one this skein reads"));
     }
     // Only the recommendations are read; the measurements are for people. Each is
     // named when missing or mistyped, and an unknown key is refused (a typo would
@@ -77,10 +77,6 @@ pub fn parse(text: &str) -> Result<Recommended, String> {
         ));
     }
     Ok(recommended)
-}
-
-fn version_of(profile: &serde_json::Value) -> Option<u64> {
-    profile.get("format_version").and_then(serde_json::Value::as_u64)
 }
 
 #[cfg(test)]
